@@ -1,0 +1,389 @@
+package filestore
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SourceClass ranks sources when two of them define the same object: the
+// lower class wins, so files and git beat registries, and registries beat
+// agent registrations.
+type SourceClass int
+
+// Source classes, strongest first.
+const (
+	ClassConfig       SourceClass = iota // files and git
+	ClassRegistry                        // Consul, ZooKeeper, static registries
+	ClassRegistration                    // agent auto-registrations
+)
+
+// String names the class.
+func (c SourceClass) String() string {
+	switch c {
+	case ClassConfig:
+		return "config"
+	case ClassRegistry:
+		return "registry"
+	case ClassRegistration:
+		return "registration"
+	}
+	return fmt.Sprintf("class(%d)", int(c))
+}
+
+// Source names one writer of the Store.
+type Source struct {
+	Name  string
+	Class SourceClass
+}
+
+// ConfigError is one problem found in a source, located by file, line and field.
+type ConfigError struct {
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Object  string `json:"object,omitempty"` // kind/namespace/name, when known
+	Field   string `json:"field,omitempty"`  // e.g. http[1].route[0].weight
+	Commit  string `json:"commit,omitempty"`
+	Message string `json:"message"`
+}
+
+// Error renders the problem as "file:line: kind/ns/name: field: message".
+func (e ConfigError) Error() string {
+	s := ""
+	if e.File != "" {
+		s = e.File
+		if e.Line > 0 {
+			s += fmt.Sprintf(":%d", e.Line)
+		}
+		s += ": "
+	}
+	if e.Commit != "" {
+		s += fmt.Sprintf("commit %.12s: ", e.Commit)
+	}
+	if e.Object != "" {
+		s += e.Object + ": "
+	}
+	if e.Field != "" {
+		s += e.Field + ": "
+	}
+	return s + e.Message
+}
+
+// SourceStatus is what a source last reported about itself.
+type SourceStatus struct {
+	Source string      `json:"source"`
+	Class  string      `json:"class"`
+	// Revision is the source's own version: a git commit SHA, or empty.
+	Revision   string        `json:"revision,omitempty"`
+	Objects    int           `json:"objects"`
+	Errors     []ConfigError `json:"errors,omitempty"`
+	LastUpdate time.Time     `json:"lastUpdate"`
+}
+
+// Conflict records two or more sources defining the same object.
+type Conflict struct {
+	Key    Key      `json:"-"`
+	Object string   `json:"object"`
+	Winner Origin   `json:"winner"`
+	Losers []Origin `json:"losers"`
+}
+
+// Snapshot is an immutable, point-in-time view of the Store. Readers may use
+// it without locks; it is never modified after it is published.
+type Snapshot struct {
+	// Revision counts effective changes to the Store since it was created.
+	Revision int64
+	byKind   map[Kind][]*Object
+	byKey    map[Key]*Object
+	// Sources holds every source's status, sorted by name.
+	Sources []SourceStatus
+	// Conflicts lists objects defined by more than one source, sorted by key.
+	Conflicts []Conflict
+}
+
+// List returns the objects of one kind sorted by namespace and name. The
+// slice is shared: do not modify it.
+func (s *Snapshot) List(kind Kind) []*Object { return s.byKind[kind] }
+
+// Get returns the object with the key, or nil.
+func (s *Snapshot) Get(k Key) *Object { return s.byKey[k] }
+
+// Len returns the number of objects in the snapshot.
+func (s *Snapshot) Len() int { return len(s.byKey) }
+
+// Commit returns the git commit of the first git source, or "".
+func (s *Snapshot) Commit() string {
+	for _, st := range s.Sources {
+		if st.Revision != "" && len(st.Source) > 4 && st.Source[:4] == "git:" {
+			return st.Revision
+		}
+	}
+	return ""
+}
+
+// Changes is the set of keys whose winning object changed, up to a revision.
+type Changes struct {
+	Revision int64
+	Keys     map[Key]struct{}
+}
+
+// Kinds reports which kinds appear in the changes.
+func (c Changes) Kinds() map[Kind]bool {
+	out := make(map[Kind]bool)
+	for k := range c.Keys {
+		out[k.Kind] = true
+	}
+	return out
+}
+
+// Store is the memory config store. Sources write it only with Replace;
+// readers take Snapshots. It is safe for concurrent use.
+type Store struct {
+	mu       sync.Mutex
+	sources  map[string]*sourceState
+	current  *Snapshot
+	subs     map[*Subscription]struct{}
+	revision int64
+}
+
+type sourceState struct {
+	src     Source
+	objects map[Key]*Object
+	status  SourceStatus
+}
+
+// NewStore returns an empty Store at revision 0.
+func NewStore() *Store {
+	return &Store{
+		sources: make(map[string]*sourceState),
+		current: &Snapshot{byKind: map[Kind][]*Object{}, byKey: map[Key]*Object{}},
+		subs:    make(map[*Subscription]struct{}),
+	}
+}
+
+// Snapshot returns the current immutable snapshot.
+func (s *Store) Snapshot() *Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// Replace sets the complete object set of one source. The Store computes the
+// difference against the source's previous set, resolves which source wins
+// each key, and notifies subscribers of the keys whose winner changed. It
+// rejects a set that names one key twice, changing nothing.
+func (s *Store) Replace(src Source, objects []*Object) error {
+	next := make(map[Key]*Object, len(objects))
+	for _, o := range objects {
+		if prev, dup := next[o.Key]; dup {
+			return fmt.Errorf("source %s: %s defined twice: %s and %s", src.Name, o.Key, prev.Origin, o.Origin)
+		}
+		next[o.Key] = o
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.sources[src.Name]
+	if st == nil {
+		st = &sourceState{src: src, status: SourceStatus{Source: src.Name, Class: src.Class.String()}}
+		s.sources[src.Name] = st
+	}
+	touched := make(map[Key]struct{})
+	for k, o := range st.objects {
+		if n, ok := next[k]; !ok || n != o {
+			touched[k] = struct{}{}
+		}
+	}
+	for k, o := range next {
+		if old, ok := st.objects[k]; !ok || old != o {
+			touched[k] = struct{}{}
+		}
+	}
+	st.objects = next
+	st.status.Objects = len(next)
+	st.status.LastUpdate = time.Now()
+	s.publish(touched)
+	return nil
+}
+
+// SetStatus records a source's revision and current errors. Errors do not
+// change config: the source's last good objects keep serving.
+func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.sources[src.Name]
+	if st == nil {
+		st = &sourceState{src: src, status: SourceStatus{Source: src.Name, Class: src.Class.String()}}
+		s.sources[src.Name] = st
+	}
+	st.status.Revision = revision
+	st.status.Errors = slices.Clone(errs)
+	st.status.LastUpdate = time.Now()
+	s.publish(nil)
+}
+
+// publish builds the next snapshot after the keys in touched may have changed.
+// Callers hold s.mu.
+func (s *Store) publish(touched map[Key]struct{}) {
+	old := s.current
+	order := s.sourceOrder()
+	changed := make(map[Key]struct{})
+	byKey := old.byKey
+	kindsDirty := make(map[Kind]bool)
+	if len(touched) > 0 {
+		byKey = make(map[Key]*Object, len(old.byKey)+len(touched))
+		for k, o := range old.byKey {
+			byKey[k] = o
+		}
+		for k := range touched {
+			var winner *Object
+			for _, st := range order {
+				if o := st.objects[k]; o != nil {
+					winner = o
+					break
+				}
+			}
+			prev := old.byKey[k]
+			switch {
+			case winner == nil && prev == nil:
+				continue
+			case winner == nil:
+				delete(byKey, k)
+				changed[k] = struct{}{}
+			default:
+				byKey[k] = winner
+				if prev == nil || !sameContent(prev, winner) {
+					changed[k] = struct{}{}
+				}
+			}
+			kindsDirty[k.Kind] = true
+		}
+	}
+	if len(changed) > 0 {
+		s.revision++
+	}
+	next := &Snapshot{Revision: s.revision, byKey: byKey, byKind: old.byKind}
+	if len(kindsDirty) > 0 {
+		next.byKind = make(map[Kind][]*Object, len(old.byKind))
+		for k, v := range old.byKind {
+			if !kindsDirty[k] {
+				next.byKind[k] = v
+			}
+		}
+		for k, o := range byKey {
+			if kindsDirty[k.Kind] {
+				next.byKind[k.Kind] = append(next.byKind[k.Kind], o)
+			}
+		}
+		for kind := range kindsDirty {
+			slices.SortFunc(next.byKind[kind], func(a, b *Object) int {
+				return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+			})
+		}
+	}
+	for _, st := range order {
+		next.Sources = append(next.Sources, st.status)
+	}
+	slices.SortFunc(next.Sources, func(a, b SourceStatus) int { return cmp.Compare(a.Source, b.Source) })
+	next.Conflicts = s.conflicts(order, old.Conflicts, touched, byKey)
+	s.current = next
+	if len(changed) > 0 {
+		for sub := range s.subs {
+			sub.add(s.revision, changed)
+		}
+	}
+}
+
+// conflicts recomputes the conflict list for touched keys, keeping the rest.
+func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key]struct{}, byKey map[Key]*Object) []Conflict {
+	if len(touched) == 0 {
+		return prev
+	}
+	var out []Conflict
+	for _, c := range prev {
+		if _, ok := touched[c.Key]; !ok {
+			out = append(out, c)
+		}
+	}
+	for k := range touched {
+		var losers []Origin
+		winner := byKey[k]
+		for _, st := range order {
+			if o := st.objects[k]; o != nil && o != winner {
+				losers = append(losers, o.Origin)
+			}
+		}
+		if len(losers) > 0 {
+			out = append(out, Conflict{Key: k, Object: k.String(), Winner: winner.Origin, Losers: losers})
+		}
+	}
+	slices.SortFunc(out, func(a, b Conflict) int { return cmp.Compare(a.Object, b.Object) })
+	return out
+}
+
+// sourceOrder returns sources strongest first: by class, then by name.
+func (s *Store) sourceOrder() []*sourceState {
+	out := make([]*sourceState, 0, len(s.sources))
+	for _, st := range s.sources {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b *sourceState) int {
+		return cmp.Or(cmp.Compare(a.src.Class, b.src.Class), cmp.Compare(a.src.Name, b.src.Name))
+	})
+	return out
+}
+
+// Subscription delivers change notifications. Changes accumulate until read,
+// so a slow reader never loses one and never blocks the Store.
+type Subscription struct {
+	store   *Store
+	c       chan struct{}
+	mu      sync.Mutex
+	pending Changes
+}
+
+// Subscribe registers for change notifications. Call Close when done.
+func (s *Store) Subscribe() *Subscription {
+	sub := &Subscription{store: s, c: make(chan struct{}, 1)}
+	s.mu.Lock()
+	s.subs[sub] = struct{}{}
+	s.mu.Unlock()
+	return sub
+}
+
+// C is signalled (without blocking the Store) when changes are pending.
+func (sub *Subscription) C() <-chan struct{} { return sub.c }
+
+// Take returns and clears the pending changes.
+func (sub *Subscription) Take() Changes {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	c := sub.pending
+	sub.pending = Changes{}
+	return c
+}
+
+// Close unregisters the subscription.
+func (sub *Subscription) Close() {
+	sub.store.mu.Lock()
+	delete(sub.store.subs, sub)
+	sub.store.mu.Unlock()
+}
+
+func (sub *Subscription) add(rev int64, keys map[Key]struct{}) {
+	sub.mu.Lock()
+	if sub.pending.Keys == nil {
+		sub.pending.Keys = make(map[Key]struct{}, len(keys))
+	}
+	for k := range keys {
+		sub.pending.Keys[k] = struct{}{}
+	}
+	sub.pending.Revision = rev
+	sub.mu.Unlock()
+	select {
+	case sub.c <- struct{}{}:
+	default:
+	}
+}
