@@ -73,8 +73,8 @@ func (e ConfigError) Error() string {
 
 // SourceStatus is what a source last reported about itself.
 type SourceStatus struct {
-	Source string      `json:"source"`
-	Class  string      `json:"class"`
+	Source string `json:"source"`
+	Class  string `json:"class"`
 	// Revision is the source's own version: a git commit SHA, or empty.
 	Revision   string        `json:"revision,omitempty"`
 	Objects    int           `json:"objects"`

@@ -1,0 +1,505 @@
+package filestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"gopkg.in/yaml.v3"
+	metav1alpha1 "istio.io/api/meta/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+)
+
+// kindInfo describes how to decode one kind.
+type kindInfo struct {
+	group    string
+	versions []string
+	newSpec  func() proto.Message
+}
+
+var networkingVersions = []string{"v1", "v1beta1", "v1alpha3"}
+var securityVersions = []string{"v1", "v1beta1"}
+
+func lookupKind(k Kind) (kindInfo, bool) {
+	switch k {
+	case KindServiceEntry:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.ServiceEntry{} }}, true
+	case KindWorkloadEntry:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.WorkloadEntry{} }}, true
+	case KindWorkloadGroup:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.WorkloadGroup{} }}, true
+	case KindVirtualService:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.VirtualService{} }}, true
+	case KindDestinationRule:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.DestinationRule{} }}, true
+	case KindSidecar:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.Sidecar{} }}, true
+	case KindGateway:
+		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.Gateway{} }}, true
+	case KindPeerAuthentication:
+		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.PeerAuthentication{} }}, true
+	case KindAuthorizationPolicy:
+		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.AuthorizationPolicy{} }}, true
+	}
+	return kindInfo{}, false
+}
+
+// metadataIgnored are metadata fields written by Kubernetes API servers; they
+// are accepted (so `kubectl get -o yaml` output decodes) and ignored.
+var metadataIgnored = []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"}
+
+// Decode parses a file of one or more YAML documents into objects. It returns
+// every problem it finds, each naming the file, line and field. A document
+// with any problem yields no object; the other documents still decode.
+// Semantic validation (Validate) runs on every decoded object.
+func Decode(file string, data []byte) ([]*Object, []ConfigError) {
+	var objs []*Object
+	var errs []ConfigError
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			errs = append(errs, yamlError(file, err))
+			break
+		}
+		if len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null") {
+			continue
+		}
+		obj, derrs := decodeDocument(file, doc.Content[0])
+		if len(derrs) > 0 {
+			errs = append(errs, derrs...)
+			continue
+		}
+		objs = append(objs, obj)
+	}
+	return objs, errs
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func yamlError(file string, err error) ConfigError {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return ConfigError{File: file, Line: line, Message: "invalid YAML: " + m[2]}
+	}
+	return ConfigError{File: file, Message: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// docDecoder collects the errors and line numbers of one document.
+type docDecoder struct {
+	file   string
+	object string
+	errs   []ConfigError
+	lines  map[string]int // field path -> line
+}
+
+func (d *docDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	d.errs = append(d.errs, ConfigError{File: d.file, Line: n.Line, Object: d.object, Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func decodeDocument(file string, root *yaml.Node) (*Object, []ConfigError) {
+	d := &docDecoder{file: file, lines: map[string]int{}}
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
+		return nil, d.errs
+	}
+	fields := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch k.Value {
+		case "apiVersion", "kind", "metadata", "spec", "status":
+			fields[k.Value] = v
+		default:
+			d.errorf(k, k.Value, "unknown field %q", k.Value)
+		}
+	}
+	kindNode, apiNode := fields["kind"], fields["apiVersion"]
+	if kindNode == nil || apiNode == nil {
+		d.errorf(root, "", "missing apiVersion or kind")
+		return nil, d.errs
+	}
+	kind := Kind(kindNode.Value)
+	info, ok := lookupKind(kind)
+	if !ok {
+		d.errorf(kindNode, "kind", "unknown kind %q (supported: %s)", kindNode.Value, kindList())
+		return nil, d.errs
+	}
+	group, version, _ := strings.Cut(apiNode.Value, "/")
+	if group != info.group || !slices.Contains(info.versions, version) {
+		d.errorf(apiNode, "apiVersion", "%s is not served for %s (want %s/%s)", apiNode.Value, kind, info.group, strings.Join(info.versions, "|"))
+		return nil, d.errs
+	}
+	obj := &Object{APIVersion: apiNode.Value, Origin: Origin{File: file, Line: root.Line}}
+	obj.Kind = kind
+	d.decodeMetadata(obj, fields["metadata"], root)
+	d.object = obj.Key.String()
+	for i := range d.errs {
+		d.errs[i].Object = d.object
+	}
+
+	spec := info.newSpec()
+	specNode := fields["spec"]
+	if specNode == nil {
+		d.errorf(root, "spec", "missing spec")
+		return nil, d.errs
+	}
+	d.decodeMessage(specNode, spec, "")
+	if st := fields["status"]; st != nil && kind == KindWorkloadEntry {
+		status := &metav1alpha1.IstioStatus{}
+		d.decodeMessage(st, status, "status")
+		for _, c := range status.GetConditions() {
+			if c.GetType() == "Healthy" {
+				healthy := c.GetStatus() == "True"
+				obj.Healthy = &healthy
+			}
+		}
+	}
+	if len(d.errs) > 0 {
+		return nil, d.errs
+	}
+	obj.Spec = spec
+	for _, p := range Validate(obj) {
+		d.errs = append(d.errs, ConfigError{File: file, Line: d.lineOf(p.Field, root.Line), Object: d.object, Field: p.Field, Message: p.Message})
+	}
+	if len(d.errs) > 0 {
+		return nil, d.errs
+	}
+	return obj, nil
+}
+
+func kindList() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
+
+// lineOf finds the line of a field path, or of its nearest recorded parent.
+func (d *docDecoder) lineOf(path string, fallback int) int {
+	for p := path; ; {
+		if l, ok := d.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			if l, ok := d.lines[""]; ok && p != "" {
+				return l
+			}
+			return fallback
+		}
+		p = p[:i]
+	}
+}
+
+func (d *docDecoder) decodeMetadata(obj *Object, n, root *yaml.Node) {
+	obj.Namespace = "default"
+	if n == nil {
+		d.errorf(root, "metadata.name", "missing metadata")
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, "metadata", "must be a mapping")
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		path := "metadata." + k.Value
+		switch k.Value {
+		case "name":
+			obj.Name = v.Value
+			if msg := checkDNS1123Subdomain(v.Value); msg != "" {
+				d.errorf(v, path, "%s", msg)
+			}
+		case "namespace":
+			obj.Namespace = v.Value
+			if msg := checkDNS1123Label(v.Value); msg != "" {
+				d.errorf(v, path, "%s", msg)
+			}
+		case "labels":
+			obj.Labels = d.stringMap(v, path)
+			for key, val := range obj.Labels {
+				if msg := checkLabel(key, val); msg != "" {
+					d.errorf(v, path+"."+key, "%s", msg)
+				}
+			}
+		case "annotations":
+			obj.Annotations = d.stringMap(v, path)
+		default:
+			if !slices.Contains(metadataIgnored, k.Value) {
+				d.errorf(k, path, "unknown field %q", k.Value)
+			}
+		}
+	}
+	if obj.Name == "" {
+		d.errorf(n, "metadata.name", "name is required")
+	}
+}
+
+func (d *docDecoder) stringMap(n *yaml.Node, path string) map[string]string {
+	if n.Kind != yaml.MappingNode {
+		if n.Tag != "!!null" {
+			d.errorf(n, path, "must be a map of strings")
+		}
+		return nil
+	}
+	out := make(map[string]string, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode {
+			d.errorf(v, path+"."+k.Value, "must be a string")
+			continue
+		}
+		out[k.Value] = v.Value
+	}
+	return out
+}
+
+// decodeMessage checks the YAML against the message's descriptor (unknown
+// fields, wrong shapes and enum values, each with its path and line), then
+// decodes it with protojson.
+func (d *docDecoder) decodeMessage(n *yaml.Node, msg proto.Message, path string) {
+	before := len(d.errs)
+	v := d.toJSON(n, msg.ProtoReflect().Descriptor(), path)
+	if len(d.errs) > before {
+		return
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return
+	}
+	if err := protojson.Unmarshal(data, msg); err != nil {
+		d.errorf(n, path, "%s", strings.TrimPrefix(err.Error(), "proto: "))
+	}
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+// toJSON converts a YAML node for a message into a JSON-ready value.
+func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, path string) any {
+	if _, ok := d.lines[path]; !ok {
+		d.lines[path] = n.Line
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if wkt := d.wellKnown(n, md, path); wkt != nil {
+		return wkt.v
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return map[string]any{}
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be an object (%s)", md.Name())
+		return nil
+	}
+	out := make(map[string]any, len(n.Content)/2)
+	fields := md.Fields()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		fd := fields.ByJSONName(k.Value)
+		if fd == nil {
+			fd = fields.ByName(protoreflect.Name(k.Value))
+		}
+		fpath := join(path, k.Value)
+		if fd == nil {
+			d.errorf(k, fpath, "unknown field %q in %s", k.Value, md.Name())
+			continue
+		}
+		d.lines[fpath] = k.Line
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			continue
+		}
+		out[fd.JSONName()] = d.fieldJSON(v, fd, fpath)
+	}
+	return out
+}
+
+func (d *docDecoder) fieldJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) any {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch {
+	case fd.IsMap():
+		if n.Kind != yaml.MappingNode {
+			d.errorf(n, path, "must be a map")
+			return nil
+		}
+		out := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			epath := path + "." + k.Value
+			d.lines[epath] = k.Line
+			out[k.Value] = d.singleJSON(v, fd.MapValue(), epath)
+		}
+		return out
+	case fd.IsList():
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(n, path, "must be a list")
+			return nil
+		}
+		out := make([]any, len(n.Content))
+		for i, e := range n.Content {
+			epath := fmt.Sprintf("%s[%d]", path, i)
+			d.lines[epath] = e.Line
+			out[i] = d.singleJSON(e, fd, epath)
+		}
+		return out
+	}
+	return d.singleJSON(n, fd, path)
+}
+
+func (d *docDecoder) singleJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) any {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return d.toJSON(n, fd.Message(), path)
+	}
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n, path, "must be a %s value", kindName(fd.Kind()))
+		return nil
+	}
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		ed := fd.Enum()
+		if ed.Values().ByName(protoreflect.Name(n.Value)) != nil {
+			return n.Value
+		}
+		if i, err := strconv.Atoi(n.Value); err == nil && ed.Values().ByNumber(protoreflect.EnumNumber(i)) != nil {
+			return i
+		}
+		var names []string
+		for i := 0; i < ed.Values().Len(); i++ {
+			names = append(names, string(ed.Values().Get(i).Name()))
+		}
+		d.errorf(n, path, "unknown value %q (want one of %s)", n.Value, strings.Join(names, ", "))
+		return nil
+	case protoreflect.BoolKind:
+		b, err := strconv.ParseBool(n.Value)
+		if err != nil {
+			d.errorf(n, path, "must be true or false, not %q", n.Value)
+		}
+		return b
+	case protoreflect.StringKind:
+		return n.Value
+	case protoreflect.BytesKind:
+		return n.Value
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		f, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil {
+			d.errorf(n, path, "must be a number, not %q", n.Value)
+		}
+		return f
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		i, err := strconv.ParseInt(n.Value, 0, bitSize(fd.Kind()))
+		if err != nil {
+			d.errorf(n, path, "must be an integer, not %q", n.Value)
+		}
+		return i
+	default: // unsigned
+		u, err := strconv.ParseUint(n.Value, 0, bitSize(fd.Kind()))
+		if err != nil {
+			d.errorf(n, path, "must be a non-negative integer, not %q", n.Value)
+		}
+		return u
+	}
+}
+
+func bitSize(k protoreflect.Kind) int {
+	switch k {
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return 64
+	}
+	return 32
+}
+
+func kindName(k protoreflect.Kind) string {
+	switch k {
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return "string"
+	case protoreflect.BoolKind:
+		return "boolean"
+	case protoreflect.EnumKind:
+		return "enum"
+	}
+	return "number"
+}
+
+type wktValue struct{ v any }
+
+// wellKnown converts the well-known types that JSON writes as scalars.
+func (d *docDecoder) wellKnown(n *yaml.Node, md protoreflect.MessageDescriptor, path string) *wktValue {
+	switch md.FullName() {
+	case "google.protobuf.Duration", "google.protobuf.Timestamp", "google.protobuf.StringValue", "google.protobuf.BytesValue":
+		if n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "must be a string")
+			return &wktValue{}
+		}
+		if md.FullName() == "google.protobuf.Duration" {
+			dur, err := parseDuration(n.Value)
+			if err != nil {
+				d.errorf(n, path, "invalid duration %q: %v", n.Value, err)
+				return &wktValue{}
+			}
+			// protojson only reads seconds ("90s"); Istio's YAML also says "1m30s".
+			return &wktValue{strconv.FormatFloat(dur.Seconds(), 'f', -1, 64) + "s"}
+		}
+		return &wktValue{n.Value}
+	case "google.protobuf.BoolValue":
+		b, err := strconv.ParseBool(n.Value)
+		if err != nil || n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "must be true or false")
+		}
+		return &wktValue{b}
+	case "google.protobuf.UInt32Value", "google.protobuf.UInt64Value":
+		u, err := strconv.ParseUint(n.Value, 10, 64)
+		if err != nil || n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "must be a non-negative integer, not %q", n.Value)
+		}
+		return &wktValue{u}
+	case "google.protobuf.Int32Value", "google.protobuf.Int64Value":
+		i, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil || n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "must be an integer, not %q", n.Value)
+		}
+		return &wktValue{i}
+	case "google.protobuf.DoubleValue", "google.protobuf.FloatValue":
+		f, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil || n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "must be a number, not %q", n.Value)
+		}
+		return &wktValue{f}
+	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any":
+		var v any
+		if err := n.Decode(&v); err != nil {
+			d.errorf(n, path, "%v", err)
+		}
+		return &wktValue{v}
+	}
+	return nil
+}

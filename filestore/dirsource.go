@@ -1,0 +1,305 @@
+package filestore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Debounce settings for file sources: a burst of events is applied once
+// the tree has been quiet for DebounceQuiet, or at most DebounceMax after the
+// first event of the burst.
+const (
+	DebounceQuiet = 100 * time.Millisecond
+	DebounceMax   = time.Second
+)
+
+// DirSource watches a directory tree of Istio YAML and keeps the Store's set
+// for it current. A file that fails to decode keeps its last good objects and
+// its errors stay reported until it is fixed or removed.
+type DirSource struct {
+	root  string
+	src   Source
+	store *Store
+	log   *slog.Logger
+	ready chan struct{}
+	once  sync.Once
+	files map[string]*fileState // by path relative to root
+}
+
+type fileState struct {
+	stamp fileStamp
+	good  []*Object // last good objects
+	errs  []ConfigError
+}
+
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+	ino   uint64
+}
+
+// NewDirSource returns a source for the directory root. Its source name is
+// "dir:<absolute root>".
+func NewDirSource(root string, store *Store, logger *slog.Logger) *DirSource {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		abs = root
+	}
+	return &DirSource{
+		root:  abs,
+		src:   Source{Name: "dir:" + abs, Class: ClassConfig},
+		store: store,
+		log:   logger.With("source", "dir:"+abs),
+		ready: make(chan struct{}),
+		files: map[string]*fileState{},
+	}
+}
+
+// Source returns the Store source this DirSource writes.
+func (d *DirSource) Source() Source { return d.src }
+
+// Ready is closed once the first load has reached the Store.
+func (d *DirSource) Ready() <-chan struct{} { return d.ready }
+
+// Run loads the tree, then watches it until ctx is done.
+func (d *DirSource) Run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("dir source %s: %w", d.root, err)
+	}
+	defer w.Close()
+	watched := map[string]bool{}
+	if err := d.sync(w, watched); err != nil {
+		return err
+	}
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	var burstStart time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue
+			}
+			now := time.Now()
+			if timerC == nil {
+				burstStart = now
+			}
+			wait := DebounceQuiet
+			if rest := DebounceMax - now.Sub(burstStart); rest < wait {
+				wait = max(rest, 0)
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			timerC = timer.C
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			d.log.Warn("watch error; rescanning", "error", err)
+			if err := d.sync(w, watched); err != nil {
+				d.log.Error("rescan failed", "error", err)
+			}
+		case <-timerC:
+			timerC = nil
+			if err := d.sync(w, watched); err != nil {
+				d.log.Error("rescan failed", "error", err)
+			}
+		}
+	}
+}
+
+// sync rescans the tree, updates the watches and hands the result to the Store.
+func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
+	paths, dirs, err := d.scan()
+	if err != nil {
+		d.store.SetStatus(d.src, "", []ConfigError{{File: d.root, Message: err.Error()}})
+		return fmt.Errorf("dir source %s: %w", d.root, err)
+	}
+	for dir := range dirs {
+		if !watched[dir] {
+			if err := w.Add(dir); err != nil {
+				d.log.Warn("cannot watch directory", "dir", dir, "error", err)
+				continue
+			}
+			watched[dir] = true
+		}
+	}
+	for dir := range watched {
+		if !dirs[dir] {
+			_ = w.Remove(dir)
+			delete(watched, dir)
+		}
+	}
+	seen := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		seen[p] = true
+		d.load(p)
+	}
+	for p := range d.files {
+		if !seen[p] {
+			delete(d.files, p)
+		}
+	}
+	objs, errs := d.collect()
+	if err := d.store.Replace(d.src, objs); err != nil {
+		return err // cannot happen: collect removes duplicates
+	}
+	d.store.SetStatus(d.src, "", errs)
+	for _, e := range errs {
+		d.log.Warn("config error", "error", e.Error())
+	}
+	d.once.Do(func() { close(d.ready) })
+	return nil
+}
+
+// load (re)reads one file when its stamp changed.
+func (d *DirSource) load(rel string) {
+	full := filepath.Join(d.root, rel)
+	info, err := os.Stat(full)
+	if err != nil {
+		return // vanished between scan and load: the next event rescans
+	}
+	stamp := fileStamp{size: info.Size(), mtime: info.ModTime()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		stamp.ino = st.Ino
+	}
+	fs := d.files[rel]
+	if fs != nil && fs.stamp == stamp {
+		return
+	}
+	if fs == nil {
+		fs = &fileState{}
+		d.files[rel] = fs
+	}
+	fs.stamp = stamp
+	data, err := os.ReadFile(full)
+	if err != nil {
+		fs.errs = []ConfigError{{File: rel, Message: err.Error()}}
+		return
+	}
+	objs, errs := Decode(rel, data)
+	for _, o := range objs {
+		o.Origin.Source = d.src.Name
+	}
+	fs.errs = errs
+	if len(errs) == 0 {
+		fs.good = objs
+	}
+}
+
+// collect merges every file's last good objects; a key defined in two files
+// is kept from the first file in path order and reported on the second.
+func (d *DirSource) collect() ([]*Object, []ConfigError) {
+	rels := make([]string, 0, len(d.files))
+	for p := range d.files {
+		rels = append(rels, p)
+	}
+	slices.Sort(rels)
+	var objs []*Object
+	var errs []ConfigError
+	first := map[Key]*Object{}
+	for _, rel := range rels {
+		fs := d.files[rel]
+		errs = append(errs, fs.errs...)
+		if len(fs.errs) > 0 && fs.good != nil {
+			errs = append(errs, ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
+		}
+		for _, o := range fs.good {
+			if prev, dup := first[o.Key]; dup {
+				errs = append(errs, ConfigError{File: rel, Line: o.Origin.Line, Object: o.Key.String(),
+					Message: fmt.Sprintf("defined twice in this source; keeping %s:%d", prev.Origin.File, prev.Origin.Line)})
+				continue
+			}
+			first[o.Key] = o
+			objs = append(objs, o)
+		}
+	}
+	slices.SortFunc(errs, func(a, b ConfigError) int { return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line)) })
+	return objs, errs
+}
+
+// scan walks the tree, following symbolic links, and returns the YAML files
+// (relative paths) and the real directories to watch. Entries whose names
+// start with "." are skipped, which also skips Kubernetes-style "..data"
+// indirections while still reading the files that link through them.
+func (d *DirSource) scan() ([]string, map[string]bool, error) {
+	var files []string
+	dirs := map[string]bool{}
+	var walk func(real, rel string, depth int) error
+	walk = func(real, rel string, depth int) error {
+		if depth > 32 {
+			return fmt.Errorf("%s: directory nesting too deep (symlink loop?)", rel)
+		}
+		resolved, err := filepath.EvalSymlinks(real)
+		if err != nil {
+			return err
+		}
+		if dirs[resolved] {
+			return nil
+		}
+		dirs[resolved] = true
+		dirs[real] = true
+		entries, err := os.ReadDir(real)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
+				continue
+			}
+			full := filepath.Join(real, name)
+			childRel := filepath.Join(rel, name)
+			info, err := os.Stat(full) // follows symlinks
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // dangling link or vanished
+				}
+				return err
+			}
+			switch {
+			case info.IsDir():
+				if err := walk(full, childRel, depth+1); err != nil {
+					return err
+				}
+			case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
+				files = append(files, childRel)
+			}
+		}
+		return nil
+	}
+	if err := walk(d.root, "", 0); err != nil {
+		return nil, nil, err
+	}
+	// A root that is itself a symlink can be swapped atomically: watch the
+	// folder holding the link too.
+	if li, err := os.Lstat(d.root); err == nil && li.Mode()&os.ModeSymlink != 0 {
+		dirs[filepath.Dir(d.root)] = true
+	}
+	return files, dirs, nil
+}
