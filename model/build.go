@@ -1,0 +1,401 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/vmesh/vmesh/filestore"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// HealthChecksAnnotation marks a WorkloadEntry whose health is reported: it
+// is an endpoint only while its Healthy condition is true.
+const HealthChecksAnnotation = "proxy.istio.io/health-checks-enabled"
+
+// DefaultDomainSuffix completes short host names in VirtualServices,
+// DestinationRules and Sidecars: name -> name.namespace.svc.cluster.local.
+const DefaultDomainSuffix = "svc.cluster.local"
+
+// Build turns a Store snapshot into a model Snapshot. It is pure: it reads
+// only its input and returns a new value that shares nothing mutable.
+func Build(fs *filestore.Snapshot) *Snapshot {
+	b := &builder{
+		s: &Snapshot{
+			Revision:   fs.Revision,
+			Commit:     shortCommit(fs.Commit()),
+			byHost:     make(map[string][]*Service),
+			vsByHost:   make(map[string][]*VirtualService),
+			drByHost:   make(map[string][]*DestinationRule),
+			sidecarsNS: make(map[string][]*Sidecar),
+		},
+	}
+	b.indexWorkloadEntries(fs.List(filestore.KindWorkloadEntry))
+	for _, o := range fs.List(filestore.KindServiceEntry) {
+		b.addServiceEntry(o)
+	}
+	slices.SortFunc(b.s.Services, func(a, c *Service) int {
+		return cmp.Or(cmp.Compare(a.Hostname, c.Hostname), cmp.Compare(a.Namespace, c.Namespace))
+	})
+	for _, svc := range b.s.Services {
+		b.s.byHost[svc.Hostname] = append(b.s.byHost[svc.Hostname], svc)
+	}
+	assignVIPs(b.s.Services)
+	for _, o := range fs.List(filestore.KindVirtualService) {
+		b.addVirtualService(o)
+	}
+	for _, o := range fs.List(filestore.KindDestinationRule) {
+		b.addDestinationRule(o)
+	}
+	for _, o := range fs.List(filestore.KindSidecar) {
+		b.addSidecar(o)
+	}
+	b.bindHosts()
+	slices.SortFunc(b.s.Problems, func(a, c Problem) int {
+		return cmp.Or(cmp.Compare(a.Object, c.Object), cmp.Compare(a.Message, c.Message))
+	})
+	return b.s
+}
+
+// shortCommit returns the first 12 characters of a git commit.
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+type builder struct {
+	s *Snapshot
+	// weIndex maps namespace -> "key=value" -> WorkloadEntries carrying
+	// that label, so selecting is proportional to the matches, not to all
+	// entries in the namespace.
+	weIndex map[string]map[string][]*filestore.Object
+	// weAll maps namespace -> every WorkloadEntry, for empty selectors.
+	weAll map[string][]*filestore.Object
+}
+
+func (b *builder) problem(o *filestore.Object, format string, args ...any) {
+	b.s.Problems = append(b.s.Problems, Problem{Object: o.Key.String(), Message: fmt.Sprintf(format, args...)})
+}
+
+func (b *builder) indexWorkloadEntries(list []*filestore.Object) {
+	b.weIndex = make(map[string]map[string][]*filestore.Object)
+	b.weAll = make(map[string][]*filestore.Object)
+	for _, o := range list {
+		we, ok := o.Spec.(*networking.WorkloadEntry)
+		if !ok {
+			continue
+		}
+		b.weAll[o.Namespace] = append(b.weAll[o.Namespace], o)
+		m := b.weIndex[o.Namespace]
+		if m == nil {
+			m = make(map[string][]*filestore.Object)
+			b.weIndex[o.Namespace] = m
+		}
+		// Istio selects on the WorkloadEntry's spec labels, falling back to
+		// its metadata labels.
+		for k, v := range workloadLabels(o, we) {
+			m[k+"="+v] = append(m[k+"="+v], o)
+		}
+	}
+}
+
+// workloadLabels returns the labels a selector matches a WorkloadEntry on:
+// its metadata labels overlaid with its spec labels.
+func workloadLabels(o *filestore.Object, we *networking.WorkloadEntry) map[string]string {
+	if len(o.Labels) == 0 {
+		return we.GetLabels()
+	}
+	if len(we.GetLabels()) == 0 {
+		return o.Labels
+	}
+	out := make(map[string]string, len(o.Labels)+len(we.GetLabels()))
+	for k, v := range o.Labels {
+		out[k] = v
+	}
+	for k, v := range we.GetLabels() {
+		out[k] = v
+	}
+	return out
+}
+
+// selectWorkloadEntries returns the WorkloadEntries of ns that carry every
+// selector label, in namespace/name order.
+func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) []*filestore.Object {
+	if len(selector) == 0 {
+		return b.weAll[ns]
+	}
+	// Start from the smallest candidate list.
+	var cands []*filestore.Object
+	first := true
+	for k, v := range selector {
+		l := b.weIndex[ns][k+"="+v]
+		if first || len(l) < len(cands) {
+			cands, first = l, false
+		}
+	}
+	var out []*filestore.Object
+	for _, o := range cands {
+		if labelsMatch(selector, workloadLabels(o, o.Spec.(*networking.WorkloadEntry))) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// labelsMatch reports whether labels carry every selector entry.
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder) addServiceEntry(o *filestore.Object) {
+	se, ok := o.Spec.(*networking.ServiceEntry)
+	if !ok {
+		b.problem(o, "spec is %T, want ServiceEntry", o.Spec)
+		return
+	}
+	ports := make([]Port, 0, len(se.GetPorts()))
+	for _, p := range se.GetPorts() {
+		ports = append(ports, Port{Name: p.GetName(), Number: p.GetNumber(), Protocol: strings.ToUpper(p.GetProtocol()), TargetPort: p.GetTargetPort()})
+	}
+	slices.SortFunc(ports, func(a, c Port) int { return cmp.Compare(a.Number, c.Number) })
+
+	var eps []*Endpoint
+	for i, we := range se.GetEndpoints() {
+		eps = append(eps, endpointFrom(we, we.GetLabels(), fmt.Sprintf("%s/%s#%d", o.Namespace, o.Name, i)))
+	}
+	if sel := se.GetWorkloadSelector(); sel != nil {
+		for _, wo := range b.selectWorkloadEntries(o.Namespace, sel.GetLabels()) {
+			if !healthy(wo) {
+				continue
+			}
+			we := wo.Spec.(*networking.WorkloadEntry)
+			eps = append(eps, endpointFrom(we, workloadLabels(wo, we), wo.Namespace+"/"+wo.Name))
+		}
+	}
+	res := Resolution(se.GetResolution())
+	slices.SortFunc(eps, func(a, c *Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, c.Address), cmp.Compare(a.Origin, c.Origin))
+	})
+	exportTo := normaliseExportTo(se.GetExportTo(), o.Namespace)
+	for _, h := range se.GetHosts() {
+		svc := &Service{
+			Hostname:        h,
+			Namespace:       o.Namespace,
+			Name:            o.Name,
+			Ports:           ports,
+			Resolution:      res,
+			MeshExternal:    se.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL,
+			ExportTo:        exportTo,
+			Addresses:       se.GetAddresses(),
+			Endpoints:       eps,
+			SubjectAltNames: se.GetSubjectAltNames(),
+		}
+		if (res == ResolutionDNS || res == ResolutionDNSRoundRobin) && len(eps) == 0 && se.GetWorkloadSelector() == nil && !strings.HasPrefix(h, "*") {
+			// Istio: a DNS entry without endpoints resolves the host itself.
+			svc.Endpoints = []*Endpoint{{Address: h, Origin: o.Namespace + "/" + o.Name + "#host"}}
+		}
+		if res == ResolutionNone {
+			svc.Endpoints = nil
+		}
+		b.s.Services = append(b.s.Services, svc)
+	}
+}
+
+// healthy reports whether a WorkloadEntry counts as an endpoint: always,
+// unless it has health checks enabled and is not known healthy.
+func healthy(o *filestore.Object) bool {
+	if o.Annotations[HealthChecksAnnotation] != "true" {
+		return true
+	}
+	return o.Healthy != nil && *o.Healthy
+}
+
+func endpointFrom(we *networking.WorkloadEntry, labels map[string]string, origin string) *Endpoint {
+	return &Endpoint{
+		Address:        we.GetAddress(),
+		Ports:          we.GetPorts(),
+		Labels:         labels,
+		Locality:       we.GetLocality(),
+		Weight:         we.GetWeight(),
+		Network:        we.GetNetwork(),
+		ServiceAccount: we.GetServiceAccount(),
+		Origin:         origin,
+	}
+}
+
+// normaliseExportTo resolves "." to the namespace, keeps "*", and returns nil
+// for "~" (hidden). An empty list means "*".
+func normaliseExportTo(in []string, ns string) []string {
+	if len(in) == 0 {
+		return []string{"*"}
+	}
+	var out []string
+	for _, e := range in {
+		switch e {
+		case "~":
+			return nil
+		case ".":
+			out = append(out, ns)
+		default:
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Visible reports whether config exported to exportTo can be seen from ns.
+func Visible(exportTo []string, ns string) bool {
+	for _, e := range exportTo {
+		if e == "*" || e == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// qualify expands a short host name to name.namespace.svc.cluster.local.
+func qualify(host, ns string) string {
+	if host == "*" || strings.Contains(host, ".") {
+		return host
+	}
+	return host + "." + ns + "." + DefaultDomainSuffix
+}
+
+// HostMatches reports whether pattern ("*", "*.suffix" or exact) matches host.
+func HostMatches(pattern, host string) bool {
+	switch {
+	case pattern == "*":
+		return true
+	case strings.HasPrefix(pattern, "*"):
+		return strings.HasSuffix(host, pattern[1:])
+	}
+	return pattern == host
+}
+
+func (b *builder) addVirtualService(o *filestore.Object) {
+	vs, ok := o.Spec.(*networking.VirtualService)
+	if !ok {
+		b.problem(o, "spec is %T, want VirtualService", o.Spec)
+		return
+	}
+	if gw := vs.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
+		return // gateway-only routes do not apply to mesh clients
+	}
+	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(vs.GetExportTo(), o.Namespace), Spec: vs}
+	for _, h := range vs.GetHosts() {
+		m.Hosts = append(m.Hosts, qualify(h, o.Namespace))
+	}
+	b.s.VirtualServices = append(b.s.VirtualServices, m)
+}
+
+func (b *builder) addDestinationRule(o *filestore.Object) {
+	dr, ok := o.Spec.(*networking.DestinationRule)
+	if !ok {
+		b.problem(o, "spec is %T, want DestinationRule", o.Spec)
+		return
+	}
+	if dr.GetWorkloadSelector() != nil {
+		// Workload-scoped rules apply to server-side policy, not to clients.
+		return
+	}
+	b.s.DestinationRules = append(b.s.DestinationRules, &DestinationRule{
+		Namespace: o.Namespace, Name: o.Name, Host: qualify(dr.GetHost(), o.Namespace),
+		ExportTo: normaliseExportTo(dr.GetExportTo(), o.Namespace), Spec: dr,
+	})
+}
+
+func (b *builder) addSidecar(o *filestore.Object) {
+	sc, ok := o.Spec.(*networking.Sidecar)
+	if !ok {
+		b.problem(o, "spec is %T, want Sidecar", o.Spec)
+		return
+	}
+	m := &Sidecar{Namespace: o.Namespace, Name: o.Name, Selector: sc.GetWorkloadSelector().GetLabels()}
+	for _, l := range sc.GetEgress() {
+		for _, h := range l.GetHosts() {
+			ns, host, ok := strings.Cut(h, "/")
+			if !ok {
+				b.problem(o, "egress host %q is not namespace/host", h)
+				continue
+			}
+			if ns == "." {
+				ns = o.Namespace
+			}
+			m.Egress = append(m.Egress, EgressHost{Namespace: ns, Host: host})
+		}
+	}
+	if len(sc.GetEgress()) > 0 && m.Egress == nil {
+		m.Egress = []EgressHost{} // egress given but empty: sees nothing
+	}
+	b.s.Sidecars = append(b.s.Sidecars, m)
+	b.s.sidecarsNS[o.Namespace] = append(b.s.sidecarsNS[o.Namespace], m)
+}
+
+// bindHosts indexes VirtualServices and DestinationRules by every service host
+// they match, exact matches first.
+func (b *builder) bindHosts() {
+	hosts := make([]string, 0, len(b.s.byHost))
+	for h := range b.s.byHost {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	var wildVS []*VirtualService
+	exactVS := make(map[string][]*VirtualService)
+	for _, vs := range b.s.VirtualServices {
+		for _, h := range vs.Hosts {
+			if strings.HasPrefix(h, "*") {
+				wildVS = append(wildVS, vs)
+			} else {
+				exactVS[h] = append(exactVS[h], vs)
+			}
+		}
+	}
+	var wildDR []*DestinationRule
+	exactDR := make(map[string][]*DestinationRule)
+	for _, dr := range b.s.DestinationRules {
+		if strings.HasPrefix(dr.Host, "*") {
+			wildDR = append(wildDR, dr)
+		} else {
+			exactDR[dr.Host] = append(exactDR[dr.Host], dr)
+		}
+	}
+	for _, h := range hosts {
+		vss := slices.Clone(exactVS[h])
+		for _, vs := range wildVS {
+			for _, p := range vs.Hosts {
+				if strings.HasPrefix(p, "*") && HostMatches(p, h) && !slices.Contains(vss, vs) {
+					vss = append(vss, vs)
+					break
+				}
+			}
+		}
+		if len(vss) > 0 {
+			b.s.vsByHost[h] = vss
+		}
+		drs := slices.Clone(exactDR[h])
+		for _, dr := range wildDR {
+			if HostMatches(dr.Host, h) {
+				drs = append(drs, dr)
+			}
+		}
+		if len(drs) > 0 {
+			b.s.drByHost[h] = drs
+		}
+	}
+}
+
+// isIP reports whether s is an IP address literal.
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}

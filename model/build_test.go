@@ -1,0 +1,267 @@
+package model_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+func obj(kind filestore.Kind, ns, name string, spec any) *filestore.Object {
+	o := &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: ns, Name: name}}
+	switch s := spec.(type) {
+	case *networking.ServiceEntry:
+		o.Spec = s
+	case *networking.WorkloadEntry:
+		o.Spec = s
+	case *networking.VirtualService:
+		o.Spec = s
+	case *networking.DestinationRule:
+		o.Spec = s
+	case *networking.Sidecar:
+		o.Spec = s
+	}
+	return o
+}
+
+func build(t testing.TB, objs ...*filestore.Object) *model.Snapshot {
+	t.Helper()
+	st := filestore.NewStore()
+	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	return model.Build(st.Snapshot())
+}
+
+func addrs(eps []*model.Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, e.Address)
+	}
+	return out
+}
+
+func TestBuildEndpointsFromWorkloadEntries(t *testing.T) {
+	tr, fa := true, false
+	unhealthy := obj(filestore.KindWorkloadEntry, "shop", "we-sick", &networking.WorkloadEntry{Address: "10.0.0.4", Labels: map[string]string{"app": "cart"}})
+	unhealthy.Annotations = map[string]string{model.HealthChecksAnnotation: "true"}
+	unhealthy.Healthy = &fa
+	healthyWE := obj(filestore.KindWorkloadEntry, "shop", "we-ok", &networking.WorkloadEntry{Address: "10.0.0.5", Labels: map[string]string{"app": "cart"}})
+	healthyWE.Annotations = map[string]string{model.HealthChecksAnnotation: "true"}
+	healthyWE.Healthy = &tr
+	unknown := obj(filestore.KindWorkloadEntry, "shop", "we-unknown", &networking.WorkloadEntry{Address: "10.0.0.6", Labels: map[string]string{"app": "cart"}})
+	unknown.Annotations = map[string]string{model.HealthChecksAnnotation: "true"}
+
+	s := build(t,
+		obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{
+			Hosts:            []string{"cart.shop.internal"},
+			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 8080, Protocol: "grpc", TargetPort: 9000}},
+			Resolution:       networking.ServiceEntry_STATIC,
+			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "cart"}},
+		}),
+		obj(filestore.KindWorkloadEntry, "shop", "we-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "cart", "version": "v1"}, Ports: map[string]uint32{"grpc": 7000}, Locality: "eu/west-1/a", Weight: 3, ServiceAccount: "cart"}),
+		obj(filestore.KindWorkloadEntry, "shop", "we-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "cart", "version": "v2"}}),
+		// Same labels, other namespace: never selected.
+		obj(filestore.KindWorkloadEntry, "other", "we-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "cart"}}),
+		// Does not match the selector.
+		obj(filestore.KindWorkloadEntry, "shop", "we-db", &networking.WorkloadEntry{Address: "10.0.0.9", Labels: map[string]string{"app": "db"}}),
+		unhealthy, healthyWE, unknown,
+	)
+	if len(s.Services) != 1 {
+		t.Fatalf("services = %d, want 1", len(s.Services))
+	}
+	svc := s.Services[0]
+	if diff := cmp.Diff([]string{"10.0.0.1", "10.0.0.2", "10.0.0.5"}, addrs(svc.Endpoints)); diff != "" {
+		t.Errorf("endpoints (-want +got):\n%s", diff)
+	}
+	e1 := svc.Endpoints[0]
+	if got := e1.PortFor(svc.Ports[0]); got != 7000 {
+		t.Errorf("port by name = %d, want 7000", got)
+	}
+	if got := svc.Endpoints[1].PortFor(svc.Ports[0]); got != 9000 {
+		t.Errorf("port by targetPort = %d, want 9000", got)
+	}
+	if e1.Locality != "eu/west-1/a" || e1.Weight != 3 || e1.ServiceAccount != "cart" || e1.Origin != "shop/we-1" {
+		t.Errorf("endpoint fields = %+v", e1)
+	}
+	if got := svc.SubsetEndpoints(map[string]string{"version": "v2"}); len(got) != 1 || got[0].Address != "10.0.0.2" {
+		t.Errorf("subset v2 = %v", addrs(got))
+	}
+}
+
+func TestBuildResolutionAndVisibility(t *testing.T) {
+	s := build(t,
+		obj(filestore.KindServiceEntry, "a", "dns", &networking.ServiceEntry{
+			Hosts: []string{"api.example.com"}, Ports: []*networking.ServicePort{{Name: "https", Number: 443}},
+			Resolution: networking.ServiceEntry_DNS,
+		}),
+		obj(filestore.KindServiceEntry, "a", "none", &networking.ServiceEntry{
+			Hosts: []string{"passthrough.example.com"}, Ports: []*networking.ServicePort{{Name: "tcp", Number: 9}},
+			Resolution: networking.ServiceEntry_NONE,
+		}),
+		obj(filestore.KindServiceEntry, "a", "private", &networking.ServiceEntry{
+			Hosts: []string{"private.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
+			Resolution: networking.ServiceEntry_STATIC, ExportTo: []string{"."},
+			Endpoints:  []*networking.WorkloadEntry{{Address: "10.1.0.1"}},
+		}),
+		obj(filestore.KindServiceEntry, "a", "explicit", &networking.ServiceEntry{
+			Hosts: []string{"explicit.a"}, Addresses: []string{"10.200.0.1"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
+			Resolution: networking.ServiceEntry_STATIC,
+		}),
+	)
+	byHost := map[string]*model.Service{}
+	for _, svc := range s.Services {
+		byHost[svc.Hostname] = svc
+	}
+	if got := addrs(byHost["api.example.com"].Endpoints); len(got) != 1 || got[0] != "api.example.com" {
+		t.Errorf("DNS without endpoints: endpoints = %v, want the host itself", got)
+	}
+	if svc := byHost["passthrough.example.com"]; len(svc.Addresses) != 0 || svc.AutoAddress {
+		t.Errorf("NONE got VIP %v", svc.Addresses)
+	}
+	if svc := byHost["explicit.a"]; svc.AutoAddress || svc.Addresses[0] != "10.200.0.1" {
+		t.Errorf("explicit address replaced: %v", svc.Addresses)
+	}
+	vip := byHost["private.a"].Addresses
+	if len(vip) != 1 || !netip.MustParsePrefix("240.240.0.0/16").Contains(netip.MustParseAddr(vip[0])) {
+		t.Errorf("auto VIP = %v, want one in 240.240.0.0/16", vip)
+	}
+	if got := len(s.VisibleServices("a", nil)); got != 4 {
+		t.Errorf("visible from a = %d, want 4", got)
+	}
+	if got := s.ServiceFor("private.a", "b", nil); got != nil {
+		t.Errorf("exportTo . visible from namespace b")
+	}
+}
+
+func TestRoutingBindingAndSidecarScope(t *testing.T) {
+	se := func(ns, host string) *filestore.Object {
+		return obj(filestore.KindServiceEntry, ns, host, &networking.ServiceEntry{
+			Hosts: []string{host}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}}, Resolution: networking.ServiceEntry_STATIC,
+		})
+	}
+	s := build(t,
+		se("a", "one.a"), se("b", "two.b"), se("b", "three.b"),
+		obj(filestore.KindVirtualService, "a", "vs-wild", &networking.VirtualService{Hosts: []string{"*.b"}}),
+		obj(filestore.KindVirtualService, "a", "vs-two", &networking.VirtualService{Hosts: []string{"two.b"}}),
+		obj(filestore.KindVirtualService, "c", "vs-gw", &networking.VirtualService{Hosts: []string{"one.a"}, Gateways: []string{"ingress"}}),
+		obj(filestore.KindDestinationRule, "b", "dr-two-b", &networking.DestinationRule{Host: "two.b"}),
+		obj(filestore.KindDestinationRule, "a", "dr-two-a", &networking.DestinationRule{Host: "two.b"}),
+		obj(filestore.KindSidecar, "a", "default", &networking.Sidecar{Egress: []*networking.IstioEgressListener{{Hosts: []string{"./*", "b/two.b"}}}}),
+		obj(filestore.KindSidecar, "a", "special", &networking.Sidecar{
+			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "x"}},
+			Egress:           []*networking.IstioEgressListener{{Hosts: []string{"*/*"}}},
+		}),
+	)
+	if vs := s.VirtualServiceFor("two.b", "a"); vs == nil || vs.Name != "vs-two" {
+		t.Errorf("two.b VS = %v, want exact vs-two", vs)
+	}
+	if vs := s.VirtualServiceFor("three.b", "a"); vs == nil || vs.Name != "vs-wild" {
+		t.Errorf("three.b VS = %v, want wildcard", vs)
+	}
+	if vs := s.VirtualServiceFor("one.a", "a"); vs != nil {
+		t.Errorf("gateway-only VS bound to mesh: %v", vs.Name)
+	}
+	if dr := s.DestinationRuleFor("two.b", "a", "b"); dr.Name != "dr-two-a" {
+		t.Errorf("DR from a = %s, want the client namespace's", dr.Name)
+	}
+	if dr := s.DestinationRuleFor("two.b", "c", "b"); dr.Name != "dr-two-b" {
+		t.Errorf("DR from c = %s, want the service namespace's", dr.Name)
+	}
+	sc := s.SidecarFor("a", map[string]string{"app": "y"})
+	if sc == nil || sc.Name != "default" {
+		t.Fatalf("sidecar = %v, want default", sc)
+	}
+	var hosts []string
+	for _, svc := range s.VisibleServices("a", sc) {
+		hosts = append(hosts, svc.Hostname)
+	}
+	if diff := cmp.Diff([]string{"one.a", "two.b"}, hosts); diff != "" {
+		t.Errorf("scoped hosts (-want +got):\n%s", diff)
+	}
+	if sc := s.SidecarFor("a", map[string]string{"app": "x"}); sc.Name != "special" || len(s.VisibleServices("a", sc)) != 3 {
+		t.Errorf("selected sidecar = %s", sc.Name)
+	}
+}
+
+func TestTrafficPolicyMerge(t *testing.T) {
+	s := build(t,
+		obj(filestore.KindServiceEntry, "a", "svc", &networking.ServiceEntry{Hosts: []string{"svc.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}}, Resolution: networking.ServiceEntry_STATIC}),
+		obj(filestore.KindDestinationRule, "a", "dr", &networking.DestinationRule{
+			Host: "svc.a",
+			TrafficPolicy: &networking.TrafficPolicy{
+				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_ROUND_ROBIN}},
+				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 10}},
+				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{
+					Port:         &networking.PortSelector{Number: 80},
+					LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_LEAST_REQUEST}},
+				}},
+			},
+			Subsets: []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"}, TrafficPolicy: &networking.TrafficPolicy{
+				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 2}},
+			}}},
+		}),
+	)
+	dr := s.DestinationRuleFor("svc.a", "a", "a")
+	tp := dr.TrafficPolicy(80, "")
+	if tp.GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_LEAST_REQUEST || tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests() != 10 {
+		t.Errorf("port 80 policy = %v", tp)
+	}
+	if tp := dr.TrafficPolicy(81, ""); tp.GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_ROUND_ROBIN {
+		t.Errorf("port 81 policy = %v", tp)
+	}
+	if tp := dr.TrafficPolicy(80, "v2"); tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests() != 2 || tp.GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_LEAST_REQUEST {
+		t.Errorf("subset policy = %v", tp)
+	}
+	if dr.Spec.GetTrafficPolicy().GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_ROUND_ROBIN {
+		t.Errorf("input modified")
+	}
+}
+
+func TestAutoVIPsStable(t *testing.T) {
+	hosts := make([]string, 2000)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("svc-%04d.example.internal", i)
+	}
+	base := model.AutoVIPs(hosts, nil)
+	seen := map[string]string{}
+	for h, v := range base {
+		if other, dup := seen[v]; dup {
+			t.Fatalf("VIP %s given to %s and %s", v, h, other)
+		}
+		seen[v] = h
+	}
+	// Order does not matter (restarts, file order).
+	shuffled := append([]string(nil), hosts...)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	if diff := cmp.Diff(base, model.AutoVIPs(shuffled, nil)); diff != "" {
+		t.Fatalf("order changed VIPs:\n%s", diff)
+	}
+	// Adding hosts that sort before every existing one moves almost nothing:
+	// only hosts that collide with a new one. Linear probing in sorted order
+	// would shift every host after the first collision.
+	more := append([]string(nil), hosts...)
+	for i := range 100 {
+		more = append(more, fmt.Sprintf("aaa-new-%03d.example.internal", i))
+	}
+	after := model.AutoVIPs(more, nil)
+	moved := 0
+	for h, v := range base {
+		if after[h] != v {
+			moved++
+		}
+	}
+	if moved > 20 {
+		t.Errorf("%d of %d VIPs moved after adding 100 unrelated hosts", moved, len(hosts))
+	}
+	// Explicit addresses in the range are never reused.
+	var taken = map[string]bool{base[hosts[0]]: true}
+	if got := model.AutoVIPs(hosts[:1], taken)[hosts[0]]; got == base[hosts[0]] {
+		t.Errorf("VIP %s reused although taken", got)
+	}
+}

@@ -1,0 +1,201 @@
+// Package model builds the immutable service model that the xDS generators
+// read: services with their ports, addresses and endpoints, the
+// VirtualServices and DestinationRules bound to each host, and the Sidecar
+// scopes that limit what a proxy sees. A Snapshot is built from a
+// filestore.Snapshot by a pure function and never changes afterwards.
+package model
+
+import (
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Resolution says how a client finds a service's endpoints. The values
+// mirror ServiceEntry.resolution.
+type Resolution int
+
+// Resolutions, as in ServiceEntry.
+const (
+	ResolutionNone Resolution = iota
+	ResolutionStatic
+	ResolutionDNS
+	ResolutionDNSRoundRobin
+)
+
+// String names the resolution as Istio does.
+func (r Resolution) String() string {
+	switch r {
+	case ResolutionNone:
+		return "NONE"
+	case ResolutionStatic:
+		return "STATIC"
+	case ResolutionDNS:
+		return "DNS"
+	case ResolutionDNSRoundRobin:
+		return "DNS_ROUND_ROBIN"
+	}
+	return "UNKNOWN"
+}
+
+// Snapshot is a point-in-time coherent model of the mesh. It is built once by
+// Build and is never modified: readers use it without locks.
+type Snapshot struct {
+	// Revision is the Store revision the snapshot was built from.
+	Revision int64
+	// Commit is the short git commit of the config, or "".
+	Commit string
+	// Services holds one entry per (ServiceEntry namespace, host), sorted by
+	// host, then namespace.
+	Services []*Service
+	// VirtualServices are sorted by namespace and name.
+	VirtualServices []*VirtualService
+	// DestinationRules are sorted by namespace and name.
+	DestinationRules []*DestinationRule
+	// Sidecars are sorted by namespace and name.
+	Sidecars []*Sidecar
+	// Problems lists config that was ignored while building, sorted.
+	Problems []Problem
+
+	byHost     map[string][]*Service
+	vsByHost   map[string][]*VirtualService
+	drByHost   map[string][]*DestinationRule
+	sidecarsNS map[string][]*Sidecar
+}
+
+// Problem is a piece of config the model could not use.
+type Problem struct {
+	Object  string `json:"object"`
+	Message string `json:"message"`
+}
+
+// Port is one port of a service.
+type Port struct {
+	Name     string
+	Number   uint32
+	Protocol string
+	// TargetPort is the endpoint port when an endpoint does not name one; 0
+	// means Number.
+	TargetPort uint32
+}
+
+// Service is one host of a ServiceEntry, with all of its ports.
+type Service struct {
+	Hostname string
+	// Namespace and Name identify the ServiceEntry.
+	Namespace string
+	Name      string
+	Ports     []Port
+	// Resolution and MeshExternal come from the ServiceEntry.
+	Resolution   Resolution
+	MeshExternal bool
+	// ExportTo is the normalised visibility: "*" (everyone), or namespace
+	// names; empty means visible to nobody ("~").
+	ExportTo []string
+	// Addresses are the service's VIPs: the ServiceEntry's addresses, or one
+	// automatic VIP from 240.240.0.0/16 (AutoAddress true).
+	Addresses   []string
+	AutoAddress bool
+	// Endpoints are sorted by address, then origin.
+	Endpoints []*Endpoint
+	// SubjectAltNames are the identities the service's endpoints present.
+	SubjectAltNames []string
+}
+
+// Endpoint is one workload instance of a service.
+type Endpoint struct {
+	// Address is an IP, a hostname (DNS resolution) or a unix socket path.
+	Address string
+	// Ports maps service port names to endpoint ports; a missing name means
+	// the service port's TargetPort (or Number).
+	Ports          map[string]uint32
+	Labels         map[string]string
+	Locality       string // region/zone/subzone
+	Weight         uint32 // 0 means 1
+	Network        string
+	ServiceAccount string
+	// Origin names the WorkloadEntry (namespace/name) or, for an inline
+	// endpoint, the ServiceEntry with "#index".
+	Origin string
+}
+
+// PortFor returns the endpoint port that serves the service port p.
+func (e *Endpoint) PortFor(p Port) uint32 {
+	if n, ok := e.Ports[p.Name]; ok && n != 0 {
+		return n
+	}
+	if p.TargetPort != 0 {
+		return p.TargetPort
+	}
+	return p.Number
+}
+
+// EffectiveWeight returns the endpoint weight, 1 when unset.
+func (e *Endpoint) EffectiveWeight() uint32 {
+	if e.Weight == 0 {
+		return 1
+	}
+	return e.Weight
+}
+
+// VirtualService is a VirtualService bound to fully qualified hosts.
+type VirtualService struct {
+	Namespace string
+	Name      string
+	// Hosts are the spec's hosts, short names expanded to
+	// name.namespace.svc.cluster.local.
+	Hosts    []string
+	ExportTo []string
+	Spec     *networking.VirtualService
+}
+
+// DestinationRule is a DestinationRule bound to a fully qualified host.
+type DestinationRule struct {
+	Namespace string
+	Name      string
+	Host      string
+	ExportTo  []string
+	Spec      *networking.DestinationRule
+}
+
+// Sidecar is a Sidecar's egress scope.
+type Sidecar struct {
+	Namespace string
+	Name      string
+	// Selector is the workloadSelector; nil selects every workload in the
+	// namespace.
+	Selector map[string]string
+	// Egress lists the namespace/host patterns the workloads may reach; nil
+	// means everything.
+	Egress []EgressHost
+}
+
+// EgressHost is one "namespace/host" entry of a Sidecar egress listener.
+type EgressHost struct {
+	// Namespace is a namespace, "*" (any), "." (the Sidecar's own) or "~" (none).
+	Namespace string
+	// Host is a host, "*" or a "*.suffix" wildcard.
+	Host string
+}
+
+// Key returns "namespace/name" for the Sidecar.
+func (s *Sidecar) Key() string { return s.Namespace + "/" + s.Name }
+
+// ServicesForHost returns the services (one per defining namespace) for a
+// host, sorted by namespace.
+func (s *Snapshot) ServicesForHost(host string) []*Service { return s.byHost[host] }
+
+// VirtualServicesForHost returns the VirtualServices whose hosts match host
+// exactly or by wildcard, exact matches first, then by namespace and name.
+func (s *Snapshot) VirtualServicesForHost(host string) []*VirtualService { return s.vsByHost[host] }
+
+// DestinationRulesForHost returns the DestinationRules for a host, exact
+// matches first, then by namespace and name.
+func (s *Snapshot) DestinationRulesForHost(host string) []*DestinationRule { return s.drByHost[host] }
+
+// Objects returns the number of services, endpoints and routing objects, for
+// logs and metrics.
+func (s *Snapshot) Objects() (services, endpoints, routing int) {
+	for _, svc := range s.Services {
+		endpoints += len(svc.Endpoints)
+	}
+	return len(s.Services), endpoints, len(s.VirtualServices) + len(s.DestinationRules) + len(s.Sidecars)
+}

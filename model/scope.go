@@ -1,0 +1,210 @@
+package model
+
+import (
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// SidecarFor returns the Sidecar that scopes a workload: the first one in its
+// namespace whose selector matches its labels, else the first one in the
+// namespace without a selector, else nil (no scoping).
+func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *Sidecar {
+	var fallback *Sidecar
+	for _, sc := range s.sidecarsNS[ns] {
+		if len(sc.Selector) == 0 {
+			if fallback == nil {
+				fallback = sc
+			}
+			continue
+		}
+		if labelsMatch(sc.Selector, labels) {
+			return sc
+		}
+	}
+	return fallback
+}
+
+// allows reports whether the Sidecar lets its workloads reach svc.
+func (sc *Sidecar) allows(svc *Service) bool {
+	if sc == nil || sc.Egress == nil {
+		return true
+	}
+	for _, e := range sc.Egress {
+		if e.Namespace == "~" {
+			continue
+		}
+		if (e.Namespace == "*" || e.Namespace == svc.Namespace) && HostMatches(e.Host, svc.Hostname) {
+			return true
+		}
+	}
+	return false
+}
+
+// VisibleServices returns the services a workload in ns, scoped by sc (may
+// be nil), can reach: exported to ns and allowed by the Sidecar. When several
+// namespaces define one host, the workload's own namespace wins, else the
+// first namespace in order. The result is sorted by host.
+func (s *Snapshot) VisibleServices(ns string, sc *Sidecar) []*Service {
+	var out []*Service
+	for i := 0; i < len(s.Services); {
+		j := i
+		for j < len(s.Services) && s.Services[j].Hostname == s.Services[i].Hostname {
+			j++
+		}
+		if svc := pickService(s.Services[i:j], ns, sc); svc != nil {
+			out = append(out, svc)
+		}
+		i = j
+	}
+	return out
+}
+
+// ServiceFor returns the service for host as seen from ns and sc, or nil.
+func (s *Snapshot) ServiceFor(host, ns string, sc *Sidecar) *Service {
+	return pickService(s.byHost[host], ns, sc)
+}
+
+func pickService(cands []*Service, ns string, sc *Sidecar) *Service {
+	var first *Service
+	for _, svc := range cands {
+		if !Visible(svc.ExportTo, ns) || !sc.allows(svc) {
+			continue
+		}
+		if svc.Namespace == ns {
+			return svc
+		}
+		if first == nil {
+			first = svc
+		}
+	}
+	return first
+}
+
+// VirtualServiceFor returns the VirtualService that routes host for a
+// workload in ns: among those exported to ns, one from ns first, else the
+// first in order (exact host matches before wildcards).
+func (s *Snapshot) VirtualServiceFor(host, ns string) *VirtualService {
+	var first *VirtualService
+	for _, vs := range s.vsByHost[host] {
+		if !Visible(vs.ExportTo, ns) {
+			continue
+		}
+		if vs.Namespace == ns {
+			return vs
+		}
+		if first == nil {
+			first = vs
+		}
+	}
+	return first
+}
+
+// DestinationRuleFor returns the DestinationRule for host as seen from a
+// workload in ns, looked up as Istio does: the workload's namespace, then the
+// service's namespace, then any other exported rule.
+func (s *Snapshot) DestinationRuleFor(host, ns, svcNS string) *DestinationRule {
+	cands := s.drByHost[host]
+	for _, want := range []string{ns, svcNS} {
+		for _, dr := range cands {
+			if dr.Namespace == want && Visible(dr.ExportTo, ns) {
+				return dr
+			}
+		}
+	}
+	for _, dr := range cands {
+		if Visible(dr.ExportTo, ns) {
+			return dr
+		}
+	}
+	return nil
+}
+
+// Subset returns the named subset of the rule, or nil.
+func (dr *DestinationRule) Subset(name string) *networking.Subset {
+	if dr == nil {
+		return nil
+	}
+	for _, ss := range dr.Spec.GetSubsets() {
+		if ss.GetName() == name {
+			return ss
+		}
+	}
+	return nil
+}
+
+// SubsetNames returns the rule's subset names in order.
+func (dr *DestinationRule) SubsetNames() []string {
+	if dr == nil {
+		return nil
+	}
+	var out []string
+	for _, ss := range dr.Spec.GetSubsets() {
+		out = append(out, ss.GetName())
+	}
+	return out
+}
+
+// TrafficPolicy returns the effective policy for a service port and subset
+// ("" for none), merging as Istio does: the rule's top-level policy, overlaid
+// by its port-level settings for the port, then the subset's policy and its
+// port-level settings. Each of loadBalancer, connectionPool and
+// outlierDetection is replaced whole by the more specific level. The result
+// is a new message (nil when there is no policy); inputs are not modified.
+func (dr *DestinationRule) TrafficPolicy(port uint32, subset string) *networking.TrafficPolicy {
+	if dr == nil {
+		return nil
+	}
+	var out *networking.TrafficPolicy
+	apply := func(tp *networking.TrafficPolicy) {
+		if tp == nil {
+			return
+		}
+		if out == nil {
+			out = &networking.TrafficPolicy{}
+		}
+		overlay(out, tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection())
+		for _, pl := range tp.GetPortLevelSettings() {
+			if pl.GetPort().GetNumber() == port {
+				overlay(out, pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection())
+			}
+		}
+	}
+	apply(dr.Spec.GetTrafficPolicy())
+	if ss := dr.Subset(subset); ss != nil {
+		apply(ss.GetTrafficPolicy())
+	}
+	return out
+}
+
+func overlay(out *networking.TrafficPolicy, lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings, od *networking.OutlierDetection) {
+	if lb != nil {
+		out.LoadBalancer = proto.Clone(lb).(*networking.LoadBalancerSettings)
+	}
+	if cp != nil {
+		out.ConnectionPool = proto.Clone(cp).(*networking.ConnectionPoolSettings)
+	}
+	if od != nil {
+		out.OutlierDetection = proto.Clone(od).(*networking.OutlierDetection)
+	}
+}
+
+// SubsetEndpoints returns the service endpoints that carry every label of
+// the subset; all endpoints for subset "" or an unknown subset name.
+func (svc *Service) SubsetEndpoints(labels map[string]string) []*Endpoint {
+	if len(labels) == 0 {
+		return svc.Endpoints
+	}
+	return slices.DeleteFunc(slices.Clone(svc.Endpoints), func(e *Endpoint) bool { return !labelsMatch(labels, e.Labels) })
+}
+
+// Port returns the service port with the number, and whether it exists.
+func (svc *Service) Port(number uint32) (Port, bool) {
+	for _, p := range svc.Ports {
+		if p.Number == number {
+			return p, true
+		}
+	}
+	return Port{}, false
+}
