@@ -124,6 +124,9 @@ func decodeDocument(file string, root *yaml.Node) (*Object, []ConfigError) {
 		switch k.Value {
 		case "apiVersion", "kind", "metadata", "spec", "status":
 			fields[k.Value] = v
+			if k.Value == "spec" {
+				d.lines[""] = k.Line // problems with the spec as a whole point at "spec:"
+			}
 		default:
 			d.errorf(k, k.Value, "unknown field %q", k.Value)
 		}
@@ -316,6 +319,7 @@ func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, pat
 	}
 	out := make(map[string]any, len(n.Content)/2)
 	fields := md.Fields()
+	oneofs := map[protoreflect.FullName]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		fd := fields.ByJSONName(k.Value)
@@ -326,6 +330,13 @@ func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, pat
 		if fd == nil {
 			d.errorf(k, fpath, "unknown field %q in %s", k.Value, md.Name())
 			continue
+		}
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			if other, set := oneofs[od.FullName()]; set {
+				d.errorf(k, fpath, "%s and %s are mutually exclusive", other, k.Value)
+				continue
+			}
+			oneofs[od.FullName()] = k.Value
 		}
 		d.lines[fpath] = k.Line
 		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
