@@ -1,0 +1,115 @@
+package testenv
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Consul is a Consul dev agent (`consul agent -dev`) on loopback ports.
+type Consul struct {
+	// HTTPAddr is host:port of the HTTP API, e.g. 127.0.0.1:40123.
+	HTTPAddr string
+	// Datacenter is the agent's datacenter.
+	Datacenter string
+	// GRPCPort and DNSPort are the agent's other client ports.
+	GRPCPort, DNSPort int
+}
+
+// ConsulBinary returns the consul binary tests use: <repo>/.bin/consul
+// (built by `make test-deps`), else `consul` on PATH, else "".
+func ConsulBinary(t testing.TB) string {
+	t.Helper()
+	if root, err := findRepoRoot(); err == nil {
+		p := filepath.Join(root, ".bin", "consul")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("consul"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// StartConsul starts `consul agent -dev` bound to 127.0.0.1 with every port
+// (HTTP, DNS, serf LAN/WAN, server RPC, gRPC) free, waits until it has a
+// leader, and stops it when the test ends.
+func StartConsul(t testing.TB) *Consul {
+	t.Helper()
+	bin := ConsulBinary(t)
+	if bin == "" {
+		Missing(t, "consul binary not found in .bin/consul or PATH")
+	}
+	dir := t.TempDir()
+	c := &Consul{Datacenter: "dc1", GRPCPort: FreePort(t), DNSPort: freeUDPAndTCPPort(t)}
+	httpPort := FreePort(t)
+	c.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
+	// ports{} in HCL covers the ports without a flag (gRPC TLS, HTTPS) and
+	// switches off the sidecar/expose ranges, which only allocate on use.
+	const hcl = `ports { grpc_tls = -1 https = -1 }`
+	args := []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-advertise", "127.0.0.1", "-datacenter", c.Datacenter, "-node", "vmesh-test",
+		"-http-port", strconv.Itoa(httpPort), "-dns-port", strconv.Itoa(c.DNSPort),
+		"-serf-lan-port", strconv.Itoa(freeUDPAndTCPPort(t)),
+		"-serf-wan-port", strconv.Itoa(freeUDPAndTCPPort(t)),
+		"-server-port", strconv.Itoa(FreePort(t)),
+		"-grpc-port", strconv.Itoa(c.GRPCPort),
+		"-hcl", hcl, "-log-level", "warn"}
+	logPath := filepath.Join(dir, "consul.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("testenv: consul log: %v", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("testenv: start consul: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if resp, err := client.Get("http://" + c.HTTPAddr + "/v1/status/leader"); err == nil {
+			var buf [64]byte
+			n, _ := resp.Body.Read(buf[:])
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && n > 2 { // a quoted, non-empty address
+				return c
+			}
+		}
+		select {
+		case <-done:
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("testenv: consul exited during start:\n%s", tail(out, 4000))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("testenv: consul had no leader within 60s:\n%s", tail(out, 4000))
+		}
+	}
+}
