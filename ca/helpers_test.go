@@ -8,9 +8,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
-	"math/big"
 	"log/slog"
+	"math/big"
 	"net/url"
 	"sync"
 	"testing"
@@ -165,3 +166,5 @@ func keyPEM(t testing.TB, k crypto.Signer) []byte {
 }
 
 var testID = spiffe.Identity{TrustDomain: "cluster.local", Namespace: "shop", ServiceAccount: "cart"}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

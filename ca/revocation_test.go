@@ -1,0 +1,93 @@
+package ca_test
+
+import (
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/ca"
+)
+
+func TestRevocationIsPersistedAndSharedThroughTheDataDir(t *testing.T) {
+	c, cfg, _ := newTestCA(t, nil)
+	csr, _ := newCSR(t, nil, nil)
+	a, _, err := c.SignCSR(csr, testID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := c.SignCSR(csr, testID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Revoke(a, "decommissioned"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, ca.RevocationFile)); err != nil {
+		t.Fatalf("revocation list not written: %v", err)
+	}
+
+	// A restarted CA still refuses the revoked certificate and accepts the other.
+	restarted, err := ca.New(cfg, quietLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.VerifyPeerCertificates([]*x509.Certificate{a}); !errors.Is(err, ca.ErrCertRevoked) {
+		t.Fatalf("revoked certificate after restart: err = %v, want %v", err, ca.ErrCertRevoked)
+	}
+	if _, err := restarted.VerifyPeerCertificates([]*x509.Certificate{b}); err != nil {
+		t.Fatalf("unrevoked certificate: %v", err)
+	}
+
+	// A revoke by another process (the CLI) reaches the running CA without a restart.
+	cli, err := ca.New(cfg, quietLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.RevokeSerial(b.SerialNumber.Text(16), "lost VM"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.VerifyPeerCertificates([]*x509.Certificate{b}); !errors.Is(err, ca.ErrCertRevoked) {
+		t.Fatalf("revoke from another process not seen: err = %v", err)
+	}
+	got := restarted.Revoked()
+	if len(got) != 2 {
+		t.Fatalf("Revoked() = %d entries, want 2", len(got))
+	}
+	if err := cli.RevokeSerial("zz", ""); err == nil {
+		t.Fatal("non-hex serial accepted")
+	}
+}
+
+func TestRevocationListDropsExpiredEntries(t *testing.T) {
+	clock := newTestClock()
+	c, _, _ := newTestCA(t, func(cfg *ca.Config) { cfg.Now = clock.Now })
+	csr, _ := newCSR(t, nil, nil)
+	short, _, _ := c.SignCSR(csr, testID, time.Hour)
+	long, _, _ := c.SignCSR(csr, testID, 48*time.Hour)
+	if err := c.Revoke(short, ""); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Hour)
+	if err := c.Revoke(long, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := c.Revoked()
+	if len(got) != 1 || got[0].Serial != long.SerialNumber.Text(16) {
+		t.Fatalf("Revoked() = %+v, want only the unexpired certificate", got)
+	}
+}
+
+func TestUnreadableRevocationListFailsClosed(t *testing.T) {
+	c, cfg, _ := newTestCA(t, nil)
+	csr, _ := newCSR(t, nil, nil)
+	leaf, _, _ := c.SignCSR(csr, testID, time.Hour)
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, ca.RevocationFile), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf}); !errors.Is(err, ca.ErrCertRevoked) {
+		t.Fatalf("corrupt revocation list: err = %v, want a refusal", err)
+	}
+}
