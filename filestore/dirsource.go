@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,7 +238,6 @@ func (d *DirSource) collect() ([]*Object, []ConfigError) {
 			objs = append(objs, o)
 		}
 	}
-	slices.SortFunc(errs, func(a, b ConfigError) int { return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line)) })
 	return objs, errs
 }
 

@@ -1,0 +1,217 @@
+package filestore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+func weYAML(name, addr string) string {
+	return fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata:\n  name: %s\nspec:\n  address: %s\n", name, addr)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startDir runs a DirSource on dir until the test ends.
+func startDir(t *testing.T, dir string) *filestore.Store {
+	t.Helper()
+	store := filestore.NewStore()
+	src := filestore.NewDirSource(dir, store, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := src.Run(ctx); err != nil {
+			t.Errorf("dir source: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-src.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("dir source never became ready")
+	}
+	return store
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func(*filestore.Snapshot) bool, store *filestore.Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond(store.Snapshot()) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for: %s", what)
+}
+
+func addressOf(s *filestore.Snapshot, name string) string {
+	o := s.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name})
+	if o == nil {
+		return ""
+	}
+	return o.Spec.(*networking.WorkloadEntry).Address
+}
+
+func errorsOf(s *filestore.Snapshot) []filestore.ConfigError {
+	var out []filestore.ConfigError
+	for _, st := range s.Sources {
+		out = append(out, st.Errors...)
+	}
+	return out
+}
+
+func TestDirSourceEditRenameDeleteFix(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.1"))
+	writeFile(t, filepath.Join(dir, "sub", "b.yml"), weYAML("b", "2.2.2.2"))
+	writeFile(t, filepath.Join(dir, "ignored.txt"), weYAML("c", "3.3.3.3"))
+	store := startDir(t, dir)
+	snap := store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "b") != "2.2.2.2" || addressOf(snap, "c") != "" {
+		t.Fatalf("initial load wrong: %d objects", snap.Len())
+	}
+	if o := snap.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "b"}); o.Origin.File != filepath.Join("sub", "b.yml") || o.Origin.Line != 1 {
+		t.Fatalf("origin: %+v", o.Origin)
+	}
+
+	// Plain edit.
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.2"))
+	eventually(t, "edit applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.2" }, store)
+
+	// Editor pattern: write a temp file, rename over the original.
+	writeFile(t, filepath.Join(dir, ".a.yaml.tmp"), weYAML("a", "1.1.1.3"))
+	if err := os.Rename(filepath.Join(dir, ".a.yaml.tmp"), filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "rename applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.3" }, store)
+
+	// Editor pattern: truncate, then write.
+	f, err := os.OpenFile(filepath.Join(dir, "a.yaml"), os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if _, err := f.WriteString(weYAML("a", "1.1.1.4")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	eventually(t, "truncate+write applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.4" }, store)
+
+	// New sub-folder.
+	writeFile(t, filepath.Join(dir, "new", "deeper", "d.yaml"), weYAML("d", "4.4.4.4"))
+	eventually(t, "new folder picked up", func(s *filestore.Snapshot) bool { return addressOf(s, "d") == "4.4.4.4" }, store)
+	writeFile(t, filepath.Join(dir, "new", "deeper", "d.yaml"), weYAML("d", "4.4.4.5"))
+	eventually(t, "file in new folder watched", func(s *filestore.Snapshot) bool { return addressOf(s, "d") == "4.4.4.5" }, store)
+
+	// A bad edit keeps the last good objects and reports file:line:field.
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.5")+"  bogus: true\n")
+	eventually(t, "error reported", func(s *filestore.Snapshot) bool { return len(errorsOf(s)) > 0 }, store)
+	snap = store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.4" {
+		t.Fatalf("bad edit lost the last good object: %q", addressOf(snap, "a"))
+	}
+	errs := errorsOf(snap)
+	if e := errs[0]; e.File != "a.yaml" || e.Line != 7 || e.Field != "bogus" {
+		t.Fatalf("error: %+v", errs)
+	}
+	// Fix it: the error clears and the fix applies.
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.6"))
+	eventually(t, "fix applied and error cleared", func(s *filestore.Snapshot) bool {
+		return addressOf(s, "a") == "1.1.1.6" && len(errorsOf(s)) == 0
+	}, store)
+
+	// Delete a file and a whole folder.
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "new")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deletes applied", func(s *filestore.Snapshot) bool {
+		return addressOf(s, "a") == "" && addressOf(s, "d") == "" && addressOf(s, "b") == "2.2.2.2"
+	}, store)
+}
+
+func TestDirSourceDuplicateAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("x", "1.1.1.1"))
+	writeFile(t, filepath.Join(dir, "b.yaml"), weYAML("x", "2.2.2.2"))
+	store := startDir(t, dir)
+	snap := store.Snapshot()
+	if addressOf(snap, "x") != "1.1.1.1" {
+		t.Fatalf("first file in path order must win")
+	}
+	errs := errorsOf(snap)
+	if len(errs) != 1 || errs[0].File != "b.yaml" || !strings.Contains(errs[0].Message, "a.yaml:1") {
+		t.Fatalf("duplicate not reported with both places: %+v", errs)
+	}
+}
+
+// TestDirSourceAtomicSymlinkSwap follows the layout Kubernetes uses for
+// mounted ConfigMaps: files link through "..data", which is swapped atomically.
+func TestDirSourceAtomicSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "..v1", "a.yaml"), weYAML("a", "1.1.1.1"))
+	must(t, os.Symlink("..v1", filepath.Join(dir, "..data")))
+	must(t, os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")))
+	store := startDir(t, dir)
+	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+		t.Fatal("initial load through ..data failed")
+	}
+	writeFile(t, filepath.Join(dir, "..v2", "a.yaml"), weYAML("a", "2.2.2.2"))
+	must(t, os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+	must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(t, os.RemoveAll(filepath.Join(dir, "..v1")))
+	eventually(t, "swap applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "2.2.2.2" }, store)
+	if n := store.Snapshot().Len(); n != 1 {
+		t.Fatalf("hidden ..v2 folder was read too: %d objects", n)
+	}
+}
+
+// TestDirSourceSymlinkedFolderSwap swaps a symlinked sub-folder atomically.
+func TestDirSourceSymlinkedFolderSwap(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	writeFile(t, filepath.Join(base, "v1", "a.yaml"), weYAML("a", "1.1.1.1"))
+	writeFile(t, filepath.Join(base, "v2", "a.yaml"), weYAML("a", "2.2.2.2"))
+	must(t, os.MkdirAll(root, 0o755))
+	must(t, os.Symlink(filepath.Join(base, "v1"), filepath.Join(root, "current")))
+	store := startDir(t, root)
+	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+		t.Fatal("initial load through symlinked folder failed")
+	}
+	must(t, os.Symlink(filepath.Join(base, "v2"), filepath.Join(root, ".current.new")))
+	must(t, os.Rename(filepath.Join(root, ".current.new"), filepath.Join(root, "current")))
+	eventually(t, "folder swap applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "2.2.2.2" }, store)
+	// Edits inside the new target are watched too.
+	writeFile(t, filepath.Join(base, "v2", "a.yaml"), weYAML("a", "2.2.2.3"))
+	eventually(t, "edit in swapped folder applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "2.2.2.3" }, store)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

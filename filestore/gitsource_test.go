@@ -1,0 +1,173 @@
+package filestore_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+// gitRepo is a real git repository in a temporary folder.
+type gitRepo struct {
+	t   *testing.T
+	dir string
+}
+
+func newGitRepo(t *testing.T) *gitRepo {
+	t.Helper()
+	r := &gitRepo{t: t, dir: t.TempDir()}
+	r.run("init", "--quiet", "--initial-branch=main")
+	r.run("config", "user.email", "test@vmesh.io")
+	r.run("config", "user.name", "vmesh test")
+	return r
+}
+
+func (r *gitRepo) run(args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = r.dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commit writes files (path -> content; "" deletes) and commits them.
+func (r *gitRepo) commit(msg string, files map[string]string) string {
+	r.t.Helper()
+	for p, content := range files {
+		full := filepath.Join(r.dir, p)
+		if content == "" {
+			_ = os.Remove(full)
+			continue
+		}
+		writeFile(r.t, full, content)
+	}
+	r.run("add", "-A")
+	r.run("commit", "--quiet", "--allow-empty", "-m", msg)
+	return r.run("rev-parse", "HEAD")
+}
+
+func newGitSource(t *testing.T, repo, ref, path string) (*filestore.GitSource, *filestore.Store) {
+	t.Helper()
+	store := filestore.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: path, WorkDir: filepath.Join(t.TempDir(), "clone")}, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, store
+}
+
+func gitStatus(s *filestore.Snapshot) filestore.SourceStatus {
+	for _, st := range s.Sources {
+		if strings.HasPrefix(st.Source, "git:") {
+			return st
+		}
+	}
+	return filestore.SourceStatus{}
+}
+
+func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"mesh/a.yaml": weYAML("a", "1.1.1.1"), "README.md": "not config"})
+	src, store := newGitSource(t, repo.dir, "main", "mesh")
+	must(t, src.Sync(ctx))
+	snap := store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.1" || snap.Commit() != c1 {
+		t.Fatalf("first commit not applied: %q %q", addressOf(snap, "a"), snap.Commit())
+	}
+	o := snap.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "a"})
+	if o.Origin.Commit != c1 || o.Origin.File != "a.yaml" {
+		t.Fatalf("origin: %+v", o.Origin)
+	}
+
+	// A commit with one good and one bad file is rejected whole.
+	bad := repo.commit("bad", map[string]string{
+		"mesh/a.yaml": weYAML("a", "1.1.1.2"),
+		"mesh/b.yaml": weYAML("b", "2.2.2.2") + "  weight: heavy\n",
+	})
+	must(t, src.Sync(ctx))
+	snap = store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "b") != "" {
+		t.Fatalf("bad commit partially applied")
+	}
+	st := gitStatus(snap)
+	if st.Revision != c1 || len(st.Errors) == 0 {
+		t.Fatalf("status after bad commit: %+v", st)
+	}
+	if e := st.Errors[0]; e.Commit != bad || e.File != "b.yaml" || e.Line != 7 || e.Field != "weight" {
+		t.Fatalf("bad commit error: %+v", e)
+	}
+	if !strings.Contains(st.Errors[0].Error(), bad[:12]) {
+		t.Fatalf("error does not name the SHA: %s", st.Errors[0].Error())
+	}
+
+	// The fix applies whole.
+	c3 := repo.commit("fix", map[string]string{"mesh/b.yaml": weYAML("b", "2.2.2.2")})
+	must(t, src.Sync(ctx))
+	snap = store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.2" || addressOf(snap, "b") != "2.2.2.2" || snap.Commit() != c3 || len(gitStatus(snap).Errors) != 0 {
+		t.Fatalf("fix not applied: %q %q %s %+v", addressOf(snap, "a"), addressOf(snap, "b"), snap.Commit(), gitStatus(snap).Errors)
+	}
+
+	// Force-push: history rewritten to a sibling of the first commit.
+	repo.run("reset", "--quiet", "--hard", c1)
+	c4 := repo.commit("rewritten", map[string]string{"mesh/c.yaml": weYAML("c", "3.3.3.3")})
+	must(t, src.Sync(ctx))
+	snap = store.Snapshot()
+	if snap.Commit() != c4 || addressOf(snap, "b") != "" || addressOf(snap, "c") != "3.3.3.3" || addressOf(snap, "a") != "1.1.1.1" {
+		t.Fatalf("force-push not followed: commit %s", snap.Commit())
+	}
+}
+
+func TestGitSourceTagAndTrigger(t *testing.T) {
+	repo := newGitRepo(t)
+	repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
+	repo.run("tag", "v1")
+	repo.commit("second", map[string]string{"a.yaml": weYAML("a", "1.1.1.2")})
+
+	src, store := newGitSource(t, repo.dir, "v1", "")
+	must(t, src.Sync(context.Background()))
+	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+		t.Fatal("tag not followed")
+	}
+
+	src2, store2 := newGitSource(t, repo.dir, "refs/heads/main", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src2.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-src2.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	if addressOf(store2.Snapshot(), "a") != "1.1.1.2" {
+		t.Fatal("branch not followed")
+	}
+	repo.commit("third", map[string]string{"a.yaml": weYAML("a", "1.1.1.3")})
+	src2.Trigger() // the 30 s poll interval would be too slow: the trigger must fetch at once
+	eventually(t, "trigger fetched the new commit", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.3" }, store2)
+}
+
+func TestGitSourceUnreachableKeepsServing(t *testing.T) {
+	repo := newGitRepo(t)
+	repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
+	src, store := newGitSource(t, repo.dir, "main", "")
+	must(t, src.Sync(context.Background()))
+	must(t, os.RemoveAll(repo.dir))
+	if err := src.Sync(context.Background()); err == nil {
+		t.Fatal("fetch from a removed repository succeeded")
+	}
+	snap := store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.1" || len(gitStatus(snap).Errors) == 0 {
+		t.Fatal("lost config or error not reported when the remote vanished")
+	}
+}
