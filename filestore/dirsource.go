@@ -241,11 +241,26 @@ func (d *DirSource) collect() ([]*Object, []ConfigError) {
 	return objs, errs
 }
 
-// scan walks the tree, following symbolic links, and returns the YAML files
-// (relative paths) and the real directories to watch. Entries whose names
-// start with "." are skipped, which also skips Kubernetes-style "..data"
-// indirections while still reading the files that link through them.
+// scan lists the tree's YAML files and the directories to watch.
 func (d *DirSource) scan() ([]string, map[string]bool, error) {
+	files, dirs, err := ScanTree(d.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A root that is itself a symlink can be swapped atomically: watch the
+	// folder holding the link too.
+	if li, err := os.Lstat(d.root); err == nil && li.Mode()&os.ModeSymlink != 0 {
+		dirs[filepath.Dir(d.root)] = true
+	}
+	return files, dirs, nil
+}
+
+// ScanTree walks a tree, following symbolic links, and returns its
+// .yaml/.yml files (paths relative to root, sorted) and the real directories
+// it holds. Entries whose names start with "." are skipped, which also skips
+// Kubernetes-style "..data" indirections while still reading the files that
+// link through them.
+func ScanTree(root string) ([]string, map[string]bool, error) {
 	var files []string
 	dirs := map[string]bool{}
 	var walk func(real, rel string, depth int) error
@@ -291,13 +306,9 @@ func (d *DirSource) scan() ([]string, map[string]bool, error) {
 		}
 		return nil
 	}
-	if err := walk(d.root, "", 0); err != nil {
+	if err := walk(root, "", 0); err != nil {
 		return nil, nil, err
 	}
-	// A root that is itself a symlink can be swapped atomically: watch the
-	// folder holding the link too.
-	if li, err := os.Lstat(d.root); err == nil && li.Mode()&os.ModeSymlink != 0 {
-		dirs[filepath.Dir(d.root)] = true
-	}
+	slices.Sort(files)
 	return files, dirs, nil
 }

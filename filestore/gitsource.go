@@ -163,16 +163,11 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	if err := g.init(ctx); err != nil {
 		return err
 	}
-	// A forced fetch into our own ref follows force-pushes and rewrites.
-	if _, err := g.git(ctx, nil, "fetch", "--quiet", "--force", "--no-tags", g.cfg.Repo, "+"+g.cfg.Ref+":refs/vmesh/target"); err != nil {
-		g.setStatus(g.lastCommit, []ConfigError{{Message: "fetch " + g.cfg.Ref + ": " + err.Error()}})
-		return fmt.Errorf("fetch %s %s: %w", redactURL(g.cfg.Repo), g.cfg.Ref, err)
-	}
-	out, err := g.git(ctx, nil, "rev-parse", "refs/vmesh/target^{commit}")
+	commit, err := g.fetch(ctx)
 	if err != nil {
-		return fmt.Errorf("resolve %s: %w", g.cfg.Ref, err)
+		g.setStatus(g.GoodCommit(), []ConfigError{{Message: err.Error()}})
+		return err
 	}
-	commit := strings.TrimSpace(string(out))
 	g.mu.Lock()
 	g.lastFetchAt = time.Now()
 	same := commit == g.lastCommit
@@ -208,6 +203,36 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	g.log.Info("applied commit", "commit", commit, "objects", len(objs))
 	g.once.Do(func() { close(g.ready) })
 	return nil
+}
+
+// fetch brings the configured ref into the local clone and returns its commit.
+func (g *GitSource) fetch(ctx context.Context) (string, error) {
+	// A forced fetch into our own ref follows force-pushes and rewrites.
+	if _, err := g.git(ctx, nil, "fetch", "--quiet", "--force", "--no-tags", g.cfg.Repo, "+"+g.cfg.Ref+":refs/vmesh/target"); err != nil {
+		return "", fmt.Errorf("fetch %s %s: %w", redactURL(g.cfg.Repo), g.cfg.Ref, err)
+	}
+	out, err := g.git(ctx, nil, "rev-parse", "refs/vmesh/target^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", g.cfg.Ref, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Check fetches the configured ref once and decodes it without touching the
+// Store: for `vmesh validate --git-ref` and `vmesh diff`.
+func (g *GitSource) Check(ctx context.Context) (string, []*Object, []ConfigError, error) {
+	if err := g.init(ctx); err != nil {
+		return "", nil, nil, err
+	}
+	commit, err := g.fetch(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	objs, errs, err := g.load(ctx, commit)
+	for i := range errs {
+		errs[i].Commit = commit
+	}
+	return commit, objs, errs, err
 }
 
 func shortOr(s, alt string) string {

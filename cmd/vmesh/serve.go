@@ -1,0 +1,92 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vmesh/vmesh/internal/controlplane"
+)
+
+func newServeCmd() *cobra.Command {
+	cfg := controlplane.DefaultConfig()
+	var configFile, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane: config sources, registries, xDS, CA",
+		Example: `  vmesh serve --config-dir examples/quickstart
+  vmesh serve --git-repo https://git.example.com/mesh.git --git-ref main --git-path prod
+  vmesh serve --config /etc/vmesh/vmesh.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile != "" {
+				// The file fills the defaults; flags given on the command line win.
+				fromFile := controlplane.DefaultConfig()
+				if err := controlplane.LoadConfigFile(configFile, &fromFile); err != nil {
+					return err
+				}
+				mergeFlags(cmd, &fromFile, cfg)
+				cfg = fromFile
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return err
+			}
+			logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cp, err := controlplane.New(cfg, logger)
+			if err != nil {
+				return err
+			}
+			return cp.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "server config file (vmesh.yaml); flags given on the command line win")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&cfg.ConfigDir, "config-dir", cfg.ConfigDir, "directory of Istio YAML to watch")
+	f.StringVar(&cfg.Git.Repo, "git-repo", cfg.Git.Repo, "git repository URL or path to serve config from")
+	f.StringVar(&cfg.Git.Ref, "git-ref", cfg.Git.Ref, "git branch, tag or ref")
+	f.StringVar(&cfg.Git.Path, "git-path", cfg.Git.Path, "sub-folder of the git repository")
+	f.DurationVar(&cfg.Git.Interval, "git-interval", cfg.Git.Interval, "git poll interval")
+	f.StringVar(&cfg.Git.Username, "git-username", cfg.Git.Username, "HTTPS username (default git)")
+	f.StringVar(&cfg.Git.TokenFile, "git-token-file", cfg.Git.TokenFile, "file holding an HTTPS token")
+	f.StringVar(&cfg.Git.SSHKeyFile, "git-ssh-key", cfg.Git.SSHKeyFile, "SSH private key file")
+	f.StringVar(&cfg.Git.KnownHostsFile, "git-known-hosts", cfg.Git.KnownHostsFile, "SSH known_hosts file")
+	f.StringVar(&cfg.Git.WebhookSecret, "git-webhook-secret", cfg.Git.WebhookSecret, "HMAC secret for POST /webhook/git")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP address: /ready, /metrics, /debug/*, git webhook")
+	f.StringVar(&cfg.XDSAddr, "xds-addr", cfg.XDSAddr, "plaintext xDS address (keep it on loopback or a trusted network)")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "local state: git clone, CA keys")
+	f.StringArrayVar(&cfg.Registries, "registry", cfg.Registries, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable)")
+	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
+	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
+	f.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP address")
+	return cmd
+}
+
+// mergeFlags copies every flag the user set on the command line from flags
+// into into.
+func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplane.Config) {
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("config-dir", func() { into.ConfigDir = flags.ConfigDir })
+	set("git-repo", func() { into.Git.Repo = flags.Git.Repo })
+	set("git-ref", func() { into.Git.Ref = flags.Git.Ref })
+	set("git-path", func() { into.Git.Path = flags.Git.Path })
+	set("git-interval", func() { into.Git.Interval = flags.Git.Interval })
+	set("git-username", func() { into.Git.Username = flags.Git.Username })
+	set("git-token-file", func() { into.Git.TokenFile = flags.Git.TokenFile })
+	set("git-ssh-key", func() { into.Git.SSHKeyFile = flags.Git.SSHKeyFile })
+	set("git-known-hosts", func() { into.Git.KnownHostsFile = flags.Git.KnownHostsFile })
+	set("git-webhook-secret", func() { into.Git.WebhookSecret = flags.Git.WebhookSecret })
+	set("http-addr", func() { into.HTTPAddr = flags.HTTPAddr })
+	set("xds-addr", func() { into.XDSAddr = flags.XDSAddr })
+	set("data-dir", func() { into.DataDir = flags.DataDir })
+	set("registry", func() { into.Registries = flags.Registries })
+	set("debounce-quiet", func() { into.DebounceQuiet = flags.DebounceQuiet })
+	set("debounce-max", func() { into.DebounceMax = flags.DebounceMax })
+	set("pprof", func() { into.Pprof = flags.Pprof })
+}

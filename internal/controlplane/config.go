@@ -1,0 +1,89 @@
+// Package controlplane composes vmesh's stages (sources, Store, registries,
+// xDS, CA) into the running `vmesh serve` process and its HTTP server.
+package controlplane
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the server configuration: the keys of vmesh.yaml, mirrored by
+// the flags of `vmesh serve`.
+type Config struct {
+	// ConfigDir is a directory of Istio YAML to watch.
+	ConfigDir string `yaml:"configDir"`
+	// Git configures a git repository as the config source.
+	Git GitConfig `yaml:"git"`
+	// HTTPAddr serves /ready, /metrics, /debug/* and the git webhook.
+	HTTPAddr string `yaml:"httpAddr"`
+	// XDSAddr serves plaintext xDS.
+	XDSAddr string `yaml:"xdsAddr"`
+	// DataDir holds local state: the git clone, CA keys.
+	DataDir string `yaml:"dataDir"`
+	// Registries lists registry adapters as "type=address" (consul=ADDR,
+	// zookeeper=ADDR[,ADDR], static=FILE).
+	Registries []string `yaml:"registries"`
+	// DebounceQuiet and DebounceMax tune push debouncing.
+	DebounceQuiet time.Duration `yaml:"debounceQuiet"`
+	DebounceMax   time.Duration `yaml:"debounceMax"`
+	// Pprof exposes /debug/pprof on the HTTP server.
+	Pprof bool `yaml:"pprof"`
+}
+
+// GitConfig is the git source part of Config.
+type GitConfig struct {
+	Repo           string        `yaml:"repo"`
+	Ref            string        `yaml:"ref"`
+	Path           string        `yaml:"path"`
+	Interval       time.Duration `yaml:"interval"`
+	Username       string        `yaml:"username"`
+	TokenFile      string        `yaml:"tokenFile"`
+	SSHKeyFile     string        `yaml:"sshKeyFile"`
+	KnownHostsFile string        `yaml:"knownHostsFile"`
+	// WebhookSecret, when set, requires a GitHub/Gitea-style
+	// X-Hub-Signature-256 HMAC on webhook calls.
+	WebhookSecret string `yaml:"webhookSecret"`
+}
+
+// DefaultConfig returns the defaults: Istio's port numbers on loopback.
+func DefaultConfig() Config {
+	return Config{
+		HTTPAddr:      "127.0.0.1:15014",
+		XDSAddr:       "127.0.0.1:15010",
+		DataDir:       ".vmesh-data",
+		DebounceQuiet: 100 * time.Millisecond,
+		DebounceMax:   time.Second,
+		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second},
+	}
+}
+
+// LoadConfigFile reads a vmesh.yaml over the defaults. Unknown keys are errors.
+func LoadConfigFile(path string, cfg *Config) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("server config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		return fmt.Errorf("server config %s: %w", path, err)
+	}
+	return nil
+}
+
+// Validate checks that the configuration can run.
+func (c Config) Validate() error {
+	switch {
+	case c.ConfigDir == "" && c.Git.Repo == "" && len(c.Registries) == 0:
+		return fmt.Errorf("no config source: set --config-dir, --git-repo or --registry (try: vmesh serve --config-dir examples/quickstart)")
+	case c.ConfigDir != "" && c.Git.Repo != "":
+		return fmt.Errorf("--config-dir and --git-repo are exclusive: pick one source of truth")
+	case c.DebounceQuiet <= 0 || c.DebounceMax < c.DebounceQuiet:
+		return fmt.Errorf("debounce: quiet %s must be > 0 and <= max %s", c.DebounceQuiet, c.DebounceMax)
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+// runner is one long-running part of the control plane.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// ControlPlane is a configured vmesh server, listening but not yet serving.
+type ControlPlane struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *filestore.Store
+	registry *prometheus.Registry
+	mux      *http.ServeMux
+	httpLis  net.Listener
+	runners  []runner
+	ready    []<-chan struct{}
+	git      *filestore.GitSource
+}
+
+// New builds the control plane and binds its listeners, so a port in use is
+// reported before anything starts.
+func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cp := &ControlPlane{
+		cfg:      cfg,
+		log:      logger,
+		store:    filestore.NewStore(),
+		registry: prometheus.NewRegistry(),
+		mux:      http.NewServeMux(),
+	}
+	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		filestore.NewCollector(cp.store))
+	if err := cp.addSources(); err != nil {
+		return nil, err
+	}
+	cp.routes()
+	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	cp.httpLis = lis
+	return cp, nil
+}
+
+func (cp *ControlPlane) addSources() error {
+	if dir := cp.cfg.ConfigDir; dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("config dir: %w", err)
+		}
+		src := filestore.NewDirSource(dir, cp.store, cp.log)
+		cp.runners = append(cp.runners, src)
+		cp.ready = append(cp.ready, src.Ready())
+	}
+	if g := cp.cfg.Git; g.Repo != "" {
+		token := ""
+		if g.TokenFile != "" {
+			b, err := os.ReadFile(g.TokenFile)
+			if err != nil {
+				return fmt.Errorf("git token file: %w", err)
+			}
+			token = strings.TrimSpace(string(b))
+		}
+		src, err := filestore.NewGitSource(filestore.GitConfig{
+			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval,
+			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
+			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
+		}, cp.store, cp.log)
+		if err != nil {
+			return err
+		}
+		cp.git = src
+		cp.runners = append(cp.runners, src)
+		cp.ready = append(cp.ready, src.Ready())
+	}
+	return nil
+}
+
+// Store returns the control plane's config Store.
+func (cp *ControlPlane) Store() *filestore.Store { return cp.store }
+
+// HTTPAddr returns the address the HTTP server listens on.
+func (cp *ControlPlane) HTTPAddr() string { return cp.httpLis.Addr().String() }
+
+// Ready reports whether every config source has loaded once.
+func (cp *ControlPlane) Ready() bool {
+	for _, c := range cp.ready {
+		select {
+		case <-c:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (cp *ControlPlane) routes() {
+	cp.mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
+		if !cp.Ready() {
+			http.Error(w, "config not loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	cp.mux.Handle("/metrics", promhttp.HandlerFor(cp.registry, promhttp.HandlerOpts{Registry: cp.registry}))
+	cp.mux.Handle("/debug/config", filestore.DebugHandler(cp.store))
+	cp.mux.HandleFunc("/webhook/git", cp.gitWebhook)
+	if cp.cfg.Pprof {
+		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		cp.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		cp.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		cp.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		cp.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+}
+
+// gitWebhook triggers an immediate fetch. With a webhook secret configured,
+// the body must carry a valid X-Hub-Signature-256.
+func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if cp.git == nil {
+		http.Error(w, "no git source configured", http.StatusNotFound)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 25<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if secret := cp.cfg.Git.WebhookSecret; secret != "" {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(body)
+		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+		if !hmac.Equal([]byte(want), []byte(r.Header.Get("X-Hub-Signature-256"))) {
+			http.Error(w, "bad or missing X-Hub-Signature-256", http.StatusUnauthorized)
+			return
+		}
+	}
+	cp.git.Trigger()
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintln(w, "fetch triggered")
+}
+
+// Run serves until ctx is done or a part fails; it then stops every part.
+func (cp *ControlPlane) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(cp.runners)+1)
+	for _, r := range cp.runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Run(ctx); err != nil {
+				errc <- err
+				cancel()
+			}
+		}()
+	}
+	srv := &http.Server{Handler: cp.mux, ReadHeaderTimeout: 10 * time.Second}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(cp.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http server: %w", err)
+			cancel()
+		}
+	}()
+	cp.log.Info("vmesh serving", "http", cp.HTTPAddr())
+	<-ctx.Done()
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_ = srv.Shutdown(shutdownCtx)
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
