@@ -49,18 +49,23 @@ type ConfigError struct {
 	Message string `json:"message"`
 }
 
-// Error renders the problem as "file:line: kind/ns/name: field: message".
+// Error renders the problem as "file:line: kind/ns/name: field: message";
+// for a git commit the file is written git-style as "<sha>:file".
 func (e ConfigError) Error() string {
 	s := ""
-	if e.File != "" {
+	switch {
+	case e.File != "" && e.Commit != "":
+		s = fmt.Sprintf("%.12s:%s", e.Commit, e.File)
+	case e.File != "":
 		s = e.File
-		if e.Line > 0 {
-			s += fmt.Sprintf(":%d", e.Line)
-		}
-		s += ": "
+	case e.Commit != "":
+		s = fmt.Sprintf("commit %.12s", e.Commit)
 	}
-	if e.Commit != "" {
-		s += fmt.Sprintf("commit %.12s: ", e.Commit)
+	if e.File != "" && e.Line > 0 {
+		s += fmt.Sprintf(":%d", e.Line)
+	}
+	if s != "" {
+		s += ": "
 	}
 	if e.Object != "" {
 		s += e.Object + ": "

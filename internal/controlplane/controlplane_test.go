@@ -1,0 +1,179 @@
+package controlplane_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/controlplane"
+)
+
+func start(t *testing.T, cfg controlplane.Config) *controlplane.ControlPlane {
+	t.Helper()
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.XDSAddr = "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	cp, err := controlplane.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cp.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return cp
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitReady(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if code, _ := get(t, "http://"+cp.HTTPAddr()+"/ready"); code == http.StatusOK {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("never ready")
+}
+
+func TestServeQuickstart(t *testing.T) {
+	cfg := controlplane.DefaultConfig()
+	cfg.ConfigDir = "../../examples/quickstart"
+	cp := start(t, cfg)
+	waitReady(t, cp)
+
+	_, body := get(t, "http://"+cp.HTTPAddr()+"/debug/config")
+	var dc filestore.DebugConfig
+	if err := json.Unmarshal([]byte(body), &dc); err != nil {
+		t.Fatal(err)
+	}
+	if len(dc.Objects) != 6 || dc.Revision != 1 || len(dc.Sources) != 1 {
+		t.Fatalf("debug config: %d objects rev %d sources %v", len(dc.Objects), dc.Revision, dc.Sources)
+	}
+	var sawVS bool
+	for _, o := range dc.Objects {
+		if o.Kind == filestore.KindVirtualService && o.Origin.File == filepath.Join("config", "greeter.yaml") && o.Origin.Line > 1 {
+			var spec struct {
+				HTTP []struct {
+					Route []struct{ Weight int } `json:"route"`
+				} `json:"http"`
+			}
+			if err := json.Unmarshal(o.Spec, &spec); err != nil {
+				t.Fatal(err)
+			}
+			sawVS = len(spec.HTTP) == 2 && spec.HTTP[1].Route[0].Weight == 80
+		}
+	}
+	if !sawVS {
+		t.Errorf("VirtualService with origin and spec missing from /debug/config:\n%s", body)
+	}
+	_, metrics := get(t, "http://"+cp.HTTPAddr()+"/metrics")
+	for _, m := range []string{"vmesh_config_revision 1", "vmesh_config_objects{source=", "vmesh_config_errors{source="} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %q", m)
+		}
+	}
+	if code, _ := get(t, "http://"+cp.HTTPAddr()+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("pprof served without --pprof: %d", code)
+	}
+}
+
+func TestServeGitWebhook(t *testing.T) {
+	repo := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	write := func(name, addr string) {
+		doc := "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: " + name + "}\nspec: {address: " + addr + "}\n"
+		if err := os.WriteFile(filepath.Join(repo, name+".yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git("add", "-A")
+		git("commit", "--quiet", "-m", name)
+	}
+	git("init", "--quiet", "--initial-branch=main")
+	git("config", "user.email", "t@vmesh.io")
+	git("config", "user.name", "t")
+	write("a", "1.1.1.1")
+
+	cfg := controlplane.DefaultConfig()
+	cfg.Git.Repo = repo
+	cfg.Git.Ref = "main"
+	cfg.Git.Interval = time.Hour // only the webhook can bring the next commit in time
+	cfg.Git.WebhookSecret = "s3cret"
+	cp := start(t, cfg)
+	waitReady(t, cp)
+	write("b", "2.2.2.2")
+
+	post := func(sig string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+cp.HTTPAddr()+"/webhook/git", strings.NewReader(`{"ref":"refs/heads/main"}`))
+		if sig != "" {
+			req.Header.Set("X-Hub-Signature-256", sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("sha256=00"); code != http.StatusUnauthorized {
+		t.Fatalf("bad signature accepted: %d", code)
+	}
+	mac := hmac.New(sha256.New, []byte("s3cret"))
+	mac.Write([]byte(`{"ref":"refs/heads/main"}`))
+	if code := post("sha256=" + hex.EncodeToString(mac.Sum(nil))); code != http.StatusAccepted {
+		t.Fatalf("webhook: %d", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for cp.Store().Snapshot().Len() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("webhook did not bring the new commit")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestConfigFileUnknownKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "vmesh.yaml")
+	if err := os.WriteFile(p, []byte("configDir: x\nxdsAdress: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.DefaultConfig()
+	err := controlplane.LoadConfigFile(p, &cfg)
+	if err == nil || !strings.Contains(err.Error(), "xdsAdress") {
+		t.Fatalf("unknown key not reported: %v", err)
+	}
+}
