@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	securityv1alpha1 "istio.io/api/security/v1alpha1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
+	securityv1alpha1 "istio.io/api/security/v1alpha1"
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/ca/spiffe"
@@ -39,7 +39,7 @@ func (l *peerLog) last() (spiffe.Identity, error) {
 
 // startServer serves the CA on a real gRPC server over TLS on a loopback
 // port, as `vmesh serve` does on 15012.
-func startServer(t *testing.T, c *ca.CA) (string, *peerLog) {
+func startServerTB(t testing.TB, c *ca.CA) (string, *peerLog) {
 	t.Helper()
 	tlsCfg, err := c.ServerTLSConfig([]string{"127.0.0.1"})
 	if err != nil {
@@ -70,7 +70,7 @@ func startServer(t *testing.T, c *ca.CA) (string, *peerLog) {
 
 // dial connects with TLS verifying the server against roots and, when cert is
 // not nil, presenting it as the client certificate.
-func dial(t *testing.T, addr string, roots *x509.CertPool, cert *tls.Certificate) securityv1alpha1.IstioCertificateServiceClient {
+func dialTB(t testing.TB, addr string, roots *x509.CertPool, cert *tls.Certificate) securityv1alpha1.IstioCertificateServiceClient {
 	t.Helper()
 	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	if cert != nil {
@@ -287,4 +287,10 @@ func TestCreateCertificateRejections(t *testing.T) {
 	if _, err := dial(t, addr, roots, tlsCert(validLeaf, key)).CreateCertificate(ctx, &securityv1alpha1.IstioCertificateRequest{Csr: string(csr)}); err != nil {
 		t.Fatalf("valid certificate rejected: %v", err)
 	}
+}
+
+func startServer(t *testing.T, c *ca.CA) (string, *peerLog) { return startServerTB(t, c) }
+
+func dial(t *testing.T, addr string, roots *x509.CertPool, cert *tls.Certificate) securityv1alpha1.IstioCertificateServiceClient {
+	return dialTB(t, addr, roots, cert)
 }
