@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -155,10 +156,14 @@ func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
 		}
 	}
 	seen := make(map[string]bool, len(paths))
+	var stale []string
 	for _, p := range paths {
 		seen[p] = true
-		d.load(p)
+		if d.changed(p) {
+			stale = append(stale, p)
+		}
 	}
+	d.loadAll(stale)
 	for p := range d.files {
 		if !seen[p] {
 			delete(d.files, p)
@@ -176,38 +181,70 @@ func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
 	return nil
 }
 
-// load (re)reads one file when its stamp changed.
-func (d *DirSource) load(rel string) {
-	full := filepath.Join(d.root, rel)
-	info, err := os.Stat(full)
+// changed reports whether a file's stamp differs from the one last loaded.
+func (d *DirSource) changed(rel string) bool {
+	fs := d.files[rel]
+	return fs == nil || fs.stamp != stampOf(filepath.Join(d.root, rel))
+}
+
+func stampOf(path string) fileStamp {
+	info, err := os.Stat(path)
 	if err != nil {
-		return // vanished between scan and load: the next event rescans
+		return fileStamp{}
 	}
 	stamp := fileStamp{size: info.Size(), mtime: info.ModTime()}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {
 		stamp.ino = st.Ino
 	}
-	fs := d.files[rel]
-	if fs != nil && fs.stamp == stamp {
-		return
+	return stamp
+}
+
+// loadAll reads and decodes files in parallel, one worker per CPU. A file
+// that fails keeps its last good objects.
+func (d *DirSource) loadAll(rels []string) {
+	type result struct {
+		stamp fileStamp
+		objs  []*Object
+		errs  []ConfigError
 	}
-	if fs == nil {
-		fs = &fileState{}
-		d.files[rel] = fs
+	results := make([]result, len(rels))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(rels)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				full := filepath.Join(d.root, rels[i])
+				results[i].stamp = stampOf(full) // before reading: a later write changes it again
+				data, err := os.ReadFile(full)
+				if err != nil {
+					results[i].errs = []ConfigError{{File: rels[i], Message: err.Error()}}
+					continue
+				}
+				results[i].objs, results[i].errs = Decode(rels[i], data)
+			}
+		}()
 	}
-	fs.stamp = stamp
-	data, err := os.ReadFile(full)
-	if err != nil {
-		fs.errs = []ConfigError{{File: rel, Message: err.Error()}}
-		return
+	for i := range rels {
+		work <- i
 	}
-	objs, errs := Decode(rel, data)
-	for _, o := range objs {
-		o.Origin.Source = d.src.Name
-	}
-	fs.errs = errs
-	if len(errs) == 0 {
-		fs.good = objs
+	close(work)
+	wg.Wait()
+	for i, rel := range rels {
+		fs := d.files[rel]
+		if fs == nil {
+			fs = &fileState{}
+			d.files[rel] = fs
+		}
+		r := results[i]
+		fs.stamp, fs.errs = r.stamp, r.errs
+		for _, o := range r.objs {
+			o.Origin.Source = d.src.Name
+		}
+		if len(r.errs) == 0 {
+			fs.good = r.objs
+		}
 	}
 }
 
