@@ -134,6 +134,14 @@ func (dr *DestinationRule) Subset(name string) *networking.Subset {
 	return nil
 }
 
+// Subsets returns the rule's subsets; nil for a nil rule.
+func (dr *DestinationRule) Subsets() []*networking.Subset {
+	if dr == nil {
+		return nil
+	}
+	return dr.Spec.GetSubsets()
+}
+
 // SubsetNames returns the rule's subset names in order.
 func (dr *DestinationRule) SubsetNames() []string {
 	if dr == nil {

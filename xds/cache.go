@@ -1,0 +1,356 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// cache is vmesh's go-control-plane cache. Unlike SnapshotCache it keeps one
+// generation per proxy group rather than per node, answers each watch with
+// exactly the resources the proxy subscribed to, and compares per-resource
+// hashes with what the stream already holds, so a push reaches only the
+// proxies whose subscribed resources changed (an endpoint change reaches only
+// watchers of that cluster's EDS resource). It serves SotW and delta alike.
+//
+// Watches are one-shot, as go-control-plane expects: a watch is answered at
+// most once and then forgotten; the proxy's next request opens the next one.
+type cache struct {
+	logger  *slog.Logger
+	metrics *metrics
+
+	mu      sync.Mutex
+	snap    *model.Snapshot
+	gens    map[string]*generation // by group key, for snap
+	genErrs map[string]error       // groups that failed to generate, for snap
+	watches map[*watch]struct{}
+}
+
+var _ cachev3.Cache = (*cache)(nil)
+
+type watch struct {
+	proxy   *Proxy
+	typeURL string
+	sub     cachev3.Subscription
+
+	req   *discoveryv3.DiscoveryRequest
+	sotw  chan cachev3.Response
+	dreq  *discoveryv3.DeltaDiscoveryRequest
+	delta chan cachev3.DeltaResponse
+}
+
+func newCache(logger *slog.Logger, m *metrics) *cache {
+	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}}
+}
+
+// CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
+func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	p, err := ProxyFromNode(req.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: sub, req: req, sotw: ch}
+	return c.open(w, req.GetResponseNonce() == "")
+}
+
+// CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
+func (c *cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	p, err := ProxyFromNode(req.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: sub, dreq: req, delta: ch}
+	return c.open(w, false)
+}
+
+// Fetch implements cachev3.ConfigFetcher; vmesh serves streams only.
+func (c *cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+	return nil, errors.New("xds: REST fetch is not supported; use ADS")
+}
+
+func (c *cache) open(w *watch, first bool) (func(), error) {
+	if !slices.Contains(typeURLs, w.typeURL) {
+		// Unknown types (e.g. SDS) stay open without answers.
+		return func() {}, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap != nil {
+		if g := c.generationLocked(w.proxy); g != nil && c.respondLocked(w, g, first, time.Time{}) {
+			return func() {}, nil
+		}
+	}
+	c.watches[w] = struct{}{}
+	return func() {
+		c.mu.Lock()
+		delete(c.watches, w)
+		c.mu.Unlock()
+	}, nil
+}
+
+// generationLocked returns the proxy's group generation for the current
+// snapshot, generating it on first use; nil when generation fails (the
+// error is logged once per group and snapshot). Callers hold c.mu.
+func (c *cache) generationLocked(p *Proxy) *generation {
+	key := GroupKey(c.snap, p)
+	if g := c.gens[key]; g != nil {
+		return g
+	}
+	if _, failed := c.genErrs[key]; failed {
+		return nil
+	}
+	start := time.Now()
+	g, err := generate(c.snap, p, key)
+	c.metrics.generations.Inc()
+	c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		c.genErrs[key] = err
+		c.logger.Error("generating xDS config", "group", key, "proxy", p.ID, "version", Version(c.snap), "error", err)
+		return nil
+	}
+	c.gens[key] = g
+	return g
+}
+
+// respondLocked answers w from g when the proxy's view of the subscribed
+// resources differs from g (or when force is set: the first request of a
+// stream, which gets an answer even when empty). It reports whether it
+// answered. Callers hold c.mu; sends never block (each watch's channel has
+// room for its one answer).
+func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.Time) bool {
+	names, wildcard := w.sub.SubscribedResources(), w.sub.IsWildcard()
+	held := w.sub.ReturnedResources()
+	var want []*resource
+	if wildcard {
+		for _, r := range g.types[w.typeURL] {
+			want = append(want, r)
+		}
+	}
+	for n := range names {
+		if wildcard && g.types[w.typeURL][n] != nil {
+			continue
+		}
+		if r := g.lookup(w.typeURL, n); r != nil {
+			want = append(want, r)
+		}
+	}
+	slices.SortFunc(want, func(a, b *resource) int {
+		if a.name < b.name {
+			return -1
+		}
+		if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+	next := make(map[string]string, len(want))
+	for _, r := range want {
+		next[r.name] = r.hash
+	}
+	kind := string(w.proxy.Kind)
+	if w.sotw != nil {
+		if !force && maps.Equal(next, held) {
+			return false
+		}
+		anys := make([]*anypb.Any, len(want))
+		for i, r := range want {
+			anys[i] = r.any
+		}
+		resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next}
+		select {
+		case w.sotw <- resp:
+		default:
+			c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
+			return false
+		}
+		c.observePush(w.typeURL, kind, changed)
+		delete(c.watches, w)
+		return true
+	}
+	// Delta: send what changed, remove what the proxy holds but no longer exists.
+	var send []*discoveryv3.Resource
+	for _, r := range want {
+		if held[r.name] != r.hash {
+			send = append(send, &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any})
+		}
+	}
+	var removed []string
+	for n, v := range held {
+		if _, ok := next[n]; !ok && v != "" {
+			removed = append(removed, n)
+		}
+	}
+	if len(send) == 0 && len(removed) == 0 {
+		return false
+	}
+	slices.Sort(removed)
+	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next}
+	select {
+	case w.delta <- resp:
+	default:
+		c.logger.Error("xDS delta channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
+		return false
+	}
+	c.observePush(w.typeURL, kind, changed)
+	delete(c.watches, w)
+	return true
+}
+
+func (c *cache) observePush(typeURL, kind string, changed time.Time) {
+	t := shortType(typeURL)
+	c.metrics.pushes.WithLabelValues(t).Inc()
+	if !changed.IsZero() {
+		c.metrics.pushSeconds.WithLabelValues(t).Observe(time.Since(changed).Seconds())
+	}
+}
+
+// pushStats counts what one push did.
+type pushStats struct {
+	groups    int
+	responses int
+}
+
+// push installs a new model snapshot and answers every open watch whose
+// resources changed. With edsOnly, groups keep their listeners, routes and
+// clusters and regenerate endpoints only, and only EDS watches are looked
+// at. changed is when the first change of the push was seen, for latency.
+func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushStats {
+	// Regenerate the groups with open watches outside the lock; watches keep
+	// being answered from the previous snapshot meanwhile. Other groups (of
+	// proxies between a response and its ACK, or gone) are generated on
+	// their next request, so groups of departed proxies are dropped here.
+	c.mu.Lock()
+	oldSnap := c.snap
+	var live []*generation
+	seen := map[*generation]bool{}
+	for w := range c.watches {
+		if oldSnap == nil {
+			break
+		}
+		if g := c.gens[GroupKey(oldSnap, w.proxy)]; g != nil && !seen[g] {
+			seen[g] = true
+			live = append(live, g)
+		}
+	}
+	c.mu.Unlock()
+
+	gens := make(map[string]*generation, len(live))
+	errs := map[string]error{}
+	for _, g := range live {
+		key := GroupKey(s, g.proxy)
+		if gens[key] != nil {
+			continue
+		}
+		start := time.Now()
+		var n *generation
+		var err error
+		if edsOnly && oldSnap != nil && key == g.key {
+			n, err = g.withEndpoints(s)
+		} else {
+			n, err = generate(s, g.proxy, key)
+		}
+		c.metrics.generations.Inc()
+		c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			errs[key] = err
+			c.logger.Error("generating xDS config", "group", key, "version", Version(s), "error", err)
+			continue
+		}
+		gens[key] = n
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snap, c.gens, c.genErrs = s, gens, errs
+	st := pushStats{}
+	for w := range c.watches {
+		if edsOnly && w.typeURL != resourcev3.EndpointType {
+			continue
+		}
+		g := c.generationLocked(w.proxy)
+		if g == nil {
+			continue
+		}
+		if c.respondLocked(w, g, false, changed) {
+			st.responses++
+		}
+	}
+	st.groups = len(c.gens)
+	c.metrics.groups.Set(float64(len(c.gens)))
+	return st
+}
+
+// generationFor returns the current generation for a proxy, for debug output.
+func (c *cache) generationFor(p *Proxy) *generation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap == nil {
+		return nil
+	}
+	return c.generationLocked(p)
+}
+
+// groupKey returns the proxy's current group key, or "".
+func (c *cache) groupKey(p *Proxy) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap == nil {
+		return ""
+	}
+	return GroupKey(c.snap, p)
+}
+
+// sotwResponse is a state-of-the-world answer built from shared,
+// pre-serialised resources.
+type sotwResponse struct {
+	req       *discoveryv3.DiscoveryRequest
+	version   string
+	resources []*anypb.Any
+	returned  map[string]string
+}
+
+var _ cachev3.Response = (*sotwResponse)(nil)
+
+// GetDiscoveryResponse returns a new response each call: the server sets the
+// nonce on it.
+func (r *sotwResponse) GetDiscoveryResponse() (*discoveryv3.DiscoveryResponse, error) {
+	return &discoveryv3.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+func (r *sotwResponse) GetRequest() *discoveryv3.DiscoveryRequest { return r.req }
+func (r *sotwResponse) GetVersion() (string, error)               { return r.version, nil }
+func (r *sotwResponse) GetResponseVersion() string                { return r.version }
+func (r *sotwResponse) GetReturnedResources() map[string]string   { return r.returned }
+func (r *sotwResponse) GetContext() context.Context               { return context.Background() }
+
+// deltaResponse is an incremental answer.
+type deltaResponse struct {
+	req       *discoveryv3.DeltaDiscoveryRequest
+	version   string
+	resources []*discoveryv3.Resource
+	removed   []string
+	next      map[string]string
+}
+
+var _ cachev3.DeltaResponse = (*deltaResponse)(nil)
+
+// GetDeltaDiscoveryResponse returns a new response each call: the server
+// sets the nonce on it.
+func (r *deltaResponse) GetDeltaDiscoveryResponse() (*discoveryv3.DeltaDiscoveryResponse, error) {
+	return &discoveryv3.DeltaDiscoveryResponse{SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+func (r *deltaResponse) GetDeltaRequest() *discoveryv3.DeltaDiscoveryRequest { return r.req }
+func (r *deltaResponse) GetSystemVersion() (string, error)                   { return r.version, nil }
+func (r *deltaResponse) GetResponseVersion() string                          { return r.version }
+func (r *deltaResponse) GetNextVersionMap() map[string]string                { return r.next }
+func (r *deltaResponse) GetReturnedResources() map[string]string             { return r.next }
+func (r *deltaResponse) GetContext() context.Context                         { return context.Background() }

@@ -1,0 +1,149 @@
+package xds
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Clusters returns the outbound clusters for a proxy.
+func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
+	switch p.Kind {
+	case KindGRPC:
+		return grpcClusters(s, p)
+	case KindSidecar:
+		return nil, ErrSidecarUnsupported
+	}
+	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
+}
+
+// clusterRef names one outbound cluster: a service port and a subset.
+type clusterRef struct {
+	svc    *model.Service
+	port   model.Port
+	subset string
+	labels map[string]string
+	dr     *model.DestinationRule
+}
+
+func (c clusterRef) name() string { return ClusterName(c.port.Number, c.subset, c.svc.Hostname) }
+
+// outboundClusters lists the clusters of every visible service port: one
+// without a subset and one per subset of the DestinationRule that applies.
+// Clusters and Endpoints both derive their names from it.
+func outboundClusters(s *model.Snapshot, p *Proxy) []clusterRef {
+	var out []clusterRef
+	for _, svc := range visibleServices(s, p) {
+		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
+		for _, port := range svc.Ports {
+			out = append(out, clusterRef{svc: svc, port: port, dr: dr})
+			for _, ss := range dr.Subsets() {
+				if ss.GetName() == "" {
+					continue
+				}
+				out = append(out, clusterRef{svc: svc, port: port, subset: ss.GetName(), labels: ss.GetLabels(), dr: dr})
+			}
+		}
+	}
+	return out
+}
+
+// grpcClusters maps each cluster's traffic policy to what grpc-go supports:
+// ROUND_ROBIN, LEAST_REQUEST and RING_HASH (RANDOM, PASSTHROUGH and
+// LEAST_CONN fall back to ROUND_ROBIN, since grpc-go NACKs a whole CDS
+// response with an unknown policy), max_requests circuit breaking and outlier
+// detection.
+func grpcClusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
+	var out []*clusterv3.Cluster
+	for _, ref := range outboundClusters(s, p) {
+		c := &clusterv3.Cluster{Name: ref.name()}
+		if usesEDS(ref.svc) {
+			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+			c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: c.Name}
+		} else {
+			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
+			c.LoadAssignment = logicalDNSAssignment(c.Name, ref)
+		}
+		applyPolicy(c, ref.dr.TrafficPolicy(ref.port.Number, ref.subset))
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// logicalDNSAssignment returns the one host:port a LOGICAL_DNS cluster
+// resolves (gRPC supports exactly one).
+func logicalDNSAssignment(name string, ref clusterRef) *endpointv3.ClusterLoadAssignment {
+	eps := ref.svc.SubsetEndpoints(ref.labels)
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	if len(eps) == 0 {
+		return cla
+	}
+	e := eps[0]
+	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{
+		Locality: &corev3.Locality{},
+		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: socketAddress(e.Address, e.PortFor(ref.port)),
+		}}}},
+	}}
+	return cla
+}
+
+func applyPolicy(c *clusterv3.Cluster, tp *networking.TrafficPolicy) {
+	c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	lb := tp.GetLoadBalancer()
+	switch {
+	case lb.GetConsistentHash() != nil:
+		c.LbPolicy = clusterv3.Cluster_RING_HASH
+		rh := &clusterv3.Cluster_RingHashLbConfig{HashFunction: clusterv3.Cluster_RingHashLbConfig_XX_HASH}
+		if n := lb.GetConsistentHash().GetMinimumRingSize(); n > 0 {
+			rh.MinimumRingSize = wrapperspb.UInt64(n)
+		}
+		c.LbConfig = &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: rh}
+	case lb.GetSimple() == networking.LoadBalancerSettings_LEAST_REQUEST:
+		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	}
+	if n := tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); n > 0 {
+		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			Priority:    corev3.RoutingPriority_DEFAULT,
+			MaxRequests: wrapperspb.UInt32(uint32(n)),
+		}}}
+	}
+	if od := tp.GetOutlierDetection(); od != nil {
+		c.OutlierDetection = outlierDetection(od)
+	}
+}
+
+// outlierDetection maps Istio's settings field by field. grpc-go implements
+// success-rate and failure-percentage ejection (not consecutive errors): it
+// uses interval, base_ejection_time and max_ejection_percent from here, and
+// Envoy's success-rate defaults.
+func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetection {
+	out := &clusterv3.OutlierDetection{
+		Interval:         od.GetInterval(),
+		BaseEjectionTime: od.GetBaseEjectionTime(),
+	}
+	if v := od.GetConsecutive_5XxErrors(); v != nil {
+		out.Consecutive_5Xx = wrapperspb.UInt32(v.GetValue())
+	} else if n := od.GetConsecutiveErrors(); n > 0 {
+		out.Consecutive_5Xx = wrapperspb.UInt32(uint32(n))
+	}
+	if v := od.GetConsecutiveGatewayErrors(); v != nil {
+		out.ConsecutiveGatewayFailure = wrapperspb.UInt32(v.GetValue())
+	}
+	if n := od.GetMaxEjectionPercent(); n > 0 {
+		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(n, 100)))
+	}
+	return out
+}
+
+func socketAddress(addr string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       addr,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}

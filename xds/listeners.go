@@ -1,0 +1,149 @@
+package xds
+
+import (
+	"fmt"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Listeners returns the client listeners for a proxy.
+func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
+	switch p.Kind {
+	case KindGRPC:
+		return grpcListeners(s, p)
+	case KindSidecar:
+		return nil, ErrSidecarUnsupported
+	}
+	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
+}
+
+// InboundListener returns the server listener named name
+// (InboundListenerPrefix + "IP:port") for a proxy.
+func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
+	switch p.Kind {
+	case KindGRPC:
+		return grpcInboundListener(name)
+	case KindSidecar:
+		return nil, ErrSidecarUnsupported
+	}
+	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
+}
+
+// grpcListeners returns one API listener per visible service port, named
+// host:port, whose HttpConnectionManager fetches the route configuration of
+// the same name over ADS.
+func grpcListeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
+	var out []*listenerv3.Listener
+	for _, svc := range visibleServices(s, p) {
+		for _, port := range svc.Ports {
+			name := ListenerName(svc.Hostname, port.Number)
+			hcm := &hcmv3.HttpConnectionManager{
+				StatPrefix: name,
+				RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+					ConfigSource:    adsConfigSource(),
+					RouteConfigName: name,
+				}},
+				HttpFilters: clientHTTPFilters(),
+			}
+			a, err := anypb.New(hcm)
+			if err != nil {
+				return nil, fmt.Errorf("listener %s: %w", name, err)
+			}
+			out = append(out, &listenerv3.Listener{
+				Name:        name,
+				ApiListener: &listenerv3.ApiListener{ApiListener: a},
+			})
+		}
+	}
+	return out, nil
+}
+
+// clientHTTPFilters returns the client filter chain: fault injection (no
+// fault unless a route overrides it) then the router, which must be last.
+func clientHTTPFilters() []*hcmv3.HttpFilter {
+	return []*hcmv3.HttpFilter{
+		{Name: faultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&faultv3.HTTPFault{})}},
+		routerFilter(),
+	}
+}
+
+func routerFilter() *hcmv3.HttpFilter {
+	return &hcmv3.HttpFilter{Name: routerFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}
+}
+
+// grpcInboundListener returns the listener an xDS-enabled gRPC server needs
+// to become SERVING: its exact socket address and one HttpConnectionManager
+// whose only route is a NonForwardingAction.
+func grpcInboundListener(name string) (*listenerv3.Listener, error) {
+	ip, port, err := parseInboundName(name)
+	if err != nil {
+		return nil, err
+	}
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: "inbound",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: "inbound|" + ListenerName(ip, port),
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    "inbound",
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{{
+					Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
+				}},
+			}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{routerFilter()},
+	}
+	a, err := anypb.New(hcm)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", name, err)
+	}
+	return &listenerv3.Listener{
+		Name: name,
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address:       ip,
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+		}}},
+		FilterChains: []*listenerv3.FilterChain{{
+			Name:    "inbound",
+			Filters: []*listenerv3.Filter{{Name: hcmFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}},
+		}},
+		TrafficDirection: corev3.TrafficDirection_INBOUND,
+	}, nil
+}
+
+func adsConfigSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+// mustAny packs a message known to marshal.
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("xds: packing %T: %v", m, err))
+	}
+	return a
+}
+
+// visibleServices returns the services a proxy's clients may call.
+func visibleServices(s *model.Snapshot, p *Proxy) []*model.Service {
+	sc := s.SidecarFor(p.Namespace, p.Labels)
+	var out []*model.Service
+	for _, svc := range s.VisibleServices(p.Namespace, sc) {
+		if servable(svc) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package xds
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/vmesh/vmesh/model"
+)
+
+// InboundListenerPrefix starts the names of the server listeners that
+// xds.NewGRPCServer asks for. A gRPC server's bootstrap sets
+// server_listener_resource_name_template to InboundListenerPrefix + "%s".
+const InboundListenerPrefix = "xds.vmesh.io/grpc/lds/inbound/"
+
+// Filter names used in HttpConnectionManagers.
+const (
+	faultFilterName  = "envoy.filters.http.fault"
+	routerFilterName = "envoy.filters.http.router"
+	hcmFilterName    = "envoy.filters.network.http_connection_manager"
+)
+
+// ClusterName returns Istio's outbound cluster name,
+// "outbound|port|subset|host".
+func ClusterName(port uint32, subset, host string) string {
+	return "outbound|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+}
+
+// ParseClusterName splits an outbound cluster name.
+func ParseClusterName(name string) (port uint32, subset, host string, ok bool) {
+	parts := strings.SplitN(name, "|", 4)
+	if len(parts) != 4 || parts[0] != "outbound" {
+		return 0, "", "", false
+	}
+	n, err := strconv.ParseUint(parts[1], 10, 32)
+	if err != nil {
+		return 0, "", "", false
+	}
+	return uint32(n), parts[2], parts[3], true
+}
+
+// ListenerName returns the client listener (and route configuration) name
+// for a service port: "host:port", the target a gRPC client dials as
+// xds:///host:port.
+func ListenerName(host string, port uint32) string {
+	return host + ":" + strconv.FormatUint(uint64(port), 10)
+}
+
+// parseInboundName returns the IP and port of a server listener name.
+func parseInboundName(name string) (string, uint32, error) {
+	hp, ok := strings.CutPrefix(name, InboundListenerPrefix)
+	if !ok {
+		return "", 0, fmt.Errorf("listener %q is not an inbound listener", name)
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("listener %q: %w", name, err)
+	}
+	if net.ParseIP(host) == nil {
+		return "", 0, fmt.Errorf("listener %q: %q is not an IP address", name, host)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return "", 0, fmt.Errorf("listener %q: bad port %q", name, port)
+	}
+	return host, uint32(n), nil
+}
+
+// usesEDS reports whether a service's clusters get endpoints over EDS. DNS
+// services whose endpoints are host names use a LOGICAL_DNS cluster instead.
+func usesEDS(svc *model.Service) bool {
+	if svc.Resolution != model.ResolutionDNS && svc.Resolution != model.ResolutionDNSRoundRobin {
+		return true
+	}
+	for _, e := range svc.Endpoints {
+		if net.ParseIP(e.Address) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// servable reports whether a proxyless gRPC client can be given the service:
+// NONE resolution means passthrough, which gRPC has no use for.
+func servable(svc *model.Service) bool {
+	return svc.Resolution != model.ResolutionNone && len(svc.Ports) > 0 && !strings.HasPrefix(svc.Hostname, "*")
+}

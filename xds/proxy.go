@@ -1,0 +1,138 @@
+// Package xds serves the model to proxies over the xDS protocol: it
+// identifies proxies from their xDS node, groups proxies with identical
+// inputs, generates resources per proxy kind (proxyless gRPC now, Envoy
+// sidecars later), debounces Store changes into pushes (EDS-only when only
+// endpoints changed) and serves ADS, state of the world and delta, through
+// go-control-plane with a cache of its own.
+package xds
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// ProxyKind says which generator serves a proxy.
+type ProxyKind string
+
+// Proxy kinds. A node whose metadata GENERATOR is "grpc" is a proxyless gRPC
+// application; anything else is an Envoy sidecar.
+const (
+	KindGRPC    ProxyKind = "grpc"
+	KindSidecar ProxyKind = "sidecar"
+)
+
+// Node metadata keys (Istio's names).
+const (
+	MetaNamespace      = "NAMESPACE"
+	MetaLabels         = "LABELS"
+	MetaServiceAccount = "SERVICE_ACCOUNT"
+	MetaWorkloadName   = "WORKLOAD_NAME"
+	MetaInstanceIPs    = "INSTANCE_IPS"
+	MetaGenerator      = "GENERATOR"
+)
+
+// DefaultNamespace is a proxy's namespace when its node names none.
+const DefaultNamespace = "default"
+
+// Proxy is one xDS client as identified by its node.
+type Proxy struct {
+	ID             string            `json:"id"`
+	Kind           ProxyKind         `json:"kind"`
+	Namespace      string            `json:"namespace"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	ServiceAccount string            `json:"serviceAccount,omitempty"`
+	WorkloadName   string            `json:"workloadName,omitempty"`
+	IPs            []string          `json:"ips,omitempty"`
+}
+
+// ProxyFromNode reads a Proxy from an xDS node by the documented metadata
+// contract (see README.md).
+func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
+	if n.GetId() == "" {
+		return nil, fmt.Errorf("xds node has no id")
+	}
+	p := &Proxy{ID: n.GetId(), Kind: KindSidecar, Namespace: DefaultNamespace}
+	md := n.GetMetadata().GetFields()
+	str := func(k string) (string, error) {
+		v, ok := md[k]
+		if !ok {
+			return "", nil
+		}
+		s, ok := v.GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return "", fmt.Errorf("node %s: metadata %s must be a string", p.ID, k)
+		}
+		return s.StringValue, nil
+	}
+	var err error
+	var gen, ips string
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{MetaGenerator, &gen}, {MetaServiceAccount, &p.ServiceAccount}, {MetaWorkloadName, &p.WorkloadName}, {MetaInstanceIPs, &ips}} {
+		if *f.dst, err = str(f.key); err != nil {
+			return nil, err
+		}
+	}
+	if ns, err := str(MetaNamespace); err != nil {
+		return nil, err
+	} else if ns != "" {
+		p.Namespace = ns
+	}
+	if gen == string(KindGRPC) {
+		p.Kind = KindGRPC
+	}
+	for ip := range strings.SplitSeq(ips, ",") {
+		if ip = strings.TrimSpace(ip); ip != "" {
+			p.IPs = append(p.IPs, ip)
+		}
+	}
+	if v, ok := md[MetaLabels]; ok {
+		st := v.GetStructValue()
+		if st == nil {
+			return nil, fmt.Errorf("node %s: metadata %s must be a string map", p.ID, MetaLabels)
+		}
+		p.Labels = make(map[string]string, len(st.GetFields()))
+		for k, lv := range st.GetFields() {
+			s, ok := lv.GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				return nil, fmt.Errorf("node %s: label %s must be a string", p.ID, k)
+			}
+			p.Labels[k] = s.StringValue
+		}
+	}
+	return p, nil
+}
+
+// GroupKey returns the key of the proxy's group under snapshot s. Proxies
+// with one key get identical generated config, so it is generated and
+// serialised once for all of them. The key holds every input the generators
+// read about a proxy: its kind, namespace (visibility, rule lookup order) and
+// the Sidecar that scopes it (which is how labels matter today). When a
+// generator starts reading more of the proxy, the key must grow with it.
+func GroupKey(s *model.Snapshot, p *Proxy) string {
+	sc := "-"
+	if c := s.SidecarFor(p.Namespace, p.Labels); c != nil {
+		sc = c.Key()
+	}
+	return string(p.Kind) + "|" + p.Namespace + "|" + sc
+}
+
+// labelString renders labels deterministically, for debug output.
+func labelString(l map[string]string) string {
+	keys := slices.Sorted(maps.Keys(l))
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + l[k])
+	}
+	return b.String()
+}

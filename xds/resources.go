@@ -1,0 +1,262 @@
+package xds
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// ErrSidecarUnsupported is returned by the generators for Envoy sidecars,
+// whose generator is not written yet. Sidecars get no config rather than
+// half-built config.
+var ErrSidecarUnsupported = errors.New("xds: the Envoy sidecar generator is not implemented yet")
+
+// The resource types vmesh serves, in push order.
+var typeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+
+// shortType names a type URL for logs, metrics and /debug/syncz.
+func shortType(typeURL string) string {
+	switch typeURL {
+	case resourcev3.ListenerType:
+		return "LDS"
+	case resourcev3.RouteType:
+		return "RDS"
+	case resourcev3.ClusterType:
+		return "CDS"
+	case resourcev3.EndpointType:
+		return "EDS"
+	}
+	return typeURL
+}
+
+// Version returns the version_info for config generated from s: "r<store
+// revision>", plus "@<short commit>" when the config came from git.
+func Version(s *model.Snapshot) string {
+	v := "r" + strconv.FormatInt(s.Revision, 10)
+	if s.Commit != "" {
+		v += "@" + s.Commit
+	}
+	return v
+}
+
+// resource is one generated resource, serialised once and shared by every
+// response that carries it.
+type resource struct {
+	name string
+	msg  proto.Message
+	any  *anypb.Any
+	// hash is the resource's version: a hash of its serialised form.
+	hash string
+}
+
+func newResource(name string, m proto.Message) (*resource, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", name, err)
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return &resource{
+		name: name,
+		msg:  m,
+		any:  &anypb.Any{TypeUrl: resourcev3.APITypePrefix + string(m.ProtoReflect().Descriptor().FullName()), Value: b},
+		hash: strconv.FormatUint(h.Sum64(), 36),
+	}, nil
+}
+
+// generation is the config of one proxy group at one model snapshot. Its
+// resource maps are immutable; inbound listeners, whose names only the
+// proxies know, are generated on first request and cached.
+type generation struct {
+	snap    *model.Snapshot
+	proxy   *Proxy // the proxy that defined the group
+	key     string
+	version string
+	types   map[string]map[string]*resource
+
+	mu      sync.Mutex
+	inbound map[string]*resource
+}
+
+// generate builds all resource types for a group.
+func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]map[string]*resource, 4), inbound: map[string]*resource{}}
+	lds, err := Listeners(s, p)
+	if err != nil {
+		return nil, err
+	}
+	rds, err := Routes(s, p)
+	if err != nil {
+		return nil, err
+	}
+	cds, err := Clusters(s, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.add(lds, rds, cds); err != nil {
+		return nil, err
+	}
+	if err := g.generateEDS(); err != nil {
+		return nil, err
+	}
+	eds := make(map[string]bool, len(g.types[resourcev3.EndpointType]))
+	for n := range g.types[resourcev3.EndpointType] {
+		eds[n] = true
+	}
+	if err := Consistent(lds, rds, cds, eds); err != nil {
+		return nil, fmt.Errorf("group %s: %w", key, err)
+	}
+	return g, nil
+}
+
+// withEndpoints returns a generation for s that shares everything but EDS
+// with g: used when only endpoints changed.
+func (g *generation) withEndpoints(s *model.Snapshot) (*generation, error) {
+	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]map[string]*resource, 4)}
+	for t, m := range g.types {
+		n.types[t] = m
+	}
+	g.mu.Lock()
+	n.inbound = make(map[string]*resource, len(g.inbound))
+	for k, v := range g.inbound {
+		n.inbound[k] = v
+	}
+	g.mu.Unlock()
+	if err := n.generateEDS(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (g *generation) generateEDS() error {
+	eds, err := Endpoints(g.snap, g.proxy)
+	if err != nil {
+		return err
+	}
+	m := make(map[string]*resource, len(eds))
+	for _, cla := range eds {
+		r, err := newResource(cla.GetClusterName(), cla)
+		if err != nil {
+			return err
+		}
+		m[r.name] = r
+	}
+	g.types[resourcev3.EndpointType] = m
+	return nil
+}
+
+func (g *generation) add(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster) error {
+	put := func(t, name string, msg proto.Message) error {
+		r, err := newResource(name, msg)
+		if err != nil {
+			return err
+		}
+		if g.types[t] == nil {
+			g.types[t] = make(map[string]*resource)
+		}
+		g.types[t][name] = r
+		return nil
+	}
+	for _, l := range lds {
+		if err := put(resourcev3.ListenerType, l.GetName(), l); err != nil {
+			return err
+		}
+	}
+	for _, r := range rds {
+		if err := put(resourcev3.RouteType, r.GetName(), r); err != nil {
+			return err
+		}
+	}
+	for _, c := range cds {
+		if err := put(resourcev3.ClusterType, c.GetName(), c); err != nil {
+			return err
+		}
+	}
+	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
+		if g.types[t] == nil {
+			g.types[t] = map[string]*resource{}
+		}
+	}
+	return nil
+}
+
+// lookup returns the named resource of a type, generating inbound listeners
+// on demand; nil when there is none.
+func (g *generation) lookup(typeURL, name string) *resource {
+	if r := g.types[typeURL][name]; r != nil {
+		return r
+	}
+	if typeURL != resourcev3.ListenerType || len(name) <= len(InboundListenerPrefix) || name[:len(InboundListenerPrefix)] != InboundListenerPrefix {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.inbound[name]; ok {
+		return r
+	}
+	var r *resource
+	if l, err := InboundListener(g.snap, g.proxy, name); err == nil {
+		r, _ = newResource(name, l)
+	}
+	g.inbound[name] = r // remember failures too: nil
+	return r
+}
+
+// Consistent checks the references between generated resources: every RDS
+// name an LDS listener uses is in rds, every cluster a route names is in
+// cds, and every EDS cluster has an assignment in eds (when eds is not nil).
+func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, eds map[string]bool) error {
+	routes := make(map[string]bool, len(rds))
+	for _, r := range rds {
+		routes[r.GetName()] = true
+	}
+	clusters := make(map[string]bool, len(cds))
+	for _, c := range cds {
+		clusters[c.GetName()] = true
+		if eds != nil && c.GetType() == clusterv3.Cluster_EDS && !eds[c.GetEdsClusterConfig().GetServiceName()] {
+			return fmt.Errorf("cluster %s: no endpoints resource %q", c.GetName(), c.GetEdsClusterConfig().GetServiceName())
+		}
+	}
+	for _, l := range lds {
+		if l.GetApiListener() == nil {
+			continue
+		}
+		hcm := &hcmv3.HttpConnectionManager{}
+		if err := l.GetApiListener().GetApiListener().UnmarshalTo(hcm); err != nil {
+			return fmt.Errorf("listener %s: %w", l.GetName(), err)
+		}
+		if n := hcm.GetRds().GetRouteConfigName(); n != "" && !routes[n] {
+			return fmt.Errorf("listener %s: route configuration %q missing", l.GetName(), n)
+		}
+	}
+	for _, r := range rds {
+		for _, vh := range r.GetVirtualHosts() {
+			for _, rt := range vh.GetRoutes() {
+				a := rt.GetRoute()
+				if a == nil {
+					continue
+				}
+				if c := a.GetCluster(); c != "" && !clusters[c] {
+					return fmt.Errorf("route %s/%s: cluster %q missing", r.GetName(), rt.GetName(), c)
+				}
+				for _, wc := range a.GetWeightedClusters().GetClusters() {
+					if !clusters[wc.GetName()] {
+						return fmt.Errorf("route %s/%s: cluster %q missing", r.GetName(), rt.GetName(), wc.GetName())
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

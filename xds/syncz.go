@@ -1,0 +1,269 @@
+package xds
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// streams tracks connected proxies and their per-type sync state for
+// /debug/syncz, and counts NACKs.
+type streams struct {
+	logger  *slog.Logger
+	metrics *metrics
+	cache   *cache
+
+	mu   sync.Mutex
+	byID map[streamID]*streamState
+}
+
+type streamID struct {
+	delta bool
+	id    int64
+}
+
+type streamState struct {
+	proxy     *Proxy
+	connected time.Time
+	types     map[string]*TypeStatus
+	// nonces maps a delta response nonce to its version, until ACKed.
+	nonces map[string]string
+}
+
+// TypeStatus is the sync state of one resource type on one stream.
+type TypeStatus struct {
+	// Sent is the version_info of the last response sent.
+	Sent string `json:"sent,omitempty"`
+	// Acked is the last version the proxy accepted.
+	Acked string `json:"acked,omitempty"`
+	// Nack is the error of the last rejected response, cleared by an ACK.
+	Nack string `json:"nack,omitempty"`
+	// NackVersion is the version that was rejected.
+	NackVersion string `json:"nackVersion,omitempty"`
+	// Resources is how many resources the last response carried.
+	Resources int `json:"resources"`
+}
+
+// SyncStatus is one connected proxy in /debug/syncz.
+type SyncStatus struct {
+	ID        string                 `json:"id"`
+	Kind      ProxyKind              `json:"kind"`
+	Namespace string                 `json:"namespace"`
+	Labels    string                 `json:"labels,omitempty"`
+	Group     string                 `json:"group"`
+	Protocol  string                 `json:"protocol"` // "sotw" or "delta"
+	Connected time.Time              `json:"connected"`
+	Types     map[string]*TypeStatus `json:"types"`
+}
+
+func newStreams(logger *slog.Logger, m *metrics, c *cache) *streams {
+	return &streams{logger: logger, metrics: m, cache: c, byID: map[streamID]*streamState{}}
+}
+
+func (s *streams) callbacks() serverv3.Callbacks {
+	return serverv3.CallbackFuncs{
+		StreamClosedFunc:      func(id int64, _ *corev3.Node) { s.closed(streamID{id: id}) },
+		DeltaStreamClosedFunc: func(id int64, _ *corev3.Node) { s.closed(streamID{delta: true, id: id}) },
+		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
+			s.request(streamID{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			return nil
+		},
+		StreamDeltaRequestFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+			s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			return nil
+		},
+		StreamResponseFunc: func(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+			s.response(streamID{id: id}, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), len(resp.GetResources()))
+		},
+		StreamDeltaResponseFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+			s.response(streamID{delta: true, id: id}, resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(), len(resp.GetResources()))
+		},
+	}
+}
+
+func (s *streams) closed(id streamID) {
+	s.mu.Lock()
+	st := s.byID[id]
+	delete(s.byID, id)
+	s.mu.Unlock()
+	if st != nil {
+		s.metrics.connected.WithLabelValues(string(st.proxy.Kind)).Dec()
+		s.logger.Info("proxy disconnected", "proxy", st.proxy.ID, "kind", st.proxy.Kind)
+	}
+}
+
+func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonce, errMsg string, nack bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.byID[id]
+	if st == nil {
+		p, err := ProxyFromNode(node)
+		if err != nil {
+			return // the cache rejects the watch and closes the stream
+		}
+		st = &streamState{proxy: p, connected: time.Now(), types: map[string]*TypeStatus{}, nonces: map[string]string{}}
+		s.byID[id] = st
+		s.metrics.connected.WithLabelValues(string(p.Kind)).Inc()
+		s.logger.Info("proxy connected", "proxy", p.ID, "kind", p.Kind, "namespace", p.Namespace, "delta", id.delta)
+	}
+	ts := st.types[shortType(typeURL)]
+	if ts == nil {
+		ts = &TypeStatus{}
+		st.types[shortType(typeURL)] = ts
+	}
+	if nonce == "" {
+		return // a subscription, not an answer to a response
+	}
+	sent := version
+	if id.delta {
+		sent = st.nonces[nonce]
+		delete(st.nonces, nonce)
+	}
+	if nack {
+		ts.Nack, ts.NackVersion = errMsg, sent
+		s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
+		s.logger.Warn("proxy rejected config (NACK)", "proxy", st.proxy.ID, "type", shortType(typeURL), "version", sent, "error", errMsg)
+		return
+	}
+	if sent != "" {
+		ts.Acked, ts.Nack, ts.NackVersion = sent, "", ""
+	}
+}
+
+func (s *streams) response(id streamID, typeURL, version, nonce string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.byID[id]
+	if st == nil {
+		return
+	}
+	ts := st.types[shortType(typeURL)]
+	if ts == nil {
+		ts = &TypeStatus{}
+		st.types[shortType(typeURL)] = ts
+	}
+	ts.Sent, ts.Resources = version, n
+	if id.delta {
+		st.nonces[nonce] = version
+	}
+}
+
+// Syncz returns the sync state of every connected proxy, sorted by id.
+func (s *Server) Syncz() []SyncStatus {
+	s.streams.mu.Lock()
+	var out []SyncStatus
+	for id, st := range s.streams.byID {
+		ss := SyncStatus{
+			ID: st.proxy.ID, Kind: st.proxy.Kind, Namespace: st.proxy.Namespace, Labels: labelString(st.proxy.Labels),
+			Protocol: "sotw", Connected: st.connected, Types: map[string]*TypeStatus{},
+		}
+		if id.delta {
+			ss.Protocol = "delta"
+		}
+		for t, ts := range st.types {
+			c := *ts
+			ss.Types[t] = &c
+		}
+		out = append(out, ss)
+	}
+	s.streams.mu.Unlock()
+	for i := range out {
+		out[i].Group = s.cache.groupKey(&Proxy{ID: out[i].ID, Kind: out[i].Kind, Namespace: out[i].Namespace, Labels: s.proxyLabels(out[i].ID)})
+	}
+	slices.SortFunc(out, func(a, b SyncStatus) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Protocol, b.Protocol)) })
+	return out
+}
+
+// proxy returns a connected proxy by id, or nil.
+func (s *Server) proxy(id string) *Proxy {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	for _, st := range s.streams.byID {
+		if st.proxy.ID == id {
+			return st.proxy
+		}
+	}
+	return nil
+}
+
+func (s *Server) proxyLabels(id string) map[string]string {
+	if p := s.proxy(id); p != nil {
+		return p.Labels
+	}
+	return nil
+}
+
+// SynczHandler serves /debug/syncz: JSON, one entry per connected proxy
+// with its kind, group and, per resource type, the version sent, the version
+// ACKed and the last NACK.
+func (s *Server) SynczHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		out := s.Syncz()
+		if out == nil {
+			out = []SyncStatus{}
+		}
+		_ = enc.Encode(out)
+	})
+}
+
+// ConfigDumpHandler serves /debug/config_dump?proxy=ID: the config the
+// proxy's group is given, as JSON, by type and resource name. Inbound
+// listeners appear once a server asked for them.
+func (s *Server) ConfigDumpHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("proxy")
+		p := s.proxy(id)
+		if p == nil {
+			http.Error(w, "no connected proxy with id "+id, http.StatusNotFound)
+			return
+		}
+		g := s.cache.generationFor(p)
+		if g == nil {
+			http.Error(w, "no config generated for proxy "+id, http.StatusServiceUnavailable)
+			return
+		}
+		out := map[string]any{"proxy": p, "group": g.key, "version": g.version}
+		types := map[string]map[string]json.RawMessage{}
+		add := func(t string, r *resource) {
+			if r == nil {
+				return
+			}
+			b, err := protojson.Marshal(r.msg)
+			if err != nil {
+				b, _ = json.Marshal(err.Error())
+			}
+			if types[t] == nil {
+				types[t] = map[string]json.RawMessage{}
+			}
+			types[t][r.name] = b
+		}
+		for _, t := range typeURLs {
+			for _, r := range g.types[t] {
+				add(shortType(t), r)
+			}
+		}
+		g.mu.Lock()
+		for _, r := range g.inbound {
+			add("LDS", r)
+		}
+		g.mu.Unlock()
+		out["resources"] = types
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+	})
+}
