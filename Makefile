@@ -29,7 +29,7 @@ fuzz:
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		if grep -rqs "func $$name(" $$pkg/*_test.go; then \
 			echo "fuzz $$pkg $$name ($(FUZZ_TIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) $$pkg; \
+			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10x $$pkg; \
 		else echo "fuzz target $$name missing in $$pkg"; exit 1; fi; \
 	done
 

@@ -106,6 +106,26 @@ type docDecoder struct {
 	object string
 	errs   []ConfigError
 	lines  map[string]int // field path -> line
+	nodes  int            // nodes visited, to stop alias-expansion bombs
+}
+
+// maxNodes bounds the nodes one document may expand to (aliases included).
+const maxNodes = 200_000
+
+// deref follows an alias and counts the visit; it returns nil once the
+// document has expanded past maxNodes.
+func (d *docDecoder) deref(n *yaml.Node) *yaml.Node {
+	d.nodes++
+	if d.nodes == maxNodes {
+		d.errorf(n, "", "document expands to more than %d nodes (YAML aliases?)", maxNodes)
+	}
+	if d.nodes >= maxNodes {
+		return nil
+	}
+	if n.Kind == yaml.AliasNode {
+		return n.Alias
+	}
+	return n
 }
 
 func (d *docDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -301,11 +321,11 @@ func join(path, field string) string {
 
 // toJSON converts a YAML node for a message into a JSON-ready value.
 func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, path string) any {
+	if n = d.deref(n); n == nil {
+		return nil
+	}
 	if _, ok := d.lines[path]; !ok {
 		d.lines[path] = n.Line
-	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
 	}
 	if wkt := d.wellKnown(n, md, path); wkt != nil {
 		return wkt.v
@@ -348,8 +368,8 @@ func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, pat
 }
 
 func (d *docDecoder) fieldJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) any {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+	if n = d.deref(n); n == nil {
+		return nil
 	}
 	switch {
 	case fd.IsMap():
@@ -382,8 +402,8 @@ func (d *docDecoder) fieldJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, pa
 }
 
 func (d *docDecoder) singleJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, path string) any {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+	if n = d.deref(n); n == nil {
+		return nil
 	}
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:

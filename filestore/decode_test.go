@@ -1,6 +1,7 @@
 package filestore_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,5 +234,17 @@ func TestDecodeMultiDocumentKeepsGoodDocuments(t *testing.T) {
 	}
 	if want := "m.yaml:9: WorkloadEntry/default/b: bogus: unknown field \"bogus\" in WorkloadEntry"; errs[0].Error() != want {
 		t.Errorf("got %q want %q", errs[0].Error(), want)
+	}
+}
+
+func TestDecodeAliasBomb(t *testing.T) {
+	doc := "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: x}\nspec:\n  hosts: &a0 [a.b, a.b, a.b, a.b, a.b, a.b, a.b, a.b]\n"
+	for i := 1; i < 10; i++ {
+		doc += fmt.Sprintf("  x%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	doc += "  addresses: *a9\n"
+	_, errs := filestore.Decode("bomb.yaml", []byte(doc))
+	if len(errs) == 0 {
+		t.Fatal("alias bomb decoded")
 	}
 }
