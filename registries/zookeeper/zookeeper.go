@@ -1,0 +1,411 @@
+// Package zookeeper is the ZooKeeper/Dubbo registry adapter. It watches
+// Dubbo's interface-level registry (/<root>/<interface>/providers/<URL>) and
+// Dubbo 3 application-level discovery (/services/<application>/<instance>,
+// the /<root>/mapping interface→application mapping and /<root>/metadata)
+// and keeps one complete set of generated ServiceEntries and
+// WorkloadEntries in the Store. See README.md for the naming rules.
+package zookeeper
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/registries/adapter"
+)
+
+// Adapter watches one ZooKeeper ensemble.
+type Adapter struct {
+	cfg  Config
+	sink *adapter.Sink
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	dirty      chan struct{}
+	ifaces     map[string]*ifaceState
+	apps       map[string]map[string]*Instance // application → instance id → instance
+	mapping    map[string][]string             // interface → applications
+	metadata   map[string]*metadataInfo        // "app/revision" → metadata
+	appObjs    map[serviceKey][]*filestore.Object
+	appDirty   bool
+	pending    map[string]bool // watches that have not reported yet, before the first set
+	firstSent  bool
+	badEntries map[string]bool // malformed records already logged
+}
+
+// serviceKey names one generated ServiceEntry: a Dubbo service
+// (interface, group, version) or, with app set, a Dubbo 3 application.
+type serviceKey struct {
+	iface, group, version, app string
+}
+
+type ifaceState struct {
+	// providers maps a provider node name to its parsed URL; nil marks a
+	// node that was skipped (malformed or not a provider).
+	providers map[string]*Provider
+	objs      map[serviceKey][]*filestore.Object
+}
+
+// New returns an adapter that publishes through sink. logger nil means
+// slog.Default().
+func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Adapter{
+		cfg: cfg, sink: sink,
+		log:        logger.With("registry", sink.Meta().Name, "type", "zookeeper"),
+		dirty:      make(chan struct{}, 1),
+		ifaces:     map[string]*ifaceState{},
+		apps:       map[string]map[string]*Instance{},
+		mapping:    map[string][]string{},
+		metadata:   map[string]*metadataInfo{},
+		appObjs:    map[serviceKey][]*filestore.Object{},
+		pending:    map[string]bool{},
+		badEntries: map[string]bool{},
+	}, nil
+}
+
+// Run connects, watches and publishes until ctx is done. ZooKeeper being
+// unreachable is not an error: the last known set keeps serving while the
+// client reconnects.
+func (a *Adapter) Run(ctx context.Context) error {
+	conn, _, err := zk.Connect(a.cfg.Servers, a.cfg.SessionTimeout,
+		zk.WithLogger(zkLogger{a.log}), zk.WithLogInfo(false),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type != zk.EventSession {
+				return
+			}
+			switch ev.State {
+			case zk.StateHasSession:
+				a.sink.SetConnected(true)
+			case zk.StateDisconnected, zk.StateExpired, zk.StateAuthFailed:
+				a.sink.SetConnected(false)
+			}
+			if ev.State == zk.StateExpired {
+				a.log.Warn("zookeeper session expired; re-arming every watch")
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("zookeeper %v: %w", a.cfg.Servers, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	w := &watcher{conn: conn, wg: &wg, min: adapter.Backoff{Max: a.cfg.RetryMax},
+		onError: func(p string, err error) {
+			a.sink.Error(fmt.Errorf("zookeeper %s: %w", p, err))
+			a.log.Debug("zookeeper read failed; keeping the last known state", "path", p, "error", err)
+		}}
+	ifaceSet := newWatchSet(&wg)
+	a.startTree(ctx, w, &wg, ifaceSet)
+	a.publishLoop(ctx)
+	cancel()
+	conn.Close()
+	wg.Wait()
+	a.sink.SetConnected(false)
+	return nil
+}
+
+// startTree starts the root watches.
+func (a *Adapter) startTree(ctx context.Context, w *watcher, wg *sync.WaitGroup, ifaceSet *watchSet) {
+	root := "/" + a.cfg.Root
+	a.begin(root)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.children(ctx, root, func(children []string, _ bool) {
+			want := make(map[string]bool, len(children))
+			for _, c := range children {
+				switch c {
+				case "config", "metadata", "mapping":
+					// Dubbo's own nodes under the root, not interfaces.
+				default:
+					want[c] = true
+				}
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			stopped := ifaceSet.sync(ctx, want, func(iface string) { a.beginLocked(a.providersPath(iface)) },
+				func(ctx context.Context, iface string) { a.watchProviders(ctx, w, iface) })
+			for _, iface := range stopped {
+				delete(a.ifaces, iface)
+			}
+			a.doneLocked(root)
+			a.markLocked()
+		})
+	}()
+	if a.cfg.DisableApplications {
+		return
+	}
+	a.startApplications(ctx, w, wg)
+}
+
+func (a *Adapter) providersPath(iface string) string {
+	return "/" + a.cfg.Root + "/" + iface + "/providers"
+}
+
+// watchProviders keeps one interface's providers.
+func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) {
+	p := a.providersPath(iface)
+	w.children(ctx, p, func(children []string, _ bool) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		st := a.ifaces[iface]
+		if st == nil {
+			st = &ifaceState{providers: map[string]*Provider{}}
+			a.ifaces[iface] = st
+		}
+		next := make(map[string]*Provider, len(children))
+		for _, c := range children {
+			if prov, ok := st.providers[c]; ok {
+				next[c] = prov
+				continue
+			}
+			prov, err := ParseProviderURL(c)
+			switch {
+			case errors.Is(err, errNotProvider):
+				prov = nil
+			case err != nil:
+				prov = nil
+				a.malformedLocked(p+"/"+c, "malformed_url", "skipping malformed Dubbo provider URL", err)
+			}
+			next[c] = prov
+		}
+		for c := range st.providers {
+			if _, ok := next[c]; !ok {
+				delete(a.badEntries, p+"/"+c)
+			}
+		}
+		st.providers = next
+		st.objs = a.interfaceObjects(iface, next)
+		a.doneLocked(p)
+		a.markLocked()
+	})
+}
+
+// malformedLocked logs and counts a skipped record once per record.
+func (a *Adapter) malformedLocked(where, reason, msg string, err error) {
+	if a.badEntries[where] {
+		return
+	}
+	a.badEntries[where] = true
+	a.log.Warn(msg, "path", where, "error", err)
+	a.sink.Skip(reason)
+}
+
+// interfaceObjects generates one ServiceEntry per (group, version) of an
+// interface and one WorkloadEntry per provider.
+func (a *Adapter) interfaceObjects(iface string, provs map[string]*Provider) map[serviceKey][]*filestore.Object {
+	byKey := map[serviceKey][]member{}
+	for _, p := range provs {
+		if p == nil {
+			continue
+		}
+		k := serviceKey{iface: p.Interface, group: p.Group, version: p.Version}
+		byKey[k] = append(byKey[k], member{
+			address: p.Host, eps: []Endpoint{{Port: p.Port, Protocol: p.Protocol}},
+			labels: p.Labels(), weight: p.Weight, origin: p.raw, order: p.Timestamp,
+		})
+	}
+	out := make(map[serviceKey][]*filestore.Object, len(byKey))
+	for k, ms := range byKey {
+		host := InterfaceHost(k.iface, k.group, k.version, a.cfg.HostSuffix)
+		out[k] = a.serviceObjects(host, a.providersPath(iface), ms)
+	}
+	return out
+}
+
+// member is one instance of a generated service.
+type member struct {
+	address string
+	eps     []Endpoint
+	labels  map[string]string
+	weight  uint32
+	origin  string
+	order   string // orders two records of the same address: the greater wins
+}
+
+// Endpoint is one protocol port of an application instance, as in
+// Dubbo's "dubbo.endpoints" metadata.
+type Endpoint struct {
+	Port     uint32 `json:"port"`
+	Protocol string `json:"protocol"`
+}
+
+// serviceObjects builds a ServiceEntry for host and a WorkloadEntry per
+// member address. Each protocol is one port, numbered by the members'
+// most common port; each WorkloadEntry maps the port name to its own.
+func (a *Adapter) serviceObjects(host, origin string, members []member) []*filestore.Object {
+	meta := a.sink.Meta()
+	type portInfo struct {
+		protocol string
+		numbers  []uint32
+	}
+	ports := map[string]*portInfo{}
+	type chosen struct {
+		m     member
+		ports map[string]uint32
+	}
+	byName := map[string]chosen{}
+	for _, m := range members {
+		if len(m.eps) == 0 {
+			continue
+		}
+		pm := map[string]uint32{}
+		low := m.eps[0].Port
+		for _, ep := range m.eps {
+			proto, name := adapter.Protocol(ep.Protocol)
+			if _, dup := pm[name]; dup {
+				continue
+			}
+			pm[name] = ep.Port
+			low = min(low, ep.Port)
+			if ports[name] == nil {
+				ports[name] = &portInfo{protocol: proto}
+			}
+			ports[name].numbers = append(ports[name].numbers, ep.Port)
+		}
+		name := adapter.ObjectName(host, m.address, strconv.Itoa(int(low)))
+		if prev, dup := byName[name]; dup && cmp.Or(cmp.Compare(prev.m.order, m.order), cmp.Compare(prev.m.origin, m.origin)) > 0 {
+			continue
+		}
+		byName[name] = chosen{m: m, ports: pm}
+	}
+	if len(byName) == 0 {
+		return nil
+	}
+	var sePorts []*networking.ServicePort
+	used := map[uint32]bool{}
+	for _, name := range slices.Sorted(maps.Keys(ports)) {
+		n := adapter.CommonPort(ports[name].numbers)
+		if used[n] {
+			continue // two protocols on one port: the first name keeps it
+		}
+		used[n] = true
+		sePorts = append(sePorts, &networking.ServicePort{Number: n, Name: name, Protocol: ports[name].protocol})
+	}
+	seName := adapter.DNSName(host)
+	objs := make([]*filestore.Object, 0, len(byName)+1)
+	objs = append(objs, meta.ServiceEntry(seName, origin, []string{host}, sePorts, nil))
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		c := byName[name]
+		objs = append(objs, meta.WorkloadEntry(name, c.m.origin, seName, &networking.WorkloadEntry{
+			Address: c.m.address, Ports: c.ports, Labels: c.m.labels, Weight: c.m.weight,
+		}, nil))
+	}
+	return objs
+}
+
+// begin marks a watch whose first report the first set waits for.
+func (a *Adapter) begin(p string) {
+	a.mu.Lock()
+	a.beginLocked(p)
+	a.mu.Unlock()
+}
+
+func (a *Adapter) beginLocked(p string) {
+	if !a.firstSent {
+		a.pending[p] = true
+	}
+}
+
+func (a *Adapter) doneLocked(p string) { delete(a.pending, p) }
+
+// markLocked asks the publisher for a new set.
+func (a *Adapter) markLocked() {
+	select {
+	case a.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// publishLoop hands a new complete set to the Store after changes. Changes
+// that arrive while a set is being built are coalesced into the next one.
+// The first set waits until every watch started so far has reported once
+// (or InitialSyncTimeout), so the Store never sees a half-read registry.
+func (a *Adapter) publishLoop(ctx context.Context) {
+	initial := time.NewTimer(a.cfg.InitialSyncTimeout)
+	defer initial.Stop()
+	timedOut := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.dirty:
+		case <-initial.C:
+			timedOut = true
+		}
+		a.mu.Lock()
+		if !a.firstSent && len(a.pending) > 0 && !timedOut {
+			a.mu.Unlock()
+			continue
+		}
+		if !a.firstSent && len(a.pending) > 0 {
+			a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
+		}
+		a.firstSent = true
+		clear(a.pending)
+		objs := a.collectLocked()
+		a.mu.Unlock()
+		if err := a.sink.Replace(objs); err != nil {
+			a.log.Error("publishing generated objects failed", "error", err)
+		}
+	}
+}
+
+// collectLocked concatenates the generated objects: interface-level first;
+// an application-level service whose key is also registered at interface
+// level (Dubbo 3's default register-mode=all) is left out, so one service
+// never gets two ServiceEntries.
+func (a *Adapter) collectLocked() []*filestore.Object {
+	if a.appDirty {
+		a.appObjs = a.applicationObjectsLocked()
+		a.appDirty = false
+	}
+	var out []*filestore.Object
+	have := map[serviceKey]bool{}
+	for _, st := range a.ifaces {
+		for k, objs := range st.objs {
+			have[k] = true
+			out = append(out, objs...)
+		}
+	}
+	for k, objs := range a.appObjs {
+		if !have[k] {
+			out = append(out, objs...)
+		}
+	}
+	return out
+}
+
+// zkLogger sends the ZooKeeper client's log lines to slog at debug level.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug("zookeeper client: " + fmt.Sprintf(format, args...))
+}
+
+// joinPath joins ZooKeeper path elements.
+func joinPath(elem ...string) string { return path.Join(append([]string{"/"}, elem...)...) }
