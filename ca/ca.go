@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,6 +75,10 @@ type Config struct {
 	// DefaultTokenTTL and MaxTokenTTL bound bootstrap token lifetimes.
 	DefaultTokenTTL time.Duration
 	MaxTokenTTL     time.Duration
+	// NoCreate makes New fail instead of creating a self-signed root when the
+	// data dir has none; CLI commands that mint tokens for a running server
+	// set it.
+	NoCreate bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -161,7 +166,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*CA, error
 	if logger == nil {
 		logger = slog.Default()
 	}
-	is, created, err := loadIssuer(cfg, cfg.Now())
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("ca: create data dir: %w", err)
+	}
+	is, created, err := loadIssuer(cfg, cfg.Now(), logger)
 	if err != nil {
 		return nil, fmt.Errorf("ca: %w", err)
 	}
@@ -318,7 +326,19 @@ func (c *CA) RevokeSerial(serialHex, reason string) error {
 	return c.revoked.add(Revocation{Serial: s.Text(16), RevokedAt: c.cfg.Now().UTC(), Reason: reason}, c.cfg.Now())
 }
 
-// Revoked lists the revoked certificates.
+// RevokeIdentity revokes every certificate and bootstrap token issued for
+// id up to now (to the second): the workload must be onboarded again with a
+// new token. Use it when a VM is lost or compromised, since a revoked
+// certificate's holder may already have renewed it.
+func (c *CA) RevokeIdentity(id spiffe.Identity, reason string) error {
+	if err := id.Validate(); err != nil {
+		return fmt.Errorf("ca: revoke: %w", err)
+	}
+	now := c.cfg.Now().UTC()
+	return c.revoked.add(Revocation{Identity: id.String(), RevokedAt: now, NotAfter: now.Add(max(c.cfg.MaxTTL, c.cfg.MaxTokenTTL)), Reason: reason}, now)
+}
+
+// Revoked lists the revocation entries.
 func (c *CA) Revoked() []Revocation { return c.revoked.list() }
 
 // ServerTLSConfig returns the TLS configuration for the secure port (15012):

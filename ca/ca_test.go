@@ -6,9 +6,11 @@ import (
 	"crypto/elliptic"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -393,5 +395,78 @@ func TestServerCertificateIsReissuedAtHalfLife(t *testing.T) {
 	}
 	if _, err := c.ServerTLSConfig(nil); err == nil {
 		t.Fatal("ServerTLSConfig with no hosts accepted")
+	}
+}
+
+func TestConcurrentFirstStartsAgreeOnOneRoot(t *testing.T) {
+	cfg := ca.Config{DataDir: filepath.Join(t.TempDir(), "data")}
+	const n = 4
+	cas := make([]*ca.CA, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { cas[i], errs[i] = ca.New(cfg, quietLogger(), nil) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+	}
+	for i := 1; i < n; i++ {
+		if !cas[i].TrustBundle().Roots()[0].Equal(cas[0].TrustBundle().Roots()[0]) {
+			t.Fatalf("start %d uses a different root", i)
+		}
+	}
+	// Tokens from one verify at another: they share the key, not just the certificate.
+	tok, _, err := cas[1].CreateToken(ca.TokenRequest{Namespace: "shop", ServiceAccount: "cart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cas[3].VerifyToken(tok); err != nil {
+		t.Fatalf("token from a concurrent start rejected: %v", err)
+	}
+}
+
+func TestLooseRootKeyModeIsReported(t *testing.T) {
+	_, cfg, _ := newTestCA(t, nil)
+	if err := os.Chmod(filepath.Join(cfg.DataDir, ca.RootKeyFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := ca.New(cfg, slog.New(slog.NewTextHandler(&buf, nil)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "readable by other users") || !strings.Contains(buf.String(), "0644") {
+		t.Fatalf("no warning about the 0644 key:\n%s", buf.String())
+	}
+}
+
+func TestConcurrentSigningAndRevocation(t *testing.T) {
+	c, _, _ := newTestCA(t, nil)
+	csr, _ := newCSR(t, nil, nil)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 10 {
+				leaf, _, err := c.SignCSR(csr, testID, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := c.Revoke(leaf, ""); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf}); !errors.Is(err, ca.ErrCertRevoked) {
+					t.Errorf("just-revoked certificate: err = %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(c.Revoked()); n != 40 {
+		t.Fatalf("%d revocations recorded, want 40", n)
 	}
 }

@@ -20,6 +20,7 @@ const (
 	ReasonTokenNotYetValid Reason = "token_not_yet_valid"
 	ReasonTokenAudience    Reason = "token_audience"
 	ReasonTokenClaims      Reason = "token_claims"
+	ReasonTokenRevoked     Reason = "token_revoked"
 	ReasonCertUntrusted    Reason = "cert_untrusted"
 	ReasonCertExpired      Reason = "cert_expired"
 	ReasonCertRevoked      Reason = "cert_revoked"
@@ -49,6 +50,7 @@ var (
 	ErrTokenNotYetValid = &Error{Reason: ReasonTokenNotYetValid}
 	ErrTokenAudience    = &Error{Reason: ReasonTokenAudience}
 	ErrTokenClaims      = &Error{Reason: ReasonTokenClaims}
+	ErrTokenRevoked     = &Error{Reason: ReasonTokenRevoked}
 	ErrCertUntrusted    = &Error{Reason: ReasonCertUntrusted}
 	ErrCertExpired      = &Error{Reason: ReasonCertExpired}
 	ErrCertRevoked      = &Error{Reason: ReasonCertRevoked}

@@ -44,7 +44,7 @@ func FuzzVerifyToken(f *testing.F) {
 			}
 			switch e.Reason {
 			case ca.ReasonNoCredentials, ca.ReasonTokenMalformed, ca.ReasonTokenSignature, ca.ReasonTokenExpired,
-				ca.ReasonTokenNotYetValid, ca.ReasonTokenAudience, ca.ReasonTokenClaims:
+				ca.ReasonTokenNotYetValid, ca.ReasonTokenAudience, ca.ReasonTokenClaims, ca.ReasonTokenRevoked:
 			default:
 				t.Fatalf("token rejected with non-token reason %q: %v", e.Reason, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ type issuer struct {
 
 // loadIssuer reads the plug-in cacerts directory when set, else the
 // self-signed root in the data directory, creating it on first start.
-func loadIssuer(cfg Config, now time.Time) (*issuer, bool, error) {
+func loadIssuer(cfg Config, now time.Time, log *slog.Logger) (*issuer, bool, error) {
 	extra, err := readAdditionalRoots(cfg.DataDir)
 	if err != nil {
 		return nil, false, err
@@ -54,7 +55,7 @@ func loadIssuer(cfg Config, now time.Time) (*issuer, bool, error) {
 		is, err := loadPlugin(cfg.CACertsDir, extra, now)
 		return is, false, err
 	}
-	return loadOrCreateSelfSigned(cfg, extra, now)
+	return loadOrCreateSelfSigned(cfg, extra, now, log)
 }
 
 func readAdditionalRoots(dataDir string) ([]*x509.Certificate, error) {
@@ -162,24 +163,45 @@ func (is *issuer) check(now time.Time) error {
 	return nil
 }
 
-func loadOrCreateSelfSigned(cfg Config, extra []*x509.Certificate, now time.Time) (*issuer, bool, error) {
+func loadOrCreateSelfSigned(cfg Config, extra []*x509.Certificate, now time.Time, log *slog.Logger) (*issuer, bool, error) {
 	certPath := filepath.Join(cfg.DataDir, RootCertFile)
 	keyPath := filepath.Join(cfg.DataDir, RootKeyFile)
-	certPEM, cerr := os.ReadFile(certPath)
-	keyPEM, kerr := os.ReadFile(keyPath)
+	var certPEM, keyPEM []byte
 	created := false
-	switch {
-	case errors.Is(cerr, fs.ErrNotExist) && errors.Is(kerr, fs.ErrNotExist):
-		var err error
-		certPEM, keyPEM, err = createRoot(cfg, now)
-		if err != nil {
-			return nil, false, err
+	// Another process (vmesh serve and vmesh token create share the data dir)
+	// may be creating the root right now: wait for it to finish.
+	for attempt := 0; ; attempt++ {
+		var cerr, kerr error
+		certPEM, cerr = os.ReadFile(certPath)
+		keyPEM, kerr = os.ReadFile(keyPath)
+		if cerr == nil && kerr == nil {
+			break
 		}
-		created = true
-	case cerr != nil:
-		return nil, false, fmt.Errorf("read CA root: %w", cerr)
-	case kerr != nil:
-		return nil, false, fmt.Errorf("read CA root key: %w", kerr)
+		bothMissing := errors.Is(cerr, fs.ErrNotExist) && errors.Is(kerr, fs.ErrNotExist)
+		if bothMissing && cfg.NoCreate {
+			return nil, false, fmt.Errorf("no CA root in %s (vmesh serve creates it on first start; point --data-dir at its data directory)", cfg.DataDir)
+		}
+		if bothMissing {
+			var err error
+			certPEM, keyPEM, err = createRoot(cfg, now)
+			if err == nil {
+				created = true
+				break
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				return nil, false, err
+			}
+		}
+		if attempt >= 40 {
+			if cerr != nil {
+				return nil, false, fmt.Errorf("read CA root: %w", cerr)
+			}
+			return nil, false, fmt.Errorf("read CA root key: %w", kerr)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if st, err := os.Stat(keyPath); err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn("CA root key is readable by other users; chmod 600 it", "file", keyPath, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
 	}
 	certs, err := ParseCertificatesPEM(certPEM)
 	if err != nil {

@@ -13,12 +13,17 @@ import (
 	"time"
 )
 
-// Revocation records one revoked certificate.
+// Revocation records one revoked certificate (Serial) or one revoked
+// identity (Identity): every certificate and bootstrap token for that SPIFFE
+// ID issued up to and including the second of RevokedAt.
 type Revocation struct {
-	Serial    string    `json:"serial"` // lower-case hex
+	Serial    string    `json:"serial,omitempty"`   // lower-case hex
+	Identity  string    `json:"identity,omitempty"` // SPIFFE ID
 	RevokedAt time.Time `json:"revokedAt"`
-	NotAfter  time.Time `json:"notAfter,omitzero"` // entries are dropped once the certificate has expired
-	Reason    string    `json:"reason,omitempty"`
+	// NotAfter is when the entry stops mattering (the certificate's expiry);
+	// expired entries are dropped when the list is next written.
+	NotAfter time.Time `json:"notAfter,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 type revocationFile struct {
@@ -31,14 +36,15 @@ type revocationFile struct {
 type revocations struct {
 	path string
 
-	mu      sync.Mutex
-	modTime time.Time
-	size    int64
-	serials map[string]Revocation
+	mu         sync.Mutex
+	modTime    time.Time
+	size       int64
+	serials    map[string]Revocation
+	identities map[string]Revocation
 }
 
 func newRevocations(path string) (*revocations, error) {
-	r := &revocations{path: path, serials: map[string]Revocation{}}
+	r := &revocations{path: path}
 	if err := r.reloadLocked(true); err != nil {
 		return nil, err
 	}
@@ -49,13 +55,13 @@ func newRevocations(path string) (*revocations, error) {
 func (r *revocations) reloadLocked(force bool) error {
 	st, err := os.Stat(r.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		r.serials, r.modTime, r.size = map[string]Revocation{}, time.Time{}, 0
+		r.serials, r.identities, r.modTime, r.size = map[string]Revocation{}, map[string]Revocation{}, time.Time{}, 0
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("revocation list: %w", err)
 	}
-	if !force && st.ModTime().Equal(r.modTime) && st.Size() == r.size {
+	if !force && r.serials != nil && st.ModTime().Equal(r.modTime) && st.Size() == r.size {
 		return nil
 	}
 	data, err := os.ReadFile(r.path)
@@ -64,43 +70,64 @@ func (r *revocations) reloadLocked(force bool) error {
 	}
 	var f revocationFile
 	if err := json.Unmarshal(data, &f); err != nil {
+		r.serials = nil // stay unreadable until the file changes and parses
 		return fmt.Errorf("revocation list %s: %w", r.path, err)
 	}
-	m := make(map[string]Revocation, len(f.Revoked))
+	serials, identities := map[string]Revocation{}, map[string]Revocation{}
 	for _, rv := range f.Revoked {
-		m[rv.Serial] = rv
+		switch {
+		case rv.Serial != "":
+			serials[rv.Serial] = rv
+		case rv.Identity != "":
+			identities[rv.Identity] = rv
+		}
 	}
-	r.serials, r.modTime, r.size = m, st.ModTime(), st.Size()
+	r.serials, r.identities, r.modTime, r.size = serials, identities, st.ModTime(), st.Size()
 	return nil
 }
 
-// isRevoked reports whether the serial is on the list. An unreadable list
-// counts as revoked: failing closed is the safe side for renewals.
-func (r *revocations) isRevoked(serial *big.Int) (bool, error) {
+// check reports the entry that revokes a certificate or token: its serial
+// (nil for tokens) or its identity when issued no later than the second the
+// identity was revoked. An unreadable list is an error, and callers refuse:
+// failing closed is the safe side for renewals.
+func (r *revocations) check(serial *big.Int, identity string, issued time.Time) (Revocation, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.reloadLocked(false); err != nil {
-		return true, err
+		return Revocation{}, false, err
 	}
-	_, ok := r.serials[serial.Text(16)]
-	return ok, nil
+	if serial != nil {
+		if rv, ok := r.serials[serial.Text(16)]; ok {
+			return rv, true, nil
+		}
+	}
+	if rv, ok := r.identities[identity]; ok && !issued.Truncate(time.Second).After(rv.RevokedAt.Truncate(time.Second)) {
+		return rv, true, nil
+	}
+	return Revocation{}, false, nil
 }
 
-// add records a revocation and writes the list, dropping entries whose
-// certificates expired before now.
+// add records a revocation and writes the list, dropping entries that no
+// longer matter at now.
 func (r *revocations) add(rv Revocation, now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.reloadLocked(true); err != nil {
 		return err
 	}
-	r.serials[rv.Serial] = rv
+	if rv.Serial != "" {
+		r.serials[rv.Serial] = rv
+	} else {
+		r.identities[rv.Identity] = rv
+	}
 	f := revocationFile{Revoked: []Revocation{}}
-	for _, e := range r.serials {
-		if !e.NotAfter.IsZero() && e.NotAfter.Before(now) {
-			continue
+	for _, m := range []map[string]Revocation{r.serials, r.identities} {
+		for _, e := range m {
+			if !e.NotAfter.IsZero() && e.NotAfter.Before(now) {
+				continue
+			}
+			f.Revoked = append(f.Revoked, e)
 		}
-		f.Revoked = append(f.Revoked, e)
 	}
 	sortRevocations(f.Revoked)
 	data, err := json.MarshalIndent(f, "", "  ")
@@ -117,14 +144,21 @@ func (r *revocations) list() []Revocation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_ = r.reloadLocked(false)
-	out := make([]Revocation, 0, len(r.serials))
-	for _, e := range r.serials {
-		out = append(out, e)
+	var out []Revocation
+	for _, m := range []map[string]Revocation{r.serials, r.identities} {
+		for _, e := range m {
+			out = append(out, e)
+		}
 	}
 	sortRevocations(out)
 	return out
 }
 
 func sortRevocations(rs []Revocation) {
-	slices.SortFunc(rs, func(a, b Revocation) int { return strings.Compare(a.Serial, b.Serial) })
+	slices.SortFunc(rs, func(a, b Revocation) int {
+		if c := strings.Compare(a.Identity, b.Identity); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Serial, b.Serial)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,64 @@ func TestUnreadableRevocationListFailsClosed(t *testing.T) {
 	}
 	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf}); !errors.Is(err, ca.ErrCertRevoked) {
 		t.Fatalf("corrupt revocation list: err = %v, want a refusal", err)
+	}
+}
+
+func TestRevokeIdentityRefusesEverythingIssuedBefore(t *testing.T) {
+	clock := newTestClock()
+	c, cfg, _ := newTestCA(t, func(cfg *ca.Config) { cfg.Now = clock.Now })
+	csr, _ := newCSR(t, nil, nil)
+	oldCert, _, err := c.SignCSR(csr, testID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldToken, _, err := c.CreateToken(ca.TokenRequest{Namespace: "shop", ServiceAccount: "cart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherID := c.Identity("shop", "payments")
+	otherCert, _, err := c.SignCSR(csr, otherID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Add(2 * time.Second)
+	if err := c.RevokeIdentity(testID, "VM stolen"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{oldCert}); !errors.Is(err, ca.ErrCertRevoked) || !strings.Contains(err.Error(), "VM stolen") {
+		t.Fatalf("certificate issued before the identity was revoked: err = %v", err)
+	}
+	if _, err := c.VerifyToken(oldToken); !errors.Is(err, ca.ErrTokenRevoked) {
+		t.Fatalf("token issued before the identity was revoked: err = %v", err)
+	}
+	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{otherCert}); err != nil {
+		t.Fatalf("another identity was affected: %v", err)
+	}
+
+	// Re-onboarding with a new token works, and so does the certificate it gets.
+	clock.Add(2 * time.Second)
+	newToken, _, err := c.CreateToken(ca.TokenRequest{Namespace: "shop", ServiceAccount: "cart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.VerifyToken(newToken); err != nil {
+		t.Fatalf("token minted after the revocation: %v", err)
+	}
+	newCert, _, err := c.SignCSR(csr, testID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{newCert}); err != nil {
+		t.Fatalf("certificate issued after the revocation: %v", err)
+	}
+
+	// The identity revocation survives a restart.
+	restarted, err := ca.New(cfg, quietLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.VerifyPeerCertificates([]*x509.Certificate{oldCert}); !errors.Is(err, ca.ErrCertRevoked) {
+		t.Fatalf("identity revocation lost on restart: err = %v", err)
 	}
 }

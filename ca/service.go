@@ -188,13 +188,6 @@ func (c *CA) VerifyPeerCertificates(certs []*x509.Certificate) (spiffe.Identity,
 	if _, err := c.is.roots.Verify(leaf, certs[1:], now, x509.ExtKeyUsageClientAuth); err != nil {
 		return spiffe.Identity{}, reject(ReasonCertUntrusted, fmt.Sprintf("client certificate %s does not verify against the mesh trust bundle", serial), err)
 	}
-	revoked, err := c.revoked.isRevoked(leaf.SerialNumber)
-	if err != nil {
-		return spiffe.Identity{}, reject(ReasonCertRevoked, fmt.Sprintf("cannot read the revocation list, refusing certificate %s", serial), err)
-	}
-	if revoked {
-		return spiffe.Identity{}, reject(ReasonCertRevoked, fmt.Sprintf("client certificate %s is revoked", serial), nil)
-	}
 	id, err := spiffe.FromCertificate(leaf)
 	if err != nil {
 		return spiffe.Identity{}, reject(ReasonCertIdentity, "client certificate", err)
@@ -202,5 +195,25 @@ func (c *CA) VerifyPeerCertificates(certs []*x509.Certificate) (spiffe.Identity,
 	if id.TrustDomain != c.cfg.TrustDomain {
 		return spiffe.Identity{}, reject(ReasonCertIdentity, fmt.Sprintf("client certificate identity %s is not in trust domain %q", id, c.cfg.TrustDomain), nil)
 	}
+	// Our certificates are backdated by clockSkew: NotBefore+clockSkew is
+	// when they were issued.
+	rv, revoked, err := c.revoked.check(leaf.SerialNumber, id.String(), leaf.NotBefore.Add(clockSkew))
+	if err != nil {
+		return spiffe.Identity{}, reject(ReasonCertRevoked, fmt.Sprintf("cannot read the revocation list, refusing certificate %s", serial), err)
+	}
+	if revoked {
+		what := "certificate " + serial
+		if rv.Serial == "" {
+			what = "identity " + rv.Identity
+		}
+		return spiffe.Identity{}, reject(ReasonCertRevoked, fmt.Sprintf("client certificate %s is revoked (%s revoked at %s%s)", serial, what, rv.RevokedAt.UTC().Format(time.RFC3339), reasonSuffix(rv.Reason)), nil)
+	}
 	return id, nil
+}
+
+func reasonSuffix(r string) string {
+	if r == "" {
+		return ""
+	}
+	return ": " + r
 }

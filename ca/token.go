@@ -230,5 +230,16 @@ func (c *CA) VerifyToken(raw string) (*TokenClaims, error) {
 	if reg.Subject != id.String() {
 		return nil, reject(ReasonTokenClaims, fmt.Sprintf("subject %q does not match ns/sa claims %s", reg.Subject, id), nil)
 	}
+	issued := now
+	if reg.IssuedAt != nil {
+		issued = reg.IssuedAt.Time()
+	}
+	rv, revoked, err := c.revoked.check(nil, id.String(), issued)
+	if err != nil {
+		return nil, reject(ReasonTokenRevoked, "cannot read the revocation list, refusing token "+reg.ID, err)
+	}
+	if revoked {
+		return nil, reject(ReasonTokenRevoked, fmt.Sprintf("token %s for %s was issued before the identity was revoked at %s%s", reg.ID, id, rv.RevokedAt.UTC().Format(time.RFC3339), reasonSuffix(rv.Reason)), nil)
+	}
 	return claimsOf(reg, priv, id), nil
 }
