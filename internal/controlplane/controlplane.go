@@ -22,7 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"google.golang.org/grpc"
+
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/xds"
 )
 
 // runner is one long-running part of the control plane.
@@ -38,6 +41,9 @@ type ControlPlane struct {
 	registry *prometheus.Registry
 	mux      *http.ServeMux
 	httpLis  net.Listener
+	xdsLis   net.Listener
+	xds      *xds.Server
+	grpc     *grpc.Server
 	runners  []runner
 	ready    []<-chan struct{}
 	git      *filestore.GitSource
@@ -64,12 +70,26 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}
-	cp.routes()
-	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	xdsServer, err := xds.NewServer(cp.store, xds.Options{
+		Settings:   xds.Settings{DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax},
+		Logger:     logger,
+		Registerer: cp.registry,
+	})
 	if err != nil {
+		return nil, err
+	}
+	cp.xds = xdsServer
+	cp.runners = append(cp.runners, xdsServer)
+	cp.grpc = grpc.NewServer()
+	xdsServer.Register(cp.grpc)
+	cp.routes()
+	if cp.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	cp.httpLis = lis
+	if cp.xdsLis, err = net.Listen("tcp", cfg.XDSAddr); err != nil {
+		cp.httpLis.Close()
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
 	return cp, nil
 }
 
@@ -109,6 +129,9 @@ func (cp *ControlPlane) addSources() error {
 // Store returns the control plane's config Store.
 func (cp *ControlPlane) Store() *filestore.Store { return cp.store }
 
+// XDSAddr returns the address the plaintext xDS server listens on.
+func (cp *ControlPlane) XDSAddr() string { return cp.xdsLis.Addr().String() }
+
 // HTTPAddr returns the address the HTTP server listens on.
 func (cp *ControlPlane) HTTPAddr() string { return cp.httpLis.Addr().String() }
 
@@ -135,6 +158,8 @@ func (cp *ControlPlane) routes() {
 	cp.mux.Handle("/metrics", promhttp.HandlerFor(cp.registry, promhttp.HandlerOpts{Registry: cp.registry}))
 	cp.mux.Handle("/debug/config", filestore.DebugHandler(cp.store))
 	cp.mux.HandleFunc("/webhook/git", cp.gitWebhook)
+	cp.mux.Handle("/debug/syncz", cp.xds.SynczHandler())
+	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		cp.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -199,8 +224,17 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			cancel()
 		}
 	}()
-	cp.log.Info("vmesh serving", "http", cp.HTTPAddr())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := cp.grpc.Serve(cp.xdsLis); err != nil {
+			errc <- fmt.Errorf("xds server: %w", err)
+			cancel()
+		}
+	}()
+	cp.log.Info("vmesh serving", "http", cp.HTTPAddr(), "xds", cp.XDSAddr())
 	<-ctx.Done()
+	cp.grpc.Stop()
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)
