@@ -107,7 +107,7 @@ func TestBuildResolutionAndVisibility(t *testing.T) {
 		obj(filestore.KindServiceEntry, "a", "private", &networking.ServiceEntry{
 			Hosts: []string{"private.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
 			Resolution: networking.ServiceEntry_STATIC, ExportTo: []string{"."},
-			Endpoints:  []*networking.WorkloadEntry{{Address: "10.1.0.1"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "10.1.0.1"}},
 		}),
 		obj(filestore.KindServiceEntry, "a", "explicit", &networking.ServiceEntry{
 			Hosts: []string{"explicit.a"}, Addresses: []string{"10.200.0.1"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
@@ -195,7 +195,7 @@ func TestTrafficPolicyMerge(t *testing.T) {
 		obj(filestore.KindDestinationRule, "a", "dr", &networking.DestinationRule{
 			Host: "svc.a",
 			TrafficPolicy: &networking.TrafficPolicy{
-				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_ROUND_ROBIN}},
+				LoadBalancer:   &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_ROUND_ROBIN}},
 				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 10}},
 				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{
 					Port:         &networking.PortSelector{Number: 80},

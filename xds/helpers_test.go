@@ -287,3 +287,25 @@ func (g *gitWriter) write(files map[string]string) {
 		g.src.Trigger()
 	}
 }
+
+// counter returns a counter's value for one label value, 0 when absent.
+func (m *mesh) counter(name, label string) float64 {
+	m.t.Helper()
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetValue() == label {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -36,7 +36,7 @@ type streamState struct {
 	proxy     *Proxy
 	connected time.Time
 	types     map[string]*TypeStatus
-	// nonces maps a delta response nonce to its version, until ACKed.
+	// nonces maps a response nonce to its version, until answered.
 	nonces map[string]string
 }
 
@@ -124,11 +124,13 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 	if nonce == "" {
 		return // a subscription, not an answer to a response
 	}
-	sent := version
-	if id.delta {
-		sent = st.nonces[nonce]
-		delete(st.nonces, nonce)
+	// The nonce names the response answered: its version is the one ACKed
+	// or rejected (a SotW NACK's version_info is the last accepted one).
+	sent, ok := st.nonces[nonce]
+	if !ok {
+		sent = version
 	}
+	delete(st.nonces, nonce)
 	if nack {
 		ts.Nack, ts.NackVersion = errMsg, sent
 		s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
@@ -153,9 +155,13 @@ func (s *streams) response(id streamID, typeURL, version, nonce string, n int) {
 		st.types[shortType(typeURL)] = ts
 	}
 	ts.Sent, ts.Resources = version, n
-	if id.delta {
-		st.nonces[nonce] = version
+	// Unanswered nonces of older responses are superseded: keep the map small.
+	for k, v := range st.nonces {
+		if v == "" || len(st.nonces) > 16 {
+			delete(st.nonces, k)
+		}
 	}
+	st.nonces[nonce] = version
 }
 
 // Syncz returns the sync state of every connected proxy, sorted by id.
