@@ -1,0 +1,340 @@
+// Package consul is the Consul registry adapter: blocking queries on the
+// service catalogue and on each service's health endpoint keep one
+// ServiceEntry per service (host <service>.service.consul) and one
+// WorkloadEntry per instance, with health from its checks, in the Store.
+package consul
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/registries/adapter"
+)
+
+// Adapter watches one Consul datacenter.
+type Adapter struct {
+	cfg    Config
+	sink   *adapter.Sink
+	log    *slog.Logger
+	client *api.Client
+
+	mu        sync.Mutex
+	dirty     chan struct{}
+	services  map[string][]*filestore.Object // service → generated objects
+	watches   map[string]context.CancelFunc
+	pending   map[string]bool
+	listed    bool
+	firstSent bool
+}
+
+// New returns an adapter that publishes through sink. logger nil means
+// slog.Default().
+func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ac, err := cfg.apiConfig()
+	if err != nil {
+		return nil, err
+	}
+	// Blocking queries hold a request open for WaitTime: no client timeout.
+	ac.HttpClient = &http.Client{}
+	if cfg.Scheme == "https" || cfg.TLS.set() {
+		tlsCfg, err := api.SetupTLSConfig(&ac.TLSConfig)
+		if err != nil {
+			return nil, fmt.Errorf("consul: tls: %w", err)
+		}
+		ac.HttpClient.Transport = &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}
+	}
+	client, err := api.NewClient(ac)
+	if err != nil {
+		return nil, fmt.Errorf("consul %s: %w", cfg.Address, err)
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Adapter{
+		cfg: cfg, sink: sink, client: client,
+		log:      logger.With("registry", sink.Meta().Name, "type", "consul"),
+		dirty:    make(chan struct{}, 1),
+		services: map[string][]*filestore.Object{},
+		watches:  map[string]context.CancelFunc{},
+		pending:  map[string]bool{},
+	}, nil
+}
+
+// Run watches Consul and publishes until ctx is done. Consul being
+// unreachable is not an error: the last known set keeps serving while the
+// adapter retries with backoff.
+func (a *Adapter) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.watchCatalog(ctx, &wg)
+	}()
+	a.publishLoop(ctx)
+	cancel()
+	wg.Wait()
+	a.sink.SetConnected(false)
+	return nil
+}
+
+// watchCatalog follows /v1/catalog/services and keeps one health watch per
+// service.
+func (a *Adapter) watchCatalog(ctx context.Context, wg *sync.WaitGroup) {
+	b := adapter.Backoff{Max: a.cfg.RetryMax}
+	var index uint64
+	for ctx.Err() == nil {
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: a.cfg.WaitTime}).WithContext(ctx)
+		list, meta, err := a.client.Catalog().Services(q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.sink.SetConnected(false)
+			a.sink.Error(fmt.Errorf("consul %s: catalog: %w", a.cfg.Address, err))
+			a.log.Warn("consul unreachable; keeping the last known set", "error", err)
+			if !b.Wait(ctx) {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		a.sink.SetConnected(true)
+		index = nextIndex(index, meta.LastIndex)
+		want := map[string]bool{}
+		for name := range list {
+			if !slices.Contains(a.cfg.Exclude, name) {
+				want[name] = true
+			}
+		}
+		a.mu.Lock()
+		for name, stop := range a.watches {
+			if !want[name] {
+				stop()
+				delete(a.watches, name)
+				delete(a.services, name)
+			}
+		}
+		for name := range want {
+			if _, ok := a.watches[name]; ok {
+				continue
+			}
+			sctx, stop := context.WithCancel(ctx)
+			a.watches[name] = stop
+			if !a.firstSent {
+				a.pending[name] = true
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a.watchService(sctx, name)
+			}()
+		}
+		a.listed = true
+		a.markLocked()
+		a.mu.Unlock()
+	}
+}
+
+// nextIndex follows Consul's blocking-query rules: an index that goes
+// backwards (a restarted or replaced server) resets to 0, so the next
+// query returns at once and the watch starts over; a zero index becomes 1
+// so a query never spins without blocking.
+func nextIndex(prev, got uint64) uint64 {
+	switch {
+	case got < prev:
+		return 0
+	case got == 0:
+		return 1
+	}
+	return got
+}
+
+// watchService follows /v1/health/service/<name> (every instance, with its
+// checks).
+func (a *Adapter) watchService(ctx context.Context, name string) {
+	b := adapter.Backoff{Max: a.cfg.RetryMax}
+	var index uint64
+	for ctx.Err() == nil {
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: a.cfg.WaitTime}).WithContext(ctx)
+		entries, meta, err := a.client.Health().Service(name, "", false, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.sink.Error(fmt.Errorf("consul %s: health of %s: %w", a.cfg.Address, name, err))
+			if !b.Wait(ctx) {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		index = nextIndex(index, meta.LastIndex)
+		objs := a.serviceObjects(name, entries)
+		a.mu.Lock()
+		if ctx.Err() == nil {
+			a.services[name] = objs
+			delete(a.pending, name)
+			a.markLocked()
+		}
+		a.mu.Unlock()
+	}
+}
+
+// serviceObjects generates the ServiceEntry and WorkloadEntries of one
+// Consul service.
+func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*filestore.Object {
+	meta := a.sink.Meta()
+	host := adapter.DNSLabel(name) + "." + adapter.DNSName(a.cfg.HostSuffix)
+	seName := adapter.ObjectName(name)
+	type portInfo struct {
+		protocol string
+		numbers  []uint32
+	}
+	ports := map[string]*portInfo{}
+	var wes []*filestore.Object
+	seen := map[string]bool{}
+	for _, e := range entries {
+		svc := e.Service
+		if svc == nil || svc.Kind != api.ServiceKindTypical || svc.Port <= 0 || svc.Port > 65535 {
+			continue
+		}
+		addr := svc.Address
+		if addr == "" && e.Node != nil {
+			addr = e.Node.Address
+		}
+		if addr == "" {
+			a.sink.Skip("no_address")
+			continue
+		}
+		proto, portName := adapter.Protocol(svc.Meta["protocol"])
+		if ports[portName] == nil {
+			ports[portName] = &portInfo{protocol: proto}
+		}
+		ports[portName].numbers = append(ports[portName].numbers, uint32(svc.Port))
+
+		node, dc := "", ""
+		if e.Node != nil {
+			node, dc = e.Node.Node, e.Node.Datacenter
+		}
+		weName := adapter.ObjectName(name, node, svc.ID)
+		if seen[weName] {
+			continue
+		}
+		seen[weName] = true
+		labels := adapter.Labels(nil, svc.Meta)
+		labels = adapter.Labels(labels, tagLabels(svc.Tags))
+		status := e.Checks.AggregatedStatus()
+		healthy := status == api.HealthPassing || status == api.HealthWarning
+		var weight uint32
+		switch {
+		case status == api.HealthPassing && svc.Weights.Passing > 1:
+			weight = uint32(svc.Weights.Passing)
+		case status == api.HealthWarning && svc.Weights.Warning > 0:
+			weight = uint32(svc.Weights.Warning)
+		}
+		origin := dc + "/" + node + "/" + svc.ID
+		wes = append(wes, meta.WorkloadEntry(weName, origin, seName, &networking.WorkloadEntry{
+			Address:  addr,
+			Ports:    map[string]uint32{portName: uint32(svc.Port)},
+			Labels:   labels,
+			Locality: dc,
+			Weight:   weight,
+		}, &healthy))
+	}
+	if len(wes) == 0 {
+		return nil
+	}
+	var sePorts []*networking.ServicePort
+	used := map[uint32]bool{}
+	for _, pn := range slices.Sorted(maps.Keys(ports)) {
+		n := adapter.CommonPort(ports[pn].numbers)
+		if used[n] {
+			continue
+		}
+		used[n] = true
+		sePorts = append(sePorts, &networking.ServicePort{Number: n, Name: pn, Protocol: ports[pn].protocol})
+	}
+	se := meta.ServiceEntry(seName, a.cfg.Datacenter+"/"+name, []string{host}, sePorts, nil)
+	return append([]*filestore.Object{se}, wes...)
+}
+
+// tagLabels turns "k=v" (and Istio's former "k|v") tags into labels; other
+// tags are ignored.
+func tagLabels(tags []string) map[string]string {
+	out := map[string]string{}
+	for _, t := range tags {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			k, v, ok = strings.Cut(t, "|")
+		}
+		if ok && k != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (a *Adapter) markLocked() {
+	select {
+	case a.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// publishLoop hands a new complete set to the Store after changes,
+// coalescing changes that arrive while a set is built. The first set waits
+// until the catalogue and every service have been read once (or
+// InitialSyncTimeout).
+func (a *Adapter) publishLoop(ctx context.Context) {
+	initial := time.NewTimer(a.cfg.InitialSyncTimeout)
+	defer initial.Stop()
+	timedOut := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.dirty:
+		case <-initial.C:
+			timedOut = true
+		}
+		a.mu.Lock()
+		if !a.firstSent && !timedOut && (!a.listed || len(a.pending) > 0) {
+			a.mu.Unlock()
+			continue
+		}
+		if !a.firstSent && (!a.listed || len(a.pending) > 0) {
+			if !a.listed {
+				// Never reached Consul: there is no known set to publish.
+				a.mu.Unlock()
+				continue
+			}
+			a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
+		}
+		a.firstSent = true
+		clear(a.pending)
+		var objs []*filestore.Object
+		for _, name := range slices.Sorted(maps.Keys(a.services)) {
+			objs = append(objs, a.services[name]...)
+		}
+		a.mu.Unlock()
+		if err := a.sink.Replace(objs); err != nil {
+			a.log.Error("publishing generated objects failed", "error", err)
+		}
+	}
+}
