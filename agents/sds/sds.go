@@ -1,0 +1,179 @@
+// Package sds serves the VM's workload certificate to Envoy over the Secret
+// Discovery Service on a Unix socket, under Istio's secret names: "default"
+// (the certificate chain and key) and "ROOTCA" (the trusted roots). Every
+// Update pushes the new pair to every open stream, state of the world and
+// delta.
+package sds
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+)
+
+// Secret names, Istio's.
+const (
+	DefaultSecret = "default"
+	RootSecret    = "ROOTCA"
+)
+
+// Server is an SDS server. Create it with New, feed it with Update and
+// serve it with Serve.
+type Server struct {
+	log     *slog.Logger
+	met     *metrics
+	cache   *cachev3.LinearCache
+	first   chan struct{} // closed by the first Update
+	onFirst sync.Once
+}
+
+// New returns a Server with no secrets yet: requests wait until the first
+// Update. Metrics are registered on reg when it is not nil.
+func New(logger *slog.Logger, reg prometheus.Registerer) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Server{
+		log:   logger,
+		met:   newMetrics(reg),
+		cache: cachev3.NewLinearCache(resourcev3.SecretType, cachev3.WithVersionPrefix("sds-")),
+		first: make(chan struct{}),
+	}
+}
+
+// Secrets builds the two secrets for a certificate chain (leaf first), its
+// PEM key and the PEM trusted roots.
+func Secrets(chainPEM, keyPEM, rootsPEM []byte) (def, root *tlsv3.Secret) {
+	inline := func(b []byte) *corev3.DataSource {
+		return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
+	}
+	def = &tlsv3.Secret{Name: DefaultSecret, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: inline(chainPEM),
+		PrivateKey:       inline(keyPEM),
+	}}}
+	root = &tlsv3.Secret{Name: RootSecret, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+		TrustedCa: inline(rootsPEM),
+	}}}
+	return def, root
+}
+
+// Update installs a new certificate pair and pushes it to every stream. It
+// rejects a chain and key that do not form a pair, and empty roots.
+func (s *Server) Update(chainPEM, keyPEM, rootsPEM []byte) error {
+	if _, err := tls.X509KeyPair(chainPEM, keyPEM); err != nil {
+		return fmt.Errorf("sds: certificate pair: %w", err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(rootsPEM) {
+		return errors.New("sds: no root certificate")
+	}
+	def, root := Secrets(chainPEM, keyPEM, rootsPEM)
+	for _, sec := range []*tlsv3.Secret{def, root} {
+		if err := sec.ValidateAll(); err != nil {
+			return fmt.Errorf("sds: secret %s: %w", sec.GetName(), err)
+		}
+	}
+	if err := s.cache.UpdateResources(map[string]types.Resource{DefaultSecret: def, RootSecret: root}, nil); err != nil {
+		return fmt.Errorf("sds: %w", err)
+	}
+	s.met.updates.Inc()
+	s.onFirst.Do(func() { close(s.first) })
+	return nil
+}
+
+// Register adds the SecretDiscoveryService to a gRPC server; the server
+// lives as long as ctx.
+func (s *Server) Register(ctx context.Context, g grpc.ServiceRegistrar) {
+	cb := serverv3.CallbackFuncs{
+		StreamOpenFunc: func(context.Context, int64, string) error {
+			s.met.streams.Inc()
+			return nil
+		},
+		StreamClosedFunc: func(int64, *corev3.Node) { s.met.streams.Dec() },
+		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
+			s.met.streams.Inc()
+			return nil
+		},
+		DeltaStreamClosedFunc: func(int64, *corev3.Node) { s.met.streams.Dec() },
+		StreamResponseFunc: func(context.Context, int64, *discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {
+			s.met.responses.WithLabelValues("sotw").Inc()
+		},
+		StreamDeltaResponseFunc: func(int64, *discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse) {
+			s.met.responses.WithLabelValues("delta").Inc()
+		},
+	}
+	secretv3.RegisterSecretDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, cb))
+}
+
+// Serve waits for the first Update, then listens on the Unix socket at path
+// (replacing a stale socket file, mode 0660) and serves SDS until ctx is
+// done. Not listening before there is a certificate keeps Envoy retrying
+// instead of reading "no such secret".
+func (s *Server) Serve(ctx context.Context, path string) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.first:
+	}
+	lis, err := ListenUnix(path)
+	if err != nil {
+		return fmt.Errorf("sds: %w", err)
+	}
+	g := grpc.NewServer()
+	s.Register(ctx, g)
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(lis) }()
+	s.log.Info("SDS serving", "socket", path)
+	select {
+	case <-ctx.Done():
+		g.Stop()
+		<-done
+		return nil
+	case err := <-done:
+		return fmt.Errorf("sds: serve %s: %w", path, err)
+	}
+}
+
+// ListenUnix listens on a Unix socket at path, creating its directory and
+// removing a stale socket left by an earlier run; the socket gets mode 0660.
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
+}
