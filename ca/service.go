@@ -86,7 +86,8 @@ func (c *CA) createCertificate(ctx context.Context, req *securityv1alpha1.IstioC
 			return caller, nil, reject(ReasonImpersonation, "ImpersonatedIdentity is not supported: the identity comes only from the caller's credentials", nil)
 		}
 	}
-	ttl := time.Duration(req.GetValidityDuration()) * time.Second
+	// As in Istio: a lifetime of zero or less asks for the default.
+	ttl := time.Duration(max(req.GetValidityDuration(), 0)) * time.Second
 	if req.GetValidityDuration() > int64(c.cfg.MaxTTL/time.Second) {
 		return caller, nil, reject(ReasonTTL, fmt.Sprintf("requested lifetime %ds exceeds the maximum %s", req.GetValidityDuration(), c.cfg.MaxTTL), nil)
 	}
@@ -179,14 +180,23 @@ func (c *CA) VerifyPeerCertificates(certs []*x509.Certificate) (spiffe.Identity,
 	leaf := certs[0]
 	serial := leaf.SerialNumber.Text(16)
 	now := c.cfg.Now()
+	// Trust first (at a time inside the leaf's validity, so a foreign
+	// certificate is called untrusted whatever its dates), then the dates.
+	at := now
+	if at.After(leaf.NotAfter) {
+		at = leaf.NotAfter
+	}
+	if at.Before(leaf.NotBefore) {
+		at = leaf.NotBefore
+	}
+	if _, err := c.is.roots.Verify(leaf, certs[1:], at, x509.ExtKeyUsageClientAuth); err != nil {
+		return spiffe.Identity{}, reject(ReasonCertUntrusted, fmt.Sprintf("client certificate %s does not verify against the mesh trust bundle", serial), err)
+	}
 	if now.After(leaf.NotAfter) {
 		return spiffe.Identity{}, reject(ReasonCertExpired, fmt.Sprintf("client certificate %s expired at %s (now %s); use a bootstrap token to get a new one", serial, leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)), nil)
 	}
 	if now.Before(leaf.NotBefore) {
 		return spiffe.Identity{}, reject(ReasonCertExpired, fmt.Sprintf("client certificate %s is not valid before %s", serial, leaf.NotBefore.UTC().Format(time.RFC3339)), nil)
-	}
-	if _, err := c.is.roots.Verify(leaf, certs[1:], now, x509.ExtKeyUsageClientAuth); err != nil {
-		return spiffe.Identity{}, reject(ReasonCertUntrusted, fmt.Sprintf("client certificate %s does not verify against the mesh trust bundle", serial), err)
 	}
 	id, err := spiffe.FromCertificate(leaf)
 	if err != nil {

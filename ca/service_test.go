@@ -176,9 +176,13 @@ func TestCreateCertificateWithTokenThenRenewOverMTLS(t *testing.T) {
 // TestCreateCertificateRejections is the negative list of issue 5 end to end:
 // each request fails with a gRPC status carrying its own reason.
 func TestCreateCertificateRejections(t *testing.T) {
+	// The CAs are created 4h in the past so that certificates can be issued
+	// "3h ago" under their roots.
 	clock := newTestClock()
+	clock.Add(-4 * time.Hour)
 	c, _, reg := newTestCA(t, func(cfg *ca.Config) { cfg.Now = clock.Now })
-	other, _, _ := newTestCA(t, nil)
+	other, _, _ := newTestCA(t, func(cfg *ca.Config) { cfg.Now = clock.Now })
+	clock.Add(4 * time.Hour)
 	addr, _ := startServer(t, c)
 	roots := c.TrustBundle().CertPool()
 	anon := dial(t, addr, roots, nil)
@@ -218,6 +222,11 @@ func TestCreateCertificateRejections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	foreignExpired, _, err := other.SignCSR(csr, testID, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Minute) // foreignExpired is expired by the CA's clock
 
 	impersonate, _ := structpb.NewStruct(map[string]any{"ImpersonatedIdentity": "spiffe://cluster.local/ns/shop/sa/admin"})
 
@@ -241,6 +250,7 @@ func TestCreateCertificateRejections(t *testing.T) {
 		{name: "revoked certificate is not rescued by a token", client: dial(t, addr, roots, tlsCert(revokedLeaf, key)), token: good, code: codes.Unauthenticated, reason: ca.ReasonCertRevoked},
 		{name: "renewal with expired certificate", client: dial(t, addr, roots, tlsCert(expiredLeaf, key)), code: codes.Unauthenticated, reason: ca.ReasonCertExpired, detail: "expired at"},
 		{name: "renewal with another CA's certificate", client: dial(t, addr, roots, tlsCert(foreignLeaf, key)), code: codes.Unauthenticated, reason: ca.ReasonCertUntrusted},
+		{name: "renewal with another CA's expired certificate", client: dial(t, addr, roots, tlsCert(foreignExpired, key)), code: codes.Unauthenticated, reason: ca.ReasonCertUntrusted},
 		{name: "renewal for another identity", client: dial(t, addr, roots, tlsCert(validLeaf, key)), req: &securityv1alpha1.IstioCertificateRequest{Csr: string(mustCSR(t, []string{"spiffe://cluster.local/ns/shop/sa/admin"}, nil))}, code: codes.PermissionDenied, reason: ca.ReasonCSRIdentity},
 		{name: "impersonation", client: anon, token: good, req: &securityv1alpha1.IstioCertificateRequest{Csr: string(csr), Metadata: impersonate}, code: codes.PermissionDenied, reason: ca.ReasonImpersonation},
 		{name: "lifetime over max", client: anon, token: good, req: &securityv1alpha1.IstioCertificateRequest{Csr: string(csr), ValidityDuration: int64(ca.DefaultMaxTTL/time.Second) + 1}, code: codes.InvalidArgument, reason: ca.ReasonTTL},
@@ -281,8 +291,13 @@ func TestCreateCertificateRejections(t *testing.T) {
 	// are specific, not a broken server.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := anon.CreateCertificate(withToken(ctx, good), &securityv1alpha1.IstioCertificateRequest{Csr: string(csr)}); err != nil {
+	// A non-positive lifetime asks for the default, as in Istio.
+	resp, err := anon.CreateCertificate(withToken(ctx, good), &securityv1alpha1.IstioCertificateRequest{Csr: string(csr), ValidityDuration: -5})
+	if err != nil {
 		t.Fatalf("good token rejected: %v", err)
+	}
+	if leaf := parseChain(t, resp.GetCertChain())[0]; leaf.NotAfter.Sub(leaf.NotBefore) != ca.DefaultTTL+time.Minute {
+		t.Fatalf("lifetime for validity_duration=-5: %s, want the default", leaf.NotAfter.Sub(leaf.NotBefore))
 	}
 	if _, err := dial(t, addr, roots, tlsCert(validLeaf, key)).CreateCertificate(ctx, &securityv1alpha1.IstioCertificateRequest{Csr: string(csr)}); err != nil {
 		t.Fatalf("valid certificate rejected: %v", err)
