@@ -1,0 +1,195 @@
+package consul_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
+	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/registries/consul"
+)
+
+func run(t *testing.T, cfg consul.Config) (*filestore.Store, *adapter.Sink) {
+	t.Helper()
+	store := filestore.NewStore()
+	sink := adapter.NewSink(store, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, cfg.Address, nil)
+	level := slog.LevelWarn
+	if os.Getenv("VMESH_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	a, err := consul.New(cfg, sink, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return store, sink
+}
+
+func client(t *testing.T, addr string) *api.Client {
+	t.Helper()
+	c, err := api.NewClient(&api.Config{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func register(t *testing.T, c *api.Client, id, addr string, port int, meta map[string]string, tags ...string) {
+	t.Helper()
+	err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: id, Name: "web", Address: addr, Port: port, Tags: tags, Meta: meta,
+		Check: &api.AgentServiceCheck{CheckID: "ttl-" + id, TTL: "10m", Status: api.HealthPassing},
+	})
+	if err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+}
+
+func eventually(t *testing.T, store *filestore.Store, what string, cond func(s *filestore.Snapshot) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond(store.Snapshot()) {
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, o := range store.Snapshot().List(filestore.KindWorkloadEntry) {
+				fmt.Fprintf(&b, "  %s healthy=%v %v\n", o.Key, o.Healthy, o.Spec)
+			}
+			t.Fatalf("timed out waiting for %s; WorkloadEntries:\n%s", what, b.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// instances returns "address:port healthy" of the web WorkloadEntries.
+func instances(s *filestore.Snapshot) []string {
+	var out []string
+	for _, o := range s.List(filestore.KindWorkloadEntry) {
+		we := o.Spec.(*networking.WorkloadEntry)
+		h := "unknown"
+		if o.Healthy != nil {
+			h = fmt.Sprint(*o.Healthy)
+		}
+		for _, p := range we.Ports {
+			out = append(out, fmt.Sprintf("%s:%d %s", we.Address, p, h))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func is(got []string, want ...string) bool { return slices.Equal(got, want) }
+
+func TestInstancesHealthAndDeregistration(t *testing.T) {
+	c := testenv.StartConsul(t)
+	cc := client(t, c.HTTPAddr)
+	register(t, cc, "web-1", "10.0.0.1", 9090, map[string]string{"protocol": "grpc", "team": "pay"}, "version=v1", "primary")
+	store, sink := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 500 * time.Millisecond})
+
+	eventually(t, store, "web-1", func(s *filestore.Snapshot) bool { return is(instances(s), "10.0.0.1:9090 true") })
+	s := store.Snapshot()
+	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "web"})
+	if se == nil {
+		t.Fatal("no ServiceEntry web")
+	}
+	spec := se.Spec.(*networking.ServiceEntry)
+	if !slices.Equal(spec.Hosts, []string{"web.service.consul"}) || len(spec.Ports) != 1 ||
+		spec.Ports[0].Protocol != "GRPC" || spec.Ports[0].Number != 9090 || spec.Ports[0].Name != "grpc" ||
+		spec.Resolution != networking.ServiceEntry_STATIC || spec.Location != networking.ServiceEntry_MESH_INTERNAL {
+		t.Errorf("ServiceEntry spec %v", spec)
+	}
+	if se.Annotations[adapter.AnnotationRegistry] != "consul" {
+		t.Errorf("annotations %v", se.Annotations)
+	}
+	we := s.List(filestore.KindWorkloadEntry)[0]
+	wspec := we.Spec.(*networking.WorkloadEntry)
+	if we.Labels["version"] != "v1" || we.Labels["team"] != "pay" || we.Labels["protocol"] != "grpc" ||
+		wspec.Locality != "dc1" || we.Annotations[adapter.AnnotationHealthChecks] != "true" ||
+		we.Origin.Registry != "dc1/vmesh-test/web-1" {
+		t.Errorf("WorkloadEntry labels %v locality %q annotations %v origin %v", we.Labels, wspec.Locality, we.Annotations, we.Origin)
+	}
+	if _, ok := we.Labels["primary"]; ok {
+		t.Error("a tag without = must not become a label")
+	}
+
+	register(t, cc, "web-2", "10.0.0.2", 9091, map[string]string{"protocol": "grpc"})
+	eventually(t, store, "web-2", func(s *filestore.Snapshot) bool {
+		return is(instances(s), "10.0.0.1:9090 true", "10.0.0.2:9091 true")
+	})
+	if err := cc.Agent().UpdateTTL("ttl-web-2", "down", api.HealthCritical); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, store, "web-2 unhealthy", func(s *filestore.Snapshot) bool {
+		return is(instances(s), "10.0.0.1:9090 true", "10.0.0.2:9091 false")
+	})
+	if err := cc.Agent().UpdateTTL("ttl-web-2", "", api.HealthPassing); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, store, "web-2 healthy again", func(s *filestore.Snapshot) bool {
+		return is(instances(s), "10.0.0.1:9090 true", "10.0.0.2:9091 true")
+	})
+	if err := cc.Agent().ServiceDeregister("web-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, store, "web-1 gone", func(s *filestore.Snapshot) bool { return is(instances(s), "10.0.0.2:9091 true") })
+	if err := cc.Agent().ServiceDeregister("web-2"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, store, "service gone", func(s *filestore.Snapshot) bool {
+		return s.Len() == 0
+	})
+	if st := sink.Status(); !st.Connected || st.Syncs < 5 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestUnreachableKeepsLastKnownSet(t *testing.T) {
+	c := testenv.StartConsul(t)
+	proxy := testenv.StartProxy(t, c.HTTPAddr)
+	cc := client(t, c.HTTPAddr)
+	register(t, cc, "web-1", "10.0.0.1", 8080, nil)
+	store, sink := run(t, consul.Config{Address: proxy.Addr, RetryMax: 300 * time.Millisecond})
+	eventually(t, store, "web-1", func(s *filestore.Snapshot) bool { return is(instances(s), "10.0.0.1:8080 true") })
+
+	proxy.Cut()
+	register(t, cc, "web-2", "10.0.0.2", 8080, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for sink.Status().Connected {
+		if time.Now().After(deadline) {
+			t.Fatal("adapter still reports connected while Consul is cut off")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := instances(store.Snapshot()); !is(got, "10.0.0.1:8080 true") {
+		t.Fatalf("while unreachable the last known set must stay, got %v", got)
+	}
+	if sink.Status().LastError == "" {
+		t.Error("no last error recorded")
+	}
+	proxy.Restore()
+	eventually(t, store, "reconnect and catch up", func(s *filestore.Snapshot) bool {
+		return is(instances(s), "10.0.0.1:8080 true", "10.0.0.2:8080 true")
+	})
+	if !sink.Status().Connected {
+		t.Error("not connected after restore")
+	}
+}
