@@ -300,6 +300,9 @@ func (m *mesh) counter(name, label string) float64 {
 			continue
 		}
 		for _, mt := range mf.GetMetric() {
+			if label == "" && len(mt.GetLabel()) == 0 {
+				return mt.GetCounter().GetValue()
+			}
 			for _, l := range mt.GetLabel() {
 				if l.GetValue() == label {
 					return mt.GetCounter().GetValue()
