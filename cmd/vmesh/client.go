@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/xds"
+)
+
+// httpClient talks to the 15014 servers of running replicas.
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// serverURL turns "127.0.0.1:15014" or "http://host:15014" into a base URL.
+func serverURL(s string) string {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return strings.TrimRight(s, "/")
+}
+
+func getJSON(server, path string, into any) error {
+	url := serverURL(server) + path
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
+}
+
+// syncz reads a replica's connected proxies.
+func syncz(server string) ([]xds.SyncStatus, error) {
+	var out []xds.SyncStatus
+	return out, getJSON(server, "/debug/syncz", &out)
+}
+
+// servedCommit returns the git commit a replica serves.
+func servedCommit(server string) (string, error) {
+	var dc filestore.DebugConfig
+	if err := getJSON(server, "/debug/config?kind=none", &dc); err != nil {
+		return "", err
+	}
+	if dc.Commit == "" {
+		return "", fmt.Errorf("%s serves no git source", server)
+	}
+	return dc.Commit, nil
+}
+
+// connectedProxies returns the proxies connected to a replica.
+func connectedProxies(server string) ([]*xds.Proxy, error) {
+	st, err := syncz(server)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*xds.Proxy, 0, len(st))
+	for _, s := range st {
+		p := &xds.Proxy{ID: s.ID, Kind: s.Kind, Namespace: s.Namespace}
+		if s.Labels != "" {
+			p.Labels = map[string]string{}
+			for _, kv := range strings.Split(s.Labels, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				p.Labels[k] = v
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
