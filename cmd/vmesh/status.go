@@ -46,7 +46,9 @@ STALE (a response it has not ACKed yet) or NACK with the proxy's error message.`
 					rows = append(rows, statusRow(srv, s))
 				}
 			}
-			slices.SortFunc(rows, func(a, b proxyStatus) int { return cmp.Or(cmp.Compare(a.Proxy, b.Proxy), cmp.Compare(a.Replica, b.Replica)) })
+			slices.SortFunc(rows, func(a, b proxyStatus) int {
+				return cmp.Or(cmp.Compare(a.Proxy, b.Proxy), cmp.Compare(a.Replica, b.Replica))
+			})
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
