@@ -309,3 +309,52 @@ func startServer(t *testing.T, c *ca.CA) (string, *peerLog) { return startServer
 func dial(t *testing.T, addr string, roots *x509.CertPool, cert *tls.Certificate) securityv1alpha1.IstioCertificateServiceClient {
 	return dialTB(t, addr, roots, cert)
 }
+
+// TestRenewalChainAcrossSeveralRotations renews over mTLS again and again,
+// each time with the certificate from the previous round, as an agent
+// rotating at half-life does; a certificate left to expire cannot renew.
+func TestRenewalChainAcrossSeveralRotations(t *testing.T) {
+	clock := newTestClock()
+	c, _, reg := newTestCA(t, func(cfg *ca.Config) {
+		cfg.Now = clock.Now
+		cfg.DefaultTTL = time.Hour
+	})
+	addr, _ := startServer(t, c)
+	roots := c.TrustBundle().CertPool()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	tok, _, err := c.CreateToken(ca.TokenRequest{Namespace: "shop", ServiceAccount: "cart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, key := newCSR(t, nil, nil)
+	resp, err := dial(t, addr, roots, nil).CreateCertificate(withToken(ctx, tok), &securityv1alpha1.IstioCertificateRequest{Csr: string(csr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := parseChain(t, resp.GetCertChain())[0]
+	first, firstKey := current, key
+	for round := range 4 {
+		clock.Add(35 * time.Minute) // past half of the 1h lifetime
+		csr, next := newCSR(t, nil, nil)
+		resp, err := dial(t, addr, roots, tlsCert(current, key)).CreateCertificate(ctx, &securityv1alpha1.IstioCertificateRequest{Csr: string(csr)})
+		if err != nil {
+			t.Fatalf("round %d: renewal with the previous certificate: %v", round, err)
+		}
+		renewed := parseChain(t, resp.GetCertChain())[0]
+		if !renewed.NotAfter.After(current.NotAfter) {
+			t.Fatalf("round %d: renewed certificate does not outlive the previous one", round)
+		}
+		current, key = renewed, next
+	}
+	if got := counterValue(t, reg, "vmesh_ca_certificates_issued_total", "auth", "certificate"); got != 4 {
+		t.Fatalf("issued{auth=certificate} = %v, want 4", got)
+	}
+	// The first certificate expired long ago and cannot renew any more.
+	csr2, _ := newCSR(t, nil, nil)
+	_, err = dial(t, addr, roots, tlsCert(first, firstKey)).CreateCertificate(ctx, &securityv1alpha1.IstioCertificateRequest{Csr: string(csr2)})
+	if st := status.Convert(err); st.Code() != codes.Unauthenticated || !strings.HasPrefix(st.Message(), string(ca.ReasonCertExpired)) {
+		t.Fatalf("expired first certificate: %v", err)
+	}
+}
