@@ -1,0 +1,214 @@
+package bootstrap_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/xds"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/vmesh/vmesh/agents/bootstrap"
+)
+
+func testNode() bootstrap.Node {
+	return bootstrap.Node{
+		Namespace: "shop", ServiceAccount: "cart", WorkloadName: "vm-1",
+		Labels: map[string]string{"app": "cart", "version": "v1"},
+		IPs:    []string{"10.0.0.7", "fd00::7"}, WorkloadGroup: "cart-vms",
+	}
+}
+
+func TestNodeMetadataContract(t *testing.T) {
+	n, err := testNode().Envoy(bootstrap.GeneratorGRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sidecar~10.0.0.7~vm-1.shop~shop.svc.cluster.local"; n.GetId() != want {
+		t.Fatalf("id %q, want %q", n.GetId(), want)
+	}
+	md := n.GetMetadata().GetFields()
+	for k, want := range map[string]string{
+		"NAMESPACE": "shop", "SERVICE_ACCOUNT": "cart", "WORKLOAD_NAME": "vm-1",
+		"INSTANCE_IPS": "10.0.0.7,fd00::7", "GENERATOR": "grpc", "AUTO_REGISTER_GROUP": "cart-vms",
+	} {
+		if got := md[k].GetStringValue(); got != want {
+			t.Errorf("metadata %s = %q, want %q", k, got, want)
+		}
+	}
+	labels := md["LABELS"].GetStructValue().GetFields()
+	if labels["app"].GetStringValue() != "cart" || labels["version"].GetStringValue() != "v1" || len(labels) != 2 {
+		t.Errorf("LABELS = %v", md["LABELS"])
+	}
+	envoy, _ := testNode().Envoy("")
+	if _, ok := envoy.GetMetadata().GetFields()["GENERATOR"]; ok {
+		t.Error("an Envoy node carries GENERATOR")
+	}
+}
+
+// parseWithGRPC has grpc-go parse and check the bootstrap the way a
+// proxyless xDS server does at start (NewGRPCServer parses eagerly; it does
+// not connect until Serve).
+func parseWithGRPC(js []byte) error {
+	s, err := xds.NewGRPCServer(xds.BootstrapContentsForTesting(js))
+	if err != nil {
+		return err
+	}
+	s.Stop()
+	return nil
+}
+
+func envoyConfig() bootstrap.EnvoyConfig {
+	return bootstrap.EnvoyConfig{Node: testNode(), XDSSocket: "/run/vmesh/xds.sock", SDSSocket: "/run/vmesh/sds.sock"}
+}
+
+// TestEnvoyBootstrapValidates builds the bootstrap, checks it passes
+// ValidateAll (with the Any options unpacked) after a JSON round trip, and
+// checks the wiring: ADS over the xds-grpc pipe, SDS pipe, delta by default.
+func TestEnvoyBootstrapValidates(t *testing.T) {
+	for _, sotw := range []bool{false, true} {
+		cfg := envoyConfig()
+		cfg.SotW = sotw
+		b, err := bootstrap.Envoy(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := bootstrap.EnvoyJSON(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := &bootstrapv3.Bootstrap{}
+		if err := protojson.Unmarshal(js, back); err != nil {
+			t.Fatalf("JSON does not parse back: %v", err)
+		}
+		if err := back.ValidateAll(); err != nil {
+			t.Fatalf("ValidateAll: %v", err)
+		}
+		if err := bootstrap.Validate(back); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		ads := back.GetDynamicResources().GetAdsConfig()
+		wantType := corev3.ApiConfigSource_DELTA_GRPC
+		if sotw {
+			wantType = corev3.ApiConfigSource_GRPC
+		}
+		if ads.GetApiType() != wantType || ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != bootstrap.XDSCluster {
+			t.Fatalf("ads config %v", ads)
+		}
+		if back.GetDynamicResources().GetLdsConfig().GetAds() == nil || back.GetDynamicResources().GetCdsConfig().GetAds() == nil {
+			t.Fatal("LDS/CDS not over ADS")
+		}
+		pipes := map[string]string{}
+		for _, c := range back.GetStaticResources().GetClusters() {
+			pipes[c.GetName()] = c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetPipe().GetPath()
+		}
+		if pipes[bootstrap.XDSCluster] != cfg.XDSSocket || pipes[bootstrap.SDSCluster] != cfg.SDSSocket {
+			t.Fatalf("static clusters %v", pipes)
+		}
+		if a := back.GetAdmin().GetAddress().GetSocketAddress(); a.GetAddress() != "127.0.0.1" || a.GetPortValue() != 15000 {
+			t.Fatalf("admin %v", a)
+		}
+	}
+}
+
+// TestValidateCatchesBrokenBootstraps shows Validate fails what Envoy would
+// reject, including inside an Any.
+func TestValidateCatchesBrokenBootstraps(t *testing.T) {
+	for name, breakIt := range map[string]func(*bootstrapv3.Bootstrap){
+		"zero connect timeout": func(b *bootstrapv3.Bootstrap) {
+			b.StaticResources.Clusters[0].ConnectTimeout = durationpb.New(0)
+		},
+		"unknown Any": func(b *bootstrapv3.Bootstrap) {
+			b.StaticResources.Clusters[0].TypedExtensionProtocolOptions["x"] = &anypb.Any{TypeUrl: "type.googleapis.com/no.such.Type"}
+		},
+		"invalid message inside Any": func(b *bootstrapv3.Bootstrap) {
+			bad, _ := anypb.New(&corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{}}})
+			b.StaticResources.Clusters[1].TypedExtensionProtocolOptions["y"] = bad
+		},
+		"no admin port": func(b *bootstrapv3.Bootstrap) {
+			b.Admin.Address.GetSocketAddress().PortSpecifier = nil
+		},
+	} {
+		b, err := bootstrap.Envoy(envoyConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		breakIt(b)
+		if err := bootstrap.Validate(b); err == nil {
+			t.Errorf("%s: Validate passed", name)
+		}
+	}
+	if _, err := bootstrap.Envoy(bootstrap.EnvoyConfig{Node: testNode()}); err == nil {
+		t.Error("Envoy accepted a config without sockets")
+	}
+}
+
+// TestGRPCBootstrapParses feeds the JSON to grpc-go's own bootstrap parser
+// (through its public xDS resolver API) and checks the contract fields.
+func TestGRPCBootstrapParses(t *testing.T) {
+	// grpc-go falls back to these when the given contents do not parse.
+	t.Setenv("GRPC_XDS_BOOTSTRAP", "")
+	t.Setenv("GRPC_XDS_BOOTSTRAP_CONFIG", "")
+	js, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: testNode(), ServerURI: "127.0.0.1:15012", CertDir: "/var/lib/vmesh/certs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parseWithGRPC(js); err != nil {
+		t.Fatalf("grpc-go rejects the bootstrap: %v\n%s", err, js)
+	}
+	var got struct {
+		XDSServers []struct {
+			ServerURI    string `json:"server_uri"`
+			ChannelCreds []struct {
+				Type   string            `json:"type"`
+				Config map[string]string `json:"config"`
+			} `json:"channel_creds"`
+		} `json:"xds_servers"`
+		Node struct {
+			ID       string          `json:"id"`
+			Metadata json.RawMessage `json:"metadata"`
+		} `json:"node"`
+		CertificateProviders map[string]struct {
+			PluginName string            `json:"plugin_name"`
+			Config     map[string]string `json:"config"`
+		} `json:"certificate_providers"`
+		Template string `json:"server_listener_resource_name_template"`
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.XDSServers[0].ServerURI != "127.0.0.1:15012" || got.XDSServers[0].ChannelCreds[0].Type != "tls" ||
+		got.XDSServers[0].ChannelCreds[0].Config["certificate_file"] != "/var/lib/vmesh/certs/cert-chain.pem" {
+		t.Fatalf("xds_servers %+v", got.XDSServers)
+	}
+	p := got.CertificateProviders["default"]
+	if p.PluginName != "file_watcher" || p.Config["private_key_file"] != "/var/lib/vmesh/certs/key.pem" || p.Config["ca_certificate_file"] != "/var/lib/vmesh/certs/root-cert.pem" {
+		t.Fatalf("certificate provider %+v", p)
+	}
+	if got.Template != "xds.vmesh.io/grpc/lds/inbound/%s" {
+		t.Fatalf("template %q", got.Template)
+	}
+	md := &structpb.Struct{}
+	if err := protojson.Unmarshal(got.Node.Metadata, md); err != nil || md.GetFields()["GENERATOR"].GetStringValue() != "grpc" {
+		t.Fatalf("node metadata %s (%v)", got.Node.Metadata, err)
+	}
+
+	// The parser is not a rubber stamp: a provider config grpc-go cannot
+	// use is rejected.
+	broken := strings.Replace(string(js), `"refresh_interval": "60s"`, `"refresh_interval": "often"`, 1)
+	if broken == string(js) {
+		t.Fatal("test fixture: refresh_interval not found")
+	}
+	if err := parseWithGRPC([]byte(broken)); err == nil {
+		t.Fatal("grpc-go accepted a bad refresh_interval")
+	}
+	noTemplate := strings.Replace(string(js), `"server_listener_resource_name_template"`, `"unused"`, 1)
+	if err := parseWithGRPC([]byte(noTemplate)); err == nil {
+		t.Fatal("grpc-go's xDS server accepted a bootstrap without the listener template")
+	}
+}

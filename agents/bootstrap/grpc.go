@@ -1,0 +1,109 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// ServerListenerTemplate is the listener name a proxyless gRPC server asks
+// for, with %s replaced by its IP:port.
+const ServerListenerTemplate = "xds.vmesh.io/grpc/lds/inbound/%s"
+
+// CertProviderName is the certificate provider instance the generated
+// proxyless TLS contexts name.
+const CertProviderName = "default"
+
+// GRPCConfig describes a proxyless application's xDS bootstrap.
+type GRPCConfig struct {
+	Node Node
+	// ServerURI is the control plane's xDS address (host:port, TLS).
+	ServerURI string
+	// CertDir holds cert-chain.pem, key.pem and root-cert.pem (written by
+	// the agent); the xDS channel uses them for mTLS and the "default"
+	// certificate provider serves them to the application's connections.
+	CertDir string
+	// CertFile, KeyFile and RootFile name the files inside CertDir.
+	CertFile, KeyFile, RootFile string
+	// RefreshInterval is how often file_watcher re-reads the files;
+	// default 1 minute, well under the half-lifetime of a certificate.
+	RefreshInterval time.Duration
+}
+
+type grpcBootstrap struct {
+	XDSServers                         []grpcServer            `json:"xds_servers"`
+	Node                               grpcNode                `json:"node"`
+	CertificateProviders               map[string]grpcProvider `json:"certificate_providers"`
+	ServerListenerResourceNameTemplate string                  `json:"server_listener_resource_name_template"`
+}
+
+type grpcServer struct {
+	ServerURI      string      `json:"server_uri"`
+	ChannelCreds   []grpcCreds `json:"channel_creds"`
+	ServerFeatures []string    `json:"server_features"`
+}
+
+type grpcCreds struct {
+	Type   string         `json:"type"`
+	Config map[string]any `json:"config,omitempty"`
+}
+
+type grpcNode struct {
+	ID       string         `json:"id"`
+	Cluster  string         `json:"cluster"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+type grpcProvider struct {
+	PluginName string         `json:"plugin_name"`
+	Config     map[string]any `json:"config"`
+}
+
+// GRPC renders the grpc-go xDS bootstrap JSON (the file GRPC_XDS_BOOTSTRAP
+// names): ADS to the control plane over TLS with the agent's certificate,
+// the node with GENERATOR=grpc, the "default" file_watcher certificate
+// provider and vmesh's server listener name template.
+func GRPC(cfg GRPCConfig) ([]byte, error) {
+	if err := cfg.Node.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ServerURI == "" || cfg.CertDir == "" {
+		return nil, fmt.Errorf("bootstrap: grpc bootstrap needs a server URI and a certificate directory")
+	}
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&cfg.CertFile, "cert-chain.pem")
+	def(&cfg.KeyFile, "key.pem")
+	def(&cfg.RootFile, "root-cert.pem")
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = time.Minute
+	}
+	files := map[string]any{
+		"certificate_file":    filepath.Join(cfg.CertDir, cfg.CertFile),
+		"private_key_file":    filepath.Join(cfg.CertDir, cfg.KeyFile),
+		"ca_certificate_file": filepath.Join(cfg.CertDir, cfg.RootFile),
+	}
+	provider := map[string]any{"refresh_interval": fmt.Sprintf("%ds", int64(cfg.RefreshInterval/time.Second))}
+	for k, v := range files {
+		provider[k] = v
+	}
+	b := grpcBootstrap{
+		XDSServers: []grpcServer{{
+			ServerURI:      cfg.ServerURI,
+			ChannelCreds:   []grpcCreds{{Type: "tls", Config: files}},
+			ServerFeatures: []string{"xds_v3"},
+		}},
+		Node:                               grpcNode{ID: cfg.Node.ID(), Cluster: cfg.Node.Cluster(), Metadata: cfg.Node.Metadata(GeneratorGRPC)},
+		CertificateProviders:               map[string]grpcProvider{CertProviderName: {PluginName: "file_watcher", Config: provider}},
+		ServerListenerResourceNameTemplate: ServerListenerTemplate,
+	}
+	out, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return append(out, '\n'), nil
+}

@@ -1,0 +1,101 @@
+// Package bootstrap renders what the VM's data planes start from: the xDS
+// node (identity and metadata per vmesh's node contract, Istio's keys), the
+// grpc-go xDS bootstrap JSON for proxyless gRPC applications, and the Envoy
+// bootstrap that sends ADS to the agent's xDS proxy and reads certificates
+// from the agent's SDS socket. Everything here is pure: no I/O.
+package bootstrap
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Node metadata keys, Istio's names (vmesh's xds package reads the same).
+const (
+	MetaNamespace         = "NAMESPACE"
+	MetaLabels            = "LABELS"
+	MetaServiceAccount    = "SERVICE_ACCOUNT"
+	MetaWorkloadName      = "WORKLOAD_NAME"
+	MetaInstanceIPs       = "INSTANCE_IPS"
+	MetaGenerator         = "GENERATOR"
+	MetaAutoRegisterGroup = "AUTO_REGISTER_GROUP"
+)
+
+// GeneratorGRPC is the GENERATOR of proxyless gRPC applications; Envoy
+// nodes carry no GENERATOR.
+const GeneratorGRPC = "grpc"
+
+// Node is the identity a VM's data planes present to the control plane.
+type Node struct {
+	Namespace      string
+	ServiceAccount string
+	// WorkloadName names the workload (the VM's host name by default).
+	WorkloadName string
+	Labels       map[string]string
+	// IPs are the VM's addresses, first the one it is reached at.
+	IPs []string
+	// WorkloadGroup, when set, asks the control plane to auto-register the
+	// VM under that WorkloadGroup (in Namespace).
+	WorkloadGroup string
+}
+
+// Validate checks the fields every node needs.
+func (n Node) Validate() error {
+	switch {
+	case n.Namespace == "":
+		return fmt.Errorf("bootstrap: node has no namespace")
+	case n.WorkloadName == "":
+		return fmt.Errorf("bootstrap: node has no workload name")
+	case len(n.IPs) == 0:
+		return fmt.Errorf("bootstrap: node has no IP address")
+	}
+	return nil
+}
+
+// ID is the node id, in Istio's form
+// "sidecar~<ip>~<workload>.<namespace>~<namespace>.svc.cluster.local".
+func (n Node) ID() string {
+	return fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", n.IPs[0], n.WorkloadName, n.Namespace, n.Namespace)
+}
+
+// Cluster is the node's service cluster, "<workload>.<namespace>".
+func (n Node) Cluster() string { return n.WorkloadName + "." + n.Namespace }
+
+// Metadata returns the node metadata; generator is "grpc" for proxyless
+// applications and "" for Envoy.
+func (n Node) Metadata(generator string) map[string]any {
+	labels := map[string]any{}
+	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
+		labels[k] = n.Labels[k]
+	}
+	md := map[string]any{
+		MetaNamespace:    n.Namespace,
+		MetaLabels:       labels,
+		MetaWorkloadName: n.WorkloadName,
+		MetaInstanceIPs:  strings.Join(n.IPs, ","),
+	}
+	if n.ServiceAccount != "" {
+		md[MetaServiceAccount] = n.ServiceAccount
+	}
+	if n.WorkloadGroup != "" {
+		md[MetaAutoRegisterGroup] = n.WorkloadGroup
+	}
+	if generator != "" {
+		md[MetaGenerator] = generator
+	}
+	return md
+}
+
+// Envoy returns the node as an xDS Node proto with the given generator.
+func (n Node) Envoy(generator string) (*corev3.Node, error) {
+	md, err := structpb.NewStruct(n.Metadata(generator))
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: node metadata: %w", err)
+	}
+	return &corev3.Node{Id: n.ID(), Cluster: n.Cluster(), Metadata: md}, nil
+}
