@@ -470,3 +470,22 @@ func TestConcurrentSigningAndRevocation(t *testing.T) {
 		t.Fatalf("%d revocations recorded, want 40", n)
 	}
 }
+
+func TestStatus(t *testing.T) {
+	c, _, _ := newTestCA(t, func(cfg *ca.Config) { cfg.TrustDomain = "prod.example" })
+	csr, _ := newCSR(t, nil, nil)
+	leaf, _, err := c.SignCSR(csr, c.Identity("a", "b"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Revoke(leaf, ""); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Status()
+	if s.TrustDomain != "prod.example" || s.Mode != "self-signed" || len(s.Roots) != 1 || s.Revoked != 1 || s.DefaultTTL != "24h0m0s" {
+		t.Fatalf("Status = %+v", s)
+	}
+	if !strings.Contains(s.Issuer, "prod.example") || s.Roots[0].Serial != c.TrustBundle().Roots()[0].SerialNumber.Text(16) {
+		t.Fatalf("Status = %+v", s)
+	}
+}
