@@ -72,7 +72,7 @@ type builder struct {
 	// weIndex maps namespace -> "key=value" -> WorkloadEntries carrying
 	// that label, so selecting is proportional to the matches, not to all
 	// entries in the namespace.
-	weIndex map[string]map[string][]*filestore.Object
+	weIndex map[string]map[labelKV][]*filestore.Object
 	// weAll maps namespace -> every WorkloadEntry, for empty selectors.
 	weAll map[string][]*filestore.Object
 }
@@ -82,7 +82,7 @@ func (b *builder) problem(o *filestore.Object, format string, args ...any) {
 }
 
 func (b *builder) indexWorkloadEntries(list []*filestore.Object) {
-	b.weIndex = make(map[string]map[string][]*filestore.Object)
+	b.weIndex = make(map[string]map[labelKV][]*filestore.Object)
 	b.weAll = make(map[string][]*filestore.Object)
 	for _, o := range list {
 		we, ok := o.Spec.(*networking.WorkloadEntry)
@@ -92,16 +92,19 @@ func (b *builder) indexWorkloadEntries(list []*filestore.Object) {
 		b.weAll[o.Namespace] = append(b.weAll[o.Namespace], o)
 		m := b.weIndex[o.Namespace]
 		if m == nil {
-			m = make(map[string][]*filestore.Object)
+			m = make(map[labelKV][]*filestore.Object)
 			b.weIndex[o.Namespace] = m
 		}
 		// Istio selects on the WorkloadEntry's spec labels, falling back to
 		// its metadata labels.
 		for k, v := range workloadLabels(o, we) {
-			m[k+"="+v] = append(m[k+"="+v], o)
+			m[labelKV{k, v}] = append(m[labelKV{k, v}], o)
 		}
 	}
 }
+
+// labelKV is one label, as an index key.
+type labelKV struct{ k, v string }
 
 // workloadLabels returns the labels a selector matches a WorkloadEntry on:
 // its metadata labels overlaid with its spec labels.
@@ -132,7 +135,7 @@ func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) [
 	var cands []*filestore.Object
 	first := true
 	for k, v := range selector {
-		l := b.weIndex[ns][k+"="+v]
+		l := b.weIndex[ns][labelKV{k, v}]
 		if first || len(l) < len(cands) {
 			cands, first = l, false
 		}

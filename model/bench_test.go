@@ -1,0 +1,45 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/modeltest"
+)
+
+// BenchmarkBuild builds the model for 1,000 services x 10 endpoints with 100
+// VirtualServices and 100 DestinationRules, as every debounced push does.
+func BenchmarkBuild(b *testing.B) {
+	st := filestore.NewStore()
+	objs := modeltest.Objects(modeltest.Size{Services: 1000, EndpointsPerService: 10, Routes: 100, Namespaces: 10})
+	if err := st.Replace(filestore.Source{Name: "bench", Class: filestore.ClassConfig}, objs); err != nil {
+		b.Fatal(err)
+	}
+	fs := st.Snapshot()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s := model.Build(fs)
+		if len(s.Services) != 1000 {
+			b.Fatal(len(s.Services))
+		}
+	}
+}
+
+func TestFixtureBuilds(t *testing.T) {
+	st := filestore.NewStore()
+	objs := modeltest.Objects(modeltest.Size{Services: 20, EndpointsPerService: 4, Routes: 5, Namespaces: 2})
+	if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	s := model.Build(st.Snapshot())
+	if len(s.Services) != 20 || len(s.VirtualServices) != 5 || len(s.DestinationRules) != 5 || len(s.Problems) != 0 {
+		t.Fatalf("services %d vs %d dr %d problems %v", len(s.Services), len(s.VirtualServices), len(s.DestinationRules), s.Problems)
+	}
+	for _, svc := range s.Services {
+		if len(svc.Endpoints) != 4 {
+			t.Fatalf("%s: %d endpoints, want 4", svc.Hostname, len(svc.Endpoints))
+		}
+	}
+}
