@@ -166,8 +166,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*CA, error
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("ca: create data dir: %w", err)
+	if !cfg.NoCreate {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("ca: create data dir: %w", err)
+		}
 	}
 	is, created, err := loadIssuer(cfg, cfg.Now(), logger)
 	if err != nil {
