@@ -1,0 +1,201 @@
+package health_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/agents/health"
+)
+
+// app is a local HTTP workload whose readiness endpoint can be switched.
+type app struct {
+	srv    *httptest.Server
+	ready  atomic.Bool
+	header atomic.Value
+}
+
+func newApp(t *testing.T) *app {
+	a := &app{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.header.Store(r.Header.Get("X-Probe"))
+		switch {
+		case r.URL.Path == "/redirect":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		case r.URL.Path != "/ready":
+			http.NotFound(w, r)
+		case a.ready.Load():
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *app) port(t *testing.T) int {
+	u, _ := url.Parse(a.srv.URL)
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestHTTPProbe(t *testing.T) {
+	a := newApp(t)
+	ctx := context.Background()
+	p := health.Probe{HTTP: &health.HTTPGet{Port: a.port(t), Path: "/ready", Header: http.Header{"X-Probe": {"yes"}}}}
+	if err := p.Check(ctx, "127.0.0.1"); err == nil {
+		t.Fatal("503 counted as ready")
+	}
+	a.ready.Store(true)
+	if err := p.Check(ctx, "127.0.0.1"); err != nil {
+		t.Fatalf("200: %v", err)
+	}
+	if got := a.header.Load(); got != "yes" {
+		t.Fatalf("probe header %v, want yes", got)
+	}
+	if err := (health.Probe{HTTP: &health.HTTPGet{Port: a.port(t), Path: "redirect"}}).Check(ctx, "127.0.0.1"); err != nil {
+		t.Fatalf("a 302 is ready (Kubernetes semantics): %v", err)
+	}
+	if err := (health.Probe{HTTP: &health.HTTPGet{Port: a.port(t), Path: "/missing"}}).Check(ctx, "127.0.0.1"); err == nil {
+		t.Fatal("404 counted as ready")
+	}
+	a.srv.Close()
+	if err := p.Check(ctx, "127.0.0.1"); err == nil {
+		t.Fatal("a closed port counted as ready")
+	}
+}
+
+func TestTCPProbe(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	p := health.Probe{TCP: &health.TCPSocket{Host: "127.0.0.1", Port: port}}
+	if err := p.Check(context.Background(), "ignored.invalid"); err != nil {
+		t.Fatalf("open port: %v", err)
+	}
+	lis.Close()
+	if err := p.Check(context.Background(), ""); err == nil {
+		t.Fatal("closed port counted as ready")
+	}
+}
+
+func TestExecProbe(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "ready")
+	p := health.Probe{Exec: &health.Exec{Command: []string{"/bin/sh", "-c", "test -f " + flag}}}
+	if err := p.Check(context.Background(), ""); err == nil {
+		t.Fatal("failing command counted as ready")
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Check(context.Background(), ""); err != nil {
+		t.Fatalf("succeeding command: %v", err)
+	}
+	slow := health.Probe{Exec: &health.Exec{Command: []string{"/bin/sh", "-c", "sleep 5"}}, Timeout: 100 * time.Millisecond}
+	start := time.Now()
+	if err := slow.Check(context.Background(), ""); err == nil {
+		t.Fatal("a command past its timeout counted as ready")
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatal("the timeout did not stop the command")
+	}
+}
+
+func TestFromIstio(t *testing.T) {
+	p, err := health.FromIstio(&networkingv1alpha3.ReadinessProbe{
+		PeriodSeconds: 5, FailureThreshold: 2, TimeoutSeconds: 2,
+		HealthCheckMethod: &networkingv1alpha3.ReadinessProbe_HttpGet{HttpGet: &networkingv1alpha3.HTTPHealthCheckConfig{
+			Path: "/healthz", Port: 8080, Scheme: "HTTPS", HttpHeaders: []*networkingv1alpha3.HTTPHeader{{Name: "X-A", Value: "b"}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HTTP == nil || p.HTTP.Port != 8080 || p.HTTP.Path != "/healthz" || p.HTTP.Scheme != "https" || p.HTTP.Header.Get("X-A") != "b" ||
+		p.Period != 5*time.Second || p.Timeout != 2*time.Second || p.FailureThreshold != 2 {
+		t.Fatalf("converted %+v (http %+v)", p, p.HTTP)
+	}
+	if _, err := health.FromIstio(&networkingv1alpha3.ReadinessProbe{HealthCheckMethod: &networkingv1alpha3.ReadinessProbe_TcpSocket{TcpSocket: &networkingv1alpha3.TCPHealthCheckConfig{}}}); err == nil {
+		t.Fatal("TCP probe without a port accepted")
+	}
+	if _, err := health.FromIstio(&networkingv1alpha3.ReadinessProbe{}); err == nil {
+		t.Fatal("probe without a method accepted")
+	}
+	e, err := health.FromIstio(&networkingv1alpha3.ReadinessProbe{HealthCheckMethod: &networkingv1alpha3.ReadinessProbe_Exec{Exec: &networkingv1alpha3.ExecHealthCheckConfig{Command: []string{"true"}}}})
+	if err != nil || e.Exec == nil || e.Exec.Command[0] != "true" {
+		t.Fatalf("exec: %+v, %v", e, err)
+	}
+}
+
+// TestProberReportsTransitions: the workload starts unhealthy, turns
+// healthy when the probe passes, and unhealthy again only after
+// FailureThreshold failures in a row; nothing is reported without a change.
+func TestProberReportsTransitions(t *testing.T) {
+	a := newApp(t)
+	reports := make(chan health.Status, 16)
+	pr, err := health.NewProber(health.Probe{
+		HTTP: &health.HTTPGet{Port: a.port(t), Path: "/ready"}, Period: 20 * time.Millisecond, FailureThreshold: 3,
+	}, "127.0.0.1", health.ReporterFunc(func(_ context.Context, s health.Status) error {
+		reports <- s
+		return nil
+	}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pr.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	next := func() health.Status {
+		t.Helper()
+		select {
+		case s := <-reports:
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatal("no report")
+			return health.Status{}
+		}
+	}
+	if s := next(); s.Healthy || s.Message == "" {
+		t.Fatalf("first report %+v, want unhealthy with a reason", s)
+	}
+	a.ready.Store(true)
+	if s := next(); !s.Healthy {
+		t.Fatalf("after the app is ready: %+v", s)
+	}
+	a.ready.Store(false)
+	failedAt := time.Now()
+	if s := next(); s.Healthy {
+		t.Fatalf("after the app fails: %+v", s)
+	}
+	if d := time.Since(failedAt); d < 40*time.Millisecond {
+		t.Fatalf("unhealthy after %s: sooner than 3 failures 20ms apart", d)
+	}
+	select {
+	case s := <-reports:
+		t.Fatalf("report without a change: %+v", s)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if l := pr.Last(); l == nil || l.Healthy {
+		t.Fatalf("Last = %+v", l)
+	}
+}

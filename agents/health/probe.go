@@ -1,0 +1,224 @@
+// Package health runs a workload's readiness probe (HTTP GET, TCP connect or
+// a command, from the WorkloadGroup's probe spec) and hands every change of
+// the workload's health to a Reporter, which tells the control plane.
+package health
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+)
+
+// Probe defaults, Kubernetes' and Istio's.
+const (
+	DefaultTimeout          = time.Second
+	DefaultPeriod           = 10 * time.Second
+	DefaultSuccessThreshold = 1
+	DefaultFailureThreshold = 3
+)
+
+// Probe is one readiness check and its timing. Exactly one of HTTP, TCP and
+// Exec is set.
+type Probe struct {
+	HTTP *HTTPGet
+	TCP  *TCPSocket
+	Exec *Exec
+
+	InitialDelay     time.Duration
+	Timeout          time.Duration
+	Period           time.Duration
+	SuccessThreshold int
+	FailureThreshold int
+}
+
+// HTTPGet succeeds on a 2xx or 3xx answer to GET scheme://host:port/path.
+type HTTPGet struct {
+	// Host defaults to the prober's default host (the VM's loopback).
+	Host   string
+	Port   int
+	Path   string
+	Scheme string // "http" (default) or "https" (certificate not verified, as in Kubernetes)
+	Header http.Header
+}
+
+// TCPSocket succeeds when a TCP connection to host:port opens.
+type TCPSocket struct {
+	Host string
+	Port int
+}
+
+// Exec succeeds when the command exits with status 0.
+type Exec struct {
+	Command []string
+}
+
+// FromIstio converts a WorkloadGroup readiness probe. gRPC probes are not
+// supported yet.
+func FromIstio(p *networkingv1alpha3.ReadinessProbe) (Probe, error) {
+	out := Probe{
+		InitialDelay:     time.Duration(p.GetInitialDelaySeconds()) * time.Second,
+		Timeout:          time.Duration(p.GetTimeoutSeconds()) * time.Second,
+		Period:           time.Duration(p.GetPeriodSeconds()) * time.Second,
+		SuccessThreshold: int(p.GetSuccessThreshold()),
+		FailureThreshold: int(p.GetFailureThreshold()),
+	}
+	switch m := p.GetHealthCheckMethod().(type) {
+	case *networkingv1alpha3.ReadinessProbe_HttpGet:
+		h := &HTTPGet{Host: m.HttpGet.GetHost(), Port: int(m.HttpGet.GetPort()), Path: m.HttpGet.GetPath(), Scheme: strings.ToLower(m.HttpGet.GetScheme())}
+		for _, hd := range m.HttpGet.GetHttpHeaders() {
+			if h.Header == nil {
+				h.Header = http.Header{}
+			}
+			h.Header.Add(hd.GetName(), hd.GetValue())
+		}
+		out.HTTP = h
+	case *networkingv1alpha3.ReadinessProbe_TcpSocket:
+		out.TCP = &TCPSocket{Host: m.TcpSocket.GetHost(), Port: int(m.TcpSocket.GetPort())}
+	case *networkingv1alpha3.ReadinessProbe_Exec:
+		out.Exec = &Exec{Command: m.Exec.GetCommand()}
+	case *networkingv1alpha3.ReadinessProbe_Grpc:
+		return Probe{}, errors.New("health: gRPC probes are not supported")
+	default:
+		return Probe{}, errors.New("health: probe has no health check method")
+	}
+	return out, out.Validate()
+}
+
+// withDefaults fills zero fields.
+func (p Probe) withDefaults() Probe {
+	if p.Timeout <= 0 {
+		p.Timeout = DefaultTimeout
+	}
+	if p.Period <= 0 {
+		p.Period = DefaultPeriod
+	}
+	if p.SuccessThreshold <= 0 {
+		p.SuccessThreshold = DefaultSuccessThreshold
+	}
+	if p.FailureThreshold <= 0 {
+		p.FailureThreshold = DefaultFailureThreshold
+	}
+	return p
+}
+
+// Validate checks that exactly one method is set and is complete.
+func (p Probe) Validate() error {
+	n := 0
+	if p.HTTP != nil {
+		n++
+		if p.HTTP.Port <= 0 || p.HTTP.Port > 65535 {
+			return fmt.Errorf("health: HTTP probe port %d", p.HTTP.Port)
+		}
+		if s := p.HTTP.Scheme; s != "" && s != "http" && s != "https" {
+			return fmt.Errorf("health: HTTP probe scheme %q", s)
+		}
+	}
+	if p.TCP != nil {
+		n++
+		if p.TCP.Port <= 0 || p.TCP.Port > 65535 {
+			return fmt.Errorf("health: TCP probe port %d", p.TCP.Port)
+		}
+	}
+	if p.Exec != nil {
+		n++
+		if len(p.Exec.Command) == 0 {
+			return errors.New("health: exec probe has no command")
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("health: probe has %d methods, want exactly one", n)
+	}
+	if p.InitialDelay < 0 || p.Timeout < 0 || p.Period < 0 || p.SuccessThreshold < 0 || p.FailureThreshold < 0 {
+		return errors.New("health: negative probe timing")
+	}
+	return nil
+}
+
+// Check runs the probe once against defaultHost (used when the probe names
+// no host) and returns nil when the workload is ready.
+func (p Probe) Check(ctx context.Context, defaultHost string) error {
+	p = p.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	host := func(h string) string {
+		if h != "" {
+			return h
+		}
+		return defaultHost
+	}
+	switch {
+	case p.HTTP != nil:
+		return checkHTTP(ctx, p.HTTP, host(p.HTTP.Host))
+	case p.TCP != nil:
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host(p.TCP.Host), strconv.Itoa(p.TCP.Port)))
+		if err != nil {
+			return fmt.Errorf("tcp probe: %w", err)
+		}
+		return c.Close()
+	case p.Exec != nil:
+		cmd := exec.CommandContext(ctx, p.Exec.Command[0], p.Exec.Command[1:]...)
+		cmd.WaitDelay = time.Second
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			msg := strings.TrimSpace(string(out))
+			if len(msg) > 256 {
+				msg = msg[:256]
+			}
+			return fmt.Errorf("exec probe %q: %w: %s", strings.Join(p.Exec.Command, " "), err, msg)
+		}
+		return nil
+	}
+	return errors.New("health: probe has no method")
+}
+
+func checkHTTP(ctx context.Context, h *HTTPGet, host string) error {
+	scheme := h.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	path := h.Path
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	url := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(h.Port)) + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("http probe: %w", err)
+	}
+	for k, vs := range h.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if hv := h.Header.Get("Host"); hv != "" {
+		req.Host = hv
+	}
+	req.Header.Set("User-Agent", "vmesh-probe")
+	tr := &http.Transport{
+		Proxy:             nil,
+		DisableKeepAlives: true,
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Kubernetes semantics: probes do not verify.
+	}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		return fmt.Errorf("http probe: %w", err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("http probe %s: status %d", url, resp.StatusCode)
+	}
+	return nil
+}
