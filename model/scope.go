@@ -1,6 +1,7 @@
 package model
 
 import (
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -215,4 +216,13 @@ func (svc *Service) Port(number uint32) (Port, bool) {
 		}
 	}
 	return Port{}, false
+}
+
+// SameEndpoints reports whether two endpoint lists are equal field by field,
+// so a generator can reuse what it built for a previous snapshot.
+func SameEndpoints(a, b []*Endpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y *Endpoint) bool {
+		return x.Address == y.Address && x.Locality == y.Locality && x.Weight == y.Weight && x.Network == y.Network &&
+			x.ServiceAccount == y.ServiceAccount && x.Origin == y.Origin && maps.Equal(x.Ports, y.Ports) && maps.Equal(x.Labels, y.Labels)
+	})
 }

@@ -133,26 +133,63 @@ func (g *generation) withEndpoints(s *model.Snapshot) (*generation, error) {
 		n.inbound[k] = v
 	}
 	g.mu.Unlock()
-	if err := n.generateEDS(); err != nil {
+	if err := n.generateEDSFrom(g); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-func (g *generation) generateEDS() error {
-	eds, err := Endpoints(g.snap, g.proxy)
-	if err != nil {
-		return err
-	}
-	m := make(map[string]*resource, len(eds))
-	for _, cla := range eds {
-		r, err := newResource(cla.GetClusterName(), cla)
+func (g *generation) generateEDS() error { return g.generateEDSFrom(nil) }
+
+// generateEDSFrom builds the EDS resources. With prev (an EDS-only change),
+// assignments of services whose endpoints did not change are reused, so
+// only the changed ones are built and serialised again.
+func (g *generation) generateEDSFrom(prev *generation) error {
+	if g.proxy.Kind != KindGRPC || prev == nil {
+		eds, err := Endpoints(g.snap, g.proxy)
 		if err != nil {
 			return err
 		}
-		m[r.name] = r
+		m := make(map[string]*resource, len(eds))
+		for _, cla := range eds {
+			r, err := newResource(cla.GetClusterName(), cla)
+			if err != nil {
+				return err
+			}
+			m[r.name] = r
+		}
+		g.types[resourcev3.EndpointType] = m
+		return nil
+	}
+	old := prev.types[resourcev3.EndpointType]
+	m := make(map[string]*resource, len(old))
+	for _, ref := range outboundClusters(g.snap, g.proxy) {
+		if !usesEDS(ref.svc) {
+			continue
+		}
+		name := ref.name()
+		if r := old[name]; r != nil && model.SameEndpoints(prevEndpoints(prev.snap, ref.svc), ref.svc.Endpoints) {
+			m[name] = r
+			continue
+		}
+		r, err := newResource(name, loadAssignment(ref))
+		if err != nil {
+			return err
+		}
+		m[name] = r
 	}
 	g.types[resourcev3.EndpointType] = m
+	return nil
+}
+
+// prevEndpoints returns the endpoints svc had in an earlier snapshot; nil
+// when it did not exist.
+func prevEndpoints(s *model.Snapshot, svc *model.Service) []*model.Endpoint {
+	for _, o := range s.ServicesForHost(svc.Hostname) {
+		if o.Namespace == svc.Namespace {
+			return o.Endpoints
+		}
+	}
 	return nil
 }
 
