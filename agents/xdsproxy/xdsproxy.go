@@ -1,0 +1,400 @@
+// Package xdsproxy is the agent's xDS proxy: Envoy opens its ADS stream (state
+// of the world or delta) on a Unix socket, and the proxy forwards it, message
+// by message in both directions, to the control plane over mTLS with the
+// VM's current certificate. It also carries the workload's health to the
+// control plane the way Istio's agent does: a request of type
+// istio.v1.HealthInformation on the ADS stream, with an empty error_detail
+// when healthy and the probe's failure in error_detail when not. Without an
+// Envoy (proxyless-only VMs) the agent keeps a stream of its own for that
+// (RunNodeStream).
+package xdsproxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/vmesh/vmesh/agents/health"
+)
+
+// HealthInfoType is the type URL of health reports (Istio's).
+const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
+
+// Config configures a Proxy.
+type Config struct {
+	// Upstream is host:port of the control plane's xDS port (TLS).
+	Upstream string
+	// TLS returns the client TLS configuration for a new upstream
+	// connection (trust bundle and current certificate); each proxied stream
+	// gets its own connection, so a rotated certificate is used by the next
+	// stream.
+	TLS func() *tls.Config
+	// RetryMin and RetryMax bound the node stream's reconnect backoff.
+	RetryMin, RetryMax time.Duration
+}
+
+// Proxy forwards ADS streams and health reports. It is safe for concurrent
+// use.
+type Proxy struct {
+	cfg Config
+	log *slog.Logger
+	met *metrics
+
+	mu      sync.Mutex
+	health  *health.Status
+	streams map[*upstream]struct{}
+}
+
+// New returns a Proxy. Metrics are registered on reg when it is not nil.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Proxy, error) {
+	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
+		return nil, fmt.Errorf("xdsproxy: upstream %q: %w", cfg.Upstream, err)
+	}
+	if cfg.TLS == nil {
+		return nil, errors.New("xdsproxy: no TLS configuration")
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = 500 * time.Millisecond
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(30*time.Second, cfg.RetryMin)
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Proxy{cfg: cfg, log: logger, met: newMetrics(reg), streams: map[*upstream]struct{}{}}, nil
+}
+
+// upstream is one open stream to the control plane that health reports
+// can be injected into.
+type upstream struct {
+	mu      sync.Mutex // serialises Send
+	send    func(*health.Status) error
+	started bool // the first (node-carrying) request went out
+}
+
+// Report records the workload's health and sends it on every open stream
+// to the control plane; streams opened later send it too. It implements
+// health.Reporter.
+func (p *Proxy) Report(_ context.Context, s health.Status) error {
+	p.mu.Lock()
+	p.health = &s
+	ups := make([]*upstream, 0, len(p.streams))
+	for u := range p.streams {
+		ups = append(ups, u)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, u := range ups {
+		u.mu.Lock()
+		if u.started {
+			errs = append(errs, p.sendHealth(u, &s))
+		}
+		u.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Proxy) sendHealth(u *upstream, s *health.Status) error {
+	if err := u.send(s); err != nil {
+		return fmt.Errorf("xdsproxy: health report: %w", err)
+	}
+	label := "healthy"
+	if !s.Healthy {
+		label = "unhealthy"
+	}
+	p.met.health.WithLabelValues(label).Inc()
+	return nil
+}
+
+func (p *Proxy) currentHealth() *health.Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.health
+}
+
+func errorDetail(s *health.Status) *statuspb.Status {
+	if s.Healthy {
+		return nil
+	}
+	msg := s.Message
+	if msg == "" {
+		msg = "unhealthy"
+	}
+	return &statuspb.Status{Code: int32(codes.Internal), Message: msg}
+}
+
+// HealthRequest is the SotW request that reports s.
+func HealthRequest(s health.Status) *discoveryv3.DiscoveryRequest {
+	return &discoveryv3.DiscoveryRequest{TypeUrl: HealthInfoType, ErrorDetail: errorDetail(&s)}
+}
+
+// DeltaHealthRequest is the delta request that reports s.
+func DeltaHealthRequest(s health.Status) *discoveryv3.DeltaDiscoveryRequest {
+	return &discoveryv3.DeltaDiscoveryRequest{TypeUrl: HealthInfoType, ErrorDetail: errorDetail(&s)}
+}
+
+// register tracks u until the returned func is called.
+func (p *Proxy) register(u *upstream) func() {
+	p.mu.Lock()
+	p.streams[u] = struct{}{}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.streams, u)
+		p.mu.Unlock()
+	}
+}
+
+// forwarded marks u started after its first request went out and sends the
+// current health, if known, right behind it.
+func (p *Proxy) forwarded(u *upstream) error {
+	if u.started {
+		return nil
+	}
+	u.started = true
+	if h := p.currentHealth(); h != nil {
+		return p.sendHealth(u, h)
+	}
+	return nil
+}
+
+// dial opens a fresh connection to the control plane.
+func (p *Proxy) dial() (*grpc.ClientConn, error) {
+	cc, err := grpc.NewClient(p.cfg.Upstream, grpc.WithTransportCredentials(credentials.NewTLS(p.cfg.TLS())))
+	if err != nil {
+		return nil, fmt.Errorf("xdsproxy: dial %s: %w", p.cfg.Upstream, err)
+	}
+	return cc, nil
+}
+
+// Serve serves the ADS proxy on lis until ctx is done.
+func (p *Proxy) Serve(ctx context.Context, lis net.Listener) error {
+	g := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, &adsServer{p: p})
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(lis) }()
+	p.log.Info("xDS proxy serving", "listen", lis.Addr().String(), "upstream", p.cfg.Upstream)
+	select {
+	case <-ctx.Done():
+		g.Stop()
+		<-done
+		return nil
+	case err := <-done:
+		return fmt.Errorf("xdsproxy: serve: %w", err)
+	}
+}
+
+type adsServer struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	p *Proxy
+}
+
+// stream abstracts the SotW and delta message types for pipe.
+type stream[Req, Resp any] interface {
+	Send(Resp) error
+	Recv() (Req, error)
+}
+
+type clientStream[Req, Resp any] interface {
+	Send(Req) error
+	Recv() (Resp, error)
+	CloseSend() error
+}
+
+func (a *adsServer) StreamAggregatedResources(down discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	return pipe(a.p, "sotw", down,
+		func(ctx context.Context, cc *grpc.ClientConn) (clientStream[*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse], error) {
+			return discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+		},
+		func(s *health.Status) *discoveryv3.DiscoveryRequest { return HealthRequest(*s) })
+}
+
+func (a *adsServer) DeltaAggregatedResources(down discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	return pipe(a.p, "delta", down,
+		func(ctx context.Context, cc *grpc.ClientConn) (clientStream[*discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse], error) {
+			return discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+		},
+		func(s *health.Status) *discoveryv3.DeltaDiscoveryRequest { return DeltaHealthRequest(*s) })
+}
+
+// pipe forwards one downstream stream to a new upstream stream until either
+// side ends; the downstream gets the upstream's final status.
+func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
+	stream[Req, Resp]
+	grpc.ServerStream
+}, open func(context.Context, *grpc.ClientConn) (clientStream[Req, Resp], error), healthReq func(*health.Status) Req) error {
+	p.met.streams.WithLabelValues(protocol).Inc()
+	defer p.met.streams.WithLabelValues(protocol).Dec()
+	cc, err := p.dial()
+	if err != nil {
+		p.met.upstream.WithLabelValues("error").Inc()
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(down.Context())
+	defer cancel()
+	if md, ok := metadata.FromIncomingContext(down.Context()); ok {
+		// Pass on what the data plane sent (e.g. its user agent), minus
+		// transport headers grpc sets itself.
+		md = md.Copy()
+		for _, k := range []string{":authority", "content-type", "user-agent", "te"} {
+			delete(md, k)
+		}
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
+	up, err := open(ctx, cc)
+	if err != nil {
+		p.met.upstream.WithLabelValues("error").Inc()
+		return status.Error(codes.Unavailable, fmt.Sprintf("xdsproxy: open upstream stream: %v", err))
+	}
+	p.met.upstream.WithLabelValues("ok").Inc()
+	u := &upstream{}
+	u.send = func(s *health.Status) error { return up.Send(healthReq(s)) }
+	defer p.register(u)()
+
+	errc := make(chan error, 2)
+	go func() { // downstream -> upstream
+		for {
+			req, err := down.Recv()
+			if err != nil {
+				up.CloseSend()
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				errc <- err
+				return
+			}
+			u.mu.Lock()
+			err = up.Send(req)
+			if err == nil {
+				err = p.forwarded(u)
+			}
+			u.mu.Unlock()
+			if err != nil {
+				errc <- err
+				return
+			}
+			p.met.messages.WithLabelValues("upstream").Inc()
+		}
+	}()
+	go func() { // upstream -> downstream
+		for {
+			resp, err := up.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if err := down.Send(resp); err != nil {
+				errc <- err
+				return
+			}
+			p.met.messages.WithLabelValues("downstream").Inc()
+		}
+	}()
+	err = <-errc
+	cancel()
+	if err == nil {
+		// The data plane closed its side: wait for the upstream to finish.
+		err = <-errc
+	}
+	if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// RunNodeStream keeps an ADS stream of the agent's own open to the control
+// plane, identified by node, until ctx is done, reconnecting with backoff.
+// Its first request carries the node and the current health: healthy when
+// nothing was reported yet, so an agent that runs a probe reports "not ready
+// yet" before starting the stream. It is how a VM without Envoy is seen as
+// connected and reports its health.
+func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
+	backoff := p.cfg.RetryMin
+	for {
+		start := time.Now()
+		err := p.nodeStream(ctx, node)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > p.cfg.RetryMax {
+			backoff = p.cfg.RetryMin
+		}
+		p.log.Warn("node stream to the control plane ended", "upstream", p.cfg.Upstream, "retry_in", backoff, "error", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, p.cfg.RetryMax)
+	}
+}
+
+func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
+	p.met.streams.WithLabelValues("node").Inc()
+	defer p.met.streams.WithLabelValues("node").Dec()
+	cc, err := p.dial()
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	up, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		p.met.upstream.WithLabelValues("error").Inc()
+		return fmt.Errorf("open stream: %w", err)
+	}
+	p.met.upstream.WithLabelValues("ok").Inc()
+	u := &upstream{}
+	first := true
+	u.send = func(s *health.Status) error {
+		req := HealthRequest(*s)
+		if first {
+			req.Node = node
+			first = false
+		}
+		return up.Send(req)
+	}
+	defer p.register(u)()
+	u.mu.Lock()
+	h := p.currentHealth()
+	if h == nil {
+		h = &health.Status{Healthy: true}
+	}
+	err = p.sendHealth(u, h)
+	u.started = err == nil
+	u.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for {
+		// Responses (the control plane may answer health reports) are
+		// drained; Recv fails when the stream ends.
+		if _, err := up.Recv(); err != nil {
+			return err
+		}
+	}
+}
