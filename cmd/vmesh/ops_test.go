@@ -77,7 +77,7 @@ func TestOperatorCommands(t *testing.T) {
 
 	cfg := controlplane.DefaultConfig()
 	cfg.ConfigDir = dir
-	cfg.HTTPAddr, cfg.XDSAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
 	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
 	cp, err := controlplane.New(cfg, nil)
 	if err != nil {

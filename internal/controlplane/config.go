@@ -21,8 +21,16 @@ type Config struct {
 	HTTPAddr string `yaml:"httpAddr"`
 	// XDSAddr serves plaintext xDS.
 	XDSAddr string `yaml:"xdsAddr"`
+	// SecureAddr serves the CA (Istio's CreateCertificate) and xDS over TLS;
+	// xDS there needs a mesh client certificate (mTLS).
+	SecureAddr string `yaml:"secureAddr"`
+	// SecureHosts are extra DNS names or IPs for the secure port's
+	// certificate (the SecureAddr host, localhost and 127.0.0.1 are always in).
+	SecureHosts []string `yaml:"secureHosts"`
 	// DataDir holds local state: the git clone, CA keys.
 	DataDir string `yaml:"dataDir"`
+	// CA configures the certificate authority.
+	CA CAConfig `yaml:"ca"`
 	// Registries lists registry adapters as "type=address" (consul=ADDR,
 	// zookeeper=ADDR[,ADDR], static=FILE).
 	Registries []string `yaml:"registries"`
@@ -48,11 +56,24 @@ type GitConfig struct {
 	WebhookSecret string `yaml:"webhookSecret"`
 }
 
+// CAConfig is the CA part of Config.
+type CAConfig struct {
+	// TrustDomain of workload SPIFFE IDs; default cluster.local.
+	TrustDomain string `yaml:"trustDomain"`
+	// CACertsDir is an Istio plug-in cacerts directory; default: a
+	// self-signed root created in <dataDir>/ca.
+	CACertsDir string `yaml:"cacertsDir"`
+	// CertTTL is the default and MaxCertTTL the longest workload certificate lifetime.
+	CertTTL    time.Duration `yaml:"certTTL"`
+	MaxCertTTL time.Duration `yaml:"maxCertTTL"`
+}
+
 // DefaultConfig returns the defaults: Istio's port numbers on loopback.
 func DefaultConfig() Config {
 	return Config{
 		HTTPAddr:      "127.0.0.1:15014",
 		XDSAddr:       "127.0.0.1:15010",
+		SecureAddr:    "127.0.0.1:15012",
 		DataDir:       ".vmesh-data",
 		DebounceQuiet: 100 * time.Millisecond,
 		DebounceMax:   time.Second,

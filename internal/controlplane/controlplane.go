@@ -23,7 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
+	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/xds"
 )
@@ -42,8 +46,11 @@ type ControlPlane struct {
 	mux      *http.ServeMux
 	httpLis  net.Listener
 	xdsLis   net.Listener
+	secLis   net.Listener
 	xds      *xds.Server
+	ca       *ca.CA
 	grpc     *grpc.Server
+	secure   *grpc.Server
 	runners  []runner
 	ready    []<-chan struct{}
 	git      *filestore.GitSource
@@ -80,8 +87,12 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	}
 	cp.xds = xdsServer
 	cp.runners = append(cp.runners, xdsServer)
+	cp.ready = append(cp.ready, xdsServer.Ready())
 	cp.grpc = grpc.NewServer()
 	xdsServer.Register(cp.grpc)
+	if err := cp.addSecure(); err != nil {
+		return nil, err
+	}
 	cp.routes()
 	if cp.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
@@ -90,7 +101,59 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		cp.httpLis.Close()
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
+	if cp.secLis, err = net.Listen("tcp", cfg.SecureAddr); err != nil {
+		cp.httpLis.Close()
+		cp.xdsLis.Close()
+		return nil, fmt.Errorf("secure listener: %w", err)
+	}
 	return cp, nil
+}
+
+// addSecure starts the CA and builds the TLS gRPC server for the secure
+// port: the CA's CreateCertificate for anyone who authenticates (token or
+// certificate), and xDS for callers with a valid mesh certificate only.
+func (cp *ControlPlane) addSecure() error {
+	c := cp.cfg.CA
+	authority, err := ca.New(ca.Config{
+		DataDir: filepath.Join(cp.cfg.DataDir, "ca"), CACertsDir: c.CACertsDir, TrustDomain: c.TrustDomain,
+		DefaultTTL: c.CertTTL, MaxTTL: c.MaxCertTTL,
+	}, cp.log, cp.registry)
+	if err != nil {
+		return fmt.Errorf("ca: %w", err)
+	}
+	cp.ca = authority
+	hosts := append([]string{"localhost", "127.0.0.1"}, cp.cfg.SecureHosts...)
+	if h, _, err := net.SplitHostPort(cp.cfg.SecureAddr); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	tlsCfg, err := authority.ServerTLSConfig(hosts)
+	if err != nil {
+		return fmt.Errorf("secure port certificate: %w", err)
+	}
+	requireMeshCert := func(ctx context.Context, method string) error {
+		if !strings.HasPrefix(method, "/istio.v1.auth.IstioCertificateService/") {
+			if _, err := authority.PeerIdentity(ctx); err != nil {
+				return status.Errorf(codes.Unauthenticated, "xDS on the secure port needs a mesh certificate: %v", err)
+			}
+		}
+		return nil
+	}
+	cp.secure = grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			if err := requireMeshCert(ss.Context(), info.FullMethod); err != nil {
+				return err
+			}
+			return handler(srv, ss)
+		}),
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if err := requireMeshCert(ctx, info.FullMethod); err != nil {
+				return nil, err
+			}
+			return handler(ctx, req)
+		}))
+	authority.Register(cp.secure)
+	cp.xds.Register(cp.secure)
+	return nil
 }
 
 func (cp *ControlPlane) addSources() error {
@@ -132,10 +195,17 @@ func (cp *ControlPlane) Store() *filestore.Store { return cp.store }
 // XDSAddr returns the address the plaintext xDS server listens on.
 func (cp *ControlPlane) XDSAddr() string { return cp.xdsLis.Addr().String() }
 
+// SecureAddr returns the address of the TLS port (CA and xDS over mTLS).
+func (cp *ControlPlane) SecureAddr() string { return cp.secLis.Addr().String() }
+
+// CA returns the control plane's certificate authority.
+func (cp *ControlPlane) CA() *ca.CA { return cp.ca }
+
 // HTTPAddr returns the address the HTTP server listens on.
 func (cp *ControlPlane) HTTPAddr() string { return cp.httpLis.Addr().String() }
 
-// Ready reports whether every config source has loaded once.
+// Ready reports whether every config source has loaded once and xDS has
+// generated config from it.
 func (cp *ControlPlane) Ready() bool {
 	for _, c := range cp.ready {
 		select {
@@ -232,9 +302,18 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			cancel()
 		}
 	}()
-	cp.log.Info("vmesh serving", "http", cp.HTTPAddr(), "xds", cp.XDSAddr())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := cp.secure.Serve(cp.secLis); err != nil {
+			errc <- fmt.Errorf("secure server: %w", err)
+			cancel()
+		}
+	}()
+	cp.log.Info("vmesh serving", "http", cp.HTTPAddr(), "xds", cp.XDSAddr(), "secure", cp.SecureAddr())
 	<-ctx.Done()
 	cp.grpc.Stop()
+	cp.secure.Stop()
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdownCtx)

@@ -23,6 +23,7 @@ func start(t *testing.T, cfg controlplane.Config) *controlplane.ControlPlane {
 	t.Helper()
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.XDSAddr = "127.0.0.1:0"
+	cfg.SecureAddr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cp, err := controlplane.New(cfg, nil)
 	if err != nil {

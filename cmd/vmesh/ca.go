@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vmesh/vmesh/agents/bundle"
+	"github.com/vmesh/vmesh/ca"
+)
+
+// caFlags are the flags that locate an existing CA (never create one).
+type caFlags struct {
+	dataDir, cacertsDir, trustDomain string
+}
+
+func (f *caFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", ".vmesh-data", "the control plane's data dir (the CA lives in <data-dir>/ca)")
+	cmd.Flags().StringVar(&f.cacertsDir, "cacerts-dir", "", "Istio plug-in cacerts directory, if the control plane uses one")
+	cmd.Flags().StringVar(&f.trustDomain, "trust-domain", "", "trust domain (default cluster.local)")
+}
+
+func (f *caFlags) config() ca.Config {
+	return ca.Config{DataDir: filepath.Join(f.dataDir, "ca"), CACertsDir: f.cacertsDir, TrustDomain: f.trustDomain, NoCreate: true}
+}
+
+func newTokenCmd() *cobra.Command {
+	var cf caFlags
+	var req ca.TokenRequest
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Mint a bootstrap token a VM exchanges for its first certificate",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			token, claims, err := ca.CreateToken(cf.config(), nil, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), token)
+			fmt.Fprintf(cmd.ErrOrStderr(), "token for %s/%s expires %s\n", req.Namespace, req.ServiceAccount, claims.Expiry.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	cf.register(create)
+	f := create.Flags()
+	f.StringVar(&req.Namespace, "namespace", "default", "workload namespace")
+	f.StringVar(&req.ServiceAccount, "service-account", "", "workload service account (required)")
+	f.StringVar(&req.WorkloadGroup, "workload-group", "", "WorkloadGroup the VM joins (optional)")
+	f.StringVar(&req.Audience, "audience", "", "token audience (default istio-ca)")
+	f.DurationVar(&req.TTL, "ttl", 0, "token lifetime (default 1h)")
+	_ = create.MarkFlagRequired("service-account")
+	cmd := &cobra.Command{Use: "token", Short: "Bootstrap tokens for VMs"}
+	cmd.AddCommand(create)
+	return cmd
+}
+
+func newVMCmd() *cobra.Command {
+	var cf caFlags
+	var req ca.VMBundleRequest
+	var out, labels string
+	b := &cobra.Command{
+		Use:   "bundle",
+		Short: "Write everything one VM needs to join the mesh (root, token, discovery address, identity)",
+		Long: `bundle writes root-cert.pem, a bootstrap token and bundle.yaml into --out:
+copy the folder to the VM and run "vmesh agent --bundle DIR" there. Like
+"istioctl x workload entry configure", with no Kubernetes behind it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if req.Labels, err = bundle.ParseLabels(labels); err != nil {
+				return err
+			}
+			bn, err := ca.WriteVMBundle(cf.config(), nil, out, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s/%s via %s, token valid until %s\n", out, bn.Namespace, bn.ServiceAccount,
+				bn.DiscoveryAddress, bn.TokenExpiry.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	cf.register(b)
+	f := b.Flags()
+	f.StringVar(&out, "out", "vm-bundle", "output directory")
+	f.StringVar(&req.Namespace, "namespace", "default", "workload namespace")
+	f.StringVar(&req.ServiceAccount, "service-account", "", "workload service account (required)")
+	f.StringVar(&req.WorkloadGroup, "workload-group", "", "WorkloadGroup the VM registers under (optional)")
+	f.StringVar(&labels, "labels", "", "workload labels, k=v,k2=v2")
+	f.StringVar(&req.DiscoveryAddress, "discovery-address", "127.0.0.1:15012", "host:port of the control plane's secure port")
+	f.DurationVar(&req.TokenTTL, "token-ttl", 0, "bootstrap token lifetime (default 1h)")
+	_ = b.MarkFlagRequired("service-account")
+	cmd := &cobra.Command{Use: "vm", Short: "VM onboarding"}
+	cmd.AddCommand(b)
+	return cmd
+}
