@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -244,29 +245,54 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 	}
 	c.mu.Unlock()
 
-	gens := make(map[string]*generation, len(live))
-	errs := map[string]error{}
+	// Groups are independent: generate them on all cores.
+	type job struct {
+		key string
+		old *generation
+		gen *generation
+		err error
+	}
+	var jobs []*job
+	keys := map[string]bool{}
 	for _, g := range live {
 		key := GroupKey(s, g.proxy)
-		if gens[key] != nil {
+		if !keys[key] {
+			keys[key] = true
+			jobs = append(jobs, &job{key: key, old: g})
+		}
+	}
+	var wg sync.WaitGroup
+	next := make(chan *job)
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				start := time.Now()
+				if edsOnly && oldSnap != nil && j.key == j.old.key {
+					j.gen, j.err = j.old.withEndpoints(s)
+				} else {
+					j.gen, j.err = generate(s, j.old.proxy, j.key)
+				}
+				c.metrics.generations.Inc()
+				c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	gens := make(map[string]*generation, len(jobs))
+	errs := map[string]error{}
+	for _, j := range jobs {
+		if j.err != nil {
+			errs[j.key] = j.err
+			c.logger.Error("generating xDS config", "group", j.key, "version", Version(s), "error", j.err)
 			continue
 		}
-		start := time.Now()
-		var n *generation
-		var err error
-		if edsOnly && oldSnap != nil && key == g.key {
-			n, err = g.withEndpoints(s)
-		} else {
-			n, err = generate(s, g.proxy, key)
-		}
-		c.metrics.generations.Inc()
-		c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
-		if err != nil {
-			errs[key] = err
-			c.logger.Error("generating xDS config", "group", key, "version", Version(s), "error", err)
-			continue
-		}
-		gens[key] = n
+		gens[j.key] = j.gen
 	}
 
 	c.mu.Lock()
