@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -43,6 +44,18 @@ func ConsulBinary(t testing.TB) string {
 // leader, and stops it when the test ends.
 func StartConsul(t testing.TB) *Consul {
 	t.Helper()
+	return startConsul(t, "")
+}
+
+// StartConsulACL starts a dev agent with ACLs enabled, default policy
+// deny, and management token token.
+func StartConsulACL(t testing.TB, token string) *Consul {
+	t.Helper()
+	return startConsul(t, fmt.Sprintf(`acl { enabled = true default_policy = "deny" tokens { initial_management = %q agent = %q } }`, token, token))
+}
+
+func startConsul(t testing.TB, extraHCL string) *Consul {
+	t.Helper()
 	bin := ConsulBinary(t)
 	if bin == "" {
 		Missing(t, "consul binary not found in .bin/consul or PATH")
@@ -62,6 +75,9 @@ func StartConsul(t testing.TB) *Consul {
 		"-server-port", strconv.Itoa(FreePort(t)),
 		"-grpc-port", strconv.Itoa(c.GRPCPort),
 		"-hcl", hcl, "-log-level", "warn"}
+	if extraHCL != "" {
+		args = append(args, "-hcl", extraHCL)
+	}
 	logPath := filepath.Join(dir, "consul.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

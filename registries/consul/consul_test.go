@@ -193,3 +193,30 @@ func TestUnreachableKeepsLastKnownSet(t *testing.T) {
 		t.Error("not connected after restore")
 	}
 }
+
+func TestACLToken(t *testing.T) {
+	const token = "3f8a1c52-6a0e-4c8e-9d0a-6d1f0b1e2a77"
+	c := testenv.StartConsulACL(t, token)
+	cc, err := api.NewClient(&api.Config{Address: c.HTTPAddr, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, cc, "web-1", "10.0.0.1", 8080, nil)
+	tokenFile := t.TempDir() + "/token"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withToken, _ := run(t, consul.Config{Address: c.HTTPAddr, TokenFile: tokenFile, RetryMax: 300 * time.Millisecond})
+	eventually(t, withToken, "web-1 read with the ACL token", func(s *filestore.Snapshot) bool {
+		return is(instances(s), "10.0.0.1:8080 true")
+	})
+	// Without a token, default-deny ACLs hide every service: nothing is generated.
+	noToken, sink := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 300 * time.Millisecond, InitialSyncTimeout: 200 * time.Millisecond})
+	deadline := time.Now().Add(5 * time.Second)
+	for sink.Status().Syncs == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := noToken.Snapshot().Len(); n != 0 || sink.Status().Syncs == 0 {
+		t.Errorf("without a token: %d objects, %d syncs; want 0 objects after a sync", n, sink.Status().Syncs)
+	}
+}
