@@ -46,3 +46,7 @@ fmt:
 
 clean:
 	rm -rf bin $(DATA_DIR)
+
+## demo: vmesh + two proxyless gRPC backends + a client printing the live traffic split
+demo:
+	bash examples/quickstart/demo.sh
