@@ -201,6 +201,18 @@ func TestACLToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The management token becomes valid shortly after the leader is elected.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, _, err := cc.ACL().TokenReadSelf(nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("management token never accepted: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	register(t, cc, "web-1", "10.0.0.1", 8080, nil)
 	tokenFile := t.TempDir() + "/token"
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
@@ -212,7 +224,7 @@ func TestACLToken(t *testing.T) {
 	})
 	// Without a token, default-deny ACLs hide every service: nothing is generated.
 	noToken, sink := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 300 * time.Millisecond, InitialSyncTimeout: 200 * time.Millisecond})
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for sink.Status().Syncs == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
