@@ -247,10 +247,11 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 
 	// Groups are independent: generate them on all cores.
 	type job struct {
-		key string
-		old *generation
-		gen *generation
-		err error
+		key  string
+		old  *generation
+		gen  *generation
+		full bool // an EDS-only change that changed more than EDS
+		err  error
 	}
 	var jobs []*job
 	keys := map[string]bool{}
@@ -270,7 +271,7 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 			for j := range next {
 				start := time.Now()
 				if edsOnly && oldSnap != nil && j.key == j.old.key {
-					j.gen, j.err = j.old.withEndpoints(s)
+					j.gen, j.full, j.err = j.old.withEndpoints(s)
 				} else {
 					j.gen, j.err = generate(s, j.old.proxy, j.key)
 				}
@@ -287,6 +288,9 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 	gens := make(map[string]*generation, len(jobs))
 	errs := map[string]error{}
 	for _, j := range jobs {
+		if j.full {
+			edsOnly = false
+		}
 		if j.err != nil {
 			errs[j.key] = j.err
 			c.logger.Error("generating xDS config", "group", j.key, "version", Version(s), "error", j.err)

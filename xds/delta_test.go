@@ -3,6 +3,7 @@ package xds_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,34 @@ func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 	}
 	if !gotRemoved[clusterB] {
 		t.Fatalf("removed = %v, want %s", gotRemoved, clusterB)
+	}
+}
+
+// A DNS service whose endpoint is a host name is a LOGICAL_DNS cluster that
+// carries its endpoint in CDS: a WorkloadEntry change must update CDS even
+// though only WorkloadEntries changed.
+func TestEndpointChangeOfLogicalDNSClusterUpdatesCDS(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := filestore.NewStore()
+	dns := seObj("ext", "ext.internal", "ext")
+	dns.Spec.(*networking.ServiceEntry).Resolution = networking.ServiceEntry_DNS
+	objs := []*filestore.Object{dns, weObj("ext1", "ext", "one.example.com")}
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	m := startMesh(t, ctx, store)
+	c := newDeltaClient(t, ctx, m.addr, "dns-watcher")
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	if r := c.next(); len(r.GetResources()) != 1 {
+		t.Fatalf("CDS = %v", names(r))
+	}
+	objs[1] = weObj("ext1", "ext", "two.example.com")
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	r := c.next()
+	if r.GetTypeUrl() != resourcev3.ClusterType || len(r.GetResources()) != 1 || !strings.Contains(string(r.GetResources()[0].GetResource().GetValue()), "two.example.com") {
+		t.Fatalf("after endpoint change: %s %v, want the LOGICAL_DNS cluster with two.example.com", r.GetTypeUrl(), names(r))
 	}
 }

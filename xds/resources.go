@@ -121,8 +121,24 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 }
 
 // withEndpoints returns a generation for s that shares everything but EDS
-// with g: used when only endpoints changed.
-func (g *generation) withEndpoints(s *model.Snapshot) (*generation, error) {
+// with g: used when only endpoints changed. When the endpoint change reaches
+// beyond EDS (a LOGICAL_DNS cluster carries its endpoint in CDS), it
+// generates everything again and reports full.
+func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool, err error) {
+	for _, svc := range visibleServices(s, g.proxy) {
+		if usesEDS(svc) && usesEDS(&model.Service{Resolution: svc.Resolution, Endpoints: prevEndpoints(g.snap, svc)}) {
+			continue
+		}
+		if !model.SameEndpoints(prevEndpoints(g.snap, svc), svc.Endpoints) {
+			n, err := generate(s, g.proxy, g.key)
+			return n, true, err
+		}
+	}
+	n, err = g.endpointsOnly(s)
+	return n, false, err
+}
+
+func (g *generation) endpointsOnly(s *model.Snapshot) (*generation, error) {
 	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]map[string]*resource, 4)}
 	for t, m := range g.types {
 		n.types[t] = m
