@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -246,6 +248,12 @@ func TestEndToEndDirectory(t *testing.T) {
 func TestEndToEndGit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git is required: %v", err)
+		}
+		t.Skipf("git not installed: %v", err)
+	}
 	repo := t.TempDir()
 	w := &gitWriter{t: t, dir: repo}
 	w.git("init", "--quiet", "--initial-branch=main")
