@@ -36,6 +36,8 @@ func main() {
 	xdsAddr := flag.String("xds", "127.0.0.1:15010", "vmesh xDS address")
 	duration := flag.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	every := flag.Duration("every", time.Second, "print the split this often")
+	flag.StringVar(&backends[0].addr, "v1-addr", backends[0].addr, "address of the v1 backend (as in its WorkloadEntry)")
+	flag.StringVar(&backends[1].addr, "v2-addr", backends[1].addr, "address of the v2 backend (as in its WorkloadEntry)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
