@@ -17,7 +17,6 @@ import (
 // reported, so the last known state stays.
 type watcher struct {
 	conn    *zk.Conn
-	wg      *sync.WaitGroup
 	onError func(path string, err error)
 	min     adapter.Backoff
 }
