@@ -3,7 +3,9 @@ package xds_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,6 +236,20 @@ func TestEndToEndDirectory(t *testing.T) {
 	<-src.Ready()
 	m := startMesh(t, ctx, store)
 	runRoutingScenario(t, m, w)
+
+	// The client's config is inspectable; unknown proxies are a 404.
+	resp, err := http.Get(m.debug.URL + "/debug/config_dump?proxy=client-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"outbound|7070|v1|echo.mesh.internal"`) || !strings.Contains(string(body), `"group": "grpc|default|-"`) {
+		t.Errorf("config_dump: %d\n%.500s", resp.StatusCode, body)
+	}
+	if resp, err := http.Get(m.debug.URL + "/debug/config_dump?proxy=nobody"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("config_dump for an unknown proxy: %v %v, want 404", resp.StatusCode, err)
+	}
 
 	// Every proxy's ACKed versions name a Store revision.
 	for _, st := range m.syncz() {
