@@ -109,13 +109,24 @@ type rig struct {
 	done   chan error
 }
 
+// start runs an agent against a CA whose TLS port also serves the
+// recording control plane.
 func start(t *testing.T, edit func(*agent.Config)) *rig {
 	t.Helper()
 	cp := &controlPlane{reqs: make(chan seen, 256)}
-	c := agenttest.NewCA(t, func(s *grpc.Server, c *ca.CA) {
+	r := startWith(t, func(s *grpc.Server, c *ca.CA) {
 		cp.ca = c
 		discoveryv3.RegisterAggregatedDiscoveryServiceServer(s, cp)
-	})
+	}, edit)
+	r.cp = cp
+	return r
+}
+
+// startWith runs an agent against a CA whose TLS port also serves what
+// register adds, with a bundle for shop/cart in WorkloadGroup cart-vms.
+func startWith(t *testing.T, register func(*grpc.Server, *ca.CA), edit func(*agent.Config)) *rig {
+	t.Helper()
+	c := agenttest.NewCA(t, register)
 	bundleDir, _ := c.Bundle(t, "shop", "cart", "cart-vms", map[string]string{"app": "cart"})
 	dir := t.TempDir()
 	cfg := agent.Config{
@@ -132,7 +143,7 @@ func start(t *testing.T, edit func(*agent.Config)) *rig {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	r := &rig{cp: cp, agent: a, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	r := &rig{agent: a, reg: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
