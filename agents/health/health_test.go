@@ -199,3 +199,30 @@ func TestProberReportsTransitions(t *testing.T) {
 		t.Fatalf("Last = %+v", l)
 	}
 }
+
+func TestParseProbe(t *testing.T) {
+	p, err := health.ParseProbe([]byte(`
+periodSeconds: 3
+failureThreshold: 2
+httpGet:
+  path: /ready
+  port: 8080
+  httpHeaders:
+  - name: X-Check
+    value: "1"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HTTP == nil || p.HTTP.Port != 8080 || p.HTTP.Path != "/ready" || p.HTTP.Header.Get("X-Check") != "1" || p.Period != 3*time.Second || p.FailureThreshold != 2 {
+		t.Fatalf("parsed %+v (http %+v)", p, p.HTTP)
+	}
+	if _, err := health.ParseProbe([]byte(`{"exec": {"command": ["/bin/true"]}, "timeoutSeconds": 2}`)); err != nil {
+		t.Fatalf("JSON exec probe: %v", err)
+	}
+	for _, bad := range []string{"httpGet: {port: 0}", "nosuchField: 1", "tcpSocket: [1]"} {
+		if _, err := health.ParseProbe([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package health
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"gopkg.in/yaml.v3"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
@@ -221,4 +224,23 @@ func checkHTTP(ctx context.Context, h *HTTPGet, host string) error {
 		return fmt.Errorf("http probe %s: status %d", url, resp.StatusCode)
 	}
 	return nil
+}
+
+// ParseProbe reads a WorkloadGroup readiness probe written as YAML or JSON
+// in Istio's form (the spec.probe of a WorkloadGroup: httpGet, tcpSocket or
+// exec, periodSeconds, ...), e.g. the file behind `vmesh agent --probe`.
+func ParseProbe(data []byte) (Probe, error) {
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return Probe{}, fmt.Errorf("health: probe: %w", err)
+	}
+	js, err := json.Marshal(v)
+	if err != nil {
+		return Probe{}, fmt.Errorf("health: probe: %w", err)
+	}
+	rp := &networkingv1alpha3.ReadinessProbe{}
+	if err := protojson.Unmarshal(js, rp); err != nil {
+		return Probe{}, fmt.Errorf("health: probe: %w", err)
+	}
+	return FromIstio(rp)
 }
