@@ -7,11 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/registries"
 )
 
 func newServeCmd() *cobra.Command {
 	cfg := controlplane.DefaultConfig()
 	var configFile, logLevel string
+	var registryFlags []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: config sources, registries, xDS, CA",
@@ -20,6 +22,11 @@ func newServeCmd() *cobra.Command {
   vmesh serve --config /etc/vmesh/vmesh.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			specs, err := registries.ParseFlags(registryFlags)
+			if err != nil {
+				return err
+			}
+			cfg.Registries = append(cfg.Registries, specs...)
 			if configFile != "" {
 				// The file fills the defaults; flags given on the command line win.
 				fromFile := controlplane.DefaultConfig()
@@ -63,7 +70,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.CA.CACertsDir, "cacerts-dir", cfg.CA.CACertsDir, "Istio plug-in CA directory (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); default: a self-signed root in <data-dir>/ca")
 	f.DurationVar(&cfg.CA.CertTTL, "cert-ttl", cfg.CA.CertTTL, "default workload certificate lifetime (default 24h)")
 	f.DurationVar(&cfg.CA.MaxCertTTL, "max-cert-ttl", cfg.CA.MaxCertTTL, "longest workload certificate lifetime a VM may ask for (default 90 days)")
-	f.StringArrayVar(&cfg.Registries, "registry", cfg.Registries, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable)")
+	f.StringArrayVar(&registryFlags, "registry", nil, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable; adds to vmesh.yaml's registries)")
 	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
 	f.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP address")
@@ -97,7 +104,7 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("cacerts-dir", func() { into.CA.CACertsDir = flags.CA.CACertsDir })
 	set("cert-ttl", func() { into.CA.CertTTL = flags.CA.CertTTL })
 	set("max-cert-ttl", func() { into.CA.MaxCertTTL = flags.CA.MaxCertTTL })
-	set("registry", func() { into.Registries = flags.Registries })
+	into.Registries = append(into.Registries, flags.Registries...)
 	set("debounce-quiet", func() { into.DebounceQuiet = flags.DebounceQuiet })
 	set("debounce-max", func() { into.DebounceMax = flags.DebounceMax })
 	set("pprof", func() { into.Pprof = flags.Pprof })

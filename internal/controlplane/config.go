@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vmesh/vmesh/registries"
 )
 
 // Config is the server configuration: the keys of vmesh.yaml, mirrored by
@@ -31,9 +33,10 @@ type Config struct {
 	DataDir string `yaml:"dataDir"`
 	// CA configures the certificate authority.
 	CA CAConfig `yaml:"ca"`
-	// Registries lists registry adapters as "type=address" (consul=ADDR,
-	// zookeeper=ADDR[,ADDR], static=FILE).
-	Registries []string `yaml:"registries"`
+	// Registries lists the registry adapters (see registries.Spec); the
+	// --registry flag adds "consul=ADDR", "zookeeper=ADDR[,ADDR]" or
+	// "static=FILE" entries.
+	Registries []registries.Spec `yaml:"registries"`
 	// DebounceQuiet and DebounceMax tune push debouncing.
 	DebounceQuiet time.Duration `yaml:"debounceQuiet"`
 	DebounceMax   time.Duration `yaml:"debounceMax"`
@@ -106,5 +109,5 @@ func (c Config) Validate() error {
 	case c.DebounceQuiet <= 0 || c.DebounceMax < c.DebounceQuiet:
 		return fmt.Errorf("debounce: quiet %s must be > 0 and <= max %s", c.DebounceQuiet, c.DebounceMax)
 	}
-	return nil
+	return registries.Validate(c.Registries)
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -52,7 +53,7 @@ type ControlPlane struct {
 	grpc     *grpc.Server
 	secure   *grpc.Server
 	runners  []runner
-	ready    []<-chan struct{}
+	ready    []<-chan struct{} // config sources; xds starts once all are closed
 	git      *filestore.GitSource
 }
 
@@ -77,6 +78,14 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}
+	if len(cfg.Registries) > 0 {
+		runner, err := registries.NewRunner(cp.store, cfg.Registries, registries.Options{Logger: logger, Registerer: cp.registry})
+		if err != nil {
+			return nil, err
+		}
+		cp.runners = append(cp.runners, runner)
+		cp.mux.Handle("/debug/registries", runner)
+	}
 	xdsServer, err := xds.NewServer(cp.store, xds.Options{
 		Settings:   xds.Settings{DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax},
 		Logger:     logger,
@@ -86,8 +95,6 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		return nil, err
 	}
 	cp.xds = xdsServer
-	cp.runners = append(cp.runners, xdsServer)
-	cp.ready = append(cp.ready, xdsServer.Ready())
 	cp.grpc = grpc.NewServer()
 	xdsServer.Register(cp.grpc)
 	if err := cp.addSecure(); err != nil {
@@ -207,7 +214,7 @@ func (cp *ControlPlane) HTTPAddr() string { return cp.httpLis.Addr().String() }
 // Ready reports whether every config source has loaded once and xDS has
 // generated config from it.
 func (cp *ControlPlane) Ready() bool {
-	for _, c := range cp.ready {
+	for _, c := range append(cp.ready, cp.xds.Ready()) {
 		select {
 		case <-c:
 		default:
@@ -274,7 +281,7 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, len(cp.runners)+1)
+	errc := make(chan error, len(cp.runners)+4)
 	for _, r := range cp.runners {
 		wg.Add(1)
 		go func() {
@@ -285,6 +292,23 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// xDS starts from the first complete config: a proxy that connects
+	// earlier waits instead of being told that nothing exists.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, c := range cp.ready {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err := cp.xds.Run(ctx); err != nil {
+			errc <- err
+			cancel()
+		}
+	}()
 	srv := &http.Server{Handler: cp.mux, ReadHeaderTimeout: 10 * time.Second}
 	wg.Add(1)
 	go func() {

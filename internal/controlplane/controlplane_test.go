@@ -17,6 +17,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/registries"
 )
 
 func start(t *testing.T, cfg controlplane.Config) *controlplane.ControlPlane {
@@ -176,5 +177,38 @@ func TestConfigFileUnknownKey(t *testing.T) {
 	err := controlplane.LoadConfigFile(p, &cfg)
 	if err == nil || !strings.Contains(err.Error(), "xdsAdress") {
 		t.Fatalf("unknown key not reported: %v", err)
+	}
+}
+
+func TestServeStaticRegistryFromFlagSpec(t *testing.T) {
+	inv := filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := os.WriteFile(inv, []byte("services:\n- name: billing\n  host: billing.internal\n  port: 8080\n  protocol: grpc\n  instances:\n  - address: 10.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := registries.ParseFlags([]string{"static=" + inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.DefaultConfig()
+	cfg.Registries = specs
+	cp := start(t, cfg)
+	deadline := time.Now().Add(10 * time.Second)
+	for cp.Store().Snapshot().Len() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("static registry objects never reached the Store")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, body := get(t, "http://"+cp.HTTPAddr()+"/debug/registries")
+	if code != http.StatusOK || !strings.Contains(body, "static") {
+		t.Fatalf("/debug/registries: %d %s", code, body)
+	}
+	_, body = get(t, "http://"+cp.HTTPAddr()+"/debug/config")
+	if !strings.Contains(body, "billing.internal") || !strings.Contains(body, "vmesh.io/registry") {
+		t.Fatalf("generated objects not in /debug/config:\n%.1500s", body)
+	}
+	_, metrics := get(t, "http://"+cp.HTTPAddr()+"/metrics")
+	if !strings.Contains(metrics, "vmesh_registries_objects") {
+		t.Error("registry metrics missing")
 	}
 }

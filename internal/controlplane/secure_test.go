@@ -80,6 +80,6 @@ func TestSecurePortCAAndXDSOverMTLS(t *testing.T) {
 		t.Fatalf("xDS over mTLS: %v", err)
 	}
 	if len(resp.Resources) != 1 {
-		t.Fatalf("listener response: %d resources", len(resp.Resources))
+		t.Fatalf("listener response: %d resources: %v", len(resp.Resources), resp)
 	}
 }
