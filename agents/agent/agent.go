@@ -149,6 +149,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 	return &Agent{cfg: cfg, bundle: b, node: node, log: logger, reg: reg, met: newMetrics(reg), ready: make(chan struct{})}, nil
 }
 
+// Run is New followed by Run: the whole of `vmesh agent`.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.Registerer) error {
+	a, err := New(cfg, logger, reg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
 // Node returns the identity the agent presents to the control plane.
 func (a *Agent) Node() bootstrap.Node { return a.node }
 

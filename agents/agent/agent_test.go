@@ -365,3 +365,12 @@ func TestEnvoyVM(t *testing.T) {
 		t.Fatal("xDS socket still accepting after Run returned")
 	}
 }
+
+func TestNewRejectsBadBundle(t *testing.T) {
+	if _, err := agent.New(agent.Config{BundleDir: t.TempDir()}, nil, nil); err == nil {
+		t.Fatal("New accepted an empty bundle directory")
+	}
+	if err := agent.Run(context.Background(), agent.Config{}, nil, nil); err == nil {
+		t.Fatal("Run accepted a config without a bundle")
+	}
+}
