@@ -35,6 +35,11 @@ const (
 	MetaWorkloadName   = "WORKLOAD_NAME"
 	MetaInstanceIPs    = "INSTANCE_IPS"
 	MetaGenerator      = "GENERATOR"
+	// MetaAutoRegisterGroup names the WorkloadGroup (in NAMESPACE) an agent
+	// registers its VM under.
+	MetaAutoRegisterGroup = "AUTO_REGISTER_GROUP"
+	// MetaNetwork is the workload's network.
+	MetaNetwork = "NETWORK"
 )
 
 // DefaultNamespace is a proxy's namespace when its node names none.
@@ -49,6 +54,11 @@ type Proxy struct {
 	ServiceAccount string            `json:"serviceAccount,omitempty"`
 	WorkloadName   string            `json:"workloadName,omitempty"`
 	IPs            []string          `json:"ips,omitempty"`
+	// AutoRegisterGroup is the WorkloadGroup an agent registers under.
+	AutoRegisterGroup string `json:"autoRegisterGroup,omitempty"`
+	// Network and Locality ("region/zone/subzone") describe where it runs.
+	Network  string `json:"network,omitempty"`
+	Locality string `json:"locality,omitempty"`
 }
 
 // ProxyFromNode reads a Proxy from an xDS node by the documented metadata
@@ -75,7 +85,8 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 	for _, f := range []struct {
 		key string
 		dst *string
-	}{{MetaGenerator, &gen}, {MetaServiceAccount, &p.ServiceAccount}, {MetaWorkloadName, &p.WorkloadName}, {MetaInstanceIPs, &ips}} {
+	}{{MetaGenerator, &gen}, {MetaServiceAccount, &p.ServiceAccount}, {MetaWorkloadName, &p.WorkloadName}, {MetaInstanceIPs, &ips},
+		{MetaAutoRegisterGroup, &p.AutoRegisterGroup}, {MetaNetwork, &p.Network}} {
 		if *f.dst, err = str(f.key); err != nil {
 			return nil, err
 		}
@@ -84,6 +95,9 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 		return nil, err
 	} else if ns != "" {
 		p.Namespace = ns
+	}
+	if l := n.GetLocality(); l != nil && l.GetRegion() != "" {
+		p.Locality = strings.TrimRight(l.GetRegion()+"/"+l.GetZone()+"/"+l.GetSubZone(), "/")
 	}
 	if gen == string(KindGRPC) {
 		p.Kind = KindGRPC

@@ -50,6 +50,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
+	// Observer, when set, learns about streams and agents' health reports
+	// (auto-registration).
+	Observer Observer
 }
 
 // Server serves the Store's config over xDS. Build it with NewServer,
@@ -94,7 +97,7 @@ func NewServer(store *filestore.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{store: store, settings: st, logger: logger, metrics: m, ready: make(chan struct{})}
 	s.cache = newCache(logger, m)
-	s.streams = newStreams(logger, m, s.cache)
+	s.streams = newStreams(logger, m, s.cache, opts.Observer)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.xds = serverv3.NewServer(s.ctx, s.cache, s.streams.callbacks())
 	return s, nil

@@ -23,8 +23,11 @@ type streams struct {
 	metrics *metrics
 	cache   *cache
 
+	observer Observer // may be nil
+
 	mu   sync.Mutex
 	byID map[streamID]*streamState
+	ctxs map[streamID]context.Context // stream contexts, for the observer
 }
 
 type streamID struct {
@@ -66,20 +69,30 @@ type SyncStatus struct {
 	Types     map[string]*TypeStatus `json:"types"`
 }
 
-func newStreams(logger *slog.Logger, m *metrics, c *cache) *streams {
-	return &streams{logger: logger, metrics: m, cache: c, byID: map[streamID]*streamState{}}
+func newStreams(logger *slog.Logger, m *metrics, c *cache, obs Observer) *streams {
+	return &streams{logger: logger, metrics: m, cache: c, observer: obs, byID: map[streamID]*streamState{}, ctxs: map[streamID]context.Context{}}
 }
 
 func (s *streams) callbacks() serverv3.Callbacks {
 	return serverv3.CallbackFuncs{
+		StreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
+			s.opened(streamID{id: id}, ctx)
+			return nil
+		},
+		DeltaStreamOpenFunc: func(ctx context.Context, id int64, _ string) error {
+			s.opened(streamID{delta: true, id: id}, ctx)
+			return nil
+		},
 		StreamClosedFunc:      func(id int64, _ *corev3.Node) { s.closed(streamID{id: id}) },
 		DeltaStreamClosedFunc: func(id int64, _ *corev3.Node) { s.closed(streamID{delta: true, id: id}) },
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
-			s.request(streamID{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			s.observe(streamID{id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
+				s.request(streamID{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
-			s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			s.observe(streamID{delta: true, id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
+				s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
@@ -91,30 +104,76 @@ func (s *streams) callbacks() serverv3.Callbacks {
 	}
 }
 
+func (s *streams) opened(id streamID, ctx context.Context) {
+	if s.observer == nil {
+		return
+	}
+	s.mu.Lock()
+	s.ctxs[id] = ctx
+	s.mu.Unlock()
+}
+
 func (s *streams) closed(id streamID) {
 	s.mu.Lock()
 	st := s.byID[id]
 	delete(s.byID, id)
+	delete(s.ctxs, id)
 	s.mu.Unlock()
 	if st != nil {
 		s.metrics.connected.WithLabelValues(string(st.proxy.Kind)).Dec()
 		s.logger.Info("proxy disconnected", "proxy", st.proxy.ID, "kind", st.proxy.Kind)
+		if s.observer != nil {
+			s.observer.StreamClosed(id.key(), st.proxy)
+		}
 	}
 }
 
-func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonce, errMsg string, nack bool) {
+// observe tells the observer, outside the lock, about a new stream and
+// about health reports. opened is the stream's proxy when this request
+// opened it.
+func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, opened *Proxy) {
+	if s.observer == nil {
+		return
+	}
+	if opened != nil {
+		s.mu.Lock()
+		ctx := s.ctxs[id]
+		s.mu.Unlock()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		s.observer.StreamOpened(ctx, id.key(), opened)
+	}
+	if typeURL != HealthInfoType {
+		return
+	}
+	s.mu.Lock()
+	st := s.byID[id]
+	s.mu.Unlock()
+	if st != nil {
+		s.observer.Health(id.key(), st.proxy, !hasErr, errMsg)
+	}
+}
+
+// request records a request for /debug/syncz; it returns the stream's proxy
+// when the request opened the stream.
+func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonce, errMsg string, nack bool) (opened *Proxy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.byID[id]
 	if st == nil {
 		p, err := ProxyFromNode(node)
 		if err != nil {
-			return // the cache rejects the watch and closes the stream
+			return nil // the cache rejects the watch and closes the stream
 		}
 		st = &streamState{proxy: p, connected: time.Now(), types: map[string]*TypeStatus{}, nonces: map[string]string{}}
 		s.byID[id] = st
 		s.metrics.connected.WithLabelValues(string(p.Kind)).Inc()
 		s.logger.Info("proxy connected", "proxy", p.ID, "kind", p.Kind, "namespace", p.Namespace, "delta", id.delta)
+		opened = p
+	}
+	if typeURL == HealthInfoType {
+		return opened // a health report, not a subscription
 	}
 	ts := st.types[shortType(typeURL)]
 	if ts == nil {
@@ -140,6 +199,7 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 	if sent != "" {
 		ts.Acked, ts.Nack, ts.NackVersion = sent, "", ""
 	}
+	return opened
 }
 
 func (s *streams) response(id streamID, typeURL, version, nonce string, n int) {

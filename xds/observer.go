@@ -1,0 +1,31 @@
+package xds
+
+import "context"
+
+// HealthInfoType is the type URL agents use to report their workload's
+// health on an ADS stream, as Istio's agent does: a DiscoveryRequest with no
+// error_detail means healthy, one with error_detail means unhealthy (its
+// message says why). vmesh never answers it.
+const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
+
+// Observer learns about proxy streams and health reports, for
+// auto-registration. Calls for one stream arrive in order; calls for
+// different streams may be concurrent. Methods must not block for long.
+type Observer interface {
+	// StreamOpened is called once per stream, at its first request. ctx is
+	// the stream's context (its peer carries the client certificate).
+	StreamOpened(ctx context.Context, stream int64, p *Proxy)
+	// StreamClosed is called when a stream that was opened ends.
+	StreamClosed(stream int64, p *Proxy)
+	// Health reports the workload's health as its agent sees it.
+	Health(stream int64, p *Proxy, healthy bool, message string)
+}
+
+// streamKey numbers SotW and delta streams apart for observers: delta
+// streams get negative numbers.
+func (id streamID) key() int64 {
+	if id.delta {
+		return -id.id
+	}
+	return id.id
+}
