@@ -73,6 +73,7 @@ func newServeCmd() *cobra.Command {
 	f.StringArrayVar(&registryFlags, "registry", nil, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable; adds to vmesh.yaml's registries)")
 	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
+	f.DurationVar(&cfg.RegistrationGrace, "registration-grace", cfg.RegistrationGrace, "how long an auto-registered VM stays after its agent disconnects (default 10s)")
 	f.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP address")
 	return cmd
 }
@@ -107,5 +108,6 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	into.Registries = append(into.Registries, flags.Registries...)
 	set("debounce-quiet", func() { into.DebounceQuiet = flags.DebounceQuiet })
 	set("debounce-max", func() { into.DebounceMax = flags.DebounceMax })
+	set("registration-grace", func() { into.RegistrationGrace = flags.RegistrationGrace })
 	set("pprof", func() { into.Pprof = flags.Pprof })
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// DebounceQuiet and DebounceMax tune push debouncing.
 	DebounceQuiet time.Duration `yaml:"debounceQuiet"`
 	DebounceMax   time.Duration `yaml:"debounceMax"`
+	// RegistrationGrace is how long an auto-registered WorkloadEntry outlives
+	// its agent's connection; default 10s.
+	RegistrationGrace time.Duration `yaml:"registrationGrace"`
 	// Pprof exposes /debug/pprof on the HTTP server.
 	Pprof bool `yaml:"pprof"`
 }

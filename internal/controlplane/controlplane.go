@@ -30,6 +30,7 @@ import (
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries"
+	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -86,10 +87,21 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		cp.runners = append(cp.runners, runner)
 		cp.mux.Handle("/debug/registries", runner)
 	}
+	// Agents register their VMs over the secure port: the registration must
+	// match the identity of their mesh certificate.
+	registrar := autoregister.New(cp.store, autoregister.Config{
+		Grace: cfg.RegistrationGrace,
+		Authenticate: func(ctx context.Context) (string, string, error) {
+			id, err := cp.ca.PeerIdentity(ctx)
+			return id.Namespace, id.ServiceAccount, err
+		},
+	}, logger)
+	cp.runners = append(cp.runners, registrar)
 	xdsServer, err := xds.NewServer(cp.store, xds.Options{
 		Settings:   xds.Settings{DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax},
 		Logger:     logger,
 		Registerer: cp.registry,
+		Observer:   registrar,
 	})
 	if err != nil {
 		return nil, err

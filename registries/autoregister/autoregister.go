@@ -1,0 +1,270 @@
+// Package autoregister turns connected vmesh agents into WorkloadEntries, as
+// Istio's WorkloadGroup auto-registration does: an agent whose node names a
+// WorkloadGroup (metadata AUTO_REGISTER_GROUP) gets a WorkloadEntry
+// "<group>-<ip>" built from the group's template while it is connected, its
+// health reports decide whether it is an endpoint, and it is removed a grace
+// period after its last stream closes. The entries are one Store source,
+// "registration", which files, git and registries all win over.
+package autoregister
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds"
+)
+
+// DefaultGrace is how long an entry outlives its agent's last stream (Istio's
+// default cleanup grace).
+const DefaultGrace = 10 * time.Second
+
+// Source is the Store source of registrations.
+var Source = filestore.Source{Name: "registration", Class: filestore.ClassRegistration}
+
+// Authenticator returns the namespace and service account a stream's peer
+// proved (its mesh certificate), or an error.
+type Authenticator func(ctx context.Context) (namespace, serviceAccount string, err error)
+
+// Config configures a Registrar.
+type Config struct {
+	// Grace is how long an entry outlives its last stream; default DefaultGrace.
+	Grace time.Duration
+	// Authenticate, when set, must vouch for every registering stream: the
+	// peer's namespace must be the proxy's, and its service account the
+	// group template's (when the template names one). Without it,
+	// registrations are trusted as the node says (tests only).
+	Authenticate Authenticator
+}
+
+// Registrar implements xds.Observer and keeps the registration source.
+type Registrar struct {
+	cfg   Config
+	store *filestore.Store
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	entries  map[filestore.Key]*entry
+	byStream map[int64]filestore.Key
+}
+
+type entry struct {
+	key     filestore.Key
+	group   filestore.Key
+	proxy   *xds.Proxy
+	ip      string
+	streams map[int64]bool
+	healthy *bool
+	reason  string
+	expire  *time.Timer
+}
+
+var _ xds.Observer = (*Registrar)(nil)
+
+// New returns a Registrar writing to store.
+func New(store *filestore.Store, cfg Config, logger *slog.Logger) *Registrar {
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Registrar{cfg: cfg, store: store, log: logger.With("component", "autoregister"),
+		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{}}
+}
+
+// EntryName is Istio's auto-registered WorkloadEntry name:
+// <group>-<ip with ':' replaced by '-'>[-<network>].
+func EntryName(group, ip, network string) string {
+	name := group + "-" + strings.ReplaceAll(ip, ":", "-")
+	if network != "" {
+		name += "-" + network
+	}
+	return name
+}
+
+// StreamOpened registers the proxy if its node names a WorkloadGroup.
+func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy) {
+	if p.AutoRegisterGroup == "" {
+		return
+	}
+	if len(p.IPs) == 0 {
+		r.log.Warn("auto-registration refused: node has no INSTANCE_IPS", "proxy", p.ID, "group", p.AutoRegisterGroup)
+		return
+	}
+	groupKey := filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: p.Namespace, Name: p.AutoRegisterGroup}
+	group := r.store.Snapshot().Get(groupKey)
+	if group == nil {
+		r.log.Warn("auto-registration refused: no such WorkloadGroup", "proxy", p.ID, "group", groupKey.String())
+		return
+	}
+	if r.cfg.Authenticate != nil {
+		ns, sa, err := r.cfg.Authenticate(ctx)
+		wantSA := group.Spec.(*networking.WorkloadGroup).GetTemplate().GetServiceAccount()
+		switch {
+		case err != nil:
+			r.log.Warn("auto-registration refused: unauthenticated", "proxy", p.ID, "group", groupKey.String(), "error", err)
+			return
+		case ns != p.Namespace || (wantSA != "" && sa != wantSA):
+			r.log.Warn("auto-registration refused: identity does not match the group", "proxy", p.ID, "group", groupKey.String(),
+				"identity", ns+"/"+sa, "want", p.Namespace+"/"+wantSA)
+			return
+		}
+	}
+	ip := p.IPs[0]
+	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: p.Namespace, Name: EntryName(p.AutoRegisterGroup, ip, p.Network)}
+	r.mu.Lock()
+	e := r.entries[key]
+	if e == nil {
+		e = &entry{key: key, group: groupKey, ip: ip, streams: map[int64]bool{}}
+		r.entries[key] = e
+		r.log.Info("auto-registered", "entry", key.String(), "proxy", p.ID)
+	}
+	e.proxy = p
+	e.streams[stream] = true
+	r.byStream[stream] = key
+	if e.expire != nil {
+		e.expire.Stop()
+		e.expire = nil
+	}
+	r.publishLocked()
+	r.mu.Unlock()
+}
+
+// StreamClosed starts the grace period when the entry's last stream ends.
+func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key, ok := r.byStream[stream]
+	if !ok {
+		return
+	}
+	delete(r.byStream, stream)
+	e := r.entries[key]
+	if e == nil {
+		return
+	}
+	delete(e.streams, stream)
+	if len(e.streams) > 0 || e.expire != nil {
+		return
+	}
+	e.expire = time.AfterFunc(r.cfg.Grace, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if cur := r.entries[key]; cur == e && len(e.streams) == 0 {
+			delete(r.entries, key)
+			r.log.Info("registration removed after grace period", "entry", key.String(), "grace", r.cfg.Grace)
+			r.publishLocked()
+		}
+	})
+}
+
+// Health records the agent's report on the entry of the stream.
+func (r *Registrar) Health(stream int64, _ *xds.Proxy, healthy bool, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[r.byStream[stream]]
+	if e == nil {
+		return
+	}
+	if e.healthy != nil && *e.healthy == healthy && e.reason == message {
+		return
+	}
+	e.healthy, e.reason = &healthy, message
+	r.log.Info("health reported", "entry", e.key.String(), "healthy", healthy, "reason", message)
+	r.publishLocked()
+}
+
+// Run rebuilds the entries when WorkloadGroups change, until ctx is done.
+func (r *Registrar) Run(ctx context.Context) error {
+	sub := r.store.Subscribe()
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			r.mu.Lock()
+			for _, e := range r.entries {
+				if e.expire != nil {
+					e.expire.Stop()
+				}
+			}
+			r.mu.Unlock()
+			return nil
+		case <-sub.C():
+			if sub.Take().Kinds()[filestore.KindWorkloadGroup] {
+				r.mu.Lock()
+				if len(r.entries) > 0 {
+					r.publishLocked()
+				}
+				r.mu.Unlock()
+			}
+		}
+	}
+}
+
+// publishLocked hands the complete set to the Store. Callers hold r.mu.
+func (r *Registrar) publishLocked() {
+	snap := r.store.Snapshot()
+	objs := make([]*filestore.Object, 0, len(r.entries))
+	for _, k := range slices.SortedFunc(maps.Keys(r.entries), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
+		e := r.entries[k]
+		group := snap.Get(e.group)
+		if group == nil {
+			continue // the group was deleted: its VMs stop being endpoints
+		}
+		objs = append(objs, entryObject(e, group))
+	}
+	if err := r.store.Replace(Source, objs); err != nil {
+		r.log.Error("publishing registrations", "error", err)
+	}
+}
+
+// entryObject builds the WorkloadEntry from the group template: labels merge
+// template < group metadata < proxy labels, as in Istio.
+func entryObject(e *entry, group *filestore.Object) *filestore.Object {
+	wg := group.Spec.(*networking.WorkloadGroup)
+	spec := proto.Clone(wg.GetTemplate()).(*networking.WorkloadEntry)
+	if spec == nil {
+		spec = &networking.WorkloadEntry{}
+	}
+	spec.Address = e.ip
+	labels := map[string]string{}
+	maps.Copy(labels, spec.Labels)
+	maps.Copy(labels, wg.GetMetadata().GetLabels())
+	maps.Copy(labels, e.proxy.Labels)
+	spec.Labels = labels
+	if e.proxy.Network != "" {
+		spec.Network = e.proxy.Network
+	}
+	if e.proxy.Locality != "" {
+		spec.Locality = e.proxy.Locality
+	}
+	if spec.ServiceAccount == "" {
+		spec.ServiceAccount = e.proxy.ServiceAccount
+	}
+	annotations := map[string]string{}
+	maps.Copy(annotations, wg.GetMetadata().GetAnnotations())
+	annotations["vmesh.io/registry"] = "agent"
+	annotations["vmesh.io/workload-group"] = group.Name
+	annotations["vmesh.io/proxy"] = e.proxy.ID
+	o := &filestore.Object{
+		Key: e.key, APIVersion: "networking.istio.io/v1", Labels: labels, Annotations: annotations, Spec: spec,
+		Origin: filestore.Origin{Source: Source.Name, Registry: fmt.Sprintf("agent %s (group %s)", e.proxy.ID, group.Name)},
+	}
+	if wg.GetProbe() != nil {
+		// The agent probes: only a healthy report makes it an endpoint.
+		annotations[model.HealthChecksAnnotation] = "true"
+		o.Healthy = e.healthy
+	}
+	return o
+}

@@ -1,0 +1,148 @@
+package autoregister_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/xds"
+)
+
+const groupYAML = `apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: greeter, namespace: demo}
+spec:
+  metadata:
+    labels: {app: greeter, tier: backend}
+    annotations: {team: greeters}
+  template:
+    ports: {grpc: 50051}
+    serviceAccount: greeter
+    labels: {tier: template, zone: a}
+  probe:
+    tcpSocket: {port: 50051}
+`
+
+func setup(t *testing.T, cfg autoregister.Config) (*filestore.Store, *autoregister.Registrar) {
+	t.Helper()
+	store := filestore.NewStore()
+	objs, errs := filestore.Decode("group.yaml", []byte(groupYAML))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+		t.Fatal(err)
+	}
+	return store, autoregister.New(store, cfg, nil)
+}
+
+var entryKey = filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "demo", Name: "greeter-10.1.2.3"}
+
+func vm() *xds.Proxy {
+	return &xds.Proxy{ID: "vm-1", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.1.2.3"}, AutoRegisterGroup: "greeter",
+		Labels: map[string]string{"version": "v2", "tier": "proxy"}, Locality: "eu/west-1"}
+}
+
+func TestRegisterHealthAndGrace(t *testing.T) {
+	store, r := setup(t, autoregister.Config{Grace: 200 * time.Millisecond})
+	ctx := context.Background()
+	r.StreamOpened(ctx, 1, vm())
+	r.StreamOpened(ctx, 2, vm()) // a second stream of the same VM (e.g. Envoy's and the agent's)
+	o := store.Snapshot().Get(entryKey)
+	if o == nil {
+		t.Fatal("no WorkloadEntry registered")
+	}
+	we := o.Spec.(*networking.WorkloadEntry)
+	if we.Address != "10.1.2.3" || we.Ports["grpc"] != 50051 || we.ServiceAccount != "greeter" || we.Locality != "eu/west-1" {
+		t.Fatalf("entry spec: %v", we)
+	}
+	// template < group metadata < proxy labels
+	if we.Labels["tier"] != "proxy" || we.Labels["app"] != "greeter" || we.Labels["zone"] != "a" || we.Labels["version"] != "v2" {
+		t.Fatalf("labels: %v", we.Labels)
+	}
+	if o.Annotations["proxy.istio.io/health-checks-enabled"] != "true" || o.Annotations["team"] != "greeters" || o.Healthy != nil {
+		t.Fatalf("annotations/health before any report: %v %v", o.Annotations, o.Healthy)
+	}
+	r.Health(2, vm(), true, "")
+	if h := store.Snapshot().Get(entryKey).Healthy; h == nil || !*h {
+		t.Fatal("healthy report not applied")
+	}
+	r.Health(2, vm(), false, "tcp 127.0.0.1:50051: connection refused")
+	if h := store.Snapshot().Get(entryKey).Healthy; h == nil || *h {
+		t.Fatal("unhealthy report not applied")
+	}
+
+	// One stream closing keeps the entry; the last one starts the grace period.
+	r.StreamClosed(1, vm())
+	r.StreamClosed(2, vm())
+	if store.Snapshot().Get(entryKey) == nil {
+		t.Fatal("entry removed before the grace period")
+	}
+	// Reconnecting within the grace period keeps it.
+	r.StreamOpened(ctx, 3, vm())
+	time.Sleep(400 * time.Millisecond)
+	if store.Snapshot().Get(entryKey) == nil {
+		t.Fatal("reconnected entry removed")
+	}
+	r.StreamClosed(3, vm())
+	deadline := time.Now().Add(5 * time.Second)
+	for store.Snapshot().Get(entryKey) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("entry never removed after the grace period")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
+	cases := []struct {
+		name   string
+		auth   autoregister.Authenticator
+		proxy  func() *xds.Proxy
+		wantOK bool
+	}{
+		{name: "matching certificate", wantOK: true, proxy: vm,
+			auth: func(context.Context) (string, string, error) { return "demo", "greeter", nil }},
+		{name: "no certificate", proxy: vm,
+			auth: func(context.Context) (string, string, error) { return "", "", errors.New("no credentials") }},
+		{name: "other service account", proxy: vm,
+			auth: func(context.Context) (string, string, error) { return "demo", "intruder", nil }},
+		{name: "other namespace", proxy: vm,
+			auth: func(context.Context) (string, string, error) { return "prod", "greeter", nil }},
+		{name: "unknown group", auth: nil, proxy: func() *xds.Proxy { p := vm(); p.AutoRegisterGroup = "nope"; return p }},
+		{name: "no IP", auth: nil, proxy: func() *xds.Proxy { p := vm(); p.IPs = nil; return p }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store, r := setup(t, autoregister.Config{Authenticate: c.auth})
+			r.StreamOpened(context.Background(), 1, c.proxy())
+			got := 0
+			for _, o := range store.Snapshot().List(filestore.KindWorkloadEntry) {
+				if o.Origin.Source == autoregister.Source.Name {
+					got++
+				}
+			}
+			if (got == 1) != c.wantOK {
+				t.Fatalf("registered %d entries, want ok=%v", got, c.wantOK)
+			}
+		})
+	}
+}
+
+func TestFilesWinOverRegistrations(t *testing.T) {
+	store, r := setup(t, autoregister.Config{})
+	r.StreamOpened(context.Background(), 1, vm())
+	manual := &filestore.Object{APIVersion: "networking.istio.io/v1", Spec: &networking.WorkloadEntry{Address: "10.9.9.9"}}
+	manual.Key = entryKey
+	if err := store.Replace(filestore.Source{Name: "dir:ops"}, []*filestore.Object{manual}); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).Address; got != "10.9.9.9" {
+		t.Fatalf("registration beat a file: %s", got)
+	}
+}
