@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	networking "istio.io/api/networking/v1alpha3"
 	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
