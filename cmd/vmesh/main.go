@@ -31,7 +31,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newValidateCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newTokenCmd(), newVMCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newValidateCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newTokenCmd(), newVMCmd(), newAgentCmd(), newVersionCmd())
 	return root
 }
 
