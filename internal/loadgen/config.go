@@ -1,0 +1,258 @@
+// Package loadgen is vmesh's load harness: it generates Istio config as
+// files, runs a control plane on it in a child process (vmesh itself, or a
+// baseline serving the same pre-built resources from go-control-plane's
+// SnapshotCache), connects many simulated ADS proxies over loopback (state of
+// the world and delta; proxyless-gRPC-like and Envoy-like subscriptions) and
+// measures how long a change takes to be ACKed by every affected proxy, the
+// bytes sent, and the server's CPU and memory.
+package loadgen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vmesh/vmesh/xds"
+)
+
+// ServicePort is the port of every generated service.
+const ServicePort = 7070
+
+// Size says how much config to generate.
+type Size struct {
+	// Services is the number of ServiceEntries (one gRPC port each).
+	Services int `json:"services"`
+	// Endpoints is the number of WorkloadEntries per service (at most 99).
+	Endpoints int `json:"endpoints"`
+	// VirtualServices is how many services (the first ones) get a
+	// VirtualService splitting between two DestinationRule subsets.
+	VirtualServices int `json:"virtualServices"`
+	// Namespaces spreads services (and proxies) over ns-0..ns-(N-1).
+	Namespaces int `json:"namespaces"`
+}
+
+// Validate checks that the size can be generated.
+func (s Size) Validate() error {
+	switch {
+	case s.Services < 2:
+		return fmt.Errorf("loadgen: need at least 2 services, got %d", s.Services)
+	case s.Services > 60000:
+		return fmt.Errorf("loadgen: at most 60000 services, got %d", s.Services)
+	case s.Endpoints < 1 || s.Endpoints > 99:
+		return fmt.Errorf("loadgen: endpoints per service must be 1..99, got %d", s.Endpoints)
+	case s.VirtualServices < 2 || s.VirtualServices > s.Services:
+		return fmt.Errorf("loadgen: virtual services must be 2..services (%d), got %d", s.Services, s.VirtualServices)
+	case s.Namespaces < 1:
+		return fmt.Errorf("loadgen: need at least 1 namespace, got %d", s.Namespaces)
+	}
+	return nil
+}
+
+// Namespace returns the namespace of service i.
+func (s Size) Namespace(i int) string { return fmt.Sprintf("ns-%d", i%s.Namespaces) }
+
+// ServiceName returns the name of service i.
+func ServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
+
+// Host returns the host of service i.
+func Host(i int) string { return ServiceName(i) + ".mesh.internal" }
+
+// RouteName returns the LDS and RDS resource name of service i, the name a
+// gRPC client dials as xds:///host:port.
+func RouteName(i int) string { return xds.ListenerName(Host(i), ServicePort) }
+
+// ChangedEndpointClusters returns the EDS resources an endpoint change of
+// service i alters: the service's cluster and its v1 subset (WriteEndpoints
+// moves endpoint 0, a v1 endpoint).
+func ChangedEndpointClusters(i int) []string {
+	return []string{xds.ClusterName(ServicePort, "", Host(i)), xds.ClusterName(ServicePort, "v1", Host(i))}
+}
+
+// Write generates the whole config under dir: per namespace a Sidecar, and
+// per service one file for the ServiceEntry, one for its WorkloadEntries and,
+// for the first VirtualServices services, one for its VirtualService and
+// DestinationRule.
+func Write(dir string, sz Size) error {
+	if err := sz.Validate(); err != nil {
+		return err
+	}
+	for n := range sz.Namespaces {
+		ns := fmt.Sprintf("ns-%d", n)
+		if err := os.MkdirAll(filepath.Join(dir, ns), 0o755); err != nil {
+			return fmt.Errorf("loadgen: %w", err)
+		}
+		if err := writeFile(dir, ns+"/sidecar.yaml", sidecarYAML(ns)); err != nil {
+			return err
+		}
+	}
+	for i := range sz.Services {
+		if err := writeFile(dir, serviceFile(sz, i), serviceYAML(sz, i)); err != nil {
+			return err
+		}
+		if err := WriteEndpoints(dir, sz, i, 0); err != nil {
+			return err
+		}
+		if i < sz.VirtualServices {
+			if err := WriteRouting(dir, sz, i, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WriteRouting writes generation gen of service i's VirtualService and
+// DestinationRule: the v1/v2 weights change with every generation.
+func WriteRouting(dir string, sz Size, i, gen int) error {
+	return writeFile(dir, routingFile(sz, i), routingYAML(sz, i, gen))
+}
+
+// WriteEndpoints writes generation gen of service i's WorkloadEntries:
+// endpoint 0 moves to a new address with every generation.
+func WriteEndpoints(dir string, sz Size, i, gen int) error {
+	return writeFile(dir, endpointsFile(sz, i), endpointsYAML(sz, i, gen))
+}
+
+func serviceFile(sz Size, i int) string { return sz.Namespace(i) + "/" + ServiceName(i) + ".yaml" }
+func endpointsFile(sz Size, i int) string {
+	return sz.Namespace(i) + "/" + ServiceName(i) + "-endpoints.yaml"
+}
+func routingFile(sz Size, i int) string {
+	return sz.Namespace(i) + "/" + ServiceName(i) + "-routing.yaml"
+}
+
+// writeFile replaces a file atomically (write to a temporary name, rename),
+// so the control plane never reads half a file.
+func writeFile(dir, rel, content string) error {
+	path := filepath.Join(dir, rel)
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}
+
+// sidecarYAML scopes workloads labelled tier=batch to their own namespace
+// and ns-0, so proxies of one namespace fall into two groups.
+func sidecarYAML(ns string) string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata:
+  name: batch
+  namespace: %s
+spec:
+  workloadSelector:
+    labels:
+      tier: batch
+  egress:
+  - hosts:
+    - "./*"
+    - "ns-0/*"
+`, ns)
+}
+
+func serviceYAML(sz Size, i int) string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  hosts:
+  - %[3]s
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports:
+  - name: grpc
+    number: %[4]d
+    protocol: GRPC
+  workloadSelector:
+    labels:
+      app: %[1]s
+`, ServiceName(i), sz.Namespace(i), Host(i), ServicePort)
+}
+
+// endpointAddress returns the address of endpoint j of service i at
+// generation gen; only endpoint 0 moves.
+func endpointAddress(i, j, gen int) string {
+	last := j + 1
+	if j == 0 && gen > 0 {
+		last = 100 + gen%150
+	}
+	return fmt.Sprintf("10.%d.%d.%d", i/250, i%250, last)
+}
+
+func endpointsYAML(sz Size, i, gen int) string {
+	var b strings.Builder
+	for j := range sz.Endpoints {
+		version := "v1"
+		if j%2 == 1 {
+			version = "v2"
+		}
+		if j > 0 {
+			b.WriteString("---\n")
+		}
+		fmt.Fprintf(&b, `apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: %[1]s-%[2]d
+  namespace: %[3]s
+spec:
+  address: %[4]s
+  labels:
+    app: %[1]s
+    version: %[5]s
+  locality: region/zone-%[6]d
+`, ServiceName(i), j, sz.Namespace(i), endpointAddress(i, j, gen), version, j%3)
+	}
+	return b.String()
+}
+
+// routeWeights returns the v1 and v2 weights at generation gen; consecutive
+// generations always differ.
+func routeWeights(gen int) (v1, v2 int) {
+	v1 = 90 - gen%40
+	return v1, 100 - v1
+}
+
+func routingYAML(sz Size, i, gen int) string {
+	v1, v2 := routeWeights(gen)
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  hosts:
+  - %[3]s
+  http:
+  - route:
+    - destination:
+        host: %[3]s
+        subset: v1
+      weight: %[4]d
+    - destination:
+        host: %[3]s
+        subset: v2
+      weight: %[5]d
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  host: %[3]s
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+  - name: v2
+    labels:
+      version: v2
+`, ServiceName(i), sz.Namespace(i), Host(i), v1, v2)
+}

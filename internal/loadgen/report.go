@@ -1,0 +1,70 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints the report as one table: per server its connect phase
+// and each change kind, then vmesh/baseline ratios when both ran.
+func (r *Report) WriteTable(w io.Writer) error {
+	o := r.Options
+	fmt.Fprintf(w, "config: %d services x %d endpoints, %d VirtualServices+DestinationRules, %d namespaces; %d proxies (%.0f%% delta, %.0f%% Envoy-like, %d streams/conn)\n",
+		o.Size.Services, o.Size.Endpoints, o.Size.VirtualServices, o.Size.Namespaces, o.Proxies, 100*o.DeltaFraction, 100*o.EnvoyFraction, o.StreamsPerConn)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "server\tphase\tACKs\tmissing\tp50\tp99\tmax\tp99-debounce\tbytes\tserver CPU\tmemory\t")
+	for _, s := range r.Servers {
+		fmt.Fprintf(tw, "%s\tconnect\t%d\t-\t-\t-\t%s\t-\t%s\t%s\trss %s -> %s (%s/proxy), peak %s\t\n",
+			s.Server, s.Proxies, s.Connect.Duration.Round(time.Millisecond), Bytes(s.Connect.Bytes), s.Connect.CPU,
+			MiB(s.IdleRSS), MiB(s.ConnectedRSS), Bytes(s.RSSPerProxy), MiB(s.PeakRSS))
+		for _, c := range s.Changes {
+			fmt.Fprintf(tw, "%s\t%s x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s/chg\t%s/chg\t\t\n",
+				s.Server, c.Kind, c.Changes, c.Latency.N, c.Missing, ms(c.Latency.P50), ms(c.Latency.P99), ms(c.Latency.Max),
+				ms(max(c.Latency.P99-c.Debounce, 0)), Bytes(c.BytesPerChange), c.CPUPerChange)
+		}
+	}
+	if v, b := r.server(ServerVmesh), r.server(ServerBaseline); v != nil && b != nil {
+		fmt.Fprintf(tw, "vmesh/baseline\tconnect\t\t\t\t\t%s\t\t%s\t%s\trss/proxy %s, peak %s\t\n",
+			ratio(float64(v.Connect.Duration), float64(b.Connect.Duration)), ratio(float64(v.Connect.Bytes), float64(b.Connect.Bytes)),
+			ratio(float64(v.Connect.CPU), float64(b.Connect.CPU)), ratio(float64(v.RSSPerProxy), float64(b.RSSPerProxy)),
+			ratio(float64(v.PeakRSS), float64(b.PeakRSS)))
+		for i, vc := range v.Changes {
+			if i >= len(b.Changes) {
+				break
+			}
+			bc := b.Changes[i]
+			fmt.Fprintf(tw, "vmesh/baseline\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t\n", vc.Kind,
+				ratio(float64(vc.Latency.P50), float64(bc.Latency.P50)), ratio(float64(vc.Latency.P99), float64(bc.Latency.P99)),
+				ratio(float64(vc.Latency.Max), float64(bc.Latency.Max)),
+				ratio(float64(max(vc.Latency.P99-vc.Debounce, 0)), float64(bc.Latency.P99)),
+				ratio(float64(vc.BytesPerChange), float64(bc.BytesPerChange)), ratio(float64(vc.CPUPerChange), float64(bc.CPUPerChange)))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.Servers {
+		for _, e := range s.Errors {
+			fmt.Fprintf(w, "%s: proxy error: %s\n", s.Server, e)
+		}
+	}
+	return nil
+}
+
+func (r *Report) server(kind string) *ServerReport {
+	for i := range r.Servers {
+		if r.Servers[i].Server == kind {
+			return &r.Servers[i]
+		}
+	}
+	return nil
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}

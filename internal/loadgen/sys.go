@@ -1,0 +1,74 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+)
+
+// RaiseFileLimit raises the soft open-file limit to the hard limit (each
+// simulated proxy holds a connection; server children inherit the limit)
+// and returns the resulting limit.
+func RaiseFileLimit() (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, fmt.Errorf("loadgen: getrlimit: %w", err)
+	}
+	if rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			return rl.Cur, fmt.Errorf("loadgen: setrlimit: %w", err)
+		}
+	}
+	return rl.Cur, nil
+}
+
+// ProfileDuringChanges returns an Options.OnServer hook that takes a CPU
+// profile of the vmesh child (which must run with pprof) over the given
+// duration, starting when its proxies are synced, and writes it to path.
+func ProfileDuringChanges(path string, d time.Duration, progress io.Writer) func(context.Context, *Child) func() {
+	return func(ctx context.Context, c *Child) func() {
+		if c.Kind != ServerVmesh {
+			return nil
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := fetchProfile(ctx, c.Addrs.HTTP, path, d); err != nil {
+				fmt.Fprintf(progress, "vmesh: profile: %v\n", err)
+				return
+			}
+			fmt.Fprintf(progress, "vmesh: CPU profile written to %s\n", path)
+		}()
+		return func() { <-done }
+	}
+}
+
+func fetchProfile(ctx context.Context, httpAddr, path string, d time.Duration) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", httpAddr, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
