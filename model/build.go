@@ -19,17 +19,24 @@ const HealthChecksAnnotation = "proxy.istio.io/health-checks-enabled"
 // DestinationRules and Sidecars: name -> name.namespace.svc.cluster.local.
 const DefaultDomainSuffix = "svc.cluster.local"
 
-// Build turns a Store snapshot into a model Snapshot. It is pure: it reads
-// only its input and returns a new value that shares nothing mutable.
-func Build(fs *filestore.Snapshot) *Snapshot {
+// Build turns a Store snapshot into a model Snapshot with DefaultMesh()
+// settings. It is pure: it reads only its input and returns a new value that
+// shares nothing mutable.
+func Build(fs *filestore.Snapshot) *Snapshot { return BuildWith(fs, DefaultMesh()) }
+
+// BuildWith is Build with mesh settings; zero fields take DefaultMesh()'s.
+func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 	b := &builder{
 		s: &Snapshot{
 			Revision:   fs.Revision,
 			Commit:     shortCommit(fs.Commit()),
+			Mesh:       mesh.withDefaults(),
 			byHost:     make(map[string][]*Service),
 			vsByHost:   make(map[string][]*VirtualService),
 			drByHost:   make(map[string][]*DestinationRule),
 			sidecarsNS: make(map[string][]*Sidecar),
+			paByNS:     make(map[string][]*PeerAuthentication),
+			apByNS:     make(map[string][]*AuthorizationPolicy),
 		},
 	}
 	b.indexWorkloadEntries(fs.List(filestore.KindWorkloadEntry))
@@ -51,6 +58,12 @@ func Build(fs *filestore.Snapshot) *Snapshot {
 	}
 	for _, o := range fs.List(filestore.KindSidecar) {
 		b.addSidecar(o)
+	}
+	for _, o := range fs.List(filestore.KindPeerAuthentication) {
+		b.addPeerAuthentication(o)
+	}
+	for _, o := range fs.List(filestore.KindAuthorizationPolicy) {
+		b.addAuthorizationPolicy(o)
 	}
 	b.bindHosts()
 	slices.SortFunc(b.s.Problems, func(a, c Problem) int {

@@ -52,6 +52,13 @@ type Snapshot struct {
 	DestinationRules []*DestinationRule
 	// Sidecars are sorted by namespace and name.
 	Sidecars []*Sidecar
+	// PeerAuthentications are sorted by namespace and name.
+	PeerAuthentications []*PeerAuthentication
+	// AuthorizationPolicies (ALLOW and DENY) are sorted by namespace and name.
+	AuthorizationPolicies []*AuthorizationPolicy
+	// Mesh holds the root namespace and trust domain the snapshot was built
+	// with.
+	Mesh Mesh
 	// Problems lists config that was ignored while building, sorted.
 	Problems []Problem
 
@@ -59,6 +66,8 @@ type Snapshot struct {
 	vsByHost   map[string][]*VirtualService
 	drByHost   map[string][]*DestinationRule
 	sidecarsNS map[string][]*Sidecar
+	paByNS     map[string][]*PeerAuthentication
+	apByNS     map[string][]*AuthorizationPolicy
 }
 
 // Problem is a piece of config the model could not use.

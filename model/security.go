@@ -1,0 +1,440 @@
+package model
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/vmesh/vmesh/ca/spiffe"
+	"github.com/vmesh/vmesh/filestore"
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+)
+
+// DefaultRootNamespace is the mesh root namespace: a PeerAuthentication
+// without selector there applies to the whole mesh, an AuthorizationPolicy
+// there applies to workloads of every namespace. It is Istio's, so policies
+// copied from the Istio documentation work unchanged.
+const DefaultRootNamespace = "istio-system"
+
+// Mesh holds the mesh-wide settings the security computations need.
+type Mesh struct {
+	// RootNamespace is the namespace of mesh-wide policies; default
+	// DefaultRootNamespace.
+	RootNamespace string
+	// TrustDomain of workload SPIFFE IDs; default cluster.local.
+	TrustDomain string
+}
+
+// DefaultMesh returns the defaults: root namespace istio-system, trust
+// domain cluster.local.
+func DefaultMesh() Mesh {
+	return Mesh{RootNamespace: DefaultRootNamespace, TrustDomain: spiffe.DefaultTrustDomain}
+}
+
+func (m Mesh) withDefaults() Mesh {
+	d := DefaultMesh()
+	if m.RootNamespace == "" {
+		m.RootNamespace = d.RootNamespace
+	}
+	if m.TrustDomain == "" {
+		m.TrustDomain = d.TrustDomain
+	}
+	return m
+}
+
+// SPIFFEID returns the SPIFFE ID of a service account in the mesh's trust
+// domain.
+func (m Mesh) SPIFFEID(namespace, serviceAccount string) string {
+	return spiffe.Identity{TrustDomain: m.TrustDomain, Namespace: namespace, ServiceAccount: serviceAccount}.String()
+}
+
+// MTLSMode is the effective PeerAuthentication mode of a workload port.
+type MTLSMode int
+
+// Modes, as in PeerAuthentication.MutualTLS.Mode.
+const (
+	MTLSUnset MTLSMode = iota
+	MTLSDisable
+	MTLSPermissive
+	MTLSStrict
+)
+
+// String names the mode as Istio does.
+func (m MTLSMode) String() string {
+	switch m {
+	case MTLSDisable:
+		return "DISABLE"
+	case MTLSPermissive:
+		return "PERMISSIVE"
+	case MTLSStrict:
+		return "STRICT"
+	}
+	return "UNSET"
+}
+
+// PeerAuthentication is one PeerAuthentication policy.
+type PeerAuthentication struct {
+	Namespace string
+	Name      string
+	// Selector is the workload selector; empty means namespace-wide (in the
+	// root namespace: mesh-wide).
+	Selector map[string]string
+	// Mode is the workload-level mode; MTLSUnset inherits.
+	Mode MTLSMode
+	// PortModes override Mode per workload port (only with a selector).
+	PortModes map[uint32]MTLSMode
+}
+
+// Key returns "namespace/name".
+func (p *PeerAuthentication) Key() string { return p.Namespace + "/" + p.Name }
+
+// AuthorizationPolicy is one ALLOW or DENY AuthorizationPolicy.
+type AuthorizationPolicy struct {
+	Namespace string
+	Name      string
+	// Selector is the workload selector; empty means every workload of the
+	// namespace (of the mesh, in the root namespace).
+	Selector map[string]string
+	// Action is ALLOW or DENY (the decoder rejects CUSTOM and AUDIT).
+	Action security.AuthorizationPolicy_Action
+	// Rules are the spec's rules; an ALLOW policy without rules allows
+	// nothing, a DENY policy without rules denies nothing.
+	Rules []*security.Rule
+}
+
+// Key returns "namespace/name".
+func (p *AuthorizationPolicy) Key() string { return p.Namespace + "/" + p.Name }
+
+func mtlsMode(m *security.PeerAuthentication_MutualTLS) MTLSMode {
+	switch m.GetMode() {
+	case security.PeerAuthentication_MutualTLS_DISABLE:
+		return MTLSDisable
+	case security.PeerAuthentication_MutualTLS_PERMISSIVE:
+		return MTLSPermissive
+	case security.PeerAuthentication_MutualTLS_STRICT:
+		return MTLSStrict
+	}
+	return MTLSUnset
+}
+
+func (b *builder) addPeerAuthentication(o *filestore.Object) {
+	pa, ok := o.Spec.(*security.PeerAuthentication)
+	if !ok {
+		b.problem(o, "spec is %T, want PeerAuthentication", o.Spec)
+		return
+	}
+	m := &PeerAuthentication{Namespace: o.Namespace, Name: o.Name, Selector: pa.GetSelector().GetMatchLabels(), Mode: mtlsMode(pa.GetMtls())}
+	if len(pa.GetPortLevelMtls()) > 0 {
+		if len(m.Selector) == 0 {
+			b.problem(o, "portLevelMtls ignored: it needs a workload selector")
+		} else {
+			m.PortModes = make(map[uint32]MTLSMode, len(pa.GetPortLevelMtls()))
+			for port, mt := range pa.GetPortLevelMtls() {
+				m.PortModes[port] = mtlsMode(mt)
+			}
+		}
+	}
+	b.s.PeerAuthentications = append(b.s.PeerAuthentications, m)
+	b.s.paByNS[o.Namespace] = append(b.s.paByNS[o.Namespace], m)
+}
+
+func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
+	ap, ok := o.Spec.(*security.AuthorizationPolicy)
+	if !ok {
+		b.problem(o, "spec is %T, want AuthorizationPolicy", o.Spec)
+		return
+	}
+	switch ap.GetAction() {
+	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
+	default:
+		b.problem(o, "action %s is not supported; the policy is ignored", ap.GetAction())
+		return
+	}
+	if len(ap.GetTargetRefs()) > 0 || ap.GetTargetRef() != nil {
+		b.problem(o, "targetRef(s) name Kubernetes Gateway API resources, which vmesh does not have; use selector. The policy is ignored")
+		return
+	}
+	for i, r := range ap.GetRules() {
+		if u := UnsupportedRuleFields(r); len(u) > 0 {
+			effect := "the rule is dropped (it allows nothing)"
+			if ap.GetAction() == security.AuthorizationPolicy_DENY {
+				effect = "those fields are ignored (the rule denies more, not less)"
+			}
+			b.problem(o, "rules[%d]: %s not supported: %s", i, strings.Join(u, ", "), effect)
+		}
+	}
+	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: ap.GetRules()}
+	b.s.AuthorizationPolicies = append(b.s.AuthorizationPolicies, m)
+	b.s.apByNS[o.Namespace] = append(b.s.apByNS[o.Namespace], m)
+}
+
+// UnsupportedRuleFields lists the parts of an AuthorizationPolicy rule vmesh
+// cannot enforce: request principals and request.auth.* conditions (they need
+// RequestAuthentication/JWT, which vmesh does not have) and experimental
+// conditions. Generators drop an ALLOW rule that has any (it would allow too
+// much otherwise) and ignore those fields in a DENY rule (it denies more),
+// as Istio does.
+func UnsupportedRuleFields(r *security.Rule) []string {
+	var out []string
+	for _, f := range r.GetFrom() {
+		s := f.GetSource()
+		if len(s.GetRequestPrincipals()) > 0 {
+			out = append(out, "from.source.requestPrincipals")
+		}
+		if len(s.GetNotRequestPrincipals()) > 0 {
+			out = append(out, "from.source.notRequestPrincipals")
+		}
+	}
+	for _, c := range r.GetWhen() {
+		if !SupportedConditionKey(c.GetKey()) {
+			out = append(out, "when "+c.GetKey())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// SupportedConditionKey reports whether a `when` condition key can be
+// enforced: source.ip, remote.ip, source.namespace, source.principal,
+// source.serviceAccount, destination.ip, destination.port,
+// connection.sni and request.headers[NAME].
+func SupportedConditionKey(k string) bool {
+	switch k {
+	case "source.ip", "remote.ip", "source.namespace", "source.principal", "source.serviceAccount",
+		"destination.ip", "destination.port", "connection.sni":
+		return true
+	}
+	return strings.HasPrefix(k, "request.headers[") && strings.HasSuffix(k, "]")
+}
+
+// PeerAuthenticationMode returns the effective mTLS mode for port of a
+// workload in ns with labels, as Istio computes it: the workload policy
+// (the first, by name, of the namespace's policies whose selector matches),
+// else the namespace policy, else the mesh policy (root namespace, no
+// selector), else PERMISSIVE; an UNSET mode inherits from the next wider
+// level, and the workload policy's portLevelMtls overrides for its port.
+// Istio picks the oldest policy when several apply at one level; vmesh has
+// no creation times and picks the first by name.
+func (s *Snapshot) PeerAuthenticationMode(ns string, labels map[string]string, port uint32) MTLSMode {
+	var workload, namespace, mesh *PeerAuthentication
+	for _, pa := range s.paByNS[ns] {
+		if len(pa.Selector) == 0 {
+			if namespace == nil {
+				namespace = pa
+			}
+		} else if workload == nil && labelsMatch(pa.Selector, labels) {
+			workload = pa
+		}
+	}
+	for _, pa := range s.paByNS[s.Mesh.RootNamespace] {
+		if len(pa.Selector) == 0 {
+			mesh = pa
+			break
+		}
+	}
+	mode := MTLSPermissive
+	for _, pa := range []*PeerAuthentication{mesh, namespace, workload} {
+		if pa != nil && pa.Mode != MTLSUnset {
+			mode = pa.Mode
+		}
+	}
+	if workload != nil {
+		if m := workload.PortModes[port]; m != MTLSUnset {
+			mode = m
+		}
+	}
+	return mode
+}
+
+// AuthorizationPoliciesFor returns the AuthorizationPolicies that apply to a
+// workload in ns with labels: those of the root namespace and of ns whose
+// selector is empty or matches. The result is sorted by namespace and name.
+func (s *Snapshot) AuthorizationPoliciesFor(ns string, labels map[string]string) []*AuthorizationPolicy {
+	var out []*AuthorizationPolicy
+	for _, n := range namespacesOf(s.Mesh.RootNamespace, ns) {
+		for _, ap := range s.apByNS[n] {
+			if len(ap.Selector) == 0 || labelsMatch(ap.Selector, labels) {
+				out = append(out, ap)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *AuthorizationPolicy) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
+}
+
+// namespacesOf returns root and ns, once each.
+func namespacesOf(root, ns string) []string {
+	if root == ns {
+		return []string{ns}
+	}
+	return []string{root, ns}
+}
+
+// WorkloadPolicyKey names the workload-scoped policies (PeerAuthentications
+// and AuthorizationPolicies with a selector) that select a workload in ns
+// with labels: "" when none does. Workloads of one namespace with the same
+// key get the same server-side security config, so proxy grouping uses it
+// instead of the labels themselves.
+func (s *Snapshot) WorkloadPolicyKey(ns string, labels map[string]string) string {
+	var keys []string
+	for _, pa := range s.paByNS[ns] {
+		if len(pa.Selector) > 0 && labelsMatch(pa.Selector, labels) {
+			keys = append(keys, "pa:"+pa.Key())
+		}
+	}
+	for _, n := range namespacesOf(s.Mesh.RootNamespace, ns) {
+		for _, ap := range s.apByNS[n] {
+			if len(ap.Selector) > 0 && labelsMatch(ap.Selector, labels) {
+				keys = append(keys, "ap:"+ap.Key())
+			}
+		}
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
+
+// TLSMode is how a client connects to a destination.
+type TLSMode int
+
+// Client TLS modes, as in DestinationRule ClientTLSSettings.
+const (
+	TLSDisable TLSMode = iota
+	TLSSimple
+	TLSMutual
+	TLSIstioMutual
+)
+
+// String names the mode as Istio does.
+func (m TLSMode) String() string {
+	switch m {
+	case TLSSimple:
+		return "SIMPLE"
+	case TLSMutual:
+		return "MUTUAL"
+	case TLSIstioMutual:
+		return "ISTIO_MUTUAL"
+	}
+	return "DISABLE"
+}
+
+// AutoMTLS says when a client uses mesh mTLS toward a destination that no
+// DestinationRule TLS setting covers.
+type AutoMTLS int
+
+const (
+	// AutoMTLSUnlessDisabled is Istio's automatic mTLS: mTLS unless a
+	// destination endpoint's PeerAuthentication mode is DISABLE. Right for
+	// Envoy sidecars, which accept both mTLS and plaintext in PERMISSIVE.
+	AutoMTLSUnlessDisabled AutoMTLS = iota
+	// AutoMTLSStrictOnly uses mTLS only when every destination endpoint is
+	// STRICT. Right for proxyless gRPC clients: a proxyless gRPC server
+	// cannot tell TLS from plaintext on one port, so it serves PERMISSIVE as
+	// plaintext, and mTLS toward it would fail.
+	AutoMTLSStrictOnly
+)
+
+// UpstreamTLS is how a client reaches one cluster (service port and subset).
+type UpstreamTLS struct {
+	Mode TLSMode
+	// Auto is true when automatic mTLS chose ISTIO_MUTUAL (no DestinationRule
+	// TLS setting applied).
+	Auto bool
+	// SubjectAltNames are the identities the server may present (ISTIO_MUTUAL:
+	// the rule's subjectAltNames, else the service's identities); empty means
+	// any certificate the trust bundle verifies.
+	SubjectAltNames []string
+	// SNI to send, from the DestinationRule.
+	SNI string
+	// Settings are the DestinationRule's TLS settings (SIMPLE and MUTUAL need
+	// their credentialName or certificate paths); nil for automatic mTLS.
+	Settings *networking.ClientTLSSettings
+}
+
+// ClientTLS returns the DestinationRule TLS settings for a service port and
+// subset: the rule's top-level settings, overridden by its port-level
+// settings for the port, then by the subset's and the subset's port-level
+// settings. nil when none applies.
+func (dr *DestinationRule) ClientTLS(port uint32, subset string) *networking.ClientTLSSettings {
+	if dr == nil {
+		return nil
+	}
+	var out *networking.ClientTLSSettings
+	apply := func(tp *networking.TrafficPolicy) {
+		if t := tp.GetTls(); t != nil {
+			out = t
+		}
+		for _, pl := range tp.GetPortLevelSettings() {
+			if pl.GetPort().GetNumber() == port && pl.GetTls() != nil {
+				out = pl.GetTls()
+			}
+		}
+	}
+	apply(dr.Spec.GetTrafficPolicy())
+	if ss := dr.Subset(subset); ss != nil {
+		apply(ss.GetTrafficPolicy())
+	}
+	return out
+}
+
+// UpstreamTLS decides how a client reaches the cluster of svc's port and
+// subset under DestinationRule dr (may be nil). A DestinationRule TLS
+// setting wins. Otherwise automatic mTLS applies (policy auto) when the
+// service is in the mesh (not MESH_EXTERNAL) and every endpoint of the
+// subset has a service account and a PeerAuthentication mode that auto
+// accepts; the server's identities are then verified.
+func (s *Snapshot) UpstreamTLS(svc *Service, port Port, subset string, dr *DestinationRule, auto AutoMTLS) UpstreamTLS {
+	if t := dr.ClientTLS(port.Number, subset); t != nil {
+		out := UpstreamTLS{Settings: t, SNI: t.GetSni()}
+		switch t.GetMode() {
+		case networking.ClientTLSSettings_DISABLE:
+			return UpstreamTLS{}
+		case networking.ClientTLSSettings_SIMPLE:
+			out.Mode = TLSSimple
+		case networking.ClientTLSSettings_MUTUAL:
+			out.Mode = TLSMutual
+		case networking.ClientTLSSettings_ISTIO_MUTUAL:
+			out.Mode = TLSIstioMutual
+		}
+		out.SubjectAltNames = t.GetSubjectAltNames()
+		if len(out.SubjectAltNames) == 0 && out.Mode == TLSIstioMutual {
+			out.SubjectAltNames = s.ServiceIdentities(svc)
+		}
+		return out
+	}
+	if svc.MeshExternal {
+		return UpstreamTLS{}
+	}
+	eps := svc.SubsetEndpoints(dr.Subset(subset).GetLabels())
+	if len(eps) == 0 {
+		return UpstreamTLS{}
+	}
+	for _, e := range eps {
+		if e.ServiceAccount == "" {
+			return UpstreamTLS{}
+		}
+		switch s.PeerAuthenticationMode(svc.Namespace, e.Labels, e.PortFor(port)) {
+		case MTLSDisable:
+			return UpstreamTLS{}
+		case MTLSPermissive:
+			if auto == AutoMTLSStrictOnly {
+				return UpstreamTLS{}
+			}
+		}
+	}
+	return UpstreamTLS{Mode: TLSIstioMutual, Auto: true, SubjectAltNames: s.ServiceIdentities(svc)}
+}
+
+// ServiceIdentities returns the identities a service's endpoints present:
+// the ServiceEntry's subjectAltNames and the SPIFFE IDs of its endpoints'
+// service accounts (endpoints live in the ServiceEntry's namespace), sorted
+// and without duplicates.
+func (s *Snapshot) ServiceIdentities(svc *Service) []string {
+	out := slices.Clone(svc.SubjectAltNames)
+	for _, e := range svc.Endpoints {
+		if e.ServiceAccount != "" {
+			out = append(out, s.Mesh.SPIFFEID(svc.Namespace, e.ServiceAccount))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
