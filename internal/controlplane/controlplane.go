@@ -45,6 +45,8 @@ type ControlPlane struct {
 	log      *slog.Logger
 	store    *filestore.Store
 	registry *prometheus.Registry
+	// metricNames registers on registry and remembers every metric's name.
+	metricNames *namingRegisterer
 	mux      *http.ServeMux
 	httpLis  net.Listener
 	xdsLis   net.Listener
@@ -74,13 +76,14 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		registry: prometheus.NewRegistry(),
 		mux:      http.NewServeMux(),
 	}
-	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		filestore.NewCollector(cp.store))
+	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
+	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cp.metricNames.MustRegister(filestore.NewCollector(cp.store))
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}
 	if len(cfg.Registries) > 0 {
-		runner, err := registries.NewRunner(cp.store, cfg.Registries, registries.Options{Logger: logger, Registerer: cp.registry})
+		runner, err := registries.NewRunner(cp.store, cfg.Registries, registries.Options{Logger: logger, Registerer: cp.metricNames})
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +103,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	xdsServer, err := xds.NewServer(cp.store, xds.Options{
 		Settings:   xds.Settings{DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax},
 		Logger:     logger,
-		Registerer: cp.registry,
+		Registerer: cp.metricNames,
 		Observer:   registrar,
 	})
 	if err != nil {
@@ -136,7 +139,7 @@ func (cp *ControlPlane) addSecure() error {
 	authority, err := ca.New(ca.Config{
 		DataDir: filepath.Join(cp.cfg.DataDir, "ca"), CACertsDir: c.CACertsDir, TrustDomain: c.TrustDomain,
 		DefaultTTL: c.CertTTL, MaxTTL: c.MaxCertTTL,
-	}, cp.log, cp.registry)
+	}, cp.log, cp.metricNames)
 	if err != nil {
 		return fmt.Errorf("ca: %w", err)
 	}
