@@ -47,17 +47,17 @@ type ControlPlane struct {
 	registry *prometheus.Registry
 	// metricNames registers on registry and remembers every metric's name.
 	metricNames *namingRegisterer
-	mux      *http.ServeMux
-	httpLis  net.Listener
-	xdsLis   net.Listener
-	secLis   net.Listener
-	xds      *xds.Server
-	ca       *ca.CA
-	grpc     *grpc.Server
-	secure   *grpc.Server
-	runners  []runner
-	ready    []<-chan struct{} // config sources; xds starts once all are closed
-	git      *filestore.GitSource
+	mux         *http.ServeMux
+	httpLis     net.Listener
+	xdsLis      net.Listener
+	secLis      net.Listener
+	xds         *xds.Server
+	ca          *ca.CA
+	grpc        *grpc.Server
+	secure      *grpc.Server
+	runners     []runner
+	ready       []<-chan struct{} // config sources; xds starts once all are closed
+	git         *filestore.GitSource
 }
 
 // New builds the control plane and binds its listeners, so a port in use is
