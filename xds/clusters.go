@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/security"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -57,7 +58,7 @@ func outboundClusters(s *model.Snapshot, p *Proxy) []clusterRef {
 // ROUND_ROBIN, LEAST_REQUEST and RING_HASH (RANDOM, PASSTHROUGH and
 // LEAST_CONN fall back to ROUND_ROBIN, since grpc-go NACKs a whole CDS
 // response with an unknown policy), max_requests circuit breaking and outlier
-// detection.
+// detection; and TLS (see grpcUpstreamTLS).
 func grpcClusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
 	var out []*clusterv3.Cluster
 	for _, ref := range outboundClusters(s, p) {
@@ -70,9 +71,17 @@ func grpcClusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
 			c.LoadAssignment = logicalDNSAssignment(c.Name, ref)
 		}
 		applyPolicy(c, ref.dr.TrafficPolicy(ref.port.Number, ref.subset))
+		c.TransportSocket = security.GRPCUpstreamTLS(grpcUpstreamTLS(s, ref))
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// grpcUpstreamTLS decides a proxyless client's TLS toward a cluster:
+// automatic mTLS only toward STRICT endpoints, since proxyless servers
+// serve PERMISSIVE ports as plaintext.
+func grpcUpstreamTLS(s *model.Snapshot, ref clusterRef) model.UpstreamTLS {
+	return s.UpstreamTLS(ref.svc, ref.port, ref.subset, ref.dr, model.AutoMTLSStrictOnly)
 }
 
 // logicalDNSAssignment returns the one host:port a LOGICAL_DNS cluster

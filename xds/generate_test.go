@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -43,9 +45,33 @@ func richSnapshot(t testing.TB) *model.Snapshot {
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}, {Name: "admin", Number: 9090, Protocol: "GRPC", TargetPort: 19090}},
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "shop"}},
 		}),
-		o(filestore.KindWorkloadEntry, "shop-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", Weight: 2, Ports: map[string]uint32{"grpc": 17070}}),
-		o(filestore.KindWorkloadEntry, "shop-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "shop", "version": "v2"}, Locality: "eu/west/b"}),
-		o(filestore.KindWorkloadEntry, "shop-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a"}),
+		o(filestore.KindWorkloadEntry, "shop-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", Weight: 2, Ports: map[string]uint32{"grpc": 17070}, ServiceAccount: "shop"}),
+		o(filestore.KindWorkloadEntry, "shop-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "shop", "version": "v2"}, Locality: "eu/west/b", ServiceAccount: "shop"}),
+		o(filestore.KindWorkloadEntry, "shop-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", ServiceAccount: "shop-v1b"}),
+		// Security: STRICT namespace, the shop admin port PERMISSIVE; shop
+		// endpoints all have service accounts, so automatic mTLS applies to
+		// port 7070 and not to 9090 (target 19090).
+		o(filestore.KindPeerAuthentication, "default", &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}),
+		o(filestore.KindPeerAuthentication, "shop-admin", &security.PeerAuthentication{
+			Selector:      &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "shop"}},
+			PortLevelMtls: map[uint32]*security.PeerAuthentication_MutualTLS{19090: {Mode: security.PeerAuthentication_MutualTLS_PERMISSIVE}},
+		}),
+		o(filestore.KindAuthorizationPolicy, "deny-blocked", &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{
+			From: []*security.Rule_From{{Source: &security.Source{Principals: []string{"cluster.local/ns/default/sa/blocked"}}}},
+			To:   []*security.Rule_To{{Operation: &security.Operation{Paths: []string{"/shop.Admin/*"}}}},
+		}}}),
+		o(filestore.KindAuthorizationPolicy, "allow-tenants", &security.AuthorizationPolicy{Rules: []*security.Rule{
+			{
+				From: []*security.Rule_From{{Source: &security.Source{Namespaces: []string{"default", "front*"}}}, {Source: &security.Source{IpBlocks: []string{"10.1.0.0/16"}}}},
+				To:   []*security.Rule_To{{Operation: &security.Operation{Ports: []string{"17070"}, Methods: []string{"POST"}, NotPaths: []string{"*/Delete"}}}},
+				When: []*security.Condition{{Key: "request.headers[X-Tenant]", Values: []string{"a", "b*"}}},
+			},
+			{From: []*security.Rule_From{{Source: &security.Source{RequestPrincipals: []string{"*"}}}}}, // dropped: needs JWT
+		}}),
+		o(filestore.KindDestinationRule, "api", &networking.DestinationRule{
+			Host:          "api.example.com",
+			TrafficPolicy: &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE, CredentialName: "api-ca", Sni: "api.example.com"}},
+		}),
 		o(filestore.KindServiceEntry, "api", &networking.ServiceEntry{
 			Hosts: []string{"api.example.com"}, Resolution: networking.ServiceEntry_DNS,
 			Ports: []*networking.ServicePort{{Name: "grpc", Number: 443, Protocol: "GRPC"}},
@@ -141,6 +167,13 @@ func validate(t *testing.T, m proto.Message) {
 			for _, f := range fc.GetFilters() {
 				unpack(f.GetTypedConfig())
 			}
+			if ts := fc.GetTransportSocket(); ts != nil {
+				unpack(ts.GetTypedConfig())
+			}
+		}
+	case *clusterv3.Cluster:
+		if ts := x.GetTransportSocket(); ts != nil {
+			unpack(ts.GetTypedConfig())
 		}
 	case *hcmv3.HttpConnectionManager:
 		for _, f := range x.GetHttpFilters() {

@@ -10,6 +10,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/security"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -30,7 +31,7 @@ func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
 func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
 	switch p.Kind {
 	case KindGRPC:
-		return grpcInboundListener(name)
+		return grpcInboundListener(s, p, name)
 	case KindSidecar:
 		return nil, ErrSidecarUnsupported
 	}
@@ -80,12 +81,23 @@ func routerFilter() *hcmv3.HttpFilter {
 }
 
 // grpcInboundListener returns the listener an xDS-enabled gRPC server needs
-// to become SERVING: its exact socket address and one HttpConnectionManager
-// whose only route is a NonForwardingAction.
-func grpcInboundListener(name string) (*listenerv3.Listener, error) {
+// to become SERVING: its exact socket address and one filter chain with an
+// HttpConnectionManager whose only route is a NonForwardingAction. The
+// PeerAuthentication mode of the proxy's workload on that port decides the
+// chain's transport: STRICT requires mTLS (certificate-provider instance
+// security.CertProviderInstance, client certificate required); PERMISSIVE
+// and DISABLE serve plaintext, because grpc-go cannot tell TLS from
+// plaintext on one port (it has no tls_inspector and drops filter chains
+// matching transport_protocol "tls"). AuthorizationPolicies that select the
+// workload become RBAC filters before the router.
+func grpcInboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
 	ip, port, err := parseInboundName(name)
 	if err != nil {
 		return nil, err
+	}
+	filters, err := security.RBACFilters(s.AuthorizationPoliciesFor(p.Namespace, p.Labels))
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", name, err)
 	}
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: "inbound",
@@ -100,11 +112,19 @@ func grpcInboundListener(name string) (*listenerv3.Listener, error) {
 				}},
 			}},
 		}},
-		HttpFilters: []*hcmv3.HttpFilter{routerFilter()},
+		HttpFilters: append(filters, routerFilter()),
 	}
 	a, err := anypb.New(hcm)
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", name, err)
+	}
+	mode := s.PeerAuthenticationMode(p.Namespace, p.Labels, port)
+	chain := &listenerv3.FilterChain{
+		Name:    "inbound|" + mode.String(),
+		Filters: []*listenerv3.Filter{{Name: hcmFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}},
+	}
+	if mode == model.MTLSStrict {
+		chain.TransportSocket = security.GRPCDownstreamMTLS()
 	}
 	return &listenerv3.Listener{
 		Name: name,
@@ -112,10 +132,7 @@ func grpcInboundListener(name string) (*listenerv3.Listener, error) {
 			Address:       ip,
 			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
 		}}},
-		FilterChains: []*listenerv3.FilterChain{{
-			Name:    "inbound",
-			Filters: []*listenerv3.Filter{{Name: hcmFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}},
-		}},
+		FilterChains:     []*listenerv3.FilterChain{chain},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}, nil
 }

@@ -127,15 +127,22 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 // GroupKey returns the key of the proxy's group under snapshot s. Proxies
 // with one key get identical generated config, so it is generated and
 // serialised once for all of them. The key holds every input the generators
-// read about a proxy: its kind, namespace (visibility, rule lookup order) and
-// the Sidecar that scopes it (which is how labels matter today). When a
-// generator starts reading more of the proxy, the key must grow with it.
+// read about a proxy: its kind, namespace (visibility, rule lookup order,
+// namespace-wide policies), the Sidecar that scopes it, and the
+// workload-scoped PeerAuthentications and AuthorizationPolicies that select
+// it (which is how labels matter). Server listeners are named by the proxy
+// (IP:port) and depend on nothing else about it. When a generator starts
+// reading more of the proxy, the key must grow with it.
 func GroupKey(s *model.Snapshot, p *Proxy) string {
 	sc := "-"
 	if c := s.SidecarFor(p.Namespace, p.Labels); c != nil {
 		sc = c.Key()
 	}
-	return string(p.Kind) + "|" + p.Namespace + "|" + sc
+	key := string(p.Kind) + "|" + p.Namespace + "|" + sc
+	if pk := s.WorkloadPolicyKey(p.Namespace, p.Labels); pk != "" {
+		key += "|" + pk
+	}
+	return key
 }
 
 // labelString renders labels deterministically, for debug output.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -134,8 +135,41 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 			return n, true, err
 		}
 	}
+	if g.proxy.Kind == KindGRPC && tlsChanged(g.snap, s, g.proxy) {
+		// Endpoints decide automatic mTLS and the SANs a cluster verifies.
+		n, err := generate(s, g.proxy, g.key)
+		return n, true, err
+	}
 	n, err = g.endpointsOnly(s)
 	return n, false, err
+}
+
+// tlsChanged reports whether an endpoint change altered the TLS of any of
+// the proxy's clusters (automatic mTLS, verified SANs), which lives in CDS.
+// Only services whose endpoints changed are examined: an EDS-only push
+// changes nothing else.
+func tlsChanged(prev, s *model.Snapshot, p *Proxy) bool {
+	for _, ref := range outboundClusters(s, p) {
+		var old *model.Service
+		for _, o := range prev.ServicesForHost(ref.svc.Hostname) {
+			if o.Namespace == ref.svc.Namespace {
+				old = o
+			}
+		}
+		if old == nil {
+			return true
+		}
+		if model.SameEndpoints(old.Endpoints, ref.svc.Endpoints) {
+			continue
+		}
+		oref := ref
+		oref.svc = old
+		o, n := grpcUpstreamTLS(prev, oref), grpcUpstreamTLS(s, ref)
+		if o.Mode != n.Mode || o.Auto != n.Auto || !slices.Equal(o.SubjectAltNames, n.SubjectAltNames) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *generation) endpointsOnly(s *model.Snapshot) (*generation, error) {

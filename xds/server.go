@@ -53,6 +53,10 @@ type Options struct {
 	// Observer, when set, learns about streams and agents' health reports
 	// (auto-registration).
 	Observer Observer
+	// Mesh names the root namespace of mesh-wide policies and the trust
+	// domain of SPIFFE IDs (it must be the CA's); zero fields take
+	// model.DefaultMesh()'s (istio-system, cluster.local).
+	Mesh model.Mesh
 }
 
 // Server serves the Store's config over xDS. Build it with NewServer,
@@ -61,6 +65,7 @@ type Options struct {
 type Server struct {
 	store    *filestore.Store
 	settings Settings
+	mesh     model.Mesh
 	logger   *slog.Logger
 	metrics  *metrics
 	cache    *cache
@@ -95,7 +100,7 @@ func NewServer(store *filestore.Store, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{store: store, settings: st, logger: logger, metrics: m, ready: make(chan struct{})}
+	s := &Server{store: store, settings: st, mesh: opts.Mesh, logger: logger, metrics: m, ready: make(chan struct{})}
 	s.cache = newCache(logger, m)
 	s.streams = newStreams(logger, m, s.cache, opts.Observer)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -187,7 +192,7 @@ func (s *Server) debounce(ctx context.Context, sub *filestore.Subscription, firs
 
 func (s *Server) pushSnapshot(edsOnly bool, first time.Time, changes int) {
 	start := time.Now()
-	snap := model.Build(s.store.Snapshot())
+	snap := model.BuildWith(s.store.Snapshot(), s.mesh)
 	s.metrics.modelSeconds.Observe(time.Since(start).Seconds())
 	if changes > 0 {
 		s.metrics.debouncedEvents.Observe(float64(changes))

@@ -1,0 +1,482 @@
+package security
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	security "istio.io/api/security/v1beta1"
+)
+
+// RBAC filter names on server listeners (unique per HttpConnectionManager,
+// as grpc-go requires).
+const (
+	DenyFilterName  = "envoy.filters.http.rbac.deny"
+	AllowFilterName = "envoy.filters.http.rbac.allow"
+)
+
+// RBACFilters returns the HTTP filters that enforce AuthorizationPolicies
+// (those model.Snapshot.AuthorizationPoliciesFor returns for a workload), to
+// go before the router, in Istio's order: a DENY filter when a DENY policy
+// has rules (a request matching any DENY rule is refused), then an ALLOW
+// filter when any ALLOW policy applies (the request must match one ALLOW
+// rule; ALLOW policies without rules allow nothing). No policy, no filter:
+// everything is allowed.
+//
+// Each rule becomes one RBAC policy named "ns[NS]-policy[NAME]-rule[I]" whose
+// permission is (any `to` operation) AND every destination condition, and
+// whose principal is (any `from` source) AND every source condition. Rules
+// with fields vmesh cannot enforce (model.UnsupportedRuleFields) are dropped
+// from ALLOW policies and have those fields ignored in DENY policies.
+func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, error) {
+	deny := map[string]*rbacconfigv3.Policy{}
+	allow := map[string]*rbacconfigv3.Policy{}
+	anyAllow := false
+	for _, p := range policies {
+		isDeny := p.Action == security.AuthorizationPolicy_DENY
+		anyAllow = anyAllow || !isDeny
+		for i, r := range p.Rules {
+			if !isDeny && len(model.UnsupportedRuleFields(r)) > 0 {
+				continue
+			}
+			pol, err := rulePolicy(r)
+			if err != nil {
+				return nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
+			}
+			name := fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", p.Namespace, p.Name, i)
+			if isDeny {
+				deny[name] = pol
+			} else {
+				allow[name] = pol
+			}
+		}
+	}
+	var out []*hcmv3.HttpFilter
+	if len(deny) > 0 {
+		out = append(out, rbacFilter(DenyFilterName, rbacconfigv3.RBAC_DENY, deny))
+	}
+	if anyAllow {
+		out = append(out, rbacFilter(AllowFilterName, rbacconfigv3.RBAC_ALLOW, allow))
+	}
+	return out, nil
+}
+
+func rbacFilter(name string, action rbacconfigv3.RBAC_Action, policies map[string]*rbacconfigv3.Policy) *hcmv3.HttpFilter {
+	a, err := anypb.New(&rbacv3.RBAC{Rules: &rbacconfigv3.RBAC{Action: action, Policies: policies}})
+	if err != nil {
+		panic("security: packing RBAC: " + err.Error())
+	}
+	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}}
+}
+
+func rulePolicy(r *security.Rule) (*rbacconfigv3.Policy, error) {
+	var froms []*rbacconfigv3.Principal
+	for _, f := range r.GetFrom() {
+		p, err := sourcePrincipal(f.GetSource())
+		if err != nil {
+			return nil, err
+		}
+		froms = append(froms, p)
+	}
+	var tos []*rbacconfigv3.Permission
+	for _, t := range r.GetTo() {
+		p, err := operationPermission(t.GetOperation())
+		if err != nil {
+			return nil, err
+		}
+		tos = append(tos, p)
+	}
+	principals := []*rbacconfigv3.Principal{orIDs(froms)}
+	permissions := []*rbacconfigv3.Permission{orRules(tos)}
+	for _, c := range r.GetWhen() {
+		if !model.SupportedConditionKey(c.GetKey()) {
+			continue // DENY only: ALLOW rules with these were dropped
+		}
+		id, perm, err := condition(c)
+		if err != nil {
+			return nil, err
+		}
+		if id != nil {
+			principals = append(principals, id)
+		}
+		if perm != nil {
+			permissions = append(permissions, perm)
+		}
+	}
+	return &rbacconfigv3.Policy{Permissions: []*rbacconfigv3.Permission{andRules(permissions)}, Principals: []*rbacconfigv3.Principal{andIDs(principals)}}, nil
+}
+
+// sourcePrincipal ANDs the fields of a source, each an OR of its values.
+func sourcePrincipal(s *security.Source) (*rbacconfigv3.Principal, error) {
+	var and []*rbacconfigv3.Principal
+	add := func(values []string, not bool, one func(string) (*rbacconfigv3.Principal, error)) error {
+		if len(values) == 0 {
+			return nil
+		}
+		var ids []*rbacconfigv3.Principal
+		for _, v := range values {
+			id, err := one(v)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		id := orIDs(ids)
+		if not {
+			id = &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_NotId{NotId: id}}
+		}
+		and = append(and, id)
+		return nil
+	}
+	for _, f := range []struct {
+		values []string
+		not    bool
+		one    func(string) (*rbacconfigv3.Principal, error)
+	}{
+		{s.GetPrincipals(), false, principalID},
+		{s.GetNotPrincipals(), true, principalID},
+		{s.GetNamespaces(), false, namespaceID},
+		{s.GetNotNamespaces(), true, namespaceID},
+		{s.GetServiceAccounts(), false, serviceAccountID},
+		{s.GetNotServiceAccounts(), true, serviceAccountID},
+		{s.GetTrustDomains(), false, trustDomainID},
+		{s.GetNotTrustDomains(), true, trustDomainID},
+		{s.GetIpBlocks(), false, directRemoteIP},
+		{s.GetNotIpBlocks(), true, directRemoteIP},
+		{s.GetRemoteIpBlocks(), false, remoteIP},
+		{s.GetNotRemoteIpBlocks(), true, remoteIP},
+	} {
+		if err := add(f.values, f.not, f.one); err != nil {
+			return nil, err
+		}
+	}
+	return andIDs(and), nil
+}
+
+// operationPermission ANDs the fields of an operation, each an OR of its
+// values.
+func operationPermission(op *security.Operation) (*rbacconfigv3.Permission, error) {
+	var and []*rbacconfigv3.Permission
+	add := func(values []string, not bool, one func(string) (*rbacconfigv3.Permission, error)) error {
+		if len(values) == 0 {
+			return nil
+		}
+		var rules []*rbacconfigv3.Permission
+		for _, v := range values {
+			p, err := one(v)
+			if err != nil {
+				return err
+			}
+			rules = append(rules, p)
+		}
+		p := orRules(rules)
+		if not {
+			p = &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_NotRule{NotRule: p}}
+		}
+		and = append(and, p)
+		return nil
+	}
+	for _, f := range []struct {
+		values []string
+		not    bool
+		one    func(string) (*rbacconfigv3.Permission, error)
+	}{
+		{op.GetHosts(), false, hostPermission},
+		{op.GetNotHosts(), true, hostPermission},
+		{op.GetPorts(), false, portPermission},
+		{op.GetNotPorts(), true, portPermission},
+		{op.GetMethods(), false, methodPermission},
+		{op.GetNotMethods(), true, methodPermission},
+		{op.GetPaths(), false, pathPermission},
+		{op.GetNotPaths(), true, pathPermission},
+	} {
+		if err := add(f.values, f.not, f.one); err != nil {
+			return nil, err
+		}
+	}
+	return andRules(and), nil
+}
+
+// condition maps a `when` condition to a principal (source.* and remote.ip)
+// or a permission (everything else): (any value) AND NOT (any notValue).
+func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Permission, error) {
+	key := c.GetKey()
+	var idOf func(string) (*rbacconfigv3.Principal, error)
+	var permOf func(string) (*rbacconfigv3.Permission, error)
+	switch key {
+	case "source.ip":
+		idOf = directRemoteIP
+	case "remote.ip":
+		idOf = remoteIP
+	case "source.namespace":
+		idOf = namespaceID
+	case "source.principal":
+		idOf = principalID
+	case "source.serviceAccount":
+		idOf = serviceAccountID
+	case "destination.ip":
+		permOf = func(v string) (*rbacconfigv3.Permission, error) {
+			cidr, err := cidrRange(v)
+			if err != nil {
+				return nil, err
+			}
+			return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_DestinationIp{DestinationIp: cidr}}, nil
+		}
+	case "destination.port":
+		permOf = portPermission
+	case "connection.sni":
+		permOf = func(v string) (*rbacconfigv3.Permission, error) {
+			return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_RequestedServerName{RequestedServerName: stringMatch(v, "", false)}}, nil
+		}
+	default:
+		name, ok := strings.CutPrefix(key, "request.headers[")
+		if !ok {
+			return nil, nil, fmt.Errorf("unsupported condition key %q", key)
+		}
+		name = strings.ToLower(strings.TrimSuffix(name, "]"))
+		permOf = func(v string) (*rbacconfigv3.Permission, error) {
+			return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Header{Header: headerMatch(name, v, false)}}, nil
+		}
+	}
+	if idOf != nil {
+		var and []*rbacconfigv3.Principal
+		for i, values := range [][]string{c.GetValues(), c.GetNotValues()} {
+			if len(values) == 0 {
+				continue
+			}
+			var ids []*rbacconfigv3.Principal
+			for _, v := range values {
+				id, err := idOf(v)
+				if err != nil {
+					return nil, nil, fmt.Errorf("condition %s: %w", key, err)
+				}
+				ids = append(ids, id)
+			}
+			id := orIDs(ids)
+			if i == 1 {
+				id = &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_NotId{NotId: id}}
+			}
+			and = append(and, id)
+		}
+		return andIDs(and), nil, nil
+	}
+	var and []*rbacconfigv3.Permission
+	for i, values := range [][]string{c.GetValues(), c.GetNotValues()} {
+		if len(values) == 0 {
+			continue
+		}
+		var rules []*rbacconfigv3.Permission
+		for _, v := range values {
+			p, err := permOf(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("condition %s: %w", key, err)
+			}
+			rules = append(rules, p)
+		}
+		p := orRules(rules)
+		if i == 1 {
+			p = &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_NotRule{NotRule: p}}
+		}
+		and = append(and, p)
+	}
+	return nil, andRules(and), nil
+}
+
+// stringMatch maps Istio's value syntax: "*" any non-empty value,
+// "prefix*", "*suffix", else exact; prefix is prepended to exact and prefix
+// patterns.
+func stringMatch(v, prefix string, ignoreCase bool) *matcherv3.StringMatcher {
+	switch {
+	case v == "*":
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: ".+"}}}
+	case strings.HasPrefix(v, "*"):
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: v[1:]}, IgnoreCase: ignoreCase}
+	case strings.HasSuffix(v, "*"):
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: prefix + v[:len(v)-1]}, IgnoreCase: ignoreCase}
+	}
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: prefix + v}, IgnoreCase: ignoreCase}
+}
+
+func regexMatch(re string) *matcherv3.StringMatcher {
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}}
+}
+
+// namePattern turns one Istio name pattern ("*", "prefix*", "*suffix",
+// exact) into a regular expression for one path segment.
+func namePattern(v string) string {
+	switch {
+	case v == "*":
+		return "[^/]+"
+	case strings.HasPrefix(v, "*"):
+		return "[^/]*" + regexp.QuoteMeta(v[1:])
+	case strings.HasSuffix(v, "*"):
+		return regexp.QuoteMeta(v[:len(v)-1]) + "[^/]*"
+	}
+	return regexp.QuoteMeta(v)
+}
+
+func authenticated(m *matcherv3.StringMatcher) *rbacconfigv3.Principal {
+	return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_Authenticated_{Authenticated: &rbacconfigv3.Principal_Authenticated{PrincipalName: m}}}
+}
+
+// principalID matches Istio's principal syntax "<trust-domain>/ns/<ns>/sa/<sa>"
+// against the peer certificate's SPIFFE ID.
+func principalID(v string) (*rbacconfigv3.Principal, error) {
+	return authenticated(stringMatch(v, "spiffe://", false)), nil
+}
+
+func namespaceID(v string) (*rbacconfigv3.Principal, error) {
+	return authenticated(regexMatch("spiffe://[^/]+/ns/" + namePattern(v) + "/sa/[^/]+")), nil
+}
+
+// serviceAccountID matches "<ns>/<sa>" in any trust domain.
+func serviceAccountID(v string) (*rbacconfigv3.Principal, error) {
+	ns, sa, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || sa == "" || strings.Contains(sa, "/") {
+		return nil, fmt.Errorf("service account %q is not <namespace>/<name>", v)
+	}
+	return authenticated(regexMatch("spiffe://[^/]+/ns/" + regexp.QuoteMeta(ns) + "/sa/" + regexp.QuoteMeta(sa))), nil
+}
+
+func trustDomainID(v string) (*rbacconfigv3.Principal, error) {
+	return authenticated(regexMatch("spiffe://" + namePattern(v) + "/.*")), nil
+}
+
+func directRemoteIP(v string) (*rbacconfigv3.Principal, error) {
+	cidr, err := cidrRange(v)
+	if err != nil {
+		return nil, err
+	}
+	return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_DirectRemoteIp{DirectRemoteIp: cidr}}, nil
+}
+
+func remoteIP(v string) (*rbacconfigv3.Principal, error) {
+	cidr, err := cidrRange(v)
+	if err != nil {
+		return nil, err
+	}
+	return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_RemoteIp{RemoteIp: cidr}}, nil
+}
+
+func cidrRange(v string) (*corev3.CidrRange, error) {
+	if !strings.Contains(v, "/") {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP or CIDR", v)
+		}
+		return &corev3.CidrRange{AddressPrefix: a.String(), PrefixLen: wrapperspb.UInt32(uint32(a.BitLen()))}, nil
+	}
+	p, err := netip.ParsePrefix(v)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an IP or CIDR", v)
+	}
+	return &corev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))}, nil
+}
+
+func headerMatch(name, v string, ignoreCase bool) *routev3.HeaderMatcher {
+	return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: stringMatch(v, "", ignoreCase)}}
+}
+
+// hostPermission matches the :authority with or without a port, ignoring
+// case, as Istio does.
+func hostPermission(v string) (*rbacconfigv3.Permission, error) {
+	exact := &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Header{Header: headerMatch(":authority", v, true)}}
+	if strings.Contains(v, "*") {
+		return exact, nil
+	}
+	withPort := &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Header{Header: &routev3.HeaderMatcher{
+		Name: ":authority", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+			MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: v + ":"}, IgnoreCase: true}}}}}
+	return orRules([]*rbacconfigv3.Permission{exact, withPort}), nil
+}
+
+func portPermission(v string) (*rbacconfigv3.Permission, error) {
+	n, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || n == 0 {
+		return nil, fmt.Errorf("port %q is not a port number", v)
+	}
+	return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_DestinationPort{DestinationPort: uint32(n)}}, nil
+}
+
+func methodPermission(v string) (*rbacconfigv3.Permission, error) {
+	return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Header{Header: headerMatch(":method", v, false)}}, nil
+}
+
+// pathPermission matches the request path: for gRPC the full method name,
+// "/package.Service/Method".
+func pathPermission(v string) (*rbacconfigv3.Permission, error) {
+	return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{Rule: &matcherv3.PathMatcher_Path{Path: stringMatch(v, "", false)}}}}, nil
+}
+
+func anyPrincipal() *rbacconfigv3.Principal {
+	return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_Any{Any: true}}
+}
+
+func anyPermission() *rbacconfigv3.Permission {
+	return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Any{Any: true}}
+}
+
+// orIDs is any of ids; Any when there are none.
+func orIDs(ids []*rbacconfigv3.Principal) *rbacconfigv3.Principal {
+	switch len(ids) {
+	case 0:
+		return anyPrincipal()
+	case 1:
+		return ids[0]
+	}
+	return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_OrIds{OrIds: &rbacconfigv3.Principal_Set{Ids: ids}}}
+}
+
+// andIDs is all of ids, dropping Any; Any when nothing is left.
+func andIDs(ids []*rbacconfigv3.Principal) *rbacconfigv3.Principal {
+	var keep []*rbacconfigv3.Principal
+	for _, id := range ids {
+		if !id.GetAny() {
+			keep = append(keep, id)
+		}
+	}
+	switch len(keep) {
+	case 0:
+		return anyPrincipal()
+	case 1:
+		return keep[0]
+	}
+	return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_AndIds{AndIds: &rbacconfigv3.Principal_Set{Ids: keep}}}
+}
+
+func orRules(rules []*rbacconfigv3.Permission) *rbacconfigv3.Permission {
+	switch len(rules) {
+	case 0:
+		return anyPermission()
+	case 1:
+		return rules[0]
+	}
+	return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_OrRules{OrRules: &rbacconfigv3.Permission_Set{Rules: rules}}}
+}
+
+func andRules(rules []*rbacconfigv3.Permission) *rbacconfigv3.Permission {
+	var keep []*rbacconfigv3.Permission
+	for _, r := range rules {
+		if !r.GetAny() {
+			keep = append(keep, r)
+		}
+	}
+	switch len(keep) {
+	case 0:
+		return anyPermission()
+	case 1:
+		return keep[0]
+	}
+	return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_AndRules{AndRules: &rbacconfigv3.Permission_Set{Rules: keep}}}
+}
