@@ -133,6 +133,9 @@ type Phase struct {
 	Duration time.Duration `json:"duration"`
 	CPU      time.Duration `json:"cpu"`
 	Bytes    int64         `json:"bytes"`
+	// HarnessCPU is what the harness itself (the simulated proxies) used:
+	// it shares the machine with the server.
+	HarnessCPU time.Duration `json:"harnessCPU"`
 }
 
 // Change kinds.
@@ -157,6 +160,8 @@ type ChangeReport struct {
 	// BytesPerChange and CPUPerChange are means over the changes.
 	BytesPerChange int64         `json:"bytesPerChange"`
 	CPUPerChange   time.Duration `json:"cpuPerChange"`
+	// HarnessCPUPerChange is the simulated proxies' CPU per change.
+	HarnessCPUPerChange time.Duration `json:"harnessCPUPerChange"`
 }
 
 // Run generates the config and measures each server in turn.
@@ -292,7 +297,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	defer func() { stopProxies(); wg.Wait() }()
 	var errMu sync.Mutex
 	var failed int
-	connectStart := time.Now()
+	connectStart, harness0 := time.Now(), SelfCPU()
 	sem := make(chan struct{}, o.ConnectParallel)
 	var synced atomic.Int64
 	progressDone, stopProgress := make(chan struct{}), make(chan struct{})
@@ -379,7 +384,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	if err != nil {
 		return nil, err
 	}
-	sr.Connect = Phase{Duration: connectTook, CPU: connected.CPU - idle.CPU, Bytes: received.Load()}
+	sr.Connect = Phase{Duration: connectTook, CPU: connected.CPU - idle.CPU, Bytes: received.Load(), HarnessCPU: SelfCPU() - harness0}
 	sr.ConnectedRSS = connected.RSS
 	sr.RSSPerProxy = (connected.RSS - idle.RSS) / int64(len(specs))
 	held := 0
@@ -407,10 +412,13 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		cr := ChangeReport{Kind: ck, Changes: o.Changes, Debounce: cfg.debounce}
 		var all []time.Duration
 		var bytes int64
-		var cpu time.Duration
+		var cpu, hcpu time.Duration
 		for n := range o.Changes {
 			svc := n % 2
+			h0 := SelfCPU()
 			lat, expected, b, c, err := cfg.measure(ctx, ck, svc, proxies, &received, o.ChangeTimeout)
+			hc := SelfCPU() - h0
+			hcpu += hc
 			if err != nil {
 				return nil, err
 			}
@@ -420,13 +428,14 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 			bytes += b
 			cpu += c
 			l := Summarize(lat)
-			fmt.Fprintf(o.Progress, "%s: %s change %d (svc %d): %d/%d ACKs, p50 %s p99 %s max %s, %s sent, server cpu %s\n",
-				kind, ck, n+1, svc, len(lat), expected, ms(l.P50), ms(l.P99), ms(l.Max), Bytes(b), c)
+			fmt.Fprintf(o.Progress, "%s: %s change %d (svc %d): %d/%d ACKs, p50 %s p99 %s max %s, %s sent, server cpu %s, harness cpu %s\n",
+				kind, ck, n+1, svc, len(lat), expected, ms(l.P50), ms(l.P99), ms(l.Max), Bytes(b), c, hc.Round(time.Millisecond))
 		}
 		cr.Latency = Summarize(all)
 		if o.Changes > 0 {
 			cr.BytesPerChange = bytes / int64(o.Changes)
 			cr.CPUPerChange = cpu / time.Duration(o.Changes)
+			cr.HarnessCPUPerChange = hcpu / time.Duration(o.Changes)
 		}
 		sr.Changes = append(sr.Changes, cr)
 	}

@@ -27,6 +27,15 @@ func RaiseFileLimit() (uint64, error) {
 	return rl.Cur, nil
 }
 
+// SelfCPU returns the CPU time (user and system) this process has used.
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // ProfileDuringChanges returns an Options.OnServer hook that takes a CPU
 // profile of the vmesh child (which must run with pprof) over the given
 // duration, starting when its proxies are synced, and writes it to path.
