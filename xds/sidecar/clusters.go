@@ -1,0 +1,360 @@
+package sidecar
+
+import (
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// defaultConnectTimeout is Istio's cluster connect timeout.
+const defaultConnectTimeout = 10 * time.Second
+
+// Clusters returns a sidecar's clusters: PassthroughCluster,
+// BlackHoleCluster and InboundPassthroughCluster; one outbound cluster per
+// visible service port and DestinationRule subset; one inbound cluster per
+// workload port.
+func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
+	sc := newScope(s, p)
+	out := []*clusterv3.Cluster{
+		originalDst(PassthroughCluster),
+		{
+			Name:                 BlackHoleCluster,
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+		},
+		originalDst(InboundPassthroughCluster),
+	}
+	for _, ref := range sc.clusters {
+		out = append(out, sc.outboundCluster(ref))
+	}
+	for _, ip := range sc.inbound() {
+		out = append(out, inboundCluster(ip))
+	}
+	return out, nil
+}
+
+func originalDst(name string) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
+		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+	}
+}
+
+// usesEDS reports whether a service's endpoints go over EDS: every
+// resolution but NONE, unless a DNS service has host names to resolve.
+func usesEDS(svc *model.Service) bool {
+	switch svc.Resolution {
+	case model.ResolutionNone:
+		return false
+	case model.ResolutionDNS, model.ResolutionDNSRoundRobin:
+		for _, e := range svc.Endpoints {
+			if _, err := netip.ParseAddr(e.Address); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isPassthrough reports whether the cluster forwards to the original
+// destination: NONE resolution or a PASSTHROUGH load balancer.
+func isPassthrough(ref clusterRef, tp *networking.TrafficPolicy) bool {
+	return ref.svc.Resolution == model.ResolutionNone || tp.GetLoadBalancer().GetSimple() == networking.LoadBalancerSettings_PASSTHROUGH
+}
+
+// outboundCluster builds one outbound cluster from the service and the
+// DestinationRule's merged policy for its port and subset.
+func (sc *scope) outboundCluster(ref clusterRef) *clusterv3.Cluster {
+	name := ref.name()
+	tp := ref.dr.TrafficPolicy(ref.port.Number, ref.subset)
+	c := &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(defaultConnectTimeout)}
+	switch {
+	case isPassthrough(ref, tp):
+		c = originalDst(name)
+	case usesEDS(ref.svc):
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: name}
+	case ref.svc.Resolution == model.ResolutionDNSRoundRobin:
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
+		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
+		c.LoadAssignment = dnsAssignment(name, ref, 1)
+	default:
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
+		c.LoadAssignment = dnsAssignment(name, ref, 0)
+	}
+	if d := tp.GetConnectionPool().GetTcp().GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
+		c.ConnectTimeout = d
+	}
+	if c.GetType() != clusterv3.Cluster_ORIGINAL_DST {
+		applyLB(c, tp.GetLoadBalancer())
+		if w := sc.localityWeights(ref, tp); w != nil {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
+				LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
+			}}
+		}
+	}
+	c.CircuitBreakers = circuitBreakers(tp.GetConnectionPool())
+	if ka := tp.GetConnectionPool().GetTcp().GetTcpKeepalive(); ka != nil {
+		k := &corev3.TcpKeepalive{}
+		if ka.GetProbes() > 0 {
+			k.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
+		}
+		if t := ka.GetTime(); t != nil {
+			k.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+		}
+		if t := ka.GetInterval(); t != nil {
+			k.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+		}
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
+	}
+	if isHTTP(ref.port.Protocol) {
+		c.TypedExtensionProtocolOptions = httpOptions(ref.port.Protocol, tp.GetConnectionPool().GetHttp())
+	}
+	if od := tp.GetOutlierDetection(); od != nil {
+		c.OutlierDetection = outlierDetection(od)
+		if p := od.GetMinHealthPercent(); p > 0 {
+			if c.CommonLbConfig == nil {
+				c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
+			}
+			c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: float64(p)}
+		}
+	}
+	sc.applyTLS(c, ref)
+	return c
+}
+
+// applyTLS sets the cluster's transport socket: the DestinationRule's TLS
+// mode, else (auto mTLS) mesh mTLS toward endpoints labelled
+// security.istio.io/tlsMode=istio and plaintext toward the rest, for
+// mesh-internal services.
+func (sc *scope) applyTLS(c *clusterv3.Cluster, ref clusterRef) {
+	sni := SNI(ref.port.Number, ref.subset, ref.svc.Hostname)
+	sans := serviceSANs(ref, sc.trustDomain())
+	if t := drTLS(ref.dr, ref.port.Number, ref.subset); t != nil {
+		c.TransportSocket = clientTLS(t, sni, sans)
+		return
+	}
+	if ref.svc.MeshExternal || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
+		return
+	}
+	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
+		{
+			Name:            "tlsMode-istio",
+			Match:           &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(tlsModeIstio)}},
+			TransportSocket: istioMutual(sni, sans),
+		},
+		{
+			Name:            "tlsMode-disabled",
+			Match:           &structpb.Struct{},
+			TransportSocket: &corev3.TransportSocket{Name: rawTransport, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(&rawbufferv3.RawBuffer{})}},
+		},
+	}
+}
+
+// drTLS returns the most specific TLS settings of a rule for a port and
+// subset: subset port level, subset, rule port level, rule.
+func drTLS(dr *model.DestinationRule, port uint32, subset string) *networking.ClientTLSSettings {
+	if dr == nil {
+		return nil
+	}
+	pick := func(tp *networking.TrafficPolicy) *networking.ClientTLSSettings {
+		for _, pl := range tp.GetPortLevelSettings() {
+			if pl.GetPort().GetNumber() == port && pl.GetTls() != nil {
+				return pl.GetTls()
+			}
+		}
+		return tp.GetTls()
+	}
+	if ss := dr.Subset(subset); ss != nil {
+		if t := pick(ss.GetTrafficPolicy()); t != nil {
+			return t
+		}
+	}
+	return pick(dr.Spec.GetTrafficPolicy())
+}
+
+// applyLB maps Istio's load balancer. Unset is LEAST_REQUEST, Istio's
+// default; consistentHash is RING_HASH (MAGLEV when asked for) with the
+// hash policy on the routes.
+func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings) {
+	c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	if ch := lb.GetConsistentHash(); ch != nil {
+		if m := ch.GetMaglev(); m != nil {
+			c.LbPolicy = clusterv3.Cluster_MAGLEV
+			if m.GetTableSize() > 0 {
+				c.LbConfig = &clusterv3.Cluster_MaglevLbConfig_{MaglevLbConfig: &clusterv3.Cluster_MaglevLbConfig{TableSize: wrapperspb.UInt64(m.GetTableSize())}}
+			}
+			return
+		}
+		c.LbPolicy = clusterv3.Cluster_RING_HASH
+		rh := &clusterv3.Cluster_RingHashLbConfig{HashFunction: clusterv3.Cluster_RingHashLbConfig_XX_HASH}
+		n := ch.GetRingHash().GetMinimumRingSize()
+		if n == 0 {
+			n = ch.GetMinimumRingSize()
+		}
+		if n > 0 {
+			rh.MinimumRingSize = wrapperspb.UInt64(n)
+		}
+		c.LbConfig = &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: rh}
+		return
+	}
+	switch lb.GetSimple() {
+	case networking.LoadBalancerSettings_ROUND_ROBIN:
+		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	case networking.LoadBalancerSettings_RANDOM:
+		c.LbPolicy = clusterv3.Cluster_RANDOM
+	}
+}
+
+// circuitBreakers maps the connection pool; unset limits are Istio's
+// "unlimited" (max uint32), not Envoy's small defaults.
+func circuitBreakers(cp *networking.ConnectionPoolSettings) *clusterv3.CircuitBreakers {
+	lim := func(n int32) *wrapperspb.UInt32Value {
+		if n > 0 {
+			return wrapperspb.UInt32(uint32(n))
+		}
+		return wrapperspb.UInt32(math.MaxUint32)
+	}
+	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+		Priority:           corev3.RoutingPriority_DEFAULT,
+		MaxConnections:     lim(cp.GetTcp().GetMaxConnections()),
+		MaxPendingRequests: lim(cp.GetHttp().GetHttp1MaxPendingRequests()),
+		MaxRequests:        lim(cp.GetHttp().GetHttp2MaxRequests()),
+		MaxRetries:         lim(cp.GetHttp().GetMaxRetries()),
+		TrackRemaining:     true,
+	}}}
+}
+
+// httpOptions sets the upstream HTTP version (HTTP/2 for gRPC and HTTP2
+// ports or h2UpgradePolicy UPGRADE) and the connection pool's idle timeout,
+// requests per connection and concurrent streams.
+func httpOptions(protocol string, h *networking.ConnectionPoolSettings_HTTPSettings) map[string]*anypb.Any {
+	opts := &httpv3.HttpProtocolOptions{}
+	if h.GetIdleTimeout() != nil || h.GetMaxRequestsPerConnection() > 0 {
+		opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: h.GetIdleTimeout()}
+		if n := h.GetMaxRequestsPerConnection(); n > 0 {
+			opts.CommonHttpProtocolOptions.MaxRequestsPerConnection = wrapperspb.UInt32(uint32(n))
+		}
+	}
+	if isHTTP2(protocol) || h.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE {
+		h2 := &corev3.Http2ProtocolOptions{}
+		if n := h.GetMaxConcurrentStreams(); n > 0 {
+			h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
+		}
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2},
+		}}
+	} else {
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
+		}}
+	}
+	return map[string]*anypb.Any{httpProtocolOpts: mustAny(opts)}
+}
+
+// outlierDetection maps Istio's settings as Istio does: each consecutive
+// error kind is enforced only when set, success-rate ejection is off.
+func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetection {
+	out := &clusterv3.OutlierDetection{
+		Interval:              od.GetInterval(),
+		BaseEjectionTime:      od.GetBaseEjectionTime(),
+		EnforcingSuccessRate:  wrapperspb.UInt32(0),
+		EnforcingConsecutive_5Xx: wrapperspb.UInt32(0),
+		EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(0),
+	}
+	n5xx := uint32(0)
+	if v := od.GetConsecutive_5XxErrors(); v != nil {
+		n5xx = v.GetValue()
+	} else if n := od.GetConsecutiveErrors(); n > 0 {
+		n5xx = uint32(n)
+	}
+	if n5xx > 0 {
+		out.Consecutive_5Xx = wrapperspb.UInt32(n5xx)
+		out.EnforcingConsecutive_5Xx = wrapperspb.UInt32(100)
+	}
+	if v := od.GetConsecutiveGatewayErrors(); v != nil && v.GetValue() > 0 {
+		out.ConsecutiveGatewayFailure = wrapperspb.UInt32(v.GetValue())
+		out.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(100)
+	}
+	if od.GetSplitExternalLocalOriginErrors() {
+		out.SplitExternalLocalOriginErrors = true
+		if v := od.GetConsecutiveLocalOriginFailures(); v != nil {
+			out.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(v.GetValue())
+			out.EnforcingConsecutiveLocalOriginFailure = wrapperspb.UInt32(100)
+		}
+	}
+	if n := od.GetMaxEjectionPercent(); n > 0 {
+		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(n, 100)))
+	}
+	return out
+}
+
+// dnsAssignment lists a DNS cluster's hosts inline; limit 1 for
+// LOGICAL_DNS, which takes exactly one.
+func dnsAssignment(name string, ref clusterRef, limit int) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	lle := &endpointv3.LocalityLbEndpoints{}
+	for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+		if limit > 0 && len(lle.LbEndpoints) == limit {
+			break
+		}
+		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.port)))
+	}
+	if len(lle.LbEndpoints) > 0 {
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{lle}
+	}
+	return cla
+}
+
+// inboundCluster forwards to the workload itself.
+func inboundCluster(ip inboundPort) *clusterv3.Cluster {
+	name := InboundClusterName(ip.port)
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+		CircuitBreakers:      circuitBreakers(nil),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: address(ip.host, ip.hostPort),
+			}}}},
+		}}},
+	}
+	if isHTTP(ip.protocol) {
+		c.TypedExtensionProtocolOptions = httpOptions(ip.protocol, nil)
+	}
+	return c
+}
+
+// lbEndpoint is one endpoint; a unix:// address becomes a pipe.
+func lbEndpoint(e *model.Endpoint, port uint32) *endpointv3.LbEndpoint {
+	lb := &endpointv3.LbEndpoint{
+		HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: address(e.Address, port)}},
+		HealthStatus:        corev3.HealthStatus_HEALTHY,
+		LoadBalancingWeight: wrapperspb.UInt32(e.EffectiveWeight()),
+	}
+	if strings.EqualFold(e.Labels[tlsModeLabel], tlsModeIstio) {
+		lb.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+			transportMatchNS: {Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(tlsModeIstio)}},
+		}}
+	}
+	return lb
+}

@@ -1,0 +1,174 @@
+package sidecar
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Endpoints returns the ClusterLoadAssignment of every EDS cluster
+// Clusters returns, endpoints grouped by locality. With a proxy locality and
+// a DestinationRule that enables locality load balancing, localities get
+// priorities (failover, when outlier detection is on, as Istio requires)
+// or weights (distribute).
+func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
+	sc := newScope(s, p)
+	var out []*endpointv3.ClusterLoadAssignment
+	for _, ref := range sc.clusters {
+		tp := ref.dr.TrafficPolicy(ref.port.Number, ref.subset)
+		if isPassthrough(ref, tp) || !usesEDS(ref.svc) {
+			continue
+		}
+		out = append(out, sc.loadAssignment(ref, tp))
+	}
+	return out, nil
+}
+
+func (sc *scope) loadAssignment(ref clusterRef, tp *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {
+	name := ref.name()
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	byLoc := make(map[string]*endpointv3.LocalityLbEndpoints)
+	var locs []string
+	for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+		lle := byLoc[e.Locality]
+		if lle == nil {
+			lle = &endpointv3.LocalityLbEndpoints{Locality: locality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
+			byLoc[e.Locality] = lle
+			locs = append(locs, e.Locality)
+		}
+		lle.LoadBalancingWeight.Value += e.EffectiveWeight()
+		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.port)))
+	}
+	slices.Sort(locs)
+	weights := sc.localityWeights(ref, tp)
+	prios := sc.localityPriorities(locs, tp)
+	for _, l := range locs {
+		lle := byLoc[l]
+		if weights != nil {
+			w := weights[l]
+			if w == 0 {
+				continue // distribute sends nothing here
+			}
+			lle.LoadBalancingWeight = wrapperspb.UInt32(w)
+		}
+		lle.Priority = prios[l]
+		cla.Endpoints = append(cla.Endpoints, lle)
+	}
+	slices.SortStableFunc(cla.Endpoints, func(a, b *endpointv3.LocalityLbEndpoints) int { return cmp.Compare(a.Priority, b.Priority) })
+	return cla
+}
+
+func locality(l string) *corev3.Locality {
+	region, rest, _ := strings.Cut(l, "/")
+	zone, subzone, _ := strings.Cut(rest, "/")
+	return &corev3.Locality{Region: region, Zone: zone, SubZone: subzone}
+}
+
+// localityLB returns the rule's locality setting when it applies to this
+// proxy: the proxy knows its locality and the setting is not disabled.
+func (sc *scope) localityLB(tp *networking.TrafficPolicy) *networking.LocalityLoadBalancerSetting {
+	ls := tp.GetLoadBalancer().GetLocalityLbSetting()
+	if sc.p.Locality == "" || ls == nil || (ls.GetEnabled() != nil && !ls.GetEnabled().GetValue()) {
+		return nil
+	}
+	return ls
+}
+
+// localityWeights returns the weight of each endpoint locality of the
+// cluster from the first distribute rule whose "from" matches the proxy;
+// a "to" weight is shared evenly by the localities it matches. nil when no
+// rule applies.
+func (sc *scope) localityWeights(ref clusterRef, tp *networking.TrafficPolicy) map[string]uint32 {
+	ls := sc.localityLB(tp)
+	if ls == nil {
+		return nil
+	}
+	for _, d := range ls.GetDistribute() {
+		if !localityMatch(d.GetFrom(), sc.p.Locality) {
+			continue
+		}
+		var locs []string
+		for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+			if !slices.Contains(locs, e.Locality) {
+				locs = append(locs, e.Locality)
+			}
+		}
+		out := make(map[string]uint32, len(locs))
+		for pattern, w := range d.GetTo() {
+			var match []string
+			for _, l := range locs {
+				if localityMatch(pattern, l) {
+					match = append(match, l)
+				}
+			}
+			for _, l := range match {
+				out[l] += w / uint32(len(match))
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// localityPriorities implements failover: priority 0 for the proxy's own
+// subzone, then zone, region, a failover target region, and the rest,
+// renumbered densely. Only with outlier detection, as in Istio.
+func (sc *scope) localityPriorities(locs []string, tp *networking.TrafficPolicy) map[string]uint32 {
+	ls := sc.localityLB(tp)
+	if ls == nil || len(ls.GetDistribute()) > 0 || tp.GetOutlierDetection() == nil {
+		return nil
+	}
+	me := locality(sc.p.Locality)
+	raw := make(map[string]uint32, len(locs))
+	for _, l := range locs {
+		o := locality(l)
+		switch {
+		case o.Region == me.Region && o.Zone == me.Zone && o.SubZone == me.SubZone:
+			raw[l] = 0
+		case o.Region == me.Region && o.Zone == me.Zone:
+			raw[l] = 1
+		case o.Region == me.Region:
+			raw[l] = 2
+		default:
+			raw[l] = 4
+			for _, f := range ls.GetFailover() {
+				if f.GetFrom() == me.Region && f.GetTo() == o.Region {
+					raw[l] = 3
+				}
+			}
+		}
+	}
+	levels := make([]uint32, 0, len(raw))
+	for _, p := range raw {
+		levels = append(levels, p)
+	}
+	slices.Sort(levels)
+	levels = slices.Compact(levels)
+	out := make(map[string]uint32, len(raw))
+	for l, p := range raw {
+		out[l] = uint32(slices.Index(levels, p))
+	}
+	return out
+}
+
+// localityMatch matches "region/zone/subzone" patterns where "*" matches
+// the rest and a shorter pattern matches everything below it.
+func localityMatch(pattern, l string) bool {
+	ps := strings.Split(pattern, "/")
+	ls := strings.Split(l, "/")
+	for i, p := range ps {
+		if p == "*" {
+			return true
+		}
+		if i >= len(ls) || ls[i] != p {
+			return false
+		}
+	}
+	return true
+}

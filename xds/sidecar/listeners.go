@@ -1,0 +1,340 @@
+package sidecar
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+	securityv1beta1 "istio.io/api/security/v1beta1"
+)
+
+// Listeners returns a sidecar's listeners:
+//
+//   - virtualOutbound on 0.0.0.0:15001 with use_original_dst: connections
+//     go to the listener for their original destination, the rest through
+//     PassthroughCluster (BlackHoleCluster with REGISTRY_ONLY);
+//   - per outbound port (bind_to_port false): "<VIP>_<port>" with a
+//     tcp_proxy for each TCP service VIP, and "0.0.0.0_<port>" holding the
+//     HTTP services of the port (HttpConnectionManager, RDS "<port>"), TCP
+//     services whose addresses are CIDR blocks (matched by prefix) or that
+//     have none;
+//   - virtualInbound on 0.0.0.0:15006 with one filter chain per workload
+//     port and mTLS mode (PeerAuthentication), RBAC from
+//     AuthorizationPolicies, to the inbound cluster.
+func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
+	sc := newScope(s, p)
+	out := []*listenerv3.Listener{sc.virtualOutbound()}
+	outbound, err := sc.outboundListeners()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+	}
+	out = append(out, outbound...)
+	out = append(out, sc.virtualInbound())
+	return out, nil
+}
+
+func (sc *scope) virtualOutbound() *listenerv3.Listener {
+	return &listenerv3.Listener{
+		Name:           VirtualOutboundListener,
+		Address:        address("0.0.0.0", OutboundPort),
+		UseOriginalDst: boolValue(true),
+		FilterChains: []*listenerv3.FilterChain{{
+			Name:    "virtualOutbound-catchall-tcp",
+			Filters: []*listenerv3.Filter{tcpProxy(sc.fallbackCluster(), []weighted{{cluster: sc.fallbackCluster()}})},
+		}},
+		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+	}
+}
+
+func outboundListener(addr string, port uint32) *listenerv3.Listener {
+	return &listenerv3.Listener{
+		Name:             ListenerName(addr, port),
+		Address:          address(addr, port),
+		BindToPort:       boolValue(false),
+		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+	}
+}
+
+// outboundListeners builds the per-port listeners in port order; within a
+// listener, filter chains follow host order and the first service wins an
+// address.
+func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
+	byName := make(map[string]*listenerv3.Listener)
+	var names []string
+	get := func(addr string, port uint32) *listenerv3.Listener {
+		n := ListenerName(addr, port)
+		if l := byName[n]; l != nil {
+			return l
+		}
+		l := outboundListener(addr, port)
+		byName[n] = l
+		names = append(names, n)
+		return l
+	}
+	wildcardTaken := make(map[uint32]bool) // a chain without a match exists
+	cidrTaken := make(map[string]bool)
+	for _, port := range sc.httpPorts() {
+		l := get("0.0.0.0", port)
+		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+			Name:    "http_" + itoa(port),
+			Filters: []*listenerv3.Filter{networkFilter(hcmFilter, sc.outboundHCM(port))},
+		})
+		wildcardTaken[port] = true
+	}
+	for _, t := range sc.targets {
+		if isHTTP(t.port.Protocol) {
+			continue
+		}
+		dests := sc.tcpDestinations(t)
+		if len(dests) == 0 {
+			continue
+		}
+		stat := "outbound|" + itoa(t.port.Number) + "||" + t.svc.Hostname
+		chain := func(name string) *listenerv3.FilterChain {
+			return &listenerv3.FilterChain{Name: name, Filters: []*listenerv3.Filter{tcpProxy(stat, dests)}}
+		}
+		placed := false
+		for _, a := range t.svc.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				l := get(ip.String(), t.port.Number)
+				if len(l.FilterChains) == 0 {
+					l.FilterChains = []*listenerv3.FilterChain{chain(stat)}
+				}
+				placed = true
+				continue
+			}
+			pfx, err := netip.ParsePrefix(a)
+			if err != nil || cidrTaken[pfx.String()+"|"+itoa(t.port.Number)] {
+				continue
+			}
+			cidrTaken[pfx.String()+"|"+itoa(t.port.Number)] = true
+			c := chain(stat + "|" + pfx.String())
+			c.FilterChainMatch = &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{cidr(pfx.String())}}
+			l := get("0.0.0.0", t.port.Number)
+			l.FilterChains = append(l.FilterChains, c)
+			placed = true
+		}
+		if !placed && !wildcardTaken[t.port.Number] {
+			l := get("0.0.0.0", t.port.Number)
+			l.FilterChains = append(l.FilterChains, chain(stat))
+			wildcardTaken[t.port.Number] = true
+		}
+	}
+	slices.Sort(names)
+	var out []*listenerv3.Listener
+	for _, n := range names {
+		l := byName[n]
+		if a := l.GetAddress().GetSocketAddress(); a.GetAddress() == "0.0.0.0" && !wildcardTaken[a.GetPortValue()] {
+			l.DefaultFilterChain = &listenerv3.FilterChain{
+				Name:    "default",
+				Filters: []*listenerv3.Filter{tcpProxy(sc.fallbackCluster(), []weighted{{cluster: sc.fallbackCluster()}})},
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// tcpDestinations returns the clusters of a TCP service port: the first
+// TCP route of its VirtualService that matches the port (weighted when it
+// names several destinations), else the service's own cluster.
+func (sc *scope) tcpDestinations(t target) []weighted {
+	own := []weighted{{cluster: ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
+	vs := sc.s.VirtualServiceFor(t.svc.Hostname, sc.p.Namespace)
+	if vs == nil {
+		return own
+	}
+	for _, tr := range vs.Spec.GetTcp() {
+		if !tcpMatches(tr, t.port.Number, sc.p) {
+			continue
+		}
+		var out []weighted
+		for _, d := range tr.GetRoute() {
+			ref, ok := sc.resolve(t, vs, d.GetDestination())
+			if !ok {
+				continue
+			}
+			w := uint32(max(d.GetWeight(), 0))
+			if len(tr.GetRoute()) == 1 {
+				w = 100
+			}
+			if w > 0 {
+				out = append(out, weighted{cluster: ref.name(), weight: w, ref: ref})
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+		return own
+	}
+	return own
+}
+
+func tcpMatches(tr *networking.TCPRoute, port uint32, p *Proxy) bool {
+	if len(tr.GetMatch()) == 0 {
+		return true
+	}
+	for _, m := range tr.GetMatch() {
+		if m.GetPort() != 0 && m.GetPort() != port {
+			continue
+		}
+		if gw := m.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
+			continue
+		}
+		if ns := m.GetSourceNamespace(); ns != "" && ns != p.Namespace {
+			continue
+		}
+		ok := true
+		for k, v := range m.GetSourceLabels() {
+			if p.Labels[k] != v {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// outboundHCM is the HttpConnectionManager of an outbound HTTP port.
+func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
+	return &hcmv3.HttpConnectionManager{
+		StatPrefix: "outbound_0.0.0.0_" + itoa(port),
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    adsConfigSource(),
+			RouteConfigName: RouteName(port),
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{
+			httpFilter(faultFilter, &faultv3.HTTPFault{}),
+			httpFilter(corsFilter, &corsv3.Cors{}),
+			httpFilter(routerFilter, &routerv3.Router{}),
+		},
+	}
+}
+
+func httpFilter(name string, m proto.Message) *hcmv3.HttpFilter {
+	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(m)}}
+}
+
+// virtualInbound is the inbound listener: per workload port, a chain for
+// mesh mTLS (ALPN istio*) unless DISABLE, and plaintext chains (raw and
+// non-mesh TLS) unless STRICT. Connections to other ports pass through
+// (blocked under a STRICT workload policy).
+func (sc *scope) virtualInbound() *listenerv3.Listener {
+	l := &listenerv3.Listener{
+		Name:    VirtualInboundListener,
+		Address: address("0.0.0.0", InboundPort),
+		ListenerFilters: []*listenerv3.ListenerFilter{
+			{Name: originalDstFilter, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originaldstv3.OriginalDst{})}},
+			{Name: tlsInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}},
+		},
+		TrafficDirection: corev3.TrafficDirection_INBOUND,
+	}
+	sec := sc.p.Security
+	for _, ip := range sc.inbound() {
+		mode := sec.Mode(ip.port)
+		http := isHTTP(ip.protocol)
+		deny, allow := rbacRules(sec.AuthorizationPolicies, sc.trustDomain(), http)
+		filters := func() []*listenerv3.Filter { return inboundFilters(ip, http, deny, allow) }
+		name := "inbound|" + itoa(ip.port)
+		if mode != securityv1beta1.PeerAuthentication_MutualTLS_DISABLE {
+			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+				Name: name + "|mtls",
+				FilterChainMatch: &listenerv3.FilterChainMatch{
+					DestinationPort:      wrapperspb.UInt32(ip.port),
+					TransportProtocol:    "tls",
+					ApplicationProtocols: inboundALP,
+				},
+				TransportSocket: inboundMTLS(http),
+				Filters:         filters(),
+			})
+		}
+		switch mode {
+		case securityv1beta1.PeerAuthentication_MutualTLS_STRICT:
+		case securityv1beta1.PeerAuthentication_MutualTLS_DISABLE:
+			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+				Name:             name + "|plaintext",
+				FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port)},
+				Filters:          filters(),
+			})
+		default:
+			for _, tp := range []string{"tls", "raw_buffer"} {
+				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+					Name:             name + "|" + tp,
+					FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: tp},
+					Filters:          filters(),
+				})
+			}
+		}
+	}
+	fallback := InboundPassthroughCluster
+	if sec.Mode(0) == securityv1beta1.PeerAuthentication_MutualTLS_STRICT {
+		fallback = BlackHoleCluster
+	}
+	l.DefaultFilterChain = &listenerv3.FilterChain{
+		Name:    "virtualInbound-catchall",
+		Filters: []*listenerv3.Filter{tcpProxy(fallback, []weighted{{cluster: fallback}})},
+	}
+	return l
+}
+
+// inboundFilters are the network filters of one inbound chain: RBAC (deny
+// then allow) and an HttpConnectionManager routing to the inbound cluster,
+// or RBAC and a tcp_proxy.
+func inboundFilters(ip inboundPort, http bool, deny, allow *rbacv3.RBAC) []*listenerv3.Filter {
+	cluster := InboundClusterName(ip.port)
+	if !http {
+		var fs []*listenerv3.Filter
+		for i, r := range []*rbacv3.RBAC{deny, allow} {
+			if r != nil {
+				fs = append(fs, networkFilter(rbacNetFilter, &rbacnetv3.RBAC{Rules: r, StatPrefix: []string{"deny_", "allow_"}[i]}))
+			}
+		}
+		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}}))
+	}
+	var hf []*hcmv3.HttpFilter
+	for i, r := range []*rbacv3.RBAC{deny, allow} {
+		if r != nil {
+			hf = append(hf, httpFilter(rbacHTTPFilter+[]string{".deny", ".allow"}[i], &rbachttpv3.RBAC{Rules: r}))
+		}
+	}
+	hf = append(hf, httpFilter(routerFilter, &routerv3.Router{}))
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: "inbound_0.0.0.0_" + itoa(ip.port),
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: cluster,
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    "inbound|http|" + itoa(ip.port),
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{{
+					Name:  "default",
+					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+						ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster},
+						Timeout:          durationpb.New(0),
+					}},
+				}},
+			}},
+		}},
+		HttpFilters: hf,
+	}
+	return []*listenerv3.Filter{networkFilter(hcmFilter, hcm)}
+}

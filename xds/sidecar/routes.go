@@ -1,0 +1,661 @@
+package sidecar
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// defaultRetryOn is Istio's retry_on when a VirtualService names no
+// conditions, and of its default retry policy.
+const defaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+
+// Routes returns one route configuration per outbound HTTP port, named by
+// the port: a virtual host per HTTP service on that port (domains: the
+// host, its short names, its VIPs, each also with ":port") and a catch-all
+// virtual host that passes unknown hosts through (allow_any) or answers
+// 502 (block_all, outboundTrafficPolicy REGISTRY_ONLY).
+func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
+	sc := newScope(s, p)
+	var out []*routev3.RouteConfiguration
+	for _, port := range sc.httpPorts() {
+		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false)}
+		used := make(map[string]bool)
+		for _, t := range sc.targets {
+			if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
+				continue
+			}
+			vh, err := sc.virtualHost(t, used)
+			if err != nil {
+				return nil, fmt.Errorf("proxy %s: route %s: %w", p.ID, rc.Name, err)
+			}
+			if vh != nil {
+				rc.VirtualHosts = append(rc.VirtualHosts, vh)
+			}
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, sc.catchAllHost())
+		out = append(out, rc)
+	}
+	return out, nil
+}
+
+// httpPorts lists the outbound ports with an HTTP service, ascending.
+func (sc *scope) httpPorts() []uint32 {
+	var out []uint32
+	for _, t := range sc.targets {
+		if isHTTP(t.port.Protocol) && t.svc.Hostname != "*" && !slices.Contains(out, t.port.Number) {
+			out = append(out, t.port.Number)
+		}
+	}
+	return out
+}
+
+func (sc *scope) catchAllHost() *routev3.VirtualHost {
+	if sc.registryOnly() {
+		return &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
+			Name:   "block_all",
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
+		}}}
+	}
+	return &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
+		Name:  "allow_any",
+		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: PassthroughCluster},
+			Timeout:          durationpb.New(0),
+		}},
+	}}}
+}
+
+// domains returns the names a client may use for a service port: the host;
+// for host name.ns.svc.cluster.local also name.ns and name.ns.svc, and name
+// from the same namespace; for other hosts the first label from the same
+// namespace; the service's IP addresses. Each also with ":port". Names an
+// earlier virtual host took are skipped (Envoy rejects duplicates).
+func (sc *scope) domains(t target, used map[string]bool) []string {
+	h := t.svc.Hostname
+	names := []string{h}
+	if name, ok := strings.CutSuffix(h, "."+t.svc.Namespace+"."+model.DefaultDomainSuffix); ok {
+		if t.svc.Namespace == sc.p.Namespace {
+			names = append(names, name)
+		}
+		names = append(names, name+"."+t.svc.Namespace, name+"."+t.svc.Namespace+".svc")
+	} else if first, _, ok := strings.Cut(h, "."); ok && t.svc.Namespace == sc.p.Namespace && !strings.HasPrefix(h, "*") {
+		names = append(names, first)
+	}
+	for _, a := range t.svc.Addresses {
+		if _, err := netip.ParseAddr(a); err == nil {
+			names = append(names, a)
+		}
+	}
+	var out []string
+	for _, n := range names {
+		for _, d := range []string{n, n + ":" + itoa(t.port.Number)} {
+			if !used[d] {
+				used[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func (sc *scope) virtualHost(t target, used map[string]bool) (*routev3.VirtualHost, error) {
+	domains := sc.domains(t, used)
+	if len(domains) == 0 {
+		return nil, nil
+	}
+	vh := &routev3.VirtualHost{Name: t.svc.Hostname + ":" + itoa(t.port.Number), Domains: domains}
+	if vs := sc.s.VirtualServiceFor(t.svc.Hostname, sc.p.Namespace); vs != nil {
+		routes, err := sc.httpRoutes(t, vs)
+		if err != nil {
+			return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
+		}
+		vh.Routes = routes
+	}
+	if len(vh.Routes) == 0 {
+		vh.Routes = []*routev3.Route{sc.defaultRoute(t)}
+	}
+	return vh, nil
+}
+
+// defaultRoute sends everything to the service port's cluster with Istio's
+// default retry policy and no timeout.
+func (sc *scope) defaultRoute(t target) *routev3.Route {
+	name := ClusterName(t.port.Number, "", t.svc.Hostname)
+	ref := sc.byName[name]
+	return &routev3.Route{
+		Name:  "default",
+		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
+			Timeout:          durationpb.New(0),
+			RetryPolicy:      retryPolicy(nil),
+			HashPolicy:       hashPolicy(ref.dr, ref.port.Number, ""),
+		}},
+	}
+}
+
+// httpRoutes translates a VirtualService's HTTP routes for one service
+// port. Each match becomes one Envoy route (Istio's expansion); matches for
+// another port, other source labels or only other gateways are skipped.
+// Delegation is not supported (the route is skipped).
+func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Route, error) {
+	var out []*routev3.Route
+	for i, hr := range vs.Spec.GetHttp() {
+		if hr.GetDelegate() != nil {
+			continue
+		}
+		base, err := sc.routeBody(t, vs, hr)
+		if err != nil {
+			return nil, fmt.Errorf("http[%d]: %w", i, err)
+		}
+		matches := hr.GetMatch()
+		if len(matches) == 0 {
+			matches = []*networking.HTTPMatchRequest{nil}
+		}
+		for j, m := range matches {
+			if !sc.matchApplies(m, t.port.Number) {
+				continue
+			}
+			rm, err := routeMatch(m)
+			if err != nil {
+				return nil, fmt.Errorf("http[%d].match[%d]: %w", i, j, err)
+			}
+			r := cloneRoute(base)
+			r.Name = cmpOr(hr.GetName(), strconv.Itoa(i))
+			if m.GetName() != "" {
+				r.Name += "." + m.GetName()
+			}
+			r.Match = rm
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// matchApplies reports whether a match can select traffic of this proxy
+// on this port.
+func (sc *scope) matchApplies(m *networking.HTTPMatchRequest, port uint32) bool {
+	if m == nil {
+		return true
+	}
+	if m.GetPort() != 0 && m.GetPort() != port {
+		return false
+	}
+	if gw := m.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
+		return false
+	}
+	if ns := m.GetSourceNamespace(); ns != "" && ns != sc.p.Namespace {
+		return false
+	}
+	for k, v := range m.GetSourceLabels() {
+		if sc.p.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// routeBody builds everything of a route but its name and match.
+func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HTTPRoute) (*routev3.Route, error) {
+	r := &routev3.Route{}
+	if h := hr.GetHeaders(); h != nil {
+		r.RequestHeadersToAdd, r.RequestHeadersToRemove = headerOps(h.GetRequest())
+		r.ResponseHeadersToAdd, r.ResponseHeadersToRemove = headerOps(h.GetResponse())
+	}
+	cfg := make(map[string]*anypb.Any)
+	if f := hr.GetFault(); f != nil {
+		cfg[faultFilter] = mustAny(faultConfig(f))
+	}
+	if c := hr.GetCorsPolicy(); c != nil {
+		cfg[corsFilter] = mustAny(corsPolicy(c))
+	}
+	if len(cfg) > 0 {
+		r.TypedPerFilterConfig = cfg
+	}
+	switch {
+	case hr.GetRedirect() != nil:
+		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}
+		return r, nil
+	case hr.GetDirectResponse() != nil:
+		r.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}
+		return r, nil
+	}
+	dests := sc.httpDestinations(t, vs, hr.GetRoute())
+	if len(dests) == 0 {
+		// Every destination is unknown to this proxy: answer as Envoy does
+		// for a missing cluster, without referencing one.
+		r.Action = &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 503}}
+		return r, nil
+	}
+	a := &routev3.RouteAction{Timeout: durationpb.New(0)}
+	if len(dests) == 1 {
+		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: dests[0].cluster}
+		if h := hr.GetRoute()[dests[0].index].GetHeaders(); h != nil {
+			rq, rqr := headerOps(h.GetRequest())
+			rs, rsr := headerOps(h.GetResponse())
+			r.RequestHeadersToAdd = append(r.RequestHeadersToAdd, rq...)
+			r.RequestHeadersToRemove = append(r.RequestHeadersToRemove, rqr...)
+			r.ResponseHeadersToAdd = append(r.ResponseHeadersToAdd, rs...)
+			r.ResponseHeadersToRemove = append(r.ResponseHeadersToRemove, rsr...)
+		}
+	} else {
+		wc := &routev3.WeightedCluster{}
+		for _, d := range dests {
+			cw := &routev3.WeightedCluster_ClusterWeight{Name: d.cluster, Weight: wrapperspb.UInt32(d.weight)}
+			if h := hr.GetRoute()[d.index].GetHeaders(); h != nil {
+				cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = headerOps(h.GetRequest())
+				cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = headerOps(h.GetResponse())
+			}
+			wc.Clusters = append(wc.Clusters, cw)
+		}
+		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
+	}
+	first := dests[0].ref
+	a.HashPolicy = hashPolicy(first.dr, first.port.Number, first.subset)
+	if d := hr.GetTimeout(); d != nil {
+		a.Timeout = d
+	}
+	a.RetryPolicy = retryPolicy(hr.GetRetries())
+	if rw := hr.GetRewrite(); rw != nil {
+		if rw.GetUri() != "" {
+			a.PrefixRewrite = rw.GetUri()
+		}
+		if rr := rw.GetUriRegexRewrite(); rr != nil {
+			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: rr.GetMatch()}, Substitution: rr.GetRewrite()}
+		}
+		if rw.GetAuthority() != "" {
+			a.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.GetAuthority()}
+		}
+	}
+	a.RequestMirrorPolicies = sc.mirrors(t, vs, hr)
+	r.Action = &routev3.Route_Route{Route: a}
+	return r, nil
+}
+
+type httpDest struct {
+	weighted
+	index int // in the HTTPRoute's destinations
+}
+
+// httpDestinations resolves route destinations to clusters this proxy
+// has; unknown hosts, ports and subsets are dropped.
+func (sc *scope) httpDestinations(t target, vs *model.VirtualService, rds []*networking.HTTPRouteDestination) []httpDest {
+	var out []httpDest
+	for i, d := range rds {
+		ref, ok := sc.resolve(t, vs, d.GetDestination())
+		if !ok {
+			continue
+		}
+		w := uint32(max(d.GetWeight(), 0))
+		if len(rds) == 1 {
+			w = 100
+		}
+		if w == 0 {
+			continue
+		}
+		out = append(out, httpDest{weighted: weighted{cluster: ref.name(), weight: w, ref: ref}, index: i})
+	}
+	return out
+}
+
+// resolve finds the cluster of a destination: its host (short names are
+// in the VirtualService's namespace), port (the route's own port when the
+// destination is the same host or names none, else the target's only
+// port) and subset.
+func (sc *scope) resolve(t target, vs *model.VirtualService, d *networking.Destination) (clusterRef, bool) {
+	host := d.GetHost()
+	if !strings.Contains(host, ".") {
+		host = host + "." + vs.Namespace + "." + model.DefaultDomainSuffix
+	}
+	port := d.GetPort().GetNumber()
+	if port == 0 {
+		port = t.port.Number
+		if host != t.svc.Hostname {
+			if svc := sc.s.ServiceFor(host, sc.p.Namespace, sc.msc); svc != nil && len(svc.Ports) == 1 {
+				port = svc.Ports[0].Number
+			}
+		}
+	}
+	ref, ok := sc.byName[ClusterName(port, d.GetSubset(), host)]
+	return ref, ok
+}
+
+func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTPRoute) []*routev3.RouteAction_RequestMirrorPolicy {
+	type mirror struct {
+		dest *networking.Destination
+		pct  *networking.Percent
+	}
+	var ms []mirror
+	if hr.GetMirror() != nil {
+		pct := hr.GetMirrorPercentage()
+		if pct == nil && hr.GetMirrorPercent() != nil {
+			pct = &networking.Percent{Value: float64(hr.GetMirrorPercent().GetValue())}
+		}
+		ms = append(ms, mirror{hr.GetMirror(), pct})
+	}
+	for _, m := range hr.GetMirrors() {
+		ms = append(ms, mirror{m.GetDestination(), m.GetPercentage()})
+	}
+	var out []*routev3.RouteAction_RequestMirrorPolicy
+	for _, m := range ms {
+		ref, ok := sc.resolve(t, vs, m.dest)
+		if !ok {
+			continue
+		}
+		out = append(out, &routev3.RouteAction_RequestMirrorPolicy{
+			Cluster:         ref.name(),
+			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: percent(m.pct, 0)},
+		})
+	}
+	return out
+}
+
+// routeMatch translates one Istio match; nil matches every request.
+func routeMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
+	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	if m == nil {
+		return rm, nil
+	}
+	switch u := m.GetUri().GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
+	case *networking.StringMatch_Prefix:
+		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
+	case *networking.StringMatch_Regex:
+		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
+	}
+	if m.GetIgnoreUriCase() {
+		rm.CaseSensitive = wrapperspb.Bool(false)
+	}
+	add := func(name string, sm *networking.StringMatch, invert bool) {
+		hm := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
+		if s := stringMatcher(sm); s != nil {
+			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: s}
+		} else {
+			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+		}
+		rm.Headers = append(rm.Headers, hm)
+	}
+	if a := m.GetAuthority(); a != nil {
+		add(":authority", a, false)
+	}
+	if mm := m.GetMethod(); mm != nil {
+		add(":method", mm, false)
+	}
+	if sm := m.GetScheme(); sm != nil {
+		add(":scheme", sm, false)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.GetHeaders())) {
+		add(strings.ToLower(name), m.GetHeaders()[name], false)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.GetWithoutHeaders())) {
+		add(strings.ToLower(name), m.GetWithoutHeaders()[name], true)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.GetQueryParams())) {
+		qm := &routev3.QueryParameterMatcher{Name: name}
+		if s := stringMatcher(m.GetQueryParams()[name]); s != nil {
+			qm.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_StringMatch{StringMatch: s}
+		} else {
+			qm.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: true}
+		}
+		rm.QueryParameters = append(rm.QueryParameters, qm)
+	}
+	return rm, nil
+}
+
+// stringMatcher translates an Istio string match; nil when it has none.
+func stringMatcher(sm *networking.StringMatch) *matcherv3.StringMatcher {
+	switch u := sm.GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: u.Exact}}
+	case *networking.StringMatch_Prefix:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: u.Prefix}}
+	case *networking.StringMatch_Regex:
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}}
+	}
+	return nil
+}
+
+// headerOps translates set (overwrite), add (append) and remove.
+func headerOps(h *networking.Headers_HeaderOperations) ([]*corev3.HeaderValueOption, []string) {
+	if h == nil {
+		return nil, nil
+	}
+	var add []*corev3.HeaderValueOption
+	for _, k := range slices.Sorted(maps.Keys(h.GetSet())) {
+		add = append(add, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: k, Value: h.GetSet()[k]},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		})
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.GetAdd())) {
+		add = append(add, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: k, Value: h.GetAdd()[k]},
+			AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
+		})
+	}
+	return add, slices.Clone(h.GetRemove())
+}
+
+// retryPolicy translates Istio's retries; nil means Istio's default (two
+// attempts on connection failures, refused streams and 503), zero
+// attempts means none. Status codes in retryOn become retriable codes.
+func retryPolicy(r *networking.HTTPRetry) *routev3.RetryPolicy {
+	if r != nil && r.GetAttempts() <= 0 {
+		return nil
+	}
+	rp := &routev3.RetryPolicy{
+		RetryOn:                       defaultRetryOn,
+		NumRetries:                    wrapperspb.UInt32(2),
+		RetriableStatusCodes:          []uint32{503},
+		RetryHostPredicate:            []*routev3.RetryPolicy_RetryHostPredicate{{Name: previousHosts, ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: mustAny(&previoushostsv3.PreviousHostsPredicate{})}}},
+		HostSelectionRetryMaxAttempts: 5,
+	}
+	if r == nil {
+		return rp
+	}
+	rp.NumRetries = wrapperspb.UInt32(uint32(r.GetAttempts()))
+	rp.PerTryTimeout = r.GetPerTryTimeout()
+	if r.GetRetryOn() != "" {
+		var on []string
+		var codes []uint32
+		for part := range strings.SplitSeq(r.GetRetryOn(), ",") {
+			part = strings.TrimSpace(part)
+			if n, err := strconv.ParseUint(part, 10, 32); err == nil {
+				codes = append(codes, uint32(n))
+			} else if part != "" {
+				on = append(on, part)
+			}
+		}
+		if len(codes) > 0 && !slices.Contains(on, "retriable-status-codes") {
+			on = append(on, "retriable-status-codes")
+		}
+		rp.RetryOn = strings.Join(on, ",")
+		rp.RetriableStatusCodes = codes
+	}
+	if b := r.GetBackoff(); b != nil && b.AsDuration() > 0 {
+		rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: b}
+	}
+	if r.GetRetryIgnorePreviousHosts() != nil && !r.GetRetryIgnorePreviousHosts().GetValue() {
+		rp.RetryHostPredicate = nil
+	}
+	return rp
+}
+
+// faultConfig translates an Istio fault into the fault filter's per-route
+// config.
+func faultConfig(f *networking.HTTPFaultInjection) *faultv3.HTTPFault {
+	out := &faultv3.HTTPFault{}
+	if d := f.GetDelay(); d != nil {
+		out.Delay = &faultcommonv3.FaultDelay{
+			FaultDelaySecifier: &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: d.GetFixedDelay()},
+			Percentage:         percent(d.GetPercentage(), d.GetPercent()),
+		}
+	}
+	if a := f.GetAbort(); a != nil {
+		ab := &faultv3.FaultAbort{Percentage: percent(a.GetPercentage(), 0)}
+		switch e := a.GetErrorType().(type) {
+		case *networking.HTTPFaultInjection_Abort_GrpcStatus:
+			ab.ErrorType = &faultv3.FaultAbort_GrpcStatus{GrpcStatus: grpcCode(e.GrpcStatus)}
+		case *networking.HTTPFaultInjection_Abort_HttpStatus:
+			ab.ErrorType = &faultv3.FaultAbort_HttpStatus{HttpStatus: uint32(e.HttpStatus)}
+		}
+		out.Abort = ab
+	}
+	return out
+}
+
+// grpcCode parses a gRPC code name ("UNAVAILABLE") or number.
+func grpcCode(s string) uint32 {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n)
+	}
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(strconv.Quote(strings.ToUpper(s)))); err == nil {
+		return uint32(c)
+	}
+	return uint32(codes.Unknown)
+}
+
+// percent converts Istio's percentage (0-100) to a fraction per million;
+// unset means 100%.
+func percent(p *networking.Percent, legacy int32) *typev3.FractionalPercent {
+	v := 100.0
+	switch {
+	case p != nil:
+		v = p.GetValue()
+	case legacy > 0:
+		v = float64(legacy)
+	}
+	v = math.Max(0, math.Min(100, v))
+	return &typev3.FractionalPercent{Numerator: uint32(math.Round(v * 10000)), Denominator: typev3.FractionalPercent_MILLION}
+}
+
+// corsPolicy translates Istio's CORS policy into the CORS filter's
+// per-route config.
+func corsPolicy(c *networking.CorsPolicy) *corsv3.CorsPolicy {
+	out := &corsv3.CorsPolicy{
+		AllowMethods:     strings.Join(c.GetAllowMethods(), ","),
+		AllowHeaders:     strings.Join(c.GetAllowHeaders(), ","),
+		ExposeHeaders:    strings.Join(c.GetExposeHeaders(), ","),
+		AllowCredentials: c.GetAllowCredentials(),
+	}
+	if d := c.GetMaxAge(); d != nil {
+		out.MaxAge = strconv.FormatInt(int64(d.AsDuration()/time.Second), 10)
+	}
+	for _, o := range c.GetAllowOrigin() {
+		out.AllowOriginStringMatch = append(out.AllowOriginStringMatch, &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: o}})
+	}
+	for _, o := range c.GetAllowOrigins() {
+		if sm := stringMatcher(o); sm != nil {
+			out.AllowOriginStringMatch = append(out.AllowOriginStringMatch, sm)
+		}
+	}
+	switch c.GetUnmatchedPreflights() {
+	case networking.CorsPolicy_IGNORE:
+		out.ForwardNotMatchingPreflights = wrapperspb.Bool(false)
+	case networking.CorsPolicy_FORWARD:
+		out.ForwardNotMatchingPreflights = wrapperspb.Bool(true)
+	}
+	return out
+}
+
+func redirect(r *networking.HTTPRedirect) *routev3.RedirectAction {
+	out := &routev3.RedirectAction{HostRedirect: r.GetAuthority()}
+	if r.GetUri() != "" {
+		out.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: r.GetUri()}
+	} else if r.GetPrefixRewrite() != "" {
+		out.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: r.GetPrefixRewrite()}
+	}
+	if p := r.GetPort(); p != 0 {
+		out.PortRedirect = p
+	}
+	if r.GetScheme() != "" {
+		out.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: r.GetScheme()}
+	}
+	switch r.GetRedirectCode() {
+	case 302:
+		out.ResponseCode = routev3.RedirectAction_FOUND
+	case 303:
+		out.ResponseCode = routev3.RedirectAction_SEE_OTHER
+	case 307:
+		out.ResponseCode = routev3.RedirectAction_TEMPORARY_REDIRECT
+	case 308:
+		out.ResponseCode = routev3.RedirectAction_PERMANENT_REDIRECT
+	default:
+		out.ResponseCode = routev3.RedirectAction_MOVED_PERMANENTLY
+	}
+	return out
+}
+
+func directResponse(d *networking.HTTPDirectResponse) *routev3.DirectResponseAction {
+	out := &routev3.DirectResponseAction{Status: d.GetStatus()}
+	switch b := d.GetBody().GetSpecifier().(type) {
+	case *networking.HTTPBody_String_:
+		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: b.String_}}
+	case *networking.HTTPBody_Bytes:
+		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b.Bytes}}
+	}
+	return out
+}
+
+// hashPolicy returns the route hash policy of a consistent-hash rule:
+// header, cookie, source IP or query parameter.
+func hashPolicy(dr *model.DestinationRule, port uint32, subset string) []*routev3.RouteAction_HashPolicy {
+	ch := dr.TrafficPolicy(port, subset).GetLoadBalancer().GetConsistentHash()
+	if ch == nil {
+		return nil
+	}
+	var hp *routev3.RouteAction_HashPolicy
+	switch k := ch.GetHashKey().(type) {
+	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName:
+		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{
+			Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: strings.ToLower(k.HttpHeaderName)},
+		}}
+	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpCookie:
+		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_Cookie_{
+			Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: k.HttpCookie.GetName(), Path: k.HttpCookie.GetPath(), Ttl: k.HttpCookie.GetTtl()},
+		}}
+	case *networking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
+		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_ConnectionProperties_{
+			ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true},
+		}}
+	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpQueryParameterName:
+		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_QueryParameter_{
+			QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: k.HttpQueryParameterName},
+		}}
+	default:
+		return nil
+	}
+	return []*routev3.RouteAction_HashPolicy{hp}
+}

@@ -1,0 +1,157 @@
+package sidecar
+
+import (
+	"slices"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Istio's ALPN values: the client offers them on mesh mTLS, the inbound
+// listener picks mesh mTLS connections by them.
+var (
+	mtlsALPN   = []string{"istio-peer-exchange", "istio"}
+	inboundALP = []string{"istio-peer-exchange", "istio", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
+)
+
+// sdsSecret references a secret the agent serves over SDS on its Unix
+// socket, reached through the bootstrap's static cluster SDSCluster.
+func sdsSecret(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{
+		Name: name,
+		SdsConfig: &corev3.ConfigSource{
+			ResourceApiVersion: corev3.ApiVersion_V3,
+			ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+				ApiType:                   corev3.ApiConfigSource_GRPC,
+				TransportApiVersion:       corev3.ApiVersion_V3,
+				SetNodeOnFirstMessageOnly: true,
+				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: SDSCluster},
+				}}},
+			}},
+		},
+	}
+}
+
+// sanMatchers matches URI SANs exactly (SPIFFE IDs).
+func sanMatchers(sans []string) []*tlsv3.SubjectAltNameMatcher {
+	var out []*tlsv3.SubjectAltNameMatcher
+	for _, s := range sans {
+		out = append(out, &tlsv3.SubjectAltNameMatcher{
+			SanType: tlsv3.SubjectAltNameMatcher_URI,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}},
+		})
+	}
+	return out
+}
+
+// meshCommonTLS is the workload certificate (SDS "default") and the mesh
+// root (SDS "ROOTCA") with optional SAN checks.
+func meshCommonTLS(alpn []string, sans []string) *tlsv3.CommonTlsContext {
+	return &tlsv3.CommonTlsContext{
+		AlpnProtocols:                  alpn,
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(SecretDefault)},
+		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+			DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sanMatchers(sans)},
+			ValidationContextSdsSecretConfig: sdsSecret(SecretRootCA),
+		}},
+	}
+}
+
+// istioMutual is the client side of mesh mTLS.
+func istioMutual(sni string, sans []string) *corev3.TransportSocket {
+	return tlsSocket(&tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: meshCommonTLS(mtlsALPN, sans)})
+}
+
+// inboundMTLS is the server side of mesh mTLS: a client certificate from
+// the mesh root is required.
+func inboundMTLS(http bool) *corev3.TransportSocket {
+	var alpn []string
+	if http {
+		alpn = []string{"h2", "http/1.1"}
+	}
+	return tlsSocket(&tlsv3.DownstreamTlsContext{
+		RequireClientCertificate: wrapperspb.Bool(true),
+		CommonTlsContext:         meshCommonTLS(alpn, nil),
+	})
+}
+
+// clientTLS translates a DestinationRule's TLS settings for a cluster; nil
+// means plaintext. ISTIO_MUTUAL uses the SDS secrets; SIMPLE and MUTUAL
+// use the files named in the rule, or the SDS secret credentialName (and
+// "<credentialName>-cacert" for the root).
+func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *corev3.TransportSocket {
+	switch t.GetMode() {
+	case networking.ClientTLSSettings_ISTIO_MUTUAL:
+		if len(t.GetSubjectAltNames()) > 0 {
+			sans = t.GetSubjectAltNames()
+		}
+		if t.GetSni() != "" {
+			sni = t.GetSni()
+		}
+		return istioMutual(sni, sans)
+	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
+	default:
+		return nil
+	}
+	ctx := &tlsv3.UpstreamTlsContext{Sni: t.GetSni(), CommonTlsContext: &tlsv3.CommonTlsContext{}}
+	cvc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sanMatchers(t.GetSubjectAltNames())}
+	if t.GetInsecureSkipVerify().GetValue() {
+		cvc = nil
+	}
+	switch {
+	case t.GetCredentialName() != "":
+		if t.GetMode() == networking.ClientTLSSettings_MUTUAL {
+			ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(t.GetCredentialName())}
+		}
+		if cvc != nil {
+			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         cvc,
+				ValidationContextSdsSecretConfig: sdsSecret(t.GetCredentialName() + "-cacert"),
+			}}
+		}
+	default:
+		if t.GetMode() == networking.ClientTLSSettings_MUTUAL && t.GetClientCertificate() != "" {
+			ctx.CommonTlsContext.TlsCertificates = []*tlsv3.TlsCertificate{{
+				CertificateChain: fileSource(t.GetClientCertificate()),
+				PrivateKey:       fileSource(t.GetPrivateKey()),
+			}}
+		}
+		if cvc != nil && t.GetCaCertificates() != "" {
+			cvc.TrustedCa = fileSource(t.GetCaCertificates())
+		}
+		if cvc != nil && (cvc.TrustedCa != nil || len(cvc.MatchTypedSubjectAltNames) > 0) {
+			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: cvc}
+		}
+	}
+	return tlsSocket(ctx)
+}
+
+func fileSource(path string) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: path}}
+}
+
+func tlsSocket(ctx proto.Message) *corev3.TransportSocket {
+	return &corev3.TransportSocket{Name: tlsTransport, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
+}
+
+// serviceSANs returns the identities a service's endpoints may present:
+// the ServiceEntry's subjectAltNames, else the SPIFFE IDs of its endpoints'
+// service accounts (sorted, unique).
+func serviceSANs(ref clusterRef, trustDomain string) []string {
+	if len(ref.svc.SubjectAltNames) > 0 {
+		return ref.svc.SubjectAltNames
+	}
+	var out []string
+	for _, e := range ref.svc.Endpoints {
+		if e.ServiceAccount != "" {
+			out = append(out, SpiffeID(trustDomain, ref.svc.Namespace, e.ServiceAccount))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

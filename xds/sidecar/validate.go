@@ -1,0 +1,222 @@
+package sidecar
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Resources is the whole config of one sidecar.
+type Resources struct {
+	Listeners []*listenerv3.Listener
+	Routes    []*routev3.RouteConfiguration
+	Clusters  []*clusterv3.Cluster
+	Endpoints []*endpointv3.ClusterLoadAssignment
+}
+
+// Generate returns all four resource types for a proxy, checked with
+// Consistent.
+func Generate(s *model.Snapshot, p *Proxy) (*Resources, error) {
+	var r Resources
+	var err error
+	if r.Listeners, err = Listeners(s, p); err != nil {
+		return nil, err
+	}
+	if r.Routes, err = Routes(s, p); err != nil {
+		return nil, err
+	}
+	if r.Clusters, err = Clusters(s, p); err != nil {
+		return nil, err
+	}
+	if r.Endpoints, err = Endpoints(s, p); err != nil {
+		return nil, err
+	}
+	if err := r.Consistent(); err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+	}
+	return &r, nil
+}
+
+// Messages returns every resource, listeners first.
+func (r *Resources) Messages() []proto.Message {
+	var out []proto.Message
+	for _, l := range r.Listeners {
+		out = append(out, l)
+	}
+	for _, x := range r.Routes {
+		out = append(out, x)
+	}
+	for _, c := range r.Clusters {
+		out = append(out, c)
+	}
+	for _, e := range r.Endpoints {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Validate runs the generated ValidateAll of m and of every message packed
+// in an Any anywhere inside it, recursively. An Any whose type is not
+// linked in, or a message without a validator, is an error.
+func Validate(m proto.Message) error {
+	if err := validateOne(m); err != nil {
+		return err
+	}
+	return walk(m.ProtoReflect(), func(inner proto.Message) error {
+		if err := validateOne(inner); err != nil {
+			return fmt.Errorf("%s: %w", inner.ProtoReflect().Descriptor().FullName(), err)
+		}
+		return nil
+	}, nil)
+}
+
+func validateOne(m proto.Message) error {
+	v, ok := m.(interface{ ValidateAll() error })
+	if !ok {
+		return fmt.Errorf("%T has no validator", m)
+	}
+	return v.ValidateAll()
+}
+
+// walk visits every populated message field of m, recursively. onAny is
+// called with the content of every Any (which is then walked too); onMsg,
+// when not nil, with every message.
+func walk(m protoreflect.Message, onAny, onMsg func(proto.Message) error) error {
+	if onMsg != nil {
+		if err := onMsg(m.Interface()); err != nil {
+			return err
+		}
+	}
+	if a, ok := m.Interface().(*anypb.Any); ok {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			return fmt.Errorf("unpacking %s: %w", a.GetTypeUrl(), err)
+		}
+		if onAny != nil {
+			if err := onAny(inner); err != nil {
+				return err
+			}
+		}
+		return walk(inner.ProtoReflect(), onAny, onMsg)
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = walk(l.Get(i).Message(), onAny, onMsg)
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				err = walk(mv.Message(), onAny, onMsg)
+				return err == nil
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			err = walk(v.Message(), onAny, onMsg)
+		}
+		return err == nil
+	})
+	return err
+}
+
+// Consistent checks the references between resources: every RDS name a
+// listener uses exists, every cluster a listener or route names exists
+// (tcp_proxy, route, weighted clusters, mirrors), every EDS cluster has an
+// assignment and every assignment a cluster; names are unique per type.
+func (r *Resources) Consistent() error {
+	routes := make(map[string]bool)
+	for _, x := range r.Routes {
+		if routes[x.GetName()] {
+			return fmt.Errorf("route configuration %q twice", x.GetName())
+		}
+		routes[x.GetName()] = true
+	}
+	clusters := make(map[string]bool)
+	eds := make(map[string]bool)
+	for _, c := range r.Clusters {
+		if clusters[c.GetName()] {
+			return fmt.Errorf("cluster %q twice", c.GetName())
+		}
+		clusters[c.GetName()] = true
+		if c.GetType() == clusterv3.Cluster_EDS {
+			eds[c.GetEdsClusterConfig().GetServiceName()] = true
+		}
+	}
+	cla := make(map[string]bool)
+	for _, e := range r.Endpoints {
+		if !eds[e.GetClusterName()] {
+			return fmt.Errorf("endpoints %q: no EDS cluster", e.GetClusterName())
+		}
+		cla[e.GetClusterName()] = true
+	}
+	for n := range eds {
+		if !cla[n] {
+			return fmt.Errorf("cluster %s: no endpoints resource", n)
+		}
+	}
+	refs := func(where string, m proto.Message) error {
+		return walk(m.ProtoReflect(), nil, func(x proto.Message) error {
+			var names []string
+			switch v := x.(type) {
+			case *hcmv3.HttpConnectionManager:
+				if n := v.GetRds().GetRouteConfigName(); n != "" && !routes[n] {
+					return fmt.Errorf("%s: route configuration %q missing", where, n)
+				}
+			case *tcpproxyv3.TcpProxy:
+				names = append(names, v.GetCluster())
+				for _, wc := range v.GetWeightedClusters().GetClusters() {
+					names = append(names, wc.GetName())
+				}
+			case *routev3.RouteAction:
+				names = append(names, v.GetCluster())
+				for _, wc := range v.GetWeightedClusters().GetClusters() {
+					names = append(names, wc.GetName())
+				}
+				for _, mp := range v.GetRequestMirrorPolicies() {
+					names = append(names, mp.GetCluster())
+				}
+			}
+			for _, n := range names {
+				if n != "" && !clusters[n] {
+					return fmt.Errorf("%s: cluster %q missing", where, n)
+				}
+			}
+			return nil
+		})
+	}
+	seen := make(map[string]bool)
+	for _, l := range r.Listeners {
+		if seen[l.GetName()] {
+			return fmt.Errorf("listener %q twice", l.GetName())
+		}
+		seen[l.GetName()] = true
+		if err := refs("listener "+l.GetName(), l); err != nil {
+			return err
+		}
+	}
+	for _, x := range r.Routes {
+		if err := refs("route "+x.GetName(), x); err != nil {
+			return err
+		}
+		domains := make(map[string]bool)
+		for _, vh := range x.GetVirtualHosts() {
+			for _, d := range vh.GetDomains() {
+				if domains[d] {
+					return fmt.Errorf("route %s: domain %q twice", x.GetName(), d)
+				}
+				domains[d] = true
+			}
+		}
+	}
+	return nil
+}
