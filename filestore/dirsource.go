@@ -256,26 +256,40 @@ func (d *DirSource) collect() ([]*Object, []ConfigError) {
 		rels = append(rels, p)
 	}
 	slices.Sort(rels)
-	var objs []*Object
 	var errs []ConfigError
-	first := map[Key]*Object{}
+	var dd dedup
 	for _, rel := range rels {
 		fs := d.files[rel]
 		errs = append(errs, fs.errs...)
 		if len(fs.errs) > 0 && fs.good != nil {
 			errs = append(errs, ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
 		}
-		for _, o := range fs.good {
-			if prev, dup := first[o.Key]; dup {
-				errs = append(errs, ConfigError{File: rel, Line: o.Origin.Line, Object: o.Key.String(),
-					Message: fmt.Sprintf("defined twice in this source; keeping %s:%d", prev.Origin.File, prev.Origin.Line)})
-				continue
-			}
-			first[o.Key] = o
-			objs = append(objs, o)
-		}
+		errs = dd.add(fs.good, errs)
 	}
-	return objs, errs
+	return dd.objs, errs
+}
+
+// dedup collects one source's objects in file order, keeping the first
+// definition of each key and reporting the others with both places.
+type dedup struct {
+	objs  []*Object
+	first map[Key]*Object
+}
+
+func (d *dedup) add(objs []*Object, errs []ConfigError) []ConfigError {
+	if d.first == nil {
+		d.first = map[Key]*Object{}
+	}
+	for _, o := range objs {
+		if prev, dup := d.first[o.Key]; dup {
+			errs = append(errs, ConfigError{File: o.Origin.File, Line: o.Origin.Line, Object: o.Key.String(),
+				Message: fmt.Sprintf("defined twice in this source; keeping %s:%d", prev.Origin.File, prev.Origin.Line)})
+			continue
+		}
+		d.first[o.Key] = o
+		d.objs = append(d.objs, o)
+	}
+	return errs
 }
 
 // scan lists the tree's YAML files and the directories to watch.

@@ -337,23 +337,13 @@ func ReadGitTree(ctx context.Context, gitDir, commit, sub string) ([]GitFile, er
 // DecodeFiles decodes a set of files as one source: it returns all objects
 // and every error, including keys defined twice.
 func DecodeFiles(files []GitFile) ([]*Object, []ConfigError) {
-	var objs []*Object
 	var errs []ConfigError
-	first := map[Key]*Object{}
+	var d dedup
 	for _, f := range files {
 		fo, fe := Decode(f.Path, f.Data)
-		errs = append(errs, fe...)
-		for _, o := range fo {
-			if prev, dup := first[o.Key]; dup {
-				errs = append(errs, ConfigError{File: f.Path, Line: o.Origin.Line, Object: o.Key.String(),
-					Message: fmt.Sprintf("defined twice; first at %s:%d", prev.Origin.File, prev.Origin.Line)})
-				continue
-			}
-			first[o.Key] = o
-			objs = append(objs, o)
-		}
+		errs = d.add(fo, append(errs, fe...))
 	}
-	return objs, errs
+	return d.objs, errs
 }
 
 // git runs a git command in the work dir with the configured credentials.
