@@ -163,10 +163,18 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	if err := g.init(ctx); err != nil {
 		return err
 	}
+	first := g.GoodCommit() == ""
+	start := time.Now()
+	if first {
+		g.log.Info("fetching repository for the first time", "ref", g.cfg.Ref, "workdir", g.cfg.WorkDir)
+	}
 	commit, err := g.fetch(ctx)
 	if err != nil {
 		g.setStatus(g.GoodCommit(), []ConfigError{{Message: err.Error()}})
 		return err
+	}
+	if first {
+		g.log.Info("repository fetched", "ref", g.cfg.Ref, "commit", commit, "took", time.Since(start).Round(time.Millisecond))
 	}
 	g.mu.Lock()
 	g.lastFetchAt = time.Now()
