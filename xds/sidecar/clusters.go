@@ -273,10 +273,10 @@ func httpOptions(protocol string, h *networking.ConnectionPoolSettings_HTTPSetti
 // error kind is enforced only when set, success-rate ejection is off.
 func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetection {
 	out := &clusterv3.OutlierDetection{
-		Interval:              od.GetInterval(),
-		BaseEjectionTime:      od.GetBaseEjectionTime(),
-		EnforcingSuccessRate:  wrapperspb.UInt32(0),
-		EnforcingConsecutive_5Xx: wrapperspb.UInt32(0),
+		Interval:                           od.GetInterval(),
+		BaseEjectionTime:                   od.GetBaseEjectionTime(),
+		EnforcingSuccessRate:               wrapperspb.UInt32(0),
+		EnforcingConsecutive_5Xx:           wrapperspb.UInt32(0),
 		EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(0),
 	}
 	n5xx := uint32(0)

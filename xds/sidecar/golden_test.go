@@ -9,11 +9,13 @@ import (
 	"slices"
 	"testing"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 )
@@ -182,4 +184,14 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sniOf returns the SNI of an UpstreamTlsContext.
+func sniOf(t *testing.T, a *anypb.Any) string {
+	t.Helper()
+	ctx := &tlsv3.UpstreamTlsContext{}
+	if err := a.UnmarshalTo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx.GetSni()
 }

@@ -159,8 +159,11 @@ func egressAllows(spec *networking.Sidecar, ns string, svc *model.Service, port 
 }
 
 // registryOnly reports whether the Sidecar blocks unknown destinations.
+// REGISTRY_ONLY is the enum's zero value, so an absent policy must be
+// told apart: it means ALLOW_ANY, the mesh default.
 func (sc *scope) registryOnly() bool {
-	return sc.p.Sidecar.GetOutboundTrafficPolicy().GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
+	otp := sc.p.Sidecar.GetOutboundTrafficPolicy()
+	return otp != nil && otp.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
 }
 
 // fallbackCluster is where unmatched outbound traffic goes.

@@ -1,0 +1,339 @@
+package sidecar_test
+
+import (
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/vmesh/vmesh/xds/sidecar"
+	"google.golang.org/protobuf/types/known/anypb"
+	networking "istio.io/api/networking/v1alpha3"
+	securityv1beta1 "istio.io/api/security/v1beta1"
+)
+
+func features(t *testing.T) (fixture, *sidecar.Proxy) {
+	f := load(t, "testdata/features")
+	return f, f.proxy(sidecar.Proxy{ID: "pp", Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}})
+}
+
+func listener(t *testing.T, ls []*listenerv3.Listener, name string) *listenerv3.Listener {
+	t.Helper()
+	for _, l := range ls {
+		if l.GetName() == name {
+			return l
+		}
+	}
+	t.Fatalf("no listener %s", name)
+	return nil
+}
+
+func tcpCluster(t *testing.T, fc *listenerv3.FilterChain) string {
+	t.Helper()
+	f := fc.GetFilters()[len(fc.GetFilters())-1]
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := f.GetTypedConfig().UnmarshalTo(tp); err != nil {
+		t.Fatal(err)
+	}
+	return tp.GetCluster()
+}
+
+func TestValidateUnpacksAny(t *testing.T) {
+	// An HttpConnectionManager without a stat prefix is invalid, but only
+	// visible inside the filter's Any.
+	a, err := anypb.New(&hcmv3.HttpConnectionManager{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &listenerv3.Listener{Name: "x", FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+		Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a},
+	}}}}}
+	if err := l.ValidateAll(); err != nil {
+		t.Fatalf("the listener itself should validate: %v", err)
+	}
+	if err := sidecar.Validate(l); err == nil || !strings.Contains(err.Error(), "StatPrefix") {
+		t.Fatalf("Validate = %v, want the HCM's StatPrefix error", err)
+	}
+	l.FilterChains[0].Filters[0].GetTypedConfig().TypeUrl = "type.googleapis.com/not.a.Type"
+	if err := sidecar.Validate(l); err == nil {
+		t.Fatal("Validate accepted an Any it cannot unpack")
+	}
+}
+
+func TestConsistentFindsDanglingReferences(t *testing.T) {
+	f, p := features(t)
+	res, err := sidecar.Generate(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := func(name string) *sidecar.Resources {
+		r := *res
+		r.Clusters = nil
+		for _, c := range res.Clusters {
+			if c.GetName() != name {
+				r.Clusters = append(r.Clusters, c)
+			}
+		}
+		return &r
+	}
+	for _, name := range []string{
+		"outbound|27017|v2|mongo.shop.vmesh.internal",     // weighted tcp_proxy
+		"outbound|9080|v3|reviews.shop.svc.cluster.local", // weighted route
+		"outbound|9080||ratings.shop.svc.cluster.local",   // mirror
+		"inbound|8080||",   // inbound HCM inline route
+		"BlackHoleCluster", // REGISTRY_ONLY fallback
+	} {
+		if err := drop(name).Consistent(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: Consistent = %v", name, err)
+		}
+	}
+	r := *res
+	r.Routes = r.Routes[1:]
+	if err := r.Consistent(); err == nil {
+		t.Error("a missing route configuration passed")
+	}
+	r = *res
+	r.Endpoints = r.Endpoints[1:]
+	if err := r.Consistent(); err == nil {
+		t.Error("an EDS cluster without endpoints passed")
+	}
+}
+
+func TestOutboundLayout(t *testing.T) {
+	f, p := features(t)
+	ls, err := sidecar.Listeners(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vo := listener(t, ls, sidecar.VirtualOutboundListener)
+	if !vo.GetUseOriginalDst().GetValue() || vo.GetAddress().GetSocketAddress().GetPortValue() != sidecar.OutboundPort {
+		t.Errorf("virtualOutbound: %v", vo)
+	}
+	if got := tcpCluster(t, vo.GetFilterChains()[0]); got != sidecar.BlackHoleCluster {
+		t.Errorf("REGISTRY_ONLY fallback = %s", got)
+	}
+	mongo := listener(t, ls, "10.96.0.10_27017")
+	if mongo.GetBindToPort().GetValue() {
+		t.Error("service listener binds its port")
+	}
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := mongo.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(tp); err != nil {
+		t.Fatal(err)
+	}
+	wc := tp.GetWeightedClusters().GetClusters()
+	if len(wc) != 2 || wc[0].GetName() != "outbound|27017|v1|mongo.shop.vmesh.internal" || wc[0].GetWeight() != 80 || wc[1].GetWeight() != 20 {
+		t.Errorf("mongo tcp route = %v", tp)
+	}
+	cidr := listener(t, ls, "0.0.0.0_27018")
+	if pr := cidr.GetFilterChains()[0].GetFilterChainMatch().GetPrefixRanges(); len(pr) != 1 || pr[0].GetAddressPrefix() != "192.192.192.0" || pr[0].GetPrefixLen().GetValue() != 24 {
+		t.Errorf("CIDR chain match = %v", pr)
+	}
+	if cidr.GetDefaultFilterChain() == nil {
+		t.Error("a TCP-only wildcard listener needs a default chain")
+	}
+	http := listener(t, ls, "0.0.0.0_9080")
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := http.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatal(err)
+	}
+	if hcm.GetRds().GetRouteConfigName() != "9080" || hcm.GetRds().GetConfigSource().GetAds() == nil {
+		t.Errorf("HTTP port 9080 HCM rds = %v", hcm.GetRds())
+	}
+	for _, l := range ls {
+		if strings.Contains(l.GetName(), "8080") && l.GetTrafficDirection().String() == "OUTBOUND" {
+			t.Errorf("billing (hidden by the Sidecar) has listener %s", l.GetName())
+		}
+	}
+
+	// Without a Sidecar: ALLOW_ANY passes unknown traffic through.
+	p.Sidecar = nil
+	ls, err = sidecar.Listeners(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tcpCluster(t, listener(t, ls, sidecar.VirtualOutboundListener).GetFilterChains()[0]); got != sidecar.PassthroughCluster {
+		t.Errorf("ALLOW_ANY fallback = %s", got)
+	}
+	rs, err := sidecar.Routes(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := rs[0].GetVirtualHosts()[len(rs[0].GetVirtualHosts())-1]
+	if last.GetName() != "allow_any" || last.GetRoutes()[0].GetRoute().GetCluster() != sidecar.PassthroughCluster {
+		t.Errorf("catch-all virtual host = %v", last)
+	}
+}
+
+func TestInboundMTLSModes(t *testing.T) {
+	f, p := features(t)
+	p.Security.AuthorizationPolicies = nil
+	pa := func(mode securityv1beta1.PeerAuthentication_MutualTLS_Mode) *securityv1beta1.PeerAuthentication {
+		return &securityv1beta1.PeerAuthentication{Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: mode}}
+	}
+	cases := []struct {
+		name     string
+		pas      []*securityv1beta1.PeerAuthentication
+		chains   []string // for port 8080
+		fallback string
+	}{
+		{"none is permissive", nil, []string{"inbound|8080|mtls", "inbound|8080|tls", "inbound|8080|raw_buffer"}, sidecar.InboundPassthroughCluster},
+		{"strict", []*securityv1beta1.PeerAuthentication{pa(securityv1beta1.PeerAuthentication_MutualTLS_STRICT)}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+		{"workload overrides mesh", []*securityv1beta1.PeerAuthentication{
+			pa(securityv1beta1.PeerAuthentication_MutualTLS_STRICT), pa(securityv1beta1.PeerAuthentication_MutualTLS_DISABLE),
+		}, []string{"inbound|8080|plaintext"}, sidecar.InboundPassthroughCluster},
+		{"unset inherits", []*securityv1beta1.PeerAuthentication{
+			pa(securityv1beta1.PeerAuthentication_MutualTLS_STRICT), pa(securityv1beta1.PeerAuthentication_MutualTLS_UNSET),
+		}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p.Security.PeerAuthentications = tc.pas
+			ls, err := sidecar.Listeners(f.snap, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vi := listener(t, ls, sidecar.VirtualInboundListener)
+			var got []string
+			for _, fc := range vi.GetFilterChains() {
+				if strings.HasPrefix(fc.GetName(), "inbound|8080|") {
+					got = append(got, fc.GetName())
+					if err := sidecar.Validate(fc); err != nil {
+						t.Error(err)
+					}
+					if (fc.GetTransportSocket() != nil) != strings.HasSuffix(fc.GetName(), "|mtls") {
+						t.Errorf("chain %s: transport socket %v", fc.GetName(), fc.GetTransportSocket())
+					}
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.chains, " ") {
+				t.Errorf("chains = %v, want %v", got, tc.chains)
+			}
+			if c := tcpCluster(t, vi.GetDefaultFilterChain()); c != tc.fallback {
+				t.Errorf("fallback = %s, want %s", c, tc.fallback)
+			}
+		})
+	}
+}
+
+func TestRBACOnTCPPort(t *testing.T) {
+	f, p := features(t)
+	// Port 9001 is TCP: the ALLOW rule that needs HTTP (methods, paths,
+	// request headers) can never match there, the DENY on DELETE matches
+	// every connection (Istio's conservative rule); the serviceAccounts
+	// rule stays.
+	ls, err := sidecar.Listeners(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain *listenerv3.FilterChain
+	for _, fc := range listener(t, ls, sidecar.VirtualInboundListener).GetFilterChains() {
+		if fc.GetName() == "inbound|9001|raw_buffer" {
+			chain = fc
+		}
+	}
+	if chain == nil || len(chain.GetFilters()) != 3 {
+		t.Fatalf("9001 chain = %v", chain)
+	}
+	deny, allow := &rbacnetv3.RBAC{}, &rbacnetv3.RBAC{}
+	if err := chain.GetFilters()[0].GetTypedConfig().UnmarshalTo(deny); err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.GetFilters()[1].GetTypedConfig().UnmarshalTo(allow); err != nil {
+		t.Fatal(err)
+	}
+	dp := deny.GetRules().GetPolicies()["ns[shop]-policy[deny-delete]-rule[0]"]
+	if dp == nil || !dp.GetPermissions()[0].GetAny() {
+		t.Errorf("TCP deny policy = %v, want it to match any connection", dp)
+	}
+	if _, ok := allow.GetRules().GetPolicies()["ns[shop]-policy[productpage-viewers]-rule[0]"]; ok {
+		t.Error("HTTP-only ALLOW rule kept on a TCP port")
+	}
+	sa := allow.GetRules().GetPolicies()["ns[shop]-policy[productpage-viewers]-rule[1]"]
+	if sa == nil || !strings.Contains(sa.GetPrincipals()[0].String(), "/ns/shop/sa/reviews") {
+		t.Errorf("serviceAccounts rule = %v", sa)
+	}
+}
+
+func TestSidecarIngressAndEgressPorts(t *testing.T) {
+	f, p := features(t)
+	p.Sidecar = &networking.Sidecar{
+		Ingress: []*networking.IstioIngressListener{{
+			Port:            &networking.SidecarPort{Number: 9080, Protocol: "HTTP", Name: "http"},
+			DefaultEndpoint: "unix:///var/run/app.sock",
+		}},
+		Egress: []*networking.IstioEgressListener{{
+			Port:  &networking.SidecarPort{Number: 9080, Protocol: "HTTP", Name: "http"},
+			Hosts: []string{"./*"},
+		}},
+	}
+	res, err := sidecar.Generate(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateAll(t, res)
+	var inbound *clusterv3.Cluster
+	for _, c := range res.Clusters {
+		if strings.HasPrefix(c.GetName(), "outbound|") && !strings.HasPrefix(c.GetName(), "outbound|9080|") {
+			t.Errorf("egress on port 9080 only, but got %s", c.GetName())
+		}
+		if strings.HasPrefix(c.GetName(), "inbound|") {
+			if inbound != nil {
+				t.Errorf("second inbound cluster %s", c.GetName())
+			}
+			inbound = c
+		}
+	}
+	if inbound.GetName() != "inbound|9080||" {
+		t.Fatalf("inbound cluster = %s", inbound.GetName())
+	}
+	addr := inbound.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress()
+	if addr.GetPipe().GetPath() != "/var/run/app.sock" {
+		t.Errorf("inbound endpoint = %v", addr)
+	}
+}
+
+func TestClusterTLS(t *testing.T) {
+	f, p := features(t)
+	cs, err := sidecar.Clusters(f.snap, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]*clusterv3.Cluster{}
+	for _, c := range cs {
+		by[c.GetName()] = c
+	}
+	for name, want := range map[string]string{
+		"outbound|9080|v1|reviews.shop.svc.cluster.local": "socket:outbound_.9080_.v1_.reviews.shop.svc.cluster.local", // ISTIO_MUTUAL
+		"outbound|9080||ratings.shop.svc.cluster.local":   "matches",                                                   // auto mTLS
+		"outbound|443||api.example.com":                   "socket:api.example.com",                                    // SIMPLE
+		"outbound|80||httpbin.org":                        "none",                                                      // DISABLE
+	} {
+		c := by[name]
+		got := "none"
+		switch {
+		case c.GetTransportSocket() != nil:
+			got = "socket:" + sniOf(t, c.GetTransportSocket().GetTypedConfig())
+		case len(c.GetTransportSocketMatches()) > 0:
+			got = "matches"
+		}
+		if got != want {
+			t.Errorf("%s: TLS %s, want %s", name, got, want)
+		}
+	}
+	if c := by["outbound|9080|v2|reviews.shop.svc.cluster.local"]; c.GetLbPolicy() != clusterv3.Cluster_RING_HASH || c.GetRingHashLbConfig().GetMinimumRingSize().GetValue() != 1024 {
+		t.Errorf("v2 LB = %v %v", c.GetLbPolicy(), c.GetRingHashLbConfig())
+	}
+	if c := by["outbound|9080|v3|reviews.shop.svc.cluster.local"]; c.GetLbPolicy() != clusterv3.Cluster_MAGLEV {
+		t.Errorf("v3 LB = %v", c.GetLbPolicy())
+	}
+	if c := by["outbound|27018||legacy-db.shop.vmesh.internal"]; c.GetType() != clusterv3.Cluster_ORIGINAL_DST {
+		t.Errorf("PASSTHROUGH cluster type = %v", c.GetType())
+	}
+	cb := by["outbound|9080||reviews.shop.svc.cluster.local"].GetCircuitBreakers().GetThresholds()[0]
+	if cb.GetMaxConnections().GetValue() != 100 || cb.GetMaxPendingRequests().GetValue() != 10 || cb.GetMaxRequests().GetValue() != 1000 || cb.GetMaxRetries().GetValue() != 3 {
+		t.Errorf("circuit breakers = %v", cb)
+	}
+}
