@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# A Dubbo fleet on ZooKeeper joins the mesh unchanged, then a VirtualService
+# moves its consumers from Greeter 1.0.0 to 2.0.0: 10% first, then all of it,
+# then the 1.0.0 providers stop. The providers' only registration is the
+# ZooKeeper node Dubbo writes; vmesh generates the ServiceEntries and
+# WorkloadEntries. The script checks its own output and exits 1 on a
+# mismatch, 77 when ZooKeeper (java + Debian's zookeeper jars) is missing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+HTTP=${VMESH_HTTP:-127.0.0.1:15214}
+XDS=${VMESH_XDS:-127.0.0.1:15210}
+SECURE=${VMESH_SECURE:-127.0.0.1:15212}
+# Provider ports sit below the kernel's ephemeral range (32768-60999), so no
+# outgoing connection of another process can be holding one.
+PORTS=(${PROVIDER_PORTS:-15221 15222 15223}) # two 1.0.0 providers, one 2.0.0
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+missing() { echo "MISSING: $* (install with: make test-deps)" >&2; exit 77; }
+
+java=$(command -v java || true)
+[ -n "$java" ] || missing "java not found (Debian package zookeeperd)"
+jar=""
+for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper.jar; do [ -f "$j" ] && jar=$j && break; done
+[ -n "$jar" ] || missing "ZooKeeper jar not found (Debian package zookeeperd)"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# freeport prints a loopback TCP port nothing listens on.
+freeport() {
+  local p
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 20000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  fail "no free port"
+}
+# until_ok TRIES CMD...: run CMD every 0.1s until it succeeds.
+until_ok() {
+  local n=$1; shift
+  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  return 1
+}
+zk_ok() { [ "$(exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && printf ruok >&3 && timeout 2 cat <&3)" = imok ]; }
+# wait_split PATTERN: wait (up to 20s) for a split line matching PATTERN.
+wait_split() {
+  for _ in $(seq 200); do
+    tail -n 1 "$work/client.log" | grep -Eq "$1" && { tail -n 1 "$work/client.log"; return 0; }
+    sleep 0.1
+  done
+  cat "$work/client.log"
+  fail "no split line matching /$1/"
+}
+# objects [KIND]: one line per object in vmesh's /debug/config.
+objects() { curl -fs "$HTTP/debug/config?kind=${1:-}" | awk -f examples/dubbo-migration/debug-config.awk; }
+# count KIND: how many objects of KIND vmesh holds.
+count() { objects "$1" | grep -c . || true; }
+
+step "build"
+go build -o "$work/vmesh" ./cmd/vmesh
+go build -o "$work/provider" ./examples/dubbo-migration/provider
+go build -o "$work/client" ./examples/dubbo-migration/client
+
+step "ZooKeeper (the registry the Dubbo fleet already uses)"
+zk_port=$(freeport)
+mkdir -p "$work/zk/data"
+cat > "$work/zk/zoo.cfg" <<EOF
+tickTime=500
+dataDir=$work/zk/data
+clientPort=$zk_port
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok
+EOF
+"$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir="$work/zk" \
+  -Dzookeeper.admin.enableServer=false -cp "$jar" org.apache.zookeeper.server.ZooKeeperServerMain \
+  "$work/zk/zoo.cfg" > "$work/zk/zookeeper.log" 2>&1 &
+pids+=($!)
+until_ok 300 zk_ok || { tail -20 "$work/zk/zookeeper.log"; fail "ZooKeeper did not answer on 127.0.0.1:$zk_port"; }
+echo "ZooKeeper on 127.0.0.1:$zk_port"
+
+step "the Dubbo providers register themselves in ZooKeeper, as Dubbo does"
+start_provider() { # VERSION PORT
+  "$work/provider" --zk "127.0.0.1:$zk_port" --application greeter-provider --version "$1" \
+    --addr "127.0.0.1:$2" > "$work/provider-$2.log" 2>&1 &
+  pids+=($!)
+  eval "provider_$2=$!"
+  until_ok 100 grep -q registered "$work/provider-$2.log" || { cat "$work/provider-$2.log"; fail "provider $1 on $2 did not register"; }
+  sed -E 's/registered .*providers\/(.{60}).*/registered \/dubbo\/com.acme.Greeter\/providers\/\1.../' "$work/provider-$2.log"
+}
+start_provider 1.0.0 "${PORTS[0]}"
+start_provider 1.0.0 "${PORTS[1]}"
+start_provider 2.0.0 "${PORTS[2]}"
+
+step "vmesh reading ZooKeeper (--registry zookeeper=...) and a config directory with no YAML yet"
+mkdir -p "$work/config"
+"$work/vmesh" serve --registry "zookeeper=127.0.0.1:$zk_port" --config-dir "$work/config" \
+  --http-addr "$HTTP" --xds-addr "$XDS" --secure-addr "$SECURE" --data-dir "$work/data" \
+  --debounce-quiet 50ms --log-level warn > "$work/vmesh.log" 2>&1 &
+pids+=($!)
+until_ok 300 curl -fs "$HTTP/ready" || { cat "$work/vmesh.log"; fail "vmesh never became ready"; }
+
+step "what vmesh generated from the providers' nodes (curl $HTTP/debug/config)"
+until_ok 100 test "$(count WorkloadEntry)" -eq 3 || { objects; fail "vmesh did not generate three WorkloadEntries"; }
+objects | tee "$work/objects.txt"
+grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-1-0-0 +\(registry:zookeeper" "$work/objects.txt" || fail "no ServiceEntry for Greeter 1.0.0"
+grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-2-0-0 +\(registry:zookeeper" "$work/objects.txt" || fail "no ServiceEntry for Greeter 2.0.0"
+grep -Eq "^  WorkloadEntry +default/com.acme.greeter.v-1-0-0-127.0.0.1-${PORTS[1]} +127.0.0.1:${PORTS[1]} " "$work/objects.txt" || fail "no WorkloadEntry for the provider on ${PORTS[1]}"
+se=$(curl -fs "$HTTP/debug/config?kind=ServiceEntry" | tr -d '\n ' | grep -o '"spec":{"hosts":\["com.acme.greeter.v-1-0-0"\][^}]*}[^}]*}[^}]*}}' || true)
+echo "the ServiceEntry of Greeter 1.0.0: $se"
+[[ $se == *'"ports":[{"number":'"${PORTS[0]}"',"protocol":"GRPC","name":"grpc-tri"}]'* ]] ||
+  fail "the 1.0.0 ServiceEntry does not expose grpc-tri on ${PORTS[0]} (the providers' lowest port)"
+we=$(curl -fs "$HTTP/debug/config?kind=WorkloadEntry" | tr -d '\n ' | grep -o '"spec":{"address":"127.0.0.1","ports":{"grpc-tri":'"${PORTS[0]}"'}[^}]*}[^}]*}' || true)
+echo "its WorkloadEntry on ${PORTS[0]} (labels are the URL's parameters): $we"
+[[ $we == *'"version":"1.0.0"'* && $we == *'"application":"greeter-provider"'* ]] || fail "the WorkloadEntry lacks the version and application labels"
+
+step "a consumer calls Greeter 1.0.0 through vmesh: all calls reach the 1.0.0 providers"
+"$work/client" --xds "$XDS" --target "com.acme.greeter.v-1-0-0:${PORTS[0]}" --every 1s --duration 50s > "$work/client.log" 2>&1 &
+pids+=($!)
+wait_split '^  1\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
+grep -m1 "first reply" "$work/client.log"
+
+step "canary: 10% of the calls to 2.0.0 (cp examples/dubbo-migration/config/canary-10.yaml into the config dir)"
+cp examples/dubbo-migration/config/canary-10.yaml "$work/config/greeter.yaml"
+wait_split '^  1\.0\.0  (8[4-9]|9[0-6])% #+ +2\.0\.0 +([4-9]|1[0-6])% #* +\([0-9]+ calls, 0 failed\)$'
+sleep 1
+tail -n 1 "$work/client.log" | grep -Eq '^  1\.0\.0  (8[0-9]|9[0-7])% .* 2\.0\.0 +([3-9]|1[0-9]|20)% ' || fail "the 90/10 split did not hold"
+tail -n 1 "$work/client.log"
+
+step "cut-over: every call to 2.0.0, and the 1.0.0 host kept by a ServiceEntry file (config/cutover.yaml)"
+sed "s/number: 15221/number: ${PORTS[0]}/" examples/dubbo-migration/config/cutover.yaml > "$work/config/greeter.yaml"
+wait_split '^  2\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
+
+step "the 1.0.0 providers stop: their ZooKeeper nodes go, and so do their endpoints"
+eval "kill \$provider_${PORTS[0]} \$provider_${PORTS[1]}"
+until_ok 100 test "$(count WorkloadEntry)" -eq 1 || { objects; fail "the 1.0.0 WorkloadEntries were not removed"; }
+objects | tee "$work/objects.txt"
+grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-1-0-0 +\(dir:.* greeter.yaml:[0-9]+\)" "$work/objects.txt" ||
+  fail "the 1.0.0 ServiceEntry does not come from the config file"
+sleep 1.2
+wait_split '^  2\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
+grep -q "level=ERROR" "$work/vmesh.log" && { cat "$work/vmesh.log"; fail "vmesh logged errors"; }
+echo
+echo "OK: the Dubbo providers joined the mesh from their ZooKeeper nodes alone; the consumers of Greeter 1.0.0 moved 90/10, then wholly, to 2.0.0 without a failed call"
