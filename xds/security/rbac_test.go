@@ -1,0 +1,151 @@
+package security_test
+
+import (
+	"regexp"
+	"testing"
+
+	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/security"
+	"google.golang.org/protobuf/encoding/protojson"
+	securityapi "istio.io/api/security/v1beta1"
+)
+
+func policy(action securityapi.AuthorizationPolicy_Action, rules ...*securityapi.Rule) *model.AuthorizationPolicy {
+	return &model.AuthorizationPolicy{Namespace: "ns", Name: "p", Action: action, Rules: rules}
+}
+
+func onlyPolicy(t *testing.T, p *model.AuthorizationPolicy) *rbacconfigv3.Policy {
+	t.Helper()
+	fs, err := security.RBACFilters([]*model.AuthorizationPolicy{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 {
+		t.Fatalf("filters: %d", len(fs))
+	}
+	r := &rbacv3.RBAC{}
+	if err := fs[0].GetTypedConfig().UnmarshalTo(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ValidateAll(); err != nil {
+		t.Fatal(err)
+	}
+	pol := r.GetRules().GetPolicies()["ns[ns]-policy[p]-rule[0]"]
+	if pol == nil {
+		t.Fatalf("no policy in %v", r)
+	}
+	return pol
+}
+
+// The namespace, service-account and trust-domain patterns are regular
+// expressions on the SPIFFE ID (grpc-go and Envoy match them whole).
+func TestSourcePatterns(t *testing.T) {
+	tests := []struct {
+		name     string
+		src      *securityapi.Source
+		match    []string
+		nonMatch []string
+	}{
+		{name: "namespace", src: &securityapi.Source{Namespaces: []string{"shop"}},
+			match: []string{"spiffe://cluster.local/ns/shop/sa/x"}, nonMatch: []string{"spiffe://cluster.local/ns/shopping/sa/x", "spiffe://cluster.local/ns/x/sa/shop"}},
+		{name: "namespace prefix", src: &securityapi.Source{Namespaces: []string{"team-*"}},
+			match: []string{"spiffe://td/ns/team-a/sa/x"}, nonMatch: []string{"spiffe://td/ns/other/sa/team-a"}},
+		{name: "namespace with dot is literal", src: &securityapi.Source{Namespaces: []string{"a.b"}},
+			match: []string{"spiffe://td/ns/a.b/sa/x"}, nonMatch: []string{"spiffe://td/ns/aXb/sa/x"}},
+		{name: "service account", src: &securityapi.Source{ServiceAccounts: []string{"shop/cart"}},
+			match: []string{"spiffe://any.domain/ns/shop/sa/cart"}, nonMatch: []string{"spiffe://td/ns/shop/sa/carts", "spiffe://td/ns/x/sa/cart"}},
+		{name: "trust domain", src: &securityapi.Source{TrustDomains: []string{"corp.example"}},
+			match: []string{"spiffe://corp.example/ns/a/sa/b"}, nonMatch: []string{"spiffe://other/ns/a/sa/b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := onlyPolicy(t, policy(securityapi.AuthorizationPolicy_DENY, &securityapi.Rule{From: []*securityapi.Rule_From{{Source: tc.src}}}))
+			re := regexp.MustCompile("^(?:" + pol.GetPrincipals()[0].GetAuthenticated().GetPrincipalName().GetSafeRegex().GetRegex() + ")$")
+			for _, id := range tc.match {
+				if !re.MatchString(id) {
+					t.Errorf("%s does not match %s", re, id)
+				}
+			}
+			for _, id := range tc.nonMatch {
+				if re.MatchString(id) {
+					t.Errorf("%s matches %s", re, id)
+				}
+			}
+		})
+	}
+}
+
+func TestRuleShapes(t *testing.T) {
+	rule := &securityapi.Rule{
+		From: []*securityapi.Rule_From{
+			{Source: &securityapi.Source{Principals: []string{"cluster.local/ns/a/sa/b", "*/sa/admin", "cluster.local/ns/x/*"}, NotIpBlocks: []string{"10.0.0.0/8"}}},
+			{Source: &securityapi.Source{RemoteIpBlocks: []string{"192.168.1.1"}}},
+		},
+		To: []*securityapi.Rule_To{{Operation: &securityapi.Operation{Hosts: []string{"api.example.com"}, NotPorts: []string{"9090"}}}},
+		When: []*securityapi.Condition{
+			{Key: "source.namespace", Values: []string{"a"}},
+			{Key: "destination.port", NotValues: []string{"8080"}},
+			{Key: "request.auth.claims[iss]", Values: []string{"x"}}, // unsupported: ignored in DENY
+		},
+	}
+	pol := onlyPolicy(t, policy(securityapi.AuthorizationPolicy_DENY, rule))
+	got, err := protojson.Marshal(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Principal: (from0 OR from1) AND namespace a.
+	ids := pol.GetPrincipals()[0].GetAndIds().GetIds()
+	if len(ids) != 2 || len(ids[0].GetOrIds().GetIds()) != 2 || ids[1].GetAuthenticated() == nil {
+		t.Fatalf("principal shape: %s", got)
+	}
+	from0 := ids[0].GetOrIds().GetIds()[0].GetAndIds().GetIds()
+	principals := from0[0].GetOrIds().GetIds()
+	if principals[0].GetAuthenticated().GetPrincipalName().GetExact() != "spiffe://cluster.local/ns/a/sa/b" ||
+		principals[1].GetAuthenticated().GetPrincipalName().GetSuffix() != "/sa/admin" ||
+		principals[2].GetAuthenticated().GetPrincipalName().GetPrefix() != "spiffe://cluster.local/ns/x/" {
+		t.Errorf("principal values: %s", got)
+	}
+	if from0[1].GetNotId().GetDirectRemoteIp().GetPrefixLen().GetValue() != 8 {
+		t.Errorf("notIpBlocks: %s", got)
+	}
+	if r := ids[0].GetOrIds().GetIds()[1].GetRemoteIp(); r.GetAddressPrefix() != "192.168.1.1" || r.GetPrefixLen().GetValue() != 32 {
+		t.Errorf("remoteIpBlocks: %s", got)
+	}
+	// Permission: operation AND NOT port 8080 (the JWT condition is dropped).
+	perms := pol.GetPermissions()[0].GetAndRules().GetRules()
+	if len(perms) != 2 || perms[1].GetNotRule().GetDestinationPort() != 8080 {
+		t.Fatalf("permission shape: %s", got)
+	}
+	op := perms[0].GetAndRules().GetRules()
+	host := op[0].GetOrRules().GetRules()
+	if host[0].GetHeader().GetName() != ":authority" || !host[0].GetHeader().GetStringMatch().GetIgnoreCase() || host[1].GetHeader().GetStringMatch().GetPrefix() != "api.example.com:" {
+		t.Errorf("hosts: %s", got)
+	}
+	if op[1].GetNotRule().GetDestinationPort() != 9090 {
+		t.Errorf("notPorts: %s", got)
+	}
+
+	// The same rule in an ALLOW policy is dropped: it would allow too much.
+	fs, err := security.RBACFilters([]*model.AuthorizationPolicy{policy(securityapi.AuthorizationPolicy_ALLOW, rule)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rbacv3.RBAC{}
+	if len(fs) != 1 || fs[0].GetTypedConfig().UnmarshalTo(r) != nil || len(r.GetRules().GetPolicies()) != 0 || r.GetRules().GetAction() != rbacconfigv3.RBAC_ALLOW {
+		t.Errorf("ALLOW with an unsupported condition: %v", r)
+	}
+}
+
+func TestBadValuesAreErrors(t *testing.T) {
+	for _, rule := range []*securityapi.Rule{
+		{From: []*securityapi.Rule_From{{Source: &securityapi.Source{IpBlocks: []string{"not-an-ip"}}}}},
+		{From: []*securityapi.Rule_From{{Source: &securityapi.Source{ServiceAccounts: []string{"no-slash"}}}}},
+		{To: []*securityapi.Rule_To{{Operation: &securityapi.Operation{Ports: []string{"http"}}}}},
+	} {
+		if _, err := security.RBACFilters([]*model.AuthorizationPolicy{policy(securityapi.AuthorizationPolicy_DENY, rule)}); err == nil {
+			t.Errorf("rule %v: want an error", rule)
+		}
+	}
+}
