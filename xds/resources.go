@@ -126,7 +126,8 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 // beyond EDS (a LOGICAL_DNS cluster carries its endpoint in CDS), it
 // generates everything again and reports full.
 func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool, err error) {
-	for _, svc := range visibleServices(s, g.proxy) {
+	svcs := visibleServices(s, g.proxy)
+	for _, svc := range svcs {
 		if usesEDS(svc) && usesEDS(&model.Service{Resolution: svc.Resolution, Endpoints: prevEndpoints(g.snap, svc)}) {
 			continue
 		}
@@ -135,7 +136,7 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 			return n, true, err
 		}
 	}
-	if g.proxy.Kind == KindGRPC && tlsChanged(g.snap, s, g.proxy) {
+	if g.proxy.Kind == KindGRPC && tlsChanged(g.snap, s, g.proxy, svcs) {
 		// Endpoints decide automatic mTLS and the SANs a cluster verifies.
 		n, err := generate(s, g.proxy, g.key)
 		return n, true, err
@@ -148,25 +149,29 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 // the proxy's clusters (automatic mTLS, verified SANs), which lives in CDS.
 // Only services whose endpoints changed are examined: an EDS-only push
 // changes nothing else.
-func tlsChanged(prev, s *model.Snapshot, p *Proxy) bool {
-	for _, ref := range outboundClusters(s, p) {
+func tlsChanged(prev, s *model.Snapshot, p *Proxy, svcs []*model.Service) bool {
+	for _, svc := range svcs {
 		var old *model.Service
-		for _, o := range prev.ServicesForHost(ref.svc.Hostname) {
-			if o.Namespace == ref.svc.Namespace {
+		for _, o := range prev.ServicesForHost(svc.Hostname) {
+			if o.Namespace == svc.Namespace {
 				old = o
 			}
 		}
 		if old == nil {
 			return true
 		}
-		if model.SameEndpoints(old.Endpoints, ref.svc.Endpoints) {
+		if model.SameEndpoints(old.Endpoints, svc.Endpoints) {
 			continue
 		}
-		oref := ref
-		oref.svc = old
-		o, n := grpcUpstreamTLS(prev, oref), grpcUpstreamTLS(s, ref)
-		if o.Mode != n.Mode || o.Auto != n.Auto || !slices.Equal(o.SubjectAltNames, n.SubjectAltNames) {
-			return true
+		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
+		for _, port := range svc.Ports {
+			for _, subset := range append([]string{""}, dr.SubsetNames()...) {
+				o := grpcUpstreamTLS(prev, clusterRef{svc: old, port: port, subset: subset, dr: dr})
+				n := grpcUpstreamTLS(s, clusterRef{svc: svc, port: port, subset: subset, dr: dr})
+				if o.Mode != n.Mode || o.Auto != n.Auto || !slices.Equal(o.SubjectAltNames, n.SubjectAltNames) {
+					return true
+				}
+			}
 		}
 	}
 	return false
