@@ -5,6 +5,7 @@ package dubbomigration
 import (
 	"errors"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/vmesh/vmesh/internal/testenv"
@@ -16,23 +17,11 @@ import (
 func TestDubboMigrationExample(t *testing.T) {
 	out, err := exec.Command("bash", "run.sh").CombinedOutput()
 	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) && exit.ExitCode() == 77 {
-		testenv.Missing(t, "run.sh: %s", lastLine(out))
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		testenv.Missing(t, "run.sh: %s", strings.TrimSuffix(lines[len(lines)-1], " (install with: make test-deps)"))
 	}
 	if err != nil {
 		t.Fatalf("run.sh: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
-}
-
-// lastLine is the last non-empty line of out.
-func lastLine(out []byte) string {
-	end := len(out)
-	for end > 0 && (out[end-1] == '\n' || out[end-1] == '\r') {
-		end--
-	}
-	start := end
-	for start > 0 && out[start-1] != '\n' {
-		start--
-	}
-	return string(out[start:end])
 }

@@ -5,6 +5,7 @@
 # ZooKeeper node Dubbo writes; vmesh generates the ServiceEntries and
 # WorkloadEntries. The script checks its own output and exits 1 on a
 # mismatch, 77 when ZooKeeper (java + Debian's zookeeper jars) is missing.
+# Needs go, curl and awk.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HTTP=${VMESH_HTTP:-127.0.0.1:15214}
@@ -18,11 +19,15 @@ step() { printf '\n== %s\n' "$*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 missing() { echo "MISSING: $* (install with: make test-deps)" >&2; exit 77; }
 
-java=$(command -v java || true)
+# JAVA and ZOOKEEPER_JAR override where java and Debian's zookeeper.jar
+# (whose manifest names every dependency) are found.
+java=$(command -v "${JAVA:-java}" || true)
 [ -n "$java" ] || missing "java not found (Debian package zookeeperd)"
-jar=""
-for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper.jar; do [ -f "$j" ] && jar=$j && break; done
-[ -n "$jar" ] || missing "ZooKeeper jar not found (Debian package zookeeperd)"
+jar=${ZOOKEEPER_JAR:-}
+if [ -z "$jar" ]; then
+  for j in /usr/share/java/zookeeper.jar /usr/share/zookeeper/zookeeper.jar; do [ -f "$j" ] && jar=$j && break; done
+fi
+[ -n "$jar" ] && [ -f "$jar" ] || missing "ZooKeeper jar not found (Debian package zookeeperd)"
 
 work=$(mktemp -d)
 pids=()
@@ -62,6 +67,9 @@ wait_split() {
 objects() { curl -fs "$HTTP/debug/config?kind=${1:-}" | awk -f examples/dubbo-migration/debug-config.awk; }
 # count KIND: how many objects of KIND vmesh holds.
 count() { objects "$1" | grep -c . || true; }
+# entries_are N: vmesh holds N WorkloadEntries (a function, so until_ok
+# evaluates it on each try).
+entries_are() { test "$(count WorkloadEntry)" -eq "$1"; }
 
 step "build"
 go build -o "$work/vmesh" ./cmd/vmesh
@@ -109,7 +117,7 @@ pids+=($!)
 until_ok 300 curl -fs "$HTTP/ready" || { cat "$work/vmesh.log"; fail "vmesh never became ready"; }
 
 step "what vmesh generated from the providers' nodes (curl $HTTP/debug/config)"
-until_ok 100 test "$(count WorkloadEntry)" -eq 3 || { objects; fail "vmesh did not generate three WorkloadEntries"; }
+until_ok 100 entries_are 3 || { objects; fail "vmesh did not generate three WorkloadEntries"; }
 objects | tee "$work/objects.txt"
 grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-1-0-0 +\(registry:zookeeper" "$work/objects.txt" || fail "no ServiceEntry for Greeter 1.0.0"
 grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-2-0-0 +\(registry:zookeeper" "$work/objects.txt" || fail "no ServiceEntry for Greeter 2.0.0"
@@ -141,12 +149,16 @@ wait_split '^  2\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
 
 step "the 1.0.0 providers stop: their ZooKeeper nodes go, and so do their endpoints"
 eval "kill \$provider_${PORTS[0]} \$provider_${PORTS[1]}"
-until_ok 100 test "$(count WorkloadEntry)" -eq 1 || { objects; fail "the 1.0.0 WorkloadEntries were not removed"; }
+until_ok 100 entries_are 1 || { objects; fail "the 1.0.0 WorkloadEntries were not removed"; }
 objects | tee "$work/objects.txt"
 grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-1-0-0 +\(dir:.* greeter.yaml:[0-9]+\)" "$work/objects.txt" ||
   fail "the 1.0.0 ServiceEntry does not come from the config file"
 sleep 1.2
 wait_split '^  2\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
+# From the first good line on, no interval may have a failed call.
+if sed -n '/calls, 0 failed)$/,$p' "$work/client.log" | grep -E '[1-9][0-9]* failed\)'; then
+  fail "calls failed during the migration"
+fi
 grep -q "level=ERROR" "$work/vmesh.log" && { cat "$work/vmesh.log"; fail "vmesh logged errors"; }
 echo
 echo "OK: the Dubbo providers joined the mesh from their ZooKeeper nodes alone; the consumers of Greeter 1.0.0 moved 90/10, then wholly, to 2.0.0 without a failed call"

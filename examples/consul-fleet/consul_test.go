@@ -1,0 +1,28 @@
+// Package consulfleet holds the Consul fleet example; its test runs the
+// example's script, which checks its own output.
+package consulfleet
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/vmesh/vmesh/internal/testenv"
+)
+
+// TestConsulFleetExample runs run.sh: instances registered in a real Consul
+// dev agent with gRPC health checks, reached through vmesh with no YAML; a
+// failing check takes one out of the split, a passing one brings it back, a
+// deregistration removes one.
+func TestConsulFleetExample(t *testing.T) {
+	out, err := exec.Command("bash", "run.sh").CombinedOutput()
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) && exit.ExitCode() == 77 {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		testenv.Missing(t, "run.sh: %s", strings.TrimSuffix(lines[len(lines)-1], " (install with: make test-deps)"))
+	}
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
