@@ -66,6 +66,9 @@ type GitConfig struct {
 type CAConfig struct {
 	// TrustDomain of workload SPIFFE IDs; default cluster.local.
 	TrustDomain string `yaml:"trustDomain"`
+	// RootNamespace holds mesh-wide PeerAuthentication and
+	// AuthorizationPolicy; default istio-system, as in Istio.
+	RootNamespace string `yaml:"rootNamespace"`
 	// CACertsDir is an Istio plug-in cacerts directory; default: a
 	// self-signed root created in <dataDir>/ca.
 	CACertsDir string `yaml:"cacertsDir"`

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/xds"
@@ -105,6 +107,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		Logger:     logger,
 		Registerer: cp.metricNames,
 		Observer:   registrar,
+		Mesh:       model.Mesh{RootNamespace: cfg.CA.RootNamespace, TrustDomain: cfg.CA.TrustDomain},
 	})
 	if err != nil {
 		return nil, err
@@ -164,6 +167,14 @@ func (cp *ControlPlane) addSecure() error {
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 			if err := requireMeshCert(ss.Context(), info.FullMethod); err != nil {
 				return err
+			}
+			if strings.HasPrefix(info.FullMethod, "/envoy.service.discovery.v3.AggregatedDiscoveryService/") {
+				id, _ := authority.PeerIdentity(ss.Context())
+				checked := &nodeIdentityStream{ServerStream: ss, namespace: id.Namespace, serviceAccount: id.ServiceAccount}
+				err := handler(srv, checked)
+				// The xDS server ends a stream quietly on a receive error:
+				// give the client the reason.
+				return cmp.Or(checked.refused, err)
 			}
 			return handler(srv, ss)
 		}),

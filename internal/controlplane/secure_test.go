@@ -46,6 +46,7 @@ func TestSecurePortCAAndXDSOverMTLS(t *testing.T) {
 		t.Cleanup(func() { cc.Close() })
 		return cc
 	}
+	var adsAs func(cc *grpc.ClientConn, namespace string) (*discoveryv3.DiscoveryResponse, error)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	pair, err := caclient.Fetch(ctx, dial(nil), caclient.Request{Token: token})
@@ -56,12 +57,13 @@ func TestSecurePortCAAndXDSOverMTLS(t *testing.T) {
 		t.Fatalf("SPIFFE ID %s", got)
 	}
 
-	ads := func(cc *grpc.ClientConn) (*discoveryv3.DiscoveryResponse, error) {
+	ads := func(cc *grpc.ClientConn) (*discoveryv3.DiscoveryResponse, error) { return adsAs(cc, "demo") }
+	adsAs = func(cc *grpc.ClientConn, namespace string) (*discoveryv3.DiscoveryResponse, error) {
 		stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
 		if err != nil {
 			return nil, err
 		}
-		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": "demo"})
+		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": namespace})
 		if err := stream.Send(&discoveryv3.DiscoveryRequest{
 			Node:          &corev3.Node{Id: "vm-1", Metadata: md},
 			TypeUrl:       resourcev3.ListenerType,
@@ -78,6 +80,9 @@ func TestSecurePortCAAndXDSOverMTLS(t *testing.T) {
 	resp, err := ads(dial(&pair.Certificate))
 	if err != nil {
 		t.Fatalf("xDS over mTLS: %v", err)
+	}
+	if _, err := adsAs(dial(&pair.Certificate), "finance"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a node claiming another namespace than its certificate: %v, want PermissionDenied", err)
 	}
 	if len(resp.Resources) != 1 {
 		t.Fatalf("listener response: %d resources: %v", len(resp.Resources), resp)
