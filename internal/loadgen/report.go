@@ -22,7 +22,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, c := range s.Changes {
 			fmt.Fprintf(tw, "%s\t%s x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s/chg\t%s/chg\t%s/chg\t\t\n",
 				s.Server, c.Kind, c.Changes, c.Latency.N, c.Missing, ms(c.Latency.P50), ms(c.Latency.P99), ms(c.Latency.Max),
-				ms(max(c.Latency.P99-c.Debounce, 0)), Bytes(c.BytesPerChange), c.CPUPerChange, c.HarnessCPUPerChange.Round(time.Millisecond))
+				ms(max(c.Latency.P99-c.Debounce, 0)), Bytes(c.BytesPerChange), c.CPUPerChange.Round(time.Millisecond), c.HarnessCPUPerChange.Round(time.Millisecond))
 		}
 	}
 	if v, b := r.server(ServerVmesh), r.server(ServerBaseline); v != nil && b != nil {
