@@ -198,6 +198,8 @@ func TestDecodeInvalid(t *testing.T) {
 		{name: "authz custom", doc: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  action: CUSTOM\n  provider: {name: ext}\n  rules: [{}]\n", line: 5, field: "action", message: "CUSTOM is not supported"},
 		{name: "authz bad port", doc: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - to:\n    - operation:\n        ports: [http]\n", line: 8, field: "rules[0].to[0].operation.ports[0]", message: "not a number"},
 		{name: "authz empty source", doc: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - from:\n    - source: {}\n", line: 7, field: "rules[0].from[0].source", message: "at least one field"},
+		{name: "authz service account", doc: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - from:\n    - source:\n        serviceAccounts: [cart]\n", line: 8, field: "rules[0].from[0].source.serviceAccounts[0]", message: "must be <namespace>/<name>"},
+		{name: "authz when ip", doc: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - when:\n    - key: source.ip\n      values: [not-an-ip]\n", line: 8, field: "rules[0].when[0].values[0]", message: "not an IP"},
 		{name: "authz when key", doc: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - when:\n    - key: request.colour\n      values: [red]\n", line: 7, field: "rules[0].when[0].key", message: "unknown condition key"},
 	}
 	for _, c := range cases {

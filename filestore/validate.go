@@ -701,8 +701,19 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 				v.add(fp, "source must set at least one field")
 				continue
 			}
-			for k, b := range append(append([]string{}, s.IpBlocks...), s.NotIpBlocks...) {
-				v.check(at(fp+".ipBlocks", k), checkIPOrCIDR(b))
+			for field, blocks := range map[string][]string{"ipBlocks": s.IpBlocks, "notIpBlocks": s.NotIpBlocks,
+				"remoteIpBlocks": s.RemoteIpBlocks, "notRemoteIpBlocks": s.NotRemoteIpBlocks} {
+				for k, b := range blocks {
+					v.check(at(fp+"."+field, k), checkIPOrCIDR(b))
+				}
+			}
+			for field, accounts := range map[string][]string{"serviceAccounts": s.ServiceAccounts, "notServiceAccounts": s.NotServiceAccounts} {
+				for k, a := range accounts {
+					ns, name, ok := strings.Cut(a, "/")
+					if !ok || checkDNS1123Label(ns) != "" || checkDNS1123Subdomain(name) != "" {
+						v.add(at(fp+"."+field, k), "service account %q must be <namespace>/<name>", a)
+					}
+				}
 			}
 		}
 		for j, t := range r.To {
@@ -729,6 +740,16 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 			}
 			if len(c.Values)+len(c.NotValues) == 0 {
 				v.add(cp+".values", "values or notValues is required")
+			}
+			for k, val := range append(append([]string{}, c.Values...), c.NotValues...) {
+				switch c.Key {
+				case "source.ip", "remote.ip", "destination.ip":
+					v.check(at(cp+".values", k), checkIPOrCIDR(val))
+				case "destination.port":
+					if n, err := strconv.ParseUint(val, 10, 32); err != nil || checkPort(uint32(n)) != "" {
+						v.add(at(cp+".values", k), "%q is not a port number", val)
+					}
+				}
 			}
 		}
 	}
