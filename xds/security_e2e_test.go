@@ -26,7 +26,7 @@ import (
 	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/ca/caclient"
+	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"

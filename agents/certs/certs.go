@@ -9,11 +9,7 @@
 package certs
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -30,8 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	securityv1alpha1 "istio.io/api/security/v1alpha1"
+
+	"github.com/vmesh/vmesh/agents/caclient"
 )
 
 // File names written into Config.OutDir, the names Istio uses for
@@ -299,48 +295,22 @@ func (m *Manager) request(ctx context.Context, tlsCfg *tls.Config, useCert bool)
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
 	defer cancel()
+	req := caclient.Request{TTL: m.cfg.TTL}
 	if !useCert {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+m.cfg.Token)
+		req.Token = m.cfg.Token
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate key: %w", err)
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		return nil, fmt.Errorf("create CSR: %w", err)
-	}
-	resp, err := securityv1alpha1.NewIstioCertificateServiceClient(conn).CreateCertificate(ctx, &securityv1alpha1.IstioCertificateRequest{
-		Csr:              string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr})),
-		ValidityDuration: int64(m.cfg.TTL / time.Second),
-	})
+	issued, err := caclient.Fetch(ctx, conn, req)
 	if err != nil {
 		return nil, err
 	}
-	return m.keyPair(key, resp.GetCertChain())
+	return m.keyPair(issued)
 }
 
-func (m *Manager) keyPair(key *ecdsa.PrivateKey, chain []string) (*KeyPair, error) {
-	if len(chain) < 2 {
-		return nil, fmt.Errorf("CA returned %d certificates, want the leaf and the root", len(chain))
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode key: %w", err)
-	}
-	kp := &KeyPair{KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}
-	for _, c := range chain[:len(chain)-1] {
-		kp.ChainPEM = append(kp.ChainPEM, bytes.TrimSpace([]byte(c))...)
-		kp.ChainPEM = append(kp.ChainPEM, '\n')
-	}
-	kp.RootsPEM = mergeRoots(m.cfg.RootsPEM, []byte(chain[len(chain)-1]))
-	if kp.Certificate, err = tls.X509KeyPair(kp.ChainPEM, kp.KeyPEM); err != nil {
-		return nil, fmt.Errorf("issued certificate: %w", err)
-	}
-	kp.Leaf = kp.Certificate.Leaf
-	if pub, ok := kp.Leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key.Public()) {
-		return nil, errors.New("the CA returned a certificate for another key")
-	}
+// keyPair adds the bundle's roots to an issued pair and checks that it
+// chains to them.
+func (m *Manager) keyPair(issued *caclient.KeyPair) (*KeyPair, error) {
+	kp := &KeyPair{KeyPEM: issued.KeyPEM, ChainPEM: issued.ChainPEM, Certificate: issued.Certificate, Leaf: issued.Leaf,
+		RootsPEM: mergeRoots(m.cfg.RootsPEM, issued.RootPEM)}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(kp.RootsPEM)
 	inter := x509.NewCertPool()
@@ -393,39 +363,11 @@ func WriteFiles(dir string, kp *KeyPair) error {
 		data []byte
 		mode os.FileMode
 	}{{KeyFile, kp.KeyPEM, 0o600}, {CertChainFile, kp.ChainPEM, 0o644}, {RootCertFile, kp.RootsPEM, 0o644}} {
-		if err := WriteAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := caclient.WriteAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return fmt.Errorf("certs: write %s: %w", f.name, err)
 		}
 	}
 	return nil
-}
-
-// WriteAtomic writes data to path through a temporary file in the same
-// directory and a rename, so readers see the old or the new content, never
-// a mix.
-func WriteAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // mergeRoots returns the PEM certificates of a followed by those of b that a

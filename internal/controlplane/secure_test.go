@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/ca/caclient"
+	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/internal/controlplane"
 )
 
