@@ -42,7 +42,7 @@ trap 'exit 130' INT TERM
 freeport() {
   local p
   for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 12000))
+    p=$((20000 + RANDOM % 12000)) # below the ephemeral range
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
   done
   fail "no free port"
@@ -144,7 +144,7 @@ tr -d '\n ' < "$work/registries.json" | grep -q '"serviceEntries":1,"workloadEnt
   fail "/debug/registries does not count 1 ServiceEntry and 3 WorkloadEntries"
 
 step "a proxyless gRPC client calls inventory.service.consul through vmesh: all three answer"
-"$work/client" --xds "$XDS" --target "inventory.service.consul:${PORTS[0]}" --every 1s --duration 50s > "$work/client.log" 2>&1 &
+"$work/client" --xds "$XDS" --target "inventory.service.consul:${PORTS[0]}" --every 1s --duration 120s > "$work/client.log" 2>&1 &
 pids+=($!)
 # about a third each (round robin), and no failed call
 third='(2[4-9]|3[0-9]|4[0-2])% #*'

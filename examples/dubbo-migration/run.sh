@@ -43,7 +43,7 @@ trap 'exit 130' INT TERM
 freeport() {
   local p
   for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
+    p=$((20000 + RANDOM % 12000)) # below the ephemeral range
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
   done
   fail "no free port"
@@ -132,7 +132,7 @@ echo "its WorkloadEntry on ${PORTS[0]} (labels are the URL's parameters): $we"
 [[ $we == *'"version":"1.0.0"'* && $we == *'"application":"greeter-provider"'* ]] || fail "the WorkloadEntry lacks the version and application labels"
 
 step "a consumer calls Greeter 1.0.0 through vmesh: all calls reach the 1.0.0 providers"
-"$work/client" --xds "$XDS" --target "com.acme.greeter.v-1-0-0:${PORTS[0]}" --every 1s --duration 50s > "$work/client.log" 2>&1 &
+"$work/client" --xds "$XDS" --target "com.acme.greeter.v-1-0-0:${PORTS[0]}" --every 1s --duration 120s > "$work/client.log" 2>&1 &
 pids+=($!)
 wait_split '^  1\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
 grep -m1 "first reply" "$work/client.log"
