@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 	"io/fs"
 	"log/slog"
 	"math/big"
@@ -236,7 +237,7 @@ func createRoot(cfg Config, now time.Time) (certPEM, keyPEM []byte, err error) {
 	if err := writeFileExclusive(filepath.Join(cfg.DataDir, RootKeyFile), keyPEM, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("write CA root key: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(cfg.DataDir, RootCertFile), certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(cfg.DataDir, RootCertFile), certPEM, 0o644); err != nil {
 		return nil, nil, fmt.Errorf("write CA root: %w", err)
 	}
 	return certPEM, keyPEM, nil
@@ -297,13 +298,13 @@ func RotateSelfSignedRoot(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(extraPath, append(extra, oldPEM...), 0o644); err != nil {
+	if err := atomicfile.Write(extraPath, append(extra, oldPEM...), 0o644); err != nil {
 		return fmt.Errorf("rotate CA root: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(cfg.DataDir, RootKeyFile), keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(cfg.DataDir, RootKeyFile), keyPEM, 0o600); err != nil {
 		return fmt.Errorf("rotate CA root: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(cfg.DataDir, RootCertFile), certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(cfg.DataDir, RootCertFile), certPEM, 0o644); err != nil {
 		return fmt.Errorf("rotate CA root: %w", err)
 	}
 	return nil
@@ -327,33 +328,6 @@ func writeFileExclusive(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
-}
-
-// writeFileAtomic writes a temporary file with the final mode and renames it
-// over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func parsePrivateKeyPEM(data []byte) (crypto.Signer, error) {

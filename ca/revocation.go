@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 	"io/fs"
 	"math/big"
 	"os"
@@ -134,7 +135,7 @@ func (r *revocations) add(rv Revocation, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("revocation list: %w", err)
 	}
-	if err := writeFileAtomic(r.path, append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(r.path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write revocation list: %w", err)
 	}
 	return r.reloadLocked(true)

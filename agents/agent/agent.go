@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 	"log/slog"
 	"net"
 	"os"
@@ -25,7 +26,6 @@ import (
 
 	"github.com/vmesh/vmesh/agents/bootstrap"
 	"github.com/vmesh/vmesh/agents/bundle"
-	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/agents/certs"
 	"github.com/vmesh/vmesh/agents/envoy"
 	"github.com/vmesh/vmesh/agents/health"
@@ -299,7 +299,7 @@ func (a *Agent) writeBootstraps() error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := caclient.WriteAtomic(a.GRPCBootstrap(), gb, 0o644); err != nil {
+	if err := atomicfile.Write(a.GRPCBootstrap(), gb, 0o644); err != nil {
 		return fmt.Errorf("agent: write %s: %w", a.GRPCBootstrap(), err)
 	}
 	eb, err := bootstrap.Envoy(bootstrap.EnvoyConfig{Node: a.node, XDSSocket: a.XDSSocket(), SDSSocket: a.SDSSocket(), AdminPort: a.adminPort(), SotW: a.cfg.EnvoySotW})
@@ -310,7 +310,7 @@ func (a *Agent) writeBootstraps() error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := caclient.WriteAtomic(a.EnvoyBootstrap(), ej, 0o644); err != nil {
+	if err := atomicfile.Write(a.EnvoyBootstrap(), ej, 0o644); err != nil {
 		return fmt.Errorf("agent: write %s: %w", a.EnvoyBootstrap(), err)
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 	"net"
 	"os"
 	"path/filepath"
@@ -127,7 +128,7 @@ func (b *Bundle) Write(dir string) error {
 		{TokenFile, []byte(strings.TrimSpace(b.Token) + "\n"), 0o600},
 		{ConfigFile, cfg, 0o644},
 	} {
-		if err := writeAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return fmt.Errorf("bundle: write %s: %w", f.name, err)
 		}
 	}
@@ -223,25 +224,4 @@ func FormatLabels(m map[string]string) string {
 		parts[i] = k + "=" + m[k]
 	}
 	return strings.Join(parts, ",")
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

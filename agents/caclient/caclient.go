@@ -18,6 +18,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -142,37 +143,9 @@ func (k *KeyPair) WriteFiles(dir string) error {
 		data []byte
 		mode os.FileMode
 	}{{KeyFile, k.KeyPEM, 0o600}, {CertChainFile, k.ChainPEM, 0o644}, {RootCertFile, k.RootPEM, 0o644}} {
-		if err := WriteAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return fmt.Errorf("caclient: write %s: %w", f.name, err)
 		}
 	}
 	return nil
-}
-
-// WriteAtomic writes data to path through a temporary file in the same
-// directory and a rename, so readers see the old or the new content, never
-// a mix.
-func WriteAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

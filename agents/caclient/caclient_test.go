@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/tls/certprovider/pemfile"
 
-	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/agents/caclient"
+	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/ca/spiffe"
 )
 

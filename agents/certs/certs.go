@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
@@ -363,7 +364,7 @@ func WriteFiles(dir string, kp *KeyPair) error {
 		data []byte
 		mode os.FileMode
 	}{{KeyFile, kp.KeyPEM, 0o600}, {CertChainFile, kp.ChainPEM, 0o644}, {RootCertFile, kp.RootsPEM, 0o644}} {
-		if err := caclient.WriteAtomic(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return fmt.Errorf("certs: write %s: %w", f.name, err)
 		}
 	}
