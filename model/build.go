@@ -336,7 +336,7 @@ func (b *builder) addSidecar(o *filestore.Object) {
 		b.problem(o, "spec is %T, want Sidecar", o.Spec)
 		return
 	}
-	m := &Sidecar{Namespace: o.Namespace, Name: o.Name, Selector: sc.GetWorkloadSelector().GetLabels()}
+	m := &Sidecar{Namespace: o.Namespace, Name: o.Name, Spec: sc, Selector: sc.GetWorkloadSelector().GetLabels()}
 	for _, l := range sc.GetEgress() {
 		for _, h := range l.GetHosts() {
 			ns, host, ok := strings.Cut(h, "/")

@@ -187,6 +187,11 @@ func TestRoutingBindingAndSidecarScope(t *testing.T) {
 	if sc := s.SidecarFor("a", map[string]string{"app": "x"}); sc.Name != "special" || len(s.VisibleServices("a", sc)) != 3 {
 		t.Errorf("selected sidecar = %s", sc.Name)
 	}
+	// The spec travels with the scope, for the Envoy generator's ingress,
+	// egress ports and outboundTrafficPolicy.
+	if h := sc.Spec.GetEgress()[0].GetHosts(); len(h) != 2 || h[1] != "b/two.b" {
+		t.Errorf("sidecar spec egress hosts = %v", h)
+	}
 }
 
 func TestTrafficPolicyMerge(t *testing.T) {

@@ -165,10 +165,14 @@ type DestinationRule struct {
 	Spec      *networking.DestinationRule
 }
 
-// Sidecar is a Sidecar's egress scope.
+// Sidecar is one Sidecar: the egress scope the model applies to what a
+// workload sees, and the spec, whose ingress listeners, egress ports and
+// outboundTrafficPolicy the Envoy sidecar generator reads.
 type Sidecar struct {
 	Namespace string
 	Name      string
+	// Spec is the Sidecar as written; shared, never modified.
+	Spec *networking.Sidecar
 	// Selector is the workloadSelector; nil selects every workload in the
 	// namespace.
 	Selector map[string]string

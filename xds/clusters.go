@@ -3,6 +3,10 @@ package xds
 import (
 	"fmt"
 
+	"github.com/vmesh/vmesh/xds/sidecar"
+
+	"github.com/vmesh/vmesh/xds/translate"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -18,7 +22,7 @@ func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
 	case KindGRPC:
 		return grpcClusters(s, p)
 	case KindSidecar:
-		return nil, ErrSidecarUnsupported
+		return sidecar.Clusters(s, toSidecar(p))
 	}
 	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
 }
@@ -32,7 +36,9 @@ type clusterRef struct {
 	dr     *model.DestinationRule
 }
 
-func (c clusterRef) name() string { return ClusterName(c.port.Number, c.subset, c.svc.Hostname) }
+func (c clusterRef) name() string {
+	return translate.ClusterName(c.port.Number, c.subset, c.svc.Hostname)
+}
 
 // outboundClusters lists the clusters of every visible service port: one
 // without a subset and one per subset of the DestinationRule that applies.
@@ -65,7 +71,7 @@ func grpcClusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
 		c := &clusterv3.Cluster{Name: ref.name()}
 		if usesEDS(ref.svc) {
 			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-			c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: c.Name}
+			c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: translate.ADSConfigSource(), ServiceName: c.Name}
 		} else {
 			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 			c.LoadAssignment = logicalDNSAssignment(c.Name, ref)
@@ -96,7 +102,7 @@ func logicalDNSAssignment(name string, ref clusterRef) *endpointv3.ClusterLoadAs
 	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{
 		Locality: &corev3.Locality{},
 		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: socketAddress(e.Address, e.PortFor(ref.port)),
+			Address: translate.SocketAddress(e.Address, e.PortFor(ref.port)),
 		}}}},
 	}}
 	return cla
@@ -148,11 +154,4 @@ func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetecti
 		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(n, 100)))
 	}
 	return out
-}
-
-func socketAddress(addr string, port uint32) *corev3.Address {
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Address:       addr,
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-	}}}
 }

@@ -2,7 +2,13 @@ package xds
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/vmesh/vmesh/xds/sidecar"
+
+	"github.com/vmesh/vmesh/xds/translate"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -16,7 +22,7 @@ func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment
 	case KindGRPC:
 		return grpcEndpoints(s, p)
 	case KindSidecar:
-		return nil, ErrSidecarUnsupported
+		return sidecar.Endpoints(s, toSidecar(p))
 	}
 	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
 }
@@ -47,10 +53,8 @@ func loadAssignment(ref clusterRef) *endpointv3.ClusterLoadAssignment {
 		}
 		lle := byLoc[e.Locality]
 		if lle == nil {
-			region, rest, _ := strings.Cut(e.Locality, "/")
-			zone, subzone, _ := strings.Cut(rest, "/")
 			lle = &endpointv3.LocalityLbEndpoints{
-				Locality:            &corev3.Locality{Region: region, Zone: zone, SubZone: subzone},
+				Locality:            translate.Locality(e.Locality),
 				LoadBalancingWeight: wrapperspb.UInt32(0),
 			}
 			byLoc[e.Locality] = lle
@@ -58,12 +62,12 @@ func loadAssignment(ref clusterRef) *endpointv3.ClusterLoadAssignment {
 		w := e.EffectiveWeight()
 		lle.LoadBalancingWeight.Value += w
 		lle.LbEndpoints = append(lle.LbEndpoints, &endpointv3.LbEndpoint{
-			HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress(e.Address, e.PortFor(ref.port))}},
+			HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: translate.SocketAddress(e.Address, e.PortFor(ref.port))}},
 			HealthStatus:        corev3.HealthStatus_HEALTHY,
 			LoadBalancingWeight: wrapperspb.UInt32(w),
 		})
 	}
-	for _, loc := range sortedKeys(byLoc) {
+	for _, loc := range slices.Sorted(maps.Keys(byLoc)) {
 		cla.Endpoints = append(cla.Endpoints, byLoc[loc])
 	}
 	return cla

@@ -3,11 +3,12 @@ package xds_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/vmesh/vmesh/xds/sidecar"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -394,11 +395,19 @@ func TestGRPCGeneratorMapping(t *testing.T) {
 	}
 }
 
-func TestGeneratorsRefuseOtherKinds(t *testing.T) {
+func TestGeneratorsDispatchByKind(t *testing.T) {
 	s := richSnapshot(t)
-	sidecar := &xds.Proxy{ID: "envoy", Kind: xds.KindSidecar, Namespace: "default"}
-	if _, err := xds.Clusters(s, sidecar); !errors.Is(err, xds.ErrSidecarUnsupported) {
-		t.Errorf("sidecar: err = %v, want ErrSidecarUnsupported", err)
+	envoy := &xds.Proxy{ID: "envoy", Kind: xds.KindSidecar, Namespace: "default"}
+	cds, err := xds.Clusters(s, envoy)
+	if err != nil || len(cds) == 0 || cds[0].GetName() != sidecar.PassthroughCluster {
+		t.Errorf("sidecar clusters: %v, %v; want the Envoy sidecar layout", cds, err)
+	}
+	lds, err := xds.Listeners(s, envoy)
+	if err != nil || len(lds) == 0 || lds[0].GetName() != sidecar.VirtualOutboundListener {
+		t.Errorf("sidecar listeners: %v, %v; want the Envoy sidecar layout", lds, err)
+	}
+	if l, err := xds.InboundListener(s, envoy, xds.InboundListenerPrefix+"10.0.0.1:80"); err == nil || l != nil {
+		t.Errorf("sidecar inbound server listener: %v, %v; want none (sidecars use virtualInbound)", l, err)
 	}
 	if l, err := xds.Listeners(s, &xds.Proxy{ID: "x", Kind: "mystery"}); err == nil || l != nil {
 		t.Errorf("unknown kind: %v, %v; want an error and nothing", l, err)

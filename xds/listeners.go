@@ -3,6 +3,10 @@ package xds
 import (
 	"fmt"
 
+	"github.com/vmesh/vmesh/xds/sidecar"
+
+	"github.com/vmesh/vmesh/xds/translate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -11,7 +15,6 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/security"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -21,19 +24,21 @@ func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
 	case KindGRPC:
 		return grpcListeners(s, p)
 	case KindSidecar:
-		return nil, ErrSidecarUnsupported
+		return sidecar.Listeners(s, toSidecar(p))
 	}
 	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
 }
 
 // InboundListener returns the server listener named name
-// (InboundListenerPrefix + "IP:port") for a proxy.
+// (InboundListenerPrefix + "IP:port") for a proxyless gRPC server. Envoy
+// sidecars serve inbound traffic on their virtualInbound listener, so for
+// them there is no such listener (an error: the name is not found).
 func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
 	switch p.Kind {
 	case KindGRPC:
 		return grpcInboundListener(s, p, name)
 	case KindSidecar:
-		return nil, ErrSidecarUnsupported
+		return nil, fmt.Errorf("proxy %s: Envoy sidecars have no per-address server listeners (%s)", p.ID, name)
 	}
 	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
 }
@@ -49,7 +54,7 @@ func grpcListeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) 
 			hcm := &hcmv3.HttpConnectionManager{
 				StatPrefix: name,
 				RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-					ConfigSource:    adsConfigSource(),
+					ConfigSource:    translate.ADSConfigSource(),
 					RouteConfigName: name,
 				}},
 				HttpFilters: clientHTTPFilters(),
@@ -71,13 +76,13 @@ func grpcListeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) 
 // fault unless a route overrides it) then the router, which must be last.
 func clientHTTPFilters() []*hcmv3.HttpFilter {
 	return []*hcmv3.HttpFilter{
-		{Name: faultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&faultv3.HTTPFault{})}},
+		{Name: faultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(&faultv3.HTTPFault{})}},
 		routerFilter(),
 	}
 }
 
 func routerFilter() *hcmv3.HttpFilter {
-	return &hcmv3.HttpFilter{Name: routerFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}
+	return &hcmv3.HttpFilter{Name: routerFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(&routerv3.Router{})}}
 }
 
 // grpcInboundListener returns the listener an xDS-enabled gRPC server needs
@@ -135,22 +140,6 @@ func grpcInboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.
 		FilterChains:     []*listenerv3.FilterChain{chain},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}, nil
-}
-
-func adsConfigSource() *corev3.ConfigSource {
-	return &corev3.ConfigSource{
-		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		ResourceApiVersion:    corev3.ApiVersion_V3,
-	}
-}
-
-// mustAny packs a message known to marshal.
-func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		panic(fmt.Sprintf("xds: packing %T: %v", m, err))
-	}
-	return a
 }
 
 // visibleServices returns the services a proxy's clients may call.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmesh/vmesh/xds/translate"
+
 	"github.com/vmesh/vmesh/model"
 )
 
@@ -22,22 +24,10 @@ const (
 )
 
 // ClusterName returns Istio's outbound cluster name,
-// "outbound|port|subset|host".
+// "outbound|port|subset|host" (translate.ClusterName, the one rule both
+// generators use).
 func ClusterName(port uint32, subset, host string) string {
-	return "outbound|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
-}
-
-// ParseClusterName splits an outbound cluster name.
-func ParseClusterName(name string) (port uint32, subset, host string, ok bool) {
-	parts := strings.SplitN(name, "|", 4)
-	if len(parts) != 4 || parts[0] != "outbound" {
-		return 0, "", "", false
-	}
-	n, err := strconv.ParseUint(parts[1], 10, 32)
-	if err != nil {
-		return 0, "", "", false
-	}
-	return uint32(n), parts[2], parts[3], true
+	return translate.ClusterName(port, subset, host)
 }
 
 // ListenerName returns the client listener (and route configuration) name

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vmesh/vmesh/xds/sidecar"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -143,6 +145,11 @@ func GroupKey(s *model.Snapshot, p *Proxy) string {
 		key += "|" + pk
 	}
 	return key
+}
+
+// toSidecar is what the Envoy sidecar generator reads about a proxy.
+func toSidecar(p *Proxy) *sidecar.Proxy {
+	return &sidecar.Proxy{ID: p.ID, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality}
 }
 
 // labelString renders labels deterministically, for debug output.

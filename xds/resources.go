@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -17,11 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
-
-// ErrSidecarUnsupported is returned by the generators for Envoy sidecars,
-// whose generator is not written yet. Sidecars get no config rather than
-// half-built config.
-var ErrSidecarUnsupported = errors.New("xds: the Envoy sidecar generator is not implemented yet")
 
 // The resource types vmesh serves, in push order.
 var typeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}

@@ -2,26 +2,19 @@ package xds
 
 import (
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/vmesh/vmesh/xds/sidecar"
+
+	"github.com/vmesh/vmesh/xds/translate"
+
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
-	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/vmesh/vmesh/model"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
-
-// defaultRetryOn is Istio's default retry_on; gRPC clients act on the gRPC
-// status names in it (unavailable, cancelled).
-const defaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
 
 // Routes returns the route configurations for a proxy.
 func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
@@ -29,7 +22,7 @@ func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) 
 	case KindGRPC:
 		return grpcRoutes(s, p)
 	case KindSidecar:
-		return nil, ErrSidecarUnsupported
+		return sidecar.Routes(s, toSidecar(p))
 	}
 	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
 }
@@ -68,8 +61,8 @@ func grpcRoutes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, err
 }
 
 func defaultRoute(s *model.Snapshot, p *Proxy, svc *model.Service, port model.Port) *routev3.Route {
-	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: ClusterName(port.Number, "", svc.Hostname)}}
-	action.HashPolicy = hashPolicy(s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace), port.Number, "")
+	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: translate.ClusterName(port.Number, "", svc.Hostname)}}
+	action.HashPolicy = translate.HashPolicy(s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace), port.Number, "", translate.Proxyless)
 	return &routev3.Route{
 		Name:   "default",
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
@@ -98,24 +91,17 @@ func httpRoutes(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Servi
 		}
 		var filterCfg map[string]*anypb.Any
 		if f := hr.GetFault(); f != nil {
-			fa, err := anypb.New(faultConfig(f))
-			if err != nil {
-				return nil, fmt.Errorf("http[%d].fault: %w", i, err)
-			}
-			filterCfg = map[string]*anypb.Any{faultFilterName: fa}
+			filterCfg = map[string]*anypb.Any{faultFilterName: translate.MustAny(translate.Fault(f))}
 		}
 		matches := hr.GetMatch()
 		if len(matches) == 0 {
 			matches = []*networking.HTTPMatchRequest{nil}
 		}
-		for j, m := range matches {
+		for _, m := range matches {
 			if m.GetPort() != 0 && m.GetPort() != port.Number {
 				continue
 			}
-			rm, err := routeMatch(m)
-			if err != nil {
-				return nil, fmt.Errorf("http[%d].match[%d]: %w", i, j, err)
-			}
+			rm := translate.RouteMatch(m, translate.Proxyless)
 			name := hr.GetName()
 			if name == "" {
 				name = strconv.Itoa(i)
@@ -181,7 +167,7 @@ func routeAction(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Serv
 		if len(dests) == 0 {
 			firstDR, firstPort, firstSubset = dr, dport, subset
 		}
-		dests = append(dests, dest{cluster: ClusterName(dport, subset, target.Hostname), weight: w})
+		dests = append(dests, dest{cluster: translate.ClusterName(dport, subset, target.Hostname), weight: w})
 	}
 	if len(dests) == 0 {
 		return nil, nil
@@ -196,14 +182,14 @@ func routeAction(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Serv
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	a.HashPolicy = hashPolicy(firstDR, firstPort, firstSubset)
+	a.HashPolicy = translate.HashPolicy(firstDR, firstPort, firstSubset, translate.Proxyless)
 	if t := hr.GetTimeout(); t != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
 	}
 	if r := hr.GetRetries(); r != nil && r.GetAttempts() > 0 {
 		retryOn := r.GetRetryOn()
 		if retryOn == "" {
-			retryOn = defaultRetryOn
+			retryOn = translate.DefaultRetryOn
 		}
 		rp := &routev3.RetryPolicy{
 			RetryOn:       retryOn,
@@ -216,139 +202,4 @@ func routeAction(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Serv
 		a.RetryPolicy = rp
 	}
 	return a, nil
-}
-
-// routeMatch translates one Istio match; nil matches every request.
-func routeMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
-	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
-	if m == nil {
-		return rm, nil
-	}
-	switch u := m.GetUri().GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
-	case *networking.StringMatch_Prefix:
-		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
-	case *networking.StringMatch_Regex:
-		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
-	}
-	if m.GetIgnoreUriCase() {
-		rm.CaseSensitive = wrapperspb.Bool(false)
-	}
-	add := func(name string, sm *networking.StringMatch, invert bool) {
-		hm := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
-		if s := stringMatcher(sm); s != nil {
-			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: s}
-		} else {
-			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
-		}
-		rm.Headers = append(rm.Headers, hm)
-	}
-	if a := m.GetAuthority(); a != nil {
-		add(":authority", a, false)
-	}
-	if mm := m.GetMethod(); mm != nil {
-		add(":method", mm, false)
-	}
-	for _, name := range sortedKeys(m.GetHeaders()) {
-		add(strings.ToLower(name), m.GetHeaders()[name], false)
-	}
-	for _, name := range sortedKeys(m.GetWithoutHeaders()) {
-		add(strings.ToLower(name), m.GetWithoutHeaders()[name], true)
-	}
-	return rm, nil
-}
-
-// stringMatcher translates an Istio string match; nil when it has no match
-// type (Istio's "header present").
-func stringMatcher(sm *networking.StringMatch) *matcherv3.StringMatcher {
-	switch u := sm.GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: u.Exact}}
-	case *networking.StringMatch_Prefix:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: u.Prefix}}
-	case *networking.StringMatch_Regex:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}}
-	}
-	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// faultConfig translates an Istio fault into the per-route override of the
-// fault filter. An abort's grpcStatus names a gRPC code ("UNAVAILABLE").
-func faultConfig(f *networking.HTTPFaultInjection) *faultv3.HTTPFault {
-	out := &faultv3.HTTPFault{}
-	if d := f.GetDelay(); d != nil {
-		out.Delay = &faultcommonv3.FaultDelay{
-			FaultDelaySecifier: &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: d.GetFixedDelay()},
-			Percentage:         percent(d.GetPercentage(), d.GetPercent()),
-		}
-	}
-	if a := f.GetAbort(); a != nil {
-		ab := &faultv3.FaultAbort{Percentage: percent(a.GetPercentage(), 0)}
-		switch e := a.GetErrorType().(type) {
-		case *networking.HTTPFaultInjection_Abort_GrpcStatus:
-			ab.ErrorType = &faultv3.FaultAbort_GrpcStatus{GrpcStatus: grpcCode(e.GrpcStatus)}
-		case *networking.HTTPFaultInjection_Abort_HttpStatus:
-			ab.ErrorType = &faultv3.FaultAbort_HttpStatus{HttpStatus: uint32(e.HttpStatus)}
-		}
-		out.Abort = ab
-	}
-	return out
-}
-
-// grpcCode parses a gRPC code name ("UNAVAILABLE") or number.
-func grpcCode(s string) uint32 {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return uint32(n)
-	}
-	var c codes.Code
-	if err := c.UnmarshalJSON([]byte(strconv.Quote(strings.ToUpper(s)))); err == nil {
-		return uint32(c)
-	}
-	return uint32(codes.Unknown)
-}
-
-// percent converts Istio's percentage (0-100, fractional) to a fraction per
-// million; unset means 100%.
-func percent(p *networking.Percent, legacy int32) *typev3.FractionalPercent {
-	v := 100.0
-	switch {
-	case p != nil:
-		v = p.GetValue()
-	case legacy > 0:
-		v = float64(legacy)
-	}
-	v = math.Max(0, math.Min(100, v))
-	return &typev3.FractionalPercent{Numerator: uint32(math.Round(v * 10000)), Denominator: typev3.FractionalPercent_MILLION}
-}
-
-// hashPolicy returns the route hash policy for a consistent-hash destination
-// rule. gRPC supports header hashing and, standing in for source-IP
-// affinity, per-channel hashing; cookies and query parameters have no gRPC
-// equivalent.
-func hashPolicy(dr *model.DestinationRule, port uint32, subset string) []*routev3.RouteAction_HashPolicy {
-	ch := dr.TrafficPolicy(port, subset).GetLoadBalancer().GetConsistentHash()
-	if ch == nil {
-		return nil
-	}
-	switch k := ch.GetHashKey().(type) {
-	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName:
-		return []*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{
-			Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: strings.ToLower(k.HttpHeaderName)},
-		}}}
-	case *networking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
-		return []*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_FilterState_{
-			FilterState: &routev3.RouteAction_HashPolicy_FilterState{Key: "io.grpc.channel_id"},
-		}}}
-	}
-	return nil
 }

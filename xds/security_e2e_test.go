@@ -25,8 +25,8 @@ import (
 	"google.golang.org/grpc/status"
 	grpcxds "google.golang.org/grpc/xds"
 
-	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/agents/caclient"
+	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"

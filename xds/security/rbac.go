@@ -8,41 +8,63 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 )
 
-// RBAC filter names on server listeners (unique per HttpConnectionManager,
-// as grpc-go requires).
+// RBAC filter names. HTTP filter names are unique per HttpConnectionManager,
+// as grpc-go requires; Envoy's network RBAC filters share one name.
 const (
-	DenyFilterName  = "envoy.filters.http.rbac.deny"
-	AllowFilterName = "envoy.filters.http.rbac.allow"
+	DenyFilterName    = "envoy.filters.http.rbac.deny"
+	AllowFilterName   = "envoy.filters.http.rbac.allow"
+	NetworkFilterName = "envoy.filters.network.rbac"
 )
 
-// RBACFilters returns the HTTP filters that enforce AuthorizationPolicies
-// (those model.Snapshot.AuthorizationPoliciesFor returns for a workload), to
-// go before the router, in Istio's order: a DENY filter when a DENY policy
-// has rules (a request matching any DENY rule is refused), then an ALLOW
-// filter when any ALLOW policy applies (the request must match one ALLOW
-// rule; ALLOW policies without rules allow nothing). No policy, no filter:
-// everything is allowed.
+// Protocol is what a server port speaks, which decides the request fields
+// an RBAC filter can see.
+type Protocol int
+
+// Protocols.
+const (
+	// HTTP ports (HTTP, HTTP2, gRPC) get HTTP RBAC filters that see every
+	// field.
+	HTTP Protocol = iota
+	// TCP ports get network RBAC filters, which see connections, not
+	// requests: hosts, methods, paths and request headers cannot be checked.
+	TCP
+)
+
+// Rules translates the AuthorizationPolicies that apply to a workload (those
+// model.Snapshot.AuthorizationPoliciesFor returns) into Envoy RBAC rules, in
+// Istio's way: deny holds the rules of DENY policies (nil when there is
+// none: a request matching any DENY rule is refused), allow the rules of
+// ALLOW policies (nil when no ALLOW policy applies; otherwise a request must
+// match one of its rules, so ALLOW policies without usable rules allow
+// nothing). No policy, no rules: everything is allowed.
 //
 // Each rule becomes one RBAC policy named "ns[NS]-policy[NAME]-rule[I]" whose
 // permission is (any `to` operation) AND every destination condition, and
-// whose principal is (any `from` source) AND every source condition. Rules
-// with fields vmesh cannot enforce (model.UnsupportedRuleFields) are dropped
-// from ALLOW policies and have those fields ignored in DENY policies.
-func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, error) {
-	deny := map[string]*rbacconfigv3.Policy{}
-	allow := map[string]*rbacconfigv3.Policy{}
+// whose principal is (any `from` source) AND every source condition. A rule
+// using fields that cannot be checked (model.UnsupportedRuleFields, and on a
+// TCP port hosts, methods, paths and request headers) is dropped from an
+// ALLOW policy (it would allow too much) and has those fields ignored in a
+// DENY policy (it denies more, never less). A value that cannot be
+// translated (e.g. a serviceAccounts entry that is not <namespace>/<name>)
+// is an error: the caller fails closed.
+func Rules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
+	denyPolicies := map[string]*rbacconfigv3.Policy{}
 	anyAllow := false
+	allowPolicies := map[string]*rbacconfigv3.Policy{}
 	for _, p := range policies {
 		isDeny := p.Action == security.AuthorizationPolicy_DENY
 		anyAllow = anyAllow || !isDeny
@@ -50,34 +72,110 @@ func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, er
 			if !isDeny && len(model.UnsupportedRuleFields(r)) > 0 {
 				continue
 			}
+			if proto == TCP {
+				var hadHTTP bool
+				if r, hadHTTP = withoutHTTPFields(r); hadHTTP && !isDeny {
+					continue
+				}
+			}
 			pol, err := rulePolicy(r)
 			if err != nil {
-				return nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
+				return nil, nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
 			}
 			name := fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", p.Namespace, p.Name, i)
 			if isDeny {
-				deny[name] = pol
+				denyPolicies[name] = pol
 			} else {
-				allow[name] = pol
+				allowPolicies[name] = pol
 			}
 		}
 	}
-	var out []*hcmv3.HttpFilter
-	if len(deny) > 0 {
-		out = append(out, rbacFilter(DenyFilterName, rbacconfigv3.RBAC_DENY, deny))
+	if len(denyPolicies) > 0 {
+		deny = &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_DENY, Policies: denyPolicies}
 	}
 	if anyAllow {
-		out = append(out, rbacFilter(AllowFilterName, rbacconfigv3.RBAC_ALLOW, allow))
+		allow = &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_ALLOW, Policies: allowPolicies}
+	}
+	return deny, allow, nil
+}
+
+// withoutHTTPFields returns r without the fields only an HTTP request has
+// (operation hosts, methods and paths; request.headers conditions), and
+// whether it had any. r itself is not modified.
+func withoutHTTPFields(r *security.Rule) (*security.Rule, bool) {
+	had := false
+	for _, t := range r.GetTo() {
+		op := t.GetOperation()
+		had = had || len(op.GetHosts())+len(op.GetNotHosts())+len(op.GetMethods())+len(op.GetNotMethods())+len(op.GetPaths())+len(op.GetNotPaths()) > 0
+	}
+	for _, c := range r.GetWhen() {
+		had = had || strings.HasPrefix(c.GetKey(), "request.headers[")
+	}
+	if !had {
+		return r, false
+	}
+	out := &security.Rule{From: r.GetFrom()}
+	for _, t := range r.GetTo() {
+		op := t.GetOperation()
+		out.To = append(out.To, &security.Rule_To{Operation: &security.Operation{Ports: op.GetPorts(), NotPorts: op.GetNotPorts()}})
+	}
+	for _, c := range r.GetWhen() {
+		if !strings.HasPrefix(c.GetKey(), "request.headers[") {
+			out.When = append(out.When, c)
+		}
+	}
+	return out, true
+}
+
+// RBACFilters returns the HTTP filters that enforce AuthorizationPolicies on
+// an HTTP port (see Rules), to go before the router: a DENY filter, then an
+// ALLOW filter, each when its rules exist.
+func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, error) {
+	deny, allow, err := Rules(policies, HTTP)
+	if err != nil {
+		return nil, err
+	}
+	var out []*hcmv3.HttpFilter
+	for _, f := range []struct {
+		name  string
+		rules *rbacconfigv3.RBAC
+	}{{DenyFilterName, deny}, {AllowFilterName, allow}} {
+		if f.rules != nil {
+			out = append(out, &hcmv3.HttpFilter{Name: f.name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&rbacv3.RBAC{Rules: f.rules})}})
+		}
 	}
 	return out, nil
 }
 
-func rbacFilter(name string, action rbacconfigv3.RBAC_Action, policies map[string]*rbacconfigv3.Policy) *hcmv3.HttpFilter {
-	a, err := anypb.New(&rbacv3.RBAC{Rules: &rbacconfigv3.RBAC{Action: action, Policies: policies}})
+// NetworkRBACFilters returns the network filters that enforce
+// AuthorizationPolicies on a TCP port (see Rules), to go before the
+// tcp_proxy: a DENY filter (stat prefix "deny_"), then an ALLOW filter
+// ("allow_"), each when its rules exist.
+func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Filter, error) {
+	deny, allow, err := Rules(policies, TCP)
 	if err != nil {
-		panic("security: packing RBAC: " + err.Error())
+		return nil, err
 	}
-	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}}
+	var out []*listenerv3.Filter
+	for _, f := range []struct {
+		prefix string
+		rules  *rbacconfigv3.RBAC
+	}{{"deny_", deny}, {"allow_", allow}} {
+		if f.rules != nil {
+			out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{
+				TypedConfig: mustAny(&rbacnetv3.RBAC{Rules: f.rules, StatPrefix: f.prefix}),
+			}})
+		}
+	}
+	return out, nil
+}
+
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("security: packing %T: %v", m, err))
+	}
+	return a
 }
 
 func rulePolicy(r *security.Rule) (*rbacconfigv3.Policy, error) {

@@ -149,3 +149,45 @@ func TestBadValuesAreErrors(t *testing.T) {
 		}
 	}
 }
+
+// On a TCP port a network RBAC filter sees connections only: an ALLOW rule
+// that needs request fields can never match and is dropped; a DENY rule
+// loses those fields and so denies every connection its other fields
+// match (Istio's conservative rule); the rest is translated as for HTTP.
+func TestNetworkRulesDropHTTPFields(t *testing.T) {
+	httpOnly := &securityapi.Rule{To: []*securityapi.Rule_To{{Operation: &securityapi.Operation{Methods: []string{"DELETE"}}}}}
+	withPort := &securityapi.Rule{
+		From: []*securityapi.Rule_From{{Source: &securityapi.Source{Namespaces: []string{"shop"}}}},
+		To:   []*securityapi.Rule_To{{Operation: &securityapi.Operation{Paths: []string{"/admin*"}, Ports: []string{"9000"}}}},
+		When: []*securityapi.Condition{{Key: "request.headers[x-user]", Values: []string{"bob"}}},
+	}
+	deny, allow, err := security.Rules([]*model.AuthorizationPolicy{
+		{Namespace: "ns", Name: "d", Action: securityapi.AuthorizationPolicy_DENY, Rules: []*securityapi.Rule{httpOnly, withPort}},
+		{Namespace: "ns", Name: "a", Action: securityapi.AuthorizationPolicy_ALLOW, Rules: []*securityapi.Rule{httpOnly}},
+	}, security.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := deny.GetPolicies()["ns[ns]-policy[d]-rule[0]"]; p == nil || !p.GetPermissions()[0].GetAny() || !p.GetPrincipals()[0].GetAny() {
+		t.Errorf("DENY on methods over TCP = %v, want any connection", p)
+	}
+	p := deny.GetPolicies()["ns[ns]-policy[d]-rule[1]"]
+	if p.GetPermissions()[0].GetDestinationPort() != 9000 || p.GetPrincipals()[0].GetAuthenticated() == nil {
+		t.Errorf("DENY with port and namespace over TCP = %v, want port 9000 and the namespace kept", p)
+	}
+	if allow == nil || len(allow.GetPolicies()) != 0 {
+		t.Errorf("ALLOW with only HTTP rules over TCP = %v, want present and empty (allows nothing)", allow)
+	}
+	fs, err := security.NetworkRBACFilters([]*model.AuthorizationPolicy{policy(securityapi.AuthorizationPolicy_ALLOW, withPort)})
+	if err != nil || len(fs) != 1 || fs[0].GetName() != security.NetworkFilterName {
+		t.Fatalf("network filters = %v, %v", fs, err)
+	}
+	// Over HTTP the same rules keep their request fields.
+	deny, _, err = security.Rules([]*model.AuthorizationPolicy{policy(securityapi.AuthorizationPolicy_DENY, withPort)}, security.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := protojson.Format(deny); !regexp.MustCompile(`/admin`).MatchString(got) || !regexp.MustCompile(`x-user`).MatchString(got) {
+		t.Errorf("HTTP rule lost request fields: %s", got)
+	}
+}

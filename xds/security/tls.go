@@ -1,7 +1,8 @@
 // Package security turns the model's security decisions into xDS: TLS
 // contexts that name grpc-go certificate-provider instances (proxyless gRPC)
-// and RBAC HTTP filters for AuthorizationPolicies (shared by every proxy
-// kind, since Envoy and grpc-go read the same RBAC filter).
+// and the one AuthorizationPolicy translation (Rules) behind the HTTP RBAC
+// filters of both proxy kinds and the network RBAC filters of Envoy
+// sidecars' TCP ports.
 package security
 
 import (
@@ -10,7 +11,6 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -80,10 +80,5 @@ func GRPCDownstreamMTLS() *corev3.TransportSocket {
 }
 
 func transportSocket(m proto.Message) *corev3.TransportSocket {
-	a, err := anypb.New(m)
-	if err != nil {
-		// TLS contexts built here always marshal.
-		panic("security: packing TLS context: " + err.Error())
-	}
-	return &corev3.TransportSocket{Name: TransportSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}
+	return &corev3.TransportSocket{Name: TransportSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(m)}}
 }

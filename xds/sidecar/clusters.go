@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/xds/translate"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -89,7 +91,7 @@ func (sc *scope) outboundCluster(ref clusterRef) *clusterv3.Cluster {
 		c = originalDst(name)
 	case usesEDS(ref.svc):
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: name}
+		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: translate.ADSConfigSource(), ServiceName: name}
 	case ref.svc.Resolution == model.ResolutionDNSRoundRobin:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
@@ -146,8 +148,8 @@ func (sc *scope) outboundCluster(ref clusterRef) *clusterv3.Cluster {
 // mesh-internal services.
 func (sc *scope) applyTLS(c *clusterv3.Cluster, ref clusterRef) {
 	sni := SNI(ref.port.Number, ref.subset, ref.svc.Hostname)
-	sans := serviceSANs(ref, sc.trustDomain())
-	if t := drTLS(ref.dr, ref.port.Number, ref.subset); t != nil {
+	sans := sc.s.ServiceIdentities(ref.svc)
+	if t := ref.dr.ClientTLS(ref.port.Number, ref.subset); t != nil {
 		c.TransportSocket = clientTLS(t, sni, sans)
 		return
 	}
@@ -166,28 +168,6 @@ func (sc *scope) applyTLS(c *clusterv3.Cluster, ref clusterRef) {
 			TransportSocket: &corev3.TransportSocket{Name: rawTransport, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(&rawbufferv3.RawBuffer{})}},
 		},
 	}
-}
-
-// drTLS returns the most specific TLS settings of a rule for a port and
-// subset: subset port level, subset, rule port level, rule.
-func drTLS(dr *model.DestinationRule, port uint32, subset string) *networking.ClientTLSSettings {
-	if dr == nil {
-		return nil
-	}
-	pick := func(tp *networking.TrafficPolicy) *networking.ClientTLSSettings {
-		for _, pl := range tp.GetPortLevelSettings() {
-			if pl.GetPort().GetNumber() == port && pl.GetTls() != nil {
-				return pl.GetTls()
-			}
-		}
-		return tp.GetTls()
-	}
-	if ss := dr.Subset(subset); ss != nil {
-		if t := pick(ss.GetTrafficPolicy()); t != nil {
-			return t
-		}
-	}
-	return pick(dr.Spec.GetTrafficPolicy())
 }
 
 // applyLB maps Istio's load balancer. Unset is LEAST_REQUEST, Istio's

@@ -5,7 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/vmesh/vmesh/xds/translate"
+
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -38,7 +39,7 @@ func (sc *scope) loadAssignment(ref clusterRef, tp *networking.TrafficPolicy) *e
 	for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
 		lle := byLoc[e.Locality]
 		if lle == nil {
-			lle = &endpointv3.LocalityLbEndpoints{Locality: locality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
+			lle = &endpointv3.LocalityLbEndpoints{Locality: translate.Locality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
 			byLoc[e.Locality] = lle
 			locs = append(locs, e.Locality)
 		}
@@ -62,12 +63,6 @@ func (sc *scope) loadAssignment(ref clusterRef, tp *networking.TrafficPolicy) *e
 	}
 	slices.SortStableFunc(cla.Endpoints, func(a, b *endpointv3.LocalityLbEndpoints) int { return cmp.Compare(a.Priority, b.Priority) })
 	return cla
-}
-
-func locality(l string) *corev3.Locality {
-	region, rest, _ := strings.Cut(l, "/")
-	zone, subzone, _ := strings.Cut(rest, "/")
-	return &corev3.Locality{Region: region, Zone: zone, SubZone: subzone}
 }
 
 // localityLB returns the rule's locality setting when it applies to this
@@ -124,10 +119,10 @@ func (sc *scope) localityPriorities(locs []string, tp *networking.TrafficPolicy)
 	if ls == nil || len(ls.GetDistribute()) > 0 || tp.GetOutlierDetection() == nil {
 		return nil
 	}
-	me := locality(sc.p.Locality)
+	me := translate.Locality(sc.p.Locality)
 	raw := make(map[string]uint32, len(locs))
 	for _, l := range locs {
-		o := locality(l)
+		o := translate.Locality(l)
 		switch {
 		case o.Region == me.Region && o.Zone == me.Zone && o.SubZone == me.SubZone:
 			raw[l] = 0

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -16,23 +15,20 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-	networking "istio.io/api/networking/v1alpha3"
-	securityv1beta1 "istio.io/api/security/v1beta1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// rootNamespace holds mesh-wide policies, as in Istio.
-const rootNamespace = "istio-system"
-
-// fixture is loaded config: the model and the raw objects (for the
-// policies and Sidecar specs the model does not carry yet).
-type fixture struct {
-	snap *model.Snapshot
-	objs []*filestore.Object
+// load builds the model of the config in dir.
+func load(t testing.TB, dir string) *model.Snapshot {
+	t.Helper()
+	return loadEdited(t, dir, nil)
 }
 
-func load(t testing.TB, dir string) fixture {
+// loadEdited builds the model of the config in dir after edit, when not
+// nil, has replaced each object by what it returns (nil drops it); extra
+// objects are added.
+func loadEdited(t testing.TB, dir string, edit func(*filestore.Object) *filestore.Object, extra ...*filestore.Object) *model.Snapshot {
 	t.Helper()
 	objs, errs, err := filestore.LoadPath(dir)
 	if err != nil {
@@ -41,55 +37,20 @@ func load(t testing.TB, dir string) fixture {
 	if len(errs) > 0 {
 		t.Fatalf("config errors: %v", errs)
 	}
+	var kept []*filestore.Object
+	for _, o := range objs {
+		if edit != nil {
+			o = edit(o)
+		}
+		if o != nil {
+			kept = append(kept, o)
+		}
+	}
 	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
+	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, append(kept, extra...)); err != nil {
 		t.Fatal(err)
 	}
-	return fixture{snap: model.Build(st.Snapshot()), objs: objs}
-}
-
-func selects(sel map[string]string, labels map[string]string) bool {
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// proxy fills the policy inputs the way the model is expected to select
-// them: the Sidecar as model.SidecarFor does, PeerAuthentications mesh,
-// namespace then workload, AuthorizationPolicies of the namespace (and
-// root) whose selector matches.
-func (f fixture) proxy(p sidecar.Proxy) *sidecar.Proxy {
-	if sc := f.snap.SidecarFor(p.Namespace, p.Labels); sc != nil {
-		for _, o := range f.objs {
-			if o.Kind == filestore.KindSidecar && o.Namespace == sc.Namespace && o.Name == sc.Name {
-				p.Sidecar = o.Spec.(*networking.Sidecar)
-			}
-		}
-	}
-	var mesh, ns, wl []*securityv1beta1.PeerAuthentication
-	for _, o := range f.objs {
-		switch spec := o.Spec.(type) {
-		case *securityv1beta1.PeerAuthentication:
-			sel := spec.GetSelector().GetMatchLabels()
-			switch {
-			case o.Namespace == rootNamespace && len(sel) == 0:
-				mesh = append(mesh, spec)
-			case o.Namespace == p.Namespace && len(sel) == 0:
-				ns = append(ns, spec)
-			case o.Namespace == p.Namespace && selects(sel, p.Labels):
-				wl = append(wl, spec)
-			}
-		case *securityv1beta1.AuthorizationPolicy:
-			if (o.Namespace == p.Namespace || o.Namespace == rootNamespace) && selects(spec.GetSelector().GetMatchLabels(), p.Labels) {
-				p.Security.AuthorizationPolicies = append(p.Security.AuthorizationPolicies, sidecar.AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Spec: spec})
-			}
-		}
-	}
-	p.Security.PeerAuthentications = slices.Concat(mesh, ns, wl)
-	return &p
+	return model.Build(st.Snapshot())
 }
 
 // render is the golden form: every resource as indented protojson.
@@ -161,8 +122,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := load(t, tc.dir)
-			res, err := sidecar.Generate(f.snap, f.proxy(tc.proxy))
+			res, err := sidecar.Generate(load(t, tc.dir), &tc.proxy)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,9 @@
 package sidecar
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/vmesh/vmesh/xds/translate"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -13,31 +14,15 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// mustAny packs a message known to marshal (every generated message is).
-func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		panic(fmt.Sprintf("sidecar: packing %T: %v", m, err))
-	}
-	return a
-}
-
-func adsConfigSource() *corev3.ConfigSource {
-	return &corev3.ConfigSource{
-		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		ResourceApiVersion:    corev3.ApiVersion_V3,
-	}
-}
+// mustAny packs a message known to marshal.
+func mustAny(m proto.Message) *anypb.Any { return translate.MustAny(m) }
 
 // address returns a socket address, or a pipe for "unix://path".
 func address(host string, port uint32) *corev3.Address {
 	if path, ok := strings.CutPrefix(host, "unix://"); ok {
 		return &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: path}}}
 	}
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Address:       host,
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-	}}}
+	return translate.SocketAddress(host, port)
 }
 
 func networkFilter(name string, m proto.Message) *listenerv3.Filter {

@@ -5,24 +5,24 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/vmesh/vmesh/xds/security"
+
+	"github.com/vmesh/vmesh/xds/translate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
-	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
-	securityv1beta1 "istio.io/api/security/v1beta1"
 )
 
 // Listeners returns a sidecar's listeners:
@@ -46,8 +46,11 @@ func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
 		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
 	}
 	out = append(out, outbound...)
-	out = append(out, sc.virtualInbound())
-	return out, nil
+	vi, err := sc.virtualInbound()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+	}
+	return append(out, vi), nil
 }
 
 func (sc *scope) virtualOutbound() *listenerv3.Listener {
@@ -126,7 +129,7 @@ func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
 			}
 			cidrTaken[pfx.String()+"|"+itoa(t.port.Number)] = true
 			c := chain(stat + "|" + pfx.String())
-			c.FilterChainMatch = &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{cidr(pfx.String())}}
+			c.FilterChainMatch = &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{{AddressPrefix: pfx.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(pfx.Bits()))}}}
 			l := get("0.0.0.0", t.port.Number)
 			l.FilterChains = append(l.FilterChains, c)
 			placed = true
@@ -156,7 +159,7 @@ func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
 // TCP route of its VirtualService that matches the port (weighted when it
 // names several destinations), else the service's own cluster.
 func (sc *scope) tcpDestinations(t target) []weighted {
-	own := []weighted{{cluster: ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
+	own := []weighted{{cluster: translate.ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
 	vs := sc.s.VirtualServiceFor(t.svc.Hostname, sc.p.Namespace)
 	if vs == nil {
 		return own
@@ -219,7 +222,7 @@ func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: "outbound_0.0.0.0_" + itoa(port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource:    adsConfigSource(),
+			ConfigSource:    translate.ADSConfigSource(),
 			RouteConfigName: RouteName(port),
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{
@@ -235,10 +238,13 @@ func httpFilter(name string, m proto.Message) *hcmv3.HttpFilter {
 }
 
 // virtualInbound is the inbound listener: per workload port, a chain for
-// mesh mTLS (ALPN istio*) unless DISABLE, and plaintext chains (raw and
-// non-mesh TLS) unless STRICT. Connections to other ports pass through
-// (blocked under a STRICT workload policy).
-func (sc *scope) virtualInbound() *listenerv3.Listener {
+// mesh mTLS (ALPN istio*) unless the port's PeerAuthentication mode is
+// DISABLE, and plaintext chains (raw and non-mesh TLS) unless it is STRICT;
+// each with the RBAC filters of the workload's AuthorizationPolicies.
+// Connections to other ports pass through (blocked when the workload's mode
+// is STRICT). An AuthorizationPolicy that cannot be translated fails the
+// listener (fail closed: the proxy keeps its last config).
+func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	l := &listenerv3.Listener{
 		Name:    VirtualInboundListener,
 		Address: address("0.0.0.0", InboundPort),
@@ -248,14 +254,17 @@ func (sc *scope) virtualInbound() *listenerv3.Listener {
 		},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}
-	sec := sc.p.Security
+	ns, labels := sc.p.Namespace, sc.p.Labels
+	policies := sc.s.AuthorizationPoliciesFor(ns, labels)
 	for _, ip := range sc.inbound() {
-		mode := sec.Mode(ip.port)
+		mode := sc.s.PeerAuthenticationMode(ns, labels, ip.port)
 		http := isHTTP(ip.protocol)
-		deny, allow := rbacRules(sec.AuthorizationPolicies, sc.trustDomain(), http)
-		filters := func() []*listenerv3.Filter { return inboundFilters(ip, http, deny, allow) }
+		filters, err := inboundFilters(ip, http, policies)
+		if err != nil {
+			return nil, fmt.Errorf("inbound port %d: %w", ip.port, err)
+		}
 		name := "inbound|" + itoa(ip.port)
-		if mode != securityv1beta1.PeerAuthentication_MutualTLS_DISABLE {
+		if mode != model.MTLSDisable {
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 				Name: name + "|mtls",
 				FilterChainMatch: &listenerv3.FilterChainMatch{
@@ -264,57 +273,64 @@ func (sc *scope) virtualInbound() *listenerv3.Listener {
 					ApplicationProtocols: inboundALP,
 				},
 				TransportSocket: inboundMTLS(http),
-				Filters:         filters(),
+				Filters:         filters,
 			})
 		}
 		switch mode {
-		case securityv1beta1.PeerAuthentication_MutualTLS_STRICT:
-		case securityv1beta1.PeerAuthentication_MutualTLS_DISABLE:
+		case model.MTLSStrict:
+		case model.MTLSDisable:
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 				Name:             name + "|plaintext",
 				FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port)},
-				Filters:          filters(),
+				Filters:          cloneFilters(filters),
 			})
 		default:
 			for _, tp := range []string{"tls", "raw_buffer"} {
 				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 					Name:             name + "|" + tp,
 					FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: tp},
-					Filters:          filters(),
+					Filters:          cloneFilters(filters),
 				})
 			}
 		}
 	}
 	fallback := InboundPassthroughCluster
-	if sec.Mode(0) == securityv1beta1.PeerAuthentication_MutualTLS_STRICT {
+	if sc.s.PeerAuthenticationMode(ns, labels, 0) == model.MTLSStrict {
 		fallback = BlackHoleCluster
 	}
 	l.DefaultFilterChain = &listenerv3.FilterChain{
 		Name:    "virtualInbound-catchall",
 		Filters: []*listenerv3.Filter{tcpProxy(fallback, []weighted{{cluster: fallback}})},
 	}
-	return l
+	return l, nil
 }
 
-// inboundFilters are the network filters of one inbound chain: RBAC (deny
-// then allow) and an HttpConnectionManager routing to the inbound cluster,
-// or RBAC and a tcp_proxy.
-func inboundFilters(ip inboundPort, http bool, deny, allow *rbacv3.RBAC) []*listenerv3.Filter {
+// cloneFilters copies filters placed in a second chain, so that every
+// message of a listener has one parent.
+func cloneFilters(fs []*listenerv3.Filter) []*listenerv3.Filter {
+	out := make([]*listenerv3.Filter, len(fs))
+	for i, f := range fs {
+		out[i] = proto.Clone(f).(*listenerv3.Filter)
+	}
+	return out
+}
+
+// inboundFilters are the network filters of one inbound chain: an
+// HttpConnectionManager with the HTTP RBAC filters (deny, then allow) and a
+// route to the inbound cluster, or the network RBAC filters and a
+// tcp_proxy.
+func inboundFilters(ip inboundPort, http bool, policies []*model.AuthorizationPolicy) ([]*listenerv3.Filter, error) {
 	cluster := InboundClusterName(ip.port)
 	if !http {
-		var fs []*listenerv3.Filter
-		for i, r := range []*rbacv3.RBAC{deny, allow} {
-			if r != nil {
-				fs = append(fs, networkFilter(rbacNetFilter, &rbacnetv3.RBAC{Rules: r, StatPrefix: []string{"deny_", "allow_"}[i]}))
-			}
+		fs, err := security.NetworkRBACFilters(policies)
+		if err != nil {
+			return nil, err
 		}
-		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}}))
+		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}})), nil
 	}
-	var hf []*hcmv3.HttpFilter
-	for i, r := range []*rbacv3.RBAC{deny, allow} {
-		if r != nil {
-			hf = append(hf, httpFilter(rbacHTTPFilter+[]string{".deny", ".allow"}[i], &rbachttpv3.RBAC{Rules: r}))
-		}
+	hf, err := security.RBACFilters(policies)
+	if err != nil {
+		return nil, err
 	}
 	hf = append(hf, httpFilter(routerFilter, &routerv3.Router{}))
 	hcm := &hcmv3.HttpConnectionManager{
@@ -336,5 +352,5 @@ func inboundFilters(ip inboundPort, http bool, deny, allow *rbacv3.RBAC) []*list
 		}},
 		HttpFilters: hf,
 	}
-	return []*listenerv3.Filter{networkFilter(hcmFilter, hcm)}
+	return []*listenerv3.Filter{networkFilter(hcmFilter, hcm)}, nil
 }

@@ -39,7 +39,6 @@ const (
 	SDSCluster       = "sds-grpc"
 	SecretDefault    = "default"
 	SecretRootCA     = "ROOTCA"
-	DefaultTrustDom  = "cluster.local"
 	tlsModeLabel     = "security.istio.io/tlsMode"
 	tlsModeIstio     = "istio"
 	transportMatchNS = "envoy.transport_socket_match"
@@ -49,10 +48,8 @@ const (
 const (
 	hcmFilter         = "envoy.filters.network.http_connection_manager"
 	tcpProxyFilter    = "envoy.filters.network.tcp_proxy"
-	rbacNetFilter     = "envoy.filters.network.rbac"
 	faultFilter       = "envoy.filters.http.fault"
 	corsFilter        = "envoy.filters.http.cors"
-	rbacHTTPFilter    = "envoy.filters.http.rbac"
 	routerFilter      = "envoy.filters.http.router"
 	originalDstFilter = "envoy.filters.listener.original_dst"
 	tlsInspector      = "envoy.filters.listener.tls_inspector"
@@ -61,13 +58,6 @@ const (
 	httpProtocolOpts  = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	previousHosts     = "envoy.retry_host_predicates.previous_hosts"
 )
-
-// ClusterName returns Istio's outbound cluster name,
-// "outbound|port|subset|host". It is the same rule the proxyless gRPC
-// generator uses, so both kinds of client name clusters alike.
-func ClusterName(port uint32, subset, host string) string {
-	return "outbound|" + itoa(port) + "|" + subset + "|" + host
-}
 
 // InboundClusterName returns Istio's inbound cluster name for a workload
 // port, "inbound|port||".
@@ -85,15 +75,6 @@ func ListenerName(addr string, port uint32) string { return addr + "_" + itoa(po
 // Istio's "outbound_.port_.subset_.host".
 func SNI(port uint32, subset, host string) string {
 	return "outbound_." + itoa(port) + "_." + subset + "_." + host
-}
-
-// SpiffeID returns the identity of a service account:
-// spiffe://<trust domain>/ns/<namespace>/sa/<account>.
-func SpiffeID(trustDomain, ns, sa string) string {
-	if trustDomain == "" {
-		trustDomain = DefaultTrustDom
-	}
-	return "spiffe://" + trustDomain + "/ns/" + ns + "/sa/" + sa
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }

@@ -6,22 +6,26 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vmesh/vmesh/xds/translate"
+
 	"github.com/vmesh/vmesh/model"
 	networking "istio.io/api/networking/v1alpha3"
-	securityv1beta1 "istio.io/api/security/v1beta1"
 )
 
 // Proxy is everything the generator reads about one Envoy sidecar beyond
-// the model. Two proxies with equal Proxy values (ID aside) get identical
-// config, so a caller may group proxies by these fields.
+// the model: the model supplies the rest (the Sidecar that scopes it, the
+// PeerAuthentication modes and AuthorizationPolicies that apply to it, the
+// trust domain). Two proxies with equal Proxy values (ID aside) get
+// identical config from one snapshot, so a caller may group proxies by these
+// fields.
 type Proxy struct {
 	// ID is the xDS node id, for error messages only.
 	ID string
-	// Namespace decides visibility (exportTo), DestinationRule lookup and
-	// short host names.
+	// Namespace decides visibility (exportTo), DestinationRule lookup, short
+	// host names and, with Labels, the Sidecar and the policies that apply.
 	Namespace string
-	// Labels select the Sidecar (through the model) and VirtualService
-	// sourceLabels.
+	// Labels select the Sidecar and the workload policies (through the
+	// model) and VirtualService sourceLabels.
 	Labels map[string]string
 	// IPs are the workload's addresses: a service endpoint with one of them
 	// is served by this proxy (inbound).
@@ -32,37 +36,6 @@ type Proxy struct {
 	// Locality is the proxy's region/zone/subzone, for locality-aware load
 	// balancing; "" turns it off.
 	Locality string
-	// TrustDomain of the mesh; "" means cluster.local.
-	TrustDomain string
-	// Sidecar is the spec of the Sidecar that scopes the proxy, the one
-	// model.Snapshot.SidecarFor selects, or nil. Its ingress listeners,
-	// egress ports and outboundTrafficPolicy are read from here; the model
-	// already applied its egress hosts.
-	Sidecar *networking.Sidecar
-	// Security holds the policies that apply to the workload.
-	Security Security
-}
-
-// Security is the inbound security policy of a workload. Selecting which
-// policies apply (root namespace, namespace, workload selector) is the
-// model's job; translating them into Envoy config is this package's.
-type Security struct {
-	// PeerAuthentications that apply, least specific first: mesh-wide,
-	// namespace-wide, then the workload's own (selector). A later mode
-	// other than UNSET overrides an earlier one; port-level modes come from
-	// the last policy that has them. None means PERMISSIVE.
-	PeerAuthentications []*securityv1beta1.PeerAuthentication
-	// AuthorizationPolicies that select the workload, in namespace/name
-	// order.
-	AuthorizationPolicies []AuthorizationPolicy
-}
-
-// AuthorizationPolicy is one AuthorizationPolicy with its identity, which
-// names the generated RBAC policies.
-type AuthorizationPolicy struct {
-	Namespace string
-	Name      string
-	Spec      *securityv1beta1.AuthorizationPolicy
 }
 
 // target is one outbound service port the proxy may reach.
@@ -79,7 +52,9 @@ type clusterRef struct {
 	dr     *model.DestinationRule
 }
 
-func (c clusterRef) name() string { return ClusterName(c.port.Number, c.subset, c.svc.Hostname) }
+func (c clusterRef) name() string {
+	return translate.ClusterName(c.port.Number, c.subset, c.svc.Hostname)
+}
 
 // inboundPort is one port the workload serves.
 type inboundPort struct {
@@ -93,9 +68,11 @@ type inboundPort struct {
 
 // scope is the part of the model one proxy sees, computed once per call.
 type scope struct {
-	s        *model.Snapshot
-	p        *Proxy
-	msc      *model.Sidecar
+	s   *model.Snapshot
+	p   *Proxy
+	msc *model.Sidecar
+	// spec is the Sidecar's spec, nil without a Sidecar.
+	spec     *networking.Sidecar
 	targets  []target // sorted by port, then host
 	clusters []clusterRef
 	byName   map[string]clusterRef
@@ -103,13 +80,16 @@ type scope struct {
 
 func newScope(s *model.Snapshot, p *Proxy) *scope {
 	sc := &scope{s: s, p: p, msc: s.SidecarFor(p.Namespace, p.Labels), byName: make(map[string]clusterRef)}
+	if sc.msc != nil {
+		sc.spec = sc.msc.Spec
+	}
 	for _, svc := range s.VisibleServices(p.Namespace, sc.msc) {
 		if len(svc.Ports) == 0 {
 			continue
 		}
 		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
 		for _, port := range svc.Ports {
-			if !egressAllows(p.Sidecar, p.Namespace, svc, port.Number) {
+			if !egressAllows(sc.spec, p.Namespace, svc, port.Number) {
 				continue
 			}
 			t := target{svc: svc, port: port}
@@ -162,7 +142,7 @@ func egressAllows(spec *networking.Sidecar, ns string, svc *model.Service, port 
 // REGISTRY_ONLY is the enum's zero value, so an absent policy must be
 // told apart: it means ALLOW_ANY, the mesh default.
 func (sc *scope) registryOnly() bool {
-	otp := sc.p.Sidecar.GetOutboundTrafficPolicy()
+	otp := sc.spec.GetOutboundTrafficPolicy()
 	return otp != nil && otp.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
 }
 
@@ -173,9 +153,6 @@ func (sc *scope) fallbackCluster() string {
 	}
 	return PassthroughCluster
 }
-
-// trustDomain returns the mesh trust domain.
-func (sc *scope) trustDomain() string { return cmp.Or(sc.p.TrustDomain, DefaultTrustDom) }
 
 // ownsEndpoint reports whether e is this proxy's workload.
 func (sc *scope) ownsEndpoint(e *model.Endpoint) bool {
@@ -191,7 +168,7 @@ func (sc *scope) ownsEndpoint(e *model.Endpoint) bool {
 func (sc *scope) inbound() []inboundPort {
 	var out []inboundPort
 	seen := make(map[uint32]bool)
-	if ing := sc.p.Sidecar.GetIngress(); len(ing) > 0 {
+	if ing := sc.spec.GetIngress(); len(ing) > 0 {
 		for _, l := range ing {
 			n := l.GetPort().GetNumber()
 			if n == 0 || seen[n] {

@@ -3,32 +3,25 @@ package sidecar
 import (
 	"fmt"
 	"maps"
-	"math"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/xds/translate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
-	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/vmesh/vmesh/model"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
-
-// defaultRetryOn is Istio's retry_on when a VirtualService names no
-// conditions, and of its default retry policy.
-const defaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
 
 // Routes returns one route configuration per outbound HTTP port, named by
 // the port: a virtual host per HTTP service on that port (domains: the
@@ -143,7 +136,7 @@ func (sc *scope) virtualHost(t target, used map[string]bool) (*routev3.VirtualHo
 // defaultRoute sends everything to the service port's cluster with Istio's
 // default retry policy and no timeout.
 func (sc *scope) defaultRoute(t target) *routev3.Route {
-	name := ClusterName(t.port.Number, "", t.svc.Hostname)
+	name := translate.ClusterName(t.port.Number, "", t.svc.Hostname)
 	ref := sc.byName[name]
 	return &routev3.Route{
 		Name:  "default",
@@ -152,7 +145,7 @@ func (sc *scope) defaultRoute(t target) *routev3.Route {
 			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
 			Timeout:          durationpb.New(0),
 			RetryPolicy:      retryPolicy(nil),
-			HashPolicy:       hashPolicy(ref.dr, ref.port.Number, ""),
+			HashPolicy:       translate.HashPolicy(ref.dr, ref.port.Number, "", translate.Envoy),
 		}},
 	}
 }
@@ -175,20 +168,16 @@ func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Rout
 		if len(matches) == 0 {
 			matches = []*networking.HTTPMatchRequest{nil}
 		}
-		for j, m := range matches {
+		for _, m := range matches {
 			if !sc.matchApplies(m, t.port.Number) {
 				continue
-			}
-			rm, err := routeMatch(m)
-			if err != nil {
-				return nil, fmt.Errorf("http[%d].match[%d]: %w", i, j, err)
 			}
 			r := cloneRoute(base)
 			r.Name = cmpOr(hr.GetName(), strconv.Itoa(i))
 			if m.GetName() != "" {
 				r.Name += "." + m.GetName()
 			}
-			r.Match = rm
+			r.Match = translate.RouteMatch(m, translate.Envoy)
 			out = append(out, r)
 		}
 	}
@@ -234,7 +223,7 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 	}
 	cfg := make(map[string]*anypb.Any)
 	if f := hr.GetFault(); f != nil {
-		cfg[faultFilter] = mustAny(faultConfig(f))
+		cfg[faultFilter] = mustAny(translate.Fault(f))
 	}
 	if c := hr.GetCorsPolicy(); c != nil {
 		cfg[corsFilter] = mustAny(corsPolicy(c))
@@ -281,7 +270,7 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	first := dests[0].ref
-	a.HashPolicy = hashPolicy(first.dr, first.port.Number, first.subset)
+	a.HashPolicy = translate.HashPolicy(first.dr, first.port.Number, first.subset, translate.Envoy)
 	if d := hr.GetTimeout(); d != nil {
 		a.Timeout = d
 	}
@@ -346,7 +335,7 @@ func (sc *scope) resolve(t target, vs *model.VirtualService, d *networking.Desti
 			}
 		}
 	}
-	ref, ok := sc.byName[ClusterName(port, d.GetSubset(), host)]
+	ref, ok := sc.byName[translate.ClusterName(port, d.GetSubset(), host)]
 	return ref, ok
 }
 
@@ -374,76 +363,10 @@ func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTP
 		}
 		out = append(out, &routev3.RouteAction_RequestMirrorPolicy{
 			Cluster:         ref.name(),
-			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: percent(m.pct, 0)},
+			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: translate.Percent(m.pct, 0)},
 		})
 	}
 	return out
-}
-
-// routeMatch translates one Istio match; nil matches every request.
-func routeMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
-	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
-	if m == nil {
-		return rm, nil
-	}
-	switch u := m.GetUri().GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
-	case *networking.StringMatch_Prefix:
-		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
-	case *networking.StringMatch_Regex:
-		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
-	}
-	if m.GetIgnoreUriCase() {
-		rm.CaseSensitive = wrapperspb.Bool(false)
-	}
-	add := func(name string, sm *networking.StringMatch, invert bool) {
-		hm := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
-		if s := stringMatcher(sm); s != nil {
-			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: s}
-		} else {
-			hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
-		}
-		rm.Headers = append(rm.Headers, hm)
-	}
-	if a := m.GetAuthority(); a != nil {
-		add(":authority", a, false)
-	}
-	if mm := m.GetMethod(); mm != nil {
-		add(":method", mm, false)
-	}
-	if sm := m.GetScheme(); sm != nil {
-		add(":scheme", sm, false)
-	}
-	for _, name := range slices.Sorted(maps.Keys(m.GetHeaders())) {
-		add(strings.ToLower(name), m.GetHeaders()[name], false)
-	}
-	for _, name := range slices.Sorted(maps.Keys(m.GetWithoutHeaders())) {
-		add(strings.ToLower(name), m.GetWithoutHeaders()[name], true)
-	}
-	for _, name := range slices.Sorted(maps.Keys(m.GetQueryParams())) {
-		qm := &routev3.QueryParameterMatcher{Name: name}
-		if s := stringMatcher(m.GetQueryParams()[name]); s != nil {
-			qm.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_StringMatch{StringMatch: s}
-		} else {
-			qm.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: true}
-		}
-		rm.QueryParameters = append(rm.QueryParameters, qm)
-	}
-	return rm, nil
-}
-
-// stringMatcher translates an Istio string match; nil when it has none.
-func stringMatcher(sm *networking.StringMatch) *matcherv3.StringMatcher {
-	switch u := sm.GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: u.Exact}}
-	case *networking.StringMatch_Prefix:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: u.Prefix}}
-	case *networking.StringMatch_Regex:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}}
-	}
-	return nil
 }
 
 // headerOps translates set (overwrite), add (append) and remove.
@@ -475,7 +398,7 @@ func retryPolicy(r *networking.HTTPRetry) *routev3.RetryPolicy {
 		return nil
 	}
 	rp := &routev3.RetryPolicy{
-		RetryOn:                       defaultRetryOn,
+		RetryOn:                       translate.DefaultRetryOn,
 		NumRetries:                    wrapperspb.UInt32(2),
 		RetriableStatusCodes:          []uint32{503},
 		RetryHostPredicate:            []*routev3.RetryPolicy_RetryHostPredicate{{Name: previousHosts, ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: mustAny(&previoushostsv3.PreviousHostsPredicate{})}}},
@@ -512,55 +435,6 @@ func retryPolicy(r *networking.HTTPRetry) *routev3.RetryPolicy {
 	return rp
 }
 
-// faultConfig translates an Istio fault into the fault filter's per-route
-// config.
-func faultConfig(f *networking.HTTPFaultInjection) *faultv3.HTTPFault {
-	out := &faultv3.HTTPFault{}
-	if d := f.GetDelay(); d != nil {
-		out.Delay = &faultcommonv3.FaultDelay{
-			FaultDelaySecifier: &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: d.GetFixedDelay()},
-			Percentage:         percent(d.GetPercentage(), d.GetPercent()),
-		}
-	}
-	if a := f.GetAbort(); a != nil {
-		ab := &faultv3.FaultAbort{Percentage: percent(a.GetPercentage(), 0)}
-		switch e := a.GetErrorType().(type) {
-		case *networking.HTTPFaultInjection_Abort_GrpcStatus:
-			ab.ErrorType = &faultv3.FaultAbort_GrpcStatus{GrpcStatus: grpcCode(e.GrpcStatus)}
-		case *networking.HTTPFaultInjection_Abort_HttpStatus:
-			ab.ErrorType = &faultv3.FaultAbort_HttpStatus{HttpStatus: uint32(e.HttpStatus)}
-		}
-		out.Abort = ab
-	}
-	return out
-}
-
-// grpcCode parses a gRPC code name ("UNAVAILABLE") or number.
-func grpcCode(s string) uint32 {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return uint32(n)
-	}
-	var c codes.Code
-	if err := c.UnmarshalJSON([]byte(strconv.Quote(strings.ToUpper(s)))); err == nil {
-		return uint32(c)
-	}
-	return uint32(codes.Unknown)
-}
-
-// percent converts Istio's percentage (0-100) to a fraction per million;
-// unset means 100%.
-func percent(p *networking.Percent, legacy int32) *typev3.FractionalPercent {
-	v := 100.0
-	switch {
-	case p != nil:
-		v = p.GetValue()
-	case legacy > 0:
-		v = float64(legacy)
-	}
-	v = math.Max(0, math.Min(100, v))
-	return &typev3.FractionalPercent{Numerator: uint32(math.Round(v * 10000)), Denominator: typev3.FractionalPercent_MILLION}
-}
-
 // corsPolicy translates Istio's CORS policy into the CORS filter's
 // per-route config.
 func corsPolicy(c *networking.CorsPolicy) *corsv3.CorsPolicy {
@@ -577,7 +451,7 @@ func corsPolicy(c *networking.CorsPolicy) *corsv3.CorsPolicy {
 		out.AllowOriginStringMatch = append(out.AllowOriginStringMatch, &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: o}})
 	}
 	for _, o := range c.GetAllowOrigins() {
-		if sm := stringMatcher(o); sm != nil {
+		if sm := translate.StringMatcher(o); sm != nil {
 			out.AllowOriginStringMatch = append(out.AllowOriginStringMatch, sm)
 		}
 	}
@@ -627,35 +501,4 @@ func directResponse(d *networking.HTTPDirectResponse) *routev3.DirectResponseAct
 		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b.Bytes}}
 	}
 	return out
-}
-
-// hashPolicy returns the route hash policy of a consistent-hash rule:
-// header, cookie, source IP or query parameter.
-func hashPolicy(dr *model.DestinationRule, port uint32, subset string) []*routev3.RouteAction_HashPolicy {
-	ch := dr.TrafficPolicy(port, subset).GetLoadBalancer().GetConsistentHash()
-	if ch == nil {
-		return nil
-	}
-	var hp *routev3.RouteAction_HashPolicy
-	switch k := ch.GetHashKey().(type) {
-	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName:
-		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{
-			Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: strings.ToLower(k.HttpHeaderName)},
-		}}
-	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpCookie:
-		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_Cookie_{
-			Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: k.HttpCookie.GetName(), Path: k.HttpCookie.GetPath(), Ttl: k.HttpCookie.GetTtl()},
-		}}
-	case *networking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
-		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_ConnectionProperties_{
-			ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true},
-		}}
-	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpQueryParameterName:
-		hp = &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_QueryParameter_{
-			QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: k.HttpQueryParameterName},
-		}}
-	default:
-		return nil
-	}
-	return []*routev3.RouteAction_HashPolicy{hp}
 }

@@ -4,6 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
+	typev1beta1 "istio.io/api/type/v1beta1"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -15,9 +20,29 @@ import (
 	securityv1beta1 "istio.io/api/security/v1beta1"
 )
 
-func features(t *testing.T) (fixture, *sidecar.Proxy) {
-	f := load(t, "testdata/features")
-	return f, f.proxy(sidecar.Proxy{ID: "pp", Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}})
+const featuresDir = "testdata/features"
+
+// productpage is the proxy of the features config: the workload 10.0.0.5.
+func productpage() *sidecar.Proxy {
+	return &sidecar.Proxy{ID: "pp", Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}}
+}
+
+func features(t *testing.T) (*model.Snapshot, *sidecar.Proxy) {
+	return load(t, featuresDir), productpage()
+}
+
+// without drops the objects of a kind.
+func without(kind filestore.Kind) func(*filestore.Object) *filestore.Object {
+	return func(o *filestore.Object) *filestore.Object {
+		if o.Kind == kind {
+			return nil
+		}
+		return o
+	}
+}
+
+func object(kind filestore.Kind, ns, name string, spec proto.Message) *filestore.Object {
+	return &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: ns, Name: name}, Spec: spec}
 }
 
 func listener(t *testing.T, ls []*listenerv3.Listener, name string) *listenerv3.Listener {
@@ -64,8 +89,8 @@ func TestValidateUnpacksAny(t *testing.T) {
 }
 
 func TestConsistentFindsDanglingReferences(t *testing.T) {
-	f, p := features(t)
-	res, err := sidecar.Generate(f.snap, p)
+	snap, p := features(t)
+	res, err := sidecar.Generate(snap, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +128,8 @@ func TestConsistentFindsDanglingReferences(t *testing.T) {
 }
 
 func TestOutboundLayout(t *testing.T) {
-	f, p := features(t)
-	ls, err := sidecar.Listeners(f.snap, p)
+	snap, p := features(t)
+	ls, err := sidecar.Listeners(snap, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +174,15 @@ func TestOutboundLayout(t *testing.T) {
 	}
 
 	// Without a Sidecar: ALLOW_ANY passes unknown traffic through.
-	p.Sidecar = nil
-	ls, err = sidecar.Listeners(f.snap, p)
+	snap = loadEdited(t, featuresDir, without(filestore.KindSidecar))
+	ls, err = sidecar.Listeners(snap, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := tcpCluster(t, listener(t, ls, sidecar.VirtualOutboundListener).GetFilterChains()[0]); got != sidecar.PassthroughCluster {
 		t.Errorf("ALLOW_ANY fallback = %s", got)
 	}
-	rs, err := sidecar.Routes(f.snap, p)
+	rs, err := sidecar.Routes(snap, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,31 +192,53 @@ func TestOutboundLayout(t *testing.T) {
 	}
 }
 
+// The inbound chains follow the model's PeerAuthentication mode of each
+// workload port: mesh < namespace < workload policy, UNSET inherits,
+// portLevelMtls overrides; the catch-all is blocked only when the
+// workload-level mode is STRICT.
 func TestInboundMTLSModes(t *testing.T) {
-	f, p := features(t)
-	p.Security.AuthorizationPolicies = nil
-	pa := func(mode securityv1beta1.PeerAuthentication_MutualTLS_Mode) *securityv1beta1.PeerAuthentication {
-		return &securityv1beta1.PeerAuthentication{Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: mode}}
+	pa := func(ns, name string, sel map[string]string, mode securityv1beta1.PeerAuthentication_MutualTLS_Mode, ports map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode) *filestore.Object {
+		spec := &securityv1beta1.PeerAuthentication{Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: mode}}
+		if sel != nil {
+			spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: sel}
+		}
+		for port, m := range ports {
+			if spec.PortLevelMtls == nil {
+				spec.PortLevelMtls = map[uint32]*securityv1beta1.PeerAuthentication_MutualTLS{}
+			}
+			spec.PortLevelMtls[port] = &securityv1beta1.PeerAuthentication_MutualTLS{Mode: m}
+		}
+		return object(filestore.KindPeerAuthentication, ns, name, spec)
 	}
+	const (
+		unset      = securityv1beta1.PeerAuthentication_MutualTLS_UNSET
+		disable    = securityv1beta1.PeerAuthentication_MutualTLS_DISABLE
+		permissive = securityv1beta1.PeerAuthentication_MutualTLS_PERMISSIVE
+		strict     = securityv1beta1.PeerAuthentication_MutualTLS_STRICT
+	)
+	app := map[string]string{"app": "productpage"}
+	meshStrict := pa("istio-system", "default", nil, strict, nil)
+	permissiveChains := []string{"inbound|8080|mtls", "inbound|8080|tls", "inbound|8080|raw_buffer"}
 	cases := []struct {
 		name     string
-		pas      []*securityv1beta1.PeerAuthentication
+		pas      []*filestore.Object
 		chains   []string // for port 8080
 		fallback string
 	}{
-		{"none is permissive", nil, []string{"inbound|8080|mtls", "inbound|8080|tls", "inbound|8080|raw_buffer"}, sidecar.InboundPassthroughCluster},
-		{"strict", []*securityv1beta1.PeerAuthentication{pa(securityv1beta1.PeerAuthentication_MutualTLS_STRICT)}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
-		{"workload overrides mesh", []*securityv1beta1.PeerAuthentication{
-			pa(securityv1beta1.PeerAuthentication_MutualTLS_STRICT), pa(securityv1beta1.PeerAuthentication_MutualTLS_DISABLE),
-		}, []string{"inbound|8080|plaintext"}, sidecar.InboundPassthroughCluster},
-		{"unset inherits", []*securityv1beta1.PeerAuthentication{
-			pa(securityv1beta1.PeerAuthentication_MutualTLS_STRICT), pa(securityv1beta1.PeerAuthentication_MutualTLS_UNSET),
-		}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+		{"none is permissive", nil, permissiveChains, sidecar.InboundPassthroughCluster},
+		{"mesh strict", []*filestore.Object{meshStrict}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+		{"workload overrides mesh", []*filestore.Object{meshStrict, pa("shop", "pp", app, disable, nil)},
+			[]string{"inbound|8080|plaintext"}, sidecar.InboundPassthroughCluster},
+		{"unset inherits", []*filestore.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+		{"port level overrides", []*filestore.Object{pa("shop", "pp", app, permissive, map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode{8080: strict})},
+			[]string{"inbound|8080|mtls"}, sidecar.InboundPassthroughCluster},
+		{"another workload's policy", []*filestore.Object{pa("shop", "reviews", map[string]string{"app": "reviews"}, strict, nil)},
+			permissiveChains, sidecar.InboundPassthroughCluster},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p.Security.PeerAuthentications = tc.pas
-			ls, err := sidecar.Listeners(f.snap, p)
+			snap := loadEdited(t, featuresDir, without(filestore.KindPeerAuthentication), tc.pas...)
+			ls, err := sidecar.Listeners(snap, productpage())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,12 +266,12 @@ func TestInboundMTLSModes(t *testing.T) {
 }
 
 func TestRBACOnTCPPort(t *testing.T) {
-	f, p := features(t)
+	snap, p := features(t)
 	// Port 9001 is TCP: the ALLOW rule that needs HTTP (methods, paths,
 	// request headers) can never match there, the DENY on DELETE matches
 	// every connection (Istio's conservative rule); the serviceAccounts
 	// rule stays.
-	ls, err := sidecar.Listeners(f.snap, p)
+	ls, err := sidecar.Listeners(snap, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,8 +305,9 @@ func TestRBACOnTCPPort(t *testing.T) {
 }
 
 func TestSidecarIngressAndEgressPorts(t *testing.T) {
-	f, p := features(t)
-	p.Sidecar = &networking.Sidecar{
+	spec := &networking.Sidecar{
+		WorkloadSelector:      &networking.WorkloadSelector{Labels: map[string]string{"app": "productpage"}},
+		OutboundTrafficPolicy: &networking.OutboundTrafficPolicy{Mode: networking.OutboundTrafficPolicy_REGISTRY_ONLY},
 		Ingress: []*networking.IstioIngressListener{{
 			Port:            &networking.SidecarPort{Number: 9080, Protocol: "HTTP", Name: "http"},
 			DefaultEndpoint: "unix:///var/run/app.sock",
@@ -269,7 +317,8 @@ func TestSidecarIngressAndEgressPorts(t *testing.T) {
 			Hosts: []string{"./*"},
 		}},
 	}
-	res, err := sidecar.Generate(f.snap, p)
+	snap := loadEdited(t, featuresDir, without(filestore.KindSidecar), object(filestore.KindSidecar, "shop", "productpage", spec))
+	res, err := sidecar.Generate(snap, productpage())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,8 +345,8 @@ func TestSidecarIngressAndEgressPorts(t *testing.T) {
 }
 
 func TestClusterTLS(t *testing.T) {
-	f, p := features(t)
-	cs, err := sidecar.Clusters(f.snap, p)
+	snap, p := features(t)
+	cs, err := sidecar.Clusters(snap, p)
 	if err != nil {
 		t.Fatal(err)
 	}

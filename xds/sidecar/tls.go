@@ -1,8 +1,6 @@
 package sidecar
 
 import (
-	"slices"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -137,21 +135,4 @@ func fileSource(path string) *corev3.DataSource {
 
 func tlsSocket(ctx proto.Message) *corev3.TransportSocket {
 	return &corev3.TransportSocket{Name: tlsTransport, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
-}
-
-// serviceSANs returns the identities a service's endpoints may present:
-// the ServiceEntry's subjectAltNames, else the SPIFFE IDs of its endpoints'
-// service accounts (sorted, unique).
-func serviceSANs(ref clusterRef, trustDomain string) []string {
-	if len(ref.svc.SubjectAltNames) > 0 {
-		return ref.svc.SubjectAltNames
-	}
-	var out []string
-	for _, e := range ref.svc.Endpoints {
-		if e.ServiceAccount != "" {
-			out = append(out, SpiffeID(trustDomain, ref.svc.Namespace, e.ServiceAccount))
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
