@@ -7,7 +7,6 @@ package configdiff
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,10 +66,6 @@ func Diff(from, to []*filestore.Object, proxies []*xds.Proxy) ([]ProxyDiff, erro
 	for _, p := range proxies {
 		a, errA := generate(before, p)
 		b, errB := generate(after, p)
-		if errors.Is(errA, xds.ErrSidecarUnsupported) || errors.Is(errB, xds.ErrSidecarUnsupported) {
-			out = append(out, ProxyDiff{Proxy: p.ID, Kind: string(p.Kind), Note: "no generator for this proxy kind yet"})
-			continue
-		}
 		if err := cmp.Or(errA, errB); err != nil {
 			return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
 		}
