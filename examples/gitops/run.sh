@@ -68,7 +68,7 @@ for _ in $(seq 100); do
 done
 cat "$work/status.txt"
 grep -q "demo-client.*SYNCED r[0-9]*@$merged" "$work/status.txt" || fail "the client is not SYNCED on $merged"
-sleep 2.5
+sleep 4.5 # two full 2 s windows after the ACK
 tail -1 "$work/demo.log"
 tail -1 "$work/demo.log" | grep -Eq "v1  (4[0-9]|5[0-9])%" || fail "the split did not move to about 50/50"
 echo
