@@ -7,6 +7,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,62 @@ type cache struct {
 	snap    *model.Snapshot
 	gens    map[string]*generation // by group key, for snap
 	genErrs map[string]error       // groups that failed to generate, for snap
+	// diffs says, for each generation made by the last push from an older
+	// one, which resource names changed: watches whose names did not change
+	// are not re-examined.
+	diffs   map[*generation]*genDiff
 	watches map[*watch]struct{}
+}
+
+// genDiff is what changed between a group's previous generation and its
+// current one, per type URL.
+type genDiff struct {
+	prev    *generation
+	changed map[string]map[string]bool
+}
+
+// diffGenerations compares two generations of a group resource by resource.
+func diffGenerations(prev, next *generation) *genDiff {
+	d := &genDiff{prev: prev, changed: make(map[string]map[string]bool, len(typeURLs))}
+	for _, t := range typeURLs {
+		ch := map[string]bool{}
+		for n, r := range next.types[t] {
+			if old := prev.types[t][n]; old == nil || (old != r && old.hash != r.hash) {
+				ch[n] = true
+			}
+		}
+		for n := range prev.types[t] {
+			if next.types[t][n] == nil {
+				ch[n] = true
+			}
+		}
+		d.changed[t] = ch
+	}
+	return d
+}
+
+// unaffected reports whether a watch last examined against d.prev has
+// nothing new in next: none of the names it sees changed.
+func (d *genDiff) unaffected(w *watch, next *generation) bool {
+	if d == nil || w.seen != d.prev {
+		return false
+	}
+	ch := d.changed[w.typeURL]
+	if w.sub.IsWildcard() && len(ch) > 0 {
+		return false
+	}
+	for n := range w.sub.SubscribedResources() {
+		if ch[n] {
+			return false
+		}
+		if next.types[w.typeURL][n] == nil && w.typeURL == resourcev3.ListenerType && strings.HasPrefix(n, InboundListenerPrefix) {
+			// Server listeners are made on demand: compare them directly.
+			if a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n); a == nil || b == nil || a.hash != b.hash {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 var _ cachev3.Cache = (*cache)(nil)
@@ -48,6 +104,10 @@ type watch struct {
 	sotw  chan cachev3.Response
 	dreq  *discoveryv3.DeltaDiscoveryRequest
 	delta chan cachev3.DeltaResponse
+
+	// seen is the generation this watch was last examined against (it had
+	// nothing to send then). Guarded by cache.mu.
+	seen *generation
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
@@ -129,6 +189,7 @@ func (c *cache) generationLocked(p *Proxy) *generation {
 // answered. Callers hold c.mu; sends never block (each watch's channel has
 // room for its one answer).
 func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.Time) bool {
+	w.seen = g
 	names, wildcard := w.sub.SubscribedResources(), w.sub.IsWildcard()
 	held := w.sub.ReturnedResources()
 	var want []*resource
@@ -145,15 +206,6 @@ func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.
 			want = append(want, r)
 		}
 	}
-	slices.SortFunc(want, func(a, b *resource) int {
-		if a.name < b.name {
-			return -1
-		}
-		if a.name > b.name {
-			return 1
-		}
-		return 0
-	})
 	next := make(map[string]string, len(want))
 	for _, r := range want {
 		next[r.name] = r.hash
@@ -163,6 +215,7 @@ func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.
 		if !force && maps.Equal(next, held) {
 			return false
 		}
+		slices.SortFunc(want, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
 		anys := make([]*anypb.Any, len(want))
 		for i, r := range want {
 			anys[i] = r.any
@@ -286,6 +339,7 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 	close(next)
 	wg.Wait()
 	gens := make(map[string]*generation, len(jobs))
+	diffs := make(map[*generation]*genDiff, len(jobs))
 	errs := map[string]error{}
 	for _, j := range jobs {
 		if j.full {
@@ -297,18 +351,25 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 			continue
 		}
 		gens[j.key] = j.gen
+		if j.key == j.old.key {
+			diffs[j.gen] = diffGenerations(j.old, j.gen)
+		}
 	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snap, c.gens, c.genErrs = s, gens, errs
+	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
 	st := pushStats{}
 	for w := range c.watches {
-		if edsOnly && w.typeURL != resourcev3.EndpointType {
-			continue
-		}
 		g := c.generationLocked(w.proxy)
 		if g == nil {
+			continue
+		}
+		if c.diffs[g].unaffected(w, g) {
+			w.seen = g
+			continue
+		}
+		if edsOnly && w.typeURL != resourcev3.EndpointType {
 			continue
 		}
 		if c.respondLocked(w, g, false, changed) {

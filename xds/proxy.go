@@ -132,8 +132,14 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 // read about a proxy: its kind, namespace (visibility, rule lookup order,
 // namespace-wide policies), the Sidecar that scopes it, and the
 // workload-scoped PeerAuthentications and AuthorizationPolicies that select
-// it (which is how labels matter). Server listeners are named by the proxy
-// (IP:port) and depend on nothing else about it. When a generator starts
+// it (which is how labels matter to proxyless gRPC, whose server listeners
+// are named by the proxy, IP:port, and depend on nothing else about it).
+//
+// An Envoy sidecar's config also depends on its labels (VirtualService
+// sourceLabels), its IPs and workload name (which endpoints are its own:
+// the inbound listener and clusters) and its locality (locality load
+// balancing), so those are in its key too: sidecars of one workload
+// instance group together, distinct VMs do not. When a generator starts
 // reading more of the proxy, the key must grow with it.
 func GroupKey(s *model.Snapshot, p *Proxy) string {
 	sc := "-"
@@ -143,6 +149,9 @@ func GroupKey(s *model.Snapshot, p *Proxy) string {
 	key := string(p.Kind) + "|" + p.Namespace + "|" + sc
 	if pk := s.WorkloadPolicyKey(p.Namespace, p.Labels); pk != "" {
 		key += "|" + pk
+	}
+	if p.Kind == KindSidecar {
+		key += "|labels=" + labelString(p.Labels) + "|ips=" + strings.Join(p.IPs, ",") + "|workload=" + p.WorkloadName + "|locality=" + p.Locality
 	}
 	return key
 }

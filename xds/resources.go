@@ -3,9 +3,13 @@ package xds
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/vmesh/vmesh/xds/sidecar"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -105,14 +109,28 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 	if err := g.generateEDS(); err != nil {
 		return nil, err
 	}
+	if err := g.consistent(lds, rds, cds); err != nil {
+		return nil, fmt.Errorf("group %s: %w", key, err)
+	}
+	return g, nil
+}
+
+// consistent checks the references between the generated resources: for
+// sidecars with sidecar.Resources.Consistent, which follows every filter
+// and route inside the listeners; for proxyless gRPC with Consistent.
+func (g *generation) consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster) error {
+	if g.proxy.Kind == KindSidecar {
+		r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds}
+		for _, n := range slices.Sorted(maps.Keys(g.types[resourcev3.EndpointType])) {
+			r.Endpoints = append(r.Endpoints, g.types[resourcev3.EndpointType][n].msg.(*endpointv3.ClusterLoadAssignment))
+		}
+		return r.Consistent()
+	}
 	eds := make(map[string]bool, len(g.types[resourcev3.EndpointType]))
 	for n := range g.types[resourcev3.EndpointType] {
 		eds[n] = true
 	}
-	if err := Consistent(lds, rds, cds, eds); err != nil {
-		return nil, fmt.Errorf("group %s: %w", key, err)
-	}
-	return g, nil
+	return Consistent(lds, rds, cds, eds)
 }
 
 // withEndpoints returns a generation for s that shares everything but EDS
@@ -120,6 +138,18 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 // beyond EDS (a LOGICAL_DNS cluster carries its endpoint in CDS), it
 // generates everything again and reports full.
 func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool, err error) {
+	if g.proxy.Kind == KindSidecar {
+		// A sidecar's listeners and clusters depend on endpoints in many
+		// ways (its own endpoints make its inbound ports; endpoints' service
+		// accounts are the SANs clusters verify; DNS clusters list their
+		// hosts): generate everything and push more than EDS only when
+		// something besides EDS changed.
+		n, err := generate(s, g.proxy, g.key)
+		if err != nil {
+			return nil, true, err
+		}
+		return n, !n.sameBesidesEDS(g), nil
+	}
 	svcs := visibleServices(s, g.proxy)
 	for _, svc := range svcs {
 		if usesEDS(svc) && usesEDS(&model.Service{Resolution: svc.Resolution, Endpoints: prevEndpoints(g.snap, svc)}) {
@@ -137,6 +167,17 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 	}
 	n, err = g.endpointsOnly(s)
 	return n, false, err
+}
+
+// sameBesidesEDS reports whether g and o hold the same listeners, routes
+// and clusters.
+func (g *generation) sameBesidesEDS(o *generation) bool {
+	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
+		if !maps.EqualFunc(g.types[t], o.types[t], func(a, b *resource) bool { return a.hash == b.hash }) {
+			return false
+		}
+	}
+	return true
 }
 
 // tlsChanged reports whether an endpoint change altered the TLS of any of
