@@ -67,7 +67,19 @@ type entry struct {
 	healthy *bool
 	reason  string
 	expire  *time.Timer
+	// envoy is set once an Envoy sidecar's stream (a node without
+	// GENERATOR=grpc) registered the entry: the VM runs an Envoy.
+	envoy bool
 }
+
+// TLSModeLabel marks an endpoint whose traffic an Envoy sidecar terminates:
+// Envoy clients use automatic mTLS toward endpoints labelled
+// TLSModeLabel=TLSModeIstio and plaintext toward the rest (Istio's rule, set
+// by Istio's sidecar injector on pods).
+const (
+	TLSModeLabel = "security.istio.io/tlsMode"
+	TLSModeIstio = "istio"
+)
 
 var _ xds.Observer = (*Registrar)(nil)
 
@@ -131,6 +143,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 		r.log.Info("auto-registered", "entry", key.String(), "proxy", p.ID)
 	}
 	e.proxy = p
+	e.envoy = e.envoy || p.Kind == xds.KindSidecar
 	e.streams[stream] = true
 	r.byStream[stream] = key
 	if e.expire != nil {
@@ -242,6 +255,11 @@ func entryObject(e *entry, group *filestore.Object) *filestore.Object {
 	maps.Copy(labels, spec.Labels)
 	maps.Copy(labels, wg.GetMetadata().GetLabels())
 	maps.Copy(labels, e.proxy.Labels)
+	if e.envoy {
+		// Stays while the entry lives: an Envoy restart must not flip
+		// clients between mTLS and plaintext.
+		labels[TLSModeLabel] = TLSModeIstio
+	}
 	spec.Labels = labels
 	if e.proxy.Network != "" {
 		spec.Network = e.proxy.Network

@@ -146,3 +146,31 @@ func TestFilesWinOverRegistrations(t *testing.T) {
 		t.Fatalf("registration beat a file: %s", got)
 	}
 }
+
+// A VM whose Envoy connects (a node without GENERATOR=grpc) serves through
+// its sidecar: its entry carries security.istio.io/tlsMode=istio, so Envoy
+// clients reach it over automatic mTLS. A proxyless-only VM's entry does
+// not (clients of a plaintext proxyless server must not start TLS), and the
+// label outlives an Envoy restart.
+func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
+	store, r := setup(t, autoregister.Config{Grace: time.Minute})
+	ctx := context.Background()
+	label := func() string {
+		return store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[autoregister.TLSModeLabel]
+	}
+	r.StreamOpened(ctx, 1, vm()) // the agent's own proxyless stream
+	if got := label(); got != "" {
+		t.Fatalf("proxyless-only VM labelled tlsMode=%q", got)
+	}
+	envoy := vm()
+	envoy.ID, envoy.Kind = "sidecar~10.1.2.3~vm-1.demo~demo.svc.cluster.local", xds.KindSidecar
+	r.StreamOpened(ctx, 2, envoy)
+	if got := label(); got != autoregister.TLSModeIstio {
+		t.Fatalf("VM with Envoy: tlsMode=%q, want istio", got)
+	}
+	r.StreamClosed(2, envoy) // Envoy restarts
+	r.StreamOpened(ctx, 3, vm())
+	if got := label(); got != autoregister.TLSModeIstio {
+		t.Fatalf("tlsMode dropped while Envoy restarts: %q", got)
+	}
+}
