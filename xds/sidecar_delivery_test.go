@@ -529,3 +529,74 @@ func TestSidecarGroupKey(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint change reaches an Envoy sidecar as an EDS-only push when only
+// endpoints changed for it, and as a cluster update too when it changes
+// what clusters verify (a new service account is a new SAN). Each update
+// validates and keeps the delivered config consistent.
+func TestSidecarEndpointPushes(t *testing.T) {
+	objs, errs, err := filestore.LoadPath("sidecar/testdata/features")
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	store := filestore.NewStore()
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := startMesh(t, ctx, store)
+	node := envoyNode{id: "pp", ns: "shop", ip: "10.0.0.5", workload: "productpage-1", labels: map[string]string{"app": "productpage"}}
+	c := newDeltaADS(t, ctx, m.addr, node.proto(t))
+	held := receiveLikeEnvoy(t, c)
+
+	reviews := func(name, addr, sa string) *filestore.Object {
+		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "shop", Name: name},
+			Spec: &networking.WorkloadEntry{Address: addr, ServiceAccount: sa,
+				Labels: map[string]string{"app": "reviews", "version": "v1", "security.istio.io/tlsMode": "istio"}}}
+	}
+	// pushTypes applies objs and returns the types pushed until the stream
+	// is quiet, checking the delivered config after each response.
+	pushTypes := func(objs []*filestore.Object) []string {
+		t.Helper()
+		if err := store.Replace(testSource, objs); err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for {
+			select {
+			case <-time.After(500 * time.Millisecond):
+				slices.Sort(types)
+				return slices.Compact(types)
+			case r, ok := <-c.resp:
+				if !ok {
+					t.Fatal("stream closed")
+				}
+				c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+				types = append(types, r.GetTypeUrl())
+				for _, res := range r.GetResources() {
+					held[r.GetTypeUrl()][res.GetName()] = res.GetResource()
+				}
+				for _, n := range r.GetRemovedResources() {
+					delete(held[r.GetTypeUrl()], n)
+				}
+				if err := decode(t, held).Consistent(); err != nil {
+					t.Fatalf("after a %s push: %v", r.GetTypeUrl(), err)
+				}
+			}
+		}
+	}
+	if got := pushTypes(append(slices.Clone(objs), reviews("reviews-v1b", "10.0.1.9", "reviews"))); !slices.Equal(got, []string{resourcev3.EndpointType}) {
+		t.Errorf("a same-identity endpoint pushed %v, want EDS only", got)
+	}
+	if got := pushTypes(append(slices.Clone(objs), reviews("reviews-v1b", "10.0.1.9", "reviews-next"))); !slices.Contains(got, resourcev3.ClusterType) {
+		t.Errorf("a new service account pushed %v, want CDS (the SANs clusters verify)", got)
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := held[resourcev3.EndpointType]["outbound|9080|v1|reviews.shop.svc.cluster.local"].UnmarshalTo(cla); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cla.GetEndpoints()); n == 0 || !strings.Contains(cla.String(), "10.0.1.9") {
+		t.Errorf("v1 endpoints after the pushes: %v", cla)
+	}
+}
