@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/agents/caclient"
+	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/internal/controlplane"
 )
 

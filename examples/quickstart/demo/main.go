@@ -169,8 +169,8 @@ func bootstrap(xdsAddr, id string, labels map[string]string) []byte {
 		md["LABELS"] = labels
 	}
 	b, _ := json.Marshal(map[string]any{
-		"xds_servers": []any{map[string]any{"server_uri": xdsAddr, "channel_creds": []any{map[string]any{"type": "insecure"}}, "server_features": []string{"xds_v3"}}},
-		"node":        map[string]any{"id": id, "metadata": md},
+		"xds_servers":                            []any{map[string]any{"server_uri": xdsAddr, "channel_creds": []any{map[string]any{"type": "insecure"}}, "server_features": []string{"xds_v3"}}},
+		"node":                                   map[string]any{"id": id, "metadata": md},
 		"server_listener_resource_name_template": "xds.vmesh.io/grpc/lds/inbound/%s",
 	})
 	return b
