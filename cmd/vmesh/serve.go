@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -10,7 +11,20 @@ import (
 	"github.com/vmesh/vmesh/registries"
 )
 
-func newServeCmd() *cobra.Command {
+func newServeCmd() *cobra.Command { return newServeCmdWith(runControlPlane) }
+
+// runControlPlane builds and runs the control plane until ctx ends.
+func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.Logger) error {
+	cp, err := controlplane.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	return cp.Run(ctx)
+}
+
+// newServeCmdWith builds `vmesh serve` around run, which receives the
+// resolved configuration (defaults < vmesh.yaml < flags).
+func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger) error) *cobra.Command {
 	cfg := controlplane.DefaultConfig()
 	var configFile, logLevel string
 	var registryFlags []string
@@ -41,11 +55,7 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			cp, err := controlplane.New(cfg, logger)
-			if err != nil {
-				return err
-			}
-			return cp.Run(cmd.Context())
+			return run(cmd.Context(), cfg, logger)
 		},
 	}
 	f := cmd.Flags()
