@@ -58,9 +58,9 @@ func (n envoyNode) proto(t *testing.T) *corev3.Node {
 type adsClient interface {
 	// subscribe asks for a type: nil names is a wildcard subscription.
 	subscribe(typeURL string, names []string)
-	// next waits for one response, ACKs it and returns its type and the
+	// receive waits for one response, ACKs it and returns its type and the
 	// resources it adds or replaces (by name) and removes.
-	next() (typeURL string, resources map[string]*anypb.Any, removed []string, replaceAll bool)
+	receive() (typeURL string, resources map[string]*anypb.Any, removed []string, replaceAll bool)
 }
 
 type sotwADS struct {
@@ -69,13 +69,6 @@ type sotwADS struct {
 	node   *corev3.Node
 	names  map[string][]string
 	resp   chan *discoveryv3.DiscoveryResponse
-}
-
-type deltaADS struct {
-	t      *testing.T
-	stream discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	node   *corev3.Node
-	resp   chan *discoveryv3.DeltaDiscoveryResponse
 }
 
 func adsConn(t *testing.T, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
@@ -120,7 +113,7 @@ func (c *sotwADS) subscribe(typeURL string, names []string) {
 	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names})
 }
 
-func (c *sotwADS) next() (string, map[string]*anypb.Any, []string, bool) {
+func (c *sotwADS) receive() (string, map[string]*anypb.Any, []string, bool) {
 	c.t.Helper()
 	select {
 	case r, ok := <-c.resp:
@@ -139,57 +132,28 @@ func (c *sotwADS) next() (string, map[string]*anypb.Any, []string, bool) {
 	return "", nil, nil, false
 }
 
-func newDeltaADS(t *testing.T, ctx context.Context, addr string, node *corev3.Node) *deltaADS {
-	stream, err := adsConn(t, addr).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &deltaADS{t: t, stream: stream, node: node, resp: make(chan *discoveryv3.DeltaDiscoveryResponse, 16)}
-	go func() {
-		defer close(c.resp)
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			c.resp <- r
-		}
-	}()
+// newDeltaADS is delta_test.go's client with an Envoy node.
+func newDeltaADS(t *testing.T, ctx context.Context, addr string, node *corev3.Node) *deltaClient {
+	c := newDeltaClient(t, ctx, addr, node.GetId())
+	c.node = node
 	return c
 }
 
-func (c *deltaADS) send(req *discoveryv3.DeltaDiscoveryRequest) {
-	c.t.Helper()
-	req.Node = c.node
-	if err := c.stream.Send(req); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *deltaADS) subscribe(typeURL string, names []string) {
+func (c *deltaClient) subscribe(typeURL string, names []string) {
 	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL, ResourceNamesSubscribe: names})
 }
 
-func (c *deltaADS) next() (string, map[string]*anypb.Any, []string, bool) {
+func (c *deltaClient) receive() (string, map[string]*anypb.Any, []string, bool) {
 	c.t.Helper()
-	select {
-	case r, ok := <-c.resp:
-		if !ok {
-			c.t.Fatal("delta stream closed")
+	r := c.next()
+	out := map[string]*anypb.Any{}
+	for _, res := range r.GetResources() {
+		if n := resourceName(c.t, res.GetResource()); n != res.GetName() {
+			c.t.Errorf("delta resource %q carries %q", res.GetName(), n)
 		}
-		c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
-		out := map[string]*anypb.Any{}
-		for _, res := range r.GetResources() {
-			if n := resourceName(c.t, res.GetResource()); n != res.GetName() {
-				c.t.Errorf("delta resource %q carries %q", res.GetName(), n)
-			}
-			out[res.GetName()] = res.GetResource()
-		}
-		return r.GetTypeUrl(), out, r.GetRemovedResources(), false
-	case <-time.After(10 * time.Second):
-		c.t.Fatal("no delta response")
+		out[res.GetName()] = res.GetResource()
 	}
-	return "", nil, nil, false
+	return r.GetTypeUrl(), out, r.GetRemovedResources(), false
 }
 
 // resourceName unpacks a resource and returns its name.
@@ -245,7 +209,7 @@ func receiveLikeEnvoy(t *testing.T, c adsClient) map[string]map[string]*anypb.An
 		if i == 20 {
 			t.Fatalf("after %d responses still missing resources; held %v, want %v", i, heldNames(held), want)
 		}
-		typ, res, removed, replaceAll := c.next()
+		typ, res, removed, replaceAll := c.receive()
 		seen[typ] = true
 		if replaceAll || held[typ] == nil {
 			held[typ] = map[string]*anypb.Any{} // SotW: a response holds the whole subscribed set

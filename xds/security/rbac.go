@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmesh/vmesh/xds/translate"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
@@ -16,8 +18,6 @@ import (
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 )
@@ -141,7 +141,7 @@ func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, er
 		rules *rbacconfigv3.RBAC
 	}{{DenyFilterName, deny}, {AllowFilterName, allow}} {
 		if f.rules != nil {
-			out = append(out, &hcmv3.HttpFilter{Name: f.name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&rbacv3.RBAC{Rules: f.rules})}})
+			out = append(out, &hcmv3.HttpFilter{Name: f.name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(&rbacv3.RBAC{Rules: f.rules})}})
 		}
 	}
 	return out, nil
@@ -163,19 +163,11 @@ func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Fi
 	}{{"deny_", deny}, {"allow_", allow}} {
 		if f.rules != nil {
 			out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{
-				TypedConfig: mustAny(&rbacnetv3.RBAC{Rules: f.rules, StatPrefix: f.prefix}),
+				TypedConfig: translate.MustAny(&rbacnetv3.RBAC{Rules: f.rules, StatPrefix: f.prefix}),
 			}})
 		}
 	}
 	return out, nil
-}
-
-func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		panic(fmt.Sprintf("security: packing %T: %v", m, err))
-	}
-	return a
 }
 
 func rulePolicy(r *security.Rule) (*rbacconfigv3.Policy, error) {

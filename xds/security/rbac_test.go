@@ -191,3 +191,27 @@ func TestNetworkRulesDropHTTPFields(t *testing.T) {
 		t.Errorf("HTTP rule lost request fields: %s", got)
 	}
 }
+
+// RBAC policies are a map: the packed filter must still be the same bytes
+// every time, or every push would resend unchanged listeners (resources
+// are versioned by a hash of their bytes).
+func TestRBACFiltersAreDeterministic(t *testing.T) {
+	var rules []*securityapi.Rule
+	for _, ns := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		rules = append(rules, &securityapi.Rule{From: []*securityapi.Rule_From{{Source: &securityapi.Source{Namespaces: []string{ns}}}}})
+	}
+	policies := []*model.AuthorizationPolicy{policy(securityapi.AuthorizationPolicy_ALLOW, rules...)}
+	var first []byte
+	for i := range 20 {
+		fs, err := security.RBACFilters(policies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := fs[0].GetTypedConfig().GetValue()
+		if i == 0 {
+			first = b
+		} else if string(b) != string(first) {
+			t.Fatalf("generation %d packed different bytes", i)
+		}
+	}
+}

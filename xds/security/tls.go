@@ -10,6 +10,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/translate"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -80,5 +81,5 @@ func GRPCDownstreamMTLS() *corev3.TransportSocket {
 }
 
 func transportSocket(m proto.Message) *corev3.TransportSocket {
-	return &corev3.TransportSocket{Name: TransportSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(m)}}
+	return &corev3.TransportSocket{Name: TransportSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: translate.MustAny(m)}}
 }

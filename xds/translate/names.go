@@ -30,10 +30,13 @@ func ADSConfigSource() *corev3.ConfigSource {
 	}
 }
 
-// MustAny packs a message known to marshal (every generated message is).
+// MustAny packs a message known to marshal (every generated message is),
+// deterministically: equal messages give equal bytes even with maps inside
+// (RBAC policies, metadata), so a resource's content hash changes only when
+// its content does.
 func MustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
 		panic(fmt.Sprintf("translate: packing %T: %v", m, err))
 	}
 	return a
