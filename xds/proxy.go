@@ -1,9 +1,9 @@
 // Package xds serves the model to proxies over the xDS protocol: it
 // identifies proxies from their xDS node, groups proxies with identical
-// inputs, generates resources per proxy kind (proxyless gRPC now, Envoy
-// sidecars in xds/sidecar), debounces Store changes into pushes (EDS-only when only
-// endpoints changed) and serves ADS, state of the world and delta, through
-// go-control-plane with a cache of its own.
+// inputs, generates resources per proxy kind (proxyless gRPC here, Envoy
+// sidecars in xds/sidecar), debounces Store changes into pushes (EDS-only
+// when only endpoints changed) and serves ADS, state of the world and
+// delta, through go-control-plane with a cache of its own.
 package xds
 
 import (
