@@ -27,7 +27,7 @@ step "a git repository holding the quickstart config"
 repo="$work/mesh-config"
 mkdir -p "$repo/mesh"
 cp examples/quickstart/config/*.yaml "$repo/mesh/"
-sed -i "s/grpc: 50061/grpc: ${V1##*:}/; s/grpc: 50062/grpc: ${V2##*:}/" "$repo/mesh/workloads.yaml"
+sed -i "s/grpc: 18061/grpc: ${V1##*:}/; s/grpc: 18062/grpc: ${V2##*:}/" "$repo/mesh/workloads.yaml"
 git -C "$repo" init --quiet --initial-branch=main
 git -C "$repo" -c user.email=ops@example.com -c user.name=ops add -A
 git -C "$repo" -c user.email=ops@example.com -c user.name=ops commit --quiet -m "greeter: 80/20"

@@ -28,8 +28,8 @@ const target = "greeter.demo.vmesh.internal:50051"
 
 // backends match the WorkloadEntries in ../config/workloads.yaml.
 var backends = []struct{ id, version, addr string }{
-	{"greeter-v1-a", "v1", "127.0.0.1:50061"},
-	{"greeter-v2-a", "v2", "127.0.0.1:50062"},
+	{"greeter-v1-a", "v1", "127.0.0.1:18061"},
+	{"greeter-v2-a", "v2", "127.0.0.1:18062"},
 }
 
 func main() {
