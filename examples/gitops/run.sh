@@ -44,8 +44,8 @@ curl -fs "$HTTP/ready" >/dev/null || fail "vmesh never became ready"
 step "greeter backends and a client, connected through vmesh"
 "$work/demo" --xds "$XDS" --v1-addr "$V1" --v2-addr "$V2" --duration 60s --every 2s > "$work/demo.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 200); do grep -q "calls)" "$work/demo.log" 2>/dev/null && break; sleep 0.1; done
-grep -q "calls)" "$work/demo.log" || { cat "$work/demo.log"; fail "the client never got through"; }
+for _ in $(seq 200); do grep -q " calls, " "$work/demo.log" 2>/dev/null && break; sleep 0.1; done
+grep -q " calls, " "$work/demo.log" || { cat "$work/demo.log"; fail "the client never got through"; }
 "$work/vmesh" status --server "$HTTP"
 
 step "a branch shifting greeter to 50/50: what will it change?"

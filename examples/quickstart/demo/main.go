@@ -6,14 +6,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/xds"
+
+	"github.com/vmesh/vmesh/examples/internal/split"
 )
 
 const target = "greeter.demo.vmesh.internal:50051"
@@ -52,12 +52,9 @@ func main() {
 	}
 }
 
-// Split counts calls per version over one interval.
-type Split map[string]int
-
 // run starts the backends and the client and prints the split every
 // interval until ctx ends. It returns the splits it printed.
-func run(ctx context.Context, out io.Writer, xdsAddr string, every time.Duration) ([]Split, error) {
+func run(ctx context.Context, out io.Writer, xdsAddr string, every time.Duration) ([]map[string]int, error) {
 	fmt.Fprintf(out, "starting greeter backends; waiting for vmesh at %s to make them SERVING ...\n", xdsAddr)
 	versionOf := map[string]string{}
 	for _, b := range backends {
@@ -69,57 +66,17 @@ func run(ctx context.Context, out io.Writer, xdsAddr string, every time.Duration
 		versionOf[b.id] = b.version
 		fmt.Fprintf(out, "  %s (%s) serving on %s\n", b.id, b.version, b.addr)
 	}
-	res, err := xds.NewXDSResolverWithConfigForTesting(bootstrap(xdsAddr, "demo-client", nil))
-	if err != nil {
-		return nil, err
-	}
-	cc, err := grpc.NewClient("xds:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res))
+	cc, err := split.Dial(xdsAddr, "demo-client", "demo", target)
 	if err != nil {
 		return nil, err
 	}
 	defer cc.Close()
 	client := testpb.NewTestServiceClient(cc)
 	fmt.Fprintf(out, "client calling xds:///%s; split per %s:\n", target, every)
-	var splits []Split
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	cur, failed := Split{}, 0
-	for {
-		select {
-		case <-ctx.Done():
-			return splits, nil
-		case <-tick.C:
-			fmt.Fprintln(out, render(cur, failed))
-			splits = append(splits, cur)
-			cur, failed = Split{}, 0
-		default:
-		}
-		callCtx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := client.UnaryCall(callCtx, &testpb.SimpleRequest{})
-		cancel()
-		if err != nil {
-			failed++
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		cur[versionOf[resp.GetServerId()]]++
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// render draws one line: "v1  80% ################    v2  20% ####".
-func render(s Split, failed int) string {
-	total := s["v1"] + s["v2"]
-	if total == 0 {
-		return fmt.Sprintf("  no successful calls yet (%d failed)", failed)
-	}
-	var b strings.Builder
-	for _, v := range []string{"v1", "v2"} {
-		pct := 100 * s[v] / total
-		fmt.Fprintf(&b, "  %s %3d%% %-20s", v, pct, strings.Repeat("#", pct/5))
-	}
-	fmt.Fprintf(&b, "  (%d calls)", total)
-	return b.String()
+	return split.Print(ctx, out, every, func(ctx context.Context) (string, error) {
+		resp, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})
+		return versionOf[resp.GetServerId()], err
+	}), nil
 }
 
 type greeter struct {
@@ -139,7 +96,7 @@ func serve(ctx context.Context, xdsAddr, id, version, addr string) (func(), erro
 	}
 	serving := make(chan struct{}, 1)
 	gs, err := xds.NewGRPCServer(grpc.Creds(insecure.NewCredentials()),
-		xds.BootstrapContentsForTesting(bootstrap(xdsAddr, id, map[string]string{"app": "greeter", "version": version})),
+		xds.BootstrapContentsForTesting(split.Bootstrap(xdsAddr, id, "demo", map[string]string{"app": "greeter", "version": version})),
 		xds.ServingModeCallback(func(_ net.Addr, args xds.ServingModeChangeArgs) {
 			if args.Mode == connectivity.ServingModeServing {
 				select {
@@ -160,18 +117,4 @@ func serve(ctx context.Context, xdsAddr, id, version, addr string) (func(), erro
 		gs.Stop()
 		return nil, fmt.Errorf("backend %s never became SERVING: is vmesh running at %s?", id, xdsAddr)
 	}
-}
-
-// bootstrap is the grpc-go xDS bootstrap a proxyless app needs (see the README).
-func bootstrap(xdsAddr, id string, labels map[string]string) []byte {
-	md := map[string]any{"GENERATOR": "grpc", "NAMESPACE": "demo"}
-	if labels != nil {
-		md["LABELS"] = labels
-	}
-	b, _ := json.Marshal(map[string]any{
-		"xds_servers":                            []any{map[string]any{"server_uri": xdsAddr, "channel_creds": []any{map[string]any{"type": "insecure"}}, "server_features": []string{"xds_v3"}}},
-		"node":                                   map[string]any{"id": id, "metadata": md},
-		"server_listener_resource_name_template": "xds.vmesh.io/grpc/lds/inbound/%s",
-	})
-	return b
 }
