@@ -119,7 +119,7 @@ func BenchmarkFullPush1000Proxies10Groups(b *testing.B) {
 	objs := modeltest.Objects(benchSize)
 	st := filestore.NewStore()
 	c := newBenchCache(b)
-	c.push(benchSnapshot(b, objs, st), false, time.Time{})
+	c.push(benchSnapshot(b, objs, st), time.Time{})
 	ws := newBenchWatchers(c, 1000, 10, subscriptions())
 	for _, w := range ws {
 		for t := range w.subs {
@@ -149,7 +149,7 @@ func BenchmarkFullPush1000Proxies10Groups(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		stats := c.push(snaps[i%2], false, time.Time{})
+		stats := c.push(snaps[i%2], time.Time{})
 		if stats.responses != 1000 || stats.groups != 10 {
 			b.Fatalf("push: %+v, want 1000 responses in 10 groups", stats)
 		}
@@ -168,7 +168,7 @@ func BenchmarkEDSPush1000Proxies(b *testing.B) {
 	objs := modeltest.Objects(benchSize)
 	st := filestore.NewStore()
 	c := newBenchCache(b)
-	c.push(benchSnapshot(b, objs, st), false, time.Time{})
+	c.push(benchSnapshot(b, objs, st), time.Time{})
 	ws := newBenchWatchers(c, 1000, 10, subscriptions())
 	for _, w := range ws {
 		for t := range w.subs {
@@ -192,7 +192,7 @@ func BenchmarkEDSPush1000Proxies(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		stats := c.push(snaps[i%2], true, time.Time{})
+		stats := c.push(snaps[i%2], time.Time{})
 		if stats.responses != 1000 {
 			b.Fatalf("push: %+v, want 1000 EDS responses", stats)
 		}

@@ -272,13 +272,17 @@ func (c *cache) observePush(typeURL, kind string, changed time.Time) {
 type pushStats struct {
 	groups    int
 	responses int
+	edsOnly   bool // nothing but endpoints differed
 }
 
 // push installs a new model snapshot and answers every open watch whose
-// resources changed. With edsOnly, groups keep their listeners, routes and
-// clusters and regenerate endpoints only, and only EDS watches are looked
-// at. changed is when the first change of the push was seen, for latency.
-func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushStats {
+// resources changed. Groups are brought forward from their previous
+// generation by what differs between the snapshots (model.Compare):
+// proxyless groups regenerate only the resources of the hosts whose inputs
+// differ (generation.update), sidecar groups regenerate in full unless
+// nothing differs. changed is when the first change of the push was seen,
+// for latency.
+func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	// Regenerate the groups with open watches outside the lock; watches keep
 	// being answered from the previous snapshot meanwhile. Other groups (of
 	// proxies between a response and its ACK, or gone) are generated on
@@ -303,8 +307,12 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 		key  string
 		old  *generation
 		gen  *generation
-		full bool // an EDS-only change that changed more than EDS
+		diff *genDiff
 		err  error
+	}
+	var md *model.Diff
+	if oldSnap != nil {
+		md = model.Compare(oldSnap, s)
 	}
 	var jobs []*job
 	keys := map[string]bool{}
@@ -323,9 +331,12 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 			defer wg.Done()
 			for j := range next {
 				start := time.Now()
-				if edsOnly && oldSnap != nil && j.key == j.old.key {
-					j.gen, j.full, j.err = j.old.withEndpoints(s)
-				} else {
+				switch {
+				case j.key == j.old.key && j.old.incremental(md):
+					j.gen, j.diff, j.err = j.old.update(s, md)
+				case j.key == j.old.key && md != nil && md.EndpointsOnly():
+					j.gen, _, j.err = j.old.withEndpoints(s)
+				default:
 					j.gen, j.err = generate(s, j.old.proxy, j.key)
 				}
 				c.metrics.generations.Inc()
@@ -342,16 +353,16 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 	diffs := make(map[*generation]*genDiff, len(jobs))
 	errs := map[string]error{}
 	for _, j := range jobs {
-		if j.full {
-			edsOnly = false
-		}
 		if j.err != nil {
 			errs[j.key] = j.err
 			c.logger.Error("generating xDS config", "group", j.key, "version", Version(s), "error", j.err)
 			continue
 		}
 		gens[j.key] = j.gen
-		if j.key == j.old.key {
+		switch {
+		case j.diff != nil:
+			diffs[j.gen] = j.diff
+		case j.key == j.old.key:
 			diffs[j.gen] = diffGenerations(j.old, j.gen)
 		}
 	}
@@ -359,7 +370,7 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
-	st := pushStats{}
+	st := pushStats{edsOnly: md != nil && md.EndpointsOnly()}
 	for w := range c.watches {
 		g := c.generationLocked(w.proxy)
 		if g == nil {
@@ -367,9 +378,6 @@ func (c *cache) push(s *model.Snapshot, edsOnly bool, changed time.Time) pushSta
 		}
 		if c.diffs[g].unaffected(w, g) {
 			w.seen = g
-			continue
-		}
-		if edsOnly && w.typeURL != resourcev3.EndpointType {
 			continue
 		}
 		if c.respondLocked(w, g, false, changed) {

@@ -44,8 +44,13 @@ func (c clusterRef) name() string {
 // without a subset and one per subset of the DestinationRule that applies.
 // Clusters and Endpoints both derive their names from it.
 func outboundClusters(s *model.Snapshot, p *Proxy) []clusterRef {
+	return outboundClustersOf(s, p, visibleServices(s, p))
+}
+
+// outboundClustersOf lists the clusters of the given services.
+func outboundClustersOf(s *model.Snapshot, p *Proxy, svcs []*model.Service) []clusterRef {
 	var out []clusterRef
-	for _, svc := range visibleServices(s, p) {
+	for _, svc := range svcs {
 		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
 		for _, port := range svc.Ports {
 			out = append(out, clusterRef{svc: svc, port: port, dr: dr})
@@ -66,8 +71,13 @@ func outboundClusters(s *model.Snapshot, p *Proxy) []clusterRef {
 // response with an unknown policy), max_requests circuit breaking and outlier
 // detection; and TLS (see grpcUpstreamTLS).
 func grpcClusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
+	return grpcClustersOf(s, outboundClusters(s, p))
+}
+
+// grpcClustersOf returns the clusters of the given refs.
+func grpcClustersOf(s *model.Snapshot, refs []clusterRef) ([]*clusterv3.Cluster, error) {
 	var out []*clusterv3.Cluster
-	for _, ref := range outboundClusters(s, p) {
+	for _, ref := range refs {
 		c := &clusterv3.Cluster{Name: ref.name()}
 		if usesEDS(ref.svc) {
 			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}

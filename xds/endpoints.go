@@ -34,14 +34,19 @@ func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment
 // WorkloadEntries with one address:port make grpc-go NACK the assignment,
 // and the NACK shows in /debug/syncz.
 func grpcEndpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
+	return grpcEndpointsOf(outboundClusters(s, p)), nil
+}
+
+// grpcEndpointsOf returns the assignments of the EDS clusters among refs.
+func grpcEndpointsOf(refs []clusterRef) []*endpointv3.ClusterLoadAssignment {
 	var out []*endpointv3.ClusterLoadAssignment
-	for _, ref := range outboundClusters(s, p) {
+	for _, ref := range refs {
 		if !usesEDS(ref.svc) {
 			continue
 		}
 		out = append(out, loadAssignment(ref))
 	}
-	return out, nil
+	return out
 }
 
 func loadAssignment(ref clusterRef) *endpointv3.ClusterLoadAssignment {

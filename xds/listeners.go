@@ -47,8 +47,13 @@ func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.List
 // host:port, whose HttpConnectionManager fetches the route configuration of
 // the same name over ADS.
 func grpcListeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
+	return grpcListenersOf(visibleServices(s, p))
+}
+
+// grpcListenersOf returns the client listeners of the given services.
+func grpcListenersOf(svcs []*model.Service) ([]*listenerv3.Listener, error) {
 	var out []*listenerv3.Listener
-	for _, svc := range visibleServices(s, p) {
+	for _, svc := range svcs {
 		for _, port := range svc.Ports {
 			name := ListenerName(svc.Hostname, port.Number)
 			hcm := &hcmv3.HttpConnectionManager{

@@ -351,7 +351,20 @@ func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, c
 	clusters := make(map[string]bool, len(cds))
 	for _, c := range cds {
 		clusters[c.GetName()] = true
-		if eds != nil && c.GetType() == clusterv3.Cluster_EDS && !eds[c.GetEdsClusterConfig().GetServiceName()] {
+	}
+	hasEDS := func(n string) bool { return eds[n] }
+	if eds == nil {
+		hasEDS = func(string) bool { return true }
+	}
+	return consistentWith(lds, rds, cds, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] }, hasEDS)
+}
+
+// consistentWith checks that the references of lds, rds and cds resolve
+// by the given lookups.
+func consistentWith(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, route, cluster, eds func(string) bool) error {
+	routes, clusters := route, cluster
+	for _, c := range cds {
+		if c.GetType() == clusterv3.Cluster_EDS && !eds(c.GetEdsClusterConfig().GetServiceName()) {
 			return fmt.Errorf("cluster %s: no endpoints resource %q", c.GetName(), c.GetEdsClusterConfig().GetServiceName())
 		}
 	}
@@ -363,7 +376,7 @@ func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, c
 		if err := l.GetApiListener().GetApiListener().UnmarshalTo(hcm); err != nil {
 			return fmt.Errorf("listener %s: %w", l.GetName(), err)
 		}
-		if n := hcm.GetRds().GetRouteConfigName(); n != "" && !routes[n] {
+		if n := hcm.GetRds().GetRouteConfigName(); n != "" && !routes(n) {
 			return fmt.Errorf("listener %s: route configuration %q missing", l.GetName(), n)
 		}
 	}
@@ -374,11 +387,11 @@ func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, c
 				if a == nil {
 					continue
 				}
-				if c := a.GetCluster(); c != "" && !clusters[c] {
+				if c := a.GetCluster(); c != "" && !clusters(c) {
 					return fmt.Errorf("route %s/%s: cluster %q missing", r.GetName(), rt.GetName(), c)
 				}
 				for _, wc := range a.GetWeightedClusters().GetClusters() {
-					if !clusters[wc.GetName()] {
+					if !clusters(wc.GetName()) {
 						return fmt.Errorf("route %s/%s: cluster %q missing", r.GetName(), rt.GetName(), wc.GetName())
 					}
 				}

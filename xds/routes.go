@@ -31,9 +31,14 @@ func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) 
 // virtual host for the service port: the VirtualService's HTTP routes when
 // one is bound to the host, else a default route to the service.
 func grpcRoutes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
+	return grpcRoutesOf(s, p, visibleServices(s, p))
+}
+
+// grpcRoutesOf returns the route configurations of the given services.
+func grpcRoutesOf(s *model.Snapshot, p *Proxy, svcs []*model.Service) ([]*routev3.RouteConfiguration, error) {
 	sc := s.SidecarFor(p.Namespace, p.Labels)
 	var out []*routev3.RouteConfiguration
-	for _, svc := range visibleServices(s, p) {
+	for _, svc := range svcs {
 		vs := s.VirtualServiceFor(svc.Hostname, p.Namespace)
 		for _, port := range svc.Ports {
 			name := ListenerName(svc.Hostname, port.Number)

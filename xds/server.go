@@ -142,7 +142,7 @@ func (s *Server) Run(ctx context.Context) error {
 	sub := s.store.Subscribe()
 	defer sub.Close()
 	sub.Take()
-	s.pushSnapshot(false, time.Now(), 0)
+	s.pushSnapshot(time.Now(), 0)
 	close(s.ready)
 	for {
 		select {
@@ -158,14 +158,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if len(ch.Keys) == 0 {
 			continue
 		}
-		edsOnly := true
-		for k := range ch.Keys {
-			if k.Kind != filestore.KindWorkloadEntry {
-				edsOnly = false
-				break
-			}
-		}
-		s.pushSnapshot(edsOnly, first, len(ch.Keys))
+		s.pushSnapshot(first, len(ch.Keys))
 	}
 }
 
@@ -190,16 +183,16 @@ func (s *Server) debounce(ctx context.Context, sub *filestore.Subscription, firs
 	}
 }
 
-func (s *Server) pushSnapshot(edsOnly bool, first time.Time, changes int) {
+func (s *Server) pushSnapshot(first time.Time, changes int) {
 	start := time.Now()
 	snap := model.BuildWith(s.store.Snapshot(), s.mesh)
 	s.metrics.modelSeconds.Observe(time.Since(start).Seconds())
 	if changes > 0 {
 		s.metrics.debouncedEvents.Observe(float64(changes))
 	}
-	st := s.cache.push(snap, edsOnly, first)
+	st := s.cache.push(snap, first)
 	svcs, eps, routing := snap.Objects()
-	s.logger.Info("pushed config", "version", Version(snap), "edsOnly", edsOnly, "changes", changes,
+	s.logger.Info("pushed config", "version", Version(snap), "edsOnly", st.edsOnly, "changes", changes,
 		"services", svcs, "endpoints", eps, "routing", routing, "groups", st.groups, "responses", st.responses,
 		"took", time.Since(start).Round(time.Microsecond))
 	for _, p := range snap.Problems {

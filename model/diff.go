@@ -1,0 +1,143 @@
+package model
+
+import (
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+	security "istio.io/api/security/v1beta1"
+)
+
+// Diff says which inputs of the generators differ between two snapshots,
+// so that a generator can rebuild only what reads them. Hosts are service
+// hosts (Service.Hostname).
+type Diff struct {
+	// Global is set when an input that is not bound to hosts differs: the
+	// mesh settings, Sidecars, PeerAuthentications or AuthorizationPolicies.
+	// Anything may then differ; the host sets are left empty.
+	Global bool
+	// Services holds the hosts whose services (in any namespace) were
+	// added, removed or changed in any field.
+	Services map[string]bool
+	// Endpoints holds the hosts of Services whose endpoint lists differ;
+	// EndpointsOnly reports whether that is all that differs between them.
+	Endpoints map[string]bool
+	// VirtualServices and DestinationRules hold the hosts whose bound
+	// VirtualServices or DestinationRules differ (added, removed, changed,
+	// or reordered).
+	VirtualServices  map[string]bool
+	DestinationRules map[string]bool
+
+	endpointsOnly bool
+}
+
+// Empty reports whether the two snapshots feed the generators the same
+// inputs.
+func (d *Diff) Empty() bool {
+	return !d.Global && len(d.Services) == 0 && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
+}
+
+// EndpointsOnly reports whether nothing but endpoint lists of services
+// differ.
+func (d *Diff) EndpointsOnly() bool {
+	return !d.Global && d.endpointsOnly && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
+}
+
+// Hosts returns every host in the diff's host sets.
+func (d *Diff) Hosts() map[string]bool {
+	out := make(map[string]bool, len(d.Services)+len(d.VirtualServices)+len(d.DestinationRules))
+	for _, m := range []map[string]bool{d.Services, d.VirtualServices, d.DestinationRules} {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// Compare returns what differs between prev and next. Unchanged values
+// shared by both snapshots (see Rebuild) compare by pointer, so the cost
+// is proportional to the number of hosts plus what changed.
+func Compare(prev, next *Snapshot) *Diff {
+	d := &Diff{Services: map[string]bool{}, Endpoints: map[string]bool{}, VirtualServices: map[string]bool{}, DestinationRules: map[string]bool{}, endpointsOnly: true}
+	if prev.Mesh != next.Mesh ||
+		!slices.EqualFunc(prev.Sidecars, next.Sidecars, sameSidecar) ||
+		!slices.EqualFunc(prev.PeerAuthentications, next.PeerAuthentications, samePeerAuthentication) ||
+		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) {
+		d.Global = true
+		d.endpointsOnly = false
+		return d
+	}
+	for h, n := range next.byHost {
+		o := prev.byHost[h]
+		if len(o) != len(n) {
+			d.Services[h] = true
+			d.endpointsOnly = false
+			continue
+		}
+		for i := range n {
+			if o[i] == n[i] {
+				continue
+			}
+			if !sameServiceBesidesEndpoints(o[i], n[i]) {
+				d.Services[h] = true
+				d.endpointsOnly = false
+			} else if !SameEndpoints(o[i].Endpoints, n[i].Endpoints) {
+				d.Services[h] = true
+				d.Endpoints[h] = true
+			}
+		}
+	}
+	for h := range prev.byHost {
+		if _, ok := next.byHost[h]; !ok {
+			d.Services[h] = true
+			d.endpointsOnly = false
+		}
+	}
+	diffBound(prev.vsByHost, next.vsByHost, sameVirtualService, d.VirtualServices)
+	diffBound(prev.drByHost, next.drByHost, sameDestinationRule, d.DestinationRules)
+	return d
+}
+
+// diffBound adds to out the hosts whose bound lists differ.
+func diffBound[T any](prev, next map[string][]*T, same func(a, b *T) bool, out map[string]bool) {
+	for h, n := range next {
+		if !slices.EqualFunc(prev[h], n, same) {
+			out[h] = true
+		}
+	}
+	for h, o := range prev {
+		if _, ok := next[h]; !ok && len(o) > 0 {
+			out[h] = true
+		}
+	}
+}
+
+func sameServiceBesidesEndpoints(a, b *Service) bool {
+	return a.Hostname == b.Hostname && a.Namespace == b.Namespace && a.Name == b.Name &&
+		slices.Equal(a.Ports, b.Ports) && a.Resolution == b.Resolution && a.MeshExternal == b.MeshExternal &&
+		slices.Equal(a.ExportTo, b.ExportTo) && slices.Equal(a.Addresses, b.Addresses) && a.AutoAddress == b.AutoAddress &&
+		slices.Equal(a.SubjectAltNames, b.SubjectAltNames)
+}
+
+func sameVirtualService(a, b *VirtualService) bool {
+	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && slices.Equal(a.Hosts, b.Hosts) &&
+		slices.Equal(a.ExportTo, b.ExportTo) && (a.Spec == b.Spec || proto.Equal(a.Spec, b.Spec)))
+}
+
+func sameDestinationRule(a, b *DestinationRule) bool {
+	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && a.Host == b.Host &&
+		slices.Equal(a.ExportTo, b.ExportTo) && (a.Spec == b.Spec || proto.Equal(a.Spec, b.Spec)))
+}
+
+func sameSidecar(a, b *Sidecar) bool {
+	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && maps.Equal(a.Selector, b.Selector) &&
+		slices.Equal(a.Egress, b.Egress) && (a.Egress == nil) == (b.Egress == nil) && (a.Spec == b.Spec || proto.Equal(a.Spec, b.Spec)))
+}
+
+func samePeerAuthentication(a, b *PeerAuthentication) bool {
+	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && maps.Equal(a.Selector, b.Selector) &&
+		a.Mode == b.Mode && maps.Equal(a.PortModes, b.PortModes))
+}
+
+func sameAuthorizationPolicy(a, b *AuthorizationPolicy) bool {
+	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && maps.Equal(a.Selector, b.Selector) &&
+		a.Action == b.Action && slices.EqualFunc(a.Rules, b.Rules, func(x, y *security.Rule) bool { return proto.Equal(x, y) }))
+}

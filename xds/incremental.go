@@ -1,0 +1,222 @@
+package xds
+
+import (
+	"fmt"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
+)
+
+// incremental reports whether a group's generation can be brought from its
+// snapshot to the next one by update rather than generated again: a
+// proxyless gRPC group whose inputs differ only in host-bound config.
+func (g *generation) incremental(d *model.Diff) bool {
+	return d != nil && !d.Global && g.proxy.Kind == KindGRPC
+}
+
+// update returns the generation for snapshot s, given what differs from
+// g's snapshot: the resources of the hosts whose inputs differ (see
+// affectedHosts) are generated again by the same generators as generate;
+// every other resource is g's, shared with its serialised form. The result
+// is what generate would return for s (TestIncrementalMatchesFull). It also
+// returns which names changed, so the cache need not compare every
+// resource.
+func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *genDiff, error) {
+	dirty := affectedHosts(g.snap, s, d)
+	var svcs []*model.Service
+	if len(dirty) > 0 {
+		for _, svc := range visibleServices(s, g.proxy) {
+			if dirty[svc.Hostname] {
+				svcs = append(svcs, svc)
+			}
+		}
+	}
+	lds, err := grpcListenersOf(svcs)
+	if err != nil {
+		return nil, nil, err
+	}
+	rds, err := grpcRoutesOf(s, g.proxy, svcs)
+	if err != nil {
+		return nil, nil, err
+	}
+	refs := outboundClustersOf(s, g.proxy, svcs)
+	cds, err := grpcClustersOf(s, refs)
+	if err != nil {
+		return nil, nil, err
+	}
+	eds := grpcEndpointsOf(refs)
+
+	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]map[string]*resource, len(typeURLs))}
+	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs))}
+	fresh := make(map[string]map[string]*resource, len(typeURLs))
+	for _, t := range typeURLs {
+		fresh[t] = map[string]*resource{}
+	}
+	for _, l := range lds {
+		if err := addFresh(fresh[resourcev3.ListenerType], l.GetName(), l); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, r := range rds {
+		if err := addFresh(fresh[resourcev3.RouteType], r.GetName(), r); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, c := range cds {
+		if err := addFresh(fresh[resourcev3.ClusterType], c.GetName(), c); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, a := range eds {
+		if err := addFresh(fresh[resourcev3.EndpointType], a.GetClusterName(), a); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, t := range typeURLs {
+		old := g.types[t]
+		ch := map[string]bool{}
+		if len(dirty) == 0 {
+			n.types[t] = old
+			gd.changed[t] = ch
+			continue
+		}
+		m := make(map[string]*resource, len(old)+len(fresh[t]))
+		for name, r := range old {
+			if !dirty[resourceHost(t, name)] {
+				m[name] = r
+			} else if fresh[t][name] == nil {
+				ch[name] = true // removed
+			}
+		}
+		for name, r := range fresh[t] {
+			if o := old[name]; o != nil && o.hash == r.hash {
+				r = o // keep the shared copy
+			} else {
+				ch[name] = true
+			}
+			m[name] = r
+		}
+		n.types[t] = m
+		gd.changed[t] = ch
+	}
+	// Server listeners depend only on the proxy and on policies, which a
+	// non-global diff leaves alone.
+	g.mu.Lock()
+	n.inbound = make(map[string]*resource, len(g.inbound))
+	for k, v := range g.inbound {
+		n.inbound[k] = v
+	}
+	g.mu.Unlock()
+	if err := n.consistentFresh(fresh); err != nil {
+		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
+	}
+	return n, gd, nil
+}
+
+// addFresh serialises a regenerated resource into m.
+func addFresh(m map[string]*resource, name string, msg proto.Message) error {
+	r, err := newResource(name, msg)
+	if err != nil {
+		return err
+	}
+	m[name] = r
+	return nil
+}
+
+// consistentFresh checks the references of the regenerated resources
+// against the whole new generation (unchanged resources were checked when
+// they were made, and their references are to hosts that did not change).
+func (g *generation) consistentFresh(fresh map[string]map[string]*resource) error {
+	var lds []*listenerv3.Listener
+	var rds []*routev3.RouteConfiguration
+	var cds []*clusterv3.Cluster
+	for _, r := range fresh[resourcev3.ListenerType] {
+		lds = append(lds, r.msg.(*listenerv3.Listener))
+	}
+	for _, r := range fresh[resourcev3.RouteType] {
+		rds = append(rds, r.msg.(*routev3.RouteConfiguration))
+	}
+	for _, r := range fresh[resourcev3.ClusterType] {
+		cds = append(cds, r.msg.(*clusterv3.Cluster))
+	}
+	has := func(t string) func(string) bool {
+		return func(n string) bool { return g.types[t][n] != nil }
+	}
+	return consistentWith(lds, rds, cds, has(resourcev3.RouteType), has(resourcev3.ClusterType), has(resourcev3.EndpointType))
+}
+
+// resourceHost returns the service host a proxyless resource belongs to:
+// listeners and route configurations are "host:port", clusters and
+// assignments "outbound|port|subset|host".
+func resourceHost(typeURL, name string) string {
+	switch typeURL {
+	case resourcev3.ListenerType, resourcev3.RouteType:
+		if i := strings.LastIndexByte(name, ':'); i >= 0 {
+			return name[:i]
+		}
+	case resourcev3.ClusterType, resourcev3.EndpointType:
+		if i := strings.LastIndexByte(name, '|'); i >= 0 {
+			return name[i+1:]
+		}
+	}
+	return name
+}
+
+// affectedHosts returns the hosts whose proxyless resources may differ
+// between prev and next: every host in the diff, and every host whose
+// VirtualService (in either snapshot) routes to a host whose services or
+// DestinationRules differ, since a route names the destination's clusters
+// only if its port and subset exist.
+func affectedHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
+	out := d.Hosts()
+	if len(d.Services) == 0 && len(d.DestinationRules) == 0 {
+		return out
+	}
+	for _, s := range []*model.Snapshot{prev, next} {
+		for _, vs := range s.VirtualServices {
+			if !routesToAny(vs, d.Services, d.DestinationRules) {
+				continue
+			}
+			for _, h := range vs.Hosts {
+				if !strings.HasPrefix(h, "*") {
+					out[h] = true
+					continue
+				}
+				for _, svc := range s.Services {
+					if model.HostMatches(h, svc.Hostname) {
+						out[svc.Hostname] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// routesToAny reports whether an HTTP route of vs has a destination among
+// the hosts of either set.
+func routesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
+	for _, hr := range vs.Spec.GetHttp() {
+		for _, dst := range hr.GetRoute() {
+			h := destinationHost(dst.GetDestination().GetHost(), vs.Namespace)
+			if a[h] || b[h] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// destinationHost qualifies a route destination's host as routeAction
+// does.
+func destinationHost(host, ns string) string {
+	if !strings.Contains(host, ".") {
+		return host + "." + ns + "." + model.DefaultDomainSuffix
+	}
+	return host
+}

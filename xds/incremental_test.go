@@ -1,0 +1,285 @@
+package xds
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/modeltest"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
+)
+
+// incrementalBase is the config the incremental tests start from: 30
+// services over 3 namespaces, 10 with a VirtualService and DestinationRule,
+// plus a VirtualService routing svc-0011 to svc-0012 (a cross-host
+// destination), a wildcard VirtualService for *.other.internal routing to
+// svc-0013, and mesh-wide STRICT mTLS (so endpoints' service accounts reach
+// the clusters).
+func incrementalBase() []*filestore.Object {
+	objs := modeltest.Objects(modeltest.Size{Services: 30, EndpointsPerService: 4, Routes: 10, Namespaces: 3})
+	for _, o := range objs {
+		if we, ok := o.Spec.(*networking.WorkloadEntry); ok {
+			we.ServiceAccount = "sa-" + o.Name
+		}
+	}
+	objs = append(objs,
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-2", Name: "cross"},
+			Spec: &networking.VirtualService{Hosts: []string{modeltest.Host(11)}, Http: []*networking.HTTPRoute{{
+				Route: []*networking.HTTPRouteDestination{
+					{Destination: &networking.Destination{Host: modeltest.Host(12), Subset: "v2"}, Weight: 50},
+					{Destination: &networking.Destination{Host: modeltest.Host(11)}, Weight: 50},
+				},
+			}}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-0", Name: "svc-0012"},
+			Spec: &networking.DestinationRule{Host: modeltest.Host(12), Subsets: []*networking.Subset{
+				{Name: "v1", Labels: map[string]string{"version": "v1"}},
+				{Name: "v2", Labels: map[string]string{"version": "v2"}},
+			}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "other"},
+			Spec: &networking.ServiceEntry{Hosts: []string{"a.other.internal", "b.other.internal"}, Resolution: networking.ServiceEntry_STATIC,
+				Ports:     []*networking.ServicePort{{Name: "grpc", Number: 8080, Protocol: "GRPC"}},
+				Endpoints: []*networking.WorkloadEntry{{Address: "10.9.9.9"}}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "wild"},
+			Spec: &networking.VirtualService{Hosts: []string{"*.other.internal"}, Http: []*networking.HTTPRoute{{
+				Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: modeltest.Host(13), Port: &networking.PortSelector{Number: 7070}}}},
+			}}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindPeerAuthentication, Namespace: "istio-system", Name: "default"},
+			Spec: &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}},
+	)
+	return objs
+}
+
+// edit returns objs with the object of key replaced by f's result (f gets
+// a clone; nil removes it), or with add appended.
+func edit(objs []*filestore.Object, kind filestore.Kind, ns, name string, f func(o *filestore.Object) *filestore.Object) []*filestore.Object {
+	var out []*filestore.Object
+	found := false
+	for _, o := range objs {
+		if o.Kind == kind && o.Namespace == ns && o.Name == name {
+			found = true
+			c := *o
+			if n := f(&c); n != nil {
+				out = append(out, n)
+			}
+			continue
+		}
+		out = append(out, o)
+	}
+	if !found {
+		if n := f(nil); n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func protoClone[T proto.Message](m T) T { return proto.Clone(m).(T) }
+
+func buildSnap(t *testing.T, st *filestore.Store, objs []*filestore.Object) *model.Snapshot {
+	t.Helper()
+	if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	return model.Build(st.Snapshot())
+}
+
+func hashes(g *generation) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, t := range typeURLs {
+		out[t] = map[string]string{}
+		for n, r := range g.types[t] {
+			out[t][n] = r.hash
+		}
+	}
+	return out
+}
+
+// TestIncrementalMatchesFull is the safety net of generation.update: for
+// each kind of change, bringing a proxyless group's generation forward
+// incrementally yields exactly the resources (by serialised hash) of a
+// full generation, reports exactly the names that differ, and reuses the
+// previous generation's serialised resources for what it did not touch.
+func TestIncrementalMatchesFull(t *testing.T) {
+	base := incrementalBase()
+	se := func(f func(*networking.ServiceEntry)) func(o *filestore.Object) *filestore.Object {
+		return func(o *filestore.Object) *filestore.Object {
+			s := protoClone(o.Spec.(*networking.ServiceEntry))
+			f(s)
+			o.Spec = s
+			return o
+		}
+	}
+	vs := func(f func(*networking.VirtualService)) func(o *filestore.Object) *filestore.Object {
+		return func(o *filestore.Object) *filestore.Object {
+			s := protoClone(o.Spec.(*networking.VirtualService))
+			f(s)
+			o.Spec = s
+			return o
+		}
+	}
+	dr := func(f func(*networking.DestinationRule)) func(o *filestore.Object) *filestore.Object {
+		return func(o *filestore.Object) *filestore.Object {
+			s := protoClone(o.Spec.(*networking.DestinationRule))
+			f(s)
+			o.Spec = s
+			return o
+		}
+	}
+	remove := func(*filestore.Object) *filestore.Object { return nil }
+	cases := []struct {
+		name string
+		objs []*filestore.Object
+		// wantChanged are resource names that must be among the changed
+		// ones (a check that the change is seen at all).
+		wantChanged []string
+	}{
+		{"VirtualService weights", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", vs(func(v *networking.VirtualService) {
+			v.Http[0].Route[0].Weight, v.Http[0].Route[1].Weight = 10, 90
+		})), []string{ListenerName(modeltest.Host(0), 7070)}},
+		{"VirtualService removed", edit(base, filestore.KindVirtualService, "ns-1", "svc-0001", remove), []string{ListenerName(modeltest.Host(1), 7070)}},
+		{"VirtualService added", edit(base, filestore.KindVirtualService, "ns-2", "svc-0020", func(*filestore.Object) *filestore.Object {
+			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-2", Name: "svc-0020"},
+				Spec: &networking.VirtualService{Hosts: []string{modeltest.Host(20)}, Http: []*networking.HTTPRoute{{
+					Retries: &networking.HTTPRetry{Attempts: 3},
+					Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: modeltest.Host(21)}}},
+				}}}}
+		}), []string{ListenerName(modeltest.Host(20), 7070)}},
+		{"DestinationRule subset removed (cross-host route)", edit(base, filestore.KindDestinationRule, "ns-0", "svc-0012", dr(func(d *networking.DestinationRule) {
+			d.Subsets = d.Subsets[:1]
+		})), []string{ListenerName(modeltest.Host(11), 7070), ClusterName(7070, "v2", modeltest.Host(12))}},
+		{"DestinationRule hash policy", edit(base, filestore.KindDestinationRule, "ns-2", "svc-0002", dr(func(d *networking.DestinationRule) {
+			d.TrafficPolicy = &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_ConsistentHash{
+				ConsistentHash: &networking.LoadBalancerSettings_ConsistentHashLB{HashKey: &networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName{HttpHeaderName: "x-user"}}}}}
+		})), []string{ListenerName(modeltest.Host(2), 7070), ClusterName(7070, "", modeltest.Host(2))}},
+		{"ServiceEntry port renumbered (VirtualService destination)", edit(base, filestore.KindServiceEntry, "ns-1", "svc-0013", se(func(s *networking.ServiceEntry) {
+			s.Ports[0].Number = 9090
+		})), []string{ListenerName("a.other.internal", 8080), ListenerName(modeltest.Host(13), 9090)}},
+		{"ServiceEntry removed (cross-host destination)", edit(base, filestore.KindServiceEntry, "ns-0", "svc-0012", remove), []string{ListenerName(modeltest.Host(11), 7070)}},
+		{"ServiceEntry added", edit(base, filestore.KindServiceEntry, "ns-0", "new", func(*filestore.Object) *filestore.Object {
+			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "new"},
+				Spec: &networking.ServiceEntry{Hosts: []string{"c.other.internal"}, Resolution: networking.ServiceEntry_DNS,
+					Ports: []*networking.ServicePort{{Name: "grpc", Number: 8080, Protocol: "GRPC"}}}}
+		}), []string{ListenerName("c.other.internal", 8080)}},
+		{"ServiceEntry hidden from other namespaces", edit(base, filestore.KindServiceEntry, "ns-2", "svc-0005", se(func(s *networking.ServiceEntry) {
+			s.ExportTo = []string{"."}
+		})), []string{ListenerName(modeltest.Host(5), 7070)}},
+		{"WorkloadEntry moved", edit(base, filestore.KindWorkloadEntry, "ns-0", "svc-0000-1", func(o *filestore.Object) *filestore.Object {
+			w := protoClone(o.Spec.(*networking.WorkloadEntry))
+			w.Address = "10.200.0.1"
+			o.Spec = w
+			return o
+		}), []string{ClusterName(7070, "v2", modeltest.Host(0))}},
+		{"WorkloadEntry service account (cluster SANs)", edit(base, filestore.KindWorkloadEntry, "ns-1", "svc-0004-0", func(o *filestore.Object) *filestore.Object {
+			w := protoClone(o.Spec.(*networking.WorkloadEntry))
+			w.ServiceAccount = "other"
+			o.Spec = w
+			return o
+		}), []string{ClusterName(7070, "", modeltest.Host(4))}},
+		{"nothing relevant", edit(base, filestore.KindWorkloadGroup, "ns-0", "g", func(*filestore.Object) *filestore.Object {
+			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
+				Spec: &networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "x"}}}
+		}), nil},
+	}
+	proxies := []*Proxy{
+		{ID: "a", Kind: KindGRPC, Namespace: "ns-0"},
+		{ID: "b", Kind: KindGRPC, Namespace: "ns-1", Labels: map[string]string{"app": "x"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := filestore.NewStore()
+			s0 := buildSnap(t, st, base)
+			s1 := buildSnap(t, st, tc.objs)
+			d := model.Compare(s0, s1)
+			if d.Global {
+				t.Fatalf("diff is global: %+v", d)
+			}
+			for _, p := range proxies {
+				key := GroupKey(s0, p)
+				g0, err := generate(s0, p, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inc, gd, err := g0.update(s1, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				full, err := generate(s1, p, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, want := hashes(inc), hashes(full)
+				for _, ty := range typeURLs {
+					if !maps.Equal(got[ty], want[ty]) {
+						t.Errorf("proxy %s %s: incremental differs from full:\nonly incremental: %v\nonly full: %v\nhash differs: %v",
+							p.ID, shortType(ty), onlyIn(got[ty], want[ty]), onlyIn(want[ty], got[ty]), differ(got[ty], want[ty]))
+					}
+					wantCh := diffGenerations(g0, full).changed[ty]
+					if !maps.Equal(gd.changed[ty], wantCh) {
+						t.Errorf("proxy %s %s: changed names %v, want %v", p.ID, shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
+					}
+					// Untouched resources are shared, not serialised again.
+					for n, r := range inc.types[ty] {
+						if !wantCh[n] && g0.types[ty][n] != nil && g0.types[ty][n] != r {
+							t.Errorf("proxy %s %s %s: unchanged resource not shared with the previous generation", p.ID, shortType(ty), n)
+						}
+					}
+				}
+				for _, n := range tc.wantChanged {
+					seen := false
+					for _, ty := range typeURLs {
+						seen = seen || gd.changed[ty][n]
+					}
+					if !seen && p.ID == "a" {
+						t.Errorf("proxy %s: %s not among the changed resources", p.ID, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCompareGlobal checks that policy changes make the diff global, so
+// groups are generated in full.
+func TestCompareGlobal(t *testing.T) {
+	base := incrementalBase()
+	st := filestore.NewStore()
+	s0 := buildSnap(t, st, base)
+	s1 := buildSnap(t, st, append(slices.Clone(base), &filestore.Object{
+		Key:  filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
+		Spec: &security.AuthorizationPolicy{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "x"}}, Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{}}},
+	}))
+	if d := model.Compare(s0, s1); !d.Global || (&generation{proxy: &Proxy{Kind: KindGRPC}}).incremental(d) {
+		t.Fatalf("AuthorizationPolicy added: diff %+v, want global", d)
+	}
+	if d := model.Compare(s0, buildSnap(t, st, base)); !d.Empty() {
+		t.Fatalf("same config: diff %+v, want empty", d)
+	}
+}
+
+func onlyIn(a, b map[string]string) []string {
+	var out []string
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func differ(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; ok && v != w {
+			out = append(out, fmt.Sprint(k))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
