@@ -8,6 +8,7 @@
 # Needs go, curl and awk.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source examples/lib.sh
 HTTP=${VMESH_HTTP:-127.0.0.1:15314}
 XDS=${VMESH_XDS:-127.0.0.1:15310}
 SECURE=${VMESH_SECURE:-127.0.0.1:15312}
@@ -15,9 +16,6 @@ SECURE=${VMESH_SECURE:-127.0.0.1:15312}
 # outgoing connection of another process can be holding one.
 PORTS=(${INSTANCE_PORTS:-15321 15322 15323})
 
-step() { printf '\n== %s\n' "$*"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-missing() { echo "MISSING: $* (install with: make test-deps)" >&2; exit 77; }
 
 # CONSUL overrides the consul binary (default: .bin/consul from
 # `make test-deps`, else consul on PATH).
@@ -28,42 +26,7 @@ fi
 consul=$(command -v "$consul" || true)
 [ -n "$consul" ] || missing "consul binary not found in .bin/consul or PATH"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
-# freeport prints a loopback TCP port nothing listens on.
-freeport() {
-  local p
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 12000)) # below the ephemeral range
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-  done
-  fail "no free port"
-}
-# until_ok TRIES CMD...: run CMD every 0.1s until it succeeds.
-until_ok() {
-  local n=$1; shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
-}
-# wait_split PATTERN: wait (up to 20s) for a split line matching PATTERN.
-wait_split() {
-  for _ in $(seq 200); do
-    tail -n 1 "$work/client.log" | grep -Eq "$1" && { tail -n 1 "$work/client.log"; return 0; }
-    sleep 0.1
-  done
-  cat "$work/client.log"
-  fail "no split line matching /$1/"
-}
-# objects [KIND]: one line per object in vmesh's /debug/config.
-objects() { curl -fs "$HTTP/debug/config?kind=${1:-}" | awk -f examples/consul-fleet/debug-config.awk; }
 # passing: how many inventory instances Consul reports passing.
 passing() { curl -fs "http://$consul_http/v1/health/service/inventory?passing=true" | grep -o '"ServiceID": *"inventory-[0-9]"' | sort -u | wc -l; }
 # entry ID: the /debug/config line of instance ID's WorkloadEntry.

@@ -8,6 +8,7 @@
 # Needs go, curl and awk.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source examples/lib.sh
 HTTP=${VMESH_HTTP:-127.0.0.1:15214}
 XDS=${VMESH_XDS:-127.0.0.1:15210}
 SECURE=${VMESH_SECURE:-127.0.0.1:15212}
@@ -15,9 +16,6 @@ SECURE=${VMESH_SECURE:-127.0.0.1:15212}
 # outgoing connection of another process can be holding one.
 PORTS=(${PROVIDER_PORTS:-15221 15222 15223}) # two 1.0.0 providers, one 2.0.0
 
-step() { printf '\n== %s\n' "$*"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-missing() { echo "MISSING: $* (install with: make test-deps)" >&2; exit 77; }
 
 # JAVA and ZOOKEEPER_JAR override where java and Debian's zookeeper.jar
 # (whose manifest names every dependency) are found.
@@ -29,43 +27,8 @@ if [ -z "$jar" ]; then
 fi
 [ -n "$jar" ] && [ -f "$jar" ] || missing "ZooKeeper jar not found (Debian package zookeeperd)"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
-# freeport prints a loopback TCP port nothing listens on.
-freeport() {
-  local p
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 12000)) # below the ephemeral range
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-  done
-  fail "no free port"
-}
-# until_ok TRIES CMD...: run CMD every 0.1s until it succeeds.
-until_ok() {
-  local n=$1; shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
-}
 zk_ok() { [ "$(exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && printf ruok >&3 && timeout 2 cat <&3)" = imok ]; }
-# wait_split PATTERN: wait (up to 20s) for a split line matching PATTERN.
-wait_split() {
-  for _ in $(seq 200); do
-    tail -n 1 "$work/client.log" | grep -Eq "$1" && { tail -n 1 "$work/client.log"; return 0; }
-    sleep 0.1
-  done
-  cat "$work/client.log"
-  fail "no split line matching /$1/"
-}
-# objects [KIND]: one line per object in vmesh's /debug/config.
-objects() { curl -fs "$HTTP/debug/config?kind=${1:-}" | awk -f examples/dubbo-migration/debug-config.awk; }
 # count KIND: how many objects of KIND vmesh holds.
 count() { objects "$1" | grep -c . || true; }
 # entries_are N: vmesh holds N WorkloadEntries (a function, so until_ok

@@ -3,14 +3,11 @@
 package gitops
 
 import (
-	"os/exec"
 	"testing"
+
+	"github.com/vmesh/vmesh/examples/internal/scripttest"
 )
 
-func TestGitOpsExample(t *testing.T) {
-	out, err := exec.Command("bash", "run.sh").CombinedOutput()
-	if err != nil {
-		t.Fatalf("run.sh: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
-}
+// TestGitOpsExample runs run.sh: a branch's diff before the merge, the
+// webhook, and the client on the new commit after it.
+func TestGitOpsExample(t *testing.T) { scripttest.Run(t, "run.sh") }

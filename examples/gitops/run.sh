@@ -6,18 +6,12 @@
 # mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source examples/lib.sh
 HTTP=${VMESH_HTTP:-127.0.0.1:15114}
 XDS=${VMESH_XDS:-127.0.0.1:15110}
 SECURE=${VMESH_SECURE:-127.0.0.1:15112}
 V1=${GREETER_V1:-127.0.0.1:18071}
 V2=${GREETER_V2:-127.0.0.1:18072}
-
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-step() { printf '\n== %s\n' "$*"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 step "build"
 go build -o "$work/vmesh" ./cmd/vmesh
