@@ -184,23 +184,8 @@ func (b *builder) addServiceEntry(o *filestore.Object) {
 	}
 	slices.SortFunc(ports, func(a, c Port) int { return cmp.Compare(a.Number, c.Number) })
 
-	var eps []*Endpoint
-	for i, we := range se.GetEndpoints() {
-		eps = append(eps, endpointFrom(we, we.GetLabels(), fmt.Sprintf("%s/%s#%d", o.Namespace, o.Name, i)))
-	}
-	if sel := se.GetWorkloadSelector(); sel != nil {
-		for _, wo := range b.selectWorkloadEntries(o.Namespace, sel.GetLabels()) {
-			if !healthy(wo) {
-				continue
-			}
-			we := wo.Spec.(*networking.WorkloadEntry)
-			eps = append(eps, endpointFrom(we, workloadLabels(wo, we), wo.Namespace+"/"+wo.Name))
-		}
-	}
+	eps := b.endpoints(o, se)
 	res := Resolution(se.GetResolution())
-	slices.SortFunc(eps, func(a, c *Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Address, c.Address), cmp.Compare(a.Origin, c.Origin))
-	})
 	exportTo := normaliseExportTo(se.GetExportTo(), o.Namespace)
 	for _, h := range se.GetHosts() {
 		svc := &Service{
@@ -215,15 +200,46 @@ func (b *builder) addServiceEntry(o *filestore.Object) {
 			Endpoints:       eps,
 			SubjectAltNames: se.GetSubjectAltNames(),
 		}
-		if (res == ResolutionDNS || res == ResolutionDNSRoundRobin) && len(eps) == 0 && se.GetWorkloadSelector() == nil && !strings.HasPrefix(h, "*") {
-			// Istio: a DNS entry without endpoints resolves the host itself.
-			svc.Endpoints = []*Endpoint{{Address: h, Origin: o.Namespace + "/" + o.Name + "#host"}}
-		}
-		if res == ResolutionNone {
-			svc.Endpoints = nil
-		}
+		svc.Endpoints = hostEndpoints(o, se, h, eps)
 		b.s.Services = append(b.s.Services, svc)
 	}
+}
+
+// endpoints returns a ServiceEntry's endpoints before per-host rules: its
+// inline endpoints and the healthy WorkloadEntries it selects, sorted by
+// address, then origin.
+func (b *builder) endpoints(o *filestore.Object, se *networking.ServiceEntry) []*Endpoint {
+	var eps []*Endpoint
+	for i, we := range se.GetEndpoints() {
+		eps = append(eps, endpointFrom(we, we.GetLabels(), fmt.Sprintf("%s/%s#%d", o.Namespace, o.Name, i)))
+	}
+	if sel := se.GetWorkloadSelector(); sel != nil {
+		for _, wo := range b.selectWorkloadEntries(o.Namespace, sel.GetLabels()) {
+			if !healthy(wo) {
+				continue
+			}
+			we := wo.Spec.(*networking.WorkloadEntry)
+			eps = append(eps, endpointFrom(we, workloadLabels(wo, we), wo.Namespace+"/"+wo.Name))
+		}
+	}
+	slices.SortFunc(eps, func(a, c *Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, c.Address), cmp.Compare(a.Origin, c.Origin))
+	})
+	return eps
+}
+
+// hostEndpoints applies the per-host rules to a ServiceEntry's endpoints:
+// a DNS entry without endpoints or selector resolves the host itself (as
+// in Istio); NONE resolution has no endpoints.
+func hostEndpoints(o *filestore.Object, se *networking.ServiceEntry, host string, eps []*Endpoint) []*Endpoint {
+	res := Resolution(se.GetResolution())
+	if (res == ResolutionDNS || res == ResolutionDNSRoundRobin) && len(eps) == 0 && se.GetWorkloadSelector() == nil && !strings.HasPrefix(host, "*") {
+		return []*Endpoint{{Address: host, Origin: o.Namespace + "/" + o.Name + "#host"}}
+	}
+	if res == ResolutionNone {
+		return nil
+	}
+	return eps
 }
 
 // healthy reports whether a WorkloadEntry counts as an endpoint: always,

@@ -2,6 +2,8 @@ package xds
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -28,12 +30,13 @@ func (g *generation) incremental(d *model.Diff) bool {
 // resource.
 func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *genDiff, error) {
 	dirty := affectedHosts(g.snap, s, d)
+	// The visible services among the dirty hosts, in host order as
+	// visibleServices returns them.
 	var svcs []*model.Service
-	if len(dirty) > 0 {
-		for _, svc := range visibleServices(s, g.proxy) {
-			if dirty[svc.Hostname] {
-				svcs = append(svcs, svc)
-			}
+	sc := s.SidecarFor(g.proxy.Namespace, g.proxy.Labels)
+	for _, h := range slices.Sorted(maps.Keys(dirty)) {
+		if svc := s.ServiceFor(h, g.proxy.Namespace, sc); svc != nil && servable(svc) {
+			svcs = append(svcs, svc)
 		}
 	}
 	lds, err := grpcListenersOf(svcs)
@@ -80,29 +83,32 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	for _, t := range typeURLs {
 		old := g.types[t]
 		ch := map[string]bool{}
-		if len(dirty) == 0 {
-			n.types[t] = old
-			gd.changed[t] = ch
-			continue
-		}
-		m := make(map[string]*resource, len(old)+len(fresh[t]))
-		for name, r := range old {
-			if !dirty[resourceHost(t, name)] {
-				m[name] = r
-			} else if fresh[t][name] == nil {
-				ch[name] = true // removed
-			}
-		}
+		gd.changed[t] = ch
 		for name, r := range fresh[t] {
-			if o := old[name]; o != nil && o.hash == r.hash {
-				r = o // keep the shared copy
-			} else {
+			if o := old[name]; o == nil || o.hash != r.hash {
 				ch[name] = true
 			}
-			m[name] = r
+		}
+		// Resources of dirty hosts that are no longer generated: found
+		// through the previous generation's resources of those hosts.
+		for _, name := range g.hostNames(t, dirty) {
+			if fresh[t][name] == nil {
+				ch[name] = true
+			}
+		}
+		if len(ch) == 0 {
+			n.types[t] = old // nothing differs: share the map
+			continue
+		}
+		m := maps.Clone(old)
+		for name := range ch {
+			if r := fresh[t][name]; r != nil {
+				m[name] = r
+			} else {
+				delete(m, name)
+			}
 		}
 		n.types[t] = m
-		gd.changed[t] = ch
 	}
 	// Server listeners depend only on the proxy and on policies, which a
 	// non-global diff leaves alone.
@@ -111,11 +117,69 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	for k, v := range g.inbound {
 		n.inbound[k] = v
 	}
+	// Carry the host index forward, fixing up the dirty hosts.
+	for t, idx := range g.hostIndex {
+		if len(gd.changed[t]) > 0 {
+			idx = maps.Clone(idx)
+			for h := range dirty {
+				delete(idx, h)
+			}
+			for name := range fresh[t] {
+				h := resourceHost(t, name)
+				idx[h] = append(idx[h], name)
+			}
+		}
+		if n.hostIndex == nil {
+			n.hostIndex = map[string]map[string][]string{}
+		}
+		n.hostIndex[t] = idx
+	}
 	g.mu.Unlock()
 	if err := n.consistentFresh(fresh); err != nil {
 		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
 	}
 	return n, gd, nil
+}
+
+// hostNames returns the names of g's resources of type t that belong to
+// the given hosts.
+func (g *generation) hostNames(t string, hosts map[string]bool) []string {
+	var out []string
+	if len(hosts) == 0 {
+		return nil
+	}
+	if len(hosts) > len(g.types[t])/8 {
+		for name := range g.types[t] {
+			if hosts[resourceHost(t, name)] {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	idx := g.byHost(t)
+	for h := range hosts {
+		out = append(out, idx[h]...)
+	}
+	return out
+}
+
+// byHost indexes g's resources of type t by host, once per generation.
+func (g *generation) byHost(t string) map[string][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if idx := g.hostIndex[t]; idx != nil {
+		return idx
+	}
+	idx := make(map[string][]string, len(g.types[t]))
+	for name := range g.types[t] {
+		h := resourceHost(t, name)
+		idx[h] = append(idx[h], name)
+	}
+	if g.hostIndex == nil {
+		g.hostIndex = map[string]map[string][]string{}
+	}
+	g.hostIndex[t] = idx
+	return idx
 }
 
 // addFresh serialises a regenerated resource into m.

@@ -196,6 +196,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			s0 := buildSnap(t, st, base)
 			s1 := buildSnap(t, st, tc.objs)
 			d := model.Compare(s0, s1)
+			s2 := buildSnap(t, st, base)
 			if d.Global {
 				t.Fatalf("diff is global: %+v", d)
 			}
@@ -228,6 +229,17 @@ func TestIncrementalMatchesFull(t *testing.T) {
 						if !wantCh[n] && g0.types[ty][n] != nil && g0.types[ty][n] != r {
 							t.Errorf("proxy %s %s %s: unchanged resource not shared with the previous generation", p.ID, shortType(ty), n)
 						}
+					}
+				}
+				// And back: a second update, from an updated generation
+				// (its host index carried forward), restores the first.
+				back, _, err := inc.update(s2, model.Compare(s1, s2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ty := range typeURLs {
+					if got, want := hashes(back)[ty], hashes(g0)[ty]; !maps.Equal(got, want) {
+						t.Errorf("proxy %s %s: after reverting: only incremental %v, only full %v, differ %v", p.ID, shortType(ty), onlyIn(got, want), onlyIn(want, got), differ(got, want))
 					}
 				}
 				for _, n := range tc.wantChanged {

@@ -86,6 +86,9 @@ type generation struct {
 
 	mu      sync.Mutex
 	inbound map[string]*resource
+	// hostIndex maps type -> host -> resource names, built on demand for
+	// proxyless updates (see hostNames); guarded by mu.
+	hostIndex map[string]map[string][]string
 }
 
 // generate builds all resource types for a group.

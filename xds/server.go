@@ -142,7 +142,7 @@ func (s *Server) Run(ctx context.Context) error {
 	sub := s.store.Subscribe()
 	defer sub.Close()
 	sub.Take()
-	s.pushSnapshot(time.Now(), 0)
+	prev := s.pushSnapshot(nil, filestore.Changes{}, time.Now())
 	close(s.ready)
 	for {
 		select {
@@ -158,7 +158,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if len(ch.Keys) == 0 {
 			continue
 		}
-		s.pushSnapshot(first, len(ch.Keys))
+		prev = s.pushSnapshot(prev, ch, first)
 	}
 }
 
@@ -183,10 +183,21 @@ func (s *Server) debounce(ctx context.Context, sub *filestore.Subscription, firs
 	}
 }
 
-func (s *Server) pushSnapshot(first time.Time, changes int) {
+// pushSnapshot builds the model for the Store's current snapshot and pushes
+// it. When the Store snapshot is exactly prev's plus ch (no change arrived
+// since ch was taken), the model is rebuilt from prev (model.Rebuild: only
+// the affected services' endpoints when only WorkloadEntries changed).
+func (s *Server) pushSnapshot(prev *model.Snapshot, ch filestore.Changes, first time.Time) *model.Snapshot {
 	start := time.Now()
-	snap := model.BuildWith(s.store.Snapshot(), s.mesh)
+	fs := s.store.Snapshot()
+	var snap *model.Snapshot
+	if prev != nil && fs.Revision == ch.Revision {
+		snap = model.Rebuild(prev, fs, ch.Keys)
+	} else {
+		snap = model.BuildWith(fs, s.mesh)
+	}
 	s.metrics.modelSeconds.Observe(time.Since(start).Seconds())
+	changes := len(ch.Keys)
 	if changes > 0 {
 		s.metrics.debouncedEvents.Observe(float64(changes))
 	}
@@ -198,4 +209,5 @@ func (s *Server) pushSnapshot(first time.Time, changes int) {
 	for _, p := range snap.Problems {
 		s.logger.Warn("config not used", "object", p.Object, "problem", p.Message)
 	}
+	return snap
 }

@@ -1,0 +1,118 @@
+package model
+
+import (
+	"maps"
+
+	"github.com/vmesh/vmesh/filestore"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Rebuild returns the snapshot BuildWith(fs, prev.Mesh) would return, given
+// prev, built with the same mesh settings from an earlier Store snapshot,
+// and changed, a superset of the keys whose objects differ between that
+// Store snapshot and fs. When every changed key is a WorkloadEntry it
+// recomputes only the endpoints of the services that held or now select
+// those entries; everything else is shared with prev, which stays
+// unchanged, and unchanged services keep their pointers (so Compare is
+// cheap). Otherwise, or without prev, it builds in full.
+func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]struct{}) *Snapshot {
+	if prev == nil {
+		return Build(fs)
+	}
+	for k := range changed {
+		if k.Kind != filestore.KindWorkloadEntry {
+			return BuildWith(fs, prev.Mesh)
+		}
+	}
+	// The ServiceEntries whose endpoints may differ: those whose services
+	// held a changed entry, and those whose selector matches one now.
+	ses := map[filestore.Key]bool{}
+	origins := make(map[string]bool, len(changed))
+	namespaces := map[string]bool{}
+	for k := range changed {
+		origins[k.Namespace+"/"+k.Name] = true
+		namespaces[k.Namespace] = true
+	}
+	for _, svc := range prev.Services {
+		if !namespaces[svc.Namespace] {
+			continue
+		}
+		for _, e := range svc.Endpoints {
+			if origins[e.Origin] {
+				ses[filestore.Key{Kind: filestore.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}] = true
+				break
+			}
+		}
+	}
+	var entries []*filestore.Object
+	for _, o := range fs.List(filestore.KindWorkloadEntry) {
+		if namespaces[o.Namespace] {
+			entries = append(entries, o)
+		}
+	}
+	for _, o := range fs.List(filestore.KindServiceEntry) {
+		se, ok := o.Spec.(*networking.ServiceEntry)
+		if !ok || !namespaces[o.Namespace] || se.GetWorkloadSelector() == nil {
+			continue
+		}
+		for k := range changed {
+			wo := fs.Get(k)
+			if wo == nil || wo.Namespace != o.Namespace {
+				continue
+			}
+			if we, ok := wo.Spec.(*networking.WorkloadEntry); ok && labelsMatch(se.GetWorkloadSelector().GetLabels(), workloadLabels(wo, we)) {
+				ses[o.Key] = true
+				break
+			}
+		}
+	}
+
+	next := *prev
+	next.Revision = fs.Revision
+	next.Commit = shortCommit(fs.Commit())
+	if len(ses) == 0 {
+		return &next
+	}
+	b := &builder{s: &next}
+	b.indexWorkloadEntries(entries)
+	eps := make(map[filestore.Key][]*Endpoint, len(ses))
+	for k := range ses {
+		if o := fs.Get(k); o != nil {
+			if se, ok := o.Spec.(*networking.ServiceEntry); ok {
+				eps[k] = b.endpoints(o, se)
+			}
+		}
+	}
+	next.Services = make([]*Service, len(prev.Services))
+	next.byHost = maps.Clone(prev.byHost)
+	for i, svc := range prev.Services {
+		k := filestore.Key{Kind: filestore.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}
+		list, ok := eps[k]
+		if !ok {
+			next.Services[i] = svc
+			continue
+		}
+		o := fs.Get(k)
+		n := *svc
+		n.Endpoints = hostEndpoints(o, o.Spec.(*networking.ServiceEntry), svc.Hostname, list)
+		next.Services[i] = &n
+		hs := make([]*Service, len(prev.byHost[svc.Hostname]))
+		for j, h := range prev.byHost[svc.Hostname] {
+			hs[j] = h
+			if h == svc {
+				hs[j] = &n
+			}
+		}
+		// A host defined in several namespaces may be replaced twice: keep
+		// the earlier replacements.
+		if cur := next.byHost[svc.Hostname]; len(cur) == len(hs) {
+			for j := range hs {
+				if cur[j] != prev.byHost[svc.Hostname][j] {
+					hs[j] = cur[j]
+				}
+			}
+		}
+		next.byHost[svc.Hostname] = hs
+	}
+	return &next
+}

@@ -1,0 +1,151 @@
+package model
+
+import (
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model/modeltest"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+func rebuildBase() []*filestore.Object {
+	objs := modeltest.Objects(modeltest.Size{Services: 12, EndpointsPerService: 3, Routes: 3, Namespaces: 2})
+	return append(objs,
+		// Two hosts from one entry, selecting svc-0000's workloads.
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "multi"},
+			Spec: &networking.ServiceEntry{Hosts: []string{"m1.internal", "m2.internal"}, Resolution: networking.ServiceEntry_STATIC,
+				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
+				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0000"}}}},
+		// svc-0002's host defined again in ns-1, selecting svc-0004's workloads.
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "dup"},
+			Spec: &networking.ServiceEntry{Hosts: []string{modeltest.Host(2)}, Resolution: networking.ServiceEntry_STATIC,
+				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
+				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0003"}}}},
+	)
+}
+
+// TestRebuildMatchesBuild checks that an incremental rebuild after
+// WorkloadEntry changes equals a full build, shares what did not change,
+// and leaves the previous snapshot as it was.
+func TestRebuildMatchesBuild(t *testing.T) {
+	we := func(ns, name string, f func(o *filestore.Object, w *networking.WorkloadEntry)) func([]*filestore.Object) []*filestore.Object {
+		return func(objs []*filestore.Object) []*filestore.Object {
+			var out []*filestore.Object
+			for _, o := range objs {
+				if o.Kind == filestore.KindWorkloadEntry && o.Namespace == ns && o.Name == name {
+					c := *o
+					w := proto.Clone(o.Spec).(*networking.WorkloadEntry)
+					c.Spec = w
+					f(&c, w)
+					if c.Spec == nil {
+						continue
+					}
+					out = append(out, &c)
+					continue
+				}
+				out = append(out, o)
+			}
+			return out
+		}
+	}
+	no := false
+	cases := []struct {
+		name   string
+		change func([]*filestore.Object) []*filestore.Object
+		keys   []filestore.Key
+		// touched are the services ("namespace/host") that must be new
+		// values.
+		touched []string
+	}{
+		{"address moved", we("ns-0", "svc-0000-1", func(_ *filestore.Object, w *networking.WorkloadEntry) { w.Address = "10.99.0.1" }),
+			[]filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0000-1"}}, []string{"ns-0/" + modeltest.Host(0), "ns-0/m1.internal", "ns-0/m2.internal"}},
+		{"relabelled to another service", we("ns-1", "svc-0001-0", func(_ *filestore.Object, w *networking.WorkloadEntry) { w.Labels["app"] = "svc-0003" }),
+			[]filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-1", Name: "svc-0001-0"}}, []string{"ns-1/" + modeltest.Host(1), "ns-1/" + modeltest.Host(3), "ns-1/" + modeltest.Host(2)}},
+		{"removed", we("ns-1", "svc-0003-2", func(o *filestore.Object, _ *networking.WorkloadEntry) { o.Spec = nil }),
+			[]filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-1", Name: "svc-0003-2"}}, []string{"ns-1/" + modeltest.Host(3), "ns-1/" + modeltest.Host(2)}},
+		{"added", func(objs []*filestore.Object) []*filestore.Object {
+			return append(objs, modeltest.WorkloadEntry("ns-0", "svc-0004", 7, "10.50.0.7"))
+		}, []filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0004-7"}}, []string{"ns-0/" + modeltest.Host(4)}},
+		{"turned unhealthy", we("ns-0", "svc-0006-0", func(o *filestore.Object, _ *networking.WorkloadEntry) {
+			o.Annotations = map[string]string{HealthChecksAnnotation: "true"}
+			o.Healthy = &no
+		}), []filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0006-0"}}, []string{"ns-0/" + modeltest.Host(6)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := filestore.NewStore()
+			src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+			if err := st.Replace(src, rebuildBase()); err != nil {
+				t.Fatal(err)
+			}
+			prev := Build(st.Snapshot())
+			before := Build(st.Snapshot())
+			if err := st.Replace(src, tc.change(rebuildBase())); err != nil {
+				t.Fatal(err)
+			}
+			fs := st.Snapshot()
+			keys := map[filestore.Key]struct{}{}
+			for _, k := range tc.keys {
+				keys[k] = struct{}{}
+			}
+			got := Rebuild(prev, fs, keys)
+			want := Build(fs)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Rebuild differs from Build:\n got %s\nwant %s", dump(got), dump(want))
+			}
+			if !reflect.DeepEqual(prev, before) {
+				t.Fatal("Rebuild modified the previous snapshot")
+			}
+			touched, hosts := map[string]bool{}, map[string]bool{}
+			for _, h := range tc.touched {
+				touched[h] = true
+				hosts[h[strings.IndexByte(h, '/')+1:]] = true
+			}
+			for i, svc := range got.Services {
+				id := svc.Namespace + "/" + svc.Hostname
+				if shared := svc == prev.Services[i]; shared == touched[id] {
+					t.Errorf("%s: shared with previous = %v, want %v", id, shared, !touched[id])
+				}
+			}
+			d := Compare(prev, got)
+			if !d.EndpointsOnly() || !maps.Equal(d.Endpoints, hosts) {
+				t.Errorf("Compare: endpoints-only %v, hosts %v, want %v", d.EndpointsOnly(), d.Endpoints, tc.touched)
+			}
+		})
+	}
+}
+
+// TestRebuildOtherKindsBuildInFull checks that a change to anything but
+// WorkloadEntries gives the full build.
+func TestRebuildOtherKindsBuildInFull(t *testing.T) {
+	st := filestore.NewStore()
+	src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+	objs := rebuildBase()
+	if err := st.Replace(src, objs); err != nil {
+		t.Fatal(err)
+	}
+	prev := Build(st.Snapshot())
+	objs = objs[:len(objs)-1] // drop "dup"
+	if err := st.Replace(src, objs); err != nil {
+		t.Fatal(err)
+	}
+	got := Rebuild(prev, st.Snapshot(), map[filestore.Key]struct{}{{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "dup"}: {}})
+	if want := Build(st.Snapshot()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %s\nwant %s", dump(got), dump(want))
+	}
+}
+
+func dump(s *Snapshot) string {
+	out := ""
+	for _, svc := range s.Services {
+		out += "\n  " + svc.Namespace + "/" + svc.Hostname + ":"
+		for _, e := range svc.Endpoints {
+			out += " " + e.Address
+		}
+	}
+	return out
+}
