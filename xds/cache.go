@@ -47,6 +47,10 @@ type cache struct {
 type genDiff struct {
 	prev    *generation
 	changed map[string]map[string]bool
+	// inboundSame says the on-demand server listeners cannot differ (the
+	// generation was updated, not generated again), so changed covers
+	// every listener name.
+	inboundSame bool
 }
 
 // diffGenerations compares two generations of a group resource by resource.
@@ -69,25 +73,52 @@ func diffGenerations(prev, next *generation) *genDiff {
 	return d
 }
 
+// covers reports whether d's changed names are all a watch last examined
+// against d.prev can find new in the next generation.
+func (d *genDiff) covers(w *watch) bool {
+	return d != nil && w.seen == d.prev && (d.inboundSame || w.typeURL != resourcev3.ListenerType)
+}
+
 // unaffected reports whether a watch last examined against d.prev has
-// nothing new in next: none of the names it sees changed.
+// nothing new in next: none of the names it sees changed. It costs the
+// smaller of the changed set and the subscription.
 func (d *genDiff) unaffected(w *watch, next *generation) bool {
 	if d == nil || w.seen != d.prev {
 		return false
 	}
 	ch := d.changed[w.typeURL]
-	if w.sub.IsWildcard() && len(ch) > 0 {
-		return false
-	}
-	for n := range w.sub.SubscribedResources() {
-		if ch[n] {
-			return false
-		}
-		if next.types[w.typeURL][n] == nil && w.typeURL == resourcev3.ListenerType && strings.HasPrefix(n, InboundListenerPrefix) {
-			// Server listeners are made on demand: compare them directly.
-			if a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n); a == nil || b == nil || a.hash != b.hash {
+	if !d.covers(w) {
+		// Server listeners are made on demand: compare them directly.
+		for n := range w.sub.SubscribedResources() {
+			if ch[n] {
 				return false
 			}
+			if next.types[w.typeURL][n] == nil && strings.HasPrefix(n, InboundListenerPrefix) {
+				if a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n); a == nil || b == nil || a.hash != b.hash {
+					return false
+				}
+			}
+		}
+		return !w.sub.IsWildcard() || len(ch) == 0
+	}
+	if len(ch) == 0 {
+		return true
+	}
+	if w.sub.IsWildcard() {
+		return false
+	}
+	subs := w.sub.SubscribedResources()
+	if len(ch) <= len(subs) {
+		for n := range ch {
+			if _, ok := subs[n]; ok {
+				return false
+			}
+		}
+		return true
+	}
+	for n := range subs {
+		if ch[n] {
+			return false
 		}
 	}
 	return true
@@ -147,7 +178,7 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap != nil {
-		if g := c.generationLocked(w.proxy); g != nil && c.respondLocked(w, g, first, time.Time{}) {
+		if g := c.generationLocked(w.proxy); g != nil && c.respondLocked(w, g, nil, first, time.Time{}) {
 			return func() {}, nil
 		}
 	}
@@ -186,9 +217,19 @@ func (c *cache) generationLocked(p *Proxy) *generation {
 // respondLocked answers w from g when the proxy's view of the subscribed
 // resources differs from g (or when force is set: the first request of a
 // stream, which gets an answer even when empty). It reports whether it
-// answered. Callers hold c.mu; sends never block (each watch's channel has
-// room for its one answer).
-func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.Time) bool {
+// answered. With d covering the watch (its last examination was against
+// d.prev), only d's changed names are looked at. State-of-the-world RDS
+// and EDS answers carry only what differs from what the stream holds: the
+// xDS protocol groups every type but listeners and clusters as the
+// incremental variants do (a resource missing from such a response is not
+// deleted; grpc-go's xdsclient and Envoy treat them so). Callers hold
+// c.mu; sends never block (each watch's channel has room for its one
+// answer).
+func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, changed time.Time) bool {
+	partial := w.delta != nil || w.typeURL == resourcev3.RouteType || w.typeURL == resourcev3.EndpointType
+	if !force && partial && d.covers(w) {
+		return c.respondChangedLocked(w, g, d.changed[w.typeURL], changed)
+	}
 	w.seen = g
 	names, wildcard := w.sub.SubscribedResources(), w.sub.IsWildcard()
 	held := w.sub.ReturnedResources()
@@ -210,32 +251,23 @@ func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.
 	for _, r := range want {
 		next[r.name] = r.hash
 	}
-	kind := string(w.proxy.Kind)
 	if w.sotw != nil {
 		if !force && maps.Equal(next, held) {
 			return false
 		}
-		slices.SortFunc(want, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
-		anys := make([]*anypb.Any, len(want))
-		for i, r := range want {
-			anys[i] = r.any
+		if !force && partial {
+			want = slices.DeleteFunc(want, func(r *resource) bool { return held[r.name] == r.hash })
+			if len(want) == 0 {
+				return false // only removals, which RDS and EDS do not send
+			}
 		}
-		resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next}
-		select {
-		case w.sotw <- resp:
-		default:
-			c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
-			return false
-		}
-		c.observePush(w.typeURL, kind, changed)
-		delete(c.watches, w)
-		return true
+		return c.sendSotWLocked(w, g, want, next, changed)
 	}
 	// Delta: send what changed, remove what the proxy holds but no longer exists.
-	var send []*discoveryv3.Resource
+	var send []*resource
 	for _, r := range want {
 		if held[r.name] != r.hash {
-			send = append(send, &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any})
+			send = append(send, r)
 		}
 	}
 	var removed []string
@@ -244,8 +276,83 @@ func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.
 			removed = append(removed, n)
 		}
 	}
-	if len(send) == 0 && len(removed) == 0 {
+	return c.sendDeltaLocked(w, g, send, removed, next, changed)
+}
+
+// respondChangedLocked answers a delta watch, or a SotW RDS or EDS watch,
+// that held g's predecessor's view of its resources, looking only at the
+// names that changed.
+func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool, changed time.Time) bool {
+	w.seen = g
+	subs, wildcard := w.sub.SubscribedResources(), w.sub.IsWildcard()
+	held := w.sub.ReturnedResources()
+	var send []*resource
+	var removed []string
+	for n := range ch {
+		if !wildcard {
+			if _, ok := subs[n]; !ok {
+				continue
+			}
+		}
+		r := g.lookup(w.typeURL, n)
+		if r == nil {
+			if v, ok := held[n]; ok && v != "" {
+				removed = append(removed, n)
+			}
+			continue
+		}
+		if held[r.name] != r.hash {
+			send = append(send, r)
+		}
+	}
+	if len(send) == 0 && (len(removed) == 0 || w.sotw != nil) {
 		return false
+	}
+	next := maps.Clone(held)
+	if next == nil {
+		next = make(map[string]string, len(send))
+	}
+	for _, n := range removed {
+		delete(next, n)
+	}
+	for _, r := range send {
+		next[r.name] = r.hash
+	}
+	if w.sotw != nil {
+		return c.sendSotWLocked(w, g, send, next, changed)
+	}
+	return c.sendDeltaLocked(w, g, send, removed, next, changed)
+}
+
+// sendSotWLocked sends a state-of-the-world answer carrying rs, after
+// which the stream holds next.
+func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map[string]string, changed time.Time) bool {
+	slices.SortFunc(rs, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
+	anys := make([]*anypb.Any, len(rs))
+	for i, r := range rs {
+		anys[i] = r.any
+	}
+	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next}
+	select {
+	case w.sotw <- resp:
+	default:
+		c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
+		return false
+	}
+	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
+	delete(c.watches, w)
+	return true
+}
+
+// sendDeltaLocked sends a delta answer, when there is anything to send.
+func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed []string, next map[string]string, changed time.Time) bool {
+	if len(rs) == 0 && len(removed) == 0 {
+		return false
+	}
+	slices.SortFunc(rs, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
+	send := make([]*discoveryv3.Resource, len(rs))
+	for i, r := range rs {
+		send[i] = &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any}
 	}
 	slices.Sort(removed)
 	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next}
@@ -255,7 +362,7 @@ func (c *cache) respondLocked(w *watch, g *generation, force bool, changed time.
 		c.logger.Error("xDS delta channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.observePush(w.typeURL, kind, changed)
+	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	delete(c.watches, w)
 	return true
 }
@@ -376,11 +483,12 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 		if g == nil {
 			continue
 		}
-		if c.diffs[g].unaffected(w, g) {
+		d := c.diffs[g]
+		if d.unaffected(w, g) {
 			w.seen = g
 			continue
 		}
-		if c.respondLocked(w, g, false, changed) {
+		if c.respondLocked(w, g, d, false, changed) {
 			st.responses++
 		}
 	}

@@ -55,7 +55,7 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	eds := grpcEndpointsOf(refs)
 
 	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]map[string]*resource, len(typeURLs))}
-	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs))}
+	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
 	fresh := make(map[string]map[string]*resource, len(typeURLs))
 	for _, t := range typeURLs {
 		fresh[t] = map[string]*resource{}
