@@ -441,6 +441,8 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 				switch {
 				case j.key == j.old.key && j.old.incremental(md):
 					j.gen, j.diff, j.err = j.old.update(s, md)
+				case j.key == j.old.key && md != nil && md.Empty():
+					j.gen, j.diff = j.old.rebase(s)
 				case j.key == j.old.key && md != nil && md.EndpointsOnly():
 					j.gen, _, j.err = j.old.withEndpoints(s)
 				default:

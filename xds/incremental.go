@@ -284,3 +284,18 @@ func destinationHost(host, ns string) string {
 	}
 	return host
 }
+
+// rebase returns g for snapshot s when nothing the generators read differs
+// (model.Diff.Empty): the same resources under s's version.
+func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
+	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: maps.Clone(g.types)}
+	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
+	g.mu.Lock()
+	n.inbound = maps.Clone(g.inbound)
+	n.hostIndex = g.hostIndex
+	g.mu.Unlock()
+	if n.inbound == nil {
+		n.inbound = map[string]*resource{}
+	}
+	return n, gd
+}

@@ -295,3 +295,42 @@ func differ(a, b map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestRebaseWhenNothingDiffers checks that a change the generators do not
+// read (a WorkloadGroup) leaves an Envoy sidecar's and a proxyless group's
+// resources as a full generation makes them, under the new version.
+func TestRebaseWhenNothingDiffers(t *testing.T) {
+	base := incrementalBase()
+	st := filestore.NewStore()
+	s0 := buildSnap(t, st, base)
+	s1 := buildSnap(t, st, append(slices.Clone(base), &filestore.Object{
+		Key:  filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
+		Spec: &networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "x"}},
+	}))
+	d := model.Compare(s0, s1)
+	if !d.Empty() {
+		t.Fatalf("diff %+v, want empty", d)
+	}
+	for _, p := range []*Proxy{
+		{ID: "envoy", Kind: KindSidecar, Namespace: "ns-0", Labels: map[string]string{"app": "svc-0000"}, IPs: []string{"10.0.0.1"}, WorkloadName: "svc-0000-0"},
+		{ID: "grpc", Kind: KindGRPC, Namespace: "ns-1"},
+	} {
+		g0, err := generate(s0, p, GroupKey(s0, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, gd := g0.rebase(s1)
+		full, err := generate(s1, p, GroupKey(s1, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.version != Version(s1) || n.version == g0.version {
+			t.Errorf("%s: version %s, want %s", p.ID, n.version, Version(s1))
+		}
+		for _, ty := range typeURLs {
+			if got, want := hashes(n)[ty], hashes(full)[ty]; !maps.Equal(got, want) || len(gd.changed[ty]) != 0 {
+				t.Errorf("%s %s: rebased differs from full (only rebased %v, only full %v) or changed %v", p.ID, shortType(ty), onlyIn(got, want), onlyIn(want, got), gd.changed[ty])
+			}
+		}
+	}
+}
