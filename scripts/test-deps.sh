@@ -33,7 +33,9 @@ fi
 # --- Consul ----------------------------------------------------------------
 consul_bin="$root/.bin/consul"
 consul_version="v1.14.11"
-if [ -x "$consul_bin" ] && "$consul_bin" version 2>/dev/null | grep -q "Consul ${consul_version}"; then
+# Read the whole output (no grep -q, no head): with pipefail, a reader that
+# stops early kills the writer with SIGPIPE and fails the pipeline.
+if [ -x "$consul_bin" ] && "$consul_bin" version 2>/dev/null | grep "Consul ${consul_version}" >/dev/null; then
 	echo "test-deps: consul: present ($consul_bin)"
 else
 	echo "test-deps: consul: building ${consul_version} into $consul_bin (a few minutes the first time)"
@@ -46,5 +48,5 @@ else
 		go build -o "$consul_bin.tmp" github.com/hashicorp/consul
 	)
 	mv "$consul_bin.tmp" "$consul_bin"
-	"$consul_bin" version | head -1
+	"$consul_bin" version | sed -n 1p
 fi
