@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -40,6 +41,64 @@ type cache struct {
 	// are not re-examined.
 	diffs   map[*generation]*genDiff
 	watches map[*watch]struct{}
+	// sent records, per stream and type, the last answer: the request that
+	// follows it (an ACK or NACK with an unchanged subscription) then
+	// starts from what the stream holds instead of recomputing it.
+	sent    map[streamKey]*sentState
+	pushSeq uint64
+}
+
+// streamKey names one type of one ADS stream: go-control-plane gives each
+// stream one response channel.
+type streamKey struct {
+	sotw    chan cachev3.Response
+	delta   chan cachev3.DeltaResponse
+	typeURL string
+}
+
+// sentState is the last answer on a stream's type.
+type sentState struct {
+	gen *generation
+	// returned is the answer's map of what the stream holds, which
+	// go-control-plane hands back as the subscription's ReturnedResources.
+	returned map[string]string
+	// size is len(returned) when it was sent: go-control-plane deletes
+	// the names a subscription drops from it in place.
+	size int
+	// names are the SotW request's resource names the answer was for.
+	names []string
+	push  uint64
+}
+
+func (w *watch) key() streamKey { return streamKey{sotw: w.sotw, delta: w.delta, typeURL: w.typeURL} }
+
+// sameMap reports whether a and b are the same map (not equal contents).
+func sameMap(a, b map[string]string) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// heldGeneration returns the generation whose view of w's resources the
+// stream holds, when every request since the cache's last answer on the
+// stream (w's included) kept the subscription; else nil, and the answer
+// is forgotten.
+func (c *cache) heldGeneration(w *watch) *generation {
+	k := w.key()
+	st := c.sent[k]
+	if st == nil {
+		return nil
+	}
+	held := w.sub.ReturnedResources()
+	same := sameMap(st.returned, held) && len(held) == st.size
+	if w.sotw != nil {
+		same = same && slices.Equal(st.names, w.req.GetResourceNames())
+	} else {
+		same = same && w.dreq.GetResponseNonce() != "" && len(w.dreq.GetResourceNamesSubscribe()) == 0 && len(w.dreq.GetResourceNamesUnsubscribe()) == 0
+	}
+	if !same {
+		delete(c.sent, k)
+		return nil
+	}
+	return st.gen
 }
 
 // genDiff is what changed between a group's previous generation and its
@@ -142,7 +201,7 @@ type watch struct {
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
-	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}}
+	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}}
 }
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
@@ -178,8 +237,14 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap != nil {
-		if g := c.generationLocked(w.proxy); g != nil && c.respondLocked(w, g, nil, first, time.Time{}) {
-			return func() {}, nil
+		if g := c.generationLocked(w.proxy); g != nil {
+			if !first {
+				w.seen = c.heldGeneration(w)
+			}
+			if (w.seen != g || first) && c.respondLocked(w, g, c.diffs[g], first, time.Time{}) {
+				return func() {}, nil
+			}
+			w.seen = g
 		}
 	}
 	c.watches[w] = struct{}{}
@@ -339,6 +404,7 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 		c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
+	c.sent[w.key()] = &sentState{gen: g, returned: next, size: len(next), names: w.req.GetResourceNames(), push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	delete(c.watches, w)
 	return true
@@ -362,6 +428,7 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 		c.logger.Error("xDS delta channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
+	c.sent[w.key()] = &sentState{gen: g, returned: next, size: len(next), push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	delete(c.watches, w)
 	return true
@@ -494,6 +561,18 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 			st.responses++
 		}
 	}
+	// Forget the answers of streams that are gone: no open watch for two
+	// pushes (a live stream reopens its watch when it ACKs).
+	open := make(map[streamKey]bool, len(c.watches))
+	for w := range c.watches {
+		open[w.key()] = true
+	}
+	for k, s := range c.sent {
+		if !open[k] && s.push+2 <= c.pushSeq {
+			delete(c.sent, k)
+		}
+	}
+	c.pushSeq++
 	st.groups = len(c.gens)
 	c.metrics.groups.Set(float64(len(c.gens)))
 	return st

@@ -1,0 +1,120 @@
+package xds
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model/modeltest"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// TestAckStartsFromHeldState checks the cache's bookkeeping across a
+// stream's requests: an ACK with an unchanged subscription starts from the
+// generation the stream holds (no answer, nothing recomputed), a push then
+// answers it from the changed names only, a request that changes the
+// subscription is answered in full, and answers of departed streams are
+// forgotten.
+func TestAckStartsFromHeldState(t *testing.T) {
+	objs := modeltest.Objects(modeltest.Size{Services: 6, EndpointsPerService: 2, Routes: 2, Namespaces: 1})
+	st := filestore.NewStore()
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(testLog(t), m)
+	c.push(buildSnap(t, st, objs), time.Time{})
+	a, b := ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))
+	sub := stream.NewSotwSubscription([]string{a, b}, false)
+	ch := make(chan cachev3.Response, 1)
+	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
+	open := func(names []string, nonce string) *watch {
+		t.Helper()
+		w := &watch{proxy: p, typeURL: resourcev3.EndpointType, sub: &sub, req: &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, ResponseNonce: nonce}, sotw: ch}
+		if _, err := c.open(w, nonce == ""); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	receive := func() []string {
+		t.Helper()
+		select {
+		case r := <-ch:
+			sub.SetReturnedResources(r.GetReturnedResources())
+			dr, _ := r.GetDiscoveryResponse()
+			var out []string
+			for _, a := range dr.GetResources() {
+				cla := &endpointv3.ClusterLoadAssignment{}
+				if err := a.UnmarshalTo(cla); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, cla.GetClusterName())
+			}
+			return out
+		default:
+			t.Fatal("no answer")
+		}
+		return nil
+	}
+	open([]string{a, b}, "")
+	if got := receive(); len(got) != 2 {
+		t.Fatalf("first answer %v, want both assignments", got)
+	}
+	g := c.generationFor(p)
+	w := open([]string{a, b}, "1")
+	if w.seen != g || len(ch) != 0 {
+		t.Fatalf("ACK: seen %p, want the held generation %p; %d answers", w.seen, g, len(ch))
+	}
+	if c.heldGeneration(w) != g {
+		t.Fatal("ACK with the same subscription not recognised")
+	}
+
+	// An endpoint of service 0 moves: the push answers with a's assignment.
+	objs = append([]*filestore.Object(nil), objs...)
+	for i, o := range objs {
+		if o.Kind == filestore.KindWorkloadEntry && o.Name == "svc-0000-0" {
+			n := *o
+			n.Spec = &networking.WorkloadEntry{Address: "10.77.0.1", Labels: o.Spec.(*networking.WorkloadEntry).GetLabels()}
+			objs[i] = &n
+		}
+	}
+	c.push(buildSnap(t, st, objs), time.Time{})
+	if got := receive(); len(got) != 1 || got[0] != a {
+		t.Fatalf("after the endpoint change: %v, want [%s]", got, a)
+	}
+	open([]string{a, b}, "2")
+	if len(ch) != 0 {
+		t.Fatal("the ACK of the push was answered")
+	}
+	// A changed subscription is not the held state: b is dropped from the
+	// returned resources by go-control-plane, then asked for again.
+	sub.SetResourceSubscription([]string{a})
+	open([]string{a}, "2")
+	sub.SetResourceSubscription([]string{a, b})
+	open([]string{a, b}, "2")
+	if got := receive(); len(got) != 1 || got[0] != b {
+		t.Fatalf("after subscribing to b again: %v, want [%s]", got, b)
+	}
+	// The stream goes away (its watch is cancelled): two pushes later its
+	// answer is forgotten.
+	for w := range c.watches {
+		delete(c.watches, w)
+	}
+	for range 3 {
+		c.push(buildSnap(t, st, objs), time.Time{})
+	}
+	if len(c.sent) != 0 {
+		t.Fatalf("%d answers of departed streams kept", len(c.sent))
+	}
+}
+
+func testLog(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
