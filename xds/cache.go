@@ -250,7 +250,13 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 	c.watches[w] = struct{}{}
 	return func() {
 		c.mu.Lock()
-		delete(c.watches, w)
+		if _, open := c.watches[w]; open {
+			// Cancelled unanswered: the stream ended or sent a request
+			// that replaces this one; either way its last answer is no
+			// longer the state to start from.
+			delete(c.watches, w)
+			delete(c.sent, w.key())
+		}
 		c.mu.Unlock()
 	}, nil
 }

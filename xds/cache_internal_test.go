@@ -35,12 +35,15 @@ func TestAckStartsFromHeldState(t *testing.T) {
 	sub := stream.NewSotwSubscription([]string{a, b}, false)
 	ch := make(chan cachev3.Response, 1)
 	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
+	var lastCancel func()
 	open := func(names []string, nonce string) *watch {
 		t.Helper()
 		w := &watch{proxy: p, typeURL: resourcev3.EndpointType, sub: &sub, req: &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, ResponseNonce: nonce}, sotw: ch}
-		if _, err := c.open(w, nonce == ""); err != nil {
+		cancel, err := c.open(w, nonce == "")
+		if err != nil {
 			t.Fatal(err)
 		}
+		lastCancel = cancel
 		return w
 	}
 	receive := func() []string {
@@ -102,8 +105,17 @@ func TestAckStartsFromHeldState(t *testing.T) {
 	if got := receive(); len(got) != 1 || got[0] != b {
 		t.Fatalf("after subscribing to b again: %v, want [%s]", got, b)
 	}
-	// The stream goes away (its watch is cancelled): two pushes later its
-	// answer is forgotten.
+	// The stream goes away with its watch open: cancelling the watch
+	// forgets the stream's answer.
+	open([]string{a, b}, "3")
+	lastCancel()
+	if len(c.sent) != 0 {
+		t.Fatalf("%d answers kept after the stream's watch was cancelled", len(c.sent))
+	}
+	// A stream that vanished between an answer and its ACK is forgotten
+	// two pushes later.
+	open([]string{a, b}, "")
+	receive()
 	for w := range c.watches {
 		delete(c.watches, w)
 	}
