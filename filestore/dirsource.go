@@ -91,6 +91,9 @@ func (d *DirSource) Run(ctx context.Context) error {
 	var timer *time.Timer
 	var timerC <-chan time.Time
 	var burstStart time.Time
+	// The paths events named during the burst; nil after an event that
+	// needs the whole tree rescanned.
+	pending := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,6 +104,9 @@ func (d *DirSource) Run(ctx context.Context) error {
 			}
 			if ev.Op == fsnotify.Chmod {
 				continue
+			}
+			if pending != nil {
+				pending[ev.Name] = true
 			}
 			now := time.Now()
 			if timerC == nil {
@@ -126,9 +132,16 @@ func (d *DirSource) Run(ctx context.Context) error {
 			}
 		case <-timerC:
 			timerC = nil
-			if err := d.sync(w, watched); err != nil {
+			var err error
+			if rels, ok := d.filesOnly(pending); ok {
+				err = d.syncFiles(rels)
+			} else {
+				err = d.sync(w, watched)
+			}
+			if err != nil {
 				d.log.Error("rescan failed", "error", err)
 			}
+			pending = map[string]bool{}
 		}
 	}
 }
@@ -169,6 +182,79 @@ func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
 			delete(d.files, p)
 		}
 	}
+	return d.publish()
+}
+
+// filesOnly maps the paths a burst of events named to the YAML files they
+// are, relative to the root. It reports false when the burst needs the whole
+// tree rescanned: an event outside the root (a symlinked folder), on a
+// directory or symlink (created, removed, renamed or swapped), or none
+// recorded (a watch error).
+func (d *DirSource) filesOnly(paths map[string]bool) ([]string, bool) {
+	if len(paths) == 0 {
+		return nil, false
+	}
+	var rels []string
+	for p := range paths {
+		rel, err := filepath.Rel(d.root, p)
+		if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+			return nil, false
+		}
+		info, err := os.Lstat(p)
+		switch {
+		case err == nil && (info.IsDir() || info.Mode()&os.ModeSymlink != 0):
+			return nil, false
+		case err != nil && d.holdsFilesUnder(rel):
+			return nil, false // a directory went away
+		}
+		if yamlFile(rel) {
+			rels = append(rels, rel)
+		}
+	}
+	return rels, true
+}
+
+func (d *DirSource) holdsFilesUnder(rel string) bool {
+	prefix := rel + string(filepath.Separator)
+	for f := range d.files {
+		if strings.HasPrefix(f, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// yamlFile reports whether a relative path is a file the source reads: a
+// .yaml/.yml name with no hidden component and no editor backup suffix.
+func yamlFile(rel string) bool {
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if strings.HasPrefix(part, ".") {
+			return false
+		}
+	}
+	return !strings.HasSuffix(rel, "~") && (strings.HasSuffix(rel, ".yaml") || strings.HasSuffix(rel, ".yml"))
+}
+
+// syncFiles reloads just the named files (created, written, renamed over or
+// removed) and hands the result to the Store: a one-file edit costs one
+// file, not a walk of the tree.
+func (d *DirSource) syncFiles(rels []string) error {
+	var stale []string
+	for _, rel := range rels {
+		if _, err := os.Stat(filepath.Join(d.root, rel)); err != nil {
+			delete(d.files, rel)
+			continue
+		}
+		if d.changed(rel) {
+			stale = append(stale, rel)
+		}
+	}
+	d.loadAll(stale)
+	return d.publish()
+}
+
+// publish hands every file's last good objects and all errors to the Store.
+func (d *DirSource) publish() error {
 	objs, errs := d.collect()
 	if err := d.store.Replace(d.src, objs); err != nil {
 		return err // cannot happen: collect removes duplicates
@@ -351,7 +437,7 @@ func ScanTree(root string) ([]string, map[string]bool, error) {
 				if err := walk(full, childRel, depth+1); err != nil {
 					return err
 				}
-			case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
+			case yamlFile(name):
 				files = append(files, childRel)
 			}
 		}

@@ -215,3 +215,22 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestDirSourceFileEventsInPlace: creating, renaming and removing files in
+// a watched folder is picked up without a rescan of the tree.
+func TestDirSourceFileEventsInPlace(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "sub", "a.yaml"), weYAML("a", "1.1.1.1"))
+	store := startDir(t, dir)
+	writeFile(t, filepath.Join(dir, "sub", "b.yaml"), weYAML("b", "2.2.2.2"))
+	eventually(t, "new file in a watched folder", func(s *filestore.Snapshot) bool { return addressOf(s, "b") == "2.2.2.2" }, store)
+	must(t, os.Rename(filepath.Join(dir, "sub", "b.yaml"), filepath.Join(dir, "sub", "c.yml")))
+	eventually(t, "renamed file keeps its objects under the new name", func(s *filestore.Snapshot) bool {
+		o := s.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "b"})
+		return o != nil && o.Origin.File == filepath.Join("sub", "c.yml")
+	}, store)
+	must(t, os.Rename(filepath.Join(dir, "sub", "c.yml"), filepath.Join(dir, "sub", "c.yml.bak")))
+	eventually(t, "file renamed to a non-YAML name dropped", func(s *filestore.Snapshot) bool { return addressOf(s, "b") == "" }, store)
+	must(t, os.Remove(filepath.Join(dir, "sub", "a.yaml")))
+	eventually(t, "removed file dropped", func(s *filestore.Snapshot) bool { return s.Len() == 0 }, store)
+}
