@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"google.golang.org/grpc/codes"
 )
 
@@ -265,10 +265,7 @@ func TestEndToEndGit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git is required: %v", err)
-		}
-		t.Skipf("git not installed: %v", err)
+		testenv.Missing(t, "git: %v", err)
 	}
 	repo := t.TempDir()
 	w := &gitWriter{t: t, dir: repo}
