@@ -66,7 +66,7 @@ func NewRunner(store *filestore.Store, specs []Spec, opts Options) (*Runner, err
 	r := &Runner{log: log}
 	for _, s := range specs {
 		s = s.withDefaults()
-		sink := adapter.NewSink(store, adapter.Meta{Type: s.Type, Name: s.Name, Namespace: s.Namespace}, s.target(), metrics)
+		sink := adapter.NewSink(store, adapter.Meta{Type: s.Type, Name: s.Name, Namespace: s.Namespace}, s.target(), metrics, log)
 		var a adapterRunner
 		var err error
 		switch s.Type {

@@ -119,7 +119,7 @@ func TestObjectsAndSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := filestore.NewStore()
-	sink := adapter.NewSink(store, meta, "127.0.0.1:8500", m)
+	sink := adapter.NewSink(store, meta, "127.0.0.1:8500", m, nil)
 	if err := sink.Replace([]*filestore.Object{se, we}); err != nil {
 		t.Fatal(err)
 	}

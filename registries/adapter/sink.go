@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -36,18 +37,26 @@ type Sink struct {
 	meta    Meta
 	metrics *Metrics
 
+	log     *slog.Logger
+	created time.Time
+
 	mu     sync.Mutex
 	status Status
 }
 
 // NewSink returns the Sink for the registry entry meta; target names what
-// it reads (an address or a file) for the status. metrics may be nil.
-func NewSink(store *filestore.Store, meta Meta, target string, metrics *Metrics) *Sink {
+// it reads (an address or a file) for the status. metrics and logger may be
+// nil.
+func NewSink(store *filestore.Store, meta Meta, target string, metrics *Metrics, logger *slog.Logger) *Sink {
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil)
 	}
-	s := &Sink{store: store, meta: meta, metrics: metrics,
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Sink{store: store, meta: meta, metrics: metrics, log: logger.With("registry", meta.Name), created: time.Now(),
 		status: Status{Name: meta.Name, Type: meta.Type, Target: target}}
+	s.log.Info("waiting for the registry's first complete sync", "type", meta.Type, "target", target)
 	metrics.connected.WithLabelValues(meta.Name, meta.Type).Set(0)
 	return s
 }
@@ -73,6 +82,9 @@ func (s *Sink) Replace(objs []*filestore.Object) error {
 	}
 	now := time.Now()
 	s.mu.Lock()
+	if s.status.Syncs == 0 {
+		s.log.Info("first sync complete", "serviceEntries", ses, "workloadEntries", wes, "took", now.Sub(s.created).Round(time.Millisecond))
+	}
 	s.status.LastSync = now
 	s.status.Syncs++
 	s.status.Objects = len(objs)

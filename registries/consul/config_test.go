@@ -10,7 +10,7 @@ import (
 )
 
 func TestConfigValidation(t *testing.T) {
-	sink := adapter.NewSink(filestore.NewStore(), adapter.Meta{Type: "consul", Name: "c", Namespace: "default"}, "", nil)
+	sink := adapter.NewSink(filestore.NewStore(), adapter.Meta{Type: "consul", Name: "c", Namespace: "default"}, "", nil, nil)
 	for _, tc := range []struct {
 		name    string
 		cfg     consul.Config

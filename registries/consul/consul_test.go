@@ -23,7 +23,7 @@ import (
 func run(t *testing.T, cfg consul.Config) (*filestore.Store, *adapter.Sink) {
 	t.Helper()
 	store := filestore.NewStore()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, cfg.Address, nil)
+	sink := adapter.NewSink(store, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, cfg.Address, nil, nil)
 	level := slog.LevelWarn
 	if os.Getenv("VMESH_TEST_DEBUG") != "" {
 		level = slog.LevelDebug

@@ -46,7 +46,7 @@ func TestEndToEndProxylessGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	xdsAddr := lis.Addr().String()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, c.HTTPAddr, nil)
+	sink := adapter.NewSink(store, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, c.HTTPAddr, nil, nil)
 	a, err := consul.New(consul.Config{Address: c.HTTPAddr}, sink, quiet)
 	if err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func TestWatchedFile(t *testing.T) {
 	if err := store.Replace(filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}, []*filestore.Object{userSE}); err != nil {
 		t.Fatal(err)
 	}
-	sink := adapter.NewSink(store, meta, file, nil)
+	sink := adapter.NewSink(store, meta, file, nil, nil)
 	a, err := static.New(static.Config{File: file, Debounce: 20 * time.Millisecond}, sink, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func providerPath(iface, rawURL string) string {
 func run(t *testing.T, cfg zookeeper.Config) (*filestore.Store, *adapter.Sink) {
 	t.Helper()
 	store := filestore.NewStore()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, strings.Join(cfg.Servers, ","), nil)
+	sink := adapter.NewSink(store, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, strings.Join(cfg.Servers, ","), nil, nil)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	a, err := zookeeper.New(cfg, sink, logger)
 	if err != nil {
