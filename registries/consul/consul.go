@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 	networking "istio.io/api/networking/v1alpha3"
@@ -30,7 +29,7 @@ type Adapter struct {
 	client *api.Client
 
 	mu        sync.Mutex
-	dirty     chan struct{}
+	pub       *adapter.Publisher
 	services  map[string][]*filestore.Object // service → generated objects
 	watches   map[string]context.CancelFunc
 	pending   map[string]bool
@@ -68,7 +67,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	return &Adapter{
 		cfg: cfg, sink: sink, client: client,
 		log:      logger.With("registry", sink.Meta().Name, "type", "consul"),
-		dirty:    make(chan struct{}, 1),
+		pub:      adapter.NewPublisher(),
 		services: map[string][]*filestore.Object{},
 		watches:  map[string]context.CancelFunc{},
 		pending:  map[string]bool{},
@@ -86,7 +85,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.watchCatalog(ctx, &wg)
 	}()
-	a.publishLoop(ctx)
+	a.pub.Run(ctx, a.cfg.InitialSyncTimeout, a.sink, a.collect)
 	cancel()
 	wg.Wait()
 	a.sink.SetConnected(false)
@@ -146,7 +145,7 @@ func (a *Adapter) watchCatalog(ctx context.Context, wg *sync.WaitGroup) {
 			}()
 		}
 		a.listed = true
-		a.markLocked()
+		a.pub.Mark()
 		a.mu.Unlock()
 	}
 }
@@ -190,7 +189,7 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 		if ctx.Err() == nil {
 			a.services[name] = objs
 			delete(a.pending, name)
-			a.markLocked()
+			a.pub.Mark()
 		}
 		a.mu.Unlock()
 	}
@@ -290,51 +289,23 @@ func tagLabels(tags []string) map[string]string {
 	return out
 }
 
-func (a *Adapter) markLocked() {
-	select {
-	case a.dirty <- struct{}{}:
-	default:
+// collect returns the set to publish: the first one waits until the
+// catalogue and every service have been read once (or InitialSyncTimeout),
+// and is never published before Consul answered at all.
+func (a *Adapter) collect(timedOut bool) ([]*filestore.Object, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.firstSent && (!a.listed || len(a.pending) > 0) {
+		if !timedOut || !a.listed {
+			return nil, false
+		}
+		a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
 	}
-}
-
-// publishLoop hands a new complete set to the Store after changes,
-// coalescing changes that arrive while a set is built. The first set waits
-// until the catalogue and every service have been read once (or
-// InitialSyncTimeout).
-func (a *Adapter) publishLoop(ctx context.Context) {
-	initial := time.NewTimer(a.cfg.InitialSyncTimeout)
-	defer initial.Stop()
-	timedOut := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.dirty:
-		case <-initial.C:
-			timedOut = true
-		}
-		a.mu.Lock()
-		if !a.firstSent && !timedOut && (!a.listed || len(a.pending) > 0) {
-			a.mu.Unlock()
-			continue
-		}
-		if !a.firstSent && (!a.listed || len(a.pending) > 0) {
-			if !a.listed {
-				// Never reached Consul: there is no known set to publish.
-				a.mu.Unlock()
-				continue
-			}
-			a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
-		}
-		a.firstSent = true
-		clear(a.pending)
-		var objs []*filestore.Object
-		for _, name := range slices.Sorted(maps.Keys(a.services)) {
-			objs = append(objs, a.services[name]...)
-		}
-		a.mu.Unlock()
-		if err := a.sink.Replace(objs); err != nil {
-			a.log.Error("publishing generated objects failed", "error", err)
-		}
+	a.firstSent = true
+	clear(a.pending)
+	var objs []*filestore.Object
+	for _, name := range slices.Sorted(maps.Keys(a.services)) {
+		objs = append(objs, a.services[name]...)
 	}
+	return objs, true
 }

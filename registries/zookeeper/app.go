@@ -119,7 +119,7 @@ func (a *Adapter) startApplications(ctx context.Context, w *watcher, wg *sync.Wa
 			a.syncMetadataLocked(ctx, w, metaSet)
 			a.doneLocked(services)
 			a.appDirty = true
-			a.markLocked()
+			a.pub.Mark()
 		})
 	}()
 
@@ -145,7 +145,7 @@ func (a *Adapter) startApplications(ctx context.Context, w *watcher, wg *sync.Wa
 			}
 			a.doneLocked(mapping)
 			a.appDirty = true
-			a.markLocked()
+			a.pub.Mark()
 		})
 	}()
 }
@@ -176,7 +176,7 @@ func (a *Adapter) watchApplication(ctx context.Context, w *watcher, wg *sync.Wai
 		a.syncMetadataLocked(ctx, w, metaSet)
 		a.doneLocked(p)
 		a.appDirty = true
-		a.markLocked()
+		a.pub.Mark()
 	})
 }
 
@@ -202,7 +202,7 @@ func (a *Adapter) watchInstance(ctx context.Context, w *watcher, metaSet *watchS
 		a.syncMetadataLocked(ctx, w, metaSet)
 		a.doneLocked(p)
 		a.appDirty = true
-		a.markLocked()
+		a.pub.Mark()
 	})
 }
 
@@ -225,7 +225,7 @@ func (a *Adapter) watchMapping(ctx context.Context, w *watcher, iface string) {
 		a.mapping[iface] = apps
 		a.doneLocked(p)
 		a.appDirty = true
-		a.markLocked()
+		a.pub.Mark()
 	})
 }
 
@@ -265,7 +265,7 @@ func (a *Adapter) watchMetadata(ctx context.Context, w *watcher, appRev string) 
 			}
 		}
 		a.appDirty = true
-		a.markLocked()
+		a.pub.Mark()
 	})
 }
 

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 	networking "istio.io/api/networking/v1alpha3"
@@ -33,7 +32,7 @@ type Adapter struct {
 	log  *slog.Logger
 
 	mu         sync.Mutex
-	dirty      chan struct{}
+	pub        *adapter.Publisher
 	ifaces     map[string]*ifaceState
 	apps       map[string]map[string]*Instance // application → instance id → instance
 	mapping    map[string][]string             // interface → applications
@@ -71,7 +70,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	return &Adapter{
 		cfg: cfg, sink: sink,
 		log:        logger.With("registry", sink.Meta().Name, "type", "zookeeper"),
-		dirty:      make(chan struct{}, 1),
+		pub:        adapter.NewPublisher(),
 		ifaces:     map[string]*ifaceState{},
 		apps:       map[string]map[string]*Instance{},
 		mapping:    map[string][]string{},
@@ -114,7 +113,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		}}
 	ifaceSet := newWatchSet(&wg)
 	a.startTree(ctx, w, &wg, ifaceSet)
-	a.publishLoop(ctx)
+	a.pub.Run(ctx, a.cfg.InitialSyncTimeout, a.sink, a.collect)
 	cancel()
 	conn.Close()
 	wg.Wait()
@@ -150,7 +149,7 @@ func (a *Adapter) startTree(ctx context.Context, w *watcher, wg *sync.WaitGroup,
 				delete(a.ifaces, iface)
 			}
 			a.doneLocked(root)
-			a.markLocked()
+			a.pub.Mark()
 		})
 	}()
 	if a.cfg.DisableApplications {
@@ -201,7 +200,7 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 		st.providers = next
 		st.objs = a.interfaceObjects(iface, next)
 		a.doneLocked(p)
-		a.markLocked()
+		a.pub.Mark()
 	})
 }
 
@@ -333,46 +332,21 @@ func (a *Adapter) beginLocked(p string) {
 
 func (a *Adapter) doneLocked(p string) { delete(a.pending, p) }
 
-// markLocked asks the publisher for a new set.
-func (a *Adapter) markLocked() {
-	select {
-	case a.dirty <- struct{}{}:
-	default:
+// collect returns the set to publish: the first one waits until every watch
+// started so far has reported once (or InitialSyncTimeout), so the Store
+// never sees a half-read registry.
+func (a *Adapter) collect(timedOut bool) ([]*filestore.Object, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.firstSent && len(a.pending) > 0 {
+		if !timedOut {
+			return nil, false
+		}
+		a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
 	}
-}
-
-// publishLoop hands a new complete set to the Store after changes. Changes
-// that arrive while a set is being built are coalesced into the next one.
-// The first set waits until every watch started so far has reported once
-// (or InitialSyncTimeout), so the Store never sees a half-read registry.
-func (a *Adapter) publishLoop(ctx context.Context) {
-	initial := time.NewTimer(a.cfg.InitialSyncTimeout)
-	defer initial.Stop()
-	timedOut := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.dirty:
-		case <-initial.C:
-			timedOut = true
-		}
-		a.mu.Lock()
-		if !a.firstSent && len(a.pending) > 0 && !timedOut {
-			a.mu.Unlock()
-			continue
-		}
-		if !a.firstSent && len(a.pending) > 0 {
-			a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
-		}
-		a.firstSent = true
-		clear(a.pending)
-		objs := a.collectLocked()
-		a.mu.Unlock()
-		if err := a.sink.Replace(objs); err != nil {
-			a.log.Error("publishing generated objects failed", "error", err)
-		}
-	}
+	a.firstSent = true
+	clear(a.pending)
+	return a.collectLocked(), true
 }
 
 // collectLocked concatenates the generated objects: interface-level first;

@@ -1,0 +1,61 @@
+package adapter_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/registries/adapter"
+)
+
+func TestPublisherHoldsTheFirstSetUntilReadyOrTimedOut(t *testing.T) {
+	store := filestore.NewStore()
+	sink := adapter.NewSink(store, adapter.Meta{Type: "static", Name: "s", Namespace: "default"}, "", nil, nil)
+	pub := adapter.NewPublisher()
+	var ready, sawTimeout atomic.Bool
+	var calls atomic.Int32
+	objs := []*filestore.Object{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pub.Run(ctx, 300*time.Millisecond, sink, func(timedOut bool) ([]*filestore.Object, bool) {
+			calls.Add(1)
+			if timedOut {
+				sawTimeout.Store(true)
+			}
+			return objs, ready.Load() || timedOut
+		})
+	}()
+	defer func() { cancel(); <-done }()
+
+	pub.Mark()
+	pub.Mark() // coalesced with the first while it is pending
+	time.Sleep(100 * time.Millisecond)
+	if sink.Status().Syncs != 0 {
+		t.Fatal("published a set collect said was not ready")
+	}
+	if n := calls.Load(); n < 1 || n > 2 {
+		t.Fatalf("collect called %d times for two marks", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sink.Status().Syncs == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the initial wait never published")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !sawTimeout.Load() {
+		t.Fatal("published without collect being told the initial wait was over")
+	}
+	ready.Store(true)
+	pub.Mark()
+	for sink.Status().Syncs < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("a marked change was not published")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
