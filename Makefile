@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin/vmesh
 DATA_DIR ?= .vmesh-data
 # Fuzz targets run briefly in `make test`: package:Target.
-FUZZ_TARGETS := ./filestore:FuzzDecode ./ca:FuzzVerifyToken ./ca:FuzzCheckCSR
+FUZZ_TARGETS := ./filestore:FuzzDecode ./ca:FuzzVerifyToken ./ca:FuzzCheckCSR ./xds:FuzzDecodeDiscoveryRequest
 FUZZ_TIME    ?= 10s
 
 .PHONY: build run test test-deps test-unit fuzz bench lint fmt demo clean

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -62,9 +63,14 @@ type sentState struct {
 	// returned is the answer's map of what the stream holds, which
 	// go-control-plane hands back as the subscription's ReturnedResources.
 	returned map[string]string
-	// size is len(returned) when it was sent: go-control-plane deletes
-	// the names a subscription drops from it in place.
+	// size is len(returned) once the answer is applied: go-control-plane
+	// deletes the names a subscription drops from it in place.
 	size int
+	// update, for an answer that changes the map the stream already
+	// held in place, says whether go-control-plane delivered it (a
+	// state-of-the-world response superseded by the proxy's next request
+	// of its type is dropped undelivered, leaving the map as it was).
+	update *heldUpdate
 	// names are the SotW request's resource names the answer was for.
 	names []string
 	push  uint64
@@ -88,7 +94,7 @@ func (c *cache) heldGeneration(w *watch) *generation {
 		return nil
 	}
 	held := w.sub.ReturnedResources()
-	same := sameMap(st.returned, held) && len(held) == st.size
+	same := sameMap(st.returned, held) && len(held) == st.size && (st.update == nil || st.update.applied.Load())
 	if w.sotw != nil {
 		same = same && slices.Equal(st.names, w.req.GetResourceNames())
 	} else {
@@ -332,7 +338,7 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 				return false // only removals, which RDS and EDS do not send
 			}
 		}
-		return c.sendSotWLocked(w, g, want, next, changed)
+		return c.sendSotWLocked(w, g, want, next, nil, changed)
 	}
 	// Delta: send what changed, remove what the proxy holds but no longer exists.
 	var send []*resource
@@ -347,7 +353,7 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 			removed = append(removed, n)
 		}
 	}
-	return c.sendDeltaLocked(w, g, send, removed, next, changed)
+	return c.sendDeltaLocked(w, g, send, removed, next, nil, changed)
 }
 
 // respondChangedLocked answers a delta watch, or a SotW RDS or EDS watch,
@@ -379,45 +385,81 @@ func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool
 	if len(send) == 0 && (len(removed) == 0 || w.sotw != nil) {
 		return false
 	}
-	next := maps.Clone(held)
-	if next == nil {
-		next = make(map[string]string, len(send))
+	if held == nil {
+		held = map[string]string{}
 	}
+	// The answer changes the held map in place once delivered (see
+	// heldUpdate): no copy of what the stream holds per answer.
+	u := &heldUpdate{held: held, set: send, removed: removed, size: len(held)}
 	for _, n := range removed {
-		delete(next, n)
+		if _, ok := held[n]; ok {
+			u.size--
+		}
 	}
 	for _, r := range send {
-		next[r.name] = r.hash
+		if _, ok := held[r.name]; !ok {
+			u.size++
+		}
 	}
 	if w.sotw != nil {
-		return c.sendSotWLocked(w, g, send, next, changed)
+		return c.sendSotWLocked(w, g, send, held, u, changed)
 	}
-	return c.sendDeltaLocked(w, g, send, removed, next, changed)
+	return c.sendDeltaLocked(w, g, send, removed, held, u, changed)
+}
+
+// heldUpdate is an answer's change to the map of what a stream holds,
+// applied when go-control-plane records the answer as sent (it asks the
+// response for the stream's returned resources right after sending it),
+// in the stream's goroutine. Until then no watch of that stream and type
+// is open, so nothing else reads the map; go-control-plane itself reads
+// and edits it only while processing the stream's next request, after
+// the answer was sent or dropped.
+type heldUpdate struct {
+	held    map[string]string
+	set     []*resource
+	removed []string
+	size    int // len(held) once applied
+	once    sync.Once
+	applied atomic.Bool
+}
+
+// apply changes the held map, once, and returns it.
+func (u *heldUpdate) apply() map[string]string {
+	u.once.Do(func() {
+		for _, n := range u.removed {
+			delete(u.held, n)
+		}
+		for _, r := range u.set {
+			u.held[r.name] = r.hash
+		}
+		u.applied.Store(true)
+	})
+	return u.held
 }
 
 // sendSotWLocked sends a state-of-the-world answer carrying rs, after
 // which the stream holds next.
-func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map[string]string, changed time.Time) bool {
+func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map[string]string, u *heldUpdate, changed time.Time) bool {
 	slices.SortFunc(rs, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
 	anys := make([]*anypb.Any, len(rs))
 	for i, r := range rs {
 		anys[i] = r.any
 	}
-	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next}
+	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u}
 	select {
 	case w.sotw <- resp:
 	default:
 		c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.sent[w.key()] = &sentState{gen: g, returned: next, size: len(next), names: w.req.GetResourceNames(), push: c.pushSeq}
+	c.sent[w.key()] = &sentState{gen: g, returned: next, size: heldSize(next, u), update: u, names: w.req.GetResourceNames(), push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	delete(c.watches, w)
 	return true
 }
 
 // sendDeltaLocked sends a delta answer, when there is anything to send.
-func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed []string, next map[string]string, changed time.Time) bool {
+func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed []string, next map[string]string, u *heldUpdate, changed time.Time) bool {
 	if len(rs) == 0 && len(removed) == 0 {
 		return false
 	}
@@ -427,17 +469,26 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 		send[i] = &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any}
 	}
 	slices.Sort(removed)
-	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next}
+	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u}
 	select {
 	case w.delta <- resp:
 	default:
 		c.logger.Error("xDS delta channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.sent[w.key()] = &sentState{gen: g, returned: next, size: len(next), push: c.pushSeq}
+	c.sent[w.key()] = &sentState{gen: g, returned: next, size: heldSize(next, u), update: u, push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	delete(c.watches, w)
 	return true
+}
+
+// heldSize is the size of what a stream holds after an answer: next's,
+// or, for an answer that changes it in place, u's.
+func heldSize(next map[string]string, u *heldUpdate) int {
+	if u != nil {
+		return u.size
+	}
+	return len(next)
 }
 
 func (c *cache) observePush(typeURL, kind string, changed time.Time) {
@@ -611,6 +662,7 @@ type sotwResponse struct {
 	version   string
 	resources []*anypb.Any
 	returned  map[string]string
+	update    *heldUpdate // nil: returned is a new map
 }
 
 var _ cachev3.Response = (*sotwResponse)(nil)
@@ -623,8 +675,16 @@ func (r *sotwResponse) GetDiscoveryResponse() (*discoveryv3.DiscoveryResponse, e
 func (r *sotwResponse) GetRequest() *discoveryv3.DiscoveryRequest { return r.req }
 func (r *sotwResponse) GetVersion() (string, error)               { return r.version, nil }
 func (r *sotwResponse) GetResponseVersion() string                { return r.version }
-func (r *sotwResponse) GetReturnedResources() map[string]string   { return r.returned }
 func (r *sotwResponse) GetContext() context.Context               { return context.Background() }
+
+// GetReturnedResources is what the stream holds once the response is sent;
+// go-control-plane asks for it as it sends the response.
+func (r *sotwResponse) GetReturnedResources() map[string]string {
+	if r.update != nil {
+		return r.update.apply()
+	}
+	return r.returned
+}
 
 // deltaResponse is an incremental answer.
 type deltaResponse struct {
@@ -633,6 +693,7 @@ type deltaResponse struct {
 	resources []*discoveryv3.Resource
 	removed   []string
 	next      map[string]string
+	update    *heldUpdate // nil: next is a new map
 }
 
 var _ cachev3.DeltaResponse = (*deltaResponse)(nil)
@@ -645,6 +706,16 @@ func (r *deltaResponse) GetDeltaDiscoveryResponse() (*discoveryv3.DeltaDiscovery
 func (r *deltaResponse) GetDeltaRequest() *discoveryv3.DeltaDiscoveryRequest { return r.req }
 func (r *deltaResponse) GetSystemVersion() (string, error)                   { return r.version, nil }
 func (r *deltaResponse) GetResponseVersion() string                          { return r.version }
-func (r *deltaResponse) GetNextVersionMap() map[string]string                { return r.next }
-func (r *deltaResponse) GetReturnedResources() map[string]string             { return r.next }
 func (r *deltaResponse) GetContext() context.Context                         { return context.Background() }
+
+// GetNextVersionMap is what the stream holds once the response is sent;
+// go-control-plane asks for it after sending the response.
+func (r *deltaResponse) GetNextVersionMap() map[string]string {
+	if r.update != nil {
+		return r.update.apply()
+	}
+	return r.next
+}
+
+// GetReturnedResources is GetNextVersionMap.
+func (r *deltaResponse) GetReturnedResources() map[string]string { return r.GetNextVersionMap() }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmesh/vmesh/filestore"
@@ -69,6 +70,7 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics
 	cache    *cache
+	codec    *requestCodec
 	xds      serverv3.Server
 	streams  *streams
 
@@ -100,17 +102,22 @@ func NewServer(store *filestore.Store, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{store: store, settings: st, mesh: opts.Mesh, logger: logger, metrics: m, ready: make(chan struct{})}
+	s := &Server{store: store, settings: st, mesh: opts.Mesh, logger: logger, metrics: m, codec: newRequestCodec(), ready: make(chan struct{})}
 	s.cache = newCache(logger, m)
 	s.streams = newStreams(logger, m, s.cache, opts.Observer)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.xds = serverv3.NewServer(s.ctx, s.cache, s.streams.callbacks())
+	// Ordered ADS: one response channel per state-of-the-world stream, so
+	// responses go out in the order the cache answers them and the cache
+	// recognises a stream's requests by that channel (the default mode
+	// makes a new channel per request, which hides what the stream holds
+	// and sends every ACK down the slow path).
+	s.xds = serverv3.NewServer(s.ctx, s.cache, s.streams.callbacks(), sotwv3.WithOrderedADS())
 	return s, nil
 }
 
-// Register adds the xDS services (ADS, SotW and delta) to a gRPC server. The
-// same Server may be registered on several gRPC servers (plaintext 15010,
-// TLS 15012).
+// Register adds the xDS services (ADS, SotW and delta) to a gRPC server
+// built with GRPCServerOptions. The same Server may be registered on
+// several gRPC servers (plaintext 15010, TLS 15012).
 func (s *Server) Register(gs *grpc.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, s.xds)
 }
@@ -118,7 +125,7 @@ func (s *Server) Register(gs *grpc.Server) {
 // Serve serves plaintext xDS on lis until ctx ends. It does not run the
 // push engine: call Run too.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	gs := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
+	gs := grpc.NewServer(append(s.GRPCServerOptions(), grpc.MaxConcurrentStreams(1<<20))...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()

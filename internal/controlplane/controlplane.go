@@ -113,7 +113,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		return nil, err
 	}
 	cp.xds = xdsServer
-	cp.grpc = grpc.NewServer()
+	cp.grpc = grpc.NewServer(xdsServer.GRPCServerOptions()...)
 	xdsServer.Register(cp.grpc)
 	if err := cp.addSecure(); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (cp *ControlPlane) addSecure() error {
 		}
 		return nil
 	}
-	cp.secure = grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)),
+	cp.secure = grpc.NewServer(append(cp.xds.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(tlsCfg)),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 			if err := requireMeshCert(ss.Context(), info.FullMethod); err != nil {
 				return err
@@ -183,7 +183,7 @@ func (cp *ControlPlane) addSecure() error {
 				return nil, err
 			}
 			return handler(ctx, req)
-		}))
+		}))...)
 	authority.Register(cp.secure)
 	cp.xds.Register(cp.secure)
 	return nil
