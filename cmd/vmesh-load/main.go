@@ -57,14 +57,18 @@ func run(args []string) error {
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long to wait for all proxies to sync")
 	fs.IntVar(&o.ConnectParallel, "connect-parallel", o.ConnectParallel, "proxies connecting at once")
 	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "serve /debug/pprof on vmesh's HTTP port")
+	kinds := fs.String("kinds", "virtualservice,endpoint", "kinds of change to measure, in order: virtualservice, endpoint")
 	servers := fs.String("servers", strings.Join(o.Servers, ","), "servers to measure, in order: vmesh, baseline")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file (- for stdout)")
 	profile := fs.String("cpuprofile", "", "with -pprof: write a CPU profile of vmesh taken during the changes to this file")
+	heapProfile := fs.String("heapprofile", "", "with -pprof: write a heap profile of vmesh taken once its proxies are synced to this file")
+	harnessProfile := fs.String("harness-cpuprofile", "", "write a CPU profile of the harness (the simulated proxies) taken during vmesh's changes to this file")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	o.Servers = strings.Split(*servers, ",")
+	o.Kinds = strings.Split(*kinds, ",")
 	if !*quiet {
 		o.Progress = os.Stderr
 	}
@@ -83,6 +87,19 @@ func run(args []string) error {
 			return err
 		}
 		o.OnServer = loadgen.ProfileDuringChanges(path, 20*time.Second, o.Progress)
+	}
+	if *heapProfile != "" {
+		if !o.Pprof {
+			return fmt.Errorf("-heapprofile needs -pprof")
+		}
+		path, err := filepath.Abs(*heapProfile)
+		if err != nil {
+			return err
+		}
+		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.HeapProfileWhenSynced(path, o.Progress))
+	}
+	if *harnessProfile != "" {
+		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.ProfileHarnessDuringChanges(*harnessProfile, 20*time.Second, o.Progress))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

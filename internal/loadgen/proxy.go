@@ -86,11 +86,14 @@ type typeState struct {
 	wildcard   bool
 	sent       bool            // a first request has been sent
 	subscribed map[string]bool // names asked for (not for wildcard)
-	held       map[string]uint64
-	deps       map[string][]string // names of the next type each held resource refers to
-	version    string
-	nonce      string
-	responses  int
+	// names is subscribed, sorted, as a state-of-the-world request carries
+	// it; nil until needed after subscribed changes (an ACK repeats it).
+	names     []string
+	held      map[string]uint64
+	deps      map[string][]string // names of the next type each held resource refers to
+	version   string
+	nonce     string
+	responses int
 }
 
 // NewProxy returns a proxy for spec; run it with Run.
@@ -236,7 +239,10 @@ func (p *Proxy) sotwRequest(typeURL string) *discoveryv3.DiscoveryRequest {
 	ts.sent = true
 	req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version, ResponseNonce: ts.nonce}
 	if !ts.wildcard {
-		req.ResourceNames = slices.Sorted(maps.Keys(ts.subscribed))
+		if ts.names == nil {
+			ts.names = slices.Sorted(maps.Keys(ts.subscribed))
+		}
+		req.ResourceNames = ts.names
 	}
 	return req
 }
@@ -470,7 +476,7 @@ func (p *Proxy) refreshLocked(t string) string {
 		// old subscription; the server removes nothing the proxy relies on.
 		return ""
 	}
-	nts.subscribed = want
+	nts.subscribed, nts.names = want, nil
 	for n := range nts.held {
 		if !want[n] {
 			delete(nts.held, n)

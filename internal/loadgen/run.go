@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,9 @@ type Options struct {
 	Changes int `json:"changes"`
 	// Servers lists the servers to measure, in order: "vmesh", "baseline".
 	Servers []string `json:"servers"`
+	// Kinds are the kinds of change measured, in order (ChangeRouting,
+	// ChangeEndpoint); empty means both.
+	Kinds []string `json:"kinds,omitempty"`
 	// DebounceQuiet is vmesh's xDS push debounce.
 	DebounceQuiet time.Duration `json:"debounceQuiet"`
 	// ChangeTimeout bounds the wait for one change's ACKs, ConnectTimeout
@@ -90,6 +95,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("loadgen: a proxyless proxy dials at least 2 services")
 	case o.StreamsPerConn < 1 || o.Changes < 0 || o.ConnectParallel < 1:
 		return fmt.Errorf("loadgen: streams per connection and connect parallelism must be >= 1, changes >= 0")
+	case slices.ContainsFunc(o.Kinds, func(k string) bool { return k != ChangeRouting && k != ChangeEndpoint }):
+		return fmt.Errorf("loadgen: change kinds are %s and %s, not %v", ChangeRouting, ChangeEndpoint, o.Kinds)
 	case len(o.Servers) == 0:
 		return fmt.Errorf("loadgen: no server to measure")
 	}
@@ -396,19 +403,35 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	sr.ResourcesPerProxy = float64(held) / float64(len(proxies))
 	fmt.Fprintf(o.Progress, "%s: %d proxies synced in %s, %.0f resources each, server rss %s (%s/proxy)\n",
 		kind, len(specs), sr.Connect.Duration.Round(time.Millisecond), sr.ResourcesPerProxy, MiB(connected.RSS), Bytes(sr.RSSPerProxy))
-	if o.OnServer != nil {
-		if done := o.OnServer(ctx, child); done != nil {
-			defer done()
-		}
-	}
-
 	// Changes: VirtualServices, then endpoints, on services 0 and 1, which
 	// every proxy can dial.
 	cfg := changer{kind: kind, dir: cfgDir, size: o.Size, child: child, gens: map[string]int{}}
 	if kind == ServerVmesh {
 		cfg.debounce = DirDebounce + o.DebounceQuiet
 	}
-	for _, ck := range []string{ChangeRouting, ChangeEndpoint} {
+	kinds := o.Kinds
+	if len(kinds) == 0 {
+		kinds = []string{ChangeRouting, ChangeEndpoint}
+	}
+	// Measure the steady state: let the connection storm's work (the
+	// server's and the harness's own garbage) finish, then make one
+	// unmeasured change of each kind.
+	took, err := settle(ctx, child)
+	if err != nil {
+		return nil, err
+	}
+	for _, ck := range kinds {
+		if _, _, _, _, err := cfg.measure(ctx, ck, 0, proxies, &received, o.ChangeTimeout); err != nil {
+			return nil, fmt.Errorf("loadgen: warm-up %s change: %w", ck, err)
+		}
+	}
+	fmt.Fprintf(o.Progress, "%s: settled in %s, then one warm-up change of each kind\n", kind, took.Round(time.Millisecond))
+	if o.OnServer != nil {
+		if done := o.OnServer(ctx, child); done != nil {
+			defer done()
+		}
+	}
+	for _, ck := range kinds {
 		cr := ChangeReport{Kind: ck, Changes: o.Changes, Debounce: cfg.debounce}
 		var all []time.Duration
 		var bytes int64
@@ -445,6 +468,34 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	}
 	sr.PeakRSS, sr.CPU = final.PeakRSS, final.CPU
 	return sr, nil
+}
+
+// settle collects the harness's garbage and waits, at most 30 s, until the
+// server child has used under 5 % of a core for half a second. It returns
+// how long it waited.
+func settle(ctx context.Context, child *Child) (time.Duration, error) {
+	start := time.Now()
+	runtime.GC()
+	prev, err := child.Stats()
+	if err != nil {
+		return 0, err
+	}
+	for time.Since(start) < 30*time.Second {
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		now, err := child.Stats()
+		if err != nil {
+			return 0, err
+		}
+		if now.CPU-prev.CPU < 25*time.Millisecond {
+			break
+		}
+		prev = now
+	}
+	return time.Since(start), nil
 }
 
 // DirDebounce is the quiet period of vmesh's directory source.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -40,6 +41,9 @@ func SelfCPU() time.Duration {
 // profile of the vmesh child (which must run with pprof) over the given
 // duration, starting when its proxies are synced, and writes it to path.
 func ProfileDuringChanges(path string, d time.Duration, progress io.Writer) func(context.Context, *Child) func() {
+	if progress == nil {
+		progress = io.Discard
+	}
 	return func(ctx context.Context, c *Child) func() {
 		if c.Kind != ServerVmesh {
 			return nil
@@ -57,8 +61,32 @@ func ProfileDuringChanges(path string, d time.Duration, progress io.Writer) func
 	}
 }
 
+// HeapProfileWhenSynced returns an Options.OnServer hook that writes a heap
+// profile of the vmesh child (which must run with pprof) to path once its
+// proxies are synced: what holding the connected proxies costs.
+func HeapProfileWhenSynced(path string, progress io.Writer) func(context.Context, *Child) func() {
+	if progress == nil {
+		progress = io.Discard
+	}
+	return func(ctx context.Context, c *Child) func() {
+		if c.Kind != ServerVmesh {
+			return nil
+		}
+		url := fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", c.Addrs.HTTP)
+		if err := fetch(ctx, url, path); err != nil {
+			fmt.Fprintf(progress, "vmesh: heap profile: %v\n", err)
+			return nil
+		}
+		fmt.Fprintf(progress, "vmesh: heap profile written to %s\n", path)
+		return nil
+	}
+}
+
 func fetchProfile(ctx context.Context, httpAddr, path string, d time.Duration) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", httpAddr, int(d.Seconds()))
+	return fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", httpAddr, int(d.Seconds())), path)
+}
+
+func fetch(ctx context.Context, url, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -80,4 +108,66 @@ func fetchProfile(ctx context.Context, httpAddr, path string, d time.Duration) e
 		return err
 	}
 	return f.Close()
+}
+
+// ProfileHarnessDuringChanges returns an Options.OnServer hook that takes a
+// CPU profile of the harness itself (the simulated proxies) while vmesh's
+// changes are measured, over at most the given duration, and writes it to
+// path.
+func ProfileHarnessDuringChanges(path string, d time.Duration, progress io.Writer) func(context.Context, *Child) func() {
+	if progress == nil {
+		progress = io.Discard
+	}
+	return func(ctx context.Context, c *Child) func() {
+		if c.Kind != ServerVmesh {
+			return nil
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(progress, "harness: profile: %v\n", err)
+			return nil
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			fmt.Fprintf(progress, "harness: profile: %v\n", err)
+			return nil
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(progress, "harness: profile: %v\n", err)
+				return
+			}
+			fmt.Fprintf(progress, "harness: CPU profile written to %s\n", path)
+		}()
+		return func() { <-done }
+	}
+}
+
+// BothHooks returns an Options.OnServer hook that runs a and b (either may
+// be nil) and waits for both.
+func BothHooks(a, b func(context.Context, *Child) func()) func(context.Context, *Child) func() {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return func(ctx context.Context, c *Child) func() {
+		da, db := a(ctx, c), b(ctx, c)
+		return func() {
+			if da != nil {
+				da()
+			}
+			if db != nil {
+				db()
+			}
+		}
+	}
 }
