@@ -37,11 +37,20 @@ type DirSource struct {
 	ready chan struct{}
 	once  sync.Once
 	files map[string]*fileState // by path relative to root
+	// defs lists, per key, the files whose good objects define it, in path
+	// order: the first one's object is the source's.
+	defs map[Key][]string
+	// dups counts the keys defined by more than one file.
+	dups int
+	// dirty holds, for each file whose good objects changed since the last
+	// publish, the good objects it had then.
+	dirty map[string][]*Object
 }
 
 type fileState struct {
 	stamp fileStamp
-	good  []*Object // last good objects
+	good  []*Object       // last good objects
+	byKey map[Key]*Object // good by key, the first of a key the file repeats
 	errs  []ConfigError
 }
 
@@ -68,6 +77,8 @@ func NewDirSource(root string, store *Store, logger *slog.Logger) *DirSource {
 		log:   logger.With("source", "dir:"+abs),
 		ready: make(chan struct{}),
 		files: map[string]*fileState{},
+		defs:  map[Key][]string{},
+		dirty: map[string][]*Object{},
 	}
 }
 
@@ -179,7 +190,7 @@ func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
 	d.loadAll(stale)
 	for p := range d.files {
 		if !seen[p] {
-			delete(d.files, p)
+			d.drop(p)
 		}
 	}
 	return d.publish()
@@ -242,7 +253,7 @@ func (d *DirSource) syncFiles(rels []string) error {
 	var stale []string
 	for _, rel := range rels {
 		if _, err := os.Stat(filepath.Join(d.root, rel)); err != nil {
-			delete(d.files, rel)
+			d.drop(rel)
 			continue
 		}
 		if d.changed(rel) {
@@ -253,18 +264,118 @@ func (d *DirSource) syncFiles(rels []string) error {
 	return d.publish()
 }
 
-// publish hands every file's last good objects and all errors to the Store.
+// publish hands the Store what the files changed since the last publish
+// (the keys their good objects define or defined, resolved to the first
+// defining file in path order) and every error. It costs what changed:
+// one edited file is one file's keys.
 func (d *DirSource) publish() error {
-	objs, errs := d.collect()
-	if err := d.store.Replace(d.src, objs); err != nil {
-		return err // cannot happen: collect removes duplicates
+	touched := map[Key]struct{}{}
+	for rel, before := range d.dirty {
+		for _, o := range before {
+			d.undefine(o.Key, rel)
+			touched[o.Key] = struct{}{}
+		}
+		if fs := d.files[rel]; fs != nil {
+			for k := range fs.byKey {
+				d.define(k, rel)
+				touched[k] = struct{}{}
+			}
+		}
 	}
+	clear(d.dirty)
+	var set []*Object
+	var remove []Key
+	for k := range touched {
+		if files := d.defs[k]; len(files) > 0 {
+			set = append(set, d.files[files[0]].byKey[k])
+		} else {
+			remove = append(remove, k)
+		}
+	}
+	if err := d.store.Update(d.src, set, remove); err != nil {
+		return err // cannot happen: each key is resolved once
+	}
+	errs := d.errors()
 	d.store.SetStatus(d.src, "", errs)
 	for _, e := range errs {
 		d.log.Warn("config error", "error", e.Error())
 	}
 	d.once.Do(func() { close(d.ready) })
 	return nil
+}
+
+// setGood records a file's new good objects.
+func (d *DirSource) setGood(rel string, fs *fileState, objs []*Object) {
+	if _, ok := d.dirty[rel]; !ok {
+		d.dirty[rel] = fs.good
+	}
+	fs.good = objs
+	fs.byKey = make(map[Key]*Object, len(objs))
+	for _, o := range objs {
+		if _, dup := fs.byKey[o.Key]; !dup {
+			fs.byKey[o.Key] = o
+		}
+	}
+}
+
+// drop forgets a file that is gone.
+func (d *DirSource) drop(rel string) {
+	fs := d.files[rel]
+	if fs == nil {
+		return
+	}
+	if _, ok := d.dirty[rel]; !ok {
+		d.dirty[rel] = fs.good
+	}
+	delete(d.files, rel)
+}
+
+// define adds rel to the files defining k, in path order.
+func (d *DirSource) define(k Key, rel string) {
+	files := d.defs[k]
+	i, found := slices.BinarySearch(files, rel)
+	if found {
+		return
+	}
+	d.defs[k] = slices.Insert(files, i, rel)
+	if len(files) == 1 {
+		d.dups++
+	}
+}
+
+// undefine removes rel from the files defining k.
+func (d *DirSource) undefine(k Key, rel string) {
+	files := d.defs[k]
+	i, found := slices.BinarySearch(files, rel)
+	if !found {
+		return
+	}
+	if len(files) == 2 {
+		d.dups--
+	}
+	if len(files) == 1 {
+		delete(d.defs, k)
+		return
+	}
+	d.defs[k] = slices.Delete(files, i, i+1)
+}
+
+// errors returns every file's errors in path order, with the keys defined
+// twice; a source without errors or duplicates costs one pass over its
+// files.
+func (d *DirSource) errors() []ConfigError {
+	clean := d.dups == 0
+	for _, fs := range d.files {
+		if len(fs.errs) > 0 || len(fs.byKey) != len(fs.good) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return nil
+	}
+	_, errs := d.collect()
+	return errs
 }
 
 // changed reports whether a file's stamp differs from the one last loaded.
@@ -329,13 +440,14 @@ func (d *DirSource) loadAll(rels []string) {
 			o.Origin.Source = d.src.Name
 		}
 		if len(r.errs) == 0 {
-			fs.good = r.objs
+			d.setGood(rel, fs, r.objs)
 		}
 	}
 }
 
 // collect merges every file's last good objects; a key defined in two files
 // is kept from the first file in path order and reported on the second.
+// publish uses it for the errors only.
 func (d *DirSource) collect() ([]*Object, []ConfigError) {
 	rels := make([]string, 0, len(d.files))
 	for p := range d.files {

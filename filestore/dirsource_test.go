@@ -166,6 +166,32 @@ func TestDirSourceDuplicateAcrossFiles(t *testing.T) {
 	if len(errs) != 1 || errs[0].File != "b.yaml" || !strings.Contains(errs[0].Message, "a.yaml:1") {
 		t.Fatalf("duplicate not reported with both places: %+v", errs)
 	}
+	// The winning file goes: the other definition takes over, and the
+	// duplicate is no longer reported.
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b.yaml's definition after a.yaml is removed", func(s *filestore.Snapshot) bool {
+		return addressOf(s, "x") == "2.2.2.2" && len(errorsOf(s)) == 0
+	}, store)
+	// It comes back and wins again; b.yaml's other object is untouched.
+	writeFile(t, filepath.Join(dir, "b.yaml"), weYAML("x", "2.2.2.2")+"---\n"+weYAML("y", "3.3.3.3"))
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("x", "1.1.1.1"))
+	eventually(t, "a.yaml's definition again", func(s *filestore.Snapshot) bool {
+		return addressOf(s, "x") == "1.1.1.1" && addressOf(s, "y") == "3.3.3.3" && len(errorsOf(s)) == 1
+	}, store)
+	// Removing the duplicate from b.yaml clears the error and keeps x.
+	writeFile(t, filepath.Join(dir, "b.yaml"), weYAML("y", "3.3.3.3"))
+	eventually(t, "the duplicate gone", func(s *filestore.Snapshot) bool {
+		return addressOf(s, "x") == "1.1.1.1" && addressOf(s, "y") == "3.3.3.3" && len(errorsOf(s)) == 0
+	}, store)
+	// And a.yaml's removal now removes x.
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "x removed with its only file", func(s *filestore.Snapshot) bool {
+		return addressOf(s, "x") == "" && addressOf(s, "y") == "3.3.3.3" && s.Len() == 1
+	}, store)
 }
 
 // TestDirSourceAtomicSymlinkSwap follows the layout Kubernetes uses for

@@ -3,6 +3,7 @@ package filestore
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -190,11 +191,7 @@ func (s *Store) Replace(src Source, objects []*Object) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.sources[src.Name]
-	if st == nil {
-		st = &sourceState{src: src, status: SourceStatus{Source: src.Name, Class: src.Class.String()}}
-		s.sources[src.Name] = st
-	}
+	st := s.sourceLocked(src)
 	touched := make(map[Key]struct{})
 	for k, o := range st.objects {
 		if n, ok := next[k]; !ok || n != o {
@@ -213,16 +210,66 @@ func (s *Store) Replace(src Source, objects []*Object) error {
 	return nil
 }
 
-// SetStatus records a source's revision and current errors. Errors do not
-// change config: the source's last good objects keep serving.
-func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
+// Update changes part of one source's object set: it adds or replaces the
+// objects in set and removes the keys in remove, leaving the source's
+// other objects as they are. It costs what changed, not the source's size
+// (a file source uses it for one edited file). It rejects a key named
+// twice, changing nothing.
+func (s *Store) Update(src Source, set []*Object, remove []Key) error {
+	seen := make(map[Key]*Object, len(set)+len(remove))
+	for _, o := range set {
+		if prev, dup := seen[o.Key]; dup {
+			return fmt.Errorf("source %s: %s defined twice: %s and %s", src.Name, o.Key, prev.Origin, o.Origin)
+		}
+		seen[o.Key] = o
+	}
+	for _, k := range remove {
+		if o, dup := seen[k]; dup {
+			return fmt.Errorf("source %s: %s both set (%s) and removed", src.Name, k, o.Origin)
+		}
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st := s.sourceLocked(src)
+	if st.objects == nil {
+		st.objects = map[Key]*Object{}
+	}
+	touched := make(map[Key]struct{}, len(set)+len(remove))
+	for _, o := range set {
+		if st.objects[o.Key] != o {
+			st.objects[o.Key] = o
+			touched[o.Key] = struct{}{}
+		}
+	}
+	for _, k := range remove {
+		if _, ok := st.objects[k]; ok {
+			delete(st.objects, k)
+			touched[k] = struct{}{}
+		}
+	}
+	st.status.Objects = len(st.objects)
+	st.status.LastUpdate = time.Now()
+	s.publish(touched)
+	return nil
+}
+
+// sourceLocked returns src's state, creating it. Callers hold s.mu.
+func (s *Store) sourceLocked(src Source) *sourceState {
 	st := s.sources[src.Name]
 	if st == nil {
 		st = &sourceState{src: src, status: SourceStatus{Source: src.Name, Class: src.Class.String()}}
 		s.sources[src.Name] = st
 	}
+	return st
+}
+
+// SetStatus records a source's revision and current errors. Errors do not
+// change config: the source's last good objects keep serving.
+func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.sourceLocked(src)
 	st.status.Revision = revision
 	st.status.Errors = slices.Clone(errs)
 	st.status.LastUpdate = time.Now()
@@ -238,9 +285,9 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	byKey := old.byKey
 	kindsDirty := make(map[Kind]bool)
 	if len(touched) > 0 {
-		byKey = make(map[Key]*Object, len(old.byKey)+len(touched))
-		for k, o := range old.byKey {
-			byKey[k] = o
+		byKey = maps.Clone(old.byKey)
+		if byKey == nil {
+			byKey = make(map[Key]*Object, len(touched))
 		}
 		for k := range touched {
 			var winner *Object
@@ -271,21 +318,9 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	}
 	next := &Snapshot{Revision: s.revision, byKey: byKey, byKind: old.byKind}
 	if len(kindsDirty) > 0 {
-		next.byKind = make(map[Kind][]*Object, len(old.byKind))
-		for k, v := range old.byKind {
-			if !kindsDirty[k] {
-				next.byKind[k] = v
-			}
-		}
-		for k, o := range byKey {
-			if kindsDirty[k.Kind] {
-				next.byKind[k.Kind] = append(next.byKind[k.Kind], o)
-			}
-		}
+		next.byKind = maps.Clone(old.byKind)
 		for kind := range kindsDirty {
-			slices.SortFunc(next.byKind[kind], func(a, b *Object) int {
-				return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-			})
+			next.byKind[kind] = sortedKind(old.byKind[kind], kind, touched, byKey)
 		}
 	}
 	for _, st := range order {
@@ -299,6 +334,48 @@ func (s *Store) publish(touched map[Key]struct{}) {
 			sub.add(s.revision, changed)
 		}
 	}
+}
+
+// sortedKind returns the sorted list of a kind's objects in byKey, given
+// the previous list and the keys that may have changed: the previous list
+// edited in place of a copy when few changed, else sorted anew.
+func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey map[Key]*Object) []*Object {
+	var keys []Key
+	for k := range touched {
+		if k.Kind == kind {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys)*8 > len(prev) {
+		var out []*Object
+		for k, o := range byKey {
+			if k.Kind == kind {
+				out = append(out, o)
+			}
+		}
+		slices.SortFunc(out, compareObjects)
+		return out
+	}
+	out := slices.Clone(prev)
+	for _, k := range keys {
+		i, found := slices.BinarySearchFunc(out, k, func(o *Object, k Key) int {
+			return cmp.Or(cmp.Compare(o.Namespace, k.Namespace), cmp.Compare(o.Name, k.Name))
+		})
+		o := byKey[k]
+		switch {
+		case o == nil && found:
+			out = slices.Delete(out, i, i+1)
+		case o != nil && found:
+			out[i] = o
+		case o != nil:
+			out = slices.Insert(out, i, o)
+		}
+	}
+	return out
+}
+
+func compareObjects(a, b *Object) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // conflicts recomputes the conflict list for touched keys, keeping the rest.
