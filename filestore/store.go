@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/cowmap"
 )
 
 // SourceClass ranks sources when two of them define the same object: the
@@ -102,7 +104,7 @@ type Snapshot struct {
 	// Revision counts effective changes to the Store since it was created.
 	Revision int64
 	byKind   map[Kind][]*Object
-	byKey    map[Key]*Object
+	byKey    *cowmap.Map[Key, *Object]
 	// Sources holds every source's status, sorted by name.
 	Sources []SourceStatus
 	// Conflicts lists objects defined by more than one source, sorted by key.
@@ -114,10 +116,13 @@ type Snapshot struct {
 func (s *Snapshot) List(kind Kind) []*Object { return s.byKind[kind] }
 
 // Get returns the object with the key, or nil.
-func (s *Snapshot) Get(k Key) *Object { return s.byKey[k] }
+func (s *Snapshot) Get(k Key) *Object {
+	o, _ := s.byKey.Get(k)
+	return o
+}
 
 // Len returns the number of objects in the snapshot.
-func (s *Snapshot) Len() int { return len(s.byKey) }
+func (s *Snapshot) Len() int { return s.byKey.Len() }
 
 // Commit returns the git commit of the first git source, or "".
 func (s *Snapshot) Commit() string {
@@ -164,7 +169,7 @@ type sourceState struct {
 func NewStore() *Store {
 	return &Store{
 		sources: make(map[string]*sourceState),
-		current: &Snapshot{byKind: map[Kind][]*Object{}, byKey: map[Key]*Object{}},
+		current: &Snapshot{byKind: map[Kind][]*Object{}, byKey: cowmap.New[Key, *Object]()},
 		subs:    make(map[*Subscription]struct{}),
 	}
 }
@@ -285,10 +290,7 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	byKey := old.byKey
 	kindsDirty := make(map[Kind]bool)
 	if len(touched) > 0 {
-		byKey = maps.Clone(old.byKey)
-		if byKey == nil {
-			byKey = make(map[Key]*Object, len(touched))
-		}
+		edit := old.byKey.Edit()
 		for k := range touched {
 			var winner *Object
 			for _, st := range order {
@@ -297,21 +299,22 @@ func (s *Store) publish(touched map[Key]struct{}) {
 					break
 				}
 			}
-			prev := old.byKey[k]
+			prev, _ := old.byKey.Get(k)
 			switch {
 			case winner == nil && prev == nil:
 				continue
 			case winner == nil:
-				delete(byKey, k)
+				edit.Delete(k)
 				changed[k] = struct{}{}
 			default:
-				byKey[k] = winner
+				edit.Set(k, winner)
 				if prev == nil || !sameContent(prev, winner) {
 					changed[k] = struct{}{}
 				}
 			}
 			kindsDirty[k.Kind] = true
 		}
+		byKey = edit.Map()
 	}
 	if len(changed) > 0 {
 		s.revision++
@@ -339,7 +342,7 @@ func (s *Store) publish(touched map[Key]struct{}) {
 // sortedKind returns the sorted list of a kind's objects in byKey, given
 // the previous list and the keys that may have changed: the previous list
 // edited in place of a copy when few changed, else sorted anew.
-func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey map[Key]*Object) []*Object {
+func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []*Object {
 	var keys []Key
 	for k := range touched {
 		if k.Kind == kind {
@@ -348,7 +351,7 @@ func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey map[K
 	}
 	if len(keys)*8 > len(prev) {
 		var out []*Object
-		for k, o := range byKey {
+		for k, o := range byKey.All() {
 			if k.Kind == kind {
 				out = append(out, o)
 			}
@@ -361,7 +364,7 @@ func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey map[K
 		i, found := slices.BinarySearchFunc(out, k, func(o *Object, k Key) int {
 			return cmp.Or(cmp.Compare(o.Namespace, k.Namespace), cmp.Compare(o.Name, k.Name))
 		})
-		o := byKey[k]
+		o, _ := byKey.Get(k)
 		switch {
 		case o == nil && found:
 			out = slices.Delete(out, i, i+1)
@@ -379,7 +382,7 @@ func compareObjects(a, b *Object) int {
 }
 
 // conflicts recomputes the conflict list for touched keys, keeping the rest.
-func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key]struct{}, byKey map[Key]*Object) []Conflict {
+func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []Conflict {
 	if len(touched) == 0 {
 		return prev
 	}
@@ -391,7 +394,7 @@ func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key
 	}
 	for k := range touched {
 		var losers []Origin
-		winner := byKey[k]
+		winner, _ := byKey.Get(k)
 		for _, st := range order {
 			if o := st.objects[k]; o != nil && o != winner {
 				losers = append(losers, o.Origin)

@@ -37,8 +37,8 @@ func BenchmarkGenerateOneProxy(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(g.types[resourcev3.ClusterType]) != 1200 {
-			b.Fatal(len(g.types[resourcev3.ClusterType]))
+		if g.count(resourcev3.ClusterType) != 1200 {
+			b.Fatal(g.count(resourcev3.ClusterType))
 		}
 	}
 }

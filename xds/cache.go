@@ -16,6 +16,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -121,15 +122,11 @@ type genDiff struct {
 // diffGenerations compares two generations of a group resource by resource.
 func diffGenerations(prev, next *generation) *genDiff {
 	d := &genDiff{prev: prev, changed: make(map[string]map[string]bool, len(typeURLs))}
+	same := func(a, b *resource) bool { return a == b || a.hash == b.hash }
 	for _, t := range typeURLs {
 		ch := map[string]bool{}
-		for n, r := range next.types[t] {
-			if old := prev.types[t][n]; old == nil || (old != r && old.hash != r.hash) {
-				ch[n] = true
-			}
-		}
-		for n := range prev.types[t] {
-			if next.types[t][n] == nil {
+		if prev.types[t] != nil && next.types[t] != nil {
+			for n := range cowmap.Changed(prev.types[t], next.types[t], same) {
 				ch[n] = true
 			}
 		}
@@ -158,7 +155,7 @@ func (d *genDiff) unaffected(w *watch, next *generation) bool {
 			if ch[n] {
 				return false
 			}
-			if next.types[w.typeURL][n] == nil && strings.HasPrefix(n, InboundListenerPrefix) {
+			if next.get(w.typeURL, n) == nil && strings.HasPrefix(n, InboundListenerPrefix) {
 				if a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n); a == nil || b == nil || a.hash != b.hash {
 					return false
 				}
@@ -312,12 +309,12 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 	held := w.sub.ReturnedResources()
 	var want []*resource
 	if wildcard {
-		for _, r := range g.types[w.typeURL] {
+		for _, r := range g.types[w.typeURL].All() {
 			want = append(want, r)
 		}
 	}
 	for n := range names {
-		if wildcard && g.types[w.typeURL][n] != nil {
+		if wildcard && g.get(w.typeURL, n) != nil {
 			continue
 		}
 		if r := g.lookup(w.typeURL, n); r != nil {

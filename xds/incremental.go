@@ -10,6 +10,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
 )
@@ -54,7 +55,7 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	}
 	eds := grpcEndpointsOf(refs)
 
-	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]map[string]*resource, len(typeURLs))}
+	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]*resourceMap, len(typeURLs))}
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
 	fresh := make(map[string]map[string]*resource, len(typeURLs))
 	for _, t := range typeURLs {
@@ -85,7 +86,7 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 		ch := map[string]bool{}
 		gd.changed[t] = ch
 		for name, r := range fresh[t] {
-			if o := old[name]; o == nil || o.hash != r.hash {
+			if o := g.get(t, name); o == nil || o.hash != r.hash {
 				ch[name] = true
 			}
 		}
@@ -100,15 +101,15 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 			n.types[t] = old // nothing differs: share the map
 			continue
 		}
-		m := maps.Clone(old)
+		m := old.Edit() // shares what the changed names do not touch
 		for name := range ch {
 			if r := fresh[t][name]; r != nil {
-				m[name] = r
+				m.Set(name, r)
 			} else {
-				delete(m, name)
+				m.Delete(name)
 			}
 		}
-		n.types[t] = m
+		n.types[t] = m.Map()
 	}
 	// Server listeners depend only on the proxy and on policies, which a
 	// non-global diff leaves alone.
@@ -120,17 +121,19 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	// Carry the host index forward, fixing up the dirty hosts.
 	for t, idx := range g.hostIndex {
 		if len(gd.changed[t]) > 0 {
-			idx = maps.Clone(idx)
+			e := idx.Edit()
 			for h := range dirty {
-				delete(idx, h)
+				e.Delete(h)
 			}
 			for name := range fresh[t] {
 				h := resourceHost(t, name)
-				idx[h] = append(idx[h], name)
+				names, _ := e.Get(h)
+				e.Set(h, append(slices.Clip(names), name))
 			}
+			idx = e.Map()
 		}
 		if n.hostIndex == nil {
-			n.hostIndex = map[string]map[string][]string{}
+			n.hostIndex = map[string]*cowmap.Map[string, []string]{}
 		}
 		n.hostIndex[t] = idx
 	}
@@ -148,8 +151,8 @@ func (g *generation) hostNames(t string, hosts map[string]bool) []string {
 	if len(hosts) == 0 {
 		return nil
 	}
-	if len(hosts) > len(g.types[t])/8 {
-		for name := range g.types[t] {
+	if len(hosts) > g.count(t)/8 {
+		for name := range g.types[t].Keys() {
 			if hosts[resourceHost(t, name)] {
 				out = append(out, name)
 			}
@@ -158,25 +161,27 @@ func (g *generation) hostNames(t string, hosts map[string]bool) []string {
 	}
 	idx := g.byHost(t)
 	for h := range hosts {
-		out = append(out, idx[h]...)
+		names, _ := idx.Get(h)
+		out = append(out, names...)
 	}
 	return out
 }
 
 // byHost indexes g's resources of type t by host, once per generation.
-func (g *generation) byHost(t string) map[string][]string {
+func (g *generation) byHost(t string) *cowmap.Map[string, []string] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if idx := g.hostIndex[t]; idx != nil {
 		return idx
 	}
-	idx := make(map[string][]string, len(g.types[t]))
-	for name := range g.types[t] {
+	byHost := map[string][]string{}
+	for name := range g.types[t].Keys() {
 		h := resourceHost(t, name)
-		idx[h] = append(idx[h], name)
+		byHost[h] = append(byHost[h], name)
 	}
+	idx := cowmap.From(byHost)
 	if g.hostIndex == nil {
-		g.hostIndex = map[string]map[string][]string{}
+		g.hostIndex = map[string]*cowmap.Map[string, []string]{}
 	}
 	g.hostIndex[t] = idx
 	return idx
@@ -209,7 +214,7 @@ func (g *generation) consistentFresh(fresh map[string]map[string]*resource) erro
 		cds = append(cds, r.msg.(*clusterv3.Cluster))
 	}
 	has := func(t string) func(string) bool {
-		return func(n string) bool { return g.types[t][n] != nil }
+		return func(n string) bool { return g.get(t, n) != nil }
 	}
 	return consistentWith(lds, rds, cds, has(resourcev3.RouteType), has(resourcev3.ClusterType), has(resourcev3.EndpointType))
 }

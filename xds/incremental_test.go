@@ -93,7 +93,7 @@ func hashes(g *generation) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for _, t := range typeURLs {
 		out[t] = map[string]string{}
-		for n, r := range g.types[t] {
+		for n, r := range g.types[t].All() {
 			out[t][n] = r.hash
 		}
 	}
@@ -225,8 +225,8 @@ func TestIncrementalMatchesFull(t *testing.T) {
 						t.Errorf("proxy %s %s: changed names %v, want %v", p.ID, shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
 					}
 					// Untouched resources are shared, not serialised again.
-					for n, r := range inc.types[ty] {
-						if !wantCh[n] && g0.types[ty][n] != nil && g0.types[ty][n] != r {
+					for n, r := range inc.types[ty].All() {
+						if !wantCh[n] && g0.get(ty, n) != nil && g0.get(ty, n) != r {
 							t.Errorf("proxy %s %s %s: unchanged resource not shared with the previous generation", p.ID, shortType(ty), n)
 						}
 					}

@@ -16,6 +16,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -82,18 +83,43 @@ type generation struct {
 	proxy   *Proxy // the proxy that defined the group
 	key     string
 	version string
-	types   map[string]map[string]*resource
+	// types holds each type's resources by name. A generation derived
+	// from another (update, endpointsOnly, rebase) shares what it does
+	// not change, down to parts of these maps (cowmap).
+	types map[string]*resourceMap
 
 	mu      sync.Mutex
 	inbound map[string]*resource
 	// hostIndex maps type -> host -> resource names, built on demand for
 	// proxyless updates (see hostNames); guarded by mu.
-	hostIndex map[string]map[string][]string
+	hostIndex map[string]*cowmap.Map[string, []string]
+}
+
+// resourceMap is one type's resources by name.
+type resourceMap = cowmap.Map[string, *resource]
+
+// get returns g's resource of a type by name, or nil (inbound listeners
+// made on demand are lookup's).
+func (g *generation) get(typeURL, name string) *resource {
+	m := g.types[typeURL]
+	if m == nil {
+		return nil
+	}
+	r, _ := m.Get(name)
+	return r
+}
+
+// count returns how many resources of a type g holds.
+func (g *generation) count(typeURL string) int {
+	if m := g.types[typeURL]; m != nil {
+		return m.Len()
+	}
+	return 0
 }
 
 // generate builds all resource types for a group.
 func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]map[string]*resource, 4), inbound: map[string]*resource{}}
+	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
 	lds, err := Listeners(s, p)
 	if err != nil {
 		return nil, err
@@ -124,13 +150,13 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 func (g *generation) consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster) error {
 	if g.proxy.Kind == KindSidecar {
 		r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds}
-		for _, n := range slices.Sorted(maps.Keys(g.types[resourcev3.EndpointType])) {
-			r.Endpoints = append(r.Endpoints, g.types[resourcev3.EndpointType][n].msg.(*endpointv3.ClusterLoadAssignment))
+		for _, n := range slices.Sorted(g.types[resourcev3.EndpointType].Keys()) {
+			r.Endpoints = append(r.Endpoints, g.get(resourcev3.EndpointType, n).msg.(*endpointv3.ClusterLoadAssignment))
 		}
 		return r.Consistent()
 	}
-	eds := make(map[string]bool, len(g.types[resourcev3.EndpointType]))
-	for n := range g.types[resourcev3.EndpointType] {
+	eds := make(map[string]bool, g.count(resourcev3.EndpointType))
+	for n := range g.types[resourcev3.EndpointType].Keys() {
 		eds[n] = true
 	}
 	return Consistent(lds, rds, cds, eds)
@@ -176,8 +202,13 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 // and clusters.
 func (g *generation) sameBesidesEDS(o *generation) bool {
 	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
-		if !maps.EqualFunc(g.types[t], o.types[t], func(a, b *resource) bool { return a.hash == b.hash }) {
+		if g.count(t) != o.count(t) {
 			return false
+		}
+		for n, r := range g.types[t].All() {
+			if x := o.get(t, n); x == nil || x.hash != r.hash {
+				return false
+			}
 		}
 	}
 	return true
@@ -216,10 +247,7 @@ func tlsChanged(prev, s *model.Snapshot, p *Proxy, svcs []*model.Service) bool {
 }
 
 func (g *generation) endpointsOnly(s *model.Snapshot) (*generation, error) {
-	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]map[string]*resource, 4)}
-	for t, m := range g.types {
-		n.types[t] = m
-	}
+	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: maps.Clone(g.types)}
 	g.mu.Lock()
 	n.inbound = make(map[string]*resource, len(g.inbound))
 	for k, v := range g.inbound {
@@ -243,35 +271,34 @@ func (g *generation) generateEDSFrom(prev *generation) error {
 		if err != nil {
 			return err
 		}
-		m := make(map[string]*resource, len(eds))
+		m := cowmap.New[string, *resource]().Edit()
 		for _, cla := range eds {
 			r, err := newResource(cla.GetClusterName(), cla)
 			if err != nil {
 				return err
 			}
-			m[r.name] = r
+			m.Set(r.name, r)
 		}
-		g.types[resourcev3.EndpointType] = m
+		g.types[resourcev3.EndpointType] = m.Map()
 		return nil
 	}
-	old := prev.types[resourcev3.EndpointType]
-	m := make(map[string]*resource, len(old))
+	m := cowmap.New[string, *resource]().Edit()
 	for _, ref := range outboundClusters(g.snap, g.proxy) {
 		if !usesEDS(ref.svc) {
 			continue
 		}
 		name := ref.name()
-		if r := old[name]; r != nil && model.SameEndpoints(prevEndpoints(prev.snap, ref.svc), ref.svc.Endpoints) {
-			m[name] = r
+		if r := prev.get(resourcev3.EndpointType, name); r != nil && model.SameEndpoints(prevEndpoints(prev.snap, ref.svc), ref.svc.Endpoints) {
+			m.Set(name, r)
 			continue
 		}
 		r, err := newResource(name, loadAssignment(ref))
 		if err != nil {
 			return err
 		}
-		m[name] = r
+		m.Set(name, r)
 	}
-	g.types[resourcev3.EndpointType] = m
+	g.types[resourcev3.EndpointType] = m.Map()
 	return nil
 }
 
@@ -287,15 +314,16 @@ func prevEndpoints(s *model.Snapshot, svc *model.Service) []*model.Endpoint {
 }
 
 func (g *generation) add(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster) error {
+	edits := map[string]*cowmap.Editor[string, *resource]{}
+	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
+		edits[t] = cowmap.New[string, *resource]().Edit()
+	}
 	put := func(t, name string, msg proto.Message) error {
 		r, err := newResource(name, msg)
 		if err != nil {
 			return err
 		}
-		if g.types[t] == nil {
-			g.types[t] = make(map[string]*resource)
-		}
-		g.types[t][name] = r
+		edits[t].Set(name, r)
 		return nil
 	}
 	for _, l := range lds {
@@ -313,10 +341,8 @@ func (g *generation) add(lds []*listenerv3.Listener, rds []*routev3.RouteConfigu
 			return err
 		}
 	}
-	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
-		if g.types[t] == nil {
-			g.types[t] = map[string]*resource{}
-		}
+	for t, e := range edits {
+		g.types[t] = e.Map()
 	}
 	return nil
 }
@@ -324,7 +350,7 @@ func (g *generation) add(lds []*listenerv3.Listener, rds []*routev3.RouteConfigu
 // lookup returns the named resource of a type, generating inbound listeners
 // on demand; nil when there is none.
 func (g *generation) lookup(typeURL, name string) *resource {
-	if r := g.types[typeURL][name]; r != nil {
+	if r := g.get(typeURL, name); r != nil {
 		return r
 	}
 	if typeURL != resourcev3.ListenerType || len(name) <= len(InboundListenerPrefix) || name[:len(InboundListenerPrefix)] != InboundListenerPrefix {

@@ -41,7 +41,7 @@ func TestEndpointOnlyChangeUpdatesClusterTLS(t *testing.T) {
 	p := &Proxy{ID: "c", Kind: KindGRPC, Namespace: "shop"}
 	const name = "outbound|7070||cart.shop"
 	hasTLS := func(g *generation) bool {
-		c := g.types[resourcev3.ClusterType][name].msg.(*clusterv3.Cluster)
+		c := g.get(resourcev3.ClusterType, name).msg.(*clusterv3.Cluster)
 		return c.GetTransportSocket() != nil
 	}
 	g, err := generate(snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}), p, "k")
@@ -57,7 +57,7 @@ func TestEndpointOnlyChangeUpdatesClusterTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full || n.types[resourcev3.ClusterType][name] != g.types[resourcev3.ClusterType][name] {
+	if full || n.get(resourcev3.ClusterType, name) != g.get(resourcev3.ClusterType, name) {
 		t.Fatalf("an endpoint with the same identity regenerated CDS (full=%v)", full)
 	}
 
@@ -66,7 +66,7 @@ func TestEndpointOnlyChangeUpdatesClusterTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !full || proto.Equal(n.types[resourcev3.ClusterType][name].msg, g.types[resourcev3.ClusterType][name].msg) {
+	if !full || proto.Equal(n.get(resourcev3.ClusterType, name).msg, g.get(resourcev3.ClusterType, name).msg) {
 		t.Fatalf("a new service account must change the cluster's SANs (full=%v)", full)
 	}
 	n, full, err = n.withEndpoints(snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.3"}))

@@ -317,7 +317,7 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 			types[t][r.name] = b
 		}
 		for _, t := range typeURLs {
-			for _, r := range g.types[t] {
+			for _, r := range g.types[t].All() {
 				add(shortType(t), r)
 			}
 		}
