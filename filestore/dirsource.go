@@ -40,8 +40,9 @@ type DirSource struct {
 	// defs lists, per key, the files whose good objects define it, in path
 	// order: the first one's object is the source's.
 	defs map[Key][]string
-	// dups counts the keys defined by more than one file.
-	dups int
+	// dups counts the keys defined by more than one file, troubled the
+	// files with errors or a key repeated within them.
+	dups, troubled int
 	// dirty holds, for each file whose good objects changed since the last
 	// publish, the good objects it had then.
 	dirty map[string][]*Object
@@ -327,7 +328,16 @@ func (d *DirSource) drop(rel string) {
 	if _, ok := d.dirty[rel]; !ok {
 		d.dirty[rel] = fs.good
 	}
+	d.troubled -= fs.troubled()
 	delete(d.files, rel)
+}
+
+// troubled is 1 for a file with errors or a key it repeats, else 0.
+func (fs *fileState) troubled() int {
+	if len(fs.errs) > 0 || len(fs.byKey) != len(fs.good) {
+		return 1
+	}
+	return 0
 }
 
 // define adds rel to the files defining k, in path order.
@@ -361,17 +371,9 @@ func (d *DirSource) undefine(k Key, rel string) {
 }
 
 // errors returns every file's errors in path order, with the keys defined
-// twice; a source without errors or duplicates costs one pass over its
-// files.
+// twice; nothing, at no cost, for a source without either.
 func (d *DirSource) errors() []ConfigError {
-	clean := d.dups == 0
-	for _, fs := range d.files {
-		if len(fs.errs) > 0 || len(fs.byKey) != len(fs.good) {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if d.dups == 0 && d.troubled == 0 {
 		return nil
 	}
 	_, errs := d.collect()
@@ -435,6 +437,7 @@ func (d *DirSource) loadAll(rels []string) {
 			d.files[rel] = fs
 		}
 		r := results[i]
+		d.troubled -= fs.troubled()
 		fs.stamp, fs.errs = r.stamp, r.errs
 		for _, o := range r.objs {
 			o.Origin.Source = d.src.Name
@@ -442,6 +445,7 @@ func (d *DirSource) loadAll(rels []string) {
 		if len(r.errs) == 0 {
 			d.setGood(rel, fs, r.objs)
 		}
+		d.troubled += fs.troubled()
 	}
 }
 

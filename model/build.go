@@ -144,13 +144,16 @@ func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) [
 	if len(selector) == 0 {
 		return b.weAll[ns]
 	}
-	// Start from the smallest candidate list.
-	var cands []*filestore.Object
-	first := true
-	for k, v := range selector {
-		l := b.weIndex[ns][labelKV{k, v}]
-		if first || len(l) < len(cands) {
-			cands, first = l, false
+	// Start from the smallest candidate list (without an index, every
+	// entry of the namespace).
+	cands := b.weAll[ns]
+	if b.weIndex != nil {
+		first := true
+		for k, v := range selector {
+			l := b.weIndex[ns][labelKV{k, v}]
+			if first || len(l) < len(cands) {
+				cands, first = l, false
+			}
 		}
 	}
 	var out []*filestore.Object

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 
 	"github.com/vmesh/vmesh/filestore"
 	networking "istio.io/api/networking/v1alpha3"
@@ -44,11 +46,17 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 			}
 		}
 	}
-	var entries []*filestore.Object
-	for _, o := range fs.List(filestore.KindWorkloadEntry) {
-		if namespaces[o.Namespace] {
-			entries = append(entries, o)
+	// The namespaces' entries: ranges of the list, which is sorted by
+	// namespace.
+	entries := map[string][]*filestore.Object{}
+	all := fs.List(filestore.KindWorkloadEntry)
+	for ns := range namespaces {
+		lo, _ := slices.BinarySearchFunc(all, ns, func(o *filestore.Object, ns string) int { return cmp.Compare(o.Namespace, ns) })
+		hi := lo
+		for hi < len(all) && all[hi].Namespace == ns {
+			hi++
 		}
+		entries[ns] = all[lo:hi]
 	}
 	for _, o := range fs.List(filestore.KindServiceEntry) {
 		se, ok := o.Spec.(*networking.ServiceEntry)
@@ -73,8 +81,9 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 	if len(ses) == 0 {
 		return &next
 	}
-	b := &builder{s: &next}
-	b.indexWorkloadEntries(entries)
+	// Few services change: their selectors scan the namespace's entries
+	// rather than index them all (selectWorkloadEntries without an index).
+	b := &builder{s: &next, weAll: entries}
 	eps := make(map[filestore.Key][]*Endpoint, len(ses))
 	for k := range ses {
 		if o := fs.Get(k); o != nil {
