@@ -3,7 +3,10 @@ package filestore_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,6 +114,57 @@ func BenchmarkDecode(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, errs := filestore.Decode("routing.yaml", data); len(errs) > 0 {
 			b.Fatal(errs)
+		}
+	}
+}
+
+// BenchmarkGitSingleFileCommit10k measures applying a commit that edits one
+// file of a 10,000-object repository: fetch, list the tree, read and decode
+// the changed file, update the Store. The commit itself is made outside the
+// timer.
+func BenchmarkGitSingleFileCommit10k(b *testing.B) {
+	dir := b.TempDir()
+	writeTree(b, dir, 10000)
+	git := func(args ...string) {
+		b.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "--quiet", "--initial-branch=main")
+	git("-c", "user.email=b@vmesh.io", "-c", "user.name=bench", "add", ".")
+	git("-c", "user.email=b@vmesh.io", "-c", "user.name=bench", "commit", "--quiet", "-m", "config")
+	store := filestore.NewStore()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: dir, Ref: "main", WorkDir: filepath.Join(b.TempDir(), "clone")}, store, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := src.Sync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "d00", "f00099.yaml")
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		edited := strings.Replace(string(orig), "address: 10.0.0.1", fmt.Sprintf("address: 10.200.%d.%d", i/250%250, i%250), 1)
+		if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		git("-c", "user.email=b@vmesh.io", "-c", "user.name=bench", "commit", "--quiet", "-am", fmt.Sprint(i))
+		rev := store.Snapshot().Revision
+		b.StartTimer()
+		if err := src.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if store.Snapshot().Revision != rev+1 {
+			b.Fatal("the commit did not change the Store")
 		}
 	}
 }

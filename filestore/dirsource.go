@@ -36,23 +36,7 @@ type DirSource struct {
 	log   *slog.Logger
 	ready chan struct{}
 	once  sync.Once
-	files map[string]*fileState // by path relative to root
-	// defs lists, per key, the files whose good objects define it, in path
-	// order: the first one's object is the source's.
-	defs map[Key][]string
-	// dups counts the keys defined by more than one file, troubled the
-	// files with errors or a key repeated within them.
-	dups, troubled int
-	// dirty holds, for each file whose good objects changed since the last
-	// publish, the good objects it had then.
-	dirty map[string][]*Object
-}
-
-type fileState struct {
-	stamp fileStamp
-	good  []*Object       // last good objects
-	byKey map[Key]*Object // good by key, the first of a key the file repeats
-	errs  []ConfigError
+	files *fileSet // by path relative to root
 }
 
 type fileStamp struct {
@@ -77,9 +61,7 @@ func NewDirSource(root string, store *Store, logger *slog.Logger) *DirSource {
 		store: store,
 		log:   logger.With("source", "dir:"+abs),
 		ready: make(chan struct{}),
-		files: map[string]*fileState{},
-		defs:  map[Key][]string{},
-		dirty: map[string][]*Object{},
+		files: newFileSet(),
 	}
 }
 
@@ -189,9 +171,9 @@ func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
 		}
 	}
 	d.loadAll(stale)
-	for p := range d.files {
+	for p := range d.files.files {
 		if !seen[p] {
-			d.drop(p)
+			d.files.drop(p)
 		}
 	}
 	return d.publish()
@@ -228,7 +210,7 @@ func (d *DirSource) filesOnly(paths map[string]bool) ([]string, bool) {
 
 func (d *DirSource) holdsFilesUnder(rel string) bool {
 	prefix := rel + string(filepath.Separator)
-	for f := range d.files {
+	for f := range d.files.files {
 		if strings.HasPrefix(f, prefix) {
 			return true
 		}
@@ -254,7 +236,7 @@ func (d *DirSource) syncFiles(rels []string) error {
 	var stale []string
 	for _, rel := range rels {
 		if _, err := os.Stat(filepath.Join(d.root, rel)); err != nil {
-			d.drop(rel)
+			d.files.drop(rel)
 			continue
 		}
 		if d.changed(rel) {
@@ -266,37 +248,13 @@ func (d *DirSource) syncFiles(rels []string) error {
 }
 
 // publish hands the Store what the files changed since the last publish
-// (the keys their good objects define or defined, resolved to the first
-// defining file in path order) and every error. It costs what changed:
-// one edited file is one file's keys.
+// and every error: one edited file costs that file's keys.
 func (d *DirSource) publish() error {
-	touched := map[Key]struct{}{}
-	for rel, before := range d.dirty {
-		for _, o := range before {
-			d.undefine(o.Key, rel)
-			touched[o.Key] = struct{}{}
-		}
-		if fs := d.files[rel]; fs != nil {
-			for k := range fs.byKey {
-				d.define(k, rel)
-				touched[k] = struct{}{}
-			}
-		}
-	}
-	clear(d.dirty)
-	var set []*Object
-	var remove []Key
-	for k := range touched {
-		if files := d.defs[k]; len(files) > 0 {
-			set = append(set, d.files[files[0]].byKey[k])
-		} else {
-			remove = append(remove, k)
-		}
-	}
+	set, remove := d.files.changes()
 	if err := d.store.Update(d.src, set, remove); err != nil {
 		return err // cannot happen: each key is resolved once
 	}
-	errs := d.errors()
+	errs := d.files.errors()
 	d.store.SetStatus(d.src, "", errs)
 	for _, e := range errs {
 		d.log.Warn("config error", "error", e.Error())
@@ -305,84 +263,9 @@ func (d *DirSource) publish() error {
 	return nil
 }
 
-// setGood records a file's new good objects.
-func (d *DirSource) setGood(rel string, fs *fileState, objs []*Object) {
-	if _, ok := d.dirty[rel]; !ok {
-		d.dirty[rel] = fs.good
-	}
-	fs.good = objs
-	fs.byKey = make(map[Key]*Object, len(objs))
-	for _, o := range objs {
-		if _, dup := fs.byKey[o.Key]; !dup {
-			fs.byKey[o.Key] = o
-		}
-	}
-}
-
-// drop forgets a file that is gone.
-func (d *DirSource) drop(rel string) {
-	fs := d.files[rel]
-	if fs == nil {
-		return
-	}
-	if _, ok := d.dirty[rel]; !ok {
-		d.dirty[rel] = fs.good
-	}
-	d.troubled -= fs.troubled()
-	delete(d.files, rel)
-}
-
-// troubled is 1 for a file with errors or a key it repeats, else 0.
-func (fs *fileState) troubled() int {
-	if len(fs.errs) > 0 || len(fs.byKey) != len(fs.good) {
-		return 1
-	}
-	return 0
-}
-
-// define adds rel to the files defining k, in path order.
-func (d *DirSource) define(k Key, rel string) {
-	files := d.defs[k]
-	i, found := slices.BinarySearch(files, rel)
-	if found {
-		return
-	}
-	d.defs[k] = slices.Insert(files, i, rel)
-	if len(files) == 1 {
-		d.dups++
-	}
-}
-
-// undefine removes rel from the files defining k.
-func (d *DirSource) undefine(k Key, rel string) {
-	files := d.defs[k]
-	i, found := slices.BinarySearch(files, rel)
-	if !found {
-		return
-	}
-	if len(files) == 2 {
-		d.dups--
-	}
-	if len(files) == 1 {
-		delete(d.defs, k)
-		return
-	}
-	d.defs[k] = slices.Delete(files, i, i+1)
-}
-
-// errors returns every file's errors in path order, with the keys defined
-// twice; nothing, at no cost, for a source without either.
-func (d *DirSource) errors() []ConfigError {
-	if d.dups == 0 && d.troubled == 0 {
-		return nil
-	}
-	_, errs := d.collect()
-	return errs
-}
-
 // changed reports whether a file's stamp differs from the one last loaded.
 func (d *DirSource) changed(rel string) bool {
-	fs := d.files[rel]
+	fs := d.files.files[rel]
 	return fs == nil || fs.stamp != stampOf(filepath.Join(d.root, rel))
 }
 
@@ -431,67 +314,12 @@ func (d *DirSource) loadAll(rels []string) {
 	close(work)
 	wg.Wait()
 	for i, rel := range rels {
-		fs := d.files[rel]
-		if fs == nil {
-			fs = &fileState{}
-			d.files[rel] = fs
-		}
 		r := results[i]
-		d.troubled -= fs.troubled()
-		fs.stamp, fs.errs = r.stamp, r.errs
 		for _, o := range r.objs {
 			o.Origin.Source = d.src.Name
 		}
-		if len(r.errs) == 0 {
-			d.setGood(rel, fs, r.objs)
-		}
-		d.troubled += fs.troubled()
+		d.files.set(rel, r.stamp, r.objs, r.errs)
 	}
-}
-
-// collect merges every file's last good objects; a key defined in two files
-// is kept from the first file in path order and reported on the second.
-// publish uses it for the errors only.
-func (d *DirSource) collect() ([]*Object, []ConfigError) {
-	rels := make([]string, 0, len(d.files))
-	for p := range d.files {
-		rels = append(rels, p)
-	}
-	slices.Sort(rels)
-	var errs []ConfigError
-	var dd dedup
-	for _, rel := range rels {
-		fs := d.files[rel]
-		errs = append(errs, fs.errs...)
-		if len(fs.errs) > 0 && fs.good != nil {
-			errs = append(errs, ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
-		}
-		errs = dd.add(fs.good, errs)
-	}
-	return dd.objs, errs
-}
-
-// dedup collects one source's objects in file order, keeping the first
-// definition of each key and reporting the others with both places.
-type dedup struct {
-	objs  []*Object
-	first map[Key]*Object
-}
-
-func (d *dedup) add(objs []*Object, errs []ConfigError) []ConfigError {
-	if d.first == nil {
-		d.first = map[Key]*Object{}
-	}
-	for _, o := range objs {
-		if prev, dup := d.first[o.Key]; dup {
-			errs = append(errs, ConfigError{File: o.Origin.File, Line: o.Origin.Line, Object: o.Key.String(),
-				Message: fmt.Sprintf("defined twice in this source; keeping %s:%d", prev.Origin.File, prev.Origin.Line)})
-			continue
-		}
-		d.first[o.Key] = o
-		d.objs = append(d.objs, o)
-	}
-	return errs
 }
 
 // scan lists the tree's YAML files and the directories to watch.

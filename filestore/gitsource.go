@@ -53,6 +53,12 @@ type GitSource struct {
 	ready   chan struct{}
 	once    sync.Once
 
+	// syncMu serialises Sync; tree and files are the last good commit's,
+	// guarded by it.
+	syncMu sync.Mutex
+	tree   map[string]string // path -> blob of the config's files
+	files  *fileSet
+
 	mu          sync.Mutex
 	goodCommit  string
 	lastCommit  string
@@ -91,6 +97,8 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 		log:     logger.With("source", name),
 		trigger: make(chan struct{}, 1),
 		ready:   make(chan struct{}),
+		tree:    map[string]string{},
+		files:   newFileSet(),
 	}, nil
 }
 
@@ -160,6 +168,8 @@ func (g *GitSource) init(ctx context.Context) error {
 
 // Sync fetches the ref once and applies its commit if it is new.
 func (g *GitSource) Sync(ctx context.Context) error {
+	g.syncMu.Lock()
+	defer g.syncMu.Unlock()
 	if err := g.init(ctx); err != nil {
 		return err
 	}
@@ -183,7 +193,7 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	if same {
 		return nil
 	}
-	objs, errs, err := g.load(ctx, commit)
+	tree, set, remove, errs, err := g.apply(ctx, commit)
 	if err != nil {
 		return err
 	}
@@ -201,16 +211,91 @@ func (g *GitSource) Sync(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := g.store.Replace(g.src, objs); err != nil {
+	if err := g.store.Update(g.src, set, remove); err != nil {
 		return err
 	}
+	g.tree = tree
 	g.mu.Lock()
 	g.goodCommit = commit
 	g.mu.Unlock()
 	g.setStatus(commit, nil)
-	g.log.Info("applied commit", "commit", commit, "objects", len(objs))
+	g.log.Info("applied commit", "commit", commit, "changed", len(set), "removed", len(remove))
 	g.once.Do(func() { close(g.ready) })
 	return nil
+}
+
+// apply reads the files of commit that differ from the last good commit's
+// and brings the file set to the commit, returning the commit's tree and
+// what changes for the Store. When the commit has errors (in a changed file,
+// or a key it now defines twice) the file set is left at the last good
+// commit and the errors are returned: a commit applies whole or not at
+// all. Objects keep the commit they were read at.
+func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]string, set []*Object, remove []Key, errs []ConfigError, err error) {
+	entries, err := listGitTree(ctx, g.cfg.WorkDir, commit, g.cfg.Path)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	tree = make(map[string]string, len(entries))
+	var changed []GitFile
+	var blobs []string
+	for _, e := range entries {
+		tree[e.path] = e.blob
+		if g.tree[e.path] != e.blob {
+			changed = append(changed, GitFile{Path: e.path})
+			blobs = append(blobs, e.blob)
+		}
+	}
+	var removed []string
+	for p := range g.tree {
+		if _, ok := tree[p]; !ok {
+			removed = append(removed, p)
+		}
+	}
+	datas, err := readGitBlobs(ctx, g.cfg.WorkDir, commit, blobs)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	decoded := make([][]*Object, len(changed))
+	for i := range changed {
+		objs, fe := Decode(changed[i].Path, datas[i])
+		errs = append(errs, fe...)
+		for _, o := range objs {
+			o.Origin.Source = g.src.Name
+			o.Origin.Commit = commit
+		}
+		decoded[i] = objs
+	}
+	if len(errs) > 0 {
+		return nil, nil, nil, errs, nil
+	}
+	// Bring the file set to the commit, remembering the last good
+	// versions to go back to if the commit defines a key twice.
+	before := map[string]*fileState{}
+	for _, f := range changed {
+		before[f.Path] = g.files.files[f.Path]
+	}
+	for _, p := range removed {
+		before[p] = g.files.files[p]
+	}
+	for i, f := range changed {
+		g.files.set(f.Path, fileStamp{}, decoded[i], nil)
+	}
+	for _, p := range removed {
+		g.files.drop(p)
+	}
+	set, remove = g.files.changes()
+	if errs = g.files.errors(); len(errs) > 0 {
+		for p, fs := range before {
+			if fs == nil {
+				g.files.drop(p)
+			} else {
+				g.files.set(p, fs.stamp, fs.good, nil)
+			}
+		}
+		g.files.changes()
+		return nil, nil, nil, errs, nil
+	}
+	return tree, set, remove, nil, nil
 }
 
 // fetch brings the configured ref into the local clone and returns its commit.
@@ -236,11 +321,19 @@ func (g *GitSource) Check(ctx context.Context) (string, []*Object, []ConfigError
 	if err != nil {
 		return "", nil, nil, err
 	}
-	objs, errs, err := g.load(ctx, commit)
+	files, err := ReadGitTree(ctx, g.cfg.WorkDir, commit, g.cfg.Path)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	objs, errs := DecodeFiles(files)
+	for _, o := range objs {
+		o.Origin.Source = g.src.Name
+		o.Origin.Commit = commit
+	}
 	for i := range errs {
 		errs[i].Commit = commit
 	}
-	return commit, objs, errs, err
+	return commit, objs, errs, nil
 }
 
 func shortOr(s, alt string) string {
@@ -257,20 +350,6 @@ func (g *GitSource) setStatus(revision string, errs []ConfigError) {
 	g.store.SetStatus(g.src, revision, errs)
 }
 
-// load decodes every YAML file of the commit under the configured path.
-func (g *GitSource) load(ctx context.Context, commit string) ([]*Object, []ConfigError, error) {
-	files, err := ReadGitTree(ctx, g.cfg.WorkDir, commit, g.cfg.Path)
-	if err != nil {
-		return nil, nil, err
-	}
-	objs, errs := DecodeFiles(files)
-	for _, o := range objs {
-		o.Origin.Source = g.src.Name
-		o.Origin.Commit = commit
-	}
-	return objs, errs, nil
-}
-
 // GitFile is one file read from a git tree.
 type GitFile struct {
 	Path string
@@ -280,6 +359,32 @@ type GitFile struct {
 // ReadGitTree returns the .yaml/.yml files of a commit under sub (all of the
 // tree when sub is empty), in path order, from the repository at gitDir.
 func ReadGitTree(ctx context.Context, gitDir, commit, sub string) ([]GitFile, error) {
+	entries, err := listGitTree(ctx, gitDir, commit, sub)
+	if err != nil {
+		return nil, err
+	}
+	blobs := make([]string, len(entries))
+	files := make([]GitFile, len(entries))
+	for i, e := range entries {
+		blobs[i], files[i].Path = e.blob, e.path
+	}
+	datas, err := readGitBlobs(ctx, gitDir, commit, blobs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range files {
+		files[i].Data = datas[i]
+	}
+	return files, nil
+}
+
+// gitEntry is a config file of a git tree: its path under the config
+// folder and its blob.
+type gitEntry struct{ path, blob string }
+
+// listGitTree lists the .yaml/.yml files of a commit under sub, in path
+// order.
+func listGitTree(ctx context.Context, gitDir, commit, sub string) ([]gitEntry, error) {
 	args := []string{"ls-tree", "-r", "-z", "--full-tree", commit}
 	if sub != "" {
 		args = append(args, "--", sub)
@@ -288,8 +393,7 @@ func ReadGitTree(ctx context.Context, gitDir, commit, sub string) ([]GitFile, er
 	if err != nil {
 		return nil, fmt.Errorf("list files of %s: %w", commit, err)
 	}
-	var files []GitFile
-	var batch bytes.Buffer
+	var entries []gitEntry
 	for _, entry := range strings.Split(string(out), "\x00") {
 		meta, name, ok := strings.Cut(entry, "\t")
 		if !ok {
@@ -307,18 +411,27 @@ func ReadGitTree(ctx context.Context, gitDir, commit, sub string) ([]GitFile, er
 		if sub != "" {
 			rel = strings.TrimPrefix(strings.TrimPrefix(name, sub), "/")
 		}
-		files = append(files, GitFile{Path: rel})
-		batch.WriteString(fields[2] + "\n")
+		entries = append(entries, gitEntry{path: rel, blob: fields[2]})
 	}
-	if len(files) == 0 {
+	return entries, nil
+}
+
+// readGitBlobs reads blobs (of commit, for errors) with one git process.
+func readGitBlobs(ctx context.Context, gitDir, commit string, blobs []string) ([][]byte, error) {
+	if len(blobs) == 0 {
 		return nil, nil
 	}
-	blobs, err := runGit(ctx, gitDir, nil, &batch, "cat-file", "--batch")
+	var batch bytes.Buffer
+	for _, b := range blobs {
+		batch.WriteString(b + "\n")
+	}
+	out, err := runGit(ctx, gitDir, nil, &batch, "cat-file", "--batch")
 	if err != nil {
 		return nil, fmt.Errorf("read files of %s: %w", commit, err)
 	}
-	r := bufio.NewReader(bytes.NewReader(blobs))
-	for i := range files {
+	r := bufio.NewReader(bytes.NewReader(out))
+	datas := make([][]byte, len(blobs))
+	for i := range blobs {
 		header, err := r.ReadString('\n')
 		if err != nil {
 			return nil, fmt.Errorf("read files of %s: %w", commit, err)
@@ -331,15 +444,15 @@ func ReadGitTree(ctx context.Context, gitDir, commit, sub string) ([]GitFile, er
 		if err != nil {
 			return nil, fmt.Errorf("read files of %s: %w", commit, err)
 		}
-		files[i].Data = make([]byte, size)
-		if _, err := io.ReadFull(r, files[i].Data); err != nil {
+		datas[i] = make([]byte, size)
+		if _, err := io.ReadFull(r, datas[i]); err != nil {
 			return nil, fmt.Errorf("read files of %s: %w", commit, err)
 		}
 		if _, err := r.Discard(1); err != nil {
 			return nil, fmt.Errorf("read files of %s: %w", commit, err)
 		}
 	}
-	return files, nil
+	return datas, nil
 }
 
 // DecodeFiles decodes a set of files as one source: it returns all objects

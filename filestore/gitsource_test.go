@@ -171,3 +171,53 @@ func TestGitSourceUnreachableKeepsServing(t *testing.T) {
 		t.Fatal("lost config or error not reported when the remote vanished")
 	}
 }
+
+// TestGitSourceReadsChangedFilesOnly checks that a commit is applied from
+// the files it changed: objects of untouched files are the ones read at
+// an earlier commit (same objects, their commit), a deleted file's objects
+// go, and a commit that defines a key in a second file is rejected whole,
+// leaving the last good commit serving, until a fix applies.
+func TestGitSourceReadsChangedFilesOnly(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2"), "c.yaml": weYAML("c", "3.3.3.3")})
+	src, store := newGitSource(t, repo.dir, "main", "")
+	must(t, src.Sync(ctx))
+	key := func(name string) filestore.Key {
+		return filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name}
+	}
+	b1 := store.Snapshot().Get(key("b"))
+
+	c2 := repo.commit("move a, drop c", map[string]string{"a.yaml": weYAML("a", "1.1.1.9"), "c.yaml": ""})
+	must(t, src.Sync(ctx))
+	snap := store.Snapshot()
+	if a := snap.Get(key("a")); a == nil || a.Origin.Commit != c2 || addressOf(snap, "a") != "1.1.1.9" {
+		t.Fatalf("changed file: %+v", a)
+	}
+	if b := snap.Get(key("b")); b != b1 || b.Origin.Commit != c1 {
+		t.Fatalf("untouched file read again: %+v (was %+v)", b, b1)
+	}
+	if snap.Get(key("c")) != nil || snap.Commit() != c2 || snap.Len() != 2 {
+		t.Fatalf("deleted file's object kept, or commit %s not served", snap.Commit())
+	}
+
+	// d.yaml defines b again: the commit is rejected whole.
+	bad := repo.commit("dup", map[string]string{"d.yaml": weYAML("b", "4.4.4.4") + "---\n" + weYAML("d", "5.5.5.5")})
+	must(t, src.Sync(ctx))
+	snap = store.Snapshot()
+	st := gitStatus(snap)
+	if addressOf(snap, "d") != "" || addressOf(snap, "b") != "2.2.2.2" || st.Revision != c2 {
+		t.Fatalf("commit with a duplicate key partly applied: d %q b %q revision %s", addressOf(snap, "d"), addressOf(snap, "b"), st.Revision)
+	}
+	if len(st.Errors) != 2 || st.Errors[0].Commit != bad || st.Errors[0].File != "d.yaml" || !strings.Contains(st.Errors[0].Message, "defined twice") {
+		t.Fatalf("duplicate not reported against the commit: %+v", st.Errors)
+	}
+
+	// The fix applies, from the state of the last good commit.
+	c4 := repo.commit("fix", map[string]string{"d.yaml": weYAML("d", "5.5.5.5")})
+	must(t, src.Sync(ctx))
+	snap = store.Snapshot()
+	if addressOf(snap, "d") != "5.5.5.5" || addressOf(snap, "b") != "2.2.2.2" || snap.Commit() != c4 || len(gitStatus(snap).Errors) != 0 || snap.Len() != 3 {
+		t.Fatalf("fix not applied: d %q b %q commit %s errors %+v", addressOf(snap, "d"), addressOf(snap, "b"), snap.Commit(), gitStatus(snap).Errors)
+	}
+}
