@@ -50,7 +50,9 @@ type Origin struct {
 	// File and Line locate the object's document, for file and git sources.
 	File string `json:"file,omitempty"`
 	Line int    `json:"line,omitempty"`
-	// Commit is the full git commit SHA, for git sources.
+	// Commit is the full SHA of the git commit the object was read at, for
+	// git sources: the first applied commit in which its file had its
+	// current content.
 	Commit string `json:"commit,omitempty"`
 	// Registry names the registry entry that generated the object, for registries.
 	Registry string `json:"registry,omitempty"`
