@@ -20,7 +20,7 @@ func benchModel(b *testing.B) (*model.Snapshot, *xds.Proxy) {
 	b.Helper()
 	dir := b.TempDir()
 	sz := DefaultOptions().Size
-	if err := Write(dir, sz); err != nil {
+	if err := Write(dir, sz, SourceDir); err != nil {
 		b.Fatal(err)
 	}
 	objs, errs, err := filestore.LoadPath(dir)

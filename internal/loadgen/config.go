@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vmesh/vmesh/registries/zookeeper"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -55,25 +56,79 @@ func (s Size) Namespace(i int) string { return fmt.Sprintf("ns-%d", i%s.Namespac
 // ServiceName returns the name of service i.
 func ServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
 
-// Host returns the host of service i.
-func Host(i int) string { return ServiceName(i) + ".mesh.internal" }
+// Source says where the vmesh child reads the generated services and
+// endpoints from; VirtualServices, DestinationRules and Sidecars are always
+// files (in the git repository with SourceGit).
+type Source string
+
+// Sources of the generated config.
+const (
+	// SourceDir is a directory of files the vmesh child watches.
+	SourceDir Source = "dir"
+	// SourceGit is a git repository: a change is a commit, a push and a
+	// webhook call.
+	SourceGit Source = "git"
+	// SourceZooKeeper registers every endpoint as a Dubbo provider in
+	// ZooKeeper; the rest stays files.
+	SourceZooKeeper Source = "zookeeper"
+)
+
+// Interface returns the Dubbo interface of service i (SourceZooKeeper).
+func Interface(i int) string { return fmt.Sprintf("com.vmesh.load.Service%05d", i) }
+
+// Host returns the host of service i: with SourceZooKeeper the host the
+// ZooKeeper adapter generates for Interface(i), else a .mesh.internal name.
+func (s Source) Host(i int) string {
+	if s == SourceZooKeeper {
+		return zookeeper.InterfaceHost(Interface(i), "", "", "")
+	}
+	return ServiceName(i) + ".mesh.internal"
+}
 
 // RouteName returns the LDS and RDS resource name of service i, the name a
 // gRPC client dials as xds:///host:port.
-func RouteName(i int) string { return xds.ListenerName(Host(i), ServicePort) }
+func (s Source) RouteName(i int) string { return xds.ListenerName(s.Host(i), ServicePort) }
 
 // ChangedEndpointClusters returns the EDS resources an endpoint change of
-// service i alters: the service's cluster and its v1 subset (WriteEndpoints
-// moves endpoint 0, a v1 endpoint).
-func ChangedEndpointClusters(i int) []string {
-	return []string{xds.ClusterName(ServicePort, "", Host(i)), xds.ClusterName(ServicePort, "v1", Host(i))}
+// service i alters: the service's cluster and its v1 subset (an endpoint
+// change moves endpoint 0, a v1 endpoint).
+func (s Source) ChangedEndpointClusters(i int) []string {
+	return []string{xds.ClusterName(ServicePort, "", s.Host(i)), xds.ClusterName(ServicePort, "v1", s.Host(i))}
 }
 
-// Write generates the whole config under dir: per namespace a Sidecar, and
-// per service one file for the ServiceEntry, one for its WorkloadEntries and,
-// for the first VirtualServices services, one for its VirtualService and
-// DestinationRule.
-func Write(dir string, sz Size) error {
+// subsetLabel is the endpoint label the DestinationRule subsets select on.
+// A Dubbo provider's "version" is part of its service's identity (and
+// host), so ZooKeeper providers carry the subset as "release".
+func (s Source) subsetLabel() string {
+	if s == SourceZooKeeper {
+		return "release"
+	}
+	return "version"
+}
+
+// Write generates the whole config under dir with src's host names: per
+// namespace a Sidecar, and per service one file for the ServiceEntry, one
+// for its WorkloadEntries and, for the first VirtualServices services, one
+// for its VirtualService and DestinationRule.
+func Write(dir string, sz Size, src Source) error {
+	if err := WriteRoutingConfig(dir, sz, src); err != nil {
+		return err
+	}
+	for i := range sz.Services {
+		if err := writeFile(dir, serviceFile(sz, i), serviceYAML(sz, src, i)); err != nil {
+			return err
+		}
+		if err := WriteEndpoints(dir, sz, src, i, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteRoutingConfig generates the part of the config that stays files when
+// a registry holds the services: the Sidecars and the VirtualServices with
+// their DestinationRules.
+func WriteRoutingConfig(dir string, sz Size, src Source) error {
 	if err := sz.Validate(); err != nil {
 		return err
 	}
@@ -86,17 +141,9 @@ func Write(dir string, sz Size) error {
 			return err
 		}
 	}
-	for i := range sz.Services {
-		if err := writeFile(dir, serviceFile(sz, i), serviceYAML(sz, i)); err != nil {
+	for i := range sz.VirtualServices {
+		if err := WriteRouting(dir, sz, src, i, 0); err != nil {
 			return err
-		}
-		if err := WriteEndpoints(dir, sz, i, 0); err != nil {
-			return err
-		}
-		if i < sz.VirtualServices {
-			if err := WriteRouting(dir, sz, i, 0); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -104,14 +151,14 @@ func Write(dir string, sz Size) error {
 
 // WriteRouting writes generation gen of service i's VirtualService and
 // DestinationRule: the v1/v2 weights change with every generation.
-func WriteRouting(dir string, sz Size, i, gen int) error {
-	return writeFile(dir, routingFile(sz, i), routingYAML(sz, i, gen))
+func WriteRouting(dir string, sz Size, src Source, i, gen int) error {
+	return writeFile(dir, routingFile(sz, i), routingYAML(sz, src, i, gen))
 }
 
 // WriteEndpoints writes generation gen of service i's WorkloadEntries:
 // endpoint 0 moves to a new address with every generation.
-func WriteEndpoints(dir string, sz Size, i, gen int) error {
-	return writeFile(dir, endpointsFile(sz, i), endpointsYAML(sz, i, gen))
+func WriteEndpoints(dir string, sz Size, src Source, i, gen int) error {
+	return writeFile(dir, endpointsFile(sz, i), endpointsYAML(sz, src, i, gen))
 }
 
 func serviceFile(sz Size, i int) string { return sz.Namespace(i) + "/" + ServiceName(i) + ".yaml" }
@@ -155,7 +202,7 @@ spec:
 `, ns)
 }
 
-func serviceYAML(sz Size, i int) string {
+func serviceYAML(sz Size, src Source, i int) string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata:
@@ -173,7 +220,7 @@ spec:
   workloadSelector:
     labels:
       app: %[1]s
-`, ServiceName(i), sz.Namespace(i), Host(i), ServicePort)
+`, ServiceName(i), sz.Namespace(i), src.Host(i), ServicePort)
 }
 
 // endpointAddress returns the address of endpoint j of service i at
@@ -186,13 +233,20 @@ func endpointAddress(i, j, gen int) string {
 	return fmt.Sprintf("10.%d.%d.%d", i/250, i%250, last)
 }
 
-func endpointsYAML(sz Size, i, gen int) string {
+// endpointSubset returns the subset (v1 or v2) of endpoint j.
+func endpointSubset(j int) string {
+	if j%2 == 1 {
+		return "v2"
+	}
+	return "v1"
+}
+
+// endpointsYAML returns service i's WorkloadEntries at generation gen. With
+// SourceZooKeeper they mirror what the adapter generates from the providers
+// (subset label "release", no locality), for the baseline.
+func endpointsYAML(sz Size, src Source, i, gen int) string {
 	var b strings.Builder
 	for j := range sz.Endpoints {
-		version := "v1"
-		if j%2 == 1 {
-			version = "v2"
-		}
 		if j > 0 {
 			b.WriteString("---\n")
 		}
@@ -205,11 +259,21 @@ spec:
   address: %[4]s
   labels:
     app: %[1]s
-    version: %[5]s
-  locality: region/zone-%[6]d
-`, ServiceName(i), j, sz.Namespace(i), endpointAddress(i, j, gen), version, j%3)
+    %[5]s: %[6]s
+`, ServiceName(i), j, sz.Namespace(i), endpointAddress(i, j, gen), src.subsetLabel(), endpointSubset(j))
+		if src != SourceZooKeeper {
+			fmt.Fprintf(&b, "  locality: region/zone-%d\n", j%3)
+		}
 	}
 	return b.String()
+}
+
+// ProviderURL returns the Dubbo provider URL of endpoint j of service i at
+// generation gen, as a Dubbo 3 Triple (gRPC-compatible) provider registers
+// it: tri://address:7070/interface?... with its subset as "release".
+func ProviderURL(sz Size, i, j, gen int) string {
+	return fmt.Sprintf("tri://%s:%d/%s?application=load-%s&interface=%[3]s&release=%[5]s&side=provider&timestamp=1700000000000",
+		endpointAddress(i, j, gen), ServicePort, Interface(i), sz.Namespace(i), endpointSubset(j))
 }
 
 // routeWeights returns the v1 and v2 weights at generation gen; consecutive
@@ -219,7 +283,7 @@ func routeWeights(gen int) (v1, v2 int) {
 	return v1, 100 - v1
 }
 
-func routingYAML(sz Size, i, gen int) string {
+func routingYAML(sz Size, src Source, i, gen int) string {
 	v1, v2 := routeWeights(gen)
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -250,9 +314,9 @@ spec:
   subsets:
   - name: v1
     labels:
-      version: v1
+      %[6]s: v1
   - name: v2
     labels:
-      version: v2
-`, ServiceName(i), sz.Namespace(i), Host(i), v1, v2)
+      %[6]s: v2
+`, ServiceName(i), sz.Namespace(i), src.Host(i), v1, v2, src.subsetLabel())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +23,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/go-zookeeper/zk"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
+	"github.com/vmesh/vmesh/registries/zookeeper"
 )
 
 // TestMain lets the test binary act as a server child, as the vmesh-load
@@ -78,7 +83,7 @@ func TestSummarize(t *testing.T) {
 func TestWriteDecodes(t *testing.T) {
 	dir := t.TempDir()
 	sz := Size{Services: 12, Endpoints: 3, VirtualServices: 4, Namespaces: 3}
-	if err := Write(dir, sz); err != nil {
+	if err := Write(dir, sz, SourceDir); err != nil {
 		t.Fatal(err)
 	}
 	objs, errs, err := filestore.LoadPath(dir)
@@ -114,7 +119,7 @@ func TestWriteDecodes(t *testing.T) {
 func TestChangesAlterWhatTheySay(t *testing.T) {
 	dir := t.TempDir()
 	sz := Size{Services: 4, Endpoints: 3, VirtualServices: 2, Namespaces: 2}
-	if err := Write(dir, sz); err != nil {
+	if err := Write(dir, sz, SourceDir); err != nil {
 		t.Fatal(err)
 	}
 	load := func() map[filestore.Key]*filestore.Object {
@@ -132,10 +137,10 @@ func TestChangesAlterWhatTheySay(t *testing.T) {
 	weEKey := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "ns-1", Name: ServiceName(1) + "-0"}
 	prevWeight, prevAddr := int32(-1), ""
 	for gen := range 45 {
-		if err := WriteRouting(dir, sz, 1, gen); err != nil {
+		if err := WriteRouting(dir, sz, SourceDir, 1, gen); err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteEndpoints(dir, sz, 1, gen); err != nil {
+		if err := WriteEndpoints(dir, sz, SourceDir, 1, gen); err != nil {
 			t.Fatal(err)
 		}
 		m := load()
@@ -174,7 +179,7 @@ func TestSpecsMix(t *testing.T) {
 				t.Errorf("%s: Envoy-like proxy with listener names", s.ID)
 			}
 		} else {
-			if len(s.Listeners) != o.ListenersPerProxy || s.Listeners[0] != RouteName(0) || s.Listeners[1] != RouteName(1) {
+			if len(s.Listeners) != o.ListenersPerProxy || s.Listeners[0] != o.Source.RouteName(0) || s.Listeners[1] != o.Source.RouteName(1) {
 				t.Errorf("%s: listeners %v", s.ID, s.Listeners)
 			}
 		}
@@ -378,5 +383,187 @@ func TestProxyFollowsReferencesAndFiresProbes(t *testing.T) {
 		if fire := respond(resourcev3.RouteType, res("r1", route(70))); len(fire) != 0 {
 			t.Fatalf("delta=%v: the probe fired twice", delta)
 		}
+	}
+}
+
+// smallRun returns the options of a small end-to-end run: one change of
+// each kind after the warm-up.
+func smallRun(t *testing.T, src Source) Options {
+	o := DefaultOptions()
+	o.Size = Size{Services: 20, Endpoints: 3, VirtualServices: 4, Namespaces: 2}
+	o.Proxies = 16
+	o.Changes = 1
+	o.DebounceQuiet = 20 * time.Millisecond
+	o.ChangeTimeout = 20 * time.Second
+	o.ConnectTimeout = 60 * time.Second
+	o.Spawn = testSpawner(t)
+	o.WorkDir = t.TempDir()
+	o.Source = src
+	return o
+}
+
+// checkSmallRun asserts that every expected ACK of every change arrived,
+// with plausible latencies, and returns vmesh's report.
+func checkSmallRun(t *testing.T, o Options, rep *Report) *ServerReport {
+	t.Helper()
+	if len(rep.Servers) != len(o.Servers) {
+		t.Fatalf("%d server reports, want %d", len(rep.Servers), len(o.Servers))
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	if !strings.Contains(table.String(), "source: "+string(o.Source)) {
+		t.Errorf("table does not name the source %s", o.Source)
+	}
+	for _, s := range rep.Servers {
+		if len(s.Errors) > 0 {
+			t.Errorf("%s: proxy errors: %v", s.Server, s.Errors)
+		}
+		if s.ResourcesPerProxy < 10 {
+			t.Errorf("%s: %.1f resources per proxy: the proxies did not find the services", s.Server, s.ResourcesPerProxy)
+		}
+		if len(s.Changes) != 2 {
+			t.Fatalf("%s: %d change reports", s.Server, len(s.Changes))
+		}
+		for _, c := range s.Changes {
+			if c.Expected < o.Proxies || c.Missing != 0 || c.Latency.N != c.Expected {
+				t.Errorf("%s %s: expected %d ACKs, missing %d, got %d", s.Server, c.Kind, c.Expected, c.Missing, c.Latency.N)
+			}
+			if c.Latency.P50 <= 0 || c.Latency.P50 > c.Latency.P99 || c.Latency.P99 > c.Latency.Max || c.BytesPerChange <= 0 || c.ApplyPerChange <= 0 {
+				t.Errorf("%s %s: implausible %+v", s.Server, c.Kind, c)
+			}
+		}
+	}
+	return rep.server(ServerVmesh)
+}
+
+// TestRunGit runs the harness with vmesh on a git repository: changes are
+// commits pushed to a bare repository and announced by a signed webhook
+// call; the child polls only hourly, so every ACK proves the webhook path.
+func TestRunGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Missing(t, "git not found (Debian package git)")
+	}
+	o := smallRun(t, SourceGit)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	o.Progress = &progress
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	v := checkSmallRun(t, o, rep)
+	for _, c := range v.Changes {
+		if c.Debounce != o.DebounceQuiet {
+			t.Errorf("git %s change: debounce %s, want the push debounce %s only", c.Kind, c.Debounce, o.DebounceQuiet)
+		}
+	}
+	// The initial commit, one warm-up and one measured change of each kind.
+	out, err := exec.Command("git", "-C", filepath.Join(o.WorkDir, ServerVmesh, "git", "bare.git"), "rev-list", "--count", gitBranch).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "5" {
+		t.Errorf("bare repository has %s commits on %s, want 5", got, gitBranch)
+	}
+	// The child never watched a directory: the config only lives in git.
+	if _, err := os.Stat(filepath.Join(o.WorkDir, ServerVmesh, "config", "ns-0")); !os.IsNotExist(err) {
+		t.Errorf("vmesh's config directory was written (%v)", err)
+	}
+}
+
+// TestRunZooKeeper runs the harness with the services' endpoints as Dubbo
+// providers in a real ZooKeeper: the proxies must find the hosts the
+// adapter generates, endpoint changes are ZooKeeper writes, and the harness
+// deletes its nodes at the end.
+func TestRunZooKeeper(t *testing.T) {
+	z := testenv.StartZooKeeper(t)
+	o := smallRun(t, SourceZooKeeper)
+	o.ZooKeeper = z.Addr
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	o.Progress = &progress
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	v := checkSmallRun(t, o, rep)
+	for _, c := range v.Changes {
+		want := o.DebounceQuiet
+		if c.Kind == ChangeRouting {
+			want += DirDebounce // still a file write
+		}
+		if c.Debounce != want {
+			t.Errorf("zookeeper %s change: debounce %s, want %s", c.Kind, c.Debounce, want)
+		}
+	}
+	if !strings.Contains(progress.String(), "registered 60 Dubbo providers") {
+		t.Errorf("no registration progress:\n%s", progress.String())
+	}
+	// No ServiceEntry or WorkloadEntry file for vmesh: they came from ZooKeeper.
+	if files, _ := filepath.Glob(filepath.Join(o.WorkDir, ServerVmesh, "config", "ns-0", "*-endpoints.yaml")); len(files) > 0 {
+		t.Errorf("vmesh's config directory holds endpoint files: %v", files)
+	}
+	conn, _, err := zk.Connect([]string{z.Addr}, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	children, _, err := conn.Children("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, "vmesh-load-") {
+			t.Errorf("the harness left /%s behind", c)
+		}
+	}
+}
+
+func TestZooKeeperHostsAndProviders(t *testing.T) {
+	sz := Size{Services: 4, Endpoints: 3, VirtualServices: 2, Namespaces: 2}
+	if got, want := SourceZooKeeper.Host(3), "com.vmesh.load.service00003"; got != want {
+		t.Errorf("Host = %q, want %q", got, want)
+	}
+	if SourceDir.Host(3) != "svc-00003.mesh.internal" || Source("").Host(3) != SourceDir.Host(3) {
+		t.Errorf("dir host naming changed: %q", SourceDir.Host(3))
+	}
+	for j := range sz.Endpoints {
+		p, err := zookeeper.ParseProviderURL(url.QueryEscape(ProviderURL(sz, 3, j, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := zookeeper.InterfaceHost(p.Interface, p.Group, p.Version, ""); h != SourceZooKeeper.Host(3) {
+			t.Errorf("provider %d: adapter host %q, harness host %q", j, h, SourceZooKeeper.Host(3))
+		}
+		if p.Port != ServicePort || p.Protocol != "tri" || p.Labels()["release"] != endpointSubset(j) {
+			t.Errorf("provider %d: %+v labels %v", j, p, p.Labels())
+		}
+	}
+	if ProviderURL(sz, 3, 0, 1) == ProviderURL(sz, 3, 0, 2) || ProviderURL(sz, 3, 1, 1) != ProviderURL(sz, 3, 1, 2) {
+		t.Error("only endpoint 0 moves between generations")
+	}
+	// The baseline's files for this source decode and use the same hosts
+	// and subset label.
+	dir := t.TempDir()
+	if err := Write(dir, sz, SourceZooKeeper); err != nil {
+		t.Fatal(err)
+	}
+	objs, errs, err := filestore.LoadPath(dir)
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("LoadPath: %v %v", err, errs)
+	}
+	var dr *networking.DestinationRule
+	for _, o := range objs {
+		if o.Kind == filestore.KindDestinationRule && o.Name == ServiceName(1) {
+			dr = o.Spec.(*networking.DestinationRule)
+		}
+	}
+	if dr == nil || dr.GetHost() != SourceZooKeeper.Host(1) || dr.GetSubsets()[0].GetLabels()["release"] != "v1" {
+		t.Errorf("DestinationRule %v", dr)
 	}
 }

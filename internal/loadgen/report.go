@@ -13,20 +13,27 @@ func (r *Report) WriteTable(w io.Writer) error {
 	o := r.Options
 	fmt.Fprintf(w, "config: %d services x %d endpoints, %d VirtualServices+DestinationRules, %d namespaces; %d proxies (%.0f%% delta, %.0f%% Envoy-like, %d streams/conn)\n",
 		o.Size.Services, o.Size.Endpoints, o.Size.VirtualServices, o.Size.Namespaces, o.Proxies, 100*o.DeltaFraction, 100*o.EnvoyFraction, o.StreamsPerConn)
+	switch o.Source {
+	case SourceGit:
+		fmt.Fprintln(w, "source: git (vmesh: each change is a commit + push to a bare repository + a signed webhook call, timed from before the commit; debounce = push debounce only); the baseline is fed by the harness as always (files + SetSnapshot)")
+	case SourceZooKeeper:
+		fmt.Fprintf(w, "source: zookeeper %s (vmesh: endpoints are Dubbo providers, an endpoint change is one ZooKeeper multi (delete + create), debounce = push debounce only; VirtualService changes stay file writes); the baseline is fed by the harness as always (files + SetSnapshot)\n", o.ZooKeeper)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "server\tphase\tACKs\tmissing\tp50\tp99\tmax\tp99-debounce\tbytes\tserver CPU\tharness CPU\tmemory\t")
+	fmt.Fprintln(tw, "server\tphase\tACKs\tmissing\tp50\tp99\tmax\tdebounce\tp99-debounce\tapply\tbytes\tserver CPU\tharness CPU\tmemory\t")
 	for _, s := range r.Servers {
-		fmt.Fprintf(tw, "%s\tconnect\t%d\t-\t-\t-\t%s\t-\t%s\t%s\t%s\trss %s -> %s (%s/proxy), peak %s\t\n",
+		fmt.Fprintf(tw, "%s\tconnect\t%d\t-\t-\t-\t%s\t-\t-\t-\t%s\t%s\t%s\trss %s -> %s (%s/proxy), peak %s\t\n",
 			s.Server, s.Proxies, s.Connect.Duration.Round(time.Millisecond), Bytes(s.Connect.Bytes), s.Connect.CPU, s.Connect.HarnessCPU.Round(10*time.Millisecond),
 			MiB(s.IdleRSS), MiB(s.ConnectedRSS), Bytes(s.RSSPerProxy), MiB(s.PeakRSS))
 		for _, c := range s.Changes {
-			fmt.Fprintf(tw, "%s\t%s x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s/chg\t%s/chg\t%s/chg\t\t\n",
+			fmt.Fprintf(tw, "%s\t%s x%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s/chg\t%s/chg\t%s/chg\t\t\n",
 				s.Server, c.Kind, c.Changes, c.Latency.N, c.Missing, ms(c.Latency.P50), ms(c.Latency.P99), ms(c.Latency.Max),
-				ms(max(c.Latency.P99-c.Debounce, 0)), Bytes(c.BytesPerChange), c.CPUPerChange.Round(time.Millisecond), c.HarnessCPUPerChange.Round(time.Millisecond))
+				ms(c.Debounce), ms(max(c.Latency.P99-c.Debounce, 0)), ms(c.ApplyPerChange),
+				Bytes(c.BytesPerChange), c.CPUPerChange.Round(time.Millisecond), c.HarnessCPUPerChange.Round(time.Millisecond))
 		}
 	}
 	if v, b := r.server(ServerVmesh), r.server(ServerBaseline); v != nil && b != nil {
-		fmt.Fprintf(tw, "vmesh/baseline\tconnect\t\t\t\t\t%s\t\t%s\t%s\t\trss/proxy %s, peak %s\t\n",
+		fmt.Fprintf(tw, "vmesh/baseline\tconnect\t\t\t\t\t%s\t\t\t\t%s\t%s\t\trss/proxy %s, peak %s\t\n",
 			ratio(float64(v.Connect.Duration), float64(b.Connect.Duration)), ratio(float64(v.Connect.Bytes), float64(b.Connect.Bytes)),
 			ratio(float64(v.Connect.CPU), float64(b.Connect.CPU)), ratio(float64(v.RSSPerProxy), float64(b.RSSPerProxy)),
 			ratio(float64(v.PeakRSS), float64(b.PeakRSS)))
@@ -35,7 +42,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				break
 			}
 			bc := b.Changes[i]
-			fmt.Fprintf(tw, "vmesh/baseline\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\n", vc.Kind,
+			fmt.Fprintf(tw, "vmesh/baseline\t%s\t\t\t%s\t%s\t%s\t\t%s\t\t%s\t%s\t\t\t\n", vc.Kind,
 				ratio(float64(vc.Latency.P50), float64(bc.Latency.P50)), ratio(float64(vc.Latency.P99), float64(bc.Latency.P99)),
 				ratio(float64(vc.Latency.Max), float64(bc.Latency.Max)),
 				ratio(float64(max(vc.Latency.P99-vc.Debounce, 0)), float64(bc.Latency.P99)),

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +55,12 @@ type Options struct {
 	ConnectParallel int `json:"connectParallel"`
 	// Pprof serves /debug/pprof on vmesh's HTTP port.
 	Pprof bool `json:"pprof"`
+	// Source is where the vmesh child reads the services and endpoints
+	// (SourceDir, SourceGit, SourceZooKeeper); empty means SourceDir. The
+	// baseline is always fed by the harness.
+	Source Source `json:"source"`
+	// ZooKeeper is host:port of a running ZooKeeper, for SourceZooKeeper.
+	ZooKeeper string `json:"zookeeper,omitempty"`
 
 	// WorkDir holds the generated config; empty means a new temp dir.
 	WorkDir string `json:"-"`
@@ -75,7 +83,7 @@ func DefaultOptions() Options {
 		Size:          Size{Services: 1000, Endpoints: 10, VirtualServices: 100, Namespaces: 10},
 		Proxies:       1000,
 		DeltaFraction: 0.5, EnvoyFraction: 0.5, ListenersPerProxy: 5, StreamsPerConn: 1,
-		Changes: 5, Servers: []string{ServerVmesh, ServerBaseline},
+		Changes: 5, Servers: []string{ServerVmesh, ServerBaseline}, Source: SourceDir,
 		DebounceQuiet: 100 * time.Millisecond,
 		ChangeTimeout: 60 * time.Second, ConnectTimeout: 15 * time.Minute, ConnectParallel: 256,
 	}
@@ -99,6 +107,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("loadgen: change kinds are %s and %s, not %v", ChangeRouting, ChangeEndpoint, o.Kinds)
 	case len(o.Servers) == 0:
 		return fmt.Errorf("loadgen: no server to measure")
+	case o.Source != "" && o.Source != SourceDir && o.Source != SourceGit && o.Source != SourceZooKeeper:
+		return fmt.Errorf("loadgen: unknown source %q (want %s, %s or %s)", o.Source, SourceDir, SourceGit, SourceZooKeeper)
+	case o.Source == SourceZooKeeper && o.ZooKeeper == "":
+		return fmt.Errorf("loadgen: source %s needs the host:port of a running ZooKeeper (-zookeeper)", SourceZooKeeper)
 	}
 	for _, s := range o.Servers {
 		if s != ServerVmesh && s != ServerBaseline {
@@ -161,9 +173,14 @@ type ChangeReport struct {
 	Expected int     `json:"expected"`
 	Missing  int     `json:"missing"`
 	Latency  Latency `json:"latency"`
-	// Debounce is the part of the latency that is deliberate waiting (the
-	// file watch's and the push's debounce), for vmesh.
+	// Debounce is the part of the latency that is deliberate waiting, for
+	// vmesh: the push debounce, plus the directory source's for a change
+	// that is a file write (not for a git commit or a ZooKeeper write).
 	Debounce time.Duration `json:"debounce"`
+	// ApplyPerChange is the mean time making the change itself took (part
+	// of the latency): a file write; a git commit, push and webhook call; a
+	// ZooKeeper multi; the baseline's SetSnapshot call.
+	ApplyPerChange time.Duration `json:"applyPerChange"`
 	// BytesPerChange and CPUPerChange are means over the changes.
 	BytesPerChange int64         `json:"bytesPerChange"`
 	CPUPerChange   time.Duration `json:"cpuPerChange"`
@@ -184,6 +201,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Source == "" {
+		o.Source = SourceDir
 	}
 	work := o.WorkDir
 	if work == "" {
@@ -225,12 +245,12 @@ func Specs(o Options) []ProxySpec {
 			s.Style = StyleEnvoy
 		} else {
 			seen := map[int]bool{0: true, 1: true}
-			s.Listeners = []string{RouteName(0), RouteName(1)}
+			s.Listeners = []string{o.Source.RouteName(0), o.Source.RouteName(1)}
 			for k := 0; len(s.Listeners) < min(o.ListenersPerProxy, o.Size.Services) && k < 10*o.ListenersPerProxy; k++ {
 				svc := (i*7919 + k*104729) % o.Size.Services
 				if !seen[svc] {
 					seen[svc] = true
-					s.Listeners = append(s.Listeners, RouteName(svc))
+					s.Listeners = append(s.Listeners, o.Source.RouteName(svc))
 				}
 			}
 		}
@@ -260,12 +280,60 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
 		return nil, fmt.Errorf("loadgen: %w", err)
 	}
-	if err := Write(cfgDir, o.Size); err != nil {
-		return nil, err
-	}
 	extra := []string{"-debounce-quiet", o.DebounceQuiet.String()}
 	if o.Pprof {
 		extra = append(extra, "-pprof")
+	}
+	cfg := changer{server: kind, src: o.Source, dir: cfgDir, size: o.Size, gens: map[string]int{}}
+	if kind == ServerVmesh {
+		cfg.quiet = o.DebounceQuiet
+	}
+	s0 := time.Now()
+	switch {
+	case kind == ServerBaseline || o.Source == SourceDir:
+		// The baseline is fed by the harness whatever vmesh's source: the
+		// same model, as files with the source's host names.
+		if err := Write(cfgDir, o.Size, o.Source); err != nil {
+			return nil, err
+		}
+	case o.Source == SourceGit:
+		repo, err := newGitRepo(ctx, filepath.Join(dir, "git"))
+		if err != nil {
+			return nil, err
+		}
+		if err := Write(repo.Work, o.Size, o.Source); err != nil {
+			return nil, err
+		}
+		if err := repo.CommitAll(ctx, "vmesh-load: generated config"); err != nil {
+			return nil, err
+		}
+		cfg.git, cfg.dir = repo, repo.Work
+		extra = append(extra, "-git-repo", repo.Bare, "-git-secret", repo.Secret)
+		fmt.Fprintf(o.Progress, "%s: config committed to %s in %s\n", kind, repo.Bare, time.Since(s0).Round(time.Millisecond))
+	case o.Source == SourceZooKeeper:
+		reg, err := dialZooKeeper(o.ZooKeeper, o.Size, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := reg.Close(); err != nil {
+				o.Logger.Error("cleaning up the harness's ZooKeeper nodes", "root", reg.base, "error", err)
+			}
+		}()
+		if err := WriteRoutingConfig(cfgDir, o.Size, o.Source); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(ctx); err != nil {
+			return nil, err
+		}
+		specs, err := json.Marshal(reg.Specs())
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+		cfg.zk = reg
+		extra = append(extra, "-registries", string(specs), "-expect-workloads", strconv.Itoa(o.Size.Services*o.Size.Endpoints))
+		fmt.Fprintf(o.Progress, "%s: registered %d Dubbo providers under %s in ZooKeeper %s in %s\n",
+			kind, o.Size.Services*o.Size.Endpoints, reg.base, o.ZooKeeper, time.Since(s0).Round(time.Millisecond))
 	}
 	t0 := time.Now()
 	child, err := StartChild(ctx, o.Spawn, kind, cfgDir, extra...)
@@ -274,6 +342,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	}
 	defer child.Stop()
 	sr.Startup = time.Since(t0)
+	cfg.child = child
 	idle, err := child.Stats()
 	if err != nil {
 		return nil, err
@@ -405,10 +474,6 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		kind, len(specs), sr.Connect.Duration.Round(time.Millisecond), sr.ResourcesPerProxy, MiB(connected.RSS), Bytes(sr.RSSPerProxy))
 	// Changes: VirtualServices, then endpoints, on services 0 and 1, which
 	// every proxy can dial.
-	cfg := changer{kind: kind, dir: cfgDir, size: o.Size, child: child, gens: map[string]int{}}
-	if kind == ServerVmesh {
-		cfg.debounce = DirDebounce + o.DebounceQuiet
-	}
 	kinds := o.Kinds
 	if len(kinds) == 0 {
 		kinds = []string{ChangeRouting, ChangeEndpoint}
@@ -421,7 +486,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		return nil, err
 	}
 	for _, ck := range kinds {
-		if _, _, _, _, err := cfg.measure(ctx, ck, 0, proxies, &received, o.ChangeTimeout); err != nil {
+		if _, err := cfg.measure(ctx, ck, 0, proxies, &received, o.ChangeTimeout); err != nil {
 			return nil, fmt.Errorf("loadgen: warm-up %s change: %w", ck, err)
 		}
 	}
@@ -432,33 +497,35 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		}
 	}
 	for _, ck := range kinds {
-		cr := ChangeReport{Kind: ck, Changes: o.Changes, Debounce: cfg.debounce}
+		cr := ChangeReport{Kind: ck, Changes: o.Changes, Debounce: cfg.Debounce(ck)}
 		var all []time.Duration
 		var bytes int64
-		var cpu, hcpu time.Duration
+		var cpu, hcpu, apply time.Duration
 		for n := range o.Changes {
 			svc := n % 2
 			h0 := SelfCPU()
-			lat, expected, b, c, err := cfg.measure(ctx, ck, svc, proxies, &received, o.ChangeTimeout)
+			m, err := cfg.measure(ctx, ck, svc, proxies, &received, o.ChangeTimeout)
 			hc := SelfCPU() - h0
 			hcpu += hc
 			if err != nil {
 				return nil, err
 			}
-			cr.Expected += expected
-			cr.Missing += expected - len(lat)
-			all = append(all, lat...)
-			bytes += b
-			cpu += c
-			l := Summarize(lat)
-			fmt.Fprintf(o.Progress, "%s: %s change %d (svc %d): %d/%d ACKs, p50 %s p99 %s max %s, %s sent, server cpu %s, harness cpu %s\n",
-				kind, ck, n+1, svc, len(lat), expected, ms(l.P50), ms(l.P99), ms(l.Max), Bytes(b), c, hc.Round(time.Millisecond))
+			cr.Expected += m.want
+			cr.Missing += m.want - len(m.lat)
+			all = append(all, m.lat...)
+			bytes += m.bytes
+			cpu += m.cpu
+			apply += m.apply
+			l := Summarize(m.lat)
+			fmt.Fprintf(o.Progress, "%s: %s change %d (svc %d): %d/%d ACKs, p50 %s p99 %s max %s (change made in %s), %s sent, server cpu %s, harness cpu %s\n",
+				kind, ck, n+1, svc, len(m.lat), m.want, ms(l.P50), ms(l.P99), ms(l.Max), ms(m.apply), Bytes(m.bytes), m.cpu, hc.Round(time.Millisecond))
 		}
 		cr.Latency = Summarize(all)
 		if o.Changes > 0 {
 			cr.BytesPerChange = bytes / int64(o.Changes)
 			cr.CPUPerChange = cpu / time.Duration(o.Changes)
 			cr.HarnessCPUPerChange = hcpu / time.Duration(o.Changes)
+			cr.ApplyPerChange = apply / time.Duration(o.Changes)
 		}
 		sr.Changes = append(sr.Changes, cr)
 	}
@@ -503,69 +570,121 @@ const DirDebounce = 100 * time.Millisecond
 
 // changer makes changes to one server's config and measures them.
 type changer struct {
-	kind     string
-	dir      string
-	size     Size
-	child    *Child
-	gens     map[string]int
-	debounce time.Duration
+	server string
+	src    Source
+	// dir holds the files the changes edit: the watched directory, the
+	// git working clone, or the baseline's directory.
+	dir   string
+	size  Size
+	child *Child
+	gens  map[string]int
+	// quiet is vmesh's push debounce (0 for the baseline).
+	quiet time.Duration
+	git   *gitRepo    // SourceGit (vmesh)
+	zk    *zkRegistry // SourceZooKeeper (vmesh)
+}
+
+// Debounce returns the deliberate waiting in a change of kind: for vmesh
+// the push debounce, plus the directory source's quiet period when the
+// change reaches vmesh as a file write (every change with SourceDir, the
+// VirtualService changes with SourceZooKeeper; a git commit arrives by
+// webhook and a ZooKeeper write by watch, neither debounced).
+func (c *changer) Debounce(kind string) time.Duration {
+	switch {
+	case c.server != ServerVmesh:
+		return 0
+	case c.src == SourceGit, c.src == SourceZooKeeper && kind == ChangeEndpoint:
+		return c.quiet
+	}
+	return DirDebounce + c.quiet
+}
+
+// measured is one change's outcome.
+type measured struct {
+	// lat are the ACK latencies that arrived; want how many were expected.
+	lat  []time.Duration
+	want int
+	// bytes the proxies received and server CPU used from the change until
+	// shortly after the last ACK.
+	bytes int64
+	cpu   time.Duration
+	// apply is how long making the change took (within the latency).
+	apply time.Duration
 }
 
 // measure makes one change and waits until every proxy holding a changed
-// resource has ACKed it. It returns the latencies, how many ACKs were
-// expected, the bytes the proxies received and the server CPU used from
-// the change until shortly after the last ACK.
-func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*Proxy, received *atomic.Int64, timeout time.Duration) ([]time.Duration, int, int64, time.Duration, error) {
+// resource has ACKed it.
+func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*Proxy, received *atomic.Int64, timeout time.Duration) (measured, error) {
 	key := fmt.Sprintf("%s/%d", kind, svc)
 	c.gens[key]++
 	gen := c.gens[key]
 	var pr *Probe
-	write := func() error { return WriteRouting(c.dir, c.size, svc, gen) }
+	write := func() error { return WriteRouting(c.dir, c.size, c.src, svc, gen) }
+	rel := routingFile(c.size, svc)
 	if kind == ChangeRouting {
-		pr = NewProbe(resourcev3.RouteType, RouteName(svc))
+		pr = NewProbe(resourcev3.RouteType, c.src.RouteName(svc))
 	} else {
-		pr = NewProbe(resourcev3.EndpointType, ChangedEndpointClusters(svc)...)
-		write = func() error { return WriteEndpoints(c.dir, c.size, svc, gen) }
+		pr = NewProbe(resourcev3.EndpointType, c.src.ChangedEndpointClusters(svc)...)
+		write = func() error { return WriteEndpoints(c.dir, c.size, c.src, svc, gen) }
+		rel = endpointsFile(c.size, svc)
 	}
-	want := 0
+	m := measured{}
 	for _, p := range proxies {
 		if p.Watch(pr) {
-			want++
+			m.want++
 		}
 	}
-	if c.kind == ServerBaseline {
+	// The unmeasured part: what happens before a change is made (the
+	// baseline builds its snapshots; a git change is edited in the clone).
+	apply := write
+	switch {
+	case c.server == ServerBaseline:
 		if err := write(); err != nil {
-			return nil, 0, 0, 0, err
+			return m, err
 		}
 		if err := c.child.Control(ctx, "prepare"); err != nil {
-			return nil, 0, 0, 0, err
+			return m, err
 		}
+		apply = func() error { return c.child.Control(ctx, "apply") }
+	case c.git != nil:
+		if err := write(); err != nil {
+			return m, err
+		}
+		apply = func() error {
+			if err := c.git.Commit(ctx, rel, fmt.Sprintf("vmesh-load: %s change %d of service %d", kind, gen, svc)); err != nil {
+				return err
+			}
+			head, err := c.git.Head(ctx)
+			if err != nil {
+				return err
+			}
+			return c.git.Notify(ctx, c.child.Addrs.HTTP, head)
+		}
+	case c.zk != nil && kind == ChangeEndpoint:
+		apply = func() error { return c.zk.MoveEndpoint(svc, gen) }
 	}
 	before, err := c.child.Stats()
 	if err != nil {
-		return nil, 0, 0, 0, err
+		return m, err
 	}
 	bytes0 := received.Load()
 	start := time.Now()
-	pr.Arm(want, start)
-	if c.kind == ServerBaseline {
-		err = c.child.Control(ctx, "apply")
-	} else {
-		err = write()
+	pr.Arm(m.want, start)
+	if err := apply(); err != nil {
+		return m, err
 	}
-	if err != nil {
-		return nil, 0, 0, 0, err
-	}
+	m.apply = time.Since(start)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
-	lat := pr.Wait(wctx)
+	m.lat = pr.Wait(wctx)
 	cancel()
 	// Let the server finish what the ACKs started before reading its CPU.
 	time.Sleep(250 * time.Millisecond)
 	after, err := c.child.Stats()
 	if err != nil {
-		return nil, 0, 0, 0, err
+		return m, err
 	}
-	return lat, want, received.Load() - bytes0, after.CPU - before.CPU, nil
+	m.bytes, m.cpu = received.Load()-bytes0, after.CPU-before.CPU
+	return m, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

@@ -31,6 +31,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -62,6 +63,10 @@ func ChildMain(args []string) error {
 	pprof := fs.Bool("pprof", false, "serve /debug/pprof (vmesh)")
 	quiet := fs.Duration("debounce-quiet", 100*time.Millisecond, "xDS push debounce (vmesh)")
 	dataDir := fs.String("data-dir", "", "vmesh data dir")
+	gitRepo := fs.String("git-repo", "", "serve this git repository instead of -dir (vmesh)")
+	gitSecret := fs.String("git-secret", "", "webhook secret of the git source (vmesh)")
+	regs := fs.String("registries", "", "registry entries as a JSON list of registries.Spec (vmesh)")
+	expect := fs.Int("expect-workloads", 0, "wait for this many WorkloadEntries before serving (vmesh)")
 	logLevel := fs.String("log-level", "warn", "log level")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,7 +88,17 @@ func ChildMain(args []string) error {
 	}
 	switch *kind {
 	case ServerVmesh:
-		return RunVmesh(ctx, VmeshOptions{Dir: *dir, DataDir: *dataDir, Pprof: *pprof, DebounceQuiet: *quiet, Logger: logger}, report)
+		vo := VmeshOptions{Dir: *dir, DataDir: *dataDir, Pprof: *pprof, DebounceQuiet: *quiet, Logger: logger,
+			GitRepo: *gitRepo, GitSecret: *gitSecret, ExpectWorkloads: *expect}
+		if *gitRepo != "" {
+			vo.Dir = ""
+		}
+		if *regs != "" {
+			if err := json.Unmarshal([]byte(*regs), &vo.Registries); err != nil {
+				return fmt.Errorf("loadgen: -registries: %w", err)
+			}
+		}
+		return RunVmesh(ctx, vo, report)
 	case ServerBaseline:
 		return RunBaseline(ctx, *dir, logger, report)
 	}
@@ -92,17 +107,36 @@ func ChildMain(args []string) error {
 
 // VmeshOptions configure the vmesh server child.
 type VmeshOptions struct {
-	Dir, DataDir  string
-	Pprof         bool
-	DebounceQuiet time.Duration
-	Logger        *slog.Logger
+	// Dir is the config directory; empty with GitRepo.
+	Dir, DataDir string
+	// GitRepo, when set, is the git repository to serve (polled hourly,
+	// fetched at once on a webhook call signed with GitSecret).
+	GitRepo, GitSecret string
+	// Registries are registry entries served besides the config.
+	Registries []registries.Spec
+	// ExpectWorkloads makes RunVmesh wait, before reporting ready, until
+	// the Store holds this many WorkloadEntries (a registry's first set
+	// lands after the sources' readiness).
+	ExpectWorkloads int
+	Pprof           bool
+	DebounceQuiet   time.Duration
+	Logger          *slog.Logger
 }
 
+// GitPollInterval is the vmesh child's git poll interval: long, so changes
+// arrive through the webhook, as in a GitOps deployment.
+const GitPollInterval = time.Hour
+
 // RunVmesh runs the whole vmesh control plane on loopback ports over the
-// config directory, calls ready once it serves, and runs until ctx ends.
+// config directory (or git repository, and registries), calls ready once it
+// serves, and runs until ctx ends.
 func RunVmesh(ctx context.Context, o VmeshOptions, ready func(Addrs)) error {
 	cfg := controlplane.DefaultConfig()
 	cfg.ConfigDir, cfg.DataDir, cfg.Pprof = o.Dir, o.DataDir, o.Pprof
+	if o.GitRepo != "" {
+		cfg.Git.Repo, cfg.Git.Interval, cfg.Git.WebhookSecret = o.GitRepo, GitPollInterval, o.GitSecret
+	}
+	cfg.Registries = o.Registries
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	if o.DebounceQuiet > 0 {
 		cfg.DebounceQuiet = o.DebounceQuiet
@@ -116,11 +150,16 @@ func RunVmesh(ctx context.Context, o VmeshOptions, ready func(Addrs)) error {
 	go func() { errc <- cp.Run(ctx) }()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for !cp.Ready() {
+	deadline := time.Now().Add(10 * time.Minute)
+	for !cp.Ready() || len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry)) < o.ExpectWorkloads {
 		select {
 		case err := <-errc:
 			return fmt.Errorf("loadgen: vmesh ended before ready: %w", err)
 		case <-tick.C:
+		}
+		if cp.Ready() && time.Now().After(deadline) {
+			return fmt.Errorf("loadgen: vmesh: %d of %d WorkloadEntries after 10 minutes (registries: %+v)",
+				len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry)), o.ExpectWorkloads, o.Registries)
 		}
 	}
 	ready(Addrs{XDS: cp.XDSAddr(), HTTP: cp.HTTPAddr()})
