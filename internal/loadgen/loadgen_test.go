@@ -227,6 +227,30 @@ func TestReadProcStatsSelf(t *testing.T) {
 	}
 }
 
+// TestReadProcStatsCountsWaitedChildren: the CPU of a process's reaped
+// children (vmesh's git commands) is part of its CPU.
+func TestReadProcStatsCountsWaitedChildren(t *testing.T) {
+	st, err := ReadProcStats(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	child := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if child < 50*time.Millisecond {
+		t.Fatalf("the child used only %s of CPU", child)
+	}
+	st2, err := ReadProcStats(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st2.CPU - st.CPU; got < child-20*time.Millisecond {
+		t.Errorf("CPU grew by %s while a waited child used %s", got, child)
+	}
+}
+
 func testSpawner(t *testing.T) Spawner {
 	exe, err := os.Executable()
 	if err != nil {

@@ -44,7 +44,9 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 
 // ProcStats is what /proc says about a process at one moment.
 type ProcStats struct {
-	// CPU is user plus system time consumed so far.
+	// CPU is user plus system time consumed so far, including that of
+	// the process's children it has waited for (the git commands of
+	// vmesh's git source).
 	CPU time.Duration
 	// RSS is the resident set size now; PeakRSS the high-water mark (VmHWM).
 	RSS, PeakRSS int64
@@ -69,16 +71,20 @@ func ReadProcStats(pid int) (ProcStats, error) {
 		return st, fmt.Errorf("loadgen: malformed /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
+	// f[0] is field 3 (state); utime, stime, cutime and cstime are fields
+	// 14 to 17.
+	if len(f) < 15 {
 		return st, fmt.Errorf("loadgen: short /proc/%d/stat", pid)
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return st, fmt.Errorf("loadgen: /proc/%d/stat: bad cpu times %q %q", pid, f[11], f[12])
+	var ticks int64
+	for _, field := range f[11:15] {
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return st, fmt.Errorf("loadgen: /proc/%d/stat: bad cpu times %q", pid, f[11:15])
+		}
+		ticks += n
 	}
-	st.CPU = time.Duration(utime+stime) * time.Second / userHZ
+	st.CPU = time.Duration(ticks) * time.Second / userHZ
 
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
