@@ -35,7 +35,7 @@ fuzz:
 
 ## bench: Go benchmarks of the hot paths (results go to BENCHMARKS.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./internal/loadgen/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./internal/cowmap/ ./internal/loadgen/
 	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
 	bin/vmesh-load -services 1000 -proxies 200 -changes 3 -json bench-load.json
 

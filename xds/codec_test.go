@@ -129,3 +129,34 @@ func TestRequestCodecSharesNames(t *testing.T) {
 		t.Fatalf("delta request round trip: %v, %v", got, err)
 	}
 }
+
+// BenchmarkDecodeEnvoyACK decodes the state-of-the-world EDS ACK of an
+// Envoy that holds 1,200 clusters (1,200 names, repeated in every ACK):
+// protobuf's decoder against the interning one, once its names are known.
+func BenchmarkDecodeEnvoyACK(b *testing.B) {
+	names := make([]string, 1200)
+	for i := range names {
+		names[i] = fmt.Sprintf("outbound|7070||svc-%04d.ns-%d.svc.cluster.local", i, i%10)
+	}
+	msg, err := proto.Marshal(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, VersionInfo: "r12", ResponseNonce: "34"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("proto", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := proto.Unmarshal(msg, &discoveryv3.DiscoveryRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("interned", func(b *testing.B) {
+		table := &nameTable{set: map[string]string{}, max: maxInternedNames}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := decodeDiscoveryRequest(msg, &discoveryv3.DiscoveryRequest{}, table); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
