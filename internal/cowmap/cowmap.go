@@ -8,6 +8,7 @@ package cowmap
 import (
 	"hash/maphash"
 	"iter"
+	"maps"
 	"reflect"
 )
 
@@ -93,10 +94,9 @@ type Editor[K comparable, V any] struct {
 
 func (e *Editor[K, V]) own(i int) map[K]V {
 	if !e.copied[i] {
-		old := e.shards[i]
-		m := make(map[K]V, len(old)+1)
-		for k, v := range old {
-			m[k] = v
+		m := maps.Clone(e.shards[i]) // copies the table, no rehashing
+		if m == nil {
+			m = map[K]V{}
 		}
 		e.shards[i] = m
 		e.copied[i] = true
