@@ -591,3 +591,33 @@ func TestZooKeeperHostsAndProviders(t *testing.T) {
 		t.Errorf("DestinationRule %v", dr)
 	}
 }
+
+// TestDebouncePerSource: the deliberate waiting counted per source and
+// change: the directory source's quiet period only where the change
+// reaches vmesh as a file write.
+func TestDebouncePerSource(t *testing.T) {
+	quiet := 30 * time.Millisecond
+	for _, tc := range []struct {
+		server   string
+		src      Source
+		kind     string
+		debounce time.Duration
+	}{
+		{server: ServerVmesh, src: SourceDir, kind: ChangeRouting, debounce: DirDebounce + quiet},
+		{server: ServerVmesh, src: SourceDir, kind: ChangeEndpoint, debounce: DirDebounce + quiet},
+		{server: ServerVmesh, src: SourceGit, kind: ChangeRouting, debounce: quiet},
+		{server: ServerVmesh, src: SourceGit, kind: ChangeEndpoint, debounce: quiet},
+		{server: ServerVmesh, src: SourceZooKeeper, kind: ChangeRouting, debounce: DirDebounce + quiet},
+		{server: ServerVmesh, src: SourceZooKeeper, kind: ChangeEndpoint, debounce: quiet},
+		{server: ServerBaseline, src: SourceZooKeeper, kind: ChangeEndpoint, debounce: 0},
+		{server: ServerBaseline, src: SourceDir, kind: ChangeRouting, debounce: 0},
+	} {
+		c := changer{server: tc.server, src: tc.src}
+		if tc.server == ServerVmesh {
+			c.quiet = quiet
+		}
+		if got := c.Debounce(tc.kind); got != tc.debounce {
+			t.Errorf("%s %s %s: debounce %s, want %s", tc.server, tc.src, tc.kind, got, tc.debounce)
+		}
+	}
+}
