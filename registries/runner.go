@@ -107,6 +107,27 @@ func (r *Runner) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// WaitSynced waits until every entry's first complete set is in the Store,
+// or ctx ends. It returns the names of the entries that have not synced
+// (none when it returns because all did).
+func (r *Runner) WaitSynced(ctx context.Context) []string {
+	for _, e := range r.entries {
+		select {
+		case <-e.sink.Synced():
+		case <-ctx.Done():
+		}
+	}
+	var late []string
+	for _, e := range r.entries {
+		select {
+		case <-e.sink.Synced():
+		default:
+			late = append(late, e.spec.Name)
+		}
+	}
+	return late
+}
+
 // Status returns every entry's status, in configuration order.
 func (r *Runner) Status() []adapter.Status {
 	out := make([]adapter.Status, 0, len(r.entries))

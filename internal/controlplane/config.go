@@ -37,6 +37,10 @@ type Config struct {
 	// --registry flag adds "consul=ADDR", "zookeeper=ADDR[,ADDR]" or
 	// "static=FILE" entries.
 	Registries []registries.Spec `yaml:"registries"`
+	// RegistrySyncWait bounds how long xDS and /ready wait for every
+	// registry's first complete set; default 30s. A registry that is down
+	// at start does not keep the file or git config from being served.
+	RegistrySyncWait time.Duration `yaml:"registrySyncWait"`
 	// DebounceQuiet and DebounceMax tune push debouncing.
 	DebounceQuiet time.Duration `yaml:"debounceQuiet"`
 	DebounceMax   time.Duration `yaml:"debounceMax"`
@@ -87,6 +91,8 @@ func DefaultConfig() Config {
 		DebounceQuiet: 100 * time.Millisecond,
 		DebounceMax:   time.Second,
 		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second},
+
+		RegistrySyncWait: 30 * time.Second,
 	}
 }
 
@@ -114,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--config-dir and --git-repo are exclusive: pick one source of truth")
 	case c.DebounceQuiet <= 0 || c.DebounceMax < c.DebounceQuiet:
 		return fmt.Errorf("debounce: quiet %s must be > 0 and <= max %s", c.DebounceQuiet, c.DebounceMax)
+	case len(c.Registries) > 0 && c.RegistrySyncWait <= 0:
+		return fmt.Errorf("registrySyncWait %s must be > 0", c.RegistrySyncWait)
 	}
 	return registries.Validate(c.Registries)
 }

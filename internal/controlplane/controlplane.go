@@ -60,6 +60,11 @@ type ControlPlane struct {
 	runners     []runner
 	ready       []<-chan struct{} // config sources; xds starts once all are closed
 	git         *filestore.GitSource
+	// registries, when configured, gate readiness with registriesSynced:
+	// closed once every registry's first set is in the Store, or after
+	// Config.RegistrySyncWait.
+	registries       *registries.Runner
+	registriesSynced chan struct{}
 }
 
 // New builds the control plane and binds its listeners, so a port in use is
@@ -91,6 +96,8 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		}
 		cp.runners = append(cp.runners, runner)
 		cp.mux.Handle("/debug/registries", runner)
+		cp.registries, cp.registriesSynced = runner, make(chan struct{})
+		cp.ready = append(cp.ready, cp.registriesSynced)
 	}
 	// Agents register their VMs over the secure port: the registration must
 	// match the identity of their mesh certificate.
@@ -318,8 +325,22 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	// xDS starts from the first complete config: a proxy that connects
-	// earlier waits instead of being told that nothing exists.
+	if cp.registries != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wctx, stop := context.WithTimeout(ctx, cp.cfg.RegistrySyncWait)
+			defer stop()
+			start := time.Now()
+			if late := cp.registries.WaitSynced(wctx); len(late) > 0 && ctx.Err() == nil {
+				cp.log.Warn("serving without the first complete set of some registries", "registries", late, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			close(cp.registriesSynced)
+		}()
+	}
+	// xDS starts from the first complete config (files or git, and the
+	// registries' first sets): a proxy that connects earlier waits instead
+	// of being told that nothing exists.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	zkpkg "github.com/go-zookeeper/zk"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries"
 )
 
@@ -211,4 +216,65 @@ func TestServeStaticRegistryFromFlagSpec(t *testing.T) {
 	if !strings.Contains(metrics, "vmesh_registries_objects") {
 		t.Error("registry metrics missing")
 	}
+}
+
+// TestReadyWaitsForRegistries checks that xDS and /ready wait for a
+// registry's first complete set (a proxy connecting at start must not be
+// told its Dubbo services do not exist), and that a registry that is down
+// delays them by RegistrySyncWait at most.
+func TestReadyWaitsForRegistries(t *testing.T) {
+	zk := testenv.StartZooKeeper(t)
+	conn, events, err := zkpkg.Connect([]string{zk.Addr}, 10*time.Second, zkpkg.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for ev := range events {
+		if ev.State == zkpkg.StateHasSession {
+			break
+		}
+	}
+	root := fmt.Sprintf("/ready-%d", time.Now().UnixNano())
+	iface := "org.vmesh.ready.Greeter"
+	for _, p := range []string{root, root + "/" + iface, root + "/" + iface + "/providers"} {
+		if _, err := conn.Create(p, nil, 0, zkpkg.WorldACL(zkpkg.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		u := url.QueryEscape(fmt.Sprintf("dubbo://10.9.0.%d:20880/%s?interface=%s&application=greeter&side=provider", i+1, iface, iface))
+		if _, err := conn.Create(root+"/"+iface+"/providers/"+u, nil, 0, zkpkg.WorldACL(zkpkg.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	cfg := controlplane.DefaultConfig()
+	cfg.ConfigDir = dir
+	specs, err := registries.ParseFlags([]string{"zookeeper=" + zk.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs[0].ZooKeeper.Root = strings.TrimPrefix(root, "/")
+	cfg.Registries = specs
+	cp := start(t, cfg)
+	waitReady(t, cp)
+	wes := len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry))
+	if wes != 3 {
+		t.Fatalf("ready with %d of the registry's 3 WorkloadEntries in the Store", wes)
+	}
+
+	// A registry nobody answers for: ready once RegistrySyncWait passes.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close()
+	cfg = controlplane.DefaultConfig()
+	cfg.ConfigDir = dir
+	cfg.RegistrySyncWait = 300 * time.Millisecond
+	if cfg.Registries, err = registries.ParseFlags([]string{"zookeeper=" + dead}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, start(t, cfg))
 }

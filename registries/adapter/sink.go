@@ -39,6 +39,8 @@ type Sink struct {
 
 	log     *slog.Logger
 	created time.Time
+	synced  chan struct{} // closed by the first complete set
+	once    sync.Once
 
 	mu     sync.Mutex
 	status Status
@@ -55,11 +57,14 @@ func NewSink(store *filestore.Store, meta Meta, target string, metrics *Metrics,
 		logger = slog.Default()
 	}
 	s := &Sink{store: store, meta: meta, metrics: metrics, log: logger.With("registry", meta.Name), created: time.Now(),
-		status: Status{Name: meta.Name, Type: meta.Type, Target: target}}
+		synced: make(chan struct{}), status: Status{Name: meta.Name, Type: meta.Type, Target: target}}
 	s.log.Info("waiting for the registry's first complete sync", "type", meta.Type, "target", target)
 	metrics.connected.WithLabelValues(meta.Name, meta.Type).Set(0)
 	return s
 }
+
+// Synced is closed once the registry's first complete set is in the Store.
+func (s *Sink) Synced() <-chan struct{} { return s.synced }
 
 // Meta returns the entry's object metadata.
 func (s *Sink) Meta() Meta { return s.meta }
@@ -90,6 +95,7 @@ func (s *Sink) Replace(objs []*filestore.Object) error {
 	s.status.Objects = len(objs)
 	s.status.ServiceEntries, s.status.WorkloadEntries = ses, wes
 	s.mu.Unlock()
+	s.once.Do(func() { close(s.synced) })
 	s.metrics.syncs.WithLabelValues(s.meta.Name).Inc()
 	s.metrics.lastSync.WithLabelValues(s.meta.Name).Set(float64(now.UnixNano()) / 1e9)
 	s.metrics.objects.WithLabelValues(s.meta.Name, string(filestore.KindServiceEntry)).Set(float64(ses))
