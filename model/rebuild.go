@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/vmesh/vmesh/filestore"
 	networking "istio.io/api/networking/v1alpha3"
@@ -14,17 +15,19 @@ import (
 // and changed, a superset of the keys whose objects differ between that
 // Store snapshot and fs. When every changed key is a WorkloadEntry it
 // recomputes only the endpoints of the services that held or now select
-// those entries; everything else is shared with prev, which stays
-// unchanged, and unchanged services keep their pointers (so Compare is
-// cheap). Otherwise, or without prev, it builds in full.
+// those entries; when every changed key is a VirtualService or
+// DestinationRule, only the routing. Everything else is shared with prev,
+// which stays unchanged, and unchanged services keep their pointers (so
+// Compare is cheap). Otherwise, or without prev, it builds in full.
 func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]struct{}) *Snapshot {
 	if prev == nil {
 		return Build(fs)
 	}
-	for k := range changed {
-		if k.Kind != filestore.KindWorkloadEntry {
-			return BuildWith(fs, prev.Mesh)
-		}
+	if onlyKinds(changed, filestore.KindVirtualService, filestore.KindDestinationRule) {
+		return rebuildRouting(prev, fs)
+	}
+	if !onlyKinds(changed, filestore.KindWorkloadEntry) {
+		return BuildWith(fs, prev.Mesh)
 	}
 	// The ServiceEntries whose endpoints may differ: those whose services
 	// held a changed entry, and those whose selector matches one now.
@@ -123,5 +126,47 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 		}
 		next.byHost[svc.Hostname] = hs
 	}
+	return &next
+}
+
+// onlyKinds reports whether every changed key is of one of the kinds.
+func onlyKinds(changed map[filestore.Key]struct{}, kinds ...filestore.Kind) bool {
+	for k := range changed {
+		if !slices.Contains(kinds, k.Kind) {
+			return false
+		}
+	}
+	return true
+}
+
+// rebuildRouting is Rebuild for changes to VirtualServices and
+// DestinationRules only: services and endpoints are prev's, shared; the
+// routing objects and their binding to hosts are built again (they are
+// few next to the endpoints).
+func rebuildRouting(prev *Snapshot, fs *filestore.Snapshot) *Snapshot {
+	next := *prev
+	next.Revision = fs.Revision
+	next.Commit = shortCommit(fs.Commit())
+	next.VirtualServices, next.DestinationRules = nil, nil
+	next.vsByHost = make(map[string][]*VirtualService)
+	next.drByHost = make(map[string][]*DestinationRule)
+	next.Problems = nil
+	vsPrefix, drPrefix := string(filestore.KindVirtualService)+"/", string(filestore.KindDestinationRule)+"/"
+	for _, p := range prev.Problems {
+		if !strings.HasPrefix(p.Object, vsPrefix) && !strings.HasPrefix(p.Object, drPrefix) {
+			next.Problems = append(next.Problems, p)
+		}
+	}
+	b := &builder{s: &next}
+	for _, o := range fs.List(filestore.KindVirtualService) {
+		b.addVirtualService(o)
+	}
+	for _, o := range fs.List(filestore.KindDestinationRule) {
+		b.addDestinationRule(o)
+	}
+	b.bindHosts()
+	slices.SortFunc(next.Problems, func(a, c Problem) int {
+		return cmp.Or(cmp.Compare(a.Object, c.Object), cmp.Compare(a.Message, c.Message))
+	})
 	return &next
 }

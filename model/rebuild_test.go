@@ -149,3 +149,93 @@ func dump(s *Snapshot) string {
 	}
 	return out
 }
+
+// TestRebuildRoutingMatchesBuild checks the routing-only rebuild: after
+// VirtualService and DestinationRule changes it equals a full build, keeps
+// the services (and their endpoints) of the previous snapshot, and leaves
+// that snapshot as it was.
+func TestRebuildRoutingMatchesBuild(t *testing.T) {
+	edit := func(kind filestore.Kind, ns, name string, f func(*filestore.Object)) func([]*filestore.Object) []*filestore.Object {
+		return func(objs []*filestore.Object) []*filestore.Object {
+			var out []*filestore.Object
+			for _, o := range objs {
+				if o.Kind == kind && o.Namespace == ns && o.Name == name {
+					c := *o
+					c.Spec = proto.Clone(o.Spec)
+					f(&c)
+					if c.Spec == nil {
+						continue
+					}
+					out = append(out, &c)
+					continue
+				}
+				out = append(out, o)
+			}
+			return out
+		}
+	}
+	var vs, dr *filestore.Object
+	for _, o := range rebuildBase() {
+		switch {
+		case vs == nil && o.Kind == filestore.KindVirtualService:
+			vs = o
+		case dr == nil && o.Kind == filestore.KindDestinationRule:
+			dr = o
+		}
+	}
+	cases := []struct {
+		name   string
+		change func([]*filestore.Object) []*filestore.Object
+		keys   []filestore.Key
+	}{
+		{"weights changed", edit(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) {
+			for _, r := range o.Spec.(*networking.VirtualService).GetHttp()[0].GetRoute() {
+				r.Weight = 50
+			}
+		}), []filestore.Key{vs.Key}},
+		{"route removed", edit(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) { o.Spec = nil }), []filestore.Key{vs.Key}},
+		{"wildcard route added, subset dropped", func(objs []*filestore.Object) []*filestore.Object {
+			objs = edit(dr.Kind, dr.Namespace, dr.Name, func(o *filestore.Object) {
+				d := o.Spec.(*networking.DestinationRule)
+				d.Subsets = d.Subsets[:1]
+			})(objs)
+			return append(objs, &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "wild"},
+				Spec: &networking.VirtualService{Hosts: []string{"*.internal"}, Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "m1.internal"}}}}}}})
+		}, []filestore.Key{dr.Key, {Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "wild"}}},
+		{"a problem appears", func(objs []*filestore.Object) []*filestore.Object {
+			return append(objs, &filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "odd"}, Spec: &networking.Sidecar{}})
+		}, []filestore.Key{{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "odd"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := filestore.NewStore()
+			src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+			if err := st.Replace(src, rebuildBase()); err != nil {
+				t.Fatal(err)
+			}
+			prev, before := Build(st.Snapshot()), Build(st.Snapshot())
+			if err := st.Replace(src, tc.change(rebuildBase())); err != nil {
+				t.Fatal(err)
+			}
+			keys := map[filestore.Key]struct{}{}
+			for _, k := range tc.keys {
+				keys[k] = struct{}{}
+			}
+			got, want := Rebuild(prev, st.Snapshot(), keys), Build(st.Snapshot())
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Rebuild differs from Build:\n got %s\nwant %s", dump(got), dump(want))
+			}
+			if !reflect.DeepEqual(prev, before) {
+				t.Fatal("Rebuild modified the previous snapshot")
+			}
+			for i, svc := range got.Services {
+				if svc != prev.Services[i] {
+					t.Fatalf("service %s was rebuilt for a routing change", svc.Hostname)
+				}
+			}
+			if d := Compare(prev, got); d.Global || len(d.Endpoints) != 0 {
+				t.Errorf("Compare after a routing change: %+v", d)
+			}
+		})
+	}
+}
