@@ -10,7 +10,8 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
+	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
+	restv3 "github.com/envoyproxy/go-control-plane/pkg/server/rest/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmesh/vmesh/filestore"
@@ -106,12 +107,13 @@ func NewServer(store *filestore.Store, opts Options) (*Server, error) {
 	s.cache = newCache(logger, m)
 	s.streams = newStreams(logger, m, s.cache, opts.Observer)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// Ordered ADS: one response channel per state-of-the-world stream, so
-	// responses go out in the order the cache answers them and the cache
-	// recognises a stream's requests by that channel (the default mode
-	// makes a new channel per request, which hides what the stream holds
-	// and sends every ACK down the slow path).
-	s.xds = serverv3.NewServer(s.ctx, s.cache, s.streams.callbacks(), sotwv3.WithOrderedADS())
+	// State-of-the-world ADS streams are served by sotwADS: one response
+	// channel per stream (go-control-plane's default mode makes one per
+	// request, which hides from the cache what a stream holds), and a
+	// subscription kept as is when a request repeats it. Delta streams are
+	// go-control-plane's.
+	cb := s.streams.callbacks()
+	s.xds = serverv3.NewServerAdvanced(restv3.NewServer(s.cache, cb), &sotwADS{ctx: s.ctx, cache: s.cache, callbacks: cb}, deltav3.NewServer(s.ctx, s.cache, cb))
 	return s, nil
 }
 
