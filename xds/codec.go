@@ -67,21 +67,35 @@ const resourceNamesField protowire.Number = 3
 // decodeDiscoveryRequest decodes b into req as proto.Unmarshal does
 // (same result, same errors), taking resource names from names.
 func decodeDiscoveryRequest(b []byte, req *discoveryv3.DiscoveryRequest, names *nameTable) error {
-	var out []string
-	var rest []byte // the other fields, for protobuf
-	var missed []int
-	names.mu.RLock()
+	// First pass: count the names and the other fields' bytes, so the
+	// second allocates each slice once.
+	count, restLen := 0, 0
 	for in := b; len(in) > 0; {
 		num, typ, n := protowire.ConsumeTag(in)
 		if n < 0 {
-			names.mu.RUnlock()
 			return proto.Unmarshal(b, req) // the library's error
 		}
 		m := protowire.ConsumeFieldValue(num, typ, in[n:])
 		if m < 0 {
-			names.mu.RUnlock()
 			return proto.Unmarshal(b, req)
 		}
+		if num == resourceNamesField && typ == protowire.BytesType {
+			count++
+		} else {
+			restLen += n + m
+		}
+		in = in[n+m:]
+	}
+	if count == 0 {
+		return proto.Unmarshal(b, req)
+	}
+	out := make([]string, 0, count)
+	rest := make([]byte, 0, restLen)
+	var missed []int
+	names.mu.RLock()
+	for in := b; len(in) > 0; {
+		num, typ, n := protowire.ConsumeTag(in)
+		m := protowire.ConsumeFieldValue(num, typ, in[n:])
 		if num == resourceNamesField && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(in[n:])
 			s, ok := names.set[string(v)]
@@ -100,9 +114,6 @@ func decodeDiscoveryRequest(b []byte, req *discoveryv3.DiscoveryRequest, names *
 		in = in[n+m:]
 	}
 	names.mu.RUnlock()
-	if out == nil {
-		return proto.Unmarshal(b, req)
-	}
 	if err := proto.Unmarshal(rest, req); err != nil {
 		return err
 	}
