@@ -201,6 +201,19 @@ type watch struct {
 	// seen is the generation this watch was last examined against (it had
 	// nothing to send then). Guarded by cache.mu.
 	seen *generation
+	// group is the proxy's group key at snapshot groupSnap, so a push
+	// computes it once per watch. Guarded by cache.mu.
+	group     string
+	groupSnap *model.Snapshot
+}
+
+// groupKey returns the watch's proxy's group key at s, computing it once
+// per snapshot. Callers hold c.mu.
+func (w *watch) groupKey(s *model.Snapshot) string {
+	if w.groupSnap != s {
+		w.group, w.groupSnap = GroupKey(s, w.proxy), s
+	}
+	return w.group
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
@@ -240,7 +253,7 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap != nil {
-		if g := c.generationLocked(w.proxy); g != nil {
+		if g := c.generationForKeyLocked(w.proxy, w.groupKey(c.snap)); g != nil {
 			if !first {
 				w.seen = c.heldGeneration(w)
 			}
@@ -268,7 +281,12 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 // snapshot, generating it on first use; nil when generation fails (the
 // error is logged once per group and snapshot). Callers hold c.mu.
 func (c *cache) generationLocked(p *Proxy) *generation {
-	key := GroupKey(c.snap, p)
+	return c.generationForKeyLocked(p, GroupKey(c.snap, p))
+}
+
+// generationForKeyLocked is generationLocked for the proxy's group key at
+// the current snapshot. Callers hold c.mu.
+func (c *cache) generationForKeyLocked(p *Proxy, key string) *generation {
 	if g := c.gens[key]; g != nil {
 		return g
 	}
@@ -523,7 +541,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 		if oldSnap == nil {
 			break
 		}
-		if g := c.gens[GroupKey(oldSnap, w.proxy)]; g != nil && !seen[g] {
+		if g := c.gens[w.groupKey(oldSnap)]; g != nil && !seen[g] {
 			seen[g] = true
 			live = append(live, g)
 		}
@@ -602,7 +620,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
 	st := pushStats{edsOnly: md != nil && md.EndpointsOnly()}
 	for w := range c.watches {
-		g := c.generationLocked(w.proxy)
+		g := c.generationForKeyLocked(w.proxy, w.groupKey(s))
 		if g == nil {
 			continue
 		}
