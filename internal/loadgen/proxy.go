@@ -87,8 +87,10 @@ type typeState struct {
 	sent       bool            // a first request has been sent
 	subscribed map[string]bool // names asked for (not for wildcard)
 	// names is subscribed, sorted, as a state-of-the-world request carries
-	// it; nil until needed after subscribed changes (an ACK repeats it).
+	// it, and namesEnc its encoding; nil until needed after subscribed
+	// changes (an ACK repeats them).
 	names     []string
+	namesEnc  []byte
 	held      map[string]uint64
 	deps      map[string][]string // names of the next type each held resource refers to
 	version   string
@@ -194,9 +196,9 @@ func (p *Proxy) runSotW(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 			return nil
 		}
 		if first {
-			req.Node, first = p.node, false
+			req.head.Node, first = p.node, false
 		}
-		return stream.Send(req)
+		return stream.SendMsg(req)
 	}
 	for _, t := range proxyTypes {
 		if err := send(t); err != nil {
@@ -229,7 +231,7 @@ func (p *Proxy) runSotW(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 // subscription and the last accepted version and nonce, or nil when the
 // proxy has nothing to ask for yet (an empty first request would mean
 // wildcard).
-func (p *Proxy) sotwRequest(typeURL string) *discoveryv3.DiscoveryRequest {
+func (p *Proxy) sotwRequest(typeURL string) *encodedRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ts := p.types[typeURL]
@@ -237,12 +239,13 @@ func (p *Proxy) sotwRequest(typeURL string) *discoveryv3.DiscoveryRequest {
 		return nil
 	}
 	ts.sent = true
-	req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version, ResponseNonce: ts.nonce}
+	req := &encodedRequest{head: &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: ts.version, ResponseNonce: ts.nonce}}
 	if !ts.wildcard {
 		if ts.names == nil {
 			ts.names = slices.Sorted(maps.Keys(ts.subscribed))
+			ts.namesEnc = encodeNames(ts.names)
 		}
-		req.ResourceNames = ts.names
+		req.names = ts.namesEnc
 	}
 	return req
 }
@@ -476,7 +479,7 @@ func (p *Proxy) refreshLocked(t string) string {
 		// old subscription; the server removes nothing the proxy relies on.
 		return ""
 	}
-	nts.subscribed, nts.names = want, nil
+	nts.subscribed, nts.names, nts.namesEnc = want, nil, nil
 	for n := range nts.held {
 		if !want[n] {
 			delete(nts.held, n)

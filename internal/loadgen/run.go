@@ -403,7 +403,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 			cc, err := grpc.NewClient("passthrough:///"+child.Addrs.XDS,
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithContextDialer(dial),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(newClientCodec())))
 			if err != nil {
 				return nil, fmt.Errorf("loadgen: %w", err)
 			}
