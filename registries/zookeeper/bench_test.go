@@ -105,6 +105,7 @@ func BenchmarkInitialSync(b *testing.B) {
 		store, sink, stop := benchAdapter(b, z.Addr)
 		waitWorkloads(b, store, benchInterfaces*benchProviders)
 		b.StopTimer()
+		<-sink.Synced() // the status is updated just after the Store
 		if s := sink.Status(); s.ServiceEntries != benchInterfaces {
 			b.Fatalf("status %+v", s)
 		}
