@@ -63,9 +63,9 @@ func populate(b *testing.B, conn *zk.Conn, interfaces, providers int) {
 
 func benchAdapter(b *testing.B, addr string) (*filestore.Store, *adapter.Sink, func()) {
 	store := filestore.NewStore()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, addr, nil, nil)
-	a, err := zookeeper.New(zookeeper.Config{Servers: []string{addr}, InitialSyncTimeout: time.Minute}, sink,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sink := adapter.NewSink(store, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, addr, nil, quiet)
+	a, err := zookeeper.New(zookeeper.Config{Servers: []string{addr}, InitialSyncTimeout: time.Minute}, sink, quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
