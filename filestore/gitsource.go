@@ -271,11 +271,19 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	// Bring the file set to the commit, remembering the last good
 	// versions to go back to if the commit defines a key twice.
 	before := map[string]*fileState{}
+	remember := func(p string) {
+		if fs := g.files.files[p]; fs != nil {
+			c := *fs // set changes the file's state in place
+			before[p] = &c
+		} else {
+			before[p] = nil
+		}
+	}
 	for _, f := range changed {
-		before[f.Path] = g.files.files[f.Path]
+		remember(f.Path)
 	}
 	for _, p := range removed {
-		before[p] = g.files.files[p]
+		remember(p)
 	}
 	for i, f := range changed {
 		g.files.set(f.Path, fileStamp{}, decoded[i], nil)

@@ -221,3 +221,25 @@ func TestGitSourceReadsChangedFilesOnly(t *testing.T) {
 		t.Fatalf("fix not applied: d %q b %q commit %s errors %+v", addressOf(snap, "d"), addressOf(snap, "b"), snap.Commit(), gitStatus(snap).Errors)
 	}
 }
+
+// TestGitSourceRejectedEditLeavesNoTrace checks that a rejected commit that
+// edited an existing file leaves the source as the last good commit had
+// it: reverting the file is a good commit, not another duplicate.
+func TestGitSourceRejectedEditLeavesNoTrace(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2")})
+	src, store := newGitSource(t, repo.dir, "main", "")
+	must(t, src.Sync(ctx))
+	repo.commit("b defines a too", map[string]string{"b.yaml": weYAML("b", "2.2.2.2") + "---\n" + weYAML("a", "9.9.9.9")})
+	must(t, src.Sync(ctx))
+	if st := gitStatus(store.Snapshot()); len(st.Errors) == 0 {
+		t.Fatal("a commit defining a key twice was accepted")
+	}
+	c3 := repo.commit("revert b", map[string]string{"b.yaml": weYAML("b", "2.2.2.2")})
+	must(t, src.Sync(ctx))
+	snap := store.Snapshot()
+	if st := gitStatus(snap); len(st.Errors) != 0 || snap.Commit() != c3 || addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "b") != "2.2.2.2" {
+		t.Fatalf("after reverting the rejected edit: commit %s, errors %+v, a %q, b %q", snap.Commit(), st.Errors, addressOf(snap, "a"), addressOf(snap, "b"))
+	}
+}
