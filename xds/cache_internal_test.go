@@ -13,7 +13,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model/modeltest"
-	networking "istio.io/api/networking/v1alpha3"
 )
 
 // TestAckStartsFromHeldState checks the cache's bookkeeping across a
@@ -80,14 +79,7 @@ func TestAckStartsFromHeldState(t *testing.T) {
 	}
 
 	// An endpoint of service 0 moves: the push answers with a's assignment.
-	objs = append([]*filestore.Object(nil), objs...)
-	for i, o := range objs {
-		if o.Kind == filestore.KindWorkloadEntry && o.Name == "svc-0000-0" {
-			n := *o
-			n.Spec = &networking.WorkloadEntry{Address: "10.77.0.1", Labels: o.Spec.(*networking.WorkloadEntry).GetLabels()}
-			objs[i] = &n
-		}
-	}
+	objs = moveEndpoint(objs, "svc-0000-0", "10.77.0.1")
 	c.push(buildSnap(t, st, objs), time.Time{})
 	if got := receive(); len(got) != 1 || got[0] != a {
 		t.Fatalf("after the endpoint change: %v, want [%s]", got, a)
