@@ -12,6 +12,29 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
+// editObject returns a change that replaces one object with an edited
+// copy (f gets a copy of its spec too); f setting the spec to nil removes
+// the object.
+func editObject(kind filestore.Kind, ns, name string, f func(*filestore.Object)) func([]*filestore.Object) []*filestore.Object {
+	return func(objs []*filestore.Object) []*filestore.Object {
+		var out []*filestore.Object
+		for _, o := range objs {
+			if o.Kind == kind && o.Namespace == ns && o.Name == name {
+				c := *o
+				c.Spec = proto.Clone(o.Spec)
+				f(&c)
+				if c.Spec == nil {
+					continue
+				}
+				out = append(out, &c)
+				continue
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+}
+
 func rebuildBase() []*filestore.Object {
 	objs := modeltest.Objects(modeltest.Size{Services: 12, EndpointsPerService: 3, Routes: 3, Namespaces: 2})
 	return append(objs,
@@ -33,24 +56,9 @@ func rebuildBase() []*filestore.Object {
 // and leaves the previous snapshot as it was.
 func TestRebuildMatchesBuild(t *testing.T) {
 	we := func(ns, name string, f func(o *filestore.Object, w *networking.WorkloadEntry)) func([]*filestore.Object) []*filestore.Object {
-		return func(objs []*filestore.Object) []*filestore.Object {
-			var out []*filestore.Object
-			for _, o := range objs {
-				if o.Kind == filestore.KindWorkloadEntry && o.Namespace == ns && o.Name == name {
-					c := *o
-					w := proto.Clone(o.Spec).(*networking.WorkloadEntry)
-					c.Spec = w
-					f(&c, w)
-					if c.Spec == nil {
-						continue
-					}
-					out = append(out, &c)
-					continue
-				}
-				out = append(out, o)
-			}
-			return out
-		}
+		return editObject(filestore.KindWorkloadEntry, ns, name, func(o *filestore.Object) {
+			f(o, o.Spec.(*networking.WorkloadEntry))
+		})
 	}
 	no := false
 	cases := []struct {
@@ -155,25 +163,6 @@ func dump(s *Snapshot) string {
 // the services (and their endpoints) of the previous snapshot, and leaves
 // that snapshot as it was.
 func TestRebuildRoutingMatchesBuild(t *testing.T) {
-	edit := func(kind filestore.Kind, ns, name string, f func(*filestore.Object)) func([]*filestore.Object) []*filestore.Object {
-		return func(objs []*filestore.Object) []*filestore.Object {
-			var out []*filestore.Object
-			for _, o := range objs {
-				if o.Kind == kind && o.Namespace == ns && o.Name == name {
-					c := *o
-					c.Spec = proto.Clone(o.Spec)
-					f(&c)
-					if c.Spec == nil {
-						continue
-					}
-					out = append(out, &c)
-					continue
-				}
-				out = append(out, o)
-			}
-			return out
-		}
-	}
 	var vs, dr *filestore.Object
 	for _, o := range rebuildBase() {
 		switch {
@@ -188,14 +177,14 @@ func TestRebuildRoutingMatchesBuild(t *testing.T) {
 		change func([]*filestore.Object) []*filestore.Object
 		keys   []filestore.Key
 	}{
-		{"weights changed", edit(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) {
+		{"weights changed", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) {
 			for _, r := range o.Spec.(*networking.VirtualService).GetHttp()[0].GetRoute() {
 				r.Weight = 50
 			}
 		}), []filestore.Key{vs.Key}},
-		{"route removed", edit(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) { o.Spec = nil }), []filestore.Key{vs.Key}},
+		{"route removed", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) { o.Spec = nil }), []filestore.Key{vs.Key}},
 		{"wildcard route added, subset dropped", func(objs []*filestore.Object) []*filestore.Object {
-			objs = edit(dr.Kind, dr.Namespace, dr.Name, func(o *filestore.Object) {
+			objs = editObject(dr.Kind, dr.Namespace, dr.Name, func(o *filestore.Object) {
 				d := o.Spec.(*networking.DestinationRule)
 				d.Subsets = d.Subsets[:1]
 			})(objs)
