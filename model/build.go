@@ -50,12 +50,7 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 		b.s.byHost[svc.Hostname] = append(b.s.byHost[svc.Hostname], svc)
 	}
 	assignVIPs(b.s.Services)
-	for _, o := range fs.List(filestore.KindVirtualService) {
-		b.addVirtualService(o)
-	}
-	for _, o := range fs.List(filestore.KindDestinationRule) {
-		b.addDestinationRule(o)
-	}
+	b.addRouting(fs)
 	for _, o := range fs.List(filestore.KindSidecar) {
 		b.addSidecar(o)
 	}
@@ -65,11 +60,26 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 	for _, o := range fs.List(filestore.KindAuthorizationPolicy) {
 		b.addAuthorizationPolicy(o)
 	}
+	b.sortProblems()
+	return b.s
+}
+
+// addRouting adds the VirtualServices and DestinationRules and binds them
+// to the services' hosts.
+func (b *builder) addRouting(fs *filestore.Snapshot) {
+	for _, o := range fs.List(filestore.KindVirtualService) {
+		b.addVirtualService(o)
+	}
+	for _, o := range fs.List(filestore.KindDestinationRule) {
+		b.addDestinationRule(o)
+	}
 	b.bindHosts()
+}
+
+func (b *builder) sortProblems() {
 	slices.SortFunc(b.s.Problems, func(a, c Problem) int {
 		return cmp.Or(cmp.Compare(a.Object, c.Object), cmp.Compare(a.Message, c.Message))
 	})
-	return b.s
 }
 
 // shortCommit returns the first 12 characters of a git commit.

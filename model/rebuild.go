@@ -158,15 +158,7 @@ func rebuildRouting(prev *Snapshot, fs *filestore.Snapshot) *Snapshot {
 		}
 	}
 	b := &builder{s: &next}
-	for _, o := range fs.List(filestore.KindVirtualService) {
-		b.addVirtualService(o)
-	}
-	for _, o := range fs.List(filestore.KindDestinationRule) {
-		b.addDestinationRule(o)
-	}
-	b.bindHosts()
-	slices.SortFunc(next.Problems, func(a, c Problem) int {
-		return cmp.Or(cmp.Compare(a.Object, c.Object), cmp.Compare(a.Message, c.Message))
-	})
+	b.addRouting(fs)
+	b.sortProblems()
 	return &next
 }
