@@ -131,9 +131,9 @@ func Protocol(p string) (istioProtocol, portName string) {
 }
 
 // CommonPort returns the most frequent of ports, the lowest on a tie, or 0
-// for none: the number a generated ServiceEntry port gets when instances
-// listen on different ports (each WorkloadEntry maps the port name to its
-// own port).
+// for none: the number PortNumbers gives a generated ServiceEntry port when
+// it first sees it (each WorkloadEntry maps the port name to its own port,
+// so instances may listen on different ports).
 func CommonPort(ports []uint32) uint32 {
 	count := map[uint32]int{}
 	var best uint32
