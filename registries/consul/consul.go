@@ -30,6 +30,7 @@ type Adapter struct {
 
 	mu        sync.Mutex
 	pub       *adapter.Publisher
+	ports     adapter.PortNumbers            // keeps each service's port numbers
 	services  map[string][]*filestore.Object // service → generated objects
 	watches   map[string]context.CancelFunc
 	pending   map[string]bool
@@ -184,10 +185,11 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 		}
 		b.Reset()
 		index = nextIndex(index, meta.LastIndex)
-		objs := a.serviceObjects(name, entries)
+		// Generated under the lock: the port numbers it keeps must agree
+		// with the set collect publishes.
 		a.mu.Lock()
 		if ctx.Err() == nil {
-			a.services[name] = objs
+			a.services[name] = a.serviceObjects(name, entries)
 			delete(a.pending, name)
 			a.pub.Mark()
 		}
@@ -196,16 +198,12 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 }
 
 // serviceObjects generates the ServiceEntry and WorkloadEntries of one
-// Consul service.
+// Consul service. It runs with a.mu held.
 func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*filestore.Object {
 	meta := a.sink.Meta()
 	host := adapter.DNSLabel(name) + "." + adapter.DNSName(a.cfg.HostSuffix)
 	seName := adapter.ObjectName(name)
-	type portInfo struct {
-		protocol string
-		numbers  []uint32
-	}
-	ports := map[string]*portInfo{}
+	ports := map[string]*adapter.PortCandidate{}
 	var wes []*filestore.Object
 	seen := map[string]bool{}
 	for _, e := range entries {
@@ -223,9 +221,9 @@ func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*fi
 		}
 		proto, portName := adapter.Protocol(svc.Meta["protocol"])
 		if ports[portName] == nil {
-			ports[portName] = &portInfo{protocol: proto}
+			ports[portName] = &adapter.PortCandidate{Name: portName, Protocol: proto}
 		}
-		ports[portName].numbers = append(ports[portName].numbers, uint32(svc.Port))
+		ports[portName].Instances = append(ports[portName].Instances, uint32(svc.Port))
 
 		node, dc := "", ""
 		if e.Node != nil {
@@ -259,16 +257,11 @@ func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*fi
 	if len(wes) == 0 {
 		return nil
 	}
-	var sePorts []*networking.ServicePort
-	used := map[uint32]bool{}
-	for _, pn := range slices.Sorted(maps.Keys(ports)) {
-		n := adapter.CommonPort(ports[pn].numbers)
-		if used[n] {
-			continue
-		}
-		used[n] = true
-		sePorts = append(sePorts, &networking.ServicePort{Number: n, Name: pn, Protocol: ports[pn].protocol})
+	var candidates []adapter.PortCandidate
+	for _, c := range ports {
+		candidates = append(candidates, *c)
 	}
+	sePorts := a.ports.Ports(seName, candidates)
 	se := meta.ServiceEntry(seName, a.cfg.Datacenter+"/"+name, []string{host}, sePorts, nil)
 	return append([]*filestore.Object{se}, wes...)
 }
@@ -307,5 +300,6 @@ func (a *Adapter) collect(timedOut bool) ([]*filestore.Object, bool) {
 	for _, name := range slices.Sorted(maps.Keys(a.services)) {
 		objs = append(objs, a.services[name]...)
 	}
+	a.ports.Retain(objs)
 	return objs, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -237,4 +238,87 @@ func TestACLToken(t *testing.T) {
 	if n := noToken.Snapshot().Len(); n != 0 || sink.Status().Syncs == 0 {
 		t.Errorf("without a token: %d objects, %d syncs; want 0 objects after a sync", n, sink.Status().Syncs)
 	}
+}
+
+// kernelPorts returns n distinct ports the kernel gave listeners on
+// 127.0.0.1, lowest first; the listeners stay open until the test ends so
+// the ports stay distinct.
+func kernelPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// webPorts returns the port numbers of the web ServiceEntry, nil while
+// there is none.
+func webPorts(s *filestore.Snapshot) []uint32 {
+	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "web"})
+	if se == nil {
+		return nil
+	}
+	var out []uint32
+	for _, p := range se.Spec.(*networking.ServiceEntry).Ports {
+		out = append(out, p.Number)
+	}
+	return out
+}
+
+// TestServicePortSurvivesItsInstance registers instances on different
+// ports and deregisters the one whose port numbers the ServiceEntry: the
+// ServiceEntry keeps its port (the address clients dial), the others keep
+// their own ports. Only when the service is gone and comes back is the
+// number chosen afresh.
+func TestServicePortSurvivesItsInstance(t *testing.T) {
+	c := testenv.StartConsul(t)
+	cc := client(t, c.HTTPAddr)
+	p := kernelPorts(t, 3)
+	grpc := map[string]string{"protocol": "grpc"}
+	register(t, cc, "web-1", "127.0.0.1", p[0], grpc)
+	register(t, cc, "web-2", "127.0.0.2", p[1], grpc)
+	register(t, cc, "web-3", "127.0.0.3", p[2], grpc)
+	store, _ := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 500 * time.Millisecond})
+	inst := func(i int) string { return fmt.Sprintf("127.0.0.%d:%d true", i+1, p[i]) }
+
+	eventually(t, store, "three instances", func(s *filestore.Snapshot) bool {
+		return is(instances(s), inst(0), inst(1), inst(2))
+	})
+	if got := webPorts(store.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
+		t.Fatalf("first sight: ServiceEntry ports %v, want the lowest instance port %d", got, p[0])
+	}
+
+	if err := cc.Agent().ServiceDeregister("web-1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, store, "web-1 gone", func(s *filestore.Snapshot) bool { return is(instances(s), inst(1), inst(2)) })
+	if got := webPorts(store.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
+		t.Fatalf("after the lowest instance left: ServiceEntry ports %v, want %d kept", got, p[0])
+	}
+	// Another port becoming the most common does not renumber it either.
+	register(t, cc, "web-4", "127.0.0.4", p[2], grpc)
+	eventually(t, store, "web-4", func(s *filestore.Snapshot) bool {
+		return is(instances(s), inst(1), inst(2), fmt.Sprintf("127.0.0.4:%d true", p[2]))
+	})
+	if got := webPorts(store.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
+		t.Fatalf("with %d the most common: ServiceEntry ports %v, want %d kept", p[2], got, p[0])
+	}
+
+	for _, id := range []string{"web-2", "web-3", "web-4"} {
+		if err := cc.Agent().ServiceDeregister(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, store, "service gone", func(s *filestore.Snapshot) bool { return s.Len() == 0 })
+	register(t, cc, "web-5", "127.0.0.5", p[1], grpc)
+	eventually(t, store, "service back, numbered afresh", func(s *filestore.Snapshot) bool {
+		return slices.Equal(webPorts(s), []uint32{uint32(p[1])})
+	})
 }
