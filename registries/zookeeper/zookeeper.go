@@ -33,6 +33,7 @@ type Adapter struct {
 
 	mu         sync.Mutex
 	pub        *adapter.Publisher
+	ports      adapter.PortNumbers // keeps each ServiceEntry's port numbers
 	ifaces     map[string]*ifaceState
 	apps       map[string]map[string]*Instance // application → instance id → instance
 	mapping    map[string][]string             // interface → applications
@@ -254,15 +255,12 @@ type Endpoint struct {
 }
 
 // serviceObjects builds a ServiceEntry for host and a WorkloadEntry per
-// member address. Each protocol is one port, numbered by the members'
-// most common port; each WorkloadEntry maps the port name to its own.
+// member address. Each protocol is one port, numbered by a.ports (the
+// members' most common port when the service first appears, then kept);
+// each WorkloadEntry maps the port name to its own. It runs with a.mu held.
 func (a *Adapter) serviceObjects(host, origin string, members []member) []*filestore.Object {
 	meta := a.sink.Meta()
-	type portInfo struct {
-		protocol string
-		numbers  []uint32
-	}
-	ports := map[string]*portInfo{}
+	ports := map[string]*adapter.PortCandidate{}
 	type chosen struct {
 		m     member
 		ports map[string]uint32
@@ -282,9 +280,9 @@ func (a *Adapter) serviceObjects(host, origin string, members []member) []*files
 			pm[name] = ep.Port
 			low = min(low, ep.Port)
 			if ports[name] == nil {
-				ports[name] = &portInfo{protocol: proto}
+				ports[name] = &adapter.PortCandidate{Name: name, Protocol: proto}
 			}
-			ports[name].numbers = append(ports[name].numbers, ep.Port)
+			ports[name].Instances = append(ports[name].Instances, ep.Port)
 		}
 		name := adapter.ObjectName(host, m.address, strconv.Itoa(int(low)))
 		if prev, dup := byName[name]; dup && cmp.Or(cmp.Compare(prev.m.order, m.order), cmp.Compare(prev.m.origin, m.origin)) > 0 {
@@ -295,17 +293,12 @@ func (a *Adapter) serviceObjects(host, origin string, members []member) []*files
 	if len(byName) == 0 {
 		return nil
 	}
-	var sePorts []*networking.ServicePort
-	used := map[uint32]bool{}
-	for _, name := range slices.Sorted(maps.Keys(ports)) {
-		n := adapter.CommonPort(ports[name].numbers)
-		if used[n] {
-			continue // two protocols on one port: the first name keeps it
-		}
-		used[n] = true
-		sePorts = append(sePorts, &networking.ServicePort{Number: n, Name: name, Protocol: ports[name].protocol})
+	var candidates []adapter.PortCandidate
+	for _, c := range ports {
+		candidates = append(candidates, *c)
 	}
 	seName := adapter.DNSName(host)
+	sePorts := a.ports.Ports(seName, candidates)
 	objs := make([]*filestore.Object, 0, len(byName)+1)
 	objs = append(objs, meta.ServiceEntry(seName, origin, []string{host}, sePorts, nil))
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
@@ -346,7 +339,9 @@ func (a *Adapter) collect(timedOut bool) ([]*filestore.Object, bool) {
 	}
 	a.firstSent = true
 	clear(a.pending)
-	return a.collectLocked(), true
+	objs := a.collectLocked()
+	a.ports.Retain(objs)
+	return objs, true
 }
 
 // collectLocked concatenates the generated objects: interface-level first;

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -352,4 +354,80 @@ func logLevel() slog.Level {
 		return slog.LevelDebug
 	}
 	return slog.LevelWarn
+}
+
+// kernelPorts returns n distinct ports the kernel gave listeners on
+// 127.0.0.1, lowest first; the listeners stay open until the test ends so
+// the ports stay distinct.
+func kernelPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// servicePorts returns "name:number" of the ServiceEntry with host, nil
+// while there is none.
+func servicePorts(s *filestore.Snapshot, host string) []string {
+	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "dubbo", Name: host})
+	if se == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range se.Spec.(*networking.ServiceEntry).Ports {
+		out = append(out, fmt.Sprintf("%s:%d", p.Name, p.Number))
+	}
+	return out
+}
+
+// TestServicePortSurvivesItsProvider registers providers on different
+// ports and removes the one whose port numbers the ServiceEntry: the
+// ServiceEntry keeps its port (the address consumers dial), the other
+// providers keep their own ports. Only when the service is gone and comes
+// back is the number chosen afresh.
+func TestServicePortSurvivesItsProvider(t *testing.T) {
+	z := testenv.StartZooKeeper(t)
+	d := newDubbo(t, z.Addr)
+	p := kernelPorts(t, 3)
+	provider := func(i int) string {
+		return providerPath(demo, fmt.Sprintf("dubbo://127.0.0.%d:%d/%s?application=demo-provider&interface=%s&side=provider", i+1, p[i], demo, demo))
+	}
+	endpoint := func(i int) string { return fmt.Sprintf("127.0.0.%d:%d/tcp-dubbo", i+1, p[i]) }
+	for i := range p {
+		d.create(provider(i), nil)
+	}
+	store, _ := run(t, zookeeper.Config{Servers: []string{z.Addr}})
+	host := "org.apache.dubbo.demo.demoservice"
+	first := fmt.Sprintf("tcp-dubbo:%d", p[0])
+
+	eventually(t, store, "three providers", func(s *filestore.Snapshot) bool {
+		return equal(endpoints(s, host), endpoint(0), endpoint(1), endpoint(2))
+	})
+	if got := servicePorts(store.Snapshot(), host); !equal(got, first) {
+		t.Fatalf("first sight: ServiceEntry ports %v, want the lowest provider port %s", got, first)
+	}
+
+	d.delete(provider(0))
+	eventually(t, store, "the lowest provider gone", func(s *filestore.Snapshot) bool {
+		return equal(endpoints(s, host), endpoint(1), endpoint(2))
+	})
+	if got := servicePorts(store.Snapshot(), host); !equal(got, first) {
+		t.Fatalf("after the lowest provider left: ServiceEntry ports %v, want %s kept", got, first)
+	}
+
+	d.delete(provider(1))
+	d.delete(provider(2))
+	eventually(t, store, "service gone", func(s *filestore.Snapshot) bool { return s.Len() == 0 })
+	d.create(provider(1), nil)
+	eventually(t, store, "service back, numbered afresh", func(s *filestore.Snapshot) bool {
+		return equal(servicePorts(s, host), fmt.Sprintf("tcp-dubbo:%d", p[1])) && equal(endpoints(s, host), endpoint(1))
+	})
 }
