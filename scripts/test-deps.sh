@@ -7,23 +7,60 @@
 #     org.apache.zookeeper.server.ZooKeeperServerMain from its jars on a free
 #     loopback port; the system service is not needed and is stopped.
 #   - Consul: the dev agent built from the Go module proxy as a Go tool
-#     (github.com/hashicorp/consul v1.14.11, tools/consul/go.mod) into
-#     .bin/consul. About 4 minutes on 2 cores the first time.
+#     (github.com/hashicorp/consul v1.14.11, tools/consul/go.mod). It is built
+#     once per machine into a cache outside the clone, keyed by version
+#     ($VMESH_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/vmesh), and linked
+#     as .bin/consul. About 4 minutes on 2 cores the first time.
+#
+# Every step prints what it does and how long it took; a long build prints a
+# line every 30 seconds so a slow machine is never silent.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+start=$SECONDS
 
 sudo_() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
+# say MESSAGE: a progress line with the time since test-deps started.
+say() { printf 'test-deps [%3ds]: %s\n' "$((SECONDS - start))" "$*"; }
+# step NAME CMD...: run CMD, printing NAME when it starts, every 30 s while it
+# runs, and with its duration when it ends; its output is shown only if it fails.
+step() {
+	local name=$1 t0=$SECONDS log rc=0 pid
+	shift
+	log=$(mktemp)
+	say "$name ..."
+	"$@" >"$log" 2>&1 &
+	pid=$!
+	while ! wait_for "$pid" 30; do say "$name: still running ($((SECONDS - t0))s)"; done
+	wait "$pid" || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		tail -n 40 "$log" >&2
+		rm -f "$log"
+		say "$name: FAILED after $((SECONDS - t0))s (exit $rc)"
+		exit "$rc"
+	fi
+	rm -f "$log"
+	say "$name: done in $((SECONDS - t0))s"
+}
+# wait_for PID SECONDS: true once PID has exited, false after SECONDS.
+wait_for() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
 
 # --- ZooKeeper -------------------------------------------------------------
 if [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then
-	echo "test-deps: zookeeper: present (/usr/share/java/zookeeper.jar)"
+	say "zookeeper: present (/usr/share/java/zookeeper.jar)"
 else
-	echo "test-deps: zookeeper: installing zookeeperd"
-	sudo_ apt-get update -q
-	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeperd
+	step "zookeeper: apt-get update" sudo_ apt-get update -q
+	step "zookeeper: apt-get install zookeeperd" \
+		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeperd
 	# Tests run their own servers; the packaged service would hold port 2181.
 	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet zookeeper 2>/dev/null; then
 		sudo_ systemctl stop zookeeper || true
@@ -31,22 +68,28 @@ else
 fi
 
 # --- Consul ----------------------------------------------------------------
-consul_bin="$root/.bin/consul"
 consul_version="v1.14.11"
+cache="${VMESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vmesh}/consul-${consul_version}"
+cached="$cache/consul"
 # Read the whole output (no grep -q, no head): with pipefail, a reader that
 # stops early kills the writer with SIGPIPE and fails the pipeline.
-if [ -x "$consul_bin" ] && "$consul_bin" version 2>/dev/null | grep "Consul ${consul_version}" >/dev/null; then
-	echo "test-deps: consul: present ($consul_bin)"
+consul_ok() { [ -x "$1" ] && "$1" version 2>/dev/null | grep "Consul ${consul_version}" >/dev/null; }
+if consul_ok "$cached"; then
+	say "consul: present ($cached)"
 else
-	echo "test-deps: consul: building ${consul_version} into $consul_bin (a few minutes the first time)"
-	mkdir -p "$root/.bin"
-	(
-		cd "$root/tools/consul"
-		# go.mod pins the tool; `go get -tool` only when it is missing.
-		grep -q '^tool github.com/hashicorp/consul' go.mod ||
-			go get -tool "github.com/hashicorp/consul@${consul_version}"
-		go build -o "$consul_bin.tmp" github.com/hashicorp/consul
-	)
-	mv "$consul_bin.tmp" "$consul_bin"
-	"$consul_bin" version | sed -n 1p
+	say "consul: building ${consul_version} into $cached (a few minutes the first time)"
+	mkdir -p "$cache"
+	cd "$root/tools/consul"
+	# go.mod pins the tool; `go get -tool` only when it is missing.
+	grep -q '^tool github.com/hashicorp/consul' go.mod ||
+		step "consul: go get -tool" go get -tool "github.com/hashicorp/consul@${consul_version}"
+	step "consul: download modules" go mod download
+	step "consul: go build" go build -o "$cached.tmp" github.com/hashicorp/consul
+	mv "$cached.tmp" "$cached"
+	cd "$root"
+	say "consul: $("$cached" version | sed -n 1p)"
 fi
+mkdir -p "$root/.bin"
+ln -sfn "$cached" "$root/.bin/consul"
+say "consul: $root/.bin/consul -> $cached"
+say "ready"
