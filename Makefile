@@ -2,11 +2,13 @@
 GO       ?= go
 BIN      := bin/vmesh
 DATA_DIR ?= .vmesh-data
-# Fuzz targets run briefly in `make test`: package:Target.
-FUZZ_TARGETS := ./filestore:FuzzDecode ./ca:FuzzVerifyToken ./ca:FuzzCheckCSR ./xds:FuzzDecodeDiscoveryRequest
-FUZZ_TIME    ?= 10s
+# Every fuzz target in the tree runs this many executions in `make test`
+# (a count, never a duration: see scripts/fuzz.sh).
+FUZZ_EXECS ?= 3000x
+SHELL       := bash
+.SHELLFLAGS := -eo pipefail -c
 
-.PHONY: build run test test-deps test-unit fuzz bench lint fmt demo clean
+.PHONY: build run test test-deps test-unit test-tools fuzz bench lint fmt demo clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/vmesh
@@ -15,23 +17,22 @@ build:
 run:
 	$(GO) run ./cmd/vmesh serve --config-dir examples/quickstart --data-dir $(DATA_DIR)
 
-## test: every test with the race detector, against real ZooKeeper, Consul and git, then a short fuzz of each target
-test: test-deps test-unit fuzz
+## test: install the test dependencies, fuzz every target briefly, then every test with the race detector
+## against real ZooKeeper, Consul and git; ends with "N passed, N failed, N skipped" (CI=true: a skip fails)
+test: test-deps test-tools fuzz test-unit
 
 test-deps:
 	bash scripts/test-deps.sh
 
-test-unit:
-	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
+# The summary formatter is its own module under tools/, tested first.
+test-tools:
+	cd tools/testsummary && $(GO) test -count=1 ./... && $(GO) build -o $(CURDIR)/bin/testsummary .
+
+test-unit: test-tools
+	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -timeout 20m ./... | bin/testsummary
 
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		if grep -rqs "func $$name(" $$pkg/*_test.go; then \
-			echo "fuzz $$pkg $$name ($(FUZZ_TIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) -fuzzminimizetime 10x $$pkg; \
-		else echo "fuzz target $$name missing in $$pkg"; exit 1; fi; \
-	done
+	FUZZ_EXECS=$(FUZZ_EXECS) bash scripts/fuzz.sh
 
 ## bench: Go benchmarks of the hot paths (results go to BENCHMARKS.md)
 bench:
@@ -42,6 +43,7 @@ bench:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
+	cd tools/testsummary && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

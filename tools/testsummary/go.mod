@@ -1,0 +1,3 @@
+module github.com/vmesh/vmesh/tools/testsummary
+
+go 1.26
