@@ -9,13 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source examples/lib.sh
-HTTP=${VMESH_HTTP:-127.0.0.1:15314}
-XDS=${VMESH_XDS:-127.0.0.1:15310}
-SECURE=${VMESH_SECURE:-127.0.0.1:15312}
-# Instance ports sit below the kernel's ephemeral range (32768-60999), so no
-# outgoing connection of another process can be holding one.
-PORTS=(${INSTANCE_PORTS:-15321 15322 15323})
-
+# Every port is the kernel's choice: vmesh and the instances bind port 0 and
+# print what they got; Consul gets ports freeport just released.
+PORTS=() # the instances' ports
 
 # CONSUL overrides the consul binary (default: .bin/consul from
 # `make test-deps`, else consul on PATH).
@@ -43,23 +39,41 @@ go build -o "$work/backend" ./examples/consul-fleet/backend
 go build -o "$work/client" ./examples/consul-fleet/client
 
 step "a Consul dev agent (the registry the fleet already uses)"
-http_port=$(freeport)
-consul_http=127.0.0.1:$http_port
-"$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -advertise 127.0.0.1 -node fleet -datacenter dc1 \
-  -http-port "$http_port" -dns-port -1 -grpc-port "$(freeport)" -server-port "$(freeport)" \
-  -serf-lan-port "$(freeport)" -serf-wan-port "$(freeport)" -hcl 'ports { grpc_tls = -1 https = -1 }' \
-  -data-dir "$work/consul" -log-level warn > "$work/consul.log" 2>&1 &
-pids+=($!)
-until_ok 300 sh -c "curl -fs 'http://$consul_http/v1/status/leader' | grep -q 127.0.0.1" ||
-  { tail -20 "$work/consul.log"; fail "Consul had no leader"; }
+# Consul cannot report ports it picked itself: it gets ports the kernel just
+# released, and others should a different process take one first.
+start_consul() {
+  local ports
+  ports=($(freeport 5))
+  consul_http=127.0.0.1:${ports[0]}
+  rm -rf "$work/consul"
+  "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -advertise 127.0.0.1 -node fleet -datacenter dc1 \
+    -http-port "${ports[0]}" -dns-port -1 -grpc-port "${ports[1]}" -server-port "${ports[2]}" \
+    -serf-lan-port "${ports[3]}" -serf-wan-port "${ports[4]}" -hcl 'ports { grpc_tls = -1 https = -1 }' \
+    -data-dir "$work/consul" -log-level warn > "$work/consul.log" 2>&1 &
+  consul_pid=$!
+  pids+=($consul_pid)
+  for _ in $(seq 300); do
+    curl -fs "http://$consul_http/v1/status/leader" 2>/dev/null | grep -q 127.0.0.1 && return 0
+    kill -0 "$consul_pid" 2>/dev/null || return 1 # exited: most likely a port was taken
+    sleep 0.1
+  done
+  return 2
+}
+for try in 1 2 3; do
+  rc=0; start_consul || rc=$?
+  [ "$rc" -eq 0 ] && break
+  [ "$rc" -eq 1 ] && [ "$try" -lt 3 ] && { tail -3 "$work/consul.log"; echo "Consul exited at start; again on other ports"; continue; }
+  tail -20 "$work/consul.log"; fail "Consul had no leader"
+done
 echo "Consul on $consul_http"
 
 step "three inventory instances, registered in Consul with a gRPC health check each"
 for i in 1 2 3; do
-  port=${PORTS[$((i - 1))]}
-  "$work/backend" --id "inventory-$i" --addr "127.0.0.1:$port" > "$work/inventory-$i.log" 2>&1 &
+  "$work/backend" --id "inventory-$i" --addr "127.0.0.1:0" > "$work/inventory-$i.log" 2>&1 &
   pids+=($!)
   eval "backend_$i=$!"
+  port=$(listening "$work/inventory-$i.log" "inventory-$i serving on 127\.0\.0\.1:([0-9]+)")
+  PORTS+=("$port")
   cat > "$work/inventory-$i.json" <<EOF
 {
   "service": {
@@ -78,13 +92,12 @@ done
 echo "the service definition of inventory-1 (consul services register inventory-1.json):"
 cat "$work/inventory-1.json"
 until_ok 150 passing_is 3 || { curl -s "http://$consul_http/v1/health/service/inventory"; fail "Consul does not report the three instances passing"; }
+# The ServiceEntry is numbered by the instances' lowest port.
+LOW=$(printf '%s\n' "${PORTS[@]}" | sort -n | head -n 1)
 echo "Consul: 3 inventory instances passing"
 
 step "vmesh with only --registry consul=$consul_http: no config directory, no YAML"
-"$work/vmesh" serve --registry "consul=$consul_http" \
-  --http-addr "$HTTP" --xds-addr "$XDS" --secure-addr "$SECURE" --data-dir "$work/data" \
-  --debounce-quiet 50ms --log-level warn > "$work/vmesh.log" 2>&1 &
-pids+=($!)
+start_vmesh --registry "consul=$consul_http" --data-dir "$work/data" --debounce-quiet 50ms
 until_ok 300 curl -fs "$HTTP/ready" || { cat "$work/vmesh.log"; fail "vmesh never became ready"; }
 until_ok 100 healthy_entries_are 3 ||
   { objects; fail "vmesh does not have three healthy WorkloadEntries"; }
@@ -93,8 +106,8 @@ objects | tee "$work/objects.txt"
 grep -Eq "^  ServiceEntry +default/inventory +\(registry:consul" "$work/objects.txt" || fail "no ServiceEntry for inventory"
 se=$(curl -fs "$HTTP/debug/config?kind=ServiceEntry" | tr -d '\n ' | grep -o '"spec":{"hosts":\["inventory.service.consul"\][^}]*}[^}]*}[^}]*}}' || true)
 echo "its spec: $se"
-[[ $se == *'"ports":[{"number":'"${PORTS[0]}"',"protocol":"GRPC","name":"grpc"}]'* ]] ||
-  fail "the ServiceEntry does not expose grpc on ${PORTS[0]}"
+[[ $se == *'"ports":[{"number":'"$LOW"',"protocol":"GRPC","name":"grpc"}]'* ]] ||
+  fail "the ServiceEntry does not expose grpc on $LOW (the instances' lowest port)"
 we=$(curl -fs "$HTTP/debug/config?kind=WorkloadEntry" | tr -d '\n ' | grep -o '"spec":{"address":"127.0.0.1","ports":{"grpc":'"${PORTS[0]}"'}[^}]*}[^}]*}' || true)
 echo "inventory-1's WorkloadEntry (labels from tags and meta, datacenter as locality): $we"
 [[ $we == *'"version":"v1"'* ]] || fail "the tag version=v1 is not a label of inventory-1's WorkloadEntry"
@@ -107,7 +120,7 @@ tr -d '\n ' < "$work/registries.json" | grep -q '"serviceEntries":1,"workloadEnt
   fail "/debug/registries does not count 1 ServiceEntry and 3 WorkloadEntries"
 
 step "a proxyless gRPC client calls inventory.service.consul through vmesh: all three answer"
-"$work/client" --xds "$XDS" --target "inventory.service.consul:${PORTS[0]}" --every 1s --duration 120s > "$work/client.log" 2>&1 &
+"$work/client" --xds "$XDS" --target "inventory.service.consul:$LOW" --every 1s --duration 120s > "$work/client.log" 2>&1 &
 pids+=($!)
 # about a third each (round robin), and no failed call
 third='(2[4-9]|3[0-9]|4[0-2])% #*'
@@ -146,7 +159,7 @@ curl -fs "$HTTP/debug/registries" | tr -d '\n ' | grep -q '"serviceEntries":1,"w
 if sed -n '/calls, 0 failed)$/,$p' "$work/client.log" | grep -E '[1-9][0-9]* failed\)'; then
   fail "calls failed"
 fi
-if [ -s "$work/vmesh.log" ]; then echo "vmesh's log (warnings and errors):"; tail -n 20 "$work/vmesh.log"; fi
+if [ -n "$(warnings)" ]; then echo "vmesh's log (warnings and errors):"; warnings | tail -n 20; fi
 if grep -q '"level":"ERROR"' "$work/vmesh.log"; then fail "vmesh logged errors"; fi
 echo
 echo "OK: Consul's inventory instances became a mesh service with no YAML; a failing health check took one out of the split and a passing one brought it back, without a failed call"

@@ -9,13 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source examples/lib.sh
-HTTP=${VMESH_HTTP:-127.0.0.1:15214}
-XDS=${VMESH_XDS:-127.0.0.1:15210}
-SECURE=${VMESH_SECURE:-127.0.0.1:15212}
-# Provider ports sit below the kernel's ephemeral range (32768-60999), so no
-# outgoing connection of another process can be holding one.
-PORTS=(${PROVIDER_PORTS:-15221 15222 15223}) # two 1.0.0 providers, one 2.0.0
-
+# Every port is the kernel's choice: vmesh and the providers bind port 0 and
+# print what they got; ZooKeeper gets a port freeport just released.
+PORTS=() # the providers' ports: two 1.0.0 providers, one 2.0.0
 
 # JAVA and ZOOKEEPER_JAR override where java and Debian's zookeeper.jar
 # (whose manifest names every dependency) are found.
@@ -41,6 +37,9 @@ go build -o "$work/provider" ./examples/dubbo-migration/provider
 go build -o "$work/client" ./examples/dubbo-migration/client
 
 step "ZooKeeper (the registry the Dubbo fleet already uses)"
+# ZooKeeper cannot bind port 0: it gets a port the kernel just released, and
+# another one should a different process take that port first.
+start_zookeeper() {
 zk_port=$(freeport)
 mkdir -p "$work/zk/data"
 cat > "$work/zk/zoo.cfg" <<EOF
@@ -55,29 +54,46 @@ EOF
 "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir="$work/zk" \
   -Dzookeeper.admin.enableServer=false -cp "$jar" org.apache.zookeeper.server.ZooKeeperServerMain \
   "$work/zk/zoo.cfg" > "$work/zk/zookeeper.log" 2>&1 &
-pids+=($!)
-until_ok 300 zk_ok || { tail -20 "$work/zk/zookeeper.log"; fail "ZooKeeper did not answer on 127.0.0.1:$zk_port"; }
+zk_pid=$!
+pids+=($zk_pid)
+for _ in $(seq 300); do
+  zk_ok && return 0
+  kill -0 "$zk_pid" 2>/dev/null || return 1 # exited: most likely its port was taken
+  sleep 0.1
+done
+return 2
+}
+for try in 1 2 3; do
+  rc=0; start_zookeeper || rc=$?
+  [ "$rc" -eq 0 ] && break
+  [ "$rc" -eq 1 ] && [ "$try" -lt 3 ] && { echo "ZooKeeper exited at start; again on another port"; continue; }
+  tail -20 "$work/zk/zookeeper.log"; fail "ZooKeeper did not answer on 127.0.0.1:$zk_port"
+done
 echo "ZooKeeper on 127.0.0.1:$zk_port"
 
 step "the Dubbo providers register themselves in ZooKeeper, as Dubbo does"
-start_provider() { # VERSION PORT
+provider_pids=()
+start_provider() { # VERSION: a provider on a port of the kernel's choosing, appended to PORTS
+  local n=${#PORTS[@]} log port
+  log="$work/provider-$n.log"
   "$work/provider" --zk "127.0.0.1:$zk_port" --application greeter-provider --version "$1" \
-    --addr "127.0.0.1:$2" > "$work/provider-$2.log" 2>&1 &
+    --addr "127.0.0.1:0" > "$log" 2>&1 &
   pids+=($!)
-  eval "provider_$2=$!"
-  until_ok 100 grep -q registered "$work/provider-$2.log" || { cat "$work/provider-$2.log"; fail "provider $1 on $2 did not register"; }
-  sed -E 's/registered .*providers\/(.{60}).*/registered \/dubbo\/com.acme.Greeter\/providers\/\1.../' "$work/provider-$2.log"
+  provider_pids+=($!)
+  port=$(listening "$log" 'serving tri://127\.0\.0\.1:([0-9]+), registered') || { cat "$log"; fail "provider $1 did not register"; }
+  PORTS+=("$port")
+  sed -E 's/registered .*providers\/(.{60}).*/registered \/dubbo\/com.acme.Greeter\/providers\/\1.../' "$log"
 }
-start_provider 1.0.0 "${PORTS[0]}"
-start_provider 1.0.0 "${PORTS[1]}"
-start_provider 2.0.0 "${PORTS[2]}"
+start_provider 1.0.0
+start_provider 1.0.0
+start_provider 2.0.0
+# Greeter 1.0.0's ServiceEntry is numbered by its providers' lowest port.
+LOW=$(( PORTS[0] < PORTS[1] ? PORTS[0] : PORTS[1] ))
 
 step "vmesh reading ZooKeeper (--registry zookeeper=...) and a config directory with no YAML yet"
 mkdir -p "$work/config"
-"$work/vmesh" serve --registry "zookeeper=127.0.0.1:$zk_port" --config-dir "$work/config" \
-  --http-addr "$HTTP" --xds-addr "$XDS" --secure-addr "$SECURE" --data-dir "$work/data" \
-  --debounce-quiet 50ms --log-level warn > "$work/vmesh.log" 2>&1 &
-pids+=($!)
+start_vmesh --registry "zookeeper=127.0.0.1:$zk_port" --config-dir "$work/config" \
+  --data-dir "$work/data" --debounce-quiet 50ms
 until_ok 300 curl -fs "$HTTP/ready" || { cat "$work/vmesh.log"; fail "vmesh never became ready"; }
 
 step "what vmesh generated from the providers' nodes (curl $HTTP/debug/config)"
@@ -85,17 +101,19 @@ until_ok 100 entries_are 3 || { objects; fail "vmesh did not generate three Work
 objects | tee "$work/objects.txt"
 grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-1-0-0 +\(registry:zookeeper" "$work/objects.txt" || fail "no ServiceEntry for Greeter 1.0.0"
 grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-2-0-0 +\(registry:zookeeper" "$work/objects.txt" || fail "no ServiceEntry for Greeter 2.0.0"
-grep -Eq "^  WorkloadEntry +default/com.acme.greeter.v-1-0-0-127.0.0.1-${PORTS[1]} +127.0.0.1:${PORTS[1]} " "$work/objects.txt" || fail "no WorkloadEntry for the provider on ${PORTS[1]}"
+for i in 0 1; do
+  grep -Eq "^  WorkloadEntry +default/com.acme.greeter.v-1-0-0-127.0.0.1-${PORTS[i]} +127.0.0.1:${PORTS[i]} " "$work/objects.txt" || fail "no WorkloadEntry for the provider on ${PORTS[i]}"
+done
 se=$(curl -fs "$HTTP/debug/config?kind=ServiceEntry" | tr -d '\n ' | grep -o '"spec":{"hosts":\["com.acme.greeter.v-1-0-0"\][^}]*}[^}]*}[^}]*}}' || true)
 echo "the ServiceEntry of Greeter 1.0.0: $se"
-[[ $se == *'"ports":[{"number":'"${PORTS[0]}"',"protocol":"GRPC","name":"grpc-tri"}]'* ]] ||
-  fail "the 1.0.0 ServiceEntry does not expose grpc-tri on ${PORTS[0]} (the providers' lowest port)"
-we=$(curl -fs "$HTTP/debug/config?kind=WorkloadEntry" | tr -d '\n ' | grep -o '"spec":{"address":"127.0.0.1","ports":{"grpc-tri":'"${PORTS[0]}"'}[^}]*}[^}]*}' || true)
-echo "its WorkloadEntry on ${PORTS[0]} (labels are the URL's parameters): $we"
+[[ $se == *'"ports":[{"number":'"$LOW"',"protocol":"GRPC","name":"grpc-tri"}]'* ]] ||
+  fail "the 1.0.0 ServiceEntry does not expose grpc-tri on $LOW (the providers' lowest port)"
+we=$(curl -fs "$HTTP/debug/config?kind=WorkloadEntry" | tr -d '\n ' | grep -o '"spec":{"address":"127.0.0.1","ports":{"grpc-tri":'"$LOW"'}[^}]*}[^}]*}' || true)
+echo "its WorkloadEntry on $LOW (labels are the URL's parameters): $we"
 [[ $we == *'"version":"1.0.0"'* && $we == *'"application":"greeter-provider"'* ]] || fail "the WorkloadEntry lacks the version and application labels"
 
 step "a consumer calls Greeter 1.0.0 through vmesh: all calls reach the 1.0.0 providers"
-"$work/client" --xds "$XDS" --target "com.acme.greeter.v-1-0-0:${PORTS[0]}" --every 1s --duration 120s > "$work/client.log" 2>&1 &
+"$work/client" --xds "$XDS" --target "com.acme.greeter.v-1-0-0:$LOW" --every 1s --duration 120s > "$work/client.log" 2>&1 &
 pids+=($!)
 wait_split '^  1\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
 grep -m1 "first reply" "$work/client.log"
@@ -108,11 +126,11 @@ tail -n 1 "$work/client.log" | grep -Eq '^  1\.0\.0  (8[0-9]|9[0-7])% .* 2\.0\.0
 tail -n 1 "$work/client.log"
 
 step "cut-over: every call to 2.0.0, and the 1.0.0 host kept by a ServiceEntry file (config/cutover.yaml)"
-sed "s/number: 15221/number: ${PORTS[0]}/" examples/dubbo-migration/config/cutover.yaml > "$work/config/greeter.yaml"
+sed "s/number: 15221/number: $LOW/" examples/dubbo-migration/config/cutover.yaml > "$work/config/greeter.yaml"
 wait_split '^  2\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
 
 step "the 1.0.0 providers stop: their ZooKeeper nodes go, and so do their endpoints"
-eval "kill \$provider_${PORTS[0]} \$provider_${PORTS[1]}"
+kill "${provider_pids[0]}" "${provider_pids[1]}"
 until_ok 100 entries_are 1 || { objects; fail "the 1.0.0 WorkloadEntries were not removed"; }
 objects | tee "$work/objects.txt"
 grep -Eq "^  ServiceEntry +default/com.acme.greeter.v-1-0-0 +\(dir:.* greeter.yaml:[0-9]+\)" "$work/objects.txt" ||
@@ -123,7 +141,7 @@ wait_split '^  2\.0\.0 100% #+ +\([0-9]+ calls, 0 failed\)$'
 if sed -n '/calls, 0 failed)$/,$p' "$work/client.log" | grep -E '[1-9][0-9]* failed\)'; then
   fail "calls failed during the migration"
 fi
-if [ -s "$work/vmesh.log" ]; then echo "vmesh's log (warnings and errors):"; tail -n 20 "$work/vmesh.log"; fi
+if [ -n "$(warnings)" ]; then echo "vmesh's log (warnings and errors):"; warnings | tail -n 20; fi
 if grep -q '"level":"ERROR"' "$work/vmesh.log"; then fail "vmesh logged errors"; fi
 echo
 echo "OK: the Dubbo providers joined the mesh from their ZooKeeper nodes alone; the consumers of Greeter 1.0.0 moved 90/10, then wholly, to 2.0.0 without a failed call"

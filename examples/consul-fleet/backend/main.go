@@ -26,7 +26,7 @@ import (
 
 func main() {
 	id := flag.String("id", "inventory-1", "instance id, returned as server_id")
-	addr := flag.String("addr", "127.0.0.1:15321", "listen address")
+	addr := flag.String("addr", "127.0.0.1:15321", "listen address (port 0: the kernel picks; printed as \"serving on ADDR\")")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,6 +41,7 @@ func run(ctx context.Context, id, addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
+	addr = lis.Addr().String() // a port of 0 is the kernel's choice: print what it chose
 	gs := grpc.NewServer()
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

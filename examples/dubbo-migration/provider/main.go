@@ -38,7 +38,7 @@ const Interface = "com.acme.Greeter"
 
 func main() {
 	zkAddr := flag.String("zk", "127.0.0.1:2181", "ZooKeeper servers, comma separated (Dubbo's registry address)")
-	addr := flag.String("addr", "127.0.0.1:50051", "Triple listen address (registered as is)")
+	addr := flag.String("addr", "127.0.0.1:50051", "Triple listen address (registered with the port it got; port 0: the kernel picks)")
 	app := flag.String("application", "greeter-provider", "Dubbo application name")
 	version := flag.String("version", "1.0.0", "Dubbo service version")
 	group := flag.String("group", "", "Dubbo service group")
@@ -56,6 +56,7 @@ func run(ctx context.Context, servers []string, addr, app, version, group string
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
+	addr = lis.Addr().String() // a port of 0 is the kernel's choice: register what it chose
 	gs := grpc.NewServer()
 	gs.RegisterService(greeterDesc(), &greeter{version: version, addr: addr})
 	serveErr := make(chan error, 1)

@@ -26,13 +26,20 @@ import (
 
 const target = "greeter.demo.vmesh.internal:50051"
 
-// backends match the WorkloadEntries in ../config/workloads.yaml.
-var backends = []struct{ id, version, addr string }{
-	{"greeter-v1-a", "v1", "127.0.0.1:18061"},
-	{"greeter-v2-a", "v2", "127.0.0.1:18062"},
+// backend is one greeter server: its WorkloadEntry name, version and
+// listen address.
+type backend struct{ id, version, addr string }
+
+// defaultBackends match the WorkloadEntries in ../config/workloads.yaml.
+func defaultBackends() []backend {
+	return []backend{
+		{"greeter-v1-a", "v1", "127.0.0.1:18061"},
+		{"greeter-v2-a", "v2", "127.0.0.1:18062"},
+	}
 }
 
 func main() {
+	backends := defaultBackends()
 	xdsAddr := flag.String("xds", "127.0.0.1:15010", "vmesh xDS address")
 	duration := flag.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	every := flag.Duration("every", time.Second, "print the split this often")
@@ -46,25 +53,46 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	if _, err := run(ctx, os.Stdout, *xdsAddr, *every); err != nil {
+	listeners, err := listen(backends)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+	if _, err := run(ctx, os.Stdout, *xdsAddr, *every, backends, listeners); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-// run starts the backends and the client and prints the split every
-// interval until ctx ends. It returns the splits it printed.
-func run(ctx context.Context, out io.Writer, xdsAddr string, every time.Duration) ([]map[string]int, error) {
+// listen opens each backend's listener.
+func listen(backends []backend) ([]net.Listener, error) {
+	var listeners []net.Listener
+	for _, b := range backends {
+		lis, err := net.Listen("tcp", b.addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return nil, fmt.Errorf("backend %s: %w", b.id, err)
+		}
+		listeners = append(listeners, lis)
+	}
+	return listeners, nil
+}
+
+// run serves the backends on their listeners, starts the client and prints
+// the split every interval until ctx ends. It returns the splits it printed.
+func run(ctx context.Context, out io.Writer, xdsAddr string, every time.Duration, backends []backend, listeners []net.Listener) ([]map[string]int, error) {
 	fmt.Fprintf(out, "starting greeter backends; waiting for vmesh at %s to make them SERVING ...\n", xdsAddr)
 	versionOf := map[string]string{}
-	for _, b := range backends {
-		stop, err := serve(ctx, xdsAddr, b.id, b.version, b.addr)
+	for i, b := range backends {
+		stop, err := serve(ctx, xdsAddr, b, listeners[i])
 		if err != nil {
 			return nil, err
 		}
 		defer stop()
 		versionOf[b.id] = b.version
-		fmt.Fprintf(out, "  %s (%s) serving on %s\n", b.id, b.version, b.addr)
+		fmt.Fprintf(out, "  %s (%s) serving on %s\n", b.id, b.version, listeners[i].Addr())
 	}
 	cc, err := split.Dial(xdsAddr, "demo-client", "demo", target)
 	if err != nil {
@@ -88,15 +116,12 @@ func (g greeter) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.Simp
 	return &testpb.SimpleResponse{ServerId: g.id}, nil
 }
 
-// serve starts one xDS-enabled backend and waits until it is SERVING.
-func serve(ctx context.Context, xdsAddr, id, version, addr string) (func(), error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("backend %s: %w", id, err)
-	}
+// serve starts one xDS-enabled backend on lis and waits until it is SERVING.
+func serve(ctx context.Context, xdsAddr string, b backend, lis net.Listener) (func(), error) {
+	id := b.id
 	serving := make(chan struct{}, 1)
 	gs, err := xds.NewGRPCServer(grpc.Creds(insecure.NewCredentials()),
-		xds.BootstrapContentsForTesting(split.Bootstrap(xdsAddr, id, "demo", map[string]string{"app": "greeter", "version": version})),
+		xds.BootstrapContentsForTesting(split.Bootstrap(xdsAddr, id, "demo", map[string]string{"app": "greeter", "version": b.version})),
 		xds.ServingModeCallback(func(_ net.Addr, args xds.ServingModeChangeArgs) {
 			if args.Mode == connectivity.ServingModeServing {
 				select {
@@ -106,6 +131,7 @@ func serve(ctx context.Context, xdsAddr, id, version, addr string) (func(), erro
 			}
 		}))
 	if err != nil {
+		lis.Close()
 		return nil, err
 	}
 	testpb.RegisterTestServiceServer(gs, greeter{id: id})
