@@ -58,35 +58,53 @@ func lookupKind(k Kind) (kindInfo, bool) {
 // are accepted (so `kubectl get -o yaml` output decodes) and ignored.
 var metadataIgnored = []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"}
 
-// Decode parses a file of one or more YAML documents into objects. It returns
-// every problem it finds, each naming the file, line and field. A document
-// with any problem yields no object; the other documents still decode.
-// Semantic validation (Validate) runs on every decoded object.
+// Decode parses a file of one or more YAML documents into objects, within
+// the default Limits. It returns the problems it finds, each naming the
+// file, line and field. A document with any problem yields no object; the
+// other documents still decode. Semantic validation (Validate) runs on
+// every decoded object.
 func Decode(file string, data []byte) ([]*Object, []ConfigError) {
+	return DecodeLimited(file, data, DefaultLimits())
+}
+
+// DecodeLimited is Decode within lim: a file larger than lim.MaxFileBytes
+// or with more than lim.MaxDocuments documents is refused (its problems
+// say which limit), and at most lim.MaxProblems problems are returned,
+// followed by a line counting the rest.
+func DecodeLimited(file string, data []byte, lim Limits) ([]*Object, []ConfigError) {
+	lim = lim.withDefaults()
+	p := &problems{file: file, max: lim.MaxProblems}
+	if int64(len(data)) > lim.MaxFileBytes {
+		p.stop(ConfigError{File: file, Message: tooLarge(int64(len(data)), lim.MaxFileBytes).Error()})
+		return nil, p.errors()
+	}
 	var objs []*Object
-	var errs []ConfigError
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
+	for docs := 0; ; docs++ {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			errs = append(errs, yamlError(file, err))
+			p.add(yamlError(file, err))
+			break
+		}
+		if docs == lim.MaxDocuments {
+			p.stop(ConfigError{File: file, Line: doc.Line, Message: fmt.Sprintf("more than %s YAML documents in one file (maxDocuments); the file is not loaded", formatCount(lim.MaxDocuments))})
 			break
 		}
 		if len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null") {
 			continue
 		}
-		obj, derrs := decodeDocument(file, doc.Content[0])
-		if len(derrs) > 0 {
-			errs = append(errs, derrs...)
-			continue
+		if obj := decodeDocument(file, doc.Content[0], p); obj != nil {
+			objs = append(objs, obj)
 		}
-		objs = append(objs, obj)
 	}
-	return objs, errs
+	if len(p.final) > 0 {
+		objs = nil // a refused file yields nothing
+	}
+	return objs, p.errors()
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -104,7 +122,9 @@ func yamlError(file string, err error) ConfigError {
 type docDecoder struct {
 	file   string
 	object string
-	errs   []ConfigError
+	p      *problems      // the file's problems, bounded
+	first  int            // this document's first problem in p.list
+	errs   int            // this document's problems, kept or counted
 	lines  map[string]int // field path -> line
 	nodes  int            // nodes visited, to stop alias-expansion bombs
 }
@@ -129,14 +149,17 @@ func (d *docDecoder) deref(n *yaml.Node) *yaml.Node {
 }
 
 func (d *docDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, ConfigError{File: d.file, Line: n.Line, Object: d.object, Field: path, Message: fmt.Sprintf(format, args...)})
+	d.errs++
+	d.p.add(ConfigError{File: d.file, Line: n.Line, Object: d.object, Field: path, Message: fmt.Sprintf(format, args...)})
 }
 
-func decodeDocument(file string, root *yaml.Node) (*Object, []ConfigError) {
-	d := &docDecoder{file: file, lines: map[string]int{}}
+// decodeDocument decodes one document, adding its problems to p; it
+// returns nil when there are any.
+func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
+	d := &docDecoder{file: file, p: p, first: len(p.list), lines: map[string]int{}}
 	if root.Kind != yaml.MappingNode {
 		d.errorf(root, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
-		return nil, d.errs
+		return nil
 	}
 	fields := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -148,38 +171,38 @@ func decodeDocument(file string, root *yaml.Node) (*Object, []ConfigError) {
 				d.lines[""] = k.Line // problems with the spec as a whole point at "spec:"
 			}
 		default:
-			d.errorf(k, k.Value, "unknown field %q", k.Value)
+			d.errorf(k, k.Value, "unknown field %s", quote(k.Value))
 		}
 	}
 	kindNode, apiNode := fields["kind"], fields["apiVersion"]
 	if kindNode == nil || apiNode == nil {
 		d.errorf(root, "", "missing apiVersion or kind")
-		return nil, d.errs
+		return nil
 	}
 	kind := Kind(kindNode.Value)
 	info, ok := lookupKind(kind)
 	if !ok {
-		d.errorf(kindNode, "kind", "unknown kind %q (supported: %s)", kindNode.Value, kindList())
-		return nil, d.errs
+		d.errorf(kindNode, "kind", "unknown kind %s (supported: %s)", quote(kindNode.Value), kindList())
+		return nil
 	}
 	group, version, _ := strings.Cut(apiNode.Value, "/")
 	if group != info.group || !slices.Contains(info.versions, version) {
-		d.errorf(apiNode, "apiVersion", "%s is not served for %s (want %s/%s)", apiNode.Value, kind, info.group, strings.Join(info.versions, "|"))
-		return nil, d.errs
+		d.errorf(apiNode, "apiVersion", "%s is not served for %s (want %s/%s)", quote(apiNode.Value), kind, info.group, strings.Join(info.versions, "|"))
+		return nil
 	}
 	obj := &Object{APIVersion: apiNode.Value, Origin: Origin{File: file, Line: root.Line}}
 	obj.Kind = kind
 	d.decodeMetadata(obj, fields["metadata"], root)
-	d.object = obj.Key.String()
-	for i := range d.errs {
-		d.errs[i].Object = d.object
+	d.object = clip(obj.Key.String(), maxField)
+	for i := d.first; i < len(p.list); i++ {
+		p.list[i].Object = d.object
 	}
 
 	spec := info.newSpec()
 	specNode := fields["spec"]
 	if specNode == nil {
 		d.errorf(root, "spec", "missing spec")
-		return nil, d.errs
+		return nil
 	}
 	d.decodeMessage(specNode, spec, "")
 	if st := fields["status"]; st != nil && kind == KindWorkloadEntry {
@@ -192,17 +215,18 @@ func decodeDocument(file string, root *yaml.Node) (*Object, []ConfigError) {
 			}
 		}
 	}
-	if len(d.errs) > 0 {
-		return nil, d.errs
+	if d.errs > 0 {
+		return nil
 	}
 	obj.Spec = spec
-	for _, p := range Validate(obj) {
-		d.errs = append(d.errs, ConfigError{File: file, Line: d.lineOf(p.Field, root.Line), Object: d.object, Field: p.Field, Message: p.Message})
+	for _, vp := range Validate(obj) {
+		d.errs++
+		p.add(ConfigError{File: file, Line: d.lineOf(vp.Field, root.Line), Object: d.object, Field: vp.Field, Message: vp.Message})
 	}
-	if len(d.errs) > 0 {
-		return nil, d.errs
+	if d.errs > 0 {
+		return nil
 	}
-	return obj, nil
+	return obj
 }
 
 func kindList() string {
@@ -265,7 +289,7 @@ func (d *docDecoder) decodeMetadata(obj *Object, n, root *yaml.Node) {
 			obj.Annotations = d.stringMap(v, path)
 		default:
 			if !slices.Contains(metadataIgnored, k.Value) {
-				d.errorf(k, path, "unknown field %q", k.Value)
+				d.errorf(k, path, "unknown field %s", quote(k.Value))
 			}
 		}
 	}
@@ -297,9 +321,9 @@ func (d *docDecoder) stringMap(n *yaml.Node, path string) map[string]string {
 // fields, wrong shapes and enum values, each with its path and line), then
 // decodes it with protojson.
 func (d *docDecoder) decodeMessage(n *yaml.Node, msg proto.Message, path string) {
-	before := len(d.errs)
+	before := d.errs
 	v := d.toJSON(n, msg.ProtoReflect().Descriptor(), path)
-	if len(d.errs) > before {
+	if d.errs > before {
 		return
 	}
 	data, err := json.Marshal(v)
@@ -348,7 +372,7 @@ func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, pat
 		}
 		fpath := join(path, k.Value)
 		if fd == nil {
-			d.errorf(k, fpath, "unknown field %q in %s", k.Value, md.Name())
+			d.errorf(k, fpath, "unknown field %s in %s", quote(k.Value), md.Name())
 			continue
 		}
 		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
@@ -426,12 +450,12 @@ func (d *docDecoder) singleJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, p
 		for i := 0; i < ed.Values().Len(); i++ {
 			names = append(names, string(ed.Values().Get(i).Name()))
 		}
-		d.errorf(n, path, "unknown value %q (want one of %s)", n.Value, strings.Join(names, ", "))
+		d.errorf(n, path, "unknown value %s (want one of %s)", quote(n.Value), strings.Join(names, ", "))
 		return nil
 	case protoreflect.BoolKind:
 		b, err := strconv.ParseBool(n.Value)
 		if err != nil {
-			d.errorf(n, path, "must be true or false, not %q", n.Value)
+			d.errorf(n, path, "must be true or false, not %s", quote(n.Value))
 		}
 		return b
 	case protoreflect.StringKind:
@@ -441,20 +465,20 @@ func (d *docDecoder) singleJSON(n *yaml.Node, fd protoreflect.FieldDescriptor, p
 	case protoreflect.FloatKind, protoreflect.DoubleKind:
 		f, err := strconv.ParseFloat(n.Value, 64)
 		if err != nil {
-			d.errorf(n, path, "must be a number, not %q", n.Value)
+			d.errorf(n, path, "must be a number, not %s", quote(n.Value))
 		}
 		return f
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
 		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
 		i, err := strconv.ParseInt(n.Value, 0, bitSize(fd.Kind()))
 		if err != nil {
-			d.errorf(n, path, "must be an integer, not %q", n.Value)
+			d.errorf(n, path, "must be an integer, not %s", quote(n.Value))
 		}
 		return i
 	default: // unsigned
 		u, err := strconv.ParseUint(n.Value, 0, bitSize(fd.Kind()))
 		if err != nil {
-			d.errorf(n, path, "must be a non-negative integer, not %q", n.Value)
+			d.errorf(n, path, "must be a non-negative integer, not %s", quote(n.Value))
 		}
 		return u
 	}
@@ -494,7 +518,7 @@ func (d *docDecoder) wellKnown(n *yaml.Node, md protoreflect.MessageDescriptor, 
 		if md.FullName() == "google.protobuf.Duration" {
 			dur, err := parseDuration(n.Value)
 			if err != nil {
-				d.errorf(n, path, "invalid duration %q: %v", n.Value, err)
+				d.errorf(n, path, "invalid duration %s: %v", quote(n.Value), clip(err.Error(), maxQuoted))
 				return &wktValue{}
 			}
 			// protojson only reads seconds ("90s"); Istio's YAML also says "1m30s".
@@ -510,19 +534,19 @@ func (d *docDecoder) wellKnown(n *yaml.Node, md protoreflect.MessageDescriptor, 
 	case "google.protobuf.UInt32Value", "google.protobuf.UInt64Value":
 		u, err := strconv.ParseUint(n.Value, 10, 64)
 		if err != nil || n.Kind != yaml.ScalarNode {
-			d.errorf(n, path, "must be a non-negative integer, not %q", n.Value)
+			d.errorf(n, path, "must be a non-negative integer, not %s", quote(n.Value))
 		}
 		return &wktValue{u}
 	case "google.protobuf.Int32Value", "google.protobuf.Int64Value":
 		i, err := strconv.ParseInt(n.Value, 10, 64)
 		if err != nil || n.Kind != yaml.ScalarNode {
-			d.errorf(n, path, "must be an integer, not %q", n.Value)
+			d.errorf(n, path, "must be an integer, not %s", quote(n.Value))
 		}
 		return &wktValue{i}
 	case "google.protobuf.DoubleValue", "google.protobuf.FloatValue":
 		f, err := strconv.ParseFloat(n.Value, 64)
 		if err != nil || n.Kind != yaml.ScalarNode {
-			d.errorf(n, path, "must be a number, not %q", n.Value)
+			d.errorf(n, path, "must be a number, not %s", quote(n.Value))
 		}
 		return &wktValue{f}
 	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any":

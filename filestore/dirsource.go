@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -28,16 +29,38 @@ const (
 
 // DirSource watches a directory tree of Istio YAML and keeps the Store's set
 // for it current. A file that fails to decode keeps its last good objects and
-// its errors stay reported until it is fixed or removed.
+// its errors stay reported until it is fixed or removed. Only regular files
+// (or links to them) are read, each within Limits; anything else under the
+// root (a FIFO, a device, a symlink loop) is reported with its path and
+// skipped, and the rest of the tree stays live.
 type DirSource struct {
-	root  string
-	src   Source
-	store *Store
-	log   *slog.Logger
-	ready chan struct{}
-	once  sync.Once
-	files *fileSet // by path relative to root
+	root       string
+	src        Source
+	store      *Store
+	log        *slog.Logger
+	ready      chan struct{}
+	once       sync.Once
+	files      *fileSet // by path relative to root
+	limits     Limits
+	allowEmpty bool
+	// published is how many keys the Store has from this source; held is
+	// set while a folder that defines nothing is kept from emptying it.
+	published int
+	held      bool
+	// logged is a digest of each file's problems as last logged: a file is
+	// logged once per change of its problems, not on every publish.
+	logged map[string]uint64
 }
+
+// DirOption configures a DirSource.
+type DirOption func(*DirSource)
+
+// WithLimits bounds each file the source reads (zero fields: defaults).
+func WithLimits(l Limits) DirOption { return func(d *DirSource) { d.limits = l.withDefaults() } }
+
+// WithAllowEmpty lets the source withdraw every object when the folder comes
+// to define none; by default that state is held and reported.
+func WithAllowEmpty(allow bool) DirOption { return func(d *DirSource) { d.allowEmpty = allow } }
 
 type fileStamp struct {
 	size  int64
@@ -47,7 +70,7 @@ type fileStamp struct {
 
 // NewDirSource returns a source for the directory root. Its source name is
 // "dir:<absolute root>".
-func NewDirSource(root string, store *Store, logger *slog.Logger) *DirSource {
+func NewDirSource(root string, store *Store, logger *slog.Logger, opts ...DirOption) *DirSource {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -55,14 +78,20 @@ func NewDirSource(root string, store *Store, logger *slog.Logger) *DirSource {
 	if err != nil {
 		abs = root
 	}
-	return &DirSource{
-		root:  abs,
-		src:   Source{Name: "dir:" + abs, Class: ClassConfig},
-		store: store,
-		log:   logger.With("source", "dir:"+abs),
-		ready: make(chan struct{}),
-		files: newFileSet(),
+	d := &DirSource{
+		root:   abs,
+		src:    Source{Name: "dir:" + abs, Class: ClassConfig},
+		store:  store,
+		log:    logger.With("source", "dir:"+abs),
+		ready:  make(chan struct{}),
+		limits: DefaultLimits(),
+		logged: map[string]uint64{},
 	}
+	for _, o := range opts {
+		o(d)
+	}
+	d.files = newFileSet(d.limits.MaxProblems)
+	return d
 }
 
 // Source returns the Store source this DirSource writes.
@@ -79,7 +108,7 @@ func (d *DirSource) Run(ctx context.Context) error {
 	}
 	defer w.Close()
 	watched := map[string]bool{}
-	if err := d.sync(w, watched); err != nil {
+	if err := d.sync(ctx, w, watched); err != nil {
 		return err
 	}
 	var timer *time.Timer
@@ -121,16 +150,16 @@ func (d *DirSource) Run(ctx context.Context) error {
 				return nil
 			}
 			d.log.Warn("watch error; rescanning", "error", err)
-			if err := d.sync(w, watched); err != nil {
+			if err := d.sync(ctx, w, watched); err != nil {
 				d.log.Error("rescan failed", "error", err)
 			}
 		case <-timerC:
 			timerC = nil
 			var err error
 			if rels, ok := d.filesOnly(pending); ok {
-				err = d.syncFiles(rels)
+				err = d.syncFiles(ctx, rels)
 			} else {
-				err = d.sync(w, watched)
+				err = d.sync(ctx, w, watched)
 			}
 			if err != nil {
 				d.log.Error("rescan failed", "error", err)
@@ -140,14 +169,16 @@ func (d *DirSource) Run(ctx context.Context) error {
 	}
 }
 
-// sync rescans the tree, updates the watches and hands the result to the Store.
-func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
-	paths, dirs, err := d.scan()
+// sync rescans the tree, updates the watches and hands the result to the
+// Store. Entries that cannot be read are reported each under its path;
+// only a root that cannot be listed fails the scan.
+func (d *DirSource) sync(ctx context.Context, w *fsnotify.Watcher, watched map[string]bool) error {
+	tree, err := d.scan()
 	if err != nil {
 		d.store.SetStatus(d.src, "", []ConfigError{{File: d.root, Message: err.Error()}})
 		return fmt.Errorf("dir source %s: %w", d.root, err)
 	}
-	for dir := range dirs {
+	for dir := range tree.Dirs {
 		if !watched[dir] {
 			if err := w.Add(dir); err != nil {
 				d.log.Warn("cannot watch directory", "dir", dir, "error", err)
@@ -157,26 +188,40 @@ func (d *DirSource) sync(w *fsnotify.Watcher, watched map[string]bool) error {
 		}
 	}
 	for dir := range watched {
-		if !dirs[dir] {
+		if !tree.Dirs[dir] {
 			_ = w.Remove(dir)
 			delete(watched, dir)
 		}
 	}
-	seen := make(map[string]bool, len(paths))
+	seen := make(map[string]bool, len(tree.Files)+len(tree.Problems))
 	var stale []string
-	for _, p := range paths {
+	for _, p := range tree.Files {
 		seen[p] = true
 		if d.changed(p) {
 			stale = append(stale, p)
 		}
 	}
-	d.loadAll(stale)
+	for _, pr := range tree.Problems {
+		seen[pr.File] = true
+		d.files.set(pr.File, fileStamp{}, nil, []ConfigError{pr}) // keeps the path's last good objects
+	}
+	d.loadAll(ctx, stale)
 	for p := range d.files.files {
-		if !seen[p] {
+		if !seen[p] && !under(p, tree.Unlisted) {
 			d.files.drop(p)
 		}
 	}
 	return d.publish()
+}
+
+// under reports whether rel is one of dirs or inside one.
+func under(rel string, dirs []string) bool {
+	for _, dir := range dirs {
+		if rel == dir || strings.HasPrefix(rel, dir+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // filesOnly maps the paths a burst of events named to the YAML files they
@@ -201,7 +246,7 @@ func (d *DirSource) filesOnly(paths map[string]bool) ([]string, bool) {
 		case err != nil && d.holdsFilesUnder(rel):
 			return nil, false // a directory went away
 		}
-		if yamlFile(rel) {
+		if yamlFile(rel) || d.files.files[rel] != nil { // a reported entry too
 			rels = append(rels, rel)
 		}
 	}
@@ -232,41 +277,92 @@ func yamlFile(rel string) bool {
 // syncFiles reloads just the named files (created, written, renamed over or
 // removed) and hands the result to the Store: a one-file edit costs one
 // file, not a walk of the tree.
-func (d *DirSource) syncFiles(rels []string) error {
+func (d *DirSource) syncFiles(ctx context.Context, rels []string) error {
 	var stale []string
 	for _, rel := range rels {
-		if _, err := os.Stat(filepath.Join(d.root, rel)); err != nil {
+		info, err := os.Stat(filepath.Join(d.root, rel))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			d.files.drop(rel)
-			continue
-		}
-		if d.changed(rel) {
+		case err != nil:
+			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, err)})
+		case !yamlFile(rel):
+			d.files.drop(rel) // a reported entry that is fine now, and not config
+		case !info.Mode().IsRegular():
+			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, notRegular(info.Mode()))})
+		case d.changed(rel):
 			stale = append(stale, rel)
 		}
 	}
-	d.loadAll(stale)
+	d.loadAll(ctx, stale)
 	return d.publish()
 }
 
 // publish hands the Store what the files changed since the last publish
-// and every error: one edited file costs that file's keys.
+// and every error: one edited file costs that file's keys. A folder that
+// would leave the source with no object at all is held, unless allowEmpty.
 func (d *DirSource) publish() error {
+	if d.files.defined == 0 && d.published > 0 && !d.allowEmpty {
+		errs := append(d.files.errors(), ConfigError{File: d.root, Message: fmt.Sprintf(
+			"the folder defines no object: withdrawing all %d is held until a file defines one again (allowEmpty withdraws them)", d.published)})
+		d.store.SetStatus(d.src, "", errs)
+		if !d.held {
+			d.log.Warn("the folder defines no object; still serving the last objects", "objects", d.published)
+		}
+		d.held = true
+		d.logProblems(errs)
+		return nil
+	}
+	d.held = false
 	set, remove := d.files.changes()
 	if err := d.store.Update(d.src, set, remove); err != nil {
 		return err // cannot happen: each key is resolved once
 	}
+	d.published = len(d.files.defs)
 	errs := d.files.errors()
 	d.store.SetStatus(d.src, "", errs)
-	for _, e := range errs {
-		d.log.Warn("config error", "error", e.Error())
-	}
+	d.logProblems(errs)
 	d.once.Do(func() { close(d.ready) })
 	return nil
+}
+
+// logProblems logs one line for each file whose problems changed since
+// they were last logged (with its bounded problems), and one when a
+// file's problems are gone: an edit to one file never logs the others.
+func (d *DirSource) logProblems(errs []ConfigError) {
+	byFile := map[string][]string{}
+	var order []string
+	for _, e := range errs {
+		if _, ok := byFile[e.File]; !ok {
+			order = append(order, e.File)
+		}
+		byFile[e.File] = append(byFile[e.File], e.Error())
+	}
+	for _, file := range order {
+		h := fnv.New64a()
+		for _, line := range byFile[file] {
+			h.Write([]byte(line))
+			h.Write([]byte{0})
+		}
+		sum := h.Sum64()
+		if prev, ok := d.logged[file]; ok && prev == sum {
+			continue
+		}
+		d.logged[file] = sum
+		d.log.Warn("config errors", "file", file, "errors", byFile[file])
+	}
+	for file := range d.logged {
+		if _, ok := byFile[file]; !ok {
+			delete(d.logged, file)
+			d.log.Info("config errors cleared", "file", file)
+		}
+	}
 }
 
 // changed reports whether a file's stamp differs from the one last loaded.
 func (d *DirSource) changed(rel string) bool {
 	fs := d.files.files[rel]
-	return fs == nil || fs.stamp != stampOf(filepath.Join(d.root, rel))
+	return fs == nil || fs.stamp == (fileStamp{}) || fs.stamp != stampOf(filepath.Join(d.root, rel))
 }
 
 func stampOf(path string) fileStamp {
@@ -281,9 +377,9 @@ func stampOf(path string) fileStamp {
 	return stamp
 }
 
-// loadAll reads and decodes files in parallel, one worker per CPU. A file
-// that fails keeps its last good objects.
-func (d *DirSource) loadAll(rels []string) {
+// loadAll reads and decodes files in parallel, one worker per CPU, each
+// within the limits. A file that fails keeps its last good objects.
+func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 	type result struct {
 		stamp fileStamp
 		objs  []*Object
@@ -299,12 +395,15 @@ func (d *DirSource) loadAll(rels []string) {
 			for i := range work {
 				full := filepath.Join(d.root, rels[i])
 				results[i].stamp = stampOf(full) // before reading: a later write changes it again
-				data, err := os.ReadFile(full)
+				data, err := readWithin(ctx, full, d.limits.MaxFileBytes, d.limits.ReadTimeout)
 				if err != nil {
+					if !errors.Is(err, errTooLarge) && !errors.Is(err, errNotRegular) {
+						results[i].stamp = fileStamp{} // read again on the next event or rescan
+					}
 					results[i].errs = []ConfigError{{File: rels[i], Message: err.Error()}}
 					continue
 				}
-				results[i].objs, results[i].errs = Decode(rels[i], data)
+				results[i].objs, results[i].errs = DecodeLimited(rels[i], data, d.limits)
 			}
 		}()
 	}
@@ -323,45 +422,73 @@ func (d *DirSource) loadAll(rels []string) {
 }
 
 // scan lists the tree's YAML files and the directories to watch.
-func (d *DirSource) scan() ([]string, map[string]bool, error) {
-	files, dirs, err := ScanTree(d.root)
+func (d *DirSource) scan() (Tree, error) {
+	tree, err := ScanTree(d.root)
 	if err != nil {
-		return nil, nil, err
+		return Tree{}, err
 	}
 	// A root that is itself a symlink can be swapped atomically: watch the
 	// folder holding the link too.
 	if li, err := os.Lstat(d.root); err == nil && li.Mode()&os.ModeSymlink != 0 {
-		dirs[filepath.Dir(d.root)] = true
+		tree.Dirs[filepath.Dir(d.root)] = true
 	}
-	return files, dirs, nil
+	return tree, nil
 }
 
+// Tree is what ScanTree finds under a root.
+type Tree struct {
+	// Files are the regular .yaml/.yml files (or links to them), relative
+	// to the root, sorted.
+	Files []string
+	// Dirs are the directories to watch, real and as reached.
+	Dirs map[string]bool
+	// Problems are the entries that cannot be read, each with its path
+	// relative to the root: a YAML name that is not a regular file (FIFO,
+	// device, socket), a link that cannot be followed (a loop), a folder
+	// that cannot be listed or nests too deep.
+	Problems []ConfigError
+	// Unlisted are the folders (relative) that could not be listed: what
+	// was known of their files stands until they can be read again.
+	Unlisted []string
+}
+
+// maxDepth bounds folder nesting below the root.
+const maxDepth = 32
+
 // ScanTree walks a tree, following symbolic links, and returns its
-// .yaml/.yml files (paths relative to root, sorted) and the real directories
-// it holds. Entries whose names start with "." are skipped, which also skips
-// Kubernetes-style "..data" indirections while still reading the files that
-// link through them.
-func ScanTree(root string) ([]string, map[string]bool, error) {
-	var files []string
-	dirs := map[string]bool{}
+// .yaml/.yml files (paths relative to root, sorted), the real directories
+// it holds, and the entries it cannot read. Entries whose names start with
+// "." are skipped, which also skips Kubernetes-style "..data" indirections
+// while still reading the files that link through them. Only a root that
+// cannot be listed is an error.
+func ScanTree(root string) (Tree, error) {
+	t := Tree{Dirs: map[string]bool{}}
+	problem := func(rel string, err error) { t.Problems = append(t.Problems, entryProblem(rel, err)) }
 	var walk func(real, rel string, depth int) error
 	walk = func(real, rel string, depth int) error {
-		if depth > 32 {
-			return fmt.Errorf("%s: directory nesting too deep (symlink loop?)", rel)
-		}
-		resolved, err := filepath.EvalSymlinks(real)
-		if err != nil {
-			return err
-		}
-		if dirs[resolved] {
+		if depth > maxDepth {
+			problem(rel, fmt.Errorf("folders nest more than %d deep (a symlink loop?); not read", maxDepth))
+			t.Unlisted = append(t.Unlisted, rel)
 			return nil
 		}
-		dirs[resolved] = true
-		dirs[real] = true
-		entries, err := os.ReadDir(real)
-		if err != nil {
-			return err
+		resolved, err := filepath.EvalSymlinks(real)
+		if err == nil && t.Dirs[resolved] {
+			return nil
 		}
+		var entries []os.DirEntry
+		if err == nil {
+			entries, err = os.ReadDir(real)
+		}
+		if err != nil {
+			if depth == 0 {
+				return err
+			}
+			problem(rel, fmt.Errorf("folder not read: %w", err))
+			t.Unlisted = append(t.Unlisted, rel)
+			return nil
+		}
+		t.Dirs[resolved] = true
+		t.Dirs[real] = true
 		for _, e := range entries {
 			name := e.Name()
 			if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
@@ -370,26 +497,40 @@ func ScanTree(root string) ([]string, map[string]bool, error) {
 			full := filepath.Join(real, name)
 			childRel := filepath.Join(rel, name)
 			info, err := os.Stat(full) // follows symlinks
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					continue // dangling link or vanished
-				}
-				return err
-			}
 			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue // dangling link or vanished
+			case err != nil:
+				problem(childRel, err) // a symlink loop, a permission
 			case info.IsDir():
 				if err := walk(full, childRel, depth+1); err != nil {
 					return err
 				}
-			case yamlFile(name):
-				files = append(files, childRel)
+			case !yamlFile(name):
+			case !info.Mode().IsRegular():
+				problem(childRel, notRegular(info.Mode()))
+			default:
+				t.Files = append(t.Files, childRel)
 			}
 		}
 		return nil
 	}
 	if err := walk(root, "", 0); err != nil {
-		return nil, nil, err
+		return Tree{}, err
 	}
-	slices.Sort(files)
-	return files, dirs, nil
+	slices.Sort(t.Files)
+	return t, nil
+}
+
+// entryProblem reports an entry of the tree that is not read.
+func entryProblem(rel string, err error) ConfigError {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is in File
+	}
+	msg := err.Error()
+	if errors.Is(err, syscall.ELOOP) {
+		msg = "cannot follow the symbolic link: " + msg + "; skipped"
+	}
+	return ConfigError{File: rel, Message: msg}
 }

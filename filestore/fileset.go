@@ -16,8 +16,12 @@ type fileSet struct {
 	// order: the first one's object is the source's.
 	defs map[Key][]string
 	// dups counts the keys defined by more than one file, troubled the
-	// files with errors or a key repeated within them.
-	dups, troubled int
+	// files with errors or a key repeated within them, defined the keys
+	// of every file's good objects (a key in two files counted twice: it
+	// is 0 when, and only when, no file defines anything).
+	dups, troubled, defined int
+	// maxProblems bounds the problems reported per file.
+	maxProblems int
 	// dirty holds, for each file whose good objects changed since the last
 	// changes call, the good objects it had then.
 	dirty map[string][]*Object
@@ -31,8 +35,8 @@ type fileState struct {
 	errs  []ConfigError
 }
 
-func newFileSet() *fileSet {
-	return &fileSet{files: map[string]*fileState{}, defs: map[Key][]string{}, dirty: map[string][]*Object{}}
+func newFileSet(maxProblems int) *fileSet {
+	return &fileSet{files: map[string]*fileState{}, defs: map[Key][]string{}, dirty: map[string][]*Object{}, maxProblems: maxProblems}
 }
 
 // set records a file's newly read version: its errors, and its objects
@@ -49,6 +53,7 @@ func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs []Config
 		if _, ok := f.dirty[rel]; !ok {
 			f.dirty[rel] = fs.good
 		}
+		f.defined -= len(fs.byKey)
 		fs.good = objs
 		fs.byKey = make(map[Key]*Object, len(objs))
 		for _, o := range objs {
@@ -56,6 +61,7 @@ func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs []Config
 				fs.byKey[o.Key] = o
 			}
 		}
+		f.defined += len(fs.byKey)
 	}
 	f.troubled += fs.troubled()
 }
@@ -70,6 +76,7 @@ func (f *fileSet) drop(rel string) {
 		f.dirty[rel] = fs.good
 	}
 	f.troubled -= fs.troubled()
+	f.defined -= len(fs.byKey)
 	delete(f.files, rel)
 }
 
@@ -159,7 +166,7 @@ func (f *fileSet) errors() []ConfigError {
 		if len(fs.errs) > 0 && fs.good != nil {
 			errs = append(errs, ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
 		}
-		errs = dd.add(fs.good, errs)
+		errs = dd.add(fs.good, errs, f.maxProblems)
 	}
 	return errs
 }
@@ -171,18 +178,24 @@ type dedup struct {
 	first map[Key]*Object
 }
 
-func (d *dedup) add(objs []*Object, errs []ConfigError) []ConfigError {
+// add adds one file's objects, appending to errs at most max of the
+// duplicates it finds (and a line counting the rest).
+func (d *dedup) add(objs []*Object, errs []ConfigError, max int) []ConfigError {
 	if d.first == nil {
 		d.first = map[Key]*Object{}
 	}
+	start := len(errs)
 	for _, o := range objs {
 		if prev, dup := d.first[o.Key]; dup {
-			errs = append(errs, ConfigError{File: o.Origin.File, Line: o.Origin.Line, Object: o.Key.String(),
+			errs = append(errs, ConfigError{File: o.Origin.File, Line: o.Origin.Line, Object: clip(o.Key.String(), maxField),
 				Message: fmt.Sprintf("defined twice in this source; keeping %s:%d", prev.Origin.File, prev.Origin.Line)})
 			continue
 		}
 		d.first[o.Key] = o
 		d.objs = append(d.objs, o)
+	}
+	if len(errs)-start > max && len(objs) > 0 {
+		return append(errs[:start], capProblems(objs[0].Origin.File, errs[start:], max)...)
 	}
 	return errs
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -29,8 +30,12 @@ type GitConfig struct {
 	Ref string
 	// Path is an optional sub-folder of the repository holding the config.
 	Path string
-	// Interval is how often to poll; default 30s.
+	// Interval is how often to poll; default 30s. A failed fetch is retried
+	// sooner, with backoff from 1s up to Interval.
 	Interval time.Duration
+	// Timeout bounds every git command (a fetch from a remote that holds
+	// the connection open without answering fails after it); default 2m.
+	Timeout time.Duration
 	// WorkDir holds the local bare clone; default a folder under os.TempDir.
 	WorkDir string
 	// Username and Token authenticate HTTPS remotes (basic auth; Username
@@ -38,12 +43,23 @@ type GitConfig struct {
 	Username, Token string
 	// SSHKeyFile and KnownHostsFile authenticate SSH remotes.
 	SSHKeyFile, KnownHostsFile string
+	// Limits bound each file of a commit (size, documents, problems kept).
+	Limits Limits
+	// AllowEmpty applies a commit that defines no object at all while the
+	// source serves some; by default such a commit is held and reported
+	// (Argo CD's allowEmpty).
+	AllowEmpty bool
 }
+
+// DefaultGitTimeout bounds each git command unless GitConfig.Timeout says otherwise.
+const DefaultGitTimeout = 2 * time.Minute
 
 // GitSource polls a git repository and applies each new commit to the Store
 // whole or not at all: a commit with any error is reported with its SHA,
 // file and line while the last good commit keeps serving. It uses the git
 // command line, so every transport and credential setup git supports works.
+// The last applied commit is remembered in the local clone, so a restart
+// serves it before the remote answers.
 type GitSource struct {
 	cfg     GitConfig
 	src     Source
@@ -52,6 +68,7 @@ type GitSource struct {
 	trigger chan struct{}
 	ready   chan struct{}
 	once    sync.Once
+	goodRef string // remembers the last applied commit in the clone
 
 	// syncMu serialises Sync; tree and files are the last good commit's,
 	// guarded by it.
@@ -64,6 +81,10 @@ type GitSource struct {
 	lastCommit  string
 	lastErrs    []ConfigError
 	lastFetchAt time.Time
+	// commitErrs are lastCommit's problems (nil when it applied), shown
+	// again once a failed fetch recovers with the same commit.
+	commitErrs  []ConfigError
+	fetchFailed bool
 }
 
 // NewGitSource checks the configuration and prepares the local clone folder.
@@ -75,11 +96,21 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("git source: the git command is required: %w", err)
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("git source: %w", err)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("git source: timeout %s must be > 0", cfg.Timeout)
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Ref == "" {
 		cfg.Ref = "HEAD"
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 30 * time.Second
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultGitTimeout
 	}
 	cfg.Path = strings.Trim(path.Clean("/"+cfg.Path), "/")
 	if cfg.WorkDir == "" {
@@ -90,6 +121,9 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 		logger = slog.Default()
 	}
 	name := "git:" + redactURL(cfg.Repo)
+	// One remembered commit per repository, ref and path: a clone reused
+	// with another ref never serves the old one's commit.
+	sum := sha256.Sum256([]byte(cfg.Repo + "\x00" + cfg.Ref + "\x00" + cfg.Path))
 	return &GitSource{
 		cfg:     cfg,
 		src:     Source{Name: name, Class: ClassConfig},
@@ -97,8 +131,9 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 		log:     logger.With("source", name),
 		trigger: make(chan struct{}, 1),
 		ready:   make(chan struct{}),
+		goodRef: "refs/vmesh/good/" + hex.EncodeToString(sum[:8]),
 		tree:    map[string]string{},
-		files:   newFileSet(),
+		files:   newFileSet(cfg.Limits.MaxProblems),
 	}, nil
 }
 
@@ -133,24 +168,41 @@ func (g *GitSource) GoodCommit() string {
 	return g.goodCommit
 }
 
-// Run polls until ctx is done.
+// Run serves the last commit the clone applied, if any, then polls until
+// ctx is done. A failed fetch is reported and retried with backoff.
 func (g *GitSource) Run(ctx context.Context) error {
 	if err := g.init(ctx); err != nil {
 		return err
 	}
-	ticker := time.NewTicker(g.cfg.Interval)
-	defer ticker.Stop()
+	g.restore(ctx)
+	var backoff time.Duration
 	for {
+		wait := g.cfg.Interval
 		if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("git sync failed; last good commit keeps serving", "error", err)
+			backoff = nextBackoff(backoff, g.cfg.Interval)
+			wait = backoff
+			g.log.Warn("git sync failed; last good commit keeps serving", "error", err, "retry_in", wait)
+		} else {
+			backoff = 0
 		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return nil
-		case <-ticker.C:
+		case <-timer.C:
 		case <-g.trigger:
+			timer.Stop()
 		}
 	}
+}
+
+// nextBackoff doubles the wait after a failure, from 1s up to ceiling.
+func nextBackoff(prev, ceiling time.Duration) time.Duration {
+	if prev == 0 {
+		return min(time.Second, ceiling)
+	}
+	return min(2*prev, ceiling)
 }
 
 func (g *GitSource) init(ctx context.Context) error {
@@ -164,6 +216,26 @@ func (g *GitSource) init(ctx context.Context) error {
 		return fmt.Errorf("git source: init %s: %w", g.cfg.WorkDir, err)
 	}
 	return nil
+}
+
+// restore applies the last commit this clone applied for the configured
+// repository, ref and path, without fetching: a restart while the remote
+// is unreachable or stalled is ready at once and serves what it served.
+func (g *GitSource) restore(ctx context.Context) {
+	g.syncMu.Lock()
+	defer g.syncMu.Unlock()
+	out, err := g.git(ctx, nil, "rev-parse", "--verify", "--quiet", g.goodRef+"^{commit}")
+	if err != nil {
+		return // nothing applied yet
+	}
+	commit := strings.TrimSpace(string(out))
+	if err := g.applyCommit(ctx, commit); err != nil {
+		g.log.Warn("cannot serve the last good commit from the local clone; waiting for the remote", "commit", commit, "error", err)
+		return
+	}
+	if g.GoodCommit() == commit {
+		g.log.Info("serving the last good commit from the local clone until the remote answers", "commit", commit)
+	}
 }
 
 // Sync fetches the ref once and applies its commit if it is new.
@@ -180,6 +252,10 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	}
 	commit, err := g.fetch(ctx)
 	if err != nil {
+		err = fmt.Errorf("%w; serving %s", err, shortOr(g.GoodCommit(), "nothing yet"))
+		g.mu.Lock()
+		g.fetchFailed = true
+		g.mu.Unlock()
 		g.setStatus(g.GoodCommit(), []ConfigError{{Message: err.Error()}})
 		return err
 	}
@@ -189,26 +265,37 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	g.mu.Lock()
 	g.lastFetchAt = time.Now()
 	same := commit == g.lastCommit
+	recovered := g.fetchFailed
+	g.fetchFailed = false
+	commitErrs := g.commitErrs
 	g.mu.Unlock()
 	if same {
+		if recovered {
+			g.setStatus(g.GoodCommit(), commitErrs)
+		}
 		return nil
 	}
+	return g.applyCommit(ctx, commit)
+}
+
+// applyCommit applies commit whole, or reports why not and keeps the last
+// good commit serving. It returns an error only when git fails.
+func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 	tree, set, remove, errs, err := g.apply(ctx, commit)
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
-	g.lastCommit = commit
-	g.mu.Unlock()
 	if len(errs) > 0 {
 		for i := range errs {
 			errs[i].Commit = commit
 		}
 		errs = append(errs, ConfigError{Commit: commit, Message: fmt.Sprintf("commit rejected; still serving %s", shortOr(g.GoodCommit(), "nothing"))})
+		g.mu.Lock()
+		g.lastCommit, g.commitErrs = commit, errs
+		g.mu.Unlock()
 		g.setStatus(g.GoodCommit(), errs)
-		for _, e := range errs {
-			g.log.Warn("config error", "commit", commit, "error", e.Error())
-		}
+		// One line per rejected commit, however many problems it has.
+		g.log.Warn("commit rejected; the last good commit keeps serving", "commit", commit, "serving", g.GoodCommit(), "errors", errorStrings(errs))
 		return nil
 	}
 	if err := g.store.Update(g.src, set, remove); err != nil {
@@ -216,22 +303,36 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	}
 	g.tree = tree
 	g.mu.Lock()
-	g.goodCommit = commit
+	g.goodCommit, g.lastCommit, g.commitErrs = commit, commit, nil
 	g.mu.Unlock()
 	g.setStatus(commit, nil)
+	if _, err := g.git(ctx, nil, "update-ref", g.goodRef, commit); err != nil {
+		g.log.Warn("cannot remember the applied commit in the clone; a restart waits for the remote", "error", err)
+	}
 	g.log.Info("applied commit", "commit", commit, "changed", len(set), "removed", len(remove))
 	g.once.Do(func() { close(g.ready) })
 	return nil
 }
 
+// errorStrings renders problems for one log line.
+func errorStrings(errs []ConfigError) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = e.Error()
+	}
+	return out
+}
+
 // apply reads the files of commit that differ from the last good commit's
 // and brings the file set to the commit, returning the commit's tree and
 // what changes for the Store. When the commit has errors (in a changed file,
-// or a key it now defines twice) the file set is left at the last good
-// commit and the errors are returned: a commit applies whole or not at
-// all. Objects keep the commit they were read at.
+// a file over the limits, a key it now defines twice, or no object left
+// without AllowEmpty) the file set is left at the last good commit and the
+// errors are returned: a commit applies whole or not at all. Objects keep
+// the commit they were read at.
 func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]string, set []*Object, remove []Key, errs []ConfigError, err error) {
-	entries, err := listGitTree(ctx, g.cfg.WorkDir, commit, g.cfg.Path)
+	lim := g.cfg.Limits
+	entries, err := listGitTree(ctx, g.runner(), commit, g.cfg.Path)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -240,10 +341,15 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	var blobs []string
 	for _, e := range entries {
 		tree[e.path] = e.blob
-		if g.tree[e.path] != e.blob {
-			changed = append(changed, GitFile{Path: e.path})
-			blobs = append(blobs, e.blob)
+		if g.tree[e.path] == e.blob {
+			continue
 		}
+		if problem := e.problem(lim); problem != nil {
+			errs = append(errs, *problem)
+			continue
+		}
+		changed = append(changed, GitFile{Path: e.path})
+		blobs = append(blobs, e.blob)
 	}
 	var removed []string
 	for p := range g.tree {
@@ -251,13 +357,14 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 			removed = append(removed, p)
 		}
 	}
-	datas, err := readGitBlobs(ctx, g.cfg.WorkDir, commit, blobs)
+	datas, err := readGitBlobs(ctx, g.runner(), commit, blobs, lim.MaxFileBytes)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	decoded := make([][]*Object, len(changed))
 	for i := range changed {
-		objs, fe := Decode(changed[i].Path, datas[i])
+		objs, fe := DecodeLimited(changed[i].Path, datas[i], lim)
+		datas[i] = nil
 		errs = append(errs, fe...)
 		for _, o := range objs {
 			o.Origin.Source = g.src.Name
@@ -269,7 +376,8 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 		return nil, nil, nil, errs, nil
 	}
 	// Bring the file set to the commit, remembering the last good
-	// versions to go back to if the commit defines a key twice.
+	// versions to go back to if the commit defines a key twice or
+	// empties the source.
 	before := map[string]*fileState{}
 	remember := func(p string) {
 		if fs := g.files.files[p]; fs != nil {
@@ -285,6 +393,7 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	for _, p := range removed {
 		remember(p)
 	}
+	served := g.files.defined
 	for i, f := range changed {
 		g.files.set(f.Path, fileStamp{}, decoded[i], nil)
 	}
@@ -292,7 +401,11 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 		g.files.drop(p)
 	}
 	set, remove = g.files.changes()
-	if errs = g.files.errors(); len(errs) > 0 {
+	errs = g.files.errors()
+	if len(errs) == 0 && g.files.defined == 0 && served > 0 && !g.cfg.AllowEmpty {
+		errs = []ConfigError{{Message: fmt.Sprintf("the commit defines no object: applying it would withdraw all %d; held (allowEmpty applies such a commit)", len(remove))}}
+	}
+	if len(errs) > 0 {
 		for p, fs := range before {
 			if fs == nil {
 				g.files.drop(p)
@@ -329,11 +442,12 @@ func (g *GitSource) Check(ctx context.Context) (string, []*Object, []ConfigError
 	if err != nil {
 		return "", nil, nil, err
 	}
-	files, err := ReadGitTree(ctx, g.cfg.WorkDir, commit, g.cfg.Path)
+	files, problems, err := readGitTree(ctx, g.runner(), commit, g.cfg.Path, g.cfg.Limits)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	objs, errs := DecodeFiles(files)
+	objs, errs := decodeFiles(files, g.cfg.Limits)
+	errs = append(problems, errs...)
 	for _, o := range objs {
 		o.Origin.Source = g.src.Name
 		o.Origin.Commit = commit
@@ -364,40 +478,62 @@ type GitFile struct {
 	Data []byte
 }
 
-// ReadGitTree returns the .yaml/.yml files of a commit under sub (all of the
-// tree when sub is empty), in path order, from the repository at gitDir.
-func ReadGitTree(ctx context.Context, gitDir, commit, sub string) ([]GitFile, error) {
-	entries, err := listGitTree(ctx, gitDir, commit, sub)
+// readGitTree returns the .yaml/.yml files of a commit under sub (all of
+// the tree when sub is empty), in path order, and the files it did not
+// read (over the size limit, or symbolic links).
+func readGitTree(ctx context.Context, git gitRunner, commit, sub string, lim Limits) ([]GitFile, []ConfigError, error) {
+	entries, err := listGitTree(ctx, git, commit, sub)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	blobs := make([]string, len(entries))
-	files := make([]GitFile, len(entries))
-	for i, e := range entries {
-		blobs[i], files[i].Path = e.blob, e.path
+	var blobs []string
+	var files []GitFile
+	var problems []ConfigError
+	for _, e := range entries {
+		if p := e.problem(lim); p != nil {
+			problems = append(problems, *p)
+			continue
+		}
+		blobs = append(blobs, e.blob)
+		files = append(files, GitFile{Path: e.path})
 	}
-	datas, err := readGitBlobs(ctx, gitDir, commit, blobs)
+	datas, err := readGitBlobs(ctx, git, commit, blobs, lim.MaxFileBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range files {
 		files[i].Data = datas[i]
 	}
-	return files, nil
+	return files, problems, nil
 }
 
 // gitEntry is a config file of a git tree: its path under the config
-// folder and its blob.
-type gitEntry struct{ path, blob string }
+// folder, its blob, mode and size.
+type gitEntry struct {
+	path, blob, mode string
+	size             int64
+}
+
+// problem says why an entry is not read: a symbolic link (git stores its
+// target, not a file), or a blob over the size limit.
+func (e gitEntry) problem(lim Limits) *ConfigError {
+	switch {
+	case e.mode == "120000":
+		return &ConfigError{File: e.path, Message: "a symbolic link in the repository; only regular files are read from git"}
+	case e.size > lim.MaxFileBytes:
+		return &ConfigError{File: e.path, Message: tooLarge(e.size, lim.MaxFileBytes).Error()}
+	}
+	return nil
+}
 
 // listGitTree lists the .yaml/.yml files of a commit under sub, in path
-// order.
-func listGitTree(ctx context.Context, gitDir, commit, sub string) ([]gitEntry, error) {
-	args := []string{"ls-tree", "-r", "-z", "--full-tree", commit}
+// order, with their sizes (read from the tree, before any blob).
+func listGitTree(ctx context.Context, git gitRunner, commit, sub string) ([]gitEntry, error) {
+	args := []string{"ls-tree", "-r", "-z", "-l", "--full-tree", commit}
 	if sub != "" {
 		args = append(args, "--", sub)
 	}
-	out, err := runGit(ctx, gitDir, nil, nil, args...)
+	out, err := git.run(ctx, nil, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list files of %s: %w", commit, err)
 	}
@@ -407,25 +543,30 @@ func listGitTree(ctx context.Context, gitDir, commit, sub string) ([]gitEntry, e
 		if !ok {
 			continue
 		}
-		fields := strings.Fields(meta) // mode type sha
-		if len(fields) != 3 || fields[1] != "blob" {
+		fields := strings.Fields(meta) // mode type sha size
+		if len(fields) != 4 || fields[1] != "blob" {
 			continue
 		}
 		base := path.Base(name)
 		if strings.HasPrefix(base, ".") || !(strings.HasSuffix(base, ".yaml") || strings.HasSuffix(base, ".yml")) {
 			continue
 		}
+		size, err := strconv.ParseInt(fields[3], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("list files of %s: size of %s: %w", commit, name, err)
+		}
 		rel := name
 		if sub != "" {
 			rel = strings.TrimPrefix(strings.TrimPrefix(name, sub), "/")
 		}
-		entries = append(entries, gitEntry{path: rel, blob: fields[2]})
+		entries = append(entries, gitEntry{path: rel, blob: fields[2], mode: fields[0], size: size})
 	}
 	return entries, nil
 }
 
-// readGitBlobs reads blobs (of commit, for errors) with one git process.
-func readGitBlobs(ctx context.Context, gitDir, commit string, blobs []string) ([][]byte, error) {
+// readGitBlobs reads blobs (of commit, for errors) with one git process;
+// none may be larger than limit.
+func readGitBlobs(ctx context.Context, git gitRunner, commit string, blobs []string, limit int64) ([][]byte, error) {
 	if len(blobs) == 0 {
 		return nil, nil
 	}
@@ -433,7 +574,7 @@ func readGitBlobs(ctx context.Context, gitDir, commit string, blobs []string) ([
 	for _, b := range blobs {
 		batch.WriteString(b + "\n")
 	}
-	out, err := runGit(ctx, gitDir, nil, &batch, "cat-file", "--batch")
+	out, err := git.run(ctx, &batch, "cat-file", "--batch")
 	if err != nil {
 		return nil, fmt.Errorf("read files of %s: %w", commit, err)
 	}
@@ -446,11 +587,14 @@ func readGitBlobs(ctx context.Context, gitDir, commit string, blobs []string) ([
 		}
 		parts := strings.Fields(header)
 		if len(parts) != 3 {
-			return nil, fmt.Errorf("read files of %s: unexpected %q", commit, header)
+			return nil, fmt.Errorf("read files of %s: unexpected %s", commit, quote(header))
 		}
-		size, err := strconv.Atoi(parts[2])
+		size, err := strconv.ParseInt(parts[2], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("read files of %s: %w", commit, err)
+		}
+		if size > limit {
+			return nil, fmt.Errorf("read files of %s: blob %s: %w", commit, blobs[i], tooLarge(size, limit))
 		}
 		datas[i] = make([]byte, size)
 		if _, err := io.ReadFull(r, datas[i]); err != nil {
@@ -463,20 +607,27 @@ func readGitBlobs(ctx context.Context, gitDir, commit string, blobs []string) ([
 	return datas, nil
 }
 
-// DecodeFiles decodes a set of files as one source: it returns all objects
-// and every error, including keys defined twice.
+// DecodeFiles decodes a set of files as one source, within the default
+// Limits: it returns all objects and every error, including keys defined
+// twice.
 func DecodeFiles(files []GitFile) ([]*Object, []ConfigError) {
+	return decodeFiles(files, DefaultLimits())
+}
+
+func decodeFiles(files []GitFile, lim Limits) ([]*Object, []ConfigError) {
+	lim = lim.withDefaults()
 	var errs []ConfigError
 	var d dedup
 	for _, f := range files {
-		fo, fe := Decode(f.Path, f.Data)
-		errs = d.add(fo, append(errs, fe...))
+		fo, fe := DecodeLimited(f.Path, f.Data, lim)
+		errs = d.add(fo, append(errs, fe...), lim.MaxProblems)
 	}
 	return d.objs, errs
 }
 
-// git runs a git command in the work dir with the configured credentials.
-func (g *GitSource) git(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+// runner returns the git runner for the clone, with the configured
+// credentials and timeout.
+func (g *GitSource) runner() gitRunner {
 	var env []string
 	if g.cfg.Token != "" {
 		user := cmp.Or(g.cfg.Username, "git")
@@ -492,20 +643,66 @@ func (g *GitSource) git(ctx context.Context, stdin io.Reader, args ...string) ([
 		}
 		env = append(env, "GIT_SSH_COMMAND="+ssh)
 	}
-	return runGit(ctx, g.cfg.WorkDir, env, stdin, args...)
+	return gitRunner{dir: g.cfg.WorkDir, env: env, timeout: g.cfg.Timeout}
+}
+
+// git runs a git command in the work dir with the configured credentials.
+func (g *GitSource) git(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+	return g.runner().run(ctx, stdin, args...)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func runGit(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir", dir}, args...)...)
-	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, env...)...)
+// gitRunner runs git commands on one repository, each within timeout.
+type gitRunner struct {
+	dir     string
+	env     []string
+	timeout time.Duration
+}
+
+// run runs one git command. When it outlives the timeout (a remote that
+// accepts the connection and never answers) or ctx ends, git and the
+// helpers it started (git-remote-https, ssh) are killed as one process
+// group, and the pipes they hold are closed a second later at most.
+func (r gitRunner) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+	tctx, cancel := context.WithTimeout(ctx, cmp.Or(r.timeout, DefaultGitTimeout))
+	defer cancel()
+	cmd := exec.CommandContext(tctx, "git", append([]string{"--git-dir", r.dir}, args...)...)
+	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, r.env...)...)
 	cmd.Stdin = stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	stderr := &headWriter{max: 4 << 10}
+	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {
+		if tctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("git %s: no answer within %s (a stalled remote?): %w", args[0], cmp.Or(r.timeout, DefaultGitTimeout), tctx.Err())
+		}
 		return nil, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// headWriter keeps the first max bytes written to it and counts the rest:
+// a remote's chatter on stderr costs max.
+type headWriter struct {
+	max     int
+	buf     []byte
+	dropped int
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	n := min(len(p), w.max-len(w.buf))
+	w.buf = append(w.buf, p[:n]...)
+	w.dropped += len(p) - n
+	return len(p), nil
+}
+
+func (w *headWriter) String() string {
+	if w.dropped > 0 {
+		return string(w.buf) + fmt.Sprintf("… (%s more bytes)", formatCount(w.dropped))
+	}
+	return string(w.buf)
 }

@@ -2,38 +2,68 @@ package filestore
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
 // LoadPath decodes a file, or every YAML file of a directory tree, as one
-// source, without a Store: for `vmesh validate` and `vmesh diff`. Errors name
-// files relative to a directory root.
+// source, without a Store, within the default Limits: for `vmesh validate`
+// and `vmesh diff`. Errors name files relative to a directory root. In a
+// tree, entries that are not regular files (FIFOs, devices, symlink loops)
+// are reported and skipped, as the directory source does; a file named
+// explicitly is read whatever it is, up to the size limit.
 func LoadPath(path string) ([]*Object, []ConfigError, error) {
+	lim := DefaultLimits()
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	if !info.IsDir() {
-		data, err := os.ReadFile(path)
+		data, err := readNamed(path, lim.MaxFileBytes)
 		if err != nil {
 			return nil, nil, fmt.Errorf("load %s: %w", path, err)
 		}
-		objs, errs := DecodeFiles([]GitFile{{Path: path, Data: data}})
+		objs, errs := decodeFiles([]GitFile{{Path: path, Data: data}}, lim)
 		return objs, errs, nil
 	}
-	rels, _, err := ScanTree(path)
+	tree, err := ScanTree(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load %s: %w", path, err)
 	}
-	files := make([]GitFile, 0, len(rels))
-	for _, rel := range rels {
-		data, err := os.ReadFile(filepath.Join(path, rel))
-		if err != nil {
-			return nil, nil, fmt.Errorf("load %s: %w", path, err)
-		}
-		files = append(files, GitFile{Path: filepath.Join(path, rel), Data: data})
+	var problems []ConfigError
+	for _, p := range tree.Problems {
+		p.File = filepath.Join(path, p.File)
+		problems = append(problems, p)
 	}
-	objs, errs := DecodeFiles(files)
-	return objs, errs, nil
+	files := make([]GitFile, 0, len(tree.Files))
+	for _, rel := range tree.Files {
+		full := filepath.Join(path, rel)
+		data, err := readRegular(full, lim.MaxFileBytes)
+		if err != nil {
+			problems = append(problems, ConfigError{File: full, Message: err.Error()})
+			continue
+		}
+		files = append(files, GitFile{Path: full, Data: data})
+	}
+	objs, errs := decodeFiles(files, lim)
+	return objs, append(problems, errs...), nil
+}
+
+// readNamed reads a file the user named (a pipe from a shell's <(...)
+// included), refusing it past limit bytes.
+func readNamed(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge(int64(len(data)), limit)
+	}
+	return data, nil
 }

@@ -20,7 +20,7 @@ var (
 // checkDNS1123Label returns a problem description, or "" if s is a valid DNS-1123 label.
 func checkDNS1123Label(s string) string {
 	if len(s) > 63 || !dns1123LabelRE.MatchString(s) {
-		return fmt.Sprintf("%q is not a valid DNS-1123 label (lower-case letters, digits and '-', at most 63)", s)
+		return fmt.Sprintf("%s is not a valid DNS-1123 label (lower-case letters, digits and '-', at most 63)", quote(s))
 	}
 	return ""
 }
@@ -28,11 +28,11 @@ func checkDNS1123Label(s string) string {
 // checkDNS1123Subdomain returns a problem description, or "" if s is a valid DNS-1123 subdomain.
 func checkDNS1123Subdomain(s string) string {
 	if s == "" || len(s) > 253 {
-		return fmt.Sprintf("%q is not a valid name (DNS-1123 subdomain, 1-253 characters)", s)
+		return fmt.Sprintf("%s is not a valid name (DNS-1123 subdomain, 1-253 characters)", quote(s))
 	}
 	for _, l := range strings.Split(s, ".") {
 		if !dns1123LabelRE.MatchString(l) {
-			return fmt.Sprintf("%q is not a valid name (DNS-1123 subdomain: lower-case letters, digits, '-' and '.')", s)
+			return fmt.Sprintf("%s is not a valid name (DNS-1123 subdomain: lower-case letters, digits, '-' and '.')", quote(s))
 		}
 	}
 	return ""
@@ -43,15 +43,15 @@ func checkLabel(key, value string) string {
 	name := key
 	if prefix, n, ok := strings.Cut(key, "/"); ok {
 		if checkDNS1123Subdomain(prefix) != "" {
-			return fmt.Sprintf("label key %q has an invalid prefix", key)
+			return fmt.Sprintf("label key %s has an invalid prefix", quote(key))
 		}
 		name = n
 	}
 	if len(name) == 0 || len(name) > 63 || !labelNameRE.MatchString(name) {
-		return fmt.Sprintf("invalid label key %q (alphanumerics, '-', '_', '.', at most 63, starting and ending alphanumeric)", key)
+		return fmt.Sprintf("invalid label key %s (alphanumerics, '-', '_', '.', at most 63, starting and ending alphanumeric)", quote(key))
 	}
 	if len(value) > 63 || (value != "" && !labelValueRE.MatchString(value)) {
-		return fmt.Sprintf("invalid label value %q for key %q (alphanumerics, '-', '_', '.', at most 63)", value, key)
+		return fmt.Sprintf("invalid label value %s for key %s (alphanumerics, '-', '_', '.', at most 63)", quote(value), quote(key))
 	}
 	return ""
 }
@@ -78,15 +78,15 @@ func checkHost(host string, allowStar bool) string {
 		return "host must not be empty"
 	}
 	if len(host) > 255 {
-		return fmt.Sprintf("host %q is longer than 255 characters", host)
+		return fmt.Sprintf("host %s is longer than 255 characters", quote(host))
 	}
 	h := strings.TrimPrefix(host, "*.")
 	if strings.Contains(h, "*") {
-		return fmt.Sprintf("host %q: a wildcard is only allowed as the leftmost label", host)
+		return fmt.Sprintf("host %s: a wildcard is only allowed as the leftmost label", quote(host))
 	}
 	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {
 		if len(l) > 63 || !hostLabelRE.MatchString(l) {
-			return fmt.Sprintf("host %q is not a valid domain name", host)
+			return fmt.Sprintf("host %s is not a valid domain name", quote(host))
 		}
 	}
 	return ""
@@ -98,7 +98,7 @@ func isWildcard(host string) bool { return strings.HasPrefix(host, "*") }
 // checkPortName validates a port name.
 func checkPortName(name string) string {
 	if len(name) > 63 || !portNameRE.MatchString(name) {
-		return fmt.Sprintf("invalid port name %q", name)
+		return fmt.Sprintf("invalid port name %s", quote(name))
 	}
 	return ""
 }
@@ -120,7 +120,7 @@ var knownProtocols = map[string]bool{
 
 func checkProtocol(p string) string {
 	if !knownProtocols[strings.ToUpper(p)] {
-		return fmt.Sprintf("unknown protocol %q", p)
+		return fmt.Sprintf("unknown protocol %s", quote(p))
 	}
 	return ""
 }
@@ -133,7 +133,7 @@ func checkIPOrCIDR(s string) string {
 	if _, err := netip.ParsePrefix(s); err == nil {
 		return ""
 	}
-	return fmt.Sprintf("%q is not an IP address or CIDR", s)
+	return fmt.Sprintf("%s is not an IP address or CIDR", quote(s))
 }
 
 func isIP(s string) bool {

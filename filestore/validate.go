@@ -103,7 +103,7 @@ func validateServiceEntry(v *validator, se *networking.ServiceEntry) {
 			v.check(path+".protocol", checkProtocol(p.Protocol))
 		}
 		if portNames[p.Name] {
-			v.add(path+".name", "port name %q is used twice", p.Name)
+			v.add(path+".name", "port name %s is used twice", quote(p.Name))
 		}
 		if portNumbers[p.Number] {
 			v.add(path+".number", "port number %d is used twice", p.Number)
@@ -124,14 +124,14 @@ func validateServiceEntry(v *validator, se *networking.ServiceEntry) {
 	case networking.ServiceEntry_STATIC:
 		for i, e := range se.Endpoints {
 			if e.Address != "" && !isIP(e.Address) && !strings.HasPrefix(e.Address, "unix://") {
-				v.add(at("endpoints", i)+".address", "%q must be an IP address or unix:// path with resolution STATIC", e.Address)
+				v.add(at("endpoints", i)+".address", "%s must be an IP address or unix:// path with resolution STATIC", quote(e.Address))
 			}
 		}
 	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN:
 		if len(se.Endpoints) == 0 && se.WorkloadSelector == nil {
 			for i, h := range se.Hosts {
 				if isWildcard(h) {
-					v.add(at("hosts", i), "wildcard host %q needs endpoints with resolution %s", h, se.Resolution)
+					v.add(at("hosts", i), "wildcard host %s needs endpoints with resolution %s", quote(h), se.Resolution)
 				}
 			}
 		}
@@ -156,7 +156,7 @@ func validateServiceEntry(v *validator, se *networking.ServiceEntry) {
 		validateWorkloadEntry(v, path, e, true)
 		for name := range e.Ports {
 			if !portNames[name] {
-				v.add(path+".ports."+name, "port %q is not one of the ServiceEntry's port names", name)
+				v.add(path+".ports."+name, "port %s is not one of the ServiceEntry's port names", quote(name))
 			}
 		}
 	}
@@ -257,7 +257,7 @@ func checkStringMatch(v *validator, field string, m *networking.StringMatch) {
 
 func checkHeaderName(v *validator, field, name string) {
 	if name == "" || strings.ToLower(name) != name {
-		v.add(field, "header name %q must be lower-case and not empty", name)
+		v.add(field, "header name %s must be lower-case and not empty", quote(name))
 	}
 }
 
@@ -282,7 +282,7 @@ func validateVirtualService(v *validator, vs *networking.VirtualService) {
 		path := at("http", i)
 		if r.Name != "" {
 			if routeNames[r.Name] {
-				v.add(path+".name", "route name %q is used twice", r.Name)
+				v.add(path+".name", "route name %s is used twice", quote(r.Name))
 			}
 			routeNames[r.Name] = true
 		}
@@ -368,7 +368,7 @@ func validateHTTPRoute(v *validator, path string, r *networking.HTTPRoute) {
 				continue
 			}
 			if !retryOnPolicies[on] {
-				v.add(path+".retries.retryOn", "unknown retry condition %q", on)
+				v.add(path+".retries.retryOn", "unknown retry condition %s", quote(on))
 			}
 		}
 	}
@@ -393,7 +393,7 @@ func validateHTTPRoute(v *validator, path string, r *networking.HTTPRoute) {
 				}
 			case *networking.HTTPFaultInjection_Abort_GrpcStatus:
 				if _, ok := grpcStatusCodes[e.GrpcStatus]; !ok {
-					v.add(path+".fault.abort.grpcStatus", "unknown gRPC status %q", e.GrpcStatus)
+					v.add(path+".fault.abort.grpcStatus", "unknown gRPC status %s", quote(e.GrpcStatus))
 				}
 			case nil:
 				v.add(path+".fault.abort", "httpStatus or grpcStatus is required")
@@ -496,7 +496,7 @@ func validateDestinationRule(v *validator, dr *networking.DestinationRule) {
 			v.check(path+".name", checkDNS1123Label(s.Name))
 		}
 		if names[s.Name] {
-			v.add(path+".name", "subset %q is defined twice", s.Name)
+			v.add(path+".name", "subset %s is defined twice", quote(s.Name))
 		}
 		names[s.Name] = true
 		checkLabels(v, path+".labels", s.Labels)
@@ -613,13 +613,13 @@ func validateSidecar(v *validator, sc *networking.Sidecar) {
 func checkNamespacedHost(h string) string {
 	ns, host, ok := strings.Cut(h, "/")
 	if !ok {
-		return fmt.Sprintf("host %q must be namespace/dnsName", h)
+		return fmt.Sprintf("host %s must be namespace/dnsName", quote(h))
 	}
 	switch ns {
 	case "*", ".", "~":
 	default:
 		if msg := checkDNS1123Label(ns); msg != "" {
-			return fmt.Sprintf("host %q: namespace %s", h, msg)
+			return fmt.Sprintf("host %s: namespace %s", quote(h), msg)
 		}
 	}
 	return checkHost(host, true)
@@ -655,7 +655,7 @@ func validateGateway(v *validator, gw *networking.Gateway) {
 		}
 		if s.Name != "" {
 			if names[s.Name] {
-				v.add(path+".name", "server name %q is used twice", s.Name)
+				v.add(path+".name", "server name %s is used twice", quote(s.Name))
 			}
 			names[s.Name] = true
 		}
@@ -711,7 +711,7 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 				for k, a := range accounts {
 					ns, name, ok := strings.Cut(a, "/")
 					if !ok || checkDNS1123Label(ns) != "" || checkDNS1123Subdomain(name) != "" {
-						v.add(at(fp+"."+field, k), "service account %q must be <namespace>/<name>", a)
+						v.add(at(fp+"."+field, k), "service account %s must be <namespace>/<name>", quote(a))
 					}
 				}
 			}
@@ -727,7 +727,7 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 			for k, p := range append(append([]string{}, op.Ports...), op.NotPorts...) {
 				n, err := strconv.ParseUint(p, 10, 32)
 				if err != nil {
-					v.add(at(tp+".ports", k), "port %q is not a number", p)
+					v.add(at(tp+".ports", k), "port %s is not a number", quote(p))
 				} else {
 					v.check(at(tp+".ports", k), checkPort(uint32(n)))
 				}
@@ -736,7 +736,7 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 		for j, c := range r.When {
 			cp := at(path+".when", j)
 			if !knownConditionKey(c.Key) {
-				v.add(cp+".key", "unknown condition key %q", c.Key)
+				v.add(cp+".key", "unknown condition key %s", quote(c.Key))
 			}
 			if len(c.Values)+len(c.NotValues) == 0 {
 				v.add(cp+".values", "values or notValues is required")
@@ -747,7 +747,7 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 					v.check(at(cp+".values", k), checkIPOrCIDR(val))
 				case "destination.port":
 					if n, err := strconv.ParseUint(val, 10, 32); err != nil || checkPort(uint32(n)) != "" {
-						v.add(at(cp+".values", k), "%q is not a port number", val)
+						v.add(at(cp+".values", k), "%s is not a port number", quote(val))
 					}
 				}
 			}
