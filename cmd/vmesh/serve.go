@@ -66,6 +66,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.StringVar(&cfg.Git.Ref, "git-ref", cfg.Git.Ref, "git branch, tag or ref")
 	f.StringVar(&cfg.Git.Path, "git-path", cfg.Git.Path, "sub-folder of the git repository")
 	f.DurationVar(&cfg.Git.Interval, "git-interval", cfg.Git.Interval, "git poll interval")
+	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run (a stalled fetch fails after it and is retried with backoff)")
 	f.StringVar(&cfg.Git.Username, "git-username", cfg.Git.Username, "HTTPS username (default git)")
 	f.StringVar(&cfg.Git.TokenFile, "git-token-file", cfg.Git.TokenFile, "file holding an HTTPS token")
 	f.StringVar(&cfg.Git.SSHKeyFile, "git-ssh-key", cfg.Git.SSHKeyFile, "SSH private key file")
@@ -86,6 +87,10 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
 	f.DurationVar(&cfg.RegistrationGrace, "registration-grace", cfg.RegistrationGrace, "how long an auto-registered VM stays after its agent disconnects (default 10s)")
 	f.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP address")
+	f.Int64Var(&cfg.MaxFileBytes, "max-file-bytes", cfg.MaxFileBytes, "largest config file or git blob read; a larger one is refused before it is read")
+	f.IntVar(&cfg.MaxDocuments, "max-documents", cfg.MaxDocuments, "most YAML documents in one config file")
+	f.IntVar(&cfg.MaxProblems, "max-problems", cfg.MaxProblems, "problems kept and logged per config file (the rest are counted)")
+	f.BoolVar(&cfg.AllowEmpty, "allow-empty", cfg.AllowEmpty, "apply a folder or commit that defines no object (default: hold it and keep serving)")
 	return cmd
 }
 
@@ -102,6 +107,7 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("git-ref", func() { into.Git.Ref = flags.Git.Ref })
 	set("git-path", func() { into.Git.Path = flags.Git.Path })
 	set("git-interval", func() { into.Git.Interval = flags.Git.Interval })
+	set("git-timeout", func() { into.Git.Timeout = flags.Git.Timeout })
 	set("git-username", func() { into.Git.Username = flags.Git.Username })
 	set("git-token-file", func() { into.Git.TokenFile = flags.Git.TokenFile })
 	set("git-ssh-key", func() { into.Git.SSHKeyFile = flags.Git.SSHKeyFile })
@@ -122,4 +128,8 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("debounce-max", func() { into.DebounceMax = flags.DebounceMax })
 	set("registration-grace", func() { into.RegistrationGrace = flags.RegistrationGrace })
 	set("pprof", func() { into.Pprof = flags.Pprof })
+	set("max-file-bytes", func() { into.MaxFileBytes = flags.MaxFileBytes })
+	set("max-documents", func() { into.MaxDocuments = flags.MaxDocuments })
+	set("max-problems", func() { into.MaxProblems = flags.MaxProblems })
+	set("allow-empty", func() { into.AllowEmpty = flags.AllowEmpty })
 }

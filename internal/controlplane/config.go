@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries"
 )
 
@@ -49,14 +50,28 @@ type Config struct {
 	RegistrationGrace time.Duration `yaml:"registrationGrace"`
 	// Pprof exposes /debug/pprof on the HTTP server.
 	Pprof bool `yaml:"pprof"`
+	// MaxFileBytes, MaxDocuments and MaxProblems bound each file of the
+	// config directory or git repository: its size (a larger file is
+	// refused before it is read), its YAML documents, and the problems
+	// kept and logged for it (the rest are counted).
+	MaxFileBytes int64 `yaml:"maxFileBytes"`
+	MaxDocuments int   `yaml:"maxDocuments"`
+	MaxProblems  int   `yaml:"maxProblems"`
+	// AllowEmpty lets the directory or git source withdraw every object it
+	// serves; by default a folder or commit that defines none is held and
+	// reported (Argo CD's allowEmpty).
+	AllowEmpty bool `yaml:"allowEmpty"`
 }
 
 // GitConfig is the git source part of Config.
 type GitConfig struct {
-	Repo           string        `yaml:"repo"`
-	Ref            string        `yaml:"ref"`
-	Path           string        `yaml:"path"`
-	Interval       time.Duration `yaml:"interval"`
+	Repo     string        `yaml:"repo"`
+	Ref      string        `yaml:"ref"`
+	Path     string        `yaml:"path"`
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds every git command: a fetch from a remote that stalls
+	// fails after it and is retried with backoff.
+	Timeout        time.Duration `yaml:"timeout"`
 	Username       string        `yaml:"username"`
 	TokenFile      string        `yaml:"tokenFile"`
 	SSHKeyFile     string        `yaml:"sshKeyFile"`
@@ -90,10 +105,18 @@ func DefaultConfig() Config {
 		DataDir:       ".vmesh-data",
 		DebounceQuiet: 100 * time.Millisecond,
 		DebounceMax:   time.Second,
-		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second},
+		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout},
 
 		RegistrySyncWait: 30 * time.Second,
+		MaxFileBytes:     filestore.DefaultMaxFileBytes,
+		MaxDocuments:     filestore.DefaultMaxDocuments,
+		MaxProblems:      filestore.DefaultMaxProblems,
 	}
+}
+
+// limits returns the file limits of the config sources.
+func (c Config) limits() filestore.Limits {
+	return filestore.Limits{MaxFileBytes: c.MaxFileBytes, MaxDocuments: c.MaxDocuments, MaxProblems: c.MaxProblems}
 }
 
 // LoadConfigFile reads a vmesh.yaml over the defaults. Unknown keys are errors.
@@ -122,6 +145,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("debounce: quiet %s must be > 0 and <= max %s", c.DebounceQuiet, c.DebounceMax)
 	case len(c.Registries) > 0 && c.RegistrySyncWait <= 0:
 		return fmt.Errorf("registrySyncWait %s must be > 0", c.RegistrySyncWait)
+	case c.MaxFileBytes <= 0 || c.MaxDocuments <= 0 || c.MaxProblems <= 0:
+		return fmt.Errorf("maxFileBytes %d, maxDocuments %d and maxProblems %d must be > 0", c.MaxFileBytes, c.MaxDocuments, c.MaxProblems)
+	case c.Git.Repo != "" && c.Git.Timeout <= 0:
+		return fmt.Errorf("git timeout %s must be > 0", c.Git.Timeout)
 	}
 	return registries.Validate(c.Registries)
 }

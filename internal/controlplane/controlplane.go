@@ -65,6 +65,8 @@ type ControlPlane struct {
 	// Config.RegistrySyncWait.
 	registries       *registries.Runner
 	registriesSynced chan struct{}
+	// webhookCalls holds a token per webhook call being read.
+	webhookCalls chan struct{}
 }
 
 // New builds the control plane and binds its listeners, so a port in use is
@@ -82,6 +84,8 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		store:    filestore.NewStore(),
 		registry: prometheus.NewRegistry(),
 		mux:      http.NewServeMux(),
+
+		webhookCalls: make(chan struct{}, maxWebhookCalls),
 	}
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -201,7 +205,7 @@ func (cp *ControlPlane) addSources() error {
 		if _, err := os.Stat(dir); err != nil {
 			return fmt.Errorf("config dir: %w", err)
 		}
-		src := filestore.NewDirSource(dir, cp.store, cp.log)
+		src := filestore.NewDirSource(dir, cp.store, cp.log, filestore.WithLimits(cp.cfg.limits()), filestore.WithAllowEmpty(cp.cfg.AllowEmpty))
 		cp.runners = append(cp.runners, src)
 		cp.ready = append(cp.ready, src.Ready())
 	}
@@ -215,9 +219,10 @@ func (cp *ControlPlane) addSources() error {
 			token = strings.TrimSpace(string(b))
 		}
 		src, err := filestore.NewGitSource(filestore.GitConfig{
-			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval,
+			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout,
 			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
 			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
+			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty,
 		}, cp.store, cp.log)
 		if err != nil {
 			return err
@@ -279,6 +284,17 @@ func (cp *ControlPlane) routes() {
 	}
 }
 
+// Webhook bounds. A push event's payload is a few KiB (GitHub caps theirs at
+// 25 MB, which no signature check here needs to buffer): bodies larger than
+// maxWebhookBody are refused with 413, the rest are streamed through the
+// HMAC, at most maxWebhookCalls at once, each within webhookReadTimeout. A
+// refused call loses nothing: the poll fetches the commit anyway.
+const (
+	maxWebhookBody     = 1 << 20
+	maxWebhookCalls    = 4
+	webhookReadTimeout = 10 * time.Second
+)
+
 // gitWebhook triggers an immediate fetch. With a webhook secret configured,
 // the body must carry a valid X-Hub-Signature-256.
 func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
@@ -290,14 +306,30 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no git source configured", http.StatusNotFound)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 25<<20))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	tooLarge := fmt.Sprintf("webhook body larger than %d bytes", maxWebhookBody)
+	if r.ContentLength > maxWebhookBody {
+		http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
 		return
 	}
-	if secret := cp.cfg.Git.WebhookSecret; secret != "" {
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write(body)
+	select {
+	case cp.webhookCalls <- struct{}{}:
+		defer func() { <-cp.webhookCalls }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many webhook calls at once", http.StatusTooManyRequests)
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(webhookReadTimeout))
+	mac := hmac.New(sha256.New, []byte(cp.cfg.Git.WebhookSecret))
+	if _, err := io.Copy(mac, http.MaxBytesReader(w, r.Body, maxWebhookBody)); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, fmt.Sprintf("reading the webhook body: %v", err), http.StatusBadRequest)
+		return
+	}
+	if cp.cfg.Git.WebhookSecret != "" {
 		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
 		if !hmac.Equal([]byte(want), []byte(r.Header.Get("X-Hub-Signature-256"))) {
 			http.Error(w, "bad or missing X-Hub-Signature-256", http.StatusUnauthorized)
