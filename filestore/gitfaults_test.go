@@ -1,0 +1,246 @@
+package filestore_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+// runGit runs a git source until the test ends, and checks that Run
+// returns within 5 s of being stopped (a stalled fetch must not hold it).
+func runGit(t *testing.T, cfg filestore.GitConfig) (*filestore.GitSource, *filestore.Store, context.CancelFunc) {
+	t.Helper()
+	store := filestore.NewStore()
+	src, err := filestore.NewGitSource(cfg, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("git source: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("the git source did not stop within 5 s")
+		}
+	}
+	t.Cleanup(stop)
+	return src, store, stop
+}
+
+func gitErrorWith(text string) func(*filestore.Snapshot) bool {
+	return func(s *filestore.Snapshot) bool {
+		return slices.ContainsFunc(gitStatus(s).Errors, func(e filestore.ConfigError) bool { return strings.Contains(e.Message, text) })
+	}
+}
+
+// TestGitSourceRestartDuringOutage: a source restarted on the same clone
+// while the remote is gone is ready within 5 s, serving the last good
+// commit, with the fetch error shown; when the remote is back the error
+// clears, and new commits apply.
+func TestGitSourceRestartDuringOutage(t *testing.T) {
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
+	cfg := filestore.GitConfig{Repo: repo.dir, Ref: "main", Interval: time.Hour, WorkDir: filepath.Join(t.TempDir(), "clone")}
+	first, _, stop := runGit(t, cfg)
+	select {
+	case <-first.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("first run never ready")
+	}
+	stop()
+
+	away := repo.dir + ".away"
+	must(t, os.Rename(repo.dir, away))
+	start := time.Now()
+	src, store, _ := runGit(t, cfg)
+	select {
+	case <-src.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a restart during the outage was not ready within 5 s")
+	}
+	t.Logf("ready after %s", time.Since(start).Round(time.Millisecond))
+	if snap := store.Snapshot(); snap.Commit() != c1 || addressOf(snap, "a") != "1.1.1.1" {
+		t.Fatalf("restart serves commit %q, %d objects; want the last good %s", snap.Commit(), snap.Len(), c1[:12])
+	}
+	eventually(t, "the fetch error shown", gitErrorWith("fetch "), store)
+	if st := gitStatus(store.Snapshot()); st.Revision != c1 || !strings.Contains(st.Errors[0].Message, "serving "+c1[:12]) {
+		t.Fatalf("status during the outage: %+v", st)
+	}
+
+	must(t, os.Rename(away, repo.dir))
+	src.Trigger()
+	eventually(t, "the error clears once the remote is back", func(s *filestore.Snapshot) bool {
+		return len(gitStatus(s).Errors) == 0 && s.Commit() == c1
+	}, store)
+	repo.commit("second", map[string]string{"a.yaml": weYAML("a", "1.1.1.2")})
+	src.Trigger()
+	eventually(t, "the next commit applies", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.2" }, store)
+}
+
+// stalledListener accepts connections and never answers; each accepted
+// connection is signalled on the returned channel.
+func stalledListener(t *testing.T) (string, <-chan struct{}) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 16)
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return lis.Addr().String(), accepted
+}
+
+// TestGitSourceStalledRemote: a remote that accepts the connection and
+// never answers fails the fetch after the timeout, is reported, retried
+// with backoff, and does not hold the source's shutdown.
+func TestGitSourceStalledRemote(t *testing.T) {
+	t.Setenv("http_proxy", "")
+	t.Setenv("HTTP_PROXY", "")
+	addr, accepted := stalledListener(t)
+	cfg := filestore.GitConfig{Repo: "http://" + addr + "/mesh.git", Ref: "main", Interval: time.Hour,
+		Timeout: 500 * time.Millisecond, WorkDir: filepath.Join(t.TempDir(), "clone")}
+
+	// One Sync returns once the timeout has passed, with the reason.
+	src, err := filestore.NewGitSource(cfg, filestore.NewStore(), nil)
+	must(t, err)
+	start := time.Now()
+	err = src.Sync(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no answer within 500ms") {
+		t.Fatalf("sync from a stalled remote: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("sync from a stalled remote took %s", took)
+	}
+
+	_, store, stop := runGit(t, cfg)
+	eventually(t, "the stall reported", gitErrorWith("no answer within 500ms (a stalled remote?)"), store)
+	// The listener saw the direct Sync, the first fetch of Run, and
+	// then the retry that the backoff (1 s) brings.
+	for i := range 3 {
+		select {
+		case <-accepted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("fetch %d never reached the stalled remote: no retry", i+1)
+		}
+	}
+	stop() // within 5 s, mid-fetch or not
+}
+
+// TestGitSourceEmptyCommitHeld: a commit that deletes every file is held
+// and reported, also after a restart; with AllowEmpty it applies.
+func TestGitSourceEmptyCommitHeld(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2")})
+	workDir := filepath.Join(t.TempDir(), "clone")
+	store := filestore.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: workDir}, store, nil)
+	must(t, err)
+	allowStore := filestore.NewStore()
+	allow, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone"), AllowEmpty: true}, allowStore, nil)
+	must(t, err)
+	must(t, src.Sync(ctx))
+	must(t, allow.Sync(ctx))
+
+	empty := repo.commit("delete everything", map[string]string{"a.yaml": "", "b.yaml": ""})
+	must(t, src.Sync(ctx))
+	snap := store.Snapshot()
+	if snap.Len() != 2 || snap.Commit() != c1 || !gitErrorWith("allowEmpty")(snap) || gitStatus(snap).Errors[0].Commit != empty {
+		t.Fatalf("empty commit: %d objects at %s, status %+v; want it held", snap.Len(), snap.Commit(), gitStatus(snap))
+	}
+	must(t, allow.Sync(ctx))
+	if snap := allowStore.Snapshot(); snap.Len() != 0 || snap.Commit() != empty {
+		t.Fatalf("allowEmpty: %d objects at %s, want the empty commit applied", snap.Len(), snap.Commit())
+	}
+
+	// A restart on the same clone serves the last good commit and holds
+	// the empty one again.
+	restarted, rstore, _ := runGit(t, filestore.GitConfig{Repo: repo.dir, Ref: "main", Interval: time.Hour, WorkDir: workDir})
+	select {
+	case <-restarted.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("restart not ready")
+	}
+	eventually(t, "the empty commit held after a restart", gitErrorWith("allowEmpty"), rstore)
+	if snap := rstore.Snapshot(); snap.Len() != 2 || snap.Commit() != c1 {
+		t.Fatalf("after a restart: %d objects at %s", snap.Len(), snap.Commit())
+	}
+}
+
+// TestGitSourceBlobLimits: a blob over maxFileBytes is refused from the
+// tree listing, a symbolic link is refused, a file of 100,000 invalid
+// documents reports a bounded list: each commit is rejected whole.
+func TestGitSourceBlobLimits(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
+	store := filestore.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone"),
+		Limits: filestore.Limits{MaxFileBytes: 64 << 10}}, store, nil)
+	must(t, err)
+	must(t, src.Sync(ctx))
+
+	big := repo.commit("big", map[string]string{"big.yaml": weYAML("big", "2.2.2.2") + "# " + strings.Repeat("x", 100<<10) + "\n"})
+	must(t, src.Sync(ctx))
+	st := gitStatus(store.Snapshot())
+	if st.Revision != c1 || len(st.Errors) != 2 || st.Errors[0].File != "big.yaml" || st.Errors[0].Commit != big ||
+		!strings.Contains(st.Errors[0].Message, "more than maxFileBytes (65,536)") {
+		t.Fatalf("big blob: %+v", st)
+	}
+
+	repo.commit("link", map[string]string{"big.yaml": ""})
+	must(t, os.Symlink("a.yaml", filepath.Join(repo.dir, "link.yaml")))
+	repo.commit("link", nil)
+	must(t, src.Sync(ctx))
+	if snap := store.Snapshot(); snap.Commit() != c1 || !gitErrorWith("a symbolic link in the repository")(snap) {
+		t.Fatalf("symlink: %+v", gitStatus(snap))
+	}
+
+	must(t, os.Remove(filepath.Join(repo.dir, "link.yaml")))
+	repo.commit("docs", map[string]string{"docs.yaml": strings.Repeat("--- {kind: Nope}\n", 3000)})
+	must(t, src.Sync(ctx))
+	st = gitStatus(store.Snapshot())
+	if st.Revision != c1 || len(st.Errors) > filestore.DefaultMaxProblems+2 || !gitErrorWith("more problems in this file")(store.Snapshot()) {
+		t.Fatalf("3,000 invalid documents: %d problems, revision %s", len(st.Errors), st.Revision)
+	}
+}
