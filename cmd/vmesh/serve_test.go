@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,44 @@ registries:
 	}
 	if len(got.Registries) != 2 || got.Registries[0].Type != "static" || got.Registries[1].Type != "consul" {
 		t.Errorf("registries: %+v", got.Registries)
+	}
+}
+
+// TestServeLimitsAndAllowEmpty: the file limits, allowEmpty and the git
+// timeout come from vmesh.yaml, flags win, and the rest keep the defaults.
+func TestServeLimitsAndAllowEmpty(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "vmesh.yaml")
+	if err := os.WriteFile(file, []byte("configDir: /etc/mesh\nmaxFileBytes: 1048576\nmaxProblems: 5\nallowEmpty: true\ngit: {timeout: 45s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got controlplane.Config
+	cmd := newServeCmdWith(func(_ context.Context, cfg controlplane.Config, _ *slog.Logger) error {
+		got = cfg
+		return nil
+	})
+	cmd.SetArgs([]string{"--config", file, "--max-problems", "7", "--max-documents", "100"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxFileBytes != 1<<20 || got.MaxProblems != 7 || got.MaxDocuments != 100 || !got.AllowEmpty || got.Git.Timeout != 45*time.Second {
+		t.Errorf("limits: maxFileBytes %d, maxProblems %d, maxDocuments %d, allowEmpty %v, git timeout %s",
+			got.MaxFileBytes, got.MaxProblems, got.MaxDocuments, got.AllowEmpty, got.Git.Timeout)
+	}
+
+	cmd = newServeCmdWith(func(_ context.Context, cfg controlplane.Config, _ *slog.Logger) error {
+		got = cfg
+		return nil
+	})
+	cmd.SetArgs([]string{"--config-dir", "/etc/mesh", "--allow-empty", "--git-timeout", "3s"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxFileBytes != 4<<20 || got.MaxDocuments != 5000 || got.MaxProblems != 20 || !got.AllowEmpty || got.Git.Timeout != 3*time.Second {
+		t.Errorf("defaults and flags: %+v", got)
+	}
+	bad := controlplane.DefaultConfig()
+	bad.ConfigDir, bad.MaxProblems = "/etc/mesh", 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "maxProblems 0") {
+		t.Errorf("maxProblems 0 accepted: %v", err)
 	}
 }
