@@ -46,7 +46,10 @@ type cache struct {
 	// sent records, per stream and type, the last answer: the request that
 	// follows it (an ACK or NACK with an unchanged subscription) then
 	// starts from what the stream holds instead of recomputing it.
-	sent    map[streamKey]*sentState
+	sent map[streamKey]*sentState
+	// staged is what the cache knows of each proxyless SotW stream, for
+	// make-before-break (staging.go).
+	staged  map[chan cachev3.Response]*stagedStream
 	pushSeq uint64
 }
 
@@ -217,7 +220,7 @@ func (w *watch) groupKey(s *model.Snapshot) string {
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
-	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}}
+	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{}}
 }
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
@@ -252,29 +255,56 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	st := c.stagedFor(w, true)
+	if st != nil {
+		switch w.typeURL {
+		case resourcev3.RouteType:
+			st.settle(w.sub.ReturnedResources())
+		case resourcev3.ClusterType:
+			st.asked(w.sub.SubscribedResources())
+		}
+	}
 	if c.snap != nil {
 		if g := c.generationForKeyLocked(w.proxy, w.groupKey(c.snap)); g != nil {
 			if !first {
 				w.seen = c.heldGeneration(w)
 			}
 			if (w.seen != g || first) && c.respondLocked(w, g, c.diffs[g], first, time.Time{}) {
+				if st != nil {
+					c.retryStagedLocked(st, w)
+				}
 				return func() {}, nil
 			}
-			w.seen = g
+			if w.seen != nil || st == nil || !st.waiting[w.typeURL] {
+				w.seen = g // else it held something back: every push examines it again
+			}
 		}
 	}
 	c.watches[w] = struct{}{}
+	if st != nil {
+		st.open[w.typeURL] = w
+		c.retryStagedLocked(st, w)
+	}
 	return func() {
 		c.mu.Lock()
 		if _, open := c.watches[w]; open {
 			// Cancelled unanswered: the stream ended or sent a request
 			// that replaces this one; either way its last answer is no
 			// longer the state to start from.
-			delete(c.watches, w)
+			c.closeWatchLocked(w)
 			delete(c.sent, w.key())
 		}
 		c.mu.Unlock()
 	}, nil
+}
+
+// closeWatchLocked forgets an open watch, answered or cancelled. Callers
+// hold c.mu.
+func (c *cache) closeWatchLocked(w *watch) {
+	delete(c.watches, w)
+	if st := c.stagedFor(w, false); st != nil && st.open[w.typeURL] == w {
+		delete(st.open, w.typeURL)
+	}
 }
 
 // generationLocked returns the proxy's group generation for the current
@@ -318,6 +348,11 @@ func (c *cache) generationForKeyLocked(p *Proxy, key string) *generation {
 // c.mu; sends never block (each watch's channel has room for its one
 // answer).
 func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, changed time.Time) bool {
+	if w.typeURL == resourcev3.RouteType || w.typeURL == resourcev3.EndpointType {
+		if st := c.stagedFor(w, false); st != nil {
+			return c.respondStagedLocked(w, g, st, force, changed)
+		}
+	}
 	partial := w.delta != nil || w.typeURL == resourcev3.RouteType || w.typeURL == resourcev3.EndpointType
 	if !force && partial && d.covers(w) {
 		return c.respondChangedLocked(w, g, d.changed[w.typeURL], changed)
@@ -353,7 +388,7 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 				return false // only removals, which RDS and EDS do not send
 			}
 		}
-		return c.sendSotWLocked(w, g, want, next, nil, changed)
+		return c.sendSotWLocked(w, g, want, next, nil, nil, changed)
 	}
 	// Delta: send what changed, remove what the proxy holds but no longer exists.
 	var send []*resource
@@ -417,7 +452,7 @@ func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool
 		}
 	}
 	if w.sotw != nil {
-		return c.sendSotWLocked(w, g, send, held, u, changed)
+		return c.sendSotWLocked(w, g, send, held, u, nil, changed)
 	}
 	return c.sendDeltaLocked(w, g, send, removed, held, u, changed)
 }
@@ -453,14 +488,15 @@ func (u *heldUpdate) apply() map[string]string {
 }
 
 // sendSotWLocked sends a state-of-the-world answer carrying rs, after
-// which the stream holds next.
-func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map[string]string, u *heldUpdate, changed time.Time) bool {
+// which the stream holds next; info, for a staged stream's RDS answer,
+// goes with it to /debug/syncz.
+func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map[string]string, u *heldUpdate, info *routeStaging, changed time.Time) bool {
 	slices.SortFunc(rs, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
 	anys := make([]*anypb.Any, len(rs))
 	for i, r := range rs {
 		anys[i] = r.any
 	}
-	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u}
+	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info}
 	select {
 	case w.sotw <- resp:
 	default:
@@ -469,7 +505,7 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 	}
 	c.sent[w.key()] = &sentState{gen: g, returned: next, size: heldSize(next, u), update: u, names: w.req.GetResourceNames(), push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
-	delete(c.watches, w)
+	c.closeWatchLocked(w)
 	return true
 }
 
@@ -493,7 +529,7 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 	}
 	c.sent[w.key()] = &sentState{gen: g, returned: next, size: heldSize(next, u), update: u, push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
-	delete(c.watches, w)
+	c.closeWatchLocked(w)
 	return true
 }
 
@@ -678,6 +714,7 @@ type sotwResponse struct {
 	resources []*anypb.Any
 	returned  map[string]string
 	update    *heldUpdate // nil: returned is a new map
+	staging   *routeStaging
 }
 
 var _ cachev3.Response = (*sotwResponse)(nil)
@@ -690,7 +727,7 @@ func (r *sotwResponse) GetDiscoveryResponse() (*discoveryv3.DiscoveryResponse, e
 func (r *sotwResponse) GetRequest() *discoveryv3.DiscoveryRequest { return r.req }
 func (r *sotwResponse) GetVersion() (string, error)               { return r.version, nil }
 func (r *sotwResponse) GetResponseVersion() string                { return r.version }
-func (r *sotwResponse) GetContext() context.Context               { return context.Background() }
+func (r *sotwResponse) GetContext() context.Context               { return withRouteStaging(r.staging) }
 
 // GetReturnedResources is what the stream holds once the response is sent;
 // go-control-plane asks for it as it sends the response.

@@ -6,7 +6,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/vmesh/vmesh/xds/sidecar"
@@ -58,6 +60,9 @@ type resource struct {
 	any  *anypb.Any
 	// hash is the resource's version: a hash of its serialised form.
 	hash string
+	// refs are the clusters a route configuration names, made on first
+	// use (routeRefs).
+	refs atomic.Pointer[routeRefs]
 }
 
 func newResource(name string, m proto.Message) (*resource, error) {
@@ -93,6 +98,9 @@ type generation struct {
 	// hostIndex maps type -> host -> resource names, built on demand for
 	// proxyless updates (see hostNames); guarded by mu.
 	hostIndex map[string]*cowmap.Map[string, []string]
+	// markers holds the marker clusters' resources served from this
+	// generation, by type and name (see staging.go); guarded by mu.
+	markers map[[2]string]*resource
 }
 
 // resourceMap is one type's resources by name.
@@ -351,6 +359,20 @@ func (g *generation) add(lds []*listenerv3.Listener, rds []*routev3.RouteConfigu
 // on demand; nil when there is none.
 func (g *generation) lookup(typeURL, name string) *resource {
 	if r := g.get(typeURL, name); r != nil {
+		return r
+	}
+	if strings.HasPrefix(name, markerPrefix) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		k := [2]string{typeURL, name}
+		r, ok := g.markers[k]
+		if !ok {
+			r = markerResource(typeURL, name)
+			if g.markers == nil {
+				g.markers = map[[2]string]*resource{}
+			}
+			g.markers[k] = r
+		}
 		return r
 	}
 	if typeURL != resourcev3.ListenerType || len(name) <= len(InboundListenerPrefix) || name[:len(InboundListenerPrefix)] != InboundListenerPrefix {

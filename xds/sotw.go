@@ -80,6 +80,9 @@ func (s *sotwADS) StreamHandler(st stream.Stream, typeURL string) error {
 	}
 	// Room for one answer per type: the cache answers a watch once.
 	responses := make(chan cachev3.Response, 16)
+	if sc, ok := s.cache.(interface{ streamClosed(chan cachev3.Response) }); ok {
+		defer sc.streamClosed(responses)
+	}
 	var nonce int64
 	send := func(resp cachev3.Response) error {
 		out, err := resp.GetDiscoveryResponse()

@@ -41,6 +41,10 @@ type streamState struct {
 	types     map[string]*TypeStatus
 	// nonces maps a response nonce to its version, until answered.
 	nonces map[string]string
+	// warming maps the nonce of an RDS response to the route
+	// configurations the stream holds in their warming form once it is
+	// applied (TypeStatus.Warming), until answered.
+	warming map[string][]string
 }
 
 // TypeStatus is the sync state of one resource type on one stream.
@@ -55,6 +59,11 @@ type TypeStatus struct {
 	NackVersion string `json:"nackVersion,omitempty"`
 	// Resources is how many resources the last response carried.
 	Resources int `json:"resources"`
+	// Warming, for the RDS of a proxyless gRPC client, names the route
+	// configurations it ACKed in their make-before-break form: the routes
+	// it had, plus a route no RPC matches that names the clusters of the
+	// new routes. The new routes follow once it holds those clusters.
+	Warming []string `json:"warming,omitempty"`
 }
 
 // SyncStatus is one connected proxy in /debug/syncz.
@@ -95,11 +104,11 @@ func (s *streams) callbacks() serverv3.Callbacks {
 				s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 			return nil
 		},
-		StreamResponseFunc: func(_ context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
-			s.response(streamID{id: id}, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), len(resp.GetResources()))
+		StreamResponseFunc: func(ctx context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+			s.response(streamID{id: id}, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), len(resp.GetResources()), routeStagingFrom(ctx))
 		},
 		StreamDeltaResponseFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
-			s.response(streamID{delta: true, id: id}, resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(), len(resp.GetResources()))
+			s.response(streamID{delta: true, id: id}, resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(), len(resp.GetResources()), nil)
 		},
 	}
 }
@@ -166,7 +175,7 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 		if err != nil {
 			return nil // the cache rejects the watch and closes the stream
 		}
-		st = &streamState{proxy: p, connected: time.Now(), types: map[string]*TypeStatus{}, nonces: map[string]string{}}
+		st = &streamState{proxy: p, connected: time.Now(), types: map[string]*TypeStatus{}, nonces: map[string]string{}, warming: map[string][]string{}}
 		s.byID[id] = st
 		s.metrics.connected.WithLabelValues(string(p.Kind)).Inc()
 		s.logger.Info("proxy connected", "proxy", p.ID, "kind", p.Kind, "namespace", p.Namespace, "delta", id.delta)
@@ -189,7 +198,9 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 	if !ok {
 		sent = version
 	}
+	warming, staged := st.warming[nonce]
 	delete(st.nonces, nonce)
+	delete(st.warming, nonce)
 	if nack {
 		ts.Nack, ts.NackVersion = errMsg, sent
 		s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
@@ -199,10 +210,13 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 	if sent != "" {
 		ts.Acked, ts.Nack, ts.NackVersion = sent, "", ""
 	}
+	if staged {
+		ts.Warming = warming
+	}
 	return opened
 }
 
-func (s *streams) response(id streamID, typeURL, version, nonce string, n int) {
+func (s *streams) response(id streamID, typeURL, version, nonce string, n int, staging *routeStaging) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.byID[id]
@@ -219,9 +233,13 @@ func (s *streams) response(id streamID, typeURL, version, nonce string, n int) {
 	for k, v := range st.nonces {
 		if v == "" || len(st.nonces) > 16 {
 			delete(st.nonces, k)
+			delete(st.warming, k)
 		}
 	}
 	st.nonces[nonce] = version
+	if staging != nil {
+		st.warming[nonce] = staging.warming
+	}
 }
 
 // Syncz returns the sync state of every connected proxy, sorted by id.

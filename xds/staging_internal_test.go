@@ -1,0 +1,113 @@
+package xds
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// routeTo is a route configuration with one route splitting its calls
+// evenly between clusters.
+func routeTo(t *testing.T, clusters ...string) *resource {
+	t.Helper()
+	wc := &routev3.WeightedCluster{}
+	for _, c := range clusters {
+		wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: c, Weight: wrapperspb.UInt32(1)})
+	}
+	rc := &routev3.RouteConfiguration{Name: "a.internal:80", VirtualHosts: []*routev3.VirtualHost{{
+		Name: "a.internal:80", Domains: []string{"a.internal"},
+		Routes: []*routev3.Route{{
+			Name:   "0",
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}},
+		}},
+	}}}
+	r, err := newResource(rc.GetName(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func validAll(t *testing.T, m proto.Message) {
+	t.Helper()
+	if err := m.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
+		t.Errorf("%T: %v", m, err)
+	}
+}
+
+// The configuration sent while a client warms new clusters is the one it
+// holds, with one more route, last, naming the new clusters and a fresh
+// marker; warming again replaces that route rather than adding another.
+func TestWarmedRouteKeepsTheHeldRoutes(t *testing.T) {
+	c := newCache(testLog(t), mustMetrics(t))
+	held := routeTo(t, "A")
+	next := routeTo(t, "A", "B")
+	w := c.warmedRoute(held, next)
+	if w == nil {
+		t.Fatal("no warming route configuration")
+	}
+	validAll(t, w.msg)
+	refs := w.routeRefs()
+	if !maps.Equal(refs.used, map[string]bool{"A": true}) {
+		t.Errorf("routes that take RPCs name %v, want the held ones (A)", slices.Sorted(maps.Keys(refs.used)))
+	}
+	if !refs.warm["B"] || len(refs.warm) != 2 || !strings.HasPrefix(refs.marker, markerPrefix) || !refs.warm[refs.marker] {
+		t.Errorf("warming route names %v (marker %q), want B and a marker", slices.Sorted(maps.Keys(refs.warm)), refs.marker)
+	}
+	routes := w.msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()
+	if len(routes) != 2 || !proto.Equal(routes[0], held.msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()[0]) || routes[1].GetName() != warmRouteName {
+		t.Fatalf("routes = %v, want the held route then %s", routes, warmRouteName)
+	}
+	// No RPC matches: the header must be present and absent.
+	hs := routes[1].GetMatch().GetHeaders()
+	if len(hs) != 2 || hs[0].GetName() != hs[1].GetName() || !hs[0].GetPresentMatch() || !hs[1].GetPresentMatch() || hs[0].GetInvertMatch() == hs[1].GetInvertMatch() {
+		t.Errorf("warming route match %v can match an RPC", routes[1].GetMatch())
+	}
+
+	// Warming on top of a warming version: its routes, one warming route,
+	// a new marker.
+	w2 := c.warmedRoute(w, routeTo(t, "B", "C"))
+	r2 := w2.routeRefs()
+	if !maps.Equal(r2.used, refs.used) || !r2.warm["B"] || !r2.warm["C"] || len(r2.warm) != 3 || r2.marker == refs.marker {
+		t.Errorf("second warming: used %v, warm %v (marker %q after %q)", slices.Sorted(maps.Keys(r2.used)), slices.Sorted(maps.Keys(r2.warm)), r2.marker, refs.marker)
+	}
+	if n := len(w2.msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()); n != 2 {
+		t.Errorf("second warming has %d routes, want 2", n)
+	}
+
+	// The marker is served as an EDS cluster without endpoints.
+	g := &generation{types: map[string]*resourceMap{}}
+	cds, eds := g.lookup(resourcev3.ClusterType, refs.marker), g.lookup(resourcev3.EndpointType, refs.marker)
+	if cds == nil || eds == nil {
+		t.Fatalf("marker resources: CDS %v, EDS %v", cds, eds)
+	}
+	validAll(t, cds.msg)
+	validAll(t, eds.msg)
+	if cl := cds.msg.(*clusterv3.Cluster); cl.GetType() != clusterv3.Cluster_EDS || cl.GetEdsClusterConfig().GetServiceName() != refs.marker {
+		t.Errorf("marker cluster %v", cl)
+	}
+	if cla := eds.msg.(*endpointv3.ClusterLoadAssignment); cla.GetClusterName() != refs.marker || len(cla.GetEndpoints()) != 0 {
+		t.Errorf("marker assignment %v", cla)
+	}
+	if g.lookup(resourcev3.ClusterType, refs.marker) != cds {
+		t.Error("marker resources are made again on every lookup")
+	}
+}
+
+func mustMetrics(t *testing.T) *metrics {
+	t.Helper()
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
