@@ -43,10 +43,9 @@ type DirSource struct {
 	files      *fileSet // by path relative to root
 	limits     Limits
 	allowEmpty bool
-	// published is how many keys the Store has from this source; held is
-	// set while a folder that defines nothing is kept from emptying it.
+	// published is how many keys the Store has from this source: a folder
+	// that defines nothing is kept from emptying it.
 	published int
-	held      bool
 	// logged is a digest of each file's problems as last logged: a file is
 	// logged once per change of its problems, not on every publish.
 	logged map[string]uint64
@@ -306,14 +305,9 @@ func (d *DirSource) publish() error {
 		errs := append(d.files.errors(), ConfigError{File: d.root, Message: fmt.Sprintf(
 			"the folder defines no object: withdrawing all %d is held until a file defines one again (allowEmpty withdraws them)", d.published)})
 		d.store.SetStatus(d.src, "", errs)
-		if !d.held {
-			d.log.Warn("the folder defines no object; still serving the last objects", "objects", d.published)
-		}
-		d.held = true
-		d.logProblems(errs)
+		d.logProblems(errs) // once, under the root's name
 		return nil
 	}
-	d.held = false
 	set, remove := d.files.changes()
 	if err := d.store.Update(d.src, set, remove); err != nil {
 		return err // cannot happen: each key is resolved once

@@ -256,7 +256,7 @@ func (g *GitSource) Sync(ctx context.Context) error {
 		g.mu.Lock()
 		g.fetchFailed = true
 		g.mu.Unlock()
-		g.setStatus(g.GoodCommit(), []ConfigError{{Message: err.Error()}})
+		g.setStatus(g.GoodCommit(), []ConfigError{ConfigError{Message: err.Error()}.bounded()})
 		return err
 	}
 	if first {
