@@ -44,6 +44,10 @@ const (
 	DefaultMaxTokenTTL   = 30 * 24 * time.Hour
 	DefaultTokenAudience = "istio-ca"
 
+	// DefaultRevocationCheckInterval is how often Run re-reads a changed
+	// revocation list.
+	DefaultRevocationCheckInterval = time.Second
+
 	// clockSkew backdates NotBefore so peers with a slightly slow clock
 	// accept a fresh certificate.
 	clockSkew = time.Minute
@@ -81,6 +85,9 @@ type Config struct {
 	NoCreate bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RevocationCheckInterval is how often Run looks for revocations written
+	// by another process (the CLI) to the revocation list; default 1s.
+	RevocationCheckInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -111,6 +118,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.RevocationCheckInterval == 0 {
+		c.RevocationCheckInterval = DefaultRevocationCheckInterval
+	}
 	return c
 }
 
@@ -125,7 +135,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"default TTL", c.DefaultTTL}, {"max TTL", c.MaxTTL}, {"root TTL", c.RootTTL}, {"server cert TTL", c.ServerCertTTL}, {"default token TTL", c.DefaultTokenTTL}, {"max token TTL", c.MaxTokenTTL}} {
+	}{{"default TTL", c.DefaultTTL}, {"max TTL", c.MaxTTL}, {"root TTL", c.RootTTL}, {"server cert TTL", c.ServerCertTTL}, {"default token TTL", c.DefaultTokenTTL}, {"max token TTL", c.MaxTokenTTL}, {"revocation check interval", c.RevocationCheckInterval}} {
 		if d.v < 0 {
 			return fmt.Errorf("ca: %s %s is negative", d.name, d.v)
 		}

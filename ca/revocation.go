@@ -42,10 +42,13 @@ type revocations struct {
 	size       int64
 	serials    map[string]Revocation
 	identities map[string]Revocation
+	// changed is closed (and replaced) whenever the list is re-read, so
+	// watchers of open streams re-check their certificate.
+	changed chan struct{}
 }
 
 func newRevocations(path string) (*revocations, error) {
-	r := &revocations{path: path}
+	r := &revocations{path: path, changed: make(chan struct{})}
 	if err := r.reloadLocked(true); err != nil {
 		return nil, err
 	}
@@ -56,6 +59,9 @@ func newRevocations(path string) (*revocations, error) {
 func (r *revocations) reloadLocked(force bool) error {
 	st, err := os.Stat(r.path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if r.serials == nil || len(r.serials)+len(r.identities) > 0 {
+			r.notifyLocked()
+		}
 		r.serials, r.identities, r.modTime, r.size = map[string]Revocation{}, map[string]Revocation{}, time.Time{}, 0
 		return nil
 	}
@@ -69,6 +75,7 @@ func (r *revocations) reloadLocked(force bool) error {
 	if err != nil {
 		return fmt.Errorf("revocation list: %w", err)
 	}
+	r.notifyLocked()
 	var f revocationFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		r.serials = nil // stay unreadable until the file changes and parses
@@ -85,6 +92,26 @@ func (r *revocations) reloadLocked(force bool) error {
 	}
 	r.serials, r.identities, r.modTime, r.size = serials, identities, st.ModTime(), st.Size()
 	return nil
+}
+
+// notifyLocked wakes the watchers of the list.
+func (r *revocations) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// changes returns a channel closed at the next re-read of the list.
+func (r *revocations) changes() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// refresh re-reads the list if the file changed (waking the watchers).
+func (r *revocations) refresh() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reloadLocked(false)
 }
 
 // check reports the entry that revokes a certificate or token: its serial

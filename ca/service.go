@@ -160,15 +160,11 @@ func bearerToken(ctx context.Context) (string, error) {
 // carry exactly one SPIFFE ID in this trust domain. A caller without a
 // client certificate gets ReasonNoCredentials.
 func (c *CA) PeerIdentity(ctx context.Context) (spiffe.Identity, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return spiffe.Identity{}, reject(ReasonNoCredentials, "no peer in context", nil)
+	certs, err := peerCertificates(ctx)
+	if err != nil {
+		return spiffe.Identity{}, err
 	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.PeerCertificates) == 0 {
-		return spiffe.Identity{}, reject(ReasonNoCredentials, "the connection carries no client certificate", nil)
-	}
-	return c.VerifyPeerCertificates(ti.State.PeerCertificates)
+	return c.VerifyPeerCertificates(certs)
 }
 
 // VerifyPeerCertificates checks a presented certificate chain (leaf first)
@@ -192,11 +188,8 @@ func (c *CA) VerifyPeerCertificates(certs []*x509.Certificate) (spiffe.Identity,
 	if _, err := c.is.roots.Verify(leaf, certs[1:], at, x509.ExtKeyUsageClientAuth); err != nil {
 		return spiffe.Identity{}, reject(ReasonCertUntrusted, fmt.Sprintf("client certificate %s does not verify against the mesh trust bundle", serial), err)
 	}
-	if now.After(leaf.NotAfter) {
-		return spiffe.Identity{}, reject(ReasonCertExpired, fmt.Sprintf("client certificate %s expired at %s (now %s); use a bootstrap token to get a new one", serial, leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)), nil)
-	}
-	if now.Before(leaf.NotBefore) {
-		return spiffe.Identity{}, reject(ReasonCertExpired, fmt.Sprintf("client certificate %s is not valid before %s", serial, leaf.NotBefore.UTC().Format(time.RFC3339)), nil)
+	if err := c.checkLive(leaf, now); err != nil {
+		return spiffe.Identity{}, err
 	}
 	id, err := spiffe.FromCertificate(leaf)
 	if err != nil {
@@ -205,20 +198,41 @@ func (c *CA) VerifyPeerCertificates(certs []*x509.Certificate) (spiffe.Identity,
 	if id.TrustDomain != c.cfg.TrustDomain {
 		return spiffe.Identity{}, reject(ReasonCertIdentity, fmt.Sprintf("client certificate identity %s is not in trust domain %q", id, c.cfg.TrustDomain), nil)
 	}
+	if err := c.checkRevoked(leaf, id); err != nil {
+		return spiffe.Identity{}, err
+	}
+	return id, nil
+}
+
+// checkLive reports a leaf outside its validity at now.
+func (c *CA) checkLive(leaf *x509.Certificate, now time.Time) error {
+	serial := leaf.SerialNumber.Text(16)
+	if now.After(leaf.NotAfter) {
+		return reject(ReasonCertExpired, fmt.Sprintf("client certificate %s expired at %s (now %s); use a bootstrap token to get a new one", serial, leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)), nil)
+	}
+	if now.Before(leaf.NotBefore) {
+		return reject(ReasonCertExpired, fmt.Sprintf("client certificate %s is not valid before %s", serial, leaf.NotBefore.UTC().Format(time.RFC3339)), nil)
+	}
+	return nil
+}
+
+// checkRevoked reports a leaf whose serial or identity is revoked.
+func (c *CA) checkRevoked(leaf *x509.Certificate, id spiffe.Identity) error {
+	serial := leaf.SerialNumber.Text(16)
 	// Our certificates are backdated by clockSkew: NotBefore+clockSkew is
 	// when they were issued.
 	rv, revoked, err := c.revoked.check(leaf.SerialNumber, id.String(), leaf.NotBefore.Add(clockSkew))
 	if err != nil {
-		return spiffe.Identity{}, reject(ReasonCertRevoked, fmt.Sprintf("cannot read the revocation list, refusing certificate %s", serial), err)
+		return reject(ReasonCertRevoked, fmt.Sprintf("cannot read the revocation list, refusing certificate %s", serial), err)
 	}
 	if revoked {
 		what := "certificate " + serial
 		if rv.Serial == "" {
 			what = "identity " + rv.Identity
 		}
-		return spiffe.Identity{}, reject(ReasonCertRevoked, fmt.Sprintf("client certificate %s is revoked (%s revoked at %s%s)", serial, what, rv.RevokedAt.UTC().Format(time.RFC3339), reasonSuffix(rv.Reason)), nil)
+		return reject(ReasonCertRevoked, fmt.Sprintf("client certificate %s is revoked (%s revoked at %s%s)", serial, what, rv.RevokedAt.UTC().Format(time.RFC3339), reasonSuffix(rv.Reason)), nil)
 	}
-	return id, nil
+	return nil
 }
 
 func reasonSuffix(r string) string {

@@ -158,6 +158,7 @@ func (cp *ControlPlane) addSecure() error {
 		return fmt.Errorf("ca: %w", err)
 	}
 	cp.ca = authority
+	cp.runners = append(cp.runners, authority) // re-reads the revocation list
 	hosts := append([]string{"localhost", "127.0.0.1"}, cp.cfg.SecureHosts...)
 	if h, _, err := net.SplitHostPort(cp.cfg.SecureAddr); err == nil && h != "" {
 		hosts = append(hosts, h)
@@ -181,11 +182,16 @@ func (cp *ControlPlane) addSecure() error {
 			}
 			if strings.HasPrefix(info.FullMethod, "/envoy.service.discovery.v3.AggregatedDiscoveryService/") {
 				id, _ := authority.PeerIdentity(ss.Context())
-				checked := &nodeIdentityStream{ServerStream: ss, namespace: id.Namespace, serviceAccount: id.ServiceAccount}
+				// The certificate is checked again for as long as the
+				// stream lasts: its expiry or revocation ends the stream.
+				watch := authority.WatchPeer(ss.Context())
+				defer watch.Stop()
+				watched := &watchedStream{ServerStream: ss, watch: watch}
+				checked := &nodeIdentityStream{ServerStream: watched, namespace: id.Namespace, serviceAccount: id.ServiceAccount}
 				err := handler(srv, checked)
 				// The xDS server ends a stream quietly on a receive error:
 				// give the client the reason.
-				return cmp.Or(checked.refused, err)
+				return cmp.Or(watched.ended(), checked.refused, err)
 			}
 			return handler(srv, ss)
 		}),
