@@ -113,8 +113,8 @@ func (d *DirSource) Run(ctx context.Context) error {
 	var timer *time.Timer
 	var timerC <-chan time.Time
 	var burstStart time.Time
-	// The paths events named during the burst; nil after an event that
-	// needs the whole tree rescanned.
+	// The paths events named during the burst (filesOnly decides whether
+	// they can be reloaded alone or the tree needs rescanning).
 	pending := map[string]bool{}
 	for {
 		select {
@@ -127,9 +127,7 @@ func (d *DirSource) Run(ctx context.Context) error {
 			if ev.Op == fsnotify.Chmod {
 				continue
 			}
-			if pending != nil {
-				pending[ev.Name] = true
-			}
+			pending[ev.Name] = true
 			now := time.Now()
 			if timerC == nil {
 				burstStart = now

@@ -1,5 +1,7 @@
 package filestore
 
+//lint:file-ignore SA1019 Istio's deprecated fields (warmupDurationSecs, consecutiveErrors) are validated because Istio still accepts them
+
 import (
 	"fmt"
 	"regexp"

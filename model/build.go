@@ -3,7 +3,6 @@ package model
 import (
 	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -437,10 +436,4 @@ func (b *builder) bindHosts() {
 			b.s.drByHost[h] = drs
 		}
 	}
-}
-
-// isIP reports whether s is an IP address literal.
-func isIP(s string) bool {
-	_, err := netip.ParseAddr(s)
-	return err == nil
 }

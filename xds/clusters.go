@@ -1,5 +1,7 @@
 package xds
 
+//lint:file-ignore SA1019 Istio's deprecated fields (minimumRingSize, consecutiveErrors) are read because Istio still honours them
+
 import (
 	"fmt"
 

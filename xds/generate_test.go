@@ -1,5 +1,7 @@
 package xds_test
 
+//lint:file-ignore SA1019 the deprecated minimumRingSize is one of the cases covered
+
 import (
 	"bytes"
 	"encoding/json"

@@ -1,5 +1,7 @@
 package xds_test
 
+//lint:file-ignore SA1019 reads the match_subject_alt_names tls.go writes
+
 import (
 	"slices"
 	"testing"

@@ -1,5 +1,7 @@
 package sidecar
 
+//lint:file-ignore SA1019 Istio's deprecated fields (minimumRingSize, consecutiveErrors) are read because Istio still honours them
+
 import (
 	"math"
 	"net/netip"

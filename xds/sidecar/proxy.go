@@ -1,5 +1,7 @@
 package sidecar
 
+//lint:file-ignore SA1019 Istio's deprecated targetPort is read because Istio still honours it
+
 import (
 	"cmp"
 	"net/netip"

@@ -1,5 +1,7 @@
 package translate
 
+//lint:file-ignore SA1019 Istio's deprecated delay percent is read because Istio still honours it
+
 import (
 	"maps"
 	"math"
