@@ -51,6 +51,15 @@ type cache struct {
 	// make-before-break (staging.go).
 	staged  map[chan cachev3.Response]*stagedStream
 	pushSeq uint64
+	// members are the open streams, and groupStreams how many of them
+	// each group key of snap has (members.go).
+	members      map[streamRef]*member
+	groupStreams map[string]int
+	// deltaRequests names the stream of a delta request between
+	// OnStreamDeltaRequest and CreateDeltaWatch; deltaStreams the response
+	// channel of each delta stream by id, for its close.
+	deltaRequests map[*discoveryv3.DeltaDiscoveryRequest]int64
+	deltaStreams  map[int64]chan cachev3.DeltaResponse
 }
 
 // streamKey names one type of one ADS stream: go-control-plane gives each
@@ -200,6 +209,9 @@ type watch struct {
 	sotw  chan cachev3.Response
 	dreq  *discoveryv3.DeltaDiscoveryRequest
 	delta chan cachev3.DeltaResponse
+	// deltaID is the delta stream's id when deltaKnown (members.go).
+	deltaID    int64
+	deltaKnown bool
 
 	// seen is the generation this watch was last examined against (it had
 	// nothing to send then). Guarded by cache.mu.
@@ -220,7 +232,8 @@ func (w *watch) groupKey(s *model.Snapshot) string {
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
-	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{}}
+	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
+		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{}}
 }
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
@@ -236,10 +249,14 @@ func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 // CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
 func (c *cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
 	p, err := ProxyFromNode(req.GetNode())
+	c.mu.Lock()
+	id, known := c.deltaRequests[req]
+	delete(c.deltaRequests, req)
+	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: sub, dreq: req, delta: ch}
+	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: sub, dreq: req, delta: ch, deltaID: id, deltaKnown: known}
 	return c.open(w, false)
 }
 
@@ -255,6 +272,7 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.joinLocked(w)
 	st := c.stagedFor(w, true)
 	if st != nil {
 		switch w.typeURL {
@@ -333,6 +351,7 @@ func (c *cache) generationForKeyLocked(p *Proxy, key string) *generation {
 		return nil
 	}
 	c.gens[key] = g
+	c.metrics.groups.Set(float64(len(c.gens)))
 	return g
 }
 
@@ -567,8 +586,9 @@ type pushStats struct {
 func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	// Regenerate the groups with open watches outside the lock; watches keep
 	// being answered from the previous snapshot meanwhile. Other groups (of
-	// proxies between a response and its ACK, or gone) are generated on
-	// their next request, so groups of departed proxies are dropped here.
+	// proxies between a response and its ACK) are generated on their next
+	// request; groups of departed proxies went with their last stream
+	// (members.go).
 	c.mu.Lock()
 	oldSnap := c.snap
 	var live []*generation
@@ -654,6 +674,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
+	c.rekeyMembersLocked()
 	st := pushStats{edsOnly: md != nil && md.EndpointsOnly()}
 	for w := range c.watches {
 		g := c.generationForKeyLocked(w.proxy, w.groupKey(s))

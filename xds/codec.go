@@ -1,8 +1,12 @@
 package xds
 
 import (
+	"hash/maphash"
+	"runtime"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
+	"weak"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -27,14 +31,16 @@ const maxInternedNames = 1 << 18
 // cost of a push to such clients, and keeping them (go-control-plane's
 // subscription holds them) the largest part of their memory. Interned,
 // each name is looked up without allocating and every stream shares one
-// copy. The rest of the message is decoded by protobuf itself.
+// copy. The table holds names weakly: a name no stream holds any more is
+// dropped from it at the next garbage collection. The rest of the message
+// is decoded by protobuf itself.
 type requestCodec struct {
 	proto encoding.CodecV2
 	names *nameTable
 }
 
 func newRequestCodec() *requestCodec {
-	return &requestCodec{proto: encoding.GetCodecV2("proto"), names: &nameTable{set: map[string]string{}, max: maxInternedNames}}
+	return &requestCodec{proto: encoding.GetCodecV2("proto"), names: newNameTable(maxInternedNames)}
 }
 
 // GRPCServerOptions returns the options a gRPC server serving s (see
@@ -98,13 +104,13 @@ func decodeDiscoveryRequest(b []byte, req *discoveryv3.DiscoveryRequest, names *
 		m := protowire.ConsumeFieldValue(num, typ, in[n:])
 		if num == resourceNamesField && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(in[n:])
-			s, ok := names.set[string(v)]
+			s, ok := names.lookupLocked(v)
 			if !ok {
 				if !utf8.Valid(v) {
 					names.mu.RUnlock()
 					return proto.Unmarshal(b, req)
 				}
-				s = string(v)
+				s = heapString(v)
 				missed = append(missed, len(out))
 			}
 			out = append(out, s)
@@ -124,11 +130,57 @@ func decodeDiscoveryRequest(b []byte, req *discoveryv3.DiscoveryRequest, names *
 	return nil
 }
 
-// nameTable interns resource names.
+// heapString copies b into a new heap allocation (string(b) may return
+// static data, which weak pointers cannot point to).
+func heapString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return unsafe.String(unsafe.SliceData(c), len(c))
+}
+
+// nameTable interns resource names, weakly: it maps a name's hash to a weak
+// pointer to the name's bytes, so the requests and subscriptions that hold
+// a name keep it (and its entry) alive, and once none does, the bytes are
+// collected and a cleanup removes the entry. A name whose hash collides
+// with another live name is not interned.
 type nameTable struct {
-	mu  sync.RWMutex
-	set map[string]string
-	max int
+	seed maphash.Seed
+	mu   sync.RWMutex
+	set  map[uint64]internedName
+	max  int
+	// peak is the most entries set held since it was last rebuilt: Go
+	// maps do not shrink, so set is copied once it falls to a quarter.
+	peak int
+}
+
+// internedName is one interned name: its bytes, weakly, and its length.
+type internedName struct {
+	data weak.Pointer[byte]
+	n    int
+}
+
+func newNameTable(max int) *nameTable {
+	return &nameTable{seed: maphash.MakeSeed(), set: map[uint64]internedName{}, max: max}
+}
+
+// lookupLocked returns the interned copy of v, if any. Callers hold t.mu
+// (read or write).
+func (t *nameTable) lookupLocked(v []byte) (string, bool) {
+	e, ok := t.set[maphash.Bytes(t.seed, v)]
+	if !ok || e.n != len(v) {
+		return "", false
+	}
+	p := e.data.Value()
+	if p == nil {
+		return "", false // collected; its cleanup removes the entry
+	}
+	if s := unsafe.String(p, e.n); s == string(v) {
+		return s, true
+	}
+	return "", false
 }
 
 // add interns out[i] for each i in idx, replacing it with the interned copy
@@ -137,14 +189,42 @@ func (t *nameTable) add(out []string, idx []int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, i := range idx {
-		if s, ok := t.set[out[i]]; ok {
+		name := out[i]
+		if name == "" {
+			continue
+		}
+		if s, ok := t.lookupLocked(unsafe.Slice(unsafe.StringData(name), len(name))); ok {
 			out[i] = s
 			continue
+		}
+		h := maphash.String(t.seed, name)
+		if e, ok := t.set[h]; ok && e.data.Value() != nil {
+			continue // a live name with the same hash
 		}
 		if len(t.set) >= t.max {
 			return
 		}
-		t.set[out[i]] = out[i]
+		data := unsafe.StringData(name)
+		t.set[h] = internedName{data: weak.Make(data), n: len(name)}
+		t.peak = max(t.peak, len(t.set))
+		runtime.AddCleanup(data, t.release, h)
+	}
+}
+
+// release removes the entry of hash h once its name is collected (and not
+// interned again since).
+func (t *nameTable) release(h uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.set[h]; ok && e.data.Value() == nil {
+		delete(t.set, h)
+	}
+	if t.peak > 1024 && len(t.set) < t.peak/4 {
+		set := make(map[uint64]internedName, len(t.set))
+		for k, v := range t.set {
+			set[k] = v
+		}
+		t.set, t.peak = set, len(set)
 	}
 }
 

@@ -55,7 +55,7 @@ func FuzzDecodeDiscoveryRequest(f *testing.F) {
 	for _, b := range requestSeeds(f) {
 		f.Add(b)
 	}
-	names := &nameTable{set: map[string]string{}, max: 64}
+	names := newNameTable(64)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, got := &discoveryv3.DiscoveryRequest{}, &discoveryv3.DiscoveryRequest{ResourceNames: []string{"stale"}}
 		werr := proto.Unmarshal(b, want)
@@ -70,7 +70,7 @@ func FuzzDecodeDiscoveryRequest(f *testing.F) {
 }
 
 func TestDecodeDiscoveryRequestMatchesProto(t *testing.T) {
-	names := &nameTable{set: map[string]string{}, max: 64}
+	names := newNameTable(64)
 	for i, b := range requestSeeds(t) {
 		want, got := &discoveryv3.DiscoveryRequest{}, &discoveryv3.DiscoveryRequest{}
 		werr := proto.Unmarshal(b, want)
@@ -151,7 +151,7 @@ func BenchmarkDecodeEnvoyACK(b *testing.B) {
 		}
 	})
 	b.Run("interned", func(b *testing.B) {
-		table := &nameTable{set: map[string]string{}, max: maxInternedNames}
+		table := newNameTable(maxInternedNames)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := decodeDiscoveryRequest(msg, &discoveryv3.DiscoveryRequest{}, table); err != nil {

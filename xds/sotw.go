@@ -69,19 +69,21 @@ func (s *sotwADS) StreamHandler(st stream.Stream, typeURL string) error {
 	id := s.streams.Add(1)
 	node := &corev3.Node{}
 	watches := map[string]*sotwWatch{}
+	// Room for one answer per type: the cache answers a watch once.
+	responses := make(chan cachev3.Response, 16)
 	defer func() {
 		for _, w := range watches {
 			w.cancel()
+		}
+		// Then the cache forgets the stream (and its group, if it was the
+		// last stream of the group).
+		if sc, ok := s.cache.(interface{ streamClosed(chan cachev3.Response) }); ok {
+			sc.streamClosed(responses)
 		}
 		s.callbacks.OnStreamClosed(id, node)
 	}()
 	if err := s.callbacks.OnStreamOpen(st.Context(), id, typeURL); err != nil {
 		return err
-	}
-	// Room for one answer per type: the cache answers a watch once.
-	responses := make(chan cachev3.Response, 16)
-	if sc, ok := s.cache.(interface{ streamClosed(chan cachev3.Response) }); ok {
-		defer sc.streamClosed(responses)
 	}
 	var nonce int64
 	send := func(resp cachev3.Response) error {

@@ -14,7 +14,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/xds/translate"
 	"google.golang.org/protobuf/proto"
@@ -106,14 +105,6 @@ func (c *cache) stagedFor(w *watch, create bool) *stagedStream {
 		c.staged[w.sotw] = st
 	}
 	return st
-}
-
-// streamClosed forgets a SotW stream's state (sotwADS calls it when the
-// stream ends).
-func (c *cache) streamClosed(ch chan cachev3.Response) {
-	c.mu.Lock()
-	delete(c.staged, ch)
-	c.mu.Unlock()
 }
 
 // settle records what the client holds of its route configurations, on

@@ -92,14 +92,22 @@ func (s *streams) callbacks() serverv3.Callbacks {
 			s.opened(streamID{delta: true, id: id}, ctx)
 			return nil
 		},
-		StreamClosedFunc:      func(id int64, _ *corev3.Node) { s.closed(streamID{id: id}) },
-		DeltaStreamClosedFunc: func(id int64, _ *corev3.Node) { s.closed(streamID{delta: true, id: id}) },
+		StreamClosedFunc: func(id int64, _ *corev3.Node) { s.closed(streamID{id: id}) },
+		DeltaStreamClosedFunc: func(id int64, _ *corev3.Node) {
+			if s.cache != nil {
+				s.cache.deltaStreamClosed(id)
+			}
+			s.closed(streamID{delta: true, id: id})
+		},
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
 			s.observe(streamID{id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
 				s.request(streamID{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
+			if s.cache != nil {
+				s.cache.deltaRequest(id, req)
+			}
 			s.observe(streamID{delta: true, id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
 				s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 			return nil

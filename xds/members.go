@@ -1,0 +1,129 @@
+package xds
+
+import (
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+)
+
+// Members: the cache keeps, for every open stream, which group it belongs
+// to, so that what a departed proxy leaves behind (its group's generation
+// when it was the group's last stream, the answers it was sent, its
+// make-before-break state) is freed when its stream closes, not at the
+// next push.
+
+// streamRef names one stream to the cache: go-control-plane gives each
+// stream one response channel.
+type streamRef struct {
+	sotw  chan cachev3.Response
+	delta chan cachev3.DeltaResponse
+}
+
+func (w *watch) ref() streamRef { return streamRef{sotw: w.sotw, delta: w.delta} }
+
+// member is an open stream's proxy and its group key at the cache's
+// snapshot ("" before the first one).
+type member struct {
+	proxy *Proxy
+	key   string
+}
+
+// joinLocked records w's stream as a member of its group, or moves it to
+// the group it now belongs to. Callers hold c.mu.
+func (c *cache) joinLocked(w *watch) {
+	ref := w.ref()
+	key := ""
+	if c.snap != nil {
+		key = w.groupKey(c.snap)
+	}
+	m := c.members[ref]
+	if m == nil {
+		m = &member{proxy: w.proxy, key: key}
+		if w.deltaKnown {
+			c.deltaStreams[w.deltaID] = w.delta
+		}
+		c.members[ref] = m
+		c.groupStreams[key]++
+		return
+	}
+	m.proxy = w.proxy
+	if m.key != key {
+		c.leaveGroupLocked(m.key)
+		m.key = key
+		c.groupStreams[key]++
+	}
+}
+
+// leaveGroupLocked counts one stream less in the group key; the group's
+// generation is dropped with its last stream. Callers hold c.mu.
+func (c *cache) leaveGroupLocked(key string) {
+	c.groupStreams[key]--
+	if c.groupStreams[key] > 0 {
+		return
+	}
+	delete(c.groupStreams, key)
+	if g := c.gens[key]; g != nil {
+		delete(c.diffs, g)
+		delete(c.gens, key)
+	}
+	delete(c.genErrs, key)
+	c.metrics.groups.Set(float64(len(c.gens)))
+}
+
+// rekeyMembersLocked recomputes every stream's group at the cache's new
+// snapshot (a push may move proxies between groups). Callers hold c.mu.
+func (c *cache) rekeyMembersLocked() {
+	clear(c.groupStreams)
+	for _, m := range c.members {
+		m.key = GroupKey(c.snap, m.proxy)
+		c.groupStreams[m.key]++
+	}
+}
+
+// deltaRequest notes the stream a delta request came on, which
+// CreateDeltaWatch does not say (go-control-plane's delta server calls
+// OnStreamDeltaRequest right before CreateDeltaWatch with the same request).
+func (c *cache) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) {
+	c.mu.Lock()
+	c.deltaRequests[req] = id
+	c.mu.Unlock()
+}
+
+// deltaStreamClosed forgets a delta stream's state.
+func (c *cache) deltaStreamClosed(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.deltaStreams[id]; ok {
+		delete(c.deltaStreams, id)
+		c.closeStreamLocked(streamRef{delta: ch})
+	}
+}
+
+// streamClosed forgets a SotW stream's state (sotwADS calls it when the
+// stream ends, after cancelling its watches).
+func (c *cache) streamClosed(ch chan cachev3.Response) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeStreamLocked(streamRef{sotw: ch})
+}
+
+// closeStreamLocked forgets everything the cache keeps for a stream that
+// ended: its open watches, its last answers, its make-before-break state,
+// and its membership (the group goes with its last stream). Callers hold
+// c.mu.
+func (c *cache) closeStreamLocked(ref streamRef) {
+	for _, t := range typeURLs {
+		delete(c.sent, streamKey{sotw: ref.sotw, delta: ref.delta, typeURL: t})
+	}
+	if ref.sotw != nil {
+		if st := c.staged[ref.sotw]; st != nil {
+			for _, w := range st.open {
+				delete(c.watches, w)
+			}
+			delete(c.staged, ref.sotw)
+		}
+	}
+	if m := c.members[ref]; m != nil {
+		delete(c.members, ref)
+		c.leaveGroupLocked(m.key)
+	}
+}
