@@ -212,3 +212,72 @@ func TestSecureStreamsEndOnRevocationAndExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestSecureDeltaStreamEndsOnRevocation: the same for a delta xDS stream,
+// whose handler (go-control-plane's) only returns when a receive fails,
+// revoked by the CLI with no config change after it: CA.Run's re-read of
+// the revocation list ends the stream.
+func TestSecureDeltaStreamEndsOnRevocation(t *testing.T) {
+	cfg := controlplane.DefaultConfig()
+	cfg.ConfigDir, cfg.DataDir = "../../examples/quickstart", t.TempDir()
+	cp, _ := startIn(t, cfg)
+	waitReady(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	token, _, err := cp.CA().CreateToken(ca.TokenRequest{Namespace: "demo", ServiceAccount: "greeter", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &tls.Config{RootCAs: cp.CA().TrustBundle().CertPool(), ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	boot, err := grpc.NewClient(cp.SecureAddr(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer boot.Close()
+	pair, err := caclient.Fetch(ctx, boot, caclient.Request{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc = tc.Clone()
+	tc.Certificates = []tls.Certificate{pair.Certificate}
+	cc, err := grpc.NewClient(cp.SecureAddr(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": "demo"})
+	if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{
+		Node: &corev3.Node{Id: "vm-delta", Metadata: md}, TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{greeterCluster},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: resp.Nonce}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		got <- err
+	}()
+	at := time.Now()
+	if err := ca.Revoke(ca.Config{DataDir: filepath.Join(cfg.DataDir, "ca")}, nil, "", "demo", "greeter", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "cert_revoked") {
+			t.Fatalf("the delta stream ended with %v, want Unauthenticated naming cert_revoked", err)
+		}
+		t.Logf("ended %s after the revocation: %v", time.Since(at).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delta stream still open 5 s after the revocation")
+	}
+}
