@@ -40,10 +40,13 @@ bench:
 	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
 	bin/vmesh-load -services 1000 -proxies 200 -changes 3 -json bench-load.json
 
+## lint: gofmt, go vet and staticcheck (pinned in tools/staticcheck, built into bin/)
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
 	cd tools/testsummary && $(GO) vet ./...
+	cd tools/staticcheck && $(GO) build -o $(CURDIR)/bin/staticcheck honnef.co/go/tools/cmd/staticcheck
+	bin/staticcheck ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -78,7 +77,6 @@ type Server struct {
 	ctx    context.Context // ends the xDS streams when Run returns
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
 	ready chan struct{} // closed after the first snapshot is pushed
 }
 

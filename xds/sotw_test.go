@@ -22,10 +22,9 @@ import (
 // fakeADS is an in-memory ADS stream.
 type fakeADS struct {
 	grpc.ServerStream
-	ctx  context.Context
-	in   chan *discoveryv3.DiscoveryRequest
-	out  chan *discoveryv3.DiscoveryResponse
-	once sync.Once
+	ctx context.Context
+	in  chan *discoveryv3.DiscoveryRequest
+	out chan *discoveryv3.DiscoveryResponse
 }
 
 func (f *fakeADS) Context() context.Context                    { return f.ctx }
