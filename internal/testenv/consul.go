@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,14 @@ type Consul struct {
 	Datacenter string
 	// GRPCPort and DNSPort are the agent's other client ports.
 	GRPCPort, DNSPort int
+
+	t       testing.TB
+	bin     string
+	args    []string
+	logPath string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
 // ConsulBinary returns the consul binary tests use: <repo>/.bin/consul
@@ -78,18 +87,36 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 	if extraHCL != "" {
 		args = append(args, "-hcl", extraHCL)
 	}
-	logPath := filepath.Join(dir, "consul.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatalf("testenv: consul log: %v", err)
+	// The agent keeps the services registered through its API in its data
+	// directory and registers them again when it starts (Start after Stop),
+	// as a real agent does; the dev server's catalogue itself is in memory.
+	args = append(args, "-data-dir", filepath.Join(dir, "data"))
+	c.t, c.bin, c.args, c.logPath = t, bin, args, filepath.Join(dir, "consul.log")
+	c.Start()
+	t.Cleanup(c.shutdown)
+	return c
+}
+
+// Start starts the agent again on the same ports and data directory after
+// Stop, and waits until it has a leader.
+func (c *Consul) Start() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil {
+		return
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatalf("testenv: consul log: %v", err)
+	}
+	cmd := exec.Command(c.bin, c.args...)
+	cmd.Dir = filepath.Dir(c.logPath)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		t.Fatalf("testenv: start consul: %v", err)
+		c.t.Fatalf("testenv: start consul: %v", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -97,15 +124,7 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 		logFile.Close()
 		close(done)
 	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
+	c.cmd, c.done = cmd, done
 	deadline := time.Now().Add(60 * time.Second)
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
@@ -114,18 +133,49 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 			n, _ := resp.Body.Read(buf[:])
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && n > 2 { // a quoted, non-empty address
-				return c
+				return
 			}
 		}
 		select {
 		case <-done:
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("testenv: consul exited during start:\n%s", tail(out, 4000))
+			c.cmd = nil
+			out, _ := os.ReadFile(c.logPath)
+			c.t.Fatalf("testenv: consul exited during start:\n%s", tail(out, 4000))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("testenv: consul had no leader within 60s:\n%s", tail(out, 4000))
+			c.stopLocked(syscall.SIGKILL)
+			out, _ := os.ReadFile(c.logPath)
+			c.t.Fatalf("testenv: consul had no leader within 60s:\n%s", tail(out, 4000))
 		}
 	}
+}
+
+// Stop kills the agent (as a crash or a machine loss would) and waits for
+// it to exit. Start brings it back.
+func (c *Consul) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopLocked(syscall.SIGKILL)
+}
+
+// shutdown stops the agent gracefully at the end of the test.
+func (c *Consul) shutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopLocked(syscall.SIGTERM)
+}
+
+func (c *Consul) stopLocked(sig syscall.Signal) {
+	if c.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, sig)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.done
+	}
+	c.cmd = nil
 }

@@ -1,9 +1,12 @@
 package testenv_test
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +80,39 @@ func TestProxyCut(t *testing.T) {
 	p.Restore()
 	if got := echo(); got != "ping" {
 		t.Fatalf("restored proxy got %q, want ping", got)
+	}
+}
+
+func TestConsulRestartKeepsServices(t *testing.T) {
+	c := testenv.StartConsul(t)
+	services := func() string {
+		resp, err := http.Get("http://" + c.HTTPAddr + "/v1/catalog/service/echo")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	req, _ := http.NewRequest(http.MethodPut, "http://"+c.HTTPAddr+"/v1/agent/service/register", strings.NewReader(`{"ID":"echo-1","Name":"echo","Port":1234}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !strings.Contains(services(), `"echo-1"`) {
+		t.Fatal("registered service not in the catalogue")
+	}
+	c.Stop()
+	if got := services(); got != "" {
+		t.Fatalf("stopped agent still answers: %s", got)
+	}
+	c.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(services(), `"echo-1"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted agent on %s does not list the service it kept: %s", c.HTTPAddr, services())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
