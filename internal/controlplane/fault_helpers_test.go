@@ -29,6 +29,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/xdstest"
 	"github.com/vmesh/vmesh/registries/adapter"
@@ -37,17 +38,15 @@ import (
 
 // runPlane runs a control plane from cfg until stop or the end of the test,
 // on ports of the kernel's choosing: xdsAddr, when not empty, is the xDS
-// address (a restart passes the first run's). An empty DataDir becomes a
-// fresh folder; a nil logger records quietly.
+// address (a restart passes the first run's). Its DataDir is a fresh
+// folder; a nil logger records quietly.
 func runPlane(t *testing.T, cfg controlplane.Config, xdsAddr string, logger *slog.Logger) (*controlplane.ControlPlane, func()) {
 	t.Helper()
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	if xdsAddr != "" {
 		cfg.XDSAddr = xdsAddr
 	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
+	cfg.DataDir = t.TempDir()
 	if logger == nil {
 		_, logger = newLogRecorder()
 	}
@@ -428,23 +427,26 @@ func (zkQuiet) Printf(string, ...any) {}
 // newDubboWriter connects to addr and creates the interface's nodes.
 func newDubboWriter(t *testing.T, addr string) *dubboWriter {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogger(zkQuiet{}))
+	var mu sync.Mutex
+	var states []string
+	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogger(zkQuiet{}), zk.WithEventCallback(func(ev zk.Event) {
+		mu.Lock()
+		states = append(states, ev.State.String())
+		mu.Unlock()
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	waitUntil(t, 10*time.Second, "a ZooKeeper session", func() bool {
-		select {
-		case ev := <-events:
-			return ev.State == zk.StateHasSession
-		default:
-			return false
+	deadline := time.Now().Add(30 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("no ZooKeeper session with %s within 30 s; states %v", addr, states)
 		}
-	})
-	go func() { // keep the channel drained
-		for range events {
-		}
-	}()
+		time.Sleep(10 * time.Millisecond)
+	}
 	w := &dubboWriter{conn: conn, iface: dubboEcho}
 	for _, p := range []string{"/dubbo", "/dubbo/" + w.iface, "/dubbo/" + w.iface + "/providers"} {
 		w.create(t, p)
@@ -473,4 +475,22 @@ func (w *dubboWriter) provide(t *testing.T, b *xdstest.Backend) {
 // port (its first provider's).
 func dubboTarget(port int) string {
 	return fmt.Sprintf("%s:%d", strings.ToLower(dubboEcho), port)
+}
+
+// dumpOnFailure logs, when the test fails, what the control plane knows:
+// its registries, WorkloadEntries and proxies' sync state.
+func dumpOnFailure(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if _, body := get(t, "http://"+cp.HTTPAddr()+"/debug/registries"); body != "" {
+			t.Logf("/debug/registries:\n%s", body)
+		}
+		for _, o := range cp.Store().Snapshot().List(filestore.KindWorkloadEntry) {
+			t.Logf("WorkloadEntry %s healthy=%v %v", o.Key, o.Healthy, o.Spec)
+		}
+		b, _ := json.Marshal(syncz(t, cp))
+		t.Logf("/debug/syncz: %s", b)
+	})
 }
