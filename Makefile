@@ -8,10 +8,21 @@ FUZZ_EXECS ?= 3000x
 SHELL       := bash
 .SHELLFLAGS := -eo pipefail -c
 
-.PHONY: build run test test-deps test-unit test-tools fuzz bench lint fmt demo clean
+.PHONY: build run test test-deps test-unit test-tools fuzz bench lint fmt demo clean package package-test print-ldflags
+
+# The build names itself (vmesh version, GET /version, vmesh_build_info):
+# internal/buildinfo reads these, else the Go toolchain's build info.
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   = -X github.com/vmesh/vmesh/internal/buildinfo.version=$(VERSION) \
+            -X github.com/vmesh/vmesh/internal/buildinfo.revision=$(REVISION) \
+            -X github.com/vmesh/vmesh/internal/buildinfo.dirty=$(if $(findstring -dirty,$(VERSION)),true,false)
 
 build:
-	$(GO) build -o $(BIN) ./cmd/vmesh
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vmesh
+
+print-ldflags:
+	@echo '$(LDFLAGS)'
 
 ## run: serve the bundled quickstart config (xDS on 127.0.0.1:15010, HTTP on 127.0.0.1:15014)
 run:

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -33,6 +34,9 @@ import (
 type cache struct {
 	logger  *slog.Logger
 	metrics *metrics
+	// controlPlane, when set, goes into every response; set once, before
+	// any watch.
+	controlPlane *corev3.ControlPlane
 
 	mu      sync.Mutex
 	snap    *model.Snapshot
@@ -515,7 +519,7 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 	for i, r := range rs {
 		anys[i] = r.any
 	}
-	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info}
+	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info, controlPlane: c.controlPlane}
 	select {
 	case w.sotw <- resp:
 	default:
@@ -539,7 +543,7 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 		send[i] = &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any}
 	}
 	slices.Sort(removed)
-	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u}
+	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u, controlPlane: c.controlPlane}
 	select {
 	case w.delta <- resp:
 	default:
@@ -736,6 +740,8 @@ type sotwResponse struct {
 	returned  map[string]string
 	update    *heldUpdate // nil: returned is a new map
 	staging   *routeStaging
+	// controlPlane is shared by every response: never modified.
+	controlPlane *corev3.ControlPlane
 }
 
 var _ cachev3.Response = (*sotwResponse)(nil)
@@ -743,7 +749,7 @@ var _ cachev3.Response = (*sotwResponse)(nil)
 // GetDiscoveryResponse returns a new response each call: the server sets the
 // nonce on it.
 func (r *sotwResponse) GetDiscoveryResponse() (*discoveryv3.DiscoveryResponse, error) {
-	return &discoveryv3.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
+	return &discoveryv3.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl(), ControlPlane: r.controlPlane}, nil
 }
 func (r *sotwResponse) GetRequest() *discoveryv3.DiscoveryRequest { return r.req }
 func (r *sotwResponse) GetVersion() (string, error)               { return r.version, nil }
@@ -767,6 +773,8 @@ type deltaResponse struct {
 	removed   []string
 	next      map[string]string
 	update    *heldUpdate // nil: next is a new map
+	// controlPlane is shared by every response: never modified.
+	controlPlane *corev3.ControlPlane
 }
 
 var _ cachev3.DeltaResponse = (*deltaResponse)(nil)
@@ -774,7 +782,7 @@ var _ cachev3.DeltaResponse = (*deltaResponse)(nil)
 // GetDeltaDiscoveryResponse returns a new response each call: the server
 // sets the nonce on it.
 func (r *deltaResponse) GetDeltaDiscoveryResponse() (*discoveryv3.DeltaDiscoveryResponse, error) {
-	return &discoveryv3.DeltaDiscoveryResponse{SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl()}, nil
+	return &discoveryv3.DeltaDiscoveryResponse{SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl(), ControlPlane: r.controlPlane}, nil
 }
 func (r *deltaResponse) GetDeltaRequest() *discoveryv3.DeltaDiscoveryRequest { return r.req }
 func (r *deltaResponse) GetSystemVersion() (string, error)                   { return r.version, nil }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
 	restv3 "github.com/envoyproxy/go-control-plane/pkg/server/rest/v3"
@@ -58,6 +59,10 @@ type Options struct {
 	// domain of SPIFFE IDs (it must be the CA's); zero fields take
 	// model.DefaultMesh()'s (istio-system, cluster.local).
 	Mesh model.Mesh
+	// ControlPlaneID, when set, is every response's control_plane.identifier
+	// (the server's name and build), so a proxy's config dump tells which
+	// control plane sent it.
+	ControlPlaneID string
 }
 
 // Server serves the Store's config over xDS. Build it with NewServer,
@@ -103,6 +108,9 @@ func NewServer(store *filestore.Store, opts Options) (*Server, error) {
 	}
 	s := &Server{store: store, settings: st, mesh: opts.Mesh, logger: logger, metrics: m, codec: newRequestCodec(), ready: make(chan struct{})}
 	s.cache = newCache(logger, m)
+	if opts.ControlPlaneID != "" {
+		s.cache.controlPlane = &corev3.ControlPlane{Identifier: opts.ControlPlaneID}
+	}
 	s.streams = newStreams(logger, m, s.cache, opts.Observer)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// State-of-the-world ADS streams are served by sotwADS: one response

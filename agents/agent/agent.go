@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
@@ -280,9 +281,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.met.ready.Set(1)
 	close(a.ready)
+	// systemd (Type=notify) hears READY=1 once the certificate is written and
+	// the xDS and SDS sockets serve, STOPPING=1 when the agent winds down.
+	a.notify(daemon.SdNotifyReady)
 	err = g.Wait()
+	a.notify(daemon.SdNotifyStopping)
 	a.met.ready.Set(0)
 	return err
+}
+
+// notify tells systemd the agent's state when it runs under a Type=notify
+// unit ($NOTIFY_SOCKET set); elsewhere it does nothing.
+func (a *Agent) notify(state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		a.log.Warn("sd_notify failed", "state", state, "error", err)
+	}
 }
 
 func (a *Agent) adminPort() uint32 {

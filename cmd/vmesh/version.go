@@ -2,33 +2,43 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vmesh/vmesh/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
-func versionString() string {
-	v := version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += "+" + s.Value[:12]
-			}
-		}
-	}
-	return v
-}
-
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the vmesh version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "vmesh", versionString())
+	var servers []string
+	cmd := &cobra.Command{
+		Use:   "version [--server ADDR]...",
+		Short: "Print the vmesh version, and each server's with --server",
+		Example: `  vmesh version
+  vmesh version --server 127.0.0.1:15014 --server cp2.example.internal:15014`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if len(servers) == 0 {
+				fmt.Fprintln(out, "vmesh", buildinfo.Get())
+				return nil
+			}
+			fmt.Fprintln(out, "client: vmesh", buildinfo.Get())
+			failed := false
+			for _, s := range servers {
+				var info buildinfo.Info
+				if err := getJSON(s, "/version", &info); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "server %s: %v\n", s, err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(out, "server %s: vmesh %s\n", s, info)
+			}
+			if failed {
+				return exitError{code: 1}
+			}
+			return nil
 		},
 	}
+	cmd.Flags().StringArrayVar(&servers, "server", nil, "a control plane's HTTP address (host:15014); repeatable")
+	return cmd
 }

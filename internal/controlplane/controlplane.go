@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +16,12 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,6 +33,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/buildinfo"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/autoregister"
@@ -89,7 +93,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	}
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cp.metricNames.MustRegister(filestore.NewCollector(cp.store))
+	cp.metricNames.MustRegister(filestore.NewCollector(cp.store), newBuildInfoMetric(buildinfo.Get()))
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}
@@ -119,6 +123,8 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		Registerer: cp.metricNames,
 		Observer:   registrar,
 		Mesh:       model.Mesh{RootNamespace: cfg.CA.RootNamespace, TrustDomain: cfg.CA.TrustDomain},
+
+		ControlPlaneID: controlPlaneID(),
 	})
 	if err != nil {
 		return nil, err
@@ -268,7 +274,18 @@ func (cp *ControlPlane) Ready() bool {
 	return true
 }
 
+// controlPlaneID names this replica and its build in every xDS response's
+// control_plane.identifier: "vmesh <version> (<revision>, <go>) on <host>".
+func controlPlaneID() string {
+	host, _ := os.Hostname()
+	return "vmesh " + buildinfo.Get().String() + " on " + cmp.Or(host, "unknown host")
+}
+
 func (cp *ControlPlane) routes() {
+	cp.mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(buildinfo.Get())
+	})
 	cp.mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
 		if !cp.Ready() {
 			http.Error(w, "config not loaded yet", http.StatusServiceUnavailable)
@@ -347,6 +364,14 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "fetch triggered")
 }
 
+// notify tells systemd the service's state when it runs under a Type=notify
+// unit ($NOTIFY_SOCKET set); elsewhere it does nothing.
+func (cp *ControlPlane) notify(state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		cp.log.Warn("sd_notify failed", "state", state, "error", err)
+	}
+}
+
 // Run serves until ctx is done or a part fails; it then stops every part.
 func (cp *ControlPlane) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -419,8 +444,24 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			cancel()
 		}
 	}()
+	// systemd (Type=notify) hears READY=1 once /ready would answer 200.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, c := range append(slices.Clone(cp.ready), cp.xds.Ready()) {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		cp.notify(daemon.SdNotifyReady)
+	}()
+	bi := buildinfo.Get()
+	cp.log.Info("vmesh version", "version", bi.Version, "revision", bi.Revision, "dirty", bi.Dirty, "go", bi.GoVersion)
 	cp.log.Info("vmesh serving", "http", cp.HTTPAddr(), "xds", cp.XDSAddr(), "secure", cp.SecureAddr())
 	<-ctx.Done()
+	cp.notify(daemon.SdNotifyStopping)
 	cp.grpc.Stop()
 	cp.secure.Stop()
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)

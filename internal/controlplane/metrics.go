@@ -1,12 +1,25 @@
 package controlplane
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vmesh/vmesh/internal/buildinfo"
 )
+
+// newBuildInfoMetric is vmesh_build_info{version,revision,dirty,goversion} 1.
+func newBuildInfoMetric(bi buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "vmesh", Name: "build_info",
+		Help: "Always 1; the labels name the build: version, VCS revision, dirty work tree, Go version.",
+	}, []string{"version", "revision", "dirty", "goversion"})
+	g.WithLabelValues(bi.Version, bi.Revision, fmt.Sprint(bi.Dirty), bi.GoVersion).Set(1)
+	return g
+}
 
 // namingRegisterer records the name of every metric registered through it,
 // so the documented list can be checked against what the server exposes,
