@@ -293,22 +293,32 @@ func node(id string) *corev3.Node {
 // adsStream opens a raw ADS stream to addr, closed when the test ends.
 func adsStream(t *testing.T, addr string) (discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient, func()) {
 	t.Helper()
+	stream, closeFn, err := dialADS(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeFn)
+	return stream, closeFn
+}
+
+// dialADS opens a raw ADS stream on a connection of its own; the caller
+// closes both with the returned function. It holds nothing once closed, so a
+// test opening thousands leaves nothing behind itself.
+func dialADS(addr string) (discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient, func(), error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
 	if err != nil {
 		cancel()
 		cc.Close()
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	var once sync.Once
-	closeFn := func() { once.Do(func() { cancel(); cc.Close() }) }
-	t.Cleanup(closeFn)
-	return stream, closeFn
+	return stream, func() { once.Do(func() { cancel(); cc.Close() }) }, nil
 }
 
 // recvWithin receives one response or fails the test after timeout.
@@ -424,29 +434,44 @@ type zkQuiet struct{}
 
 func (zkQuiet) Printf(string, ...any) {}
 
-// newDubboWriter connects to addr and creates the interface's nodes.
+// newDubboWriter connects to addr and creates the interface's nodes. A
+// server that accepts the connection but does not answer the session
+// request (seen now and then right after ZooKeeper starts on a loaded
+// machine) would hold the client for ten receive timeouts: a connection
+// without a session after 8 s is dropped for a new one.
 func newDubboWriter(t *testing.T, addr string) *dubboWriter {
 	t.Helper()
-	var mu sync.Mutex
-	var states []string
-	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogger(zkQuiet{}), zk.WithEventCallback(func(ev zk.Event) {
+	var conn *zk.Conn
+	var tried []string
+	for attempt := 0; conn == nil; attempt++ {
+		if attempt == 4 {
+			t.Fatalf("no ZooKeeper session with %s: states seen %v", addr, tried)
+		}
+		var mu sync.Mutex
+		var states []string
+		c, _, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogger(zkQuiet{}), zk.WithEventCallback(func(ev zk.Event) {
+			mu.Lock()
+			states = append(states, ev.State.String())
+			mu.Unlock()
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(8 * time.Second)
+		for c.State() != zk.StateHasSession && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if c.State() == zk.StateHasSession {
+			conn = c
+			break
+		}
+		c.Close()
 		mu.Lock()
-		states = append(states, ev.State.String())
+		tried = append(tried, fmt.Sprint(states))
 		mu.Unlock()
-	}))
-	if err != nil {
-		t.Fatal(err)
+		t.Logf("no ZooKeeper session with %s within 8 s (states %v); connecting again", addr, states)
 	}
 	t.Cleanup(conn.Close)
-	deadline := time.Now().Add(30 * time.Second)
-	for conn.State() != zk.StateHasSession {
-		if time.Now().After(deadline) {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("no ZooKeeper session with %s within 30 s; states %v", addr, states)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	w := &dubboWriter{conn: conn, iface: dubboEcho}
 	for _, p := range []string{"/dubbo", "/dubbo/" + w.iface, "/dubbo/" + w.iface + "/providers"} {
 		w.create(t, p)
