@@ -24,6 +24,15 @@ build:
 print-ldflags:
 	@echo '$(LDFLAGS)'
 
+## package: the Debian packages vmesh and vmesh-agent in dist/ (nfpm as a library, tools/package)
+package: build
+	rm -f dist/*.deb
+	cd tools/package && $(GO) test -count=1 ./... && $(GO) run . -binary $(CURDIR)/$(BIN) -version '$(VERSION)' -out $(CURDIR)/dist
+
+## package-test: install, check, verify, remove and purge the packages (root; what .ci/run does)
+package-test: package
+	VMESH_REVISION=$(REVISION) bash scripts/package-test.sh dist
+
 ## run: serve the bundled quickstart config (xDS on 127.0.0.1:15010, HTTP on 127.0.0.1:15014)
 run:
 	$(GO) run ./cmd/vmesh serve --config-dir examples/quickstart --data-dir $(DATA_DIR)
@@ -63,7 +72,7 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin $(DATA_DIR)
+	rm -rf bin dist $(DATA_DIR)
 
 ## demo: vmesh + two proxyless gRPC backends + a client printing the live traffic split
 demo:

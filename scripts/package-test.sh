@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Installs the Debian packages `make package` built (vmesh, vmesh-agent),
+# checks their files, users and units, runs the installed control plane
+# from its packaged config once, then removes and purges them, checking what
+# each step must keep and must remove. Needs root and dpkg; systemd need not
+# be PID 1 (CI, containers). Usage: scripts/package-test.sh [DIST_DIR]
+set -euo pipefail
+dist=${1:-dist}
+fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
+step() { echo "package-test: $*"; }
+
+[[ $(id -u) == 0 ]] || fail "needs root (dpkg -i)"
+shopt -s nullglob
+cp_deb=("$dist"/vmesh_*.deb)
+agent_deb=("$dist"/vmesh-agent_*.deb)
+shopt -u nullglob
+[[ ${#cp_deb[@]} == 1 && ${#agent_deb[@]} == 1 ]] || fail "want one vmesh_*.deb and one vmesh-agent_*.deb in $dist (make package)"
+
+purge() { dpkg -P vmesh vmesh-agent >/dev/null 2>&1 || true; }
+serve_pid=
+cleanup() {
+	if [[ -n $serve_pid ]]; then
+		kill "$serve_pid" 2>/dev/null || true
+		wait "$serve_pid" 2>/dev/null || true
+	fi
+	purge
+}
+trap cleanup EXIT
+for p in vmesh vmesh-agent; do
+	if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) == ?i* ]]; then
+		fail "$p is installed on this machine: not touching it"
+	fi
+done
+purge # leftovers (config-files state) of an earlier failed run
+
+step "dpkg -i ${cp_deb[0]} ${agent_deb[0]}"
+dpkg -i "${cp_deb[0]}" "${agent_deb[0]}"
+
+step "dpkg -L: the files"
+for want in vmesh:/usr/bin/vmesh vmesh:/usr/lib/systemd/system/vmesh.service vmesh:/etc/vmesh/vmesh.yaml vmesh:/etc/vmesh/mesh \
+	vmesh-agent:/usr/lib/vmesh-agent/vmesh vmesh-agent:/usr/lib/systemd/system/vmesh-agent.service \
+	vmesh-agent:/etc/default/vmesh-agent vmesh-agent:/etc/vmesh/bundle; do
+	pkg=${want%%:*} path=${want#*:}
+	dpkg -L "$pkg" | grep -qx "$path" || fail "dpkg -L $pkg does not list $path"
+	[[ -e $path ]] || fail "$path is listed but not installed"
+done
+dpkg-query -W -f='${Conffiles}\n' vmesh | grep -q ' /etc/vmesh/vmesh.yaml ' || fail "/etc/vmesh/vmesh.yaml is not a conffile"
+dpkg-query -W -f='${Conffiles}\n' vmesh-agent | grep -q ' /etc/default/vmesh-agent ' || fail "/etc/default/vmesh-agent is not a conffile"
+
+step "the system user and its state directory"
+uid=$(id -u vmesh) || fail "no vmesh user"
+(( uid < 1000 )) || fail "vmesh is not a system user (uid $uid)"
+[[ $(getent passwd vmesh | cut -d: -f7) == /usr/sbin/nologin ]] || fail "vmesh has a login shell"
+[[ $(stat -c '%U:%G %a' /var/lib/vmesh) == "vmesh:vmesh 750" ]] || fail "/var/lib/vmesh is $(stat -c '%U:%G %a' /var/lib/vmesh)"
+[[ $(stat -c '%G %a' /etc/vmesh/vmesh.yaml) == "vmesh 640" ]] || fail "/etc/vmesh/vmesh.yaml is $(stat -c '%G %a' /etc/vmesh/vmesh.yaml)"
+
+step "both units enabled, neither started"
+for u in vmesh vmesh-agent; do
+	[[ -L /etc/systemd/system/multi-user.target.wants/$u.service ]] || fail "$u.service not enabled"
+done
+
+step "systemd-analyze verify"
+systemd-analyze verify /usr/lib/systemd/system/vmesh.service /usr/lib/systemd/system/vmesh-agent.service
+
+step "the installed control plane serves from the packaged config, as the vmesh user"
+log=$(mktemp)
+runuser -u vmesh -- /usr/bin/vmesh serve --config /etc/vmesh/vmesh.yaml \
+	--http-addr 127.0.0.1:0 --xds-addr 127.0.0.1:0 --secure-addr 127.0.0.1:0 2>"$log" &
+serve_pid=$!
+addr=
+for _ in $(seq 100); do
+	addr=$(sed -n 's/.*"msg":"vmesh serving","http":"\([^"]*\)".*/\1/p' "$log")
+	[[ -n $addr ]] && break
+	kill -0 "$serve_pid" 2>/dev/null || { cat "$log" >&2; fail "vmesh serve exited"; }
+	sleep 0.1
+done
+[[ -n $addr ]] || { cat "$log" >&2; fail "no vmesh serving line"; }
+ready=
+for _ in $(seq 100); do
+	if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://$addr/ready") == 200 ]]; then ready=1; break; fi
+	sleep 0.1
+done
+[[ -n $ready ]] || { cat "$log" >&2; fail "/ready never answered 200"; }
+version=$(/usr/bin/vmesh version --server "$addr")
+echo "$version"
+client=$(sed -n 's/^client: vmesh //p' <<<"$version")
+server=$(sed -n "s/^server $addr: vmesh //p" <<<"$version")
+[[ -n $client && $client == "$server" ]] || fail "client ($client) and server ($server) differ"
+# VMESH_REVISION: the commit the packages were built from (make package-test sets it).
+if [[ -n ${VMESH_REVISION:-} ]]; then
+	[[ $client == *"(${VMESH_REVISION:0:12}, "* ]] || fail "vmesh version does not name revision $VMESH_REVISION: $client"
+fi
+kill "$serve_pid"; wait "$serve_pid" || true; serve_pid=
+rm -f "$log"
+[[ -d /var/lib/vmesh/ca ]] || fail "the CA wrote nothing under /var/lib/vmesh"
+
+step "dpkg -i again (upgrade path; postinst is idempotent)"
+dpkg -i "${cp_deb[0]}" "${agent_deb[0]}"
+[[ $(id -u vmesh) == "$uid" ]] || fail "the vmesh user changed"
+
+step "dpkg -r: binaries and units go, config and state stay"
+echo "# edited by the admin" >>/etc/vmesh/vmesh.yaml
+dpkg -r vmesh vmesh-agent
+for gone in /usr/bin/vmesh /usr/lib/vmesh-agent/vmesh /usr/lib/systemd/system/vmesh.service /usr/lib/systemd/system/vmesh-agent.service; do
+	[[ ! -e $gone ]] || fail "$gone still there after dpkg -r"
+done
+grep -q "edited by the admin" /etc/vmesh/vmesh.yaml || fail "dpkg -r lost /etc/vmesh/vmesh.yaml"
+[[ -e /etc/default/vmesh-agent ]] || fail "dpkg -r lost /etc/default/vmesh-agent"
+[[ -d /var/lib/vmesh/ca ]] || fail "dpkg -r removed the state in /var/lib/vmesh"
+for p in vmesh vmesh-agent; do
+	[[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p") == "rc " ]] || fail "$p is not in config-files state after dpkg -r"
+done
+
+step "dpkg -P: config, state, user and enablement go"
+dpkg -P vmesh vmesh-agent
+for gone in /var/lib/vmesh /etc/vmesh /etc/default/vmesh-agent \
+	/etc/systemd/system/multi-user.target.wants/vmesh.service /etc/systemd/system/multi-user.target.wants/vmesh-agent.service; do
+	[[ ! -e $gone && ! -L $gone ]] || fail "$gone still there after dpkg -P"
+done
+! getent passwd vmesh >/dev/null || fail "the vmesh user is still there after dpkg -P"
+! getent group vmesh >/dev/null || fail "the vmesh group is still there after dpkg -P"
+! dpkg -s vmesh >/dev/null 2>&1 || fail "dpkg still knows vmesh"
+step "ok"
