@@ -255,6 +255,18 @@ func inSync(st []xds.SyncStatus, id string, types ...string) bool {
 	return false
 }
 
+// edsAcked returns the EDS version connected proxy id last ACKed.
+func edsAcked(t *testing.T, cp *controlplane.ControlPlane, id string) string {
+	t.Helper()
+	for _, s := range syncz(t, cp) {
+		if s.ID == id && s.Types["EDS"] != nil && s.Types["EDS"].Acked != "" {
+			return s.Types["EDS"].Acked
+		}
+	}
+	t.Fatalf("%s is not connected or has ACKed no EDS", id)
+	return ""
+}
+
 // echoConfig writes the ServiceEntry echo.fault.internal:50051 and one
 // WorkloadEntry per backend into dir, atomically.
 func echoConfig(t *testing.T, dir string, backends ...*xdstest.Backend) {

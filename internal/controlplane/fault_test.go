@@ -347,9 +347,13 @@ func TestFaultZooKeeperKillRestart(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	cp, w, bs, c := zkPlane(t, z.Addr, z.Addr, zookeeper.Config{SessionTimeout: 2 * time.Second, RetryMax: 300 * time.Millisecond}, nil)
 
+	eds := edsAcked(t, cp, "client")
 	z.Stop()
 	waitUntil(t, 20*time.Second, "the registry reported disconnected", func() bool { return !registryConnected(t, cp) })
 	c.waitCalls(t, 50, "while ZooKeeper is down")
+	if got := edsAcked(t, cp, "client"); got != eds {
+		t.Errorf("the client's EDS went from %s to %s while ZooKeeper was down", eds, got)
+	}
 	if n := workloadEntries(cp); n != 1 {
 		t.Errorf("%d WorkloadEntries while ZooKeeper is down, want the last known 1", n)
 	}
@@ -371,10 +375,14 @@ func TestFaultZooKeeperSessionExpiry(t *testing.T) {
 	cp, w, bs, c := zkPlane(t, proxy.Addr, z.Addr, zookeeper.Config{SessionTimeout: 800 * time.Millisecond, RetryMax: 300 * time.Millisecond}, logger)
 	waitUntil(t, 20*time.Second, "ZooKeeper to hold vmesh's and the writer's sessions only", func() bool { return zkSessions(z.Addr) == 2 })
 
+	eds := edsAcked(t, cp, "client")
 	proxy.Cut()
 	waitUntil(t, 20*time.Second, "ZooKeeper to expire vmesh's session", func() bool { return zkSessions(z.Addr) == 1 })
 	w.provide(t, bs[1])
 	c.waitCalls(t, 50, "while vmesh's session is expired")
+	if got := edsAcked(t, cp, "client"); got != eds {
+		t.Errorf("the client's EDS went from %s to %s while vmesh was cut off", eds, got)
+	}
 	if n := workloadEntries(cp); n != 1 {
 		t.Errorf("%d WorkloadEntries while cut off, want the last known 1", n)
 	}
@@ -418,9 +426,13 @@ func TestFaultConsulKill(t *testing.T) {
 	calls := startCaller(t, "client", client)
 	calls.waitServer(t, "b1", 10, "at start")
 
+	eds := edsAcked(t, cp, "client")
 	c.Stop()
 	waitUntil(t, 20*time.Second, "the registry reported disconnected", func() bool { return !registryConnected(t, cp) })
 	calls.waitCalls(t, 100, "while Consul is down")
+	if got := edsAcked(t, cp, "client"); got != eds {
+		t.Errorf("the client's EDS went from %s to %s while Consul was down", eds, got)
+	}
 	if n := workloadEntries(cp); n != 1 {
 		t.Errorf("%d WorkloadEntries while Consul is down, want the last known 1", n)
 	}
