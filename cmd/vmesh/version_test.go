@@ -20,7 +20,7 @@ import (
 // server, the one git names for HEAD.
 func TestVersionMakeBuild(t *testing.T) {
 	root := testenv.RepoRoot(t)
-	ldflags, err := exec.Command("make", "-s", "-C", root, "print-ldflags").Output()
+	ldflags, err := exec.Command("make", "-s", "--no-print-directory", "-C", root, "print-ldflags").Output()
 	if err != nil {
 		t.Fatalf("make print-ldflags: %v", err)
 	}
