@@ -77,7 +77,8 @@ func runPlane(t *testing.T, cfg controlplane.Config, xdsAddr string, logger *slo
 }
 
 // logRecorder is a slog handler counting messages, so a test can wait on a
-// log line; it writes them to stderr too under -v.
+// log line; it writes them to stderr too when VMESH_TEST_DEBUG is set (a
+// NACK storm logs thousands).
 type logRecorder struct {
 	mu   sync.Mutex
 	msgs map[string]int
@@ -86,7 +87,7 @@ type logRecorder struct {
 
 func newLogRecorder() (*logRecorder, *slog.Logger) {
 	r := &logRecorder{msgs: map[string]int{}}
-	if testing.Verbose() {
+	if os.Getenv("VMESH_TEST_DEBUG") != "" {
 		r.out = slog.NewTextHandler(os.Stderr, nil)
 	}
 	return r, slog.New(r)
@@ -432,9 +433,10 @@ func zkSessions(addr string) int {
 }
 
 // dubboWriter registers Dubbo providers of one interface in ZooKeeper, as
-// the providers' own Dubbo runtime would.
+// the providers' own Dubbo runtime would (as persistent nodes, so that the
+// writer's own sessions do not matter).
 type dubboWriter struct {
-	conn  *zk.Conn
+	addr  string
 	iface string
 }
 
@@ -446,22 +448,26 @@ type zkQuiet struct{}
 
 func (zkQuiet) Printf(string, ...any) {}
 
-// newDubboWriter connects to addr and creates the interface's nodes. A
-// server that accepts the connection but does not answer the session
-// request (seen now and then right after ZooKeeper starts on a loaded
-// machine) would hold the client for ten receive timeouts: a connection
-// without a session after 8 s is dropped for a new one.
+// newDubboWriter creates the interface's nodes in the ZooKeeper at addr.
 func newDubboWriter(t *testing.T, addr string) *dubboWriter {
 	t.Helper()
-	var conn *zk.Conn
+	w := &dubboWriter{addr: addr, iface: dubboEcho}
+	w.create(t, "/dubbo", "/dubbo/"+w.iface, "/dubbo/"+w.iface+"/providers")
+	return w
+}
+
+// session returns a connection with a session. A server that accepts the
+// connection but does not answer the session request (seen now and then
+// right after ZooKeeper starts on a loaded machine) would hold the client
+// for ten receive timeouts: a connection without a session after 8 s is
+// dropped for a new one.
+func (w *dubboWriter) session(t *testing.T) *zk.Conn {
+	t.Helper()
 	var tried []string
-	for attempt := 0; conn == nil; attempt++ {
-		if attempt == 4 {
-			t.Fatalf("no ZooKeeper session with %s: states seen %v", addr, tried)
-		}
+	for range 4 {
 		var mu sync.Mutex
 		var states []string
-		c, _, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogger(zkQuiet{}), zk.WithEventCallback(func(ev zk.Event) {
+		c, _, err := zk.Connect([]string{w.addr}, 4*time.Second, zk.WithLogger(zkQuiet{}), zk.WithEventCallback(func(ev zk.Event) {
 			mu.Lock()
 			states = append(states, ev.State.String())
 			mu.Unlock()
@@ -474,31 +480,30 @@ func newDubboWriter(t *testing.T, addr string) *dubboWriter {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if c.State() == zk.StateHasSession {
-			conn = c
-			break
+			return c
 		}
 		c.Close()
 		mu.Lock()
 		tried = append(tried, fmt.Sprint(states))
 		mu.Unlock()
-		t.Logf("no ZooKeeper session with %s within 8 s (states %v); connecting again", addr, states)
+		t.Logf("no ZooKeeper session with %s within 8 s (states %v); connecting again", w.addr, states)
 	}
-	t.Cleanup(conn.Close)
-	w := &dubboWriter{conn: conn, iface: dubboEcho}
-	for _, p := range []string{"/dubbo", "/dubbo/" + w.iface, "/dubbo/" + w.iface + "/providers"} {
-		w.create(t, p)
-	}
-	return w
+	t.Fatalf("no ZooKeeper session with %s: states seen %v", w.addr, tried)
+	return nil
 }
 
-// create makes a persistent node, retrying while ZooKeeper is coming back.
-func (w *dubboWriter) create(t *testing.T, p string) {
+// create makes persistent nodes in a session of their own.
+func (w *dubboWriter) create(t *testing.T, paths ...string) {
 	t.Helper()
-	var last error
-	waitUntil(t, 20*time.Second, "creating "+p, func() bool {
-		_, last = w.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-		return last == nil || errors.Is(last, zk.ErrNodeExists)
-	})
+	conn := w.session(t)
+	defer conn.Close()
+	for _, p := range paths {
+		var last error
+		waitUntil(t, 20*time.Second, "creating "+p, func() bool {
+			_, last = conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			return last == nil || errors.Is(last, zk.ErrNodeExists)
+		})
+	}
 }
 
 // provide registers backend b as a Dubbo triple (gRPC) provider.
