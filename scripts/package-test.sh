@@ -62,6 +62,17 @@ done
 step "systemd-analyze verify"
 systemd-analyze verify /usr/lib/systemd/system/vmesh.service /usr/lib/systemd/system/vmesh-agent.service
 
+# status_of HOST:PORT PATH prints the HTTP status of GET PATH (bash only, no curl).
+status_of() {
+	local line
+	exec 3<>"/dev/tcp/${1%:*}/${1##*:}" || return 0
+	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$1" >&3
+	read -r line <&3 || true
+	exec 3<&-
+	line=${line#* }
+	echo "${line%% *}"
+}
+
 step "the installed control plane serves from the packaged config, as the vmesh user"
 log=$(mktemp)
 runuser -u vmesh -- /usr/bin/vmesh serve --config /etc/vmesh/vmesh.yaml \
@@ -77,7 +88,7 @@ done
 [[ -n $addr ]] || { cat "$log" >&2; fail "no vmesh serving line"; }
 ready=
 for _ in $(seq 100); do
-	if [[ $(curl -s -o /dev/null -w '%{http_code}' "http://$addr/ready") == 200 ]]; then ready=1; break; fi
+	if [[ $(status_of "$addr" /ready) == 200 ]]; then ready=1; break; fi
 	sleep 0.1
 done
 [[ -n $ready ]] || { cat "$log" >&2; fail "/ready never answered 200"; }
