@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/agents/health"
+	"github.com/vmesh/vmesh/internal/buildinfo"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -47,6 +48,8 @@ the agent is connected.`,
 				return err
 			}
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			bi := buildinfo.Get()
+			logger.Info("vmesh version", "version", bi.Version, "revision", bi.Revision, "dirty", bi.Dirty, "go", bi.GoVersion)
 			return agent.Run(cmd.Context(), cfg, logger, prometheus.NewRegistry())
 		},
 	}
