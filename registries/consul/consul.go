@@ -108,6 +108,10 @@ func (a *Adapter) watchCatalog(ctx context.Context, wg *sync.WaitGroup) {
 			a.sink.SetConnected(false)
 			a.sink.Error(fmt.Errorf("consul %s: catalog: %w", a.cfg.Address, err))
 			a.log.Warn("consul unreachable; keeping the last known set", "error", err)
+			// The agent that answers next may be a restarted one whose
+			// index is lower than ours: waiting on ours would block until
+			// its index passed it. Index 0 answers at once.
+			index = 0
 			if !b.Wait(ctx) {
 				return
 			}
@@ -178,6 +182,7 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 				return
 			}
 			a.sink.Error(fmt.Errorf("consul %s: health of %s: %w", a.cfg.Address, name, err))
+			index = 0 // as in watchCatalog: the next agent's index may be lower
 			if !b.Wait(ctx) {
 				return
 			}
