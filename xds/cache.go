@@ -397,6 +397,11 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 			want = append(want, r)
 		}
 	}
+	if n := g.inboundRefused.Swap(0); n > 0 {
+		c.metrics.inboundRefused.Add(float64(n))
+		c.logger.Warn("server listener names not answered: the proxy's group has the most inbound listeners it may make",
+			"proxy", w.proxy.ID, "refused", n, "max", maxInboundListeners)
+	}
 	next := make(map[string]string, len(want))
 	for _, r := range want {
 		next[r.name] = r.hash

@@ -17,6 +17,7 @@ type metrics struct {
 	groups          prometheus.Gauge
 	modelSeconds    prometheus.Histogram
 	debouncedEvents prometheus.Histogram
+	inboundRefused  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -62,11 +63,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Store objects changed per push after debouncing.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
 		}),
+		inboundRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "inbound_listeners_refused_total",
+			Help: "Server listener names left unanswered because the proxy's group had made the most it may (4096).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.pushSeconds, m.nacks, m.generations, m.generateSeconds, m.groups, m.modelSeconds, m.debouncedEvents} {
+	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.pushSeconds, m.nacks, m.generations, m.generateSeconds, m.groups, m.modelSeconds, m.debouncedEvents, m.inboundRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("xds: registering metrics: %w", err)
 		}

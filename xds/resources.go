@@ -101,10 +101,23 @@ type generation struct {
 	// markers holds the marker clusters' resources served from this
 	// generation, by type and name (see staging.go); guarded by mu.
 	markers map[[2]string]*resource
+	// inboundRefused counts the server listener names not answered
+	// because inbound held maxInboundListeners already.
+	inboundRefused atomic.Int64
 }
 
 // resourceMap is one type's resources by name.
 type resourceMap = cowmap.Map[string, *resource]
+
+// maxInboundListeners bounds the server listeners one generation makes on
+// demand: a gRPC process serves a handful of ports, a VM's proxies share
+// a generation only with identical peers. Names past it are not answered
+// (the client sees the listener as missing) and counted.
+const maxInboundListeners = 4096
+
+// maxMarkers bounds the marker clusters one generation serves: a client
+// asks only for the few vmesh's staged routes name.
+const maxMarkers = 256
 
 // get returns g's resource of a type by name, or nil (inbound listeners
 // made on demand are lookup's).
@@ -367,6 +380,9 @@ func (g *generation) lookup(typeURL, name string) *resource {
 		k := [2]string{typeURL, name}
 		r, ok := g.markers[k]
 		if !ok {
+			if len(g.markers) >= maxMarkers {
+				return nil // a client naming markers vmesh never sent
+			}
 			r = markerResource(typeURL, name)
 			if g.markers == nil {
 				g.markers = map[[2]string]*resource{}
@@ -382,6 +398,12 @@ func (g *generation) lookup(typeURL, name string) *resource {
 	defer g.mu.Unlock()
 	if r, ok := g.inbound[name]; ok {
 		return r
+	}
+	if len(g.inbound) >= maxInboundListeners {
+		// Any address makes a listener: without a bound, one request
+		// naming 85,000 of them makes (and keeps) 85,000.
+		g.inboundRefused.Add(1)
+		return nil
 	}
 	var r *resource
 	if l, err := InboundListener(g.snap, g.proxy, name); err == nil {
