@@ -8,7 +8,7 @@ FUZZ_EXECS ?= 3000x
 SHELL       := bash
 .SHELLFLAGS := -eo pipefail -c
 
-.PHONY: build run test test-deps test-unit test-tools fuzz bench lint fmt demo clean package package-test print-ldflags
+.PHONY: build run test test-deps test-unit test-tools fuzz fault bench lint fmt demo clean package package-test print-ldflags
 
 # The build names itself (vmesh version, GET /version, vmesh_build_info):
 # internal/buildinfo reads these, else the Go toolchain's build info.
@@ -53,6 +53,14 @@ test-unit: test-tools
 
 fuzz:
 	FUZZ_EXECS=$(FUZZ_EXECS) bash scripts/fuzz.sh
+
+# The fault-injection suite (also part of test-unit): bad input, registry and
+# control-plane outages, floods, churn, revocation and memory after departures.
+FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDirSourceFIFOLeavesFolderLive|TestDirSourceSymlinkLoopLeavesFolderLive|TestDirSourceProblemsAndLogsBounded|TestDecodeProblemsBoundedWithoutDocumentLimit|TestDirSourceEmptyFolderHeld|TestGitSourceRestartDuringOutage|TestGitSourceStalledRemote|TestGitSourceEmptyCommitHeld|TestGitSourceBlobLimits|TestServeRestartDuringGitOutage|TestServeStartsWithBadEntries|TestWebhookFloodBounded|TestWebhookConcurrencyLimited|TestSecureStreamsEndOnRevocationAndExpiry|TestSecureDeltaStreamEndsOnRevocation|TestDepartedProxiesAreFreed|TestInternedNamesAreReleased|TestClosedStreamsLeaveNothingInTheCache|TestTrafficShiftsFailNoCall)$$
+
+## fault: only the fault-injection suite, with the race detector
+fault: test-tools
+	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./internal/controlplane/ ./xds/ | bin/testsummary
 
 ## bench: Go benchmarks of the hot paths (results go to BENCHMARKS.md)
 bench:
