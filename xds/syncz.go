@@ -210,9 +210,14 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 	delete(st.nonces, nonce)
 	delete(st.warming, nonce)
 	if nack {
+		// One log line per new rejection: a proxy repeating the same NACK
+		// (a storm of them) is counted in the metric and shown in syncz,
+		// not logged again.
+		if ts.Nack != errMsg {
+			s.logger.Warn("proxy rejected config (NACK)", "proxy", st.proxy.ID, "type", shortType(typeURL), "version", sent, "error", errMsg)
+		}
 		ts.Nack, ts.NackVersion = errMsg, sent
 		s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
-		s.logger.Warn("proxy rejected config (NACK)", "proxy", st.proxy.ID, "type", shortType(typeURL), "version", sent, "error", errMsg)
 		return
 	}
 	if sent != "" {
