@@ -51,6 +51,14 @@ func runPlane(t *testing.T, cfg controlplane.Config, xdsAddr string, logger *slo
 		_, logger = newLogRecorder()
 	}
 	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	return runUntilCleanup(t, cfg, logger)
+}
+
+// runUntilCleanup starts a control plane of cfg and returns it with a stop
+// function that waits (up to 10 s) for Run to end; the test's cleanup
+// stops it too.
+func runUntilCleanup(t *testing.T, cfg controlplane.Config, logger *slog.Logger) (*controlplane.ControlPlane, func()) {
+	t.Helper()
 	cp, err := controlplane.New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)

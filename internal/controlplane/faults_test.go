@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,29 +29,7 @@ import (
 func startIn(t *testing.T, cfg controlplane.Config) (*controlplane.ControlPlane, func()) {
 	t.Helper()
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cp, err := controlplane.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cp.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("run: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Error("the control plane did not stop within 10 s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return cp, stop
+	return runUntilCleanup(t, cfg, nil)
 }
 
 // gitRepoDir makes a repository with one commit of a.yaml and returns its
