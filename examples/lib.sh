@@ -37,6 +37,27 @@ freeport() {
   [ -x "$work/freeport" ] || go build -o "$work/freeport" ./examples/internal/freeport
   "$work/freeport" "${1:-1}"
 }
+# start_retrying NAME LOG START READY: for servers that cannot bind port 0.
+# START starts one in the background on ports freeport just gave and sets
+# server_pid; READY tells it answers. Up to 30 s for READY; a server that
+# exits first most likely lost a port to another process meanwhile, so START
+# runs again, three times at most.
+start_retrying() {
+  local name=$1 log=$2 start=$3 ready=$4 try
+  for try in 1 2 3; do
+    "$start"
+    for _ in $(seq 300); do
+      "$ready" 2>/dev/null && return 0
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$server_pid" 2>/dev/null && { tail -20 "$log" || true; fail "$name did not answer within 30 s"; }
+    tail -3 "$log" 2>/dev/null || true
+    echo "$name exited at start (try $try of 3)"
+  done
+  tail -20 "$log" 2>/dev/null || true
+  fail "$name exited at start three times"
+}
 # until_ok TRIES CMD...: run CMD every 0.1s until it succeeds.
 until_ok() {
   local n=$1; shift

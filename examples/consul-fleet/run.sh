@@ -40,7 +40,7 @@ go build -o "$work/client" ./examples/consul-fleet/client
 
 step "a Consul dev agent (the registry the fleet already uses)"
 # Consul cannot report ports it picked itself: it gets ports the kernel just
-# released, and others should a different process take one first.
+# released.
 start_consul() {
   local ports
   ports=($(freeport 5))
@@ -50,21 +50,11 @@ start_consul() {
     -http-port "${ports[0]}" -dns-port -1 -grpc-port "${ports[1]}" -server-port "${ports[2]}" \
     -serf-lan-port "${ports[3]}" -serf-wan-port "${ports[4]}" -hcl 'ports { grpc_tls = -1 https = -1 }' \
     -data-dir "$work/consul" -log-level warn > "$work/consul.log" 2>&1 &
-  consul_pid=$!
-  pids+=($consul_pid)
-  for _ in $(seq 300); do
-    curl -fs "http://$consul_http/v1/status/leader" 2>/dev/null | grep -q 127.0.0.1 && return 0
-    kill -0 "$consul_pid" 2>/dev/null || return 1 # exited: most likely a port was taken
-    sleep 0.1
-  done
-  return 2
+  server_pid=$!
+  pids+=($server_pid)
 }
-for try in 1 2 3; do
-  rc=0; start_consul || rc=$?
-  [ "$rc" -eq 0 ] && break
-  [ "$rc" -eq 1 ] && [ "$try" -lt 3 ] && { tail -3 "$work/consul.log"; echo "Consul exited at start; again on other ports"; continue; }
-  tail -20 "$work/consul.log"; fail "Consul had no leader"
-done
+consul_leader() { curl -fs "http://$consul_http/v1/status/leader" | grep -q 127.0.0.1; }
+start_retrying Consul "$work/consul.log" start_consul consul_leader
 echo "Consul on $consul_http"
 
 step "three inventory instances, registered in Consul with a gRPC health check each"

@@ -37,12 +37,11 @@ go build -o "$work/provider" ./examples/dubbo-migration/provider
 go build -o "$work/client" ./examples/dubbo-migration/client
 
 step "ZooKeeper (the registry the Dubbo fleet already uses)"
-# ZooKeeper cannot bind port 0: it gets a port the kernel just released, and
-# another one should a different process take that port first.
+# ZooKeeper cannot bind port 0: it gets a port the kernel just released.
 start_zookeeper() {
-zk_port=$(freeport)
-mkdir -p "$work/zk/data"
-cat > "$work/zk/zoo.cfg" <<EOF
+  zk_port=$(freeport)
+  mkdir -p "$work/zk/data"
+  cat > "$work/zk/zoo.cfg" <<EOF
 tickTime=500
 dataDir=$work/zk/data
 clientPort=$zk_port
@@ -51,24 +50,13 @@ maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok
 EOF
-"$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir="$work/zk" \
-  -Dzookeeper.admin.enableServer=false -cp "$jar" org.apache.zookeeper.server.ZooKeeperServerMain \
-  "$work/zk/zoo.cfg" > "$work/zk/zookeeper.log" 2>&1 &
-zk_pid=$!
-pids+=($zk_pid)
-for _ in $(seq 300); do
-  zk_ok && return 0
-  kill -0 "$zk_pid" 2>/dev/null || return 1 # exited: most likely its port was taken
-  sleep 0.1
-done
-return 2
+  "$java" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir="$work/zk" \
+    -Dzookeeper.admin.enableServer=false -cp "$jar" org.apache.zookeeper.server.ZooKeeperServerMain \
+    "$work/zk/zoo.cfg" > "$work/zk/zookeeper.log" 2>&1 &
+  server_pid=$!
+  pids+=($server_pid)
 }
-for try in 1 2 3; do
-  rc=0; start_zookeeper || rc=$?
-  [ "$rc" -eq 0 ] && break
-  [ "$rc" -eq 1 ] && [ "$try" -lt 3 ] && { echo "ZooKeeper exited at start; again on another port"; continue; }
-  tail -20 "$work/zk/zookeeper.log"; fail "ZooKeeper did not answer on 127.0.0.1:$zk_port"
-done
+start_retrying ZooKeeper "$work/zk/zookeeper.log" start_zookeeper zk_ok
 echo "ZooKeeper on 127.0.0.1:$zk_port"
 
 step "the Dubbo providers register themselves in ZooKeeper, as Dubbo does"

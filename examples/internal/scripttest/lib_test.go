@@ -48,3 +48,32 @@ echo "not reached"
 		t.Errorf("more than the last 30 log lines:\n%s", text)
 	}
 }
+
+// TestStartRetryingStartsAgainWhenTheServerExits: start_retrying runs START
+// again when the server it started exits before READY holds (its port was
+// taken), and returns once READY holds.
+func TestStartRetryingStartsAgainWhenTheServerExits(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	script := filepath.Join(t.TempDir(), "retry.sh")
+	body := `set -euo pipefail
+cd "$1"
+source examples/lib.sh
+tries=0
+start() {
+  tries=$((tries + 1))
+  if [ "$tries" -lt 2 ]; then (exit 3) & else sleep 30 & fi
+  server_pid=$!
+  pids+=($server_pid)
+}
+ready() { [ "$tries" -ge 2 ]; }
+start_retrying demo "$work/none.log" start ready
+echo "started after $tries tries"
+`
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", script, root).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "demo exited at start (try 1 of 3)") || !strings.Contains(string(out), "started after 2 tries") {
+		t.Fatalf("err %v, output:\n%s", err, out)
+	}
+}
