@@ -79,35 +79,22 @@ func TestServeRestartDuringGitOutage(t *testing.T) {
 	if err := os.Rename(repo, repo+".away"); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	cp, _ = startIn(t, cfg)
-	for {
-		if code, _ := get(t, "http://"+cp.HTTPAddr()+"/ready"); code == http.StatusOK {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("not ready within 5 s of a restart during the git outage")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, "/ready after a restart during the git outage", func() bool {
+		code, _ := get(t, "http://"+cp.HTTPAddr()+"/ready")
+		return code == http.StatusOK
+	})
 	if snap := cp.Store().Snapshot(); snap.Commit() != good || snap.Len() != 2 {
 		t.Fatalf("serving commit %q with %d objects, want the last good %s with 2", snap.Commit(), snap.Len(), good[:12])
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, 10*time.Second, "the fetch error in /debug/config", func() bool {
 		_, body := get(t, "http://"+cp.HTTPAddr()+"/debug/config")
 		var dc filestore.DebugConfig
 		if err := json.Unmarshal([]byte(body), &dc); err != nil {
 			t.Fatal(err)
 		}
-		if len(dc.Sources) == 1 && len(dc.Sources[0].Errors) > 0 && strings.Contains(dc.Sources[0].Errors[0].Message, "fetch ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fetch error is not in /debug/config: %+v", dc.Sources)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(dc.Sources) == 1 && len(dc.Sources[0].Errors) > 0 && strings.Contains(dc.Sources[0].Errors[0].Message, "fetch ")
+	})
 }
 
 // TestServeStartsWithBadEntries: a symlink loop, a FIFO and a link to
@@ -250,13 +237,7 @@ func TestWebhookFloodBounded(t *testing.T) {
 	if code := signedPost(t, cp, "s3cret", `{"ref":"refs/heads/main"}`); code != http.StatusAccepted {
 		t.Fatalf("signed webhook after the flood: %d", code)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for cp.Store().Snapshot().Len() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the signed webhook did not bring the new commit")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "the signed webhook to bring the new commit", func() bool { return cp.Store().Snapshot().Len() == 2 })
 }
 
 // TestWebhookConcurrencyLimited: calls whose bodies are still arriving hold
@@ -280,29 +261,13 @@ func TestWebhookConcurrencyLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code := signedPost(t, cp, "s3cret", `{}`)
-		if code == http.StatusTooManyRequests {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 429 while slow calls hold the webhook: last %d", code)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "a 429 while slow calls hold the webhook", func() bool {
+		return signedPost(t, cp, "s3cret", `{}`) == http.StatusTooManyRequests
+	})
 	for _, c := range slow {
 		c.Close()
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		code := signedPost(t, cp, "s3cret", `{}`)
-		if code == http.StatusAccepted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("signed call still refused after the slow calls ended: %d", code)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "a signed call accepted after the slow calls ended", func() bool {
+		return signedPost(t, cp, "s3cret", `{}`) == http.StatusAccepted
+	})
 }
