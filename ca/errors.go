@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 // Reason names why a certificate request or an authentication was rejected.
@@ -99,9 +101,40 @@ func (e *Error) Code() codes.Code {
 	return codes.Unauthenticated
 }
 
-// GRPCStatus lets status.FromError and status.Code see the rejection.
+// GRPCStatus lets status.FromError and status.Code see the rejection; its
+// ErrorInfo detail tells the agent whether retrying can help and what to fix.
 func (e *Error) GRPCStatus() *status.Status {
-	return status.New(e.Code(), e.Error())
+	fix, permanent := e.Reason.fix()
+	r := &refusal.Refusal{Code: e.Code(), Reason: string(e.Reason), Message: e.Error(), Fix: fix, Permanent: permanent}
+	return r.Status()
+}
+
+// fix is what an operator does about a rejection, and whether the same
+// request can never succeed without that (the agent then stops retrying).
+// A token that is not valid yet may be a clock a little behind, and a
+// certificate the CA no longer accepts is replaced through the bootstrap
+// token, so both are retried.
+func (r Reason) fix() (string, bool) {
+	newBundle := func(flags string) string {
+		return "mint a new bundle on the control plane (vmesh vm bundle" + flags + ") and copy it to the VM"
+	}
+	switch r {
+	case ReasonNoCredentials, ReasonTokenMalformed:
+		return "the bundle's token is missing or damaged: " + newBundle(""), true
+	case ReasonTokenSignature:
+		return "the token was signed by another CA than this control plane's: " + newBundle(""), true
+	case ReasonTokenExpired:
+		return "the bootstrap token expired: " + newBundle(", --token-ttl sets its lifetime"), true
+	case ReasonTokenAudience, ReasonTokenClaims:
+		return "the token was minted for another trust domain or audience than this CA's: " + newBundle(" without --trust-domain"), true
+	case ReasonTokenRevoked, ReasonCertRevoked:
+		return "the identity was revoked: once it may join again, " + newBundle(""), true
+	case ReasonCSRIdentity, ReasonImpersonation, ReasonCSRInvalid:
+		return "the agent asked for an identity or certificate its credentials do not allow: check the bundle's namespace and service account", true
+	case ReasonTTL:
+		return "lower the agent's --cert-ttl to at most the CA's maxCertTTL", true
+	}
+	return "", false
 }
 
 // ReasonOf returns the Reason of a rejection, or ReasonInternal for any

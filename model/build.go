@@ -167,15 +167,16 @@ func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) [
 	}
 	var out []*filestore.Object
 	for _, o := range cands {
-		if labelsMatch(selector, workloadLabels(o, o.Spec.(*networking.WorkloadEntry))) {
+		if LabelsMatch(selector, workloadLabels(o, o.Spec.(*networking.WorkloadEntry))) {
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// labelsMatch reports whether labels carry every selector entry.
-func labelsMatch(selector, labels map[string]string) bool {
+// LabelsMatch reports whether labels carry every selector entry (an empty
+// selector matches everything), the rule of every Istio workloadSelector.
+func LabelsMatch(selector, labels map[string]string) bool {
 	for k, v := range selector {
 		if lv, ok := labels[k]; !ok || lv != v {
 			return false

@@ -71,7 +71,7 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 			if wo == nil || wo.Namespace != o.Namespace {
 				continue
 			}
-			if we, ok := wo.Spec.(*networking.WorkloadEntry); ok && labelsMatch(se.GetWorkloadSelector().GetLabels(), workloadLabels(wo, we)) {
+			if we, ok := wo.Spec.(*networking.WorkloadEntry); ok && LabelsMatch(se.GetWorkloadSelector().GetLabels(), workloadLabels(wo, we)) {
 				ses[o.Key] = true
 				break
 			}

@@ -20,7 +20,7 @@ func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *Sidecar {
 			}
 			continue
 		}
-		if labelsMatch(sc.Selector, labels) {
+		if LabelsMatch(sc.Selector, labels) {
 			return sc
 		}
 	}
@@ -205,7 +205,7 @@ func (svc *Service) SubsetEndpoints(labels map[string]string) []*Endpoint {
 	if len(labels) == 0 {
 		return svc.Endpoints
 	}
-	return slices.DeleteFunc(slices.Clone(svc.Endpoints), func(e *Endpoint) bool { return !labelsMatch(labels, e.Labels) })
+	return slices.DeleteFunc(slices.Clone(svc.Endpoints), func(e *Endpoint) bool { return !LabelsMatch(labels, e.Labels) })
 }
 
 // Port returns the service port with the number, and whether it exists.

@@ -222,7 +222,7 @@ func (s *Snapshot) PeerAuthenticationMode(ns string, labels map[string]string, p
 			if namespace == nil {
 				namespace = pa
 			}
-		} else if workload == nil && labelsMatch(pa.Selector, labels) {
+		} else if workload == nil && LabelsMatch(pa.Selector, labels) {
 			workload = pa
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Snapshot) AuthorizationPoliciesFor(ns string, labels map[string]string)
 	var out []*AuthorizationPolicy
 	for _, n := range namespacesOf(s.Mesh.RootNamespace, ns) {
 		for _, ap := range s.apByNS[n] {
-			if len(ap.Selector) == 0 || labelsMatch(ap.Selector, labels) {
+			if len(ap.Selector) == 0 || LabelsMatch(ap.Selector, labels) {
 				out = append(out, ap)
 			}
 		}
@@ -278,13 +278,13 @@ func namespacesOf(root, ns string) []string {
 func (s *Snapshot) WorkloadPolicyKey(ns string, labels map[string]string) string {
 	var keys []string
 	for _, pa := range s.paByNS[ns] {
-		if len(pa.Selector) > 0 && labelsMatch(pa.Selector, labels) {
+		if len(pa.Selector) > 0 && LabelsMatch(pa.Selector, labels) {
 			keys = append(keys, "pa:"+pa.Key())
 		}
 	}
 	for _, n := range namespacesOf(s.Mesh.RootNamespace, ns) {
 		for _, ap := range s.apByNS[n] {
-			if len(ap.Selector) > 0 && labelsMatch(ap.Selector, labels) {
+			if len(ap.Selector) > 0 && LabelsMatch(ap.Selector, labels) {
 				keys = append(keys, "ap:"+ap.Key())
 			}
 		}

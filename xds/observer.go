@@ -13,8 +13,10 @@ const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
 // different streams may be concurrent. Methods must not block for long.
 type Observer interface {
 	// StreamOpened is called once per stream, at its first request. ctx is
-	// the stream's context (its peer carries the client certificate).
-	StreamOpened(ctx context.Context, stream int64, p *Proxy)
+	// the stream's context (its peer carries the client certificate). An
+	// error refuses the stream: the server ends it with that error (a gRPC
+	// status, e.g. a *refusal.Refusal).
+	StreamOpened(ctx context.Context, stream int64, p *Proxy) error
 	// StreamClosed is called when a stream that was opened ends.
 	StreamClosed(stream int64, p *Proxy)
 	// Health reports the workload's health as its agent sees it.

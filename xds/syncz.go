@@ -100,17 +100,15 @@ func (s *streams) callbacks() serverv3.Callbacks {
 			s.closed(streamID{delta: true, id: id})
 		},
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
-			s.observe(streamID{id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
+			return s.observe(streamID{id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
 				s.request(streamID{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
-			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 			if s.cache != nil {
 				s.cache.deltaRequest(id, req)
 			}
-			s.observe(streamID{delta: true, id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
+			return s.observe(streamID{delta: true, id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
 				s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
-			return nil
 		},
 		StreamResponseFunc: func(ctx context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
 			s.response(streamID{id: id}, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), len(resp.GetResources()), routeStagingFrom(ctx))
@@ -147,10 +145,10 @@ func (s *streams) closed(id streamID) {
 
 // observe tells the observer, outside the lock, about a new stream and
 // about health reports. opened is the stream's proxy when this request
-// opened it.
-func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, opened *Proxy) {
+// opened it. The error is the observer's refusal of the stream.
+func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, opened *Proxy) error {
 	if s.observer == nil {
-		return
+		return nil
 	}
 	if opened != nil {
 		s.mu.Lock()
@@ -159,10 +157,12 @@ func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, open
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		s.observer.StreamOpened(ctx, id.key(), opened)
+		if err := s.observer.StreamOpened(ctx, id.key(), opened); err != nil {
+			return err
+		}
 	}
 	if typeURL != HealthInfoType {
-		return
+		return nil
 	}
 	s.mu.Lock()
 	st := s.byID[id]
@@ -170,6 +170,7 @@ func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, open
 	if st != nil {
 		s.observer.Health(id.key(), st.proxy, !hasErr, errMsg)
 	}
+	return nil
 }
 
 // request records a request for /debug/syncz; it returns the stream's proxy

@@ -15,7 +15,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
@@ -29,6 +28,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/vmesh/vmesh/agents/caclient"
+	"github.com/vmesh/vmesh/internal/atomicfile"
+	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 // File names written into Config.OutDir, the names Istio uses for
@@ -216,7 +217,9 @@ func (m *Manager) ClientTLSConfig() *tls.Config {
 }
 
 // Run obtains the first certificate, then renews it until ctx is done. It
-// retries failed requests with backoff and returns only when ctx ends.
+// retries failed requests with backoff and returns nil when ctx ends, or a
+// *refusal.PermanentError when the CA refused the request for good (a
+// revoked, expired or foreign token, say): retrying could not help.
 func (m *Manager) Run(ctx context.Context) error {
 	backoff := m.cfg.RetryMin
 	for {
@@ -225,6 +228,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if perr := refusal.Permanent("certificate request", err); perr != nil {
+				return perr
 			}
 			m.log.Warn("certificate request failed", "ca", m.cfg.Address, "retry_in", backoff, "error", err)
 			wait, backoff = backoff, min(2*backoff, m.cfg.RetryMax)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/certs"
 	"github.com/vmesh/vmesh/agents/internal/agenttest"
+	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 func newManager(t *testing.T, c *agenttest.CA, token string, ttl time.Duration, out string) (*certs.Manager, *prometheus.Registry) {
@@ -166,18 +168,25 @@ func TestRenewsAtHalfLifeWithJitter(t *testing.T) {
 	}
 }
 
-// TestBadTokenRetries shows a rejected token is retried with backoff and
-// never produces a certificate.
-func TestBadTokenRetries(t *testing.T) {
+// TestBadTokenStopsTheManager: a token the CA refuses for good ends Run
+// with a *refusal.PermanentError naming the reason and the fix (the agent
+// exits on it instead of retrying forever), and never produces a
+// certificate.
+func TestBadTokenStopsTheManager(t *testing.T) {
 	c := agenttest.NewCA(t, nil)
 	m, reg := newManager(t, c, "not-a-token", time.Hour, t.TempDir())
-	start(t, m)
-	deadline := time.Now().Add(10 * time.Second)
-	for counter(t, reg, "vmesh_certs_fetches_total", map[string]string{"auth": "token", "result": "error"}) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the manager did not retry the rejected token")
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := m.Run(ctx)
+	perr, ok := errors.AsType[*refusal.PermanentError](err)
+	if !ok || ctx.Err() != nil {
+		t.Fatalf("Run = %v (deadline: %v), want a permanent refusal before the deadline", err, ctx.Err())
+	}
+	if perr.Refusal.Reason != "token_malformed" || perr.Refusal.Fix == "" {
+		t.Fatalf("refusal %+v, want token_malformed with a fix", perr.Refusal)
+	}
+	if got := counter(t, reg, "vmesh_certs_fetches_total", map[string]string{"auth": "token", "result": "error"}); got != 1 {
+		t.Errorf("%v failed requests, want the one that was refused", got)
 	}
 	if m.Current() != nil {
 		t.Fatal("a certificate from a rejected token")

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vmesh/vmesh/agents/health"
+	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 // HealthInfoType is the type URL of health reports (Istio's).
@@ -59,6 +60,9 @@ type Proxy struct {
 	mu      sync.Mutex
 	health  *health.Status
 	streams map[*upstream]struct{}
+	// refused gets the first permanent refusal a proxied stream met; Serve
+	// returns it.
+	refused chan error
 }
 
 // New returns a Proxy. Metrics are registered on reg when it is not nil.
@@ -78,7 +82,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Proxy, er
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Proxy{cfg: cfg, log: logger, met: newMetrics(reg), streams: map[*upstream]struct{}{}}, nil
+	return &Proxy{cfg: cfg, log: logger, met: newMetrics(reg), streams: map[*upstream]struct{}{}, refused: make(chan error, 1)}, nil
 }
 
 // upstream is one open stream to the control plane that health reports
@@ -184,7 +188,10 @@ func (p *Proxy) dial() (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// Serve serves the ADS proxy on lis until ctx is done.
+// Serve serves the ADS proxy on lis until ctx is done. It returns a
+// *refusal.PermanentError when the control plane refused a proxied stream
+// for good (an unknown WorkloadGroup, say): the data plane would only be
+// refused again.
 func (p *Proxy) Serve(ctx context.Context, lis net.Listener) error {
 	g := grpc.NewServer()
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, &adsServer{p: p})
@@ -198,6 +205,10 @@ func (p *Proxy) Serve(ctx context.Context, lis net.Listener) error {
 		return nil
 	case err := <-done:
 		return fmt.Errorf("xdsproxy: serve: %w", err)
+	case err := <-p.refused:
+		g.Stop()
+		<-done
+		return err
 	}
 }
 
@@ -317,6 +328,12 @@ func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 	if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 		return nil
 	}
+	if perr := refusal.Permanent("xDS stream", err); perr != nil {
+		select {
+		case p.refused <- perr:
+		default:
+		}
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
@@ -328,7 +345,8 @@ func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 // Its first request carries the node and the current health: healthy when
 // nothing was reported yet, so an agent that runs a probe reports "not ready
 // yet" before starting the stream. It is how a VM without Envoy is seen as
-// connected and reports its health.
+// connected and reports its health. It returns a *refusal.PermanentError
+// when the control plane refused the stream for good.
 func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
 	backoff := p.cfg.RetryMin
 	for {
@@ -336,6 +354,9 @@ func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
 		err := p.nodeStream(ctx, node)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if perr := refusal.Permanent("registration", err); perr != nil {
+			return perr
 		}
 		if time.Since(start) > p.cfg.RetryMax {
 			backoff = p.cfg.RetryMin

@@ -9,21 +9,44 @@ import (
 
 	"github.com/vmesh/vmesh/agents/bundle"
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/internal/controlplane"
 )
 
-// caFlags are the flags that locate an existing CA (never create one).
+// caFlags are the flags that locate an existing CA (never create one) and
+// the running control plane it serves.
 type caFlags struct {
-	dataDir, cacertsDir, trustDomain string
+	dataDir, cacertsDir, trustDomain, server string
 }
 
 func (f *caFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.dataDir, "data-dir", ".vmesh-data", "the control plane's data dir (the CA lives in <data-dir>/ca)")
 	cmd.Flags().StringVar(&f.cacertsDir, "cacerts-dir", "", "Istio plug-in cacerts directory, if the control plane uses one")
-	cmd.Flags().StringVar(&f.trustDomain, "trust-domain", "", "trust domain (default cluster.local)")
+	cmd.Flags().StringVar(&f.trustDomain, "trust-domain", "", "trust domain (default: the running control plane's)")
+	cmd.Flags().StringVar(&f.server, "server", "127.0.0.1:15014", "HTTP address of the running control plane, which checks what is minted")
 }
 
 func (f *caFlags) config() ca.Config {
 	return ca.Config{DataDir: filepath.Join(f.dataDir, "ca"), CACertsDir: f.cacertsDir, TrustDomain: f.trustDomain, NoCreate: true}
+}
+
+// check asks the running control plane whether a VM onboarded with req
+// would join. Every problem is printed as one line naming the flag and the
+// fix, and nothing is minted. With no --trust-domain, the control plane's
+// is used.
+func (f *caFlags) check(cmd *cobra.Command, req controlplane.OnboardingRequest) error {
+	req.TrustDomain = f.trustDomain
+	var got controlplane.OnboardingCheck
+	if err := getJSON(f.server, "/debug/onboarding?"+req.Query().Encode(), &got); err != nil {
+		return fmt.Errorf("cannot check against the control plane (start vmesh serve, or pass --server with its HTTP address): %w", err)
+	}
+	for _, p := range got.Problems {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vmesh: %s: %s; fix: %s\n", p.Flag, p.Message, p.Fix)
+	}
+	if len(got.Problems) > 0 {
+		return exitError{code: 1}
+	}
+	f.trustDomain = got.TrustDomain
+	return nil
 }
 
 func newTokenCmd() *cobra.Command {
@@ -34,6 +57,9 @@ func newTokenCmd() *cobra.Command {
 		Short: "Mint a bootstrap token a VM exchanges for its first certificate",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cf.check(cmd, controlplane.OnboardingRequest{Namespace: req.Namespace, ServiceAccount: req.ServiceAccount, WorkloadGroup: req.WorkloadGroup}); err != nil {
+				return err
+			}
 			token, claims, err := ca.CreateToken(cf.config(), nil, req)
 			if err != nil {
 				return err
@@ -65,11 +91,23 @@ func newVMCmd() *cobra.Command {
 		Short: "Write everything one VM needs to join the mesh (root, token, discovery address, identity)",
 		Long: `bundle writes root-cert.pem, a bootstrap token and bundle.yaml into --out:
 copy the folder to the VM and run "vmesh agent --bundle DIR" there. Like
-"istioctl x workload entry configure", with no Kubernetes behind it.`,
+"istioctl x workload entry configure", with no Kubernetes behind it.
+
+It runs on the control plane host and first asks the running control plane
+(--server) whether the VM would join: the WorkloadGroup and a ServiceEntry
+selecting it in the config being served, the group's service account, the
+trust domain, and a discovery address the secure port listens on and its
+certificate names. Each problem is one line naming the fix; nothing is
+written then.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if req.Labels, err = bundle.ParseLabels(labels); err != nil {
+				return err
+			}
+			if err := cf.check(cmd, controlplane.OnboardingRequest{
+				Namespace: req.Namespace, ServiceAccount: req.ServiceAccount, WorkloadGroup: req.WorkloadGroup, DiscoveryAddress: req.DiscoveryAddress,
+			}); err != nil {
 				return err
 			}
 			bn, err := ca.WriteVMBundle(cf.config(), nil, out, req)

@@ -3,12 +3,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 func main() {
@@ -20,7 +23,7 @@ func main() {
 			os.Exit(exit.code)
 		}
 		fmt.Fprintln(os.Stderr, "vmesh:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -39,6 +42,16 @@ func newRootCmd() *cobra.Command {
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// exitCode is 1, or refusal.ExitPermanent when the control plane refused
+// the agent for good: systemd then does not restart it, and a script can
+// tell "fix the config" from "try again".
+func exitCode(err error) int {
+	if _, ok := errors.AsType[*refusal.PermanentError](err); ok {
+		return refusal.ExitPermanent
+	}
+	return 1
+}
 
 func asExit(err error, target *exitError) bool {
 	e, ok := err.(exitError)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,18 +12,13 @@ import (
 // runVMesh runs the vmesh command in-process and returns its stdout and exit code.
 func runVMesh(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
+	out, _, err := execVMesh(args...)
 	var exit exitError
 	switch {
 	case err == nil:
-		return out.String(), 0
+		return out, 0
 	case errors.As(err, &exit):
-		return out.String(), exit.code
+		return out, exit.code
 	default:
 		t.Fatalf("vmesh %v: %v", args, err)
 		return "", -1

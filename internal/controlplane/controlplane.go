@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -61,9 +62,12 @@ type ControlPlane struct {
 	ca          *ca.CA
 	grpc        *grpc.Server
 	secure      *grpc.Server
-	runners     []runner
-	ready       []<-chan struct{} // config sources; xds starts once all are closed
-	git         *filestore.GitSource
+	// secureTLS serves the secure port's certificate (onboarding checks
+	// the names VMs dial against it).
+	secureTLS *tls.Config
+	runners   []runner
+	ready     []<-chan struct{} // config sources; xds starts once all are closed
+	git       *filestore.GitSource
 	// registries, when configured, gate readiness with registriesSynced:
 	// closed once every registry's first set is in the Store, or after
 	// Config.RegistrySyncWait.
@@ -165,14 +169,20 @@ func (cp *ControlPlane) addSecure() error {
 	}
 	cp.ca = authority
 	cp.runners = append(cp.runners, authority) // re-reads the revocation list
-	hosts := append([]string{"localhost", "127.0.0.1"}, cp.cfg.SecureHosts...)
-	if h, _, err := net.SplitHostPort(cp.cfg.SecureAddr); err == nil && h != "" {
+	hosts := []string{"localhost", "127.0.0.1"}
+	for _, h := range cp.cfg.SecureHosts {
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	if h, _, err := net.SplitHostPort(cp.cfg.SecureAddr); err == nil && h != "" && !slices.Contains(hosts, h) {
 		hosts = append(hosts, h)
 	}
 	tlsCfg, err := authority.ServerTLSConfig(hosts)
 	if err != nil {
 		return fmt.Errorf("secure port certificate: %w", err)
 	}
+	cp.secureTLS = tlsCfg
 	requireMeshCert := func(ctx context.Context, method string) error {
 		if !strings.HasPrefix(method, "/istio.v1.auth.IstioCertificateService/") {
 			if _, err := authority.PeerIdentity(ctx); err != nil {
@@ -298,6 +308,7 @@ func (cp *ControlPlane) routes() {
 	cp.mux.HandleFunc("/webhook/git", cp.gitWebhook)
 	cp.mux.Handle("/debug/syncz", cp.xds.SynczHandler())
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
+	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		cp.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -17,10 +17,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds"
 )
@@ -28,6 +30,15 @@ import (
 // DefaultGrace is how long an entry outlives its agent's last stream (Istio's
 // default cleanup grace).
 const DefaultGrace = 10 * time.Second
+
+// Refusal reasons of auto-registration (the ErrorInfo reason the agent
+// gets); every one is permanent.
+const (
+	ReasonNoInstanceIPs    = "no_instance_ips"
+	ReasonNoWorkloadGroup  = "workload_group_not_found"
+	ReasonUnauthenticated  = "registration_unauthenticated"
+	ReasonIdentityMismatch = "registration_identity_mismatch"
+)
 
 // Source is the Store source of registrations.
 var Source = filestore.Source{Name: "registration", Class: filestore.ClassRegistration}
@@ -105,32 +116,38 @@ func EntryName(group, ip, network string) string {
 	return name
 }
 
-// StreamOpened registers the proxy if its node names a WorkloadGroup.
-func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy) {
+// StreamOpened registers the proxy if its node names a WorkloadGroup. A
+// registration that cannot be made is refused with a *refusal.Refusal, and
+// the xDS server ends the stream with it, as Istio closes the connection of
+// a proxy whose auto-registration failed: the agent learns why and stops.
+func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy) error {
 	if p.AutoRegisterGroup == "" {
-		return
-	}
-	if len(p.IPs) == 0 {
-		r.log.Warn("auto-registration refused: node has no INSTANCE_IPS", "proxy", p.ID, "group", p.AutoRegisterGroup)
-		return
+		return nil
 	}
 	groupKey := filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: p.Namespace, Name: p.AutoRegisterGroup}
+	refuse := func(code codes.Code, reason, msg, fix string) error {
+		r.log.Warn("auto-registration refused: "+msg, "proxy", p.ID, "group", groupKey.String(), "reason", reason)
+		return &refusal.Refusal{Code: code, Reason: reason, Message: "auto-registration into WorkloadGroup " + groupKey.Namespace + "/" + groupKey.Name + " refused: " + msg, Fix: fix, Permanent: true}
+	}
+	if len(p.IPs) == 0 {
+		return refuse(codes.InvalidArgument, ReasonNoInstanceIPs, "the node has no INSTANCE_IPS", "start the agent with --ip ADDRESS (the VM's address other VMs reach)")
+	}
 	group := r.store.Snapshot().Get(groupKey)
 	if group == nil {
-		r.log.Warn("auto-registration refused: no such WorkloadGroup", "proxy", p.ID, "group", groupKey.String())
-		return
+		return refuse(codes.FailedPrecondition, ReasonNoWorkloadGroup, "no such WorkloadGroup in the control plane's config",
+			"add WorkloadGroup "+groupKey.Name+" in namespace "+groupKey.Namespace+" to the config, or bundle the VM with the --workload-group that exists")
 	}
 	if r.cfg.Authenticate != nil {
 		ns, sa, err := r.cfg.Authenticate(ctx)
 		wantSA := group.Spec.(*networking.WorkloadGroup).GetTemplate().GetServiceAccount()
 		switch {
 		case err != nil:
-			r.log.Warn("auto-registration refused: unauthenticated", "proxy", p.ID, "group", groupKey.String(), "error", err)
-			return
+			return refuse(codes.Unauthenticated, ReasonUnauthenticated, "no mesh certificate vouches for the stream: "+err.Error(),
+				"connect through the agent to the secure port (the bundle's discovery address)")
 		case ns != p.Namespace || (wantSA != "" && sa != wantSA):
-			r.log.Warn("auto-registration refused: identity does not match the group", "proxy", p.ID, "group", groupKey.String(),
-				"identity", ns+"/"+sa, "want", p.Namespace+"/"+wantSA)
-			return
+			return refuse(codes.PermissionDenied, ReasonIdentityMismatch,
+				fmt.Sprintf("the certificate's identity %s/%s is not the group's %s/%s", ns, sa, p.Namespace, wantSA),
+				"bundle the VM with the group's namespace and --service-account "+wantSA)
 		}
 	}
 	ip := p.IPs[0]
@@ -152,6 +169,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 	}
 	r.publishLocked()
 	r.mu.Unlock()
+	return nil
 }
 
 // StreamClosed starts the grace period when the entry's last stream ends.

@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/xds"
 )
@@ -105,22 +108,41 @@ func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
 		auth   autoregister.Authenticator
 		proxy  func() *xds.Proxy
 		wantOK bool
+		// the refusal's reason and gRPC code when it is refused
+		reason string
+		code   codes.Code
 	}{
 		{name: "matching certificate", wantOK: true, proxy: vm,
 			auth: func(context.Context) (string, string, error) { return "demo", "greeter", nil }},
-		{name: "no certificate", proxy: vm,
+		{name: "no certificate", proxy: vm, reason: autoregister.ReasonUnauthenticated, code: codes.Unauthenticated,
 			auth: func(context.Context) (string, string, error) { return "", "", errors.New("no credentials") }},
-		{name: "other service account", proxy: vm,
+		{name: "other service account", proxy: vm, reason: autoregister.ReasonIdentityMismatch, code: codes.PermissionDenied,
 			auth: func(context.Context) (string, string, error) { return "demo", "intruder", nil }},
-		{name: "other namespace", proxy: vm,
+		{name: "other namespace", proxy: vm, reason: autoregister.ReasonIdentityMismatch, code: codes.PermissionDenied,
 			auth: func(context.Context) (string, string, error) { return "prod", "greeter", nil }},
-		{name: "unknown group", auth: nil, proxy: func() *xds.Proxy { p := vm(); p.AutoRegisterGroup = "nope"; return p }},
-		{name: "no IP", auth: nil, proxy: func() *xds.Proxy { p := vm(); p.IPs = nil; return p }},
+		{name: "unknown group", auth: nil, reason: autoregister.ReasonNoWorkloadGroup, code: codes.FailedPrecondition,
+			proxy: func() *xds.Proxy { p := vm(); p.AutoRegisterGroup = "nope"; return p }},
+		{name: "no IP", auth: nil, reason: autoregister.ReasonNoInstanceIPs, code: codes.InvalidArgument,
+			proxy: func() *xds.Proxy { p := vm(); p.IPs = nil; return p }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			store, r := setup(t, autoregister.Config{Authenticate: c.auth})
-			r.StreamOpened(context.Background(), 1, c.proxy())
+			err := r.StreamOpened(context.Background(), 1, c.proxy())
+			switch ref, ok := refusal.Of(err); {
+			case c.wantOK && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !c.wantOK && !ok:
+				t.Fatalf("StreamOpened = %v, want a refusal", err)
+			case !c.wantOK && (ref.Reason != c.reason || ref.Code != c.code || !ref.Permanent || ref.Fix == ""):
+				t.Fatalf("refusal %+v, want reason %s, code %s, permanent, with a fix", ref, c.reason, c.code)
+			case !c.wantOK:
+				// What the agent gets over the wire says the same.
+				wire, ok := refusal.Of(status.ErrorProto(status.Convert(err).Proto()))
+				if !ok || *wire != *ref {
+					t.Fatalf("over the wire: %+v, want %+v", wire, ref)
+				}
+			}
 			got := 0
 			for _, o := range store.Snapshot().List(filestore.KindWorkloadEntry) {
 				if o.Origin.Source == autoregister.Source.Name {
