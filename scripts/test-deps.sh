@@ -6,6 +6,7 @@
 #   - ZooKeeper: Debian's zookeeperd (Java). Tests start
 #     org.apache.zookeeper.server.ZooKeeperServerMain from its jars on a free
 #     loopback port; the system service is not needed and is stopped.
+#   - iproute2 (ip): the vm-fleet guide's test makes its hosts with it.
 #   - Consul: the dev agent built from the Go module proxy as a Go tool
 #     (github.com/hashicorp/consul v1.14.11, tools/consul/go.mod). It is built
 #     once per machine into a cache outside the clone, keyed by version
@@ -65,6 +66,17 @@ else
 	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet zookeeper 2>/dev/null; then
 		sudo_ systemctl stop zookeeper || true
 	fi
+fi
+
+# --- iproute2 --------------------------------------------------------------
+# examples/vm-fleet runs its guide in network namespaces (ip netns, veths, a
+# bridge); unshare and nsenter come with util-linux, dpkg is essential.
+if command -v ip >/dev/null 2>&1; then
+	say "iproute2: present ($(command -v ip))"
+else
+	step "iproute2: apt-get update" sudo_ apt-get update -q
+	step "iproute2: apt-get install iproute2" \
+		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iproute2
 fi
 
 # --- Consul ----------------------------------------------------------------
