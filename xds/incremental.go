@@ -12,6 +12,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
+	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -31,29 +32,21 @@ func (g *generation) incremental(d *model.Diff) bool {
 // resource.
 func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *genDiff, error) {
 	dirty := affectedHosts(g.snap, s, d)
-	// The visible services among the dirty hosts, in host order as
-	// visibleServices returns them.
-	var svcs []*model.Service
-	sc := s.SidecarFor(g.proxy.Namespace, g.proxy.Labels)
-	for _, h := range slices.Sorted(maps.Keys(dirty)) {
-		if svc := s.ServiceFor(h, g.proxy.Namespace, sc); svc != nil && servable(svc) {
-			svcs = append(svcs, svc)
-		}
-	}
-	lds, err := grpcListenersOf(svcs)
+	// The proxy's services among the dirty hosts, in host order as its
+	// View's Services are.
+	v := model.NewView(s, g.proxy.Workload())
+	svcs := v.ServicesOf(slices.Collect(maps.Keys(dirty)))
+	lds, err := grpcgen.ListenersOf(svcs)
 	if err != nil {
 		return nil, nil, err
 	}
-	rds, err := grpcRoutesOf(s, g.proxy, svcs)
+	rds, err := grpcgen.RoutesOf(v, svcs)
 	if err != nil {
 		return nil, nil, err
 	}
-	refs := outboundClustersOf(s, g.proxy, svcs)
-	cds, err := grpcClustersOf(s, refs)
-	if err != nil {
-		return nil, nil, err
-	}
-	eds := grpcEndpointsOf(refs)
+	refs := v.ClustersOf(svcs)
+	cds := grpcgen.ClustersOf(v, refs)
+	eds := grpcgen.EndpointsOf(refs)
 
 	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]*resourceMap, len(typeURLs))}
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
@@ -272,22 +265,13 @@ func affectedHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
 func routesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
 	for _, hr := range vs.Spec.GetHttp() {
 		for _, dst := range hr.GetRoute() {
-			h := destinationHost(dst.GetDestination().GetHost(), vs.Namespace)
+			h := model.DestinationHost(dst.GetDestination().GetHost(), vs.Namespace)
 			if a[h] || b[h] {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// destinationHost qualifies a route destination's host as routeAction
-// does.
-func destinationHost(host, ns string) string {
-	if !strings.Contains(host, ".") {
-		return host + "." + ns + "." + model.DefaultDomainSuffix
-	}
-	return host
 }
 
 // rebase returns g for snapshot s when nothing the generators read differs

@@ -8,25 +8,21 @@ package xds
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-
-	"github.com/vmesh/vmesh/xds/sidecar"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// ProxyKind says which generator serves a proxy.
-type ProxyKind string
+// ProxyKind says which generators serve a proxy (model.ProxyKind).
+type ProxyKind = model.ProxyKind
 
 // Proxy kinds. A node whose metadata GENERATOR is "grpc" is a proxyless gRPC
 // application; anything else is an Envoy sidecar.
 const (
-	KindGRPC    ProxyKind = "grpc"
-	KindSidecar ProxyKind = "sidecar"
+	KindGRPC    = model.KindGRPC
+	KindSidecar = model.KindSidecar
 )
 
 // Node metadata keys (Istio's names).
@@ -126,50 +122,15 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 	return p, nil
 }
 
-// GroupKey returns the key of the proxy's group under snapshot s. Proxies
-// with one key get identical generated config, so it is generated and
-// serialised once for all of them. The key holds every input the generators
-// read about a proxy: its kind, namespace (visibility, rule lookup order,
-// namespace-wide policies), the Sidecar that scopes it, and the
-// workload-scoped PeerAuthentications and AuthorizationPolicies that select
-// it (which is how labels matter to proxyless gRPC, whose server listeners
-// are named by the proxy, IP:port, and depend on nothing else about it).
-//
-// An Envoy sidecar's config also depends on its labels (VirtualService
-// sourceLabels), its IPs and workload name (which endpoints are its own:
-// the inbound listener and clusters) and its locality (locality load
-// balancing), so those are in its key too: sidecars of one workload
-// instance group together, distinct VMs do not. When a generator starts
-// reading more of the proxy, the key must grow with it.
+// Workload is what config generation may know about the proxy.
+func (p *Proxy) Workload() model.Workload {
+	return model.Workload{ID: p.ID, Kind: p.Kind, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality}
+}
+
+// GroupKey returns the key of the proxy's group: proxies with one key get
+// identical generated config, so it is generated and serialised once for
+// all of them. It is the key of the proxy's model.View, which derives it
+// from what the View lets the generators read.
 func GroupKey(s *model.Snapshot, p *Proxy) string {
-	sc := "-"
-	if c := s.SidecarFor(p.Namespace, p.Labels); c != nil {
-		sc = c.Key()
-	}
-	key := string(p.Kind) + "|" + p.Namespace + "|" + sc
-	if pk := s.WorkloadPolicyKey(p.Namespace, p.Labels); pk != "" {
-		key += "|" + pk
-	}
-	if p.Kind == KindSidecar {
-		key += "|labels=" + labelString(p.Labels) + "|ips=" + strings.Join(p.IPs, ",") + "|workload=" + p.WorkloadName + "|locality=" + p.Locality
-	}
-	return key
-}
-
-// toSidecar is what the Envoy sidecar generator reads about a proxy.
-func toSidecar(p *Proxy) *sidecar.Proxy {
-	return &sidecar.Proxy{ID: p.ID, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality}
-}
-
-// labelString renders labels deterministically, for debug output.
-func labelString(l map[string]string) string {
-	keys := slices.Sorted(maps.Keys(l))
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k + "=" + l[k])
-	}
-	return b.String()
+	return model.ViewKey(s, p.Workload())
 }

@@ -20,6 +20,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
+	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -141,22 +142,27 @@ func (g *generation) count(typeURL string) int {
 // generate builds all resource types for a group.
 func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
-	lds, err := Listeners(s, p)
+	v := model.NewView(s, p.Workload())
+	gens, err := generatorsFor(v.Workload())
 	if err != nil {
 		return nil, err
 	}
-	rds, err := Routes(s, p)
+	lds, err := gens.listeners(v)
 	if err != nil {
 		return nil, err
 	}
-	cds, err := Clusters(s, p)
+	rds, err := gens.routes(v)
+	if err != nil {
+		return nil, err
+	}
+	cds, err := gens.clusters(v)
 	if err != nil {
 		return nil, err
 	}
 	if err := g.add(lds, rds, cds); err != nil {
 		return nil, err
 	}
-	if err := g.generateEDS(); err != nil {
+	if err := g.generateEDSFrom(v, gens, nil); err != nil {
 		return nil, err
 	}
 	if err := g.consistent(lds, rds, cds); err != nil {
@@ -200,9 +206,10 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 		}
 		return n, !n.sameBesidesEDS(g), nil
 	}
-	svcs := visibleServices(s, g.proxy)
+	v := model.NewView(s, g.proxy.Workload())
+	svcs := v.Services()
 	for _, svc := range svcs {
-		if usesEDS(svc) && usesEDS(&model.Service{Resolution: svc.Resolution, Endpoints: prevEndpoints(g.snap, svc)}) {
+		if grpcgen.UsesEDS(svc) && grpcgen.UsesEDS(&model.Service{Resolution: svc.Resolution, Endpoints: prevEndpoints(g.snap, svc)}) {
 			continue
 		}
 		if !model.SameEndpoints(prevEndpoints(g.snap, svc), svc.Endpoints) {
@@ -210,12 +217,12 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 			return n, true, err
 		}
 	}
-	if g.proxy.Kind == KindGRPC && tlsChanged(g.snap, s, g.proxy, svcs) {
+	if g.proxy.Kind == KindGRPC && tlsChanged(g.snap, model.NewView(g.snap, g.proxy.Workload()), v, svcs) {
 		// Endpoints decide automatic mTLS and the SANs a cluster verifies.
 		n, err := generate(s, g.proxy, g.key)
 		return n, true, err
 	}
-	n, err = g.endpointsOnly(s)
+	n, err = g.endpointsOnly(s, v)
 	return n, false, err
 }
 
@@ -239,10 +246,10 @@ func (g *generation) sameBesidesEDS(o *generation) bool {
 // the proxy's clusters (automatic mTLS, verified SANs), which lives in CDS.
 // Only services whose endpoints changed are examined: an EDS-only push
 // changes nothing else.
-func tlsChanged(prev, s *model.Snapshot, p *Proxy, svcs []*model.Service) bool {
+func tlsChanged(prevSnap *model.Snapshot, prev, next *model.View, svcs []*model.Service) bool {
 	for _, svc := range svcs {
 		var old *model.Service
-		for _, o := range prev.ServicesForHost(svc.Hostname) {
+		for _, o := range prevSnap.ServicesForHost(svc.Hostname) {
 			if o.Namespace == svc.Namespace {
 				old = o
 			}
@@ -253,11 +260,11 @@ func tlsChanged(prev, s *model.Snapshot, p *Proxy, svcs []*model.Service) bool {
 		if model.SameEndpoints(old.Endpoints, svc.Endpoints) {
 			continue
 		}
-		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
+		dr := next.DestinationRule(svc)
 		for _, port := range svc.Ports {
 			for _, subset := range append([]string{""}, dr.SubsetNames()...) {
-				o := grpcUpstreamTLS(prev, clusterRef{svc: old, port: port, subset: subset, dr: dr})
-				n := grpcUpstreamTLS(s, clusterRef{svc: svc, port: port, subset: subset, dr: dr})
+				o := prev.UpstreamTLS(model.Cluster{Service: old, Port: port, Subset: subset, DestinationRule: dr}, model.AutoMTLSStrictOnly)
+				n := next.UpstreamTLS(model.Cluster{Service: svc, Port: port, Subset: subset, DestinationRule: dr}, model.AutoMTLSStrictOnly)
 				if o.Mode != n.Mode || o.Auto != n.Auto || !slices.Equal(o.SubjectAltNames, n.SubjectAltNames) {
 					return true
 				}
@@ -267,7 +274,11 @@ func tlsChanged(prev, s *model.Snapshot, p *Proxy, svcs []*model.Service) bool {
 	return false
 }
 
-func (g *generation) endpointsOnly(s *model.Snapshot) (*generation, error) {
+func (g *generation) endpointsOnly(s *model.Snapshot, v *model.View) (*generation, error) {
+	gens, err := generatorsFor(v.Workload())
+	if err != nil {
+		return nil, err
+	}
 	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: maps.Clone(g.types)}
 	g.mu.Lock()
 	n.inbound = make(map[string]*resource, len(g.inbound))
@@ -275,20 +286,18 @@ func (g *generation) endpointsOnly(s *model.Snapshot) (*generation, error) {
 		n.inbound[k] = v
 	}
 	g.mu.Unlock()
-	if err := n.generateEDSFrom(g); err != nil {
+	if err := n.generateEDSFrom(v, gens, g); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-func (g *generation) generateEDS() error { return g.generateEDSFrom(nil) }
-
 // generateEDSFrom builds the EDS resources. With prev (an EDS-only change),
 // assignments of services whose endpoints did not change are reused, so
 // only the changed ones are built and serialised again.
-func (g *generation) generateEDSFrom(prev *generation) error {
+func (g *generation) generateEDSFrom(v *model.View, gens generators, prev *generation) error {
 	if g.proxy.Kind != KindGRPC || prev == nil {
-		eds, err := Endpoints(g.snap, g.proxy)
+		eds, err := gens.endpoints(v)
 		if err != nil {
 			return err
 		}
@@ -304,16 +313,16 @@ func (g *generation) generateEDSFrom(prev *generation) error {
 		return nil
 	}
 	m := cowmap.New[string, *resource]().Edit()
-	for _, ref := range outboundClusters(g.snap, g.proxy) {
-		if !usesEDS(ref.svc) {
+	for _, ref := range v.Clusters() {
+		if !grpcgen.UsesEDS(ref.Service) {
 			continue
 		}
-		name := ref.name()
-		if r := prev.get(resourcev3.EndpointType, name); r != nil && model.SameEndpoints(prevEndpoints(prev.snap, ref.svc), ref.svc.Endpoints) {
+		name := ref.Name()
+		if r := prev.get(resourcev3.EndpointType, name); r != nil && model.SameEndpoints(prevEndpoints(prev.snap, ref.Service), ref.Service.Endpoints) {
 			m.Set(name, r)
 			continue
 		}
-		r, err := newResource(name, loadAssignment(ref))
+		r, err := newResource(name, grpcgen.LoadAssignment(ref))
 		if err != nil {
 			return err
 		}

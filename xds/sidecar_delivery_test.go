@@ -391,9 +391,7 @@ func TestSidecarDelivery(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := sidecar.Generate(model.Build(store.Snapshot()), &sidecar.Proxy{
-					ID: p.ID, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality,
-				})
+				want, err := sidecar.Generate(model.NewView(model.Build(store.Snapshot()), p.Workload()))
 				if err != nil {
 					t.Fatal(err)
 				}

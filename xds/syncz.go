@@ -13,6 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -262,7 +263,7 @@ func (s *Server) Syncz() []SyncStatus {
 	var out []SyncStatus
 	for id, st := range s.streams.byID {
 		ss := SyncStatus{
-			ID: st.proxy.ID, Kind: st.proxy.Kind, Namespace: st.proxy.Namespace, Labels: labelString(st.proxy.Labels),
+			ID: st.proxy.ID, Kind: st.proxy.Kind, Namespace: st.proxy.Namespace, Labels: model.LabelString(st.proxy.Labels),
 			Protocol: "sotw", Connected: st.connected, Types: map[string]*TypeStatus{},
 		}
 		if id.delta {

@@ -31,8 +31,8 @@ const defaultConnectTimeout = 10 * time.Second
 // BlackHoleCluster and InboundPassthroughCluster; one outbound cluster per
 // visible service port and DestinationRule subset; one inbound cluster per
 // workload port.
-func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
-	sc := newScope(s, p)
+func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
+	sc := newScope(v)
 	out := []*clusterv3.Cluster{
 		originalDst(PassthroughCluster),
 		{
@@ -42,7 +42,7 @@ func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
 		},
 		originalDst(InboundPassthroughCluster),
 	}
-	for _, ref := range sc.clusters {
+	for _, ref := range sc.v.Clusters() {
 		out = append(out, sc.outboundCluster(ref))
 	}
 	for _, ip := range sc.inbound() {
@@ -78,23 +78,23 @@ func usesEDS(svc *model.Service) bool {
 
 // isPassthrough reports whether the cluster forwards to the original
 // destination: NONE resolution or a PASSTHROUGH load balancer.
-func isPassthrough(ref clusterRef, tp *networking.TrafficPolicy) bool {
-	return ref.svc.Resolution == model.ResolutionNone || tp.GetLoadBalancer().GetSimple() == networking.LoadBalancerSettings_PASSTHROUGH
+func isPassthrough(ref model.Cluster, tp *networking.TrafficPolicy) bool {
+	return ref.Service.Resolution == model.ResolutionNone || tp.GetLoadBalancer().GetSimple() == networking.LoadBalancerSettings_PASSTHROUGH
 }
 
 // outboundCluster builds one outbound cluster from the service and the
 // DestinationRule's merged policy for its port and subset.
-func (sc *scope) outboundCluster(ref clusterRef) *clusterv3.Cluster {
-	name := ref.name()
-	tp := ref.dr.TrafficPolicy(ref.port.Number, ref.subset)
+func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
+	name := ref.Name()
+	tp := ref.DestinationRule.TrafficPolicy(ref.Port.Number, ref.Subset)
 	c := &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(defaultConnectTimeout)}
 	switch {
 	case isPassthrough(ref, tp):
 		c = originalDst(name)
-	case usesEDS(ref.svc):
+	case usesEDS(ref.Service):
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
 		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: translate.ADSConfigSource(), ServiceName: name}
-	case ref.svc.Resolution == model.ResolutionDNSRoundRobin:
+	case ref.Service.Resolution == model.ResolutionDNSRoundRobin:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
 		c.LoadAssignment = dnsAssignment(name, ref, 1)
@@ -128,8 +128,8 @@ func (sc *scope) outboundCluster(ref clusterRef) *clusterv3.Cluster {
 		}
 		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
 	}
-	if isHTTP(ref.port.Protocol) {
-		c.TypedExtensionProtocolOptions = httpOptions(ref.port.Protocol, tp.GetConnectionPool().GetHttp())
+	if isHTTP(ref.Port.Protocol) {
+		c.TypedExtensionProtocolOptions = httpOptions(ref.Port.Protocol, tp.GetConnectionPool().GetHttp())
 	}
 	if od := tp.GetOutlierDetection(); od != nil {
 		c.OutlierDetection = outlierDetection(od)
@@ -148,14 +148,14 @@ func (sc *scope) outboundCluster(ref clusterRef) *clusterv3.Cluster {
 // mode, else (auto mTLS) mesh mTLS toward endpoints labelled
 // security.istio.io/tlsMode=istio and plaintext toward the rest, for
 // mesh-internal services.
-func (sc *scope) applyTLS(c *clusterv3.Cluster, ref clusterRef) {
-	sni := SNI(ref.port.Number, ref.subset, ref.svc.Hostname)
-	sans := sc.s.ServiceIdentities(ref.svc)
-	if t := ref.dr.ClientTLS(ref.port.Number, ref.subset); t != nil {
+func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster) {
+	sni := SNI(ref.Port.Number, ref.Subset, ref.Service.Hostname)
+	sans := sc.v.ServiceIdentities(ref.Service)
+	if t := ref.DestinationRule.ClientTLS(ref.Port.Number, ref.Subset); t != nil {
 		c.TransportSocket = clientTLS(t, sni, sans)
 		return
 	}
-	if ref.svc.MeshExternal || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
+	if ref.Service.MeshExternal || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
 		return
 	}
 	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
@@ -290,14 +290,14 @@ func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetecti
 
 // dnsAssignment lists a DNS cluster's hosts inline; limit 1 for
 // LOGICAL_DNS, which takes exactly one.
-func dnsAssignment(name string, ref clusterRef, limit int) *endpointv3.ClusterLoadAssignment {
+func dnsAssignment(name string, ref model.Cluster, limit int) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	lle := &endpointv3.LocalityLbEndpoints{}
-	for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+	for _, e := range ref.Service.SubsetEndpoints(ref.SubsetLabels) {
 		if limit > 0 && len(lle.LbEndpoints) == limit {
 			break
 		}
-		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.port)))
+		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.Port)))
 	}
 	if len(lle.LbEndpoints) > 0 {
 		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{lle}

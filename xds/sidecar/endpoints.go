@@ -18,12 +18,12 @@ import (
 // a DestinationRule that enables locality load balancing, localities get
 // priorities (failover, when outlier detection is on, as Istio requires)
 // or weights (distribute).
-func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
-	sc := newScope(s, p)
+func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
+	sc := newScope(v)
 	var out []*endpointv3.ClusterLoadAssignment
-	for _, ref := range sc.clusters {
-		tp := ref.dr.TrafficPolicy(ref.port.Number, ref.subset)
-		if isPassthrough(ref, tp) || !usesEDS(ref.svc) {
+	for _, ref := range sc.v.Clusters() {
+		tp := ref.DestinationRule.TrafficPolicy(ref.Port.Number, ref.Subset)
+		if isPassthrough(ref, tp) || !usesEDS(ref.Service) {
 			continue
 		}
 		out = append(out, sc.loadAssignment(ref, tp))
@@ -31,12 +31,12 @@ func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment
 	return out, nil
 }
 
-func (sc *scope) loadAssignment(ref clusterRef, tp *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {
-	name := ref.name()
+func (sc *scope) loadAssignment(ref model.Cluster, tp *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {
+	name := ref.Name()
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	byLoc := make(map[string]*endpointv3.LocalityLbEndpoints)
 	var locs []string
-	for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+	for _, e := range ref.Service.SubsetEndpoints(ref.SubsetLabels) {
 		lle := byLoc[e.Locality]
 		if lle == nil {
 			lle = &endpointv3.LocalityLbEndpoints{Locality: translate.Locality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
@@ -44,7 +44,7 @@ func (sc *scope) loadAssignment(ref clusterRef, tp *networking.TrafficPolicy) *e
 			locs = append(locs, e.Locality)
 		}
 		lle.LoadBalancingWeight.Value += e.EffectiveWeight()
-		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.port)))
+		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.Port)))
 	}
 	slices.Sort(locs)
 	weights := sc.localityWeights(ref, tp)
@@ -79,7 +79,7 @@ func (sc *scope) localityLB(tp *networking.TrafficPolicy) *networking.LocalityLo
 // cluster from the first distribute rule whose "from" matches the proxy;
 // a "to" weight is shared evenly by the localities it matches. nil when no
 // rule applies.
-func (sc *scope) localityWeights(ref clusterRef, tp *networking.TrafficPolicy) map[string]uint32 {
+func (sc *scope) localityWeights(ref model.Cluster, tp *networking.TrafficPolicy) map[string]uint32 {
 	ls := sc.localityLB(tp)
 	if ls == nil {
 		return nil
@@ -89,7 +89,7 @@ func (sc *scope) localityWeights(ref clusterRef, tp *networking.TrafficPolicy) m
 			continue
 		}
 		var locs []string
-		for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+		for _, e := range ref.Service.SubsetEndpoints(ref.SubsetLabels) {
 			if !slices.Contains(locs, e.Locality) {
 				locs = append(locs, e.Locality)
 			}

@@ -101,12 +101,12 @@ func TestGolden(t *testing.T) {
 	cases := []struct {
 		name  string
 		dir   string
-		proxy sidecar.Proxy
+		proxy model.Workload
 	}{
 		{
 			name: "quickstart",
 			dir:  "../../examples/quickstart/config",
-			proxy: sidecar.Proxy{
+			proxy: model.Workload{Kind: model.KindSidecar,
 				ID: "greeter-v1.demo", Namespace: "demo", IPs: []string{"127.0.0.1"},
 				Labels: map[string]string{"app": "greeter", "version": "v1"}, Locality: "local/zone-a",
 			},
@@ -114,7 +114,7 @@ func TestGolden(t *testing.T) {
 		{
 			name: "features",
 			dir:  "testdata/features",
-			proxy: sidecar.Proxy{
+			proxy: model.Workload{Kind: model.KindSidecar,
 				ID: "productpage-1.shop", Namespace: "shop", IPs: []string{"10.0.0.5"},
 				Labels: map[string]string{"app": "productpage"}, Locality: "us-east/zone-a/rack-1",
 			},
@@ -122,7 +122,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := sidecar.Generate(load(t, tc.dir), &tc.proxy)
+			res, err := sidecar.Generate(model.NewView(load(t, tc.dir), tc.proxy))
 			if err != nil {
 				t.Fatal(err)
 			}

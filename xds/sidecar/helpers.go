@@ -3,6 +3,7 @@ package sidecar
 import (
 	"strings"
 
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/translate"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -33,7 +34,7 @@ func networkFilter(name string, m proto.Message) *listenerv3.Filter {
 type weighted struct {
 	cluster string
 	weight  uint32
-	ref     clusterRef
+	ref     model.Cluster
 }
 
 // tcpProxy returns a tcp_proxy filter to one cluster or a weighted split.

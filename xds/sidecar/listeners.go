@@ -38,17 +38,17 @@ import (
 //   - virtualInbound on 0.0.0.0:15006 with one filter chain per workload
 //     port and mTLS mode (PeerAuthentication), RBAC from
 //     AuthorizationPolicies, to the inbound cluster.
-func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
-	sc := newScope(s, p)
+func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
+	sc := newScope(v)
 	out := []*listenerv3.Listener{sc.virtualOutbound()}
 	outbound, err := sc.outboundListeners()
 	if err != nil {
-		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
 	out = append(out, outbound...)
 	vi, err := sc.virtualInbound()
 	if err != nil {
-		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
 	return append(out, vi), nil
 }
@@ -159,8 +159,8 @@ func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
 // TCP route of its VirtualService that matches the port (weighted when it
 // names several destinations), else the service's own cluster.
 func (sc *scope) tcpDestinations(t target) []weighted {
-	own := []weighted{{cluster: translate.ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
-	vs := sc.s.VirtualServiceFor(t.svc.Hostname, sc.p.Namespace)
+	own := []weighted{{cluster: model.ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
+	vs := sc.v.VirtualServiceFor(t.svc.Hostname)
 	if vs == nil {
 		return own
 	}
@@ -179,7 +179,7 @@ func (sc *scope) tcpDestinations(t target) []weighted {
 				w = 100
 			}
 			if w > 0 {
-				out = append(out, weighted{cluster: ref.name(), weight: w, ref: ref})
+				out = append(out, weighted{cluster: ref.Name(), weight: w, ref: ref})
 			}
 		}
 		if len(out) > 0 {
@@ -190,7 +190,7 @@ func (sc *scope) tcpDestinations(t target) []weighted {
 	return own
 }
 
-func tcpMatches(tr *networking.TCPRoute, port uint32, p *Proxy) bool {
+func tcpMatches(tr *networking.TCPRoute, port uint32, p model.Workload) bool {
 	if len(tr.GetMatch()) == 0 {
 		return true
 	}
@@ -254,10 +254,9 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 		},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}
-	ns, labels := sc.p.Namespace, sc.p.Labels
-	policies := sc.s.AuthorizationPoliciesFor(ns, labels)
+	policies := sc.v.AuthorizationPolicies()
 	for _, ip := range sc.inbound() {
-		mode := sc.s.PeerAuthenticationMode(ns, labels, ip.port)
+		mode := sc.v.PeerAuthenticationMode(ip.port)
 		http := isHTTP(ip.protocol)
 		filters, err := inboundFilters(ip, http, policies)
 		if err != nil {
@@ -295,7 +294,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 		}
 	}
 	fallback := InboundPassthroughCluster
-	if sc.s.PeerAuthenticationMode(ns, labels, 0) == model.MTLSStrict {
+	if sc.v.PeerAuthenticationMode(0) == model.MTLSStrict {
 		fallback = BlackHoleCluster
 	}
 	l.DefaultFilterChain = &listenerv3.FilterChain{

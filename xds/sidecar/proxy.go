@@ -8,54 +8,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vmesh/vmesh/xds/translate"
-
 	"github.com/vmesh/vmesh/model"
 	networking "istio.io/api/networking/v1alpha3"
 )
-
-// Proxy is everything the generator reads about one Envoy sidecar beyond
-// the model: the model supplies the rest (the Sidecar that scopes it, the
-// PeerAuthentication modes and AuthorizationPolicies that apply to it, the
-// trust domain). Two proxies with equal Proxy values (ID aside) get
-// identical config from one snapshot, so a caller may group proxies by these
-// fields.
-type Proxy struct {
-	// ID is the xDS node id, for error messages only.
-	ID string
-	// Namespace decides visibility (exportTo), DestinationRule lookup, short
-	// host names and, with Labels, the Sidecar and the policies that apply.
-	Namespace string
-	// Labels select the Sidecar and the workload policies (through the
-	// model) and VirtualService sourceLabels.
-	Labels map[string]string
-	// IPs are the workload's addresses: a service endpoint with one of them
-	// is served by this proxy (inbound).
-	IPs []string
-	// WorkloadName, when set, also claims the endpoint that came from the
-	// WorkloadEntry <Namespace>/<WorkloadName>.
-	WorkloadName string
-	// Locality is the proxy's region/zone/subzone, for locality-aware load
-	// balancing; "" turns it off.
-	Locality string
-}
 
 // target is one outbound service port the proxy may reach.
 type target struct {
 	svc  *model.Service
 	port model.Port
-}
-
-// clusterRef is one outbound cluster: a service port and a subset.
-type clusterRef struct {
-	target
-	subset string
-	labels map[string]string
-	dr     *model.DestinationRule
-}
-
-func (c clusterRef) name() string {
-	return translate.ClusterName(c.port.Number, c.subset, c.svc.Hostname)
 }
 
 // inboundPort is one port the workload serves.
@@ -68,76 +28,30 @@ type inboundPort struct {
 	hostPort uint32
 }
 
-// scope is the part of the model one proxy sees, computed once per call.
+// scope is the proxy's View with what the Envoy generators derive from it
+// once per call: the Sidecar's spec and the outbound service ports.
 type scope struct {
-	s   *model.Snapshot
-	p   *Proxy
-	msc *model.Sidecar
+	v *model.View
+	p model.Workload
 	// spec is the Sidecar's spec, nil without a Sidecar.
-	spec     *networking.Sidecar
-	targets  []target // sorted by port, then host
-	clusters []clusterRef
-	byName   map[string]clusterRef
+	spec    *networking.Sidecar
+	targets []target // sorted by port, then host
 }
 
-func newScope(s *model.Snapshot, p *Proxy) *scope {
-	sc := &scope{s: s, p: p, msc: s.SidecarFor(p.Namespace, p.Labels), byName: make(map[string]clusterRef)}
-	if sc.msc != nil {
-		sc.spec = sc.msc.Spec
-	}
-	for _, svc := range s.VisibleServices(p.Namespace, sc.msc) {
-		if len(svc.Ports) == 0 {
-			continue
-		}
-		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
-		for _, port := range svc.Ports {
-			if !egressAllows(sc.spec, p.Namespace, svc, port.Number) {
-				continue
-			}
-			t := target{svc: svc, port: port}
+func newScope(v *model.View) *scope {
+	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	seen := map[target]bool{}
+	for _, c := range v.Clusters() {
+		t := target{svc: c.Service, port: c.Port}
+		if !seen[t] {
+			seen[t] = true
 			sc.targets = append(sc.targets, t)
-			refs := []clusterRef{{target: t, dr: dr}}
-			for _, ss := range dr.Subsets() {
-				if ss.GetName() != "" {
-					refs = append(refs, clusterRef{target: t, subset: ss.GetName(), labels: ss.GetLabels(), dr: dr})
-				}
-			}
-			for _, r := range refs {
-				sc.clusters = append(sc.clusters, r)
-				sc.byName[r.name()] = r
-			}
 		}
 	}
 	slices.SortStableFunc(sc.targets, func(a, b target) int {
 		return cmp.Or(cmp.Compare(a.port.Number, b.port.Number), cmp.Compare(a.svc.Hostname, b.svc.Hostname))
 	})
 	return sc
-}
-
-// egressAllows applies the port of each Sidecar egress listener: a listener
-// with a port admits its hosts on that port only.
-func egressAllows(spec *networking.Sidecar, ns string, svc *model.Service, port uint32) bool {
-	if spec == nil || len(spec.GetEgress()) == 0 {
-		return true
-	}
-	for _, l := range spec.GetEgress() {
-		if n := l.GetPort().GetNumber(); n != 0 && n != port {
-			continue
-		}
-		for _, h := range l.GetHosts() {
-			hns, host, ok := strings.Cut(h, "/")
-			if !ok {
-				continue
-			}
-			if hns == "." {
-				hns = ns
-			}
-			if (hns == "*" || hns == svc.Namespace) && model.HostMatches(host, svc.Hostname) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // registryOnly reports whether the Sidecar blocks unknown destinations.
@@ -185,7 +99,7 @@ func (sc *scope) inbound() []inboundPort {
 			out = append(out, ip)
 		}
 	} else {
-		for _, svc := range sc.s.Services {
+		for _, svc := range sc.v.AllServices() {
 			for _, e := range svc.Endpoints {
 				if !sc.ownsEndpoint(e) {
 					continue

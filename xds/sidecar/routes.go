@@ -30,8 +30,8 @@ import (
 // host, its short names, its VIPs, each also with ":port") and a catch-all
 // virtual host that passes unknown hosts through (allow_any) or answers
 // 502 (block_all, outboundTrafficPolicy REGISTRY_ONLY).
-func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
-	sc := newScope(s, p)
+func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
+	sc := newScope(v)
 	var out []*routev3.RouteConfiguration
 	for _, port := range sc.httpPorts() {
 		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false)}
@@ -42,7 +42,7 @@ func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) 
 			}
 			vh, err := sc.virtualHost(t, used)
 			if err != nil {
-				return nil, fmt.Errorf("proxy %s: route %s: %w", p.ID, rc.Name, err)
+				return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
 			}
 			if vh != nil {
 				rc.VirtualHosts = append(rc.VirtualHosts, vh)
@@ -122,7 +122,7 @@ func (sc *scope) virtualHost(t target, used map[string]bool) (*routev3.VirtualHo
 		return nil, nil
 	}
 	vh := &routev3.VirtualHost{Name: t.svc.Hostname + ":" + itoa(t.port.Number), Domains: domains}
-	if vs := sc.s.VirtualServiceFor(t.svc.Hostname, sc.p.Namespace); vs != nil {
+	if vs := sc.v.VirtualServiceFor(t.svc.Hostname); vs != nil {
 		routes, err := sc.httpRoutes(t, vs)
 		if err != nil {
 			return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
@@ -138,8 +138,8 @@ func (sc *scope) virtualHost(t target, used map[string]bool) (*routev3.VirtualHo
 // defaultRoute sends everything to the service port's cluster with Istio's
 // default retry policy and no timeout.
 func (sc *scope) defaultRoute(t target) *routev3.Route {
-	name := translate.ClusterName(t.port.Number, "", t.svc.Hostname)
-	ref := sc.byName[name]
+	name := model.ClusterName(t.port.Number, "", t.svc.Hostname)
+	ref, _ := sc.v.OwnCluster(t.svc, t.port.Number)
 	return &routev3.Route{
 		Name:  "default",
 		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
@@ -147,7 +147,7 @@ func (sc *scope) defaultRoute(t target) *routev3.Route {
 			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
 			Timeout:          durationpb.New(0),
 			RetryPolicy:      retryPolicy(nil),
-			HashPolicy:       translate.HashPolicy(ref.dr, ref.port.Number, "", translate.Envoy),
+			HashPolicy:       translate.HashPolicy(ref.DestinationRule, ref.Port.Number, "", translate.Envoy),
 		}},
 	}
 }
@@ -272,7 +272,7 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	first := dests[0].ref
-	a.HashPolicy = translate.HashPolicy(first.dr, first.port.Number, first.subset, translate.Envoy)
+	a.HashPolicy = translate.HashPolicy(first.DestinationRule, first.Port.Number, first.Subset, translate.Envoy)
 	if d := hr.GetTimeout(); d != nil {
 		a.Timeout = d
 	}
@@ -314,31 +314,15 @@ func (sc *scope) httpDestinations(t target, vs *model.VirtualService, rds []*net
 		if w == 0 {
 			continue
 		}
-		out = append(out, httpDest{weighted: weighted{cluster: ref.name(), weight: w, ref: ref}, index: i})
+		out = append(out, httpDest{weighted: weighted{cluster: ref.Name(), weight: w, ref: ref}, index: i})
 	}
 	return out
 }
 
-// resolve finds the cluster of a destination: its host (short names are
-// in the VirtualService's namespace), port (the route's own port when the
-// destination is the same host or names none, else the target's only
-// port) and subset.
-func (sc *scope) resolve(t target, vs *model.VirtualService, d *networking.Destination) (clusterRef, bool) {
-	host := d.GetHost()
-	if !strings.Contains(host, ".") {
-		host = host + "." + vs.Namespace + "." + model.DefaultDomainSuffix
-	}
-	port := d.GetPort().GetNumber()
-	if port == 0 {
-		port = t.port.Number
-		if host != t.svc.Hostname {
-			if svc := sc.s.ServiceFor(host, sc.p.Namespace, sc.msc); svc != nil && len(svc.Ports) == 1 {
-				port = svc.Ports[0].Number
-			}
-		}
-	}
-	ref, ok := sc.byName[translate.ClusterName(port, d.GetSubset(), host)]
-	return ref, ok
+// resolve finds the cluster of a route destination of the target's
+// VirtualService (model.View.Resolve).
+func (sc *scope) resolve(t target, vs *model.VirtualService, d *networking.Destination) (model.Cluster, bool) {
+	return sc.v.Resolve(t.svc.Hostname, t.port.Number, vs, d)
 }
 
 func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTPRoute) []*routev3.RouteAction_RequestMirrorPolicy {
@@ -364,7 +348,7 @@ func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTP
 			continue
 		}
 		out = append(out, &routev3.RouteAction_RequestMirrorPolicy{
-			Cluster:         ref.name(),
+			Cluster:         ref.Name(),
 			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: translate.Percent(m.pct, 0)},
 		})
 	}

@@ -23,11 +23,11 @@ import (
 const featuresDir = "testdata/features"
 
 // productpage is the proxy of the features config: the workload 10.0.0.5.
-func productpage() *sidecar.Proxy {
-	return &sidecar.Proxy{ID: "pp", Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}}
+func productpage() model.Workload {
+	return model.Workload{ID: "pp", Kind: model.KindSidecar, Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}}
 }
 
-func features(t *testing.T) (*model.Snapshot, *sidecar.Proxy) {
+func features(t *testing.T) (*model.Snapshot, model.Workload) {
 	return load(t, featuresDir), productpage()
 }
 
@@ -90,7 +90,7 @@ func TestValidateUnpacksAny(t *testing.T) {
 
 func TestConsistentFindsDanglingReferences(t *testing.T) {
 	snap, p := features(t)
-	res, err := sidecar.Generate(snap, p)
+	res, err := sidecar.Generate(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestConsistentFindsDanglingReferences(t *testing.T) {
 
 func TestOutboundLayout(t *testing.T) {
 	snap, p := features(t)
-	ls, err := sidecar.Listeners(snap, p)
+	ls, err := sidecar.Listeners(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +175,14 @@ func TestOutboundLayout(t *testing.T) {
 
 	// Without a Sidecar: ALLOW_ANY passes unknown traffic through.
 	snap = loadEdited(t, featuresDir, without(filestore.KindSidecar))
-	ls, err = sidecar.Listeners(snap, p)
+	ls, err = sidecar.Listeners(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := tcpCluster(t, listener(t, ls, sidecar.VirtualOutboundListener).GetFilterChains()[0]); got != sidecar.PassthroughCluster {
 		t.Errorf("ALLOW_ANY fallback = %s", got)
 	}
-	rs, err := sidecar.Routes(snap, p)
+	rs, err := sidecar.Routes(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestInboundMTLSModes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := loadEdited(t, featuresDir, without(filestore.KindPeerAuthentication), tc.pas...)
-			ls, err := sidecar.Listeners(snap, productpage())
+			ls, err := sidecar.Listeners(model.NewView(snap, productpage()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func TestRBACOnTCPPort(t *testing.T) {
 	// request headers) can never match there, the DENY on DELETE matches
 	// every connection (Istio's conservative rule); the serviceAccounts
 	// rule stays.
-	ls, err := sidecar.Listeners(snap, p)
+	ls, err := sidecar.Listeners(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestSidecarIngressAndEgressPorts(t *testing.T) {
 		}},
 	}
 	snap := loadEdited(t, featuresDir, without(filestore.KindSidecar), object(filestore.KindSidecar, "shop", "productpage", spec))
-	res, err := sidecar.Generate(snap, productpage())
+	res, err := sidecar.Generate(model.NewView(snap, productpage()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestSidecarIngressAndEgressPorts(t *testing.T) {
 
 func TestClusterTLS(t *testing.T) {
 	snap, p := features(t)
-	cs, err := sidecar.Clusters(snap, p)
+	cs, err := sidecar.Clusters(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,23 +25,23 @@ type Resources struct {
 
 // Generate returns all four resource types for a proxy, checked with
 // Consistent.
-func Generate(s *model.Snapshot, p *Proxy) (*Resources, error) {
+func Generate(v *model.View) (*Resources, error) {
 	var r Resources
 	var err error
-	if r.Listeners, err = Listeners(s, p); err != nil {
+	if r.Listeners, err = Listeners(v); err != nil {
 		return nil, err
 	}
-	if r.Routes, err = Routes(s, p); err != nil {
+	if r.Routes, err = Routes(v); err != nil {
 		return nil, err
 	}
-	if r.Clusters, err = Clusters(s, p); err != nil {
+	if r.Clusters, err = Clusters(v); err != nil {
 		return nil, err
 	}
-	if r.Endpoints, err = Endpoints(s, p); err != nil {
+	if r.Endpoints, err = Endpoints(v); err != nil {
 		return nil, err
 	}
 	if err := r.Consistent(); err != nil {
-		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
 	return &r, nil
 }

@@ -7,20 +7,12 @@ package translate
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
-
-// ClusterName returns Istio's outbound cluster name,
-// "outbound|port|subset|host". Both kinds of client name clusters (and
-// their EDS resources) by it.
-func ClusterName(port uint32, subset, host string) string {
-	return "outbound|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
-}
 
 // ADSConfigSource is a config source that names the ADS stream.
 func ADSConfigSource() *corev3.ConfigSource {

@@ -1,12 +1,9 @@
-package xds
+package grpc
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/vmesh/vmesh/xds/sidecar"
 
 	"github.com/vmesh/vmesh/xds/translate"
 
@@ -16,43 +13,32 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// Endpoints returns the ClusterLoadAssignments for a proxy's EDS clusters.
-func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
-	switch p.Kind {
-	case KindGRPC:
-		return grpcEndpoints(s, p)
-	case KindSidecar:
-		return sidecar.Endpoints(s, toSidecar(p))
-	}
-	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
-}
-
-// grpcEndpoints groups each EDS cluster's endpoints by locality
+// Endpoints groups each EDS cluster's endpoints by locality
 // (region/zone/subzone). Locality weight is the sum of its endpoints'
 // weights, so weighted endpoints keep their share under gRPC's
 // weighted-locality balancing. Endpoints are kept as configured: two
 // WorkloadEntries with one address:port make grpc-go NACK the assignment,
 // and the NACK shows in /debug/syncz.
-func grpcEndpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
-	return grpcEndpointsOf(outboundClusters(s, p)), nil
+func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
+	return EndpointsOf(v.Clusters()), nil
 }
 
-// grpcEndpointsOf returns the assignments of the EDS clusters among refs.
-func grpcEndpointsOf(refs []clusterRef) []*endpointv3.ClusterLoadAssignment {
+// EndpointsOf returns the assignments of the EDS clusters among refs.
+func EndpointsOf(refs []model.Cluster) []*endpointv3.ClusterLoadAssignment {
 	var out []*endpointv3.ClusterLoadAssignment
 	for _, ref := range refs {
-		if !usesEDS(ref.svc) {
-			continue
+		if UsesEDS(ref.Service) {
+			out = append(out, LoadAssignment(ref))
 		}
-		out = append(out, loadAssignment(ref))
 	}
 	return out
 }
 
-func loadAssignment(ref clusterRef) *endpointv3.ClusterLoadAssignment {
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: ref.name()}
+// LoadAssignment is the assignment of one EDS cluster.
+func LoadAssignment(ref model.Cluster) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: ref.Name()}
 	byLoc := make(map[string]*endpointv3.LocalityLbEndpoints)
-	for _, e := range ref.svc.SubsetEndpoints(ref.labels) {
+	for _, e := range ref.Service.SubsetEndpoints(ref.SubsetLabels) {
 		if strings.HasPrefix(e.Address, "unix://") {
 			continue
 		}
@@ -67,7 +53,7 @@ func loadAssignment(ref clusterRef) *endpointv3.ClusterLoadAssignment {
 		w := e.EffectiveWeight()
 		lle.LoadBalancingWeight.Value += w
 		lle.LbEndpoints = append(lle.LbEndpoints, &endpointv3.LbEndpoint{
-			HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: translate.SocketAddress(e.Address, e.PortFor(ref.port))}},
+			HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: translate.SocketAddress(e.Address, e.PortFor(ref.Port))}},
 			HealthStatus:        corev3.HealthStatus_HEALTHY,
 			LoadBalancingWeight: wrapperspb.UInt32(w),
 		})

@@ -1,12 +1,10 @@
-package xds
+package grpc
 
 import (
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
-
-	"github.com/vmesh/vmesh/xds/translate"
 
 	"github.com/vmesh/vmesh/model"
 )
@@ -22,13 +20,6 @@ const (
 	routerFilterName = "envoy.filters.http.router"
 	hcmFilterName    = "envoy.filters.network.http_connection_manager"
 )
-
-// ClusterName returns Istio's outbound cluster name,
-// "outbound|port|subset|host" (translate.ClusterName, the one rule both
-// generators use).
-func ClusterName(port uint32, subset, host string) string {
-	return translate.ClusterName(port, subset, host)
-}
 
 // ListenerName returns the client listener (and route configuration) name
 // for a service port: "host:port", the target a gRPC client dials as
@@ -57,9 +48,9 @@ func parseInboundName(name string) (string, uint32, error) {
 	return host, uint32(n), nil
 }
 
-// usesEDS reports whether a service's clusters get endpoints over EDS. DNS
+// UsesEDS reports whether a service's clusters get endpoints over EDS. DNS
 // services whose endpoints are host names use a LOGICAL_DNS cluster instead.
-func usesEDS(svc *model.Service) bool {
+func UsesEDS(svc *model.Service) bool {
 	if svc.Resolution != model.ResolutionDNS && svc.Resolution != model.ResolutionDNSRoundRobin {
 		return true
 	}
@@ -69,10 +60,4 @@ func usesEDS(svc *model.Service) bool {
 		}
 	}
 	return true
-}
-
-// servable reports whether a proxyless gRPC client can be given the service:
-// NONE resolution means passthrough, which gRPC has no use for.
-func servable(svc *model.Service) bool {
-	return svc.Resolution != model.ResolutionNone && len(svc.Ports) > 0 && !strings.HasPrefix(svc.Hostname, "*")
 }

@@ -1,11 +1,8 @@
-package xds
+package grpc
 
 import (
 	"fmt"
 	"strconv"
-	"strings"
-
-	"github.com/vmesh/vmesh/xds/sidecar"
 
 	"github.com/vmesh/vmesh/xds/translate"
 
@@ -16,41 +13,29 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// Routes returns the route configurations for a proxy.
-func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
-	switch p.Kind {
-	case KindGRPC:
-		return grpcRoutes(s, p)
-	case KindSidecar:
-		return sidecar.Routes(s, toSidecar(p))
-	}
-	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
-}
-
-// grpcRoutes returns one route configuration per client listener, with one
+// Routes returns one route configuration per client listener, with one
 // virtual host for the service port: the VirtualService's HTTP routes when
 // one is bound to the host, else a default route to the service.
-func grpcRoutes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
-	return grpcRoutesOf(s, p, visibleServices(s, p))
+func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
+	return RoutesOf(v, v.Services())
 }
 
-// grpcRoutesOf returns the route configurations of the given services.
-func grpcRoutesOf(s *model.Snapshot, p *Proxy, svcs []*model.Service) ([]*routev3.RouteConfiguration, error) {
-	sc := s.SidecarFor(p.Namespace, p.Labels)
+// RoutesOf returns the route configurations of the given services.
+func RoutesOf(v *model.View, svcs []*model.Service) ([]*routev3.RouteConfiguration, error) {
 	var out []*routev3.RouteConfiguration
 	for _, svc := range svcs {
-		vs := s.VirtualServiceFor(svc.Hostname, p.Namespace)
+		vs := v.VirtualServiceFor(svc.Hostname)
 		for _, port := range svc.Ports {
 			name := ListenerName(svc.Hostname, port.Number)
 			var routes []*routev3.Route
 			if vs != nil {
 				var err error
-				if routes, err = httpRoutes(s, p, sc, svc, port, vs); err != nil {
+				if routes, err = httpRoutes(v, svc, port, vs); err != nil {
 					return nil, fmt.Errorf("route %s from VirtualService %s/%s: %w", name, vs.Namespace, vs.Name, err)
 				}
 			}
 			if vs == nil || len(routes) == 0 {
-				routes = []*routev3.Route{defaultRoute(s, p, svc, port)}
+				routes = []*routev3.Route{defaultRoute(v, svc, port)}
 			}
 			out = append(out, &routev3.RouteConfiguration{
 				Name: name,
@@ -65,9 +50,9 @@ func grpcRoutesOf(s *model.Snapshot, p *Proxy, svcs []*model.Service) ([]*routev
 	return out, nil
 }
 
-func defaultRoute(s *model.Snapshot, p *Proxy, svc *model.Service, port model.Port) *routev3.Route {
-	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: translate.ClusterName(port.Number, "", svc.Hostname)}}
-	action.HashPolicy = translate.HashPolicy(s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace), port.Number, "", translate.Proxyless)
+func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.Route {
+	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: model.ClusterName(port.Number, "", svc.Hostname)}}
+	action.HashPolicy = translate.HashPolicy(v.DestinationRule(svc), port.Number, "", translate.Proxyless)
 	return &routev3.Route{
 		Name:   "default",
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
@@ -81,13 +66,13 @@ func defaultRoute(s *model.Snapshot, p *Proxy, svc *model.Service, port model.Po
 // unknown host or subset) are dropped; a route left without destinations is
 // dropped too. Redirects, direct responses and delegation have no gRPC
 // equivalent and are skipped.
-func httpRoutes(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
+func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
 	for i, hr := range vs.Spec.GetHttp() {
 		if len(hr.GetRoute()) == 0 {
 			continue
 		}
-		action, err := routeAction(s, p, sc, svc, port, vs, hr)
+		action, err := routeAction(v, svc, port, vs, hr)
 		if err != nil {
 			return nil, fmt.Errorf("http[%d]: %w", i, err)
 		}
@@ -125,41 +110,16 @@ func httpRoutes(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Servi
 	return out, nil
 }
 
-func routeAction(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Service, port model.Port, vs *model.VirtualService, hr *networking.HTTPRoute) (*routev3.RouteAction, error) {
+func routeAction(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService, hr *networking.HTTPRoute) (*routev3.RouteAction, error) {
 	type dest struct {
 		cluster string
 		weight  uint32
 	}
 	var dests []dest
-	var firstDR *model.DestinationRule
-	var firstPort uint32
-	var firstSubset string
+	var first model.Cluster
 	for _, d := range hr.GetRoute() {
-		host := d.GetDestination().GetHost()
-		if !strings.Contains(host, ".") {
-			host = host + "." + vs.Namespace + "." + model.DefaultDomainSuffix
-		}
-		target := s.ServiceFor(host, p.Namespace, sc)
-		if target == nil || !servable(target) {
-			continue
-		}
-		dport := d.GetDestination().GetPort().GetNumber()
-		if dport == 0 {
-			switch {
-			case target.Hostname == svc.Hostname:
-				dport = port.Number
-			case len(target.Ports) == 1:
-				dport = target.Ports[0].Number
-			default:
-				dport = port.Number
-			}
-		}
-		if _, ok := target.Port(dport); !ok {
-			continue
-		}
-		subset := d.GetDestination().GetSubset()
-		dr := s.DestinationRuleFor(target.Hostname, p.Namespace, target.Namespace)
-		if subset != "" && dr.Subset(subset) == nil {
+		c, ok := v.Resolve(svc.Hostname, port.Number, vs, d.GetDestination())
+		if !ok {
 			continue
 		}
 		w := uint32(max(d.GetWeight(), 0))
@@ -170,9 +130,9 @@ func routeAction(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Serv
 			continue
 		}
 		if len(dests) == 0 {
-			firstDR, firstPort, firstSubset = dr, dport, subset
+			first = c
 		}
-		dests = append(dests, dest{cluster: translate.ClusterName(dport, subset, target.Hostname), weight: w})
+		dests = append(dests, dest{cluster: c.Name(), weight: w})
 	}
 	if len(dests) == 0 {
 		return nil, nil
@@ -187,7 +147,7 @@ func routeAction(s *model.Snapshot, p *Proxy, sc *model.Sidecar, svc *model.Serv
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	a.HashPolicy = translate.HashPolicy(firstDR, firstPort, firstSubset, translate.Proxyless)
+	a.HashPolicy = translate.HashPolicy(first.DestinationRule, first.Port.Number, first.Subset, translate.Proxyless)
 	if t := hr.GetTimeout(); t != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
 	}

@@ -1,12 +1,8 @@
-package xds
+package grpc
 
 //lint:file-ignore SA1019 Istio's deprecated fields (minimumRingSize, consecutiveErrors) are read because Istio still honours them
 
 import (
-	"fmt"
-
-	"github.com/vmesh/vmesh/xds/sidecar"
-
 	"github.com/vmesh/vmesh/xds/translate"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -18,94 +14,39 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// Clusters returns the outbound clusters for a proxy.
-func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
-	switch p.Kind {
-	case KindGRPC:
-		return grpcClusters(s, p)
-	case KindSidecar:
-		return sidecar.Clusters(s, toSidecar(p))
-	}
-	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
-}
-
-// clusterRef names one outbound cluster: a service port and a subset.
-type clusterRef struct {
-	svc    *model.Service
-	port   model.Port
-	subset string
-	labels map[string]string
-	dr     *model.DestinationRule
-}
-
-func (c clusterRef) name() string {
-	return translate.ClusterName(c.port.Number, c.subset, c.svc.Hostname)
-}
-
-// outboundClusters lists the clusters of every visible service port: one
-// without a subset and one per subset of the DestinationRule that applies.
-// Clusters and Endpoints both derive their names from it.
-func outboundClusters(s *model.Snapshot, p *Proxy) []clusterRef {
-	return outboundClustersOf(s, p, visibleServices(s, p))
-}
-
-// outboundClustersOf lists the clusters of the given services.
-func outboundClustersOf(s *model.Snapshot, p *Proxy, svcs []*model.Service) []clusterRef {
-	var out []clusterRef
-	for _, svc := range svcs {
-		dr := s.DestinationRuleFor(svc.Hostname, p.Namespace, svc.Namespace)
-		for _, port := range svc.Ports {
-			out = append(out, clusterRef{svc: svc, port: port, dr: dr})
-			for _, ss := range dr.Subsets() {
-				if ss.GetName() == "" {
-					continue
-				}
-				out = append(out, clusterRef{svc: svc, port: port, subset: ss.GetName(), labels: ss.GetLabels(), dr: dr})
-			}
-		}
-	}
-	return out
-}
-
-// grpcClusters maps each cluster's traffic policy to what grpc-go supports:
+// Clusters maps each cluster's traffic policy to what grpc-go supports:
 // ROUND_ROBIN, LEAST_REQUEST and RING_HASH (RANDOM, PASSTHROUGH and
 // LEAST_CONN fall back to ROUND_ROBIN, since grpc-go NACKs a whole CDS
 // response with an unknown policy), max_requests circuit breaking and outlier
-// detection; and TLS (see grpcUpstreamTLS).
-func grpcClusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
-	return grpcClustersOf(s, outboundClusters(s, p))
+// detection; and TLS: automatic mTLS only toward STRICT endpoints, since
+// proxyless servers serve PERMISSIVE ports as plaintext.
+func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
+	return ClustersOf(v, v.Clusters()), nil
 }
 
-// grpcClustersOf returns the clusters of the given refs.
-func grpcClustersOf(s *model.Snapshot, refs []clusterRef) ([]*clusterv3.Cluster, error) {
+// ClustersOf returns the given clusters of the proxy.
+func ClustersOf(v *model.View, refs []model.Cluster) []*clusterv3.Cluster {
 	var out []*clusterv3.Cluster
 	for _, ref := range refs {
-		c := &clusterv3.Cluster{Name: ref.name()}
-		if usesEDS(ref.svc) {
+		c := &clusterv3.Cluster{Name: ref.Name()}
+		if UsesEDS(ref.Service) {
 			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
 			c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: translate.ADSConfigSource(), ServiceName: c.Name}
 		} else {
 			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 			c.LoadAssignment = logicalDNSAssignment(c.Name, ref)
 		}
-		applyPolicy(c, ref.dr.TrafficPolicy(ref.port.Number, ref.subset))
-		c.TransportSocket = security.GRPCUpstreamTLS(grpcUpstreamTLS(s, ref))
+		applyPolicy(c, ref.DestinationRule.TrafficPolicy(ref.Port.Number, ref.Subset))
+		c.TransportSocket = security.GRPCUpstreamTLS(v.UpstreamTLS(ref, model.AutoMTLSStrictOnly))
 		out = append(out, c)
 	}
-	return out, nil
-}
-
-// grpcUpstreamTLS decides a proxyless client's TLS toward a cluster:
-// automatic mTLS only toward STRICT endpoints, since proxyless servers
-// serve PERMISSIVE ports as plaintext.
-func grpcUpstreamTLS(s *model.Snapshot, ref clusterRef) model.UpstreamTLS {
-	return s.UpstreamTLS(ref.svc, ref.port, ref.subset, ref.dr, model.AutoMTLSStrictOnly)
+	return out
 }
 
 // logicalDNSAssignment returns the one host:port a LOGICAL_DNS cluster
 // resolves (gRPC supports exactly one).
-func logicalDNSAssignment(name string, ref clusterRef) *endpointv3.ClusterLoadAssignment {
-	eps := ref.svc.SubsetEndpoints(ref.labels)
+func logicalDNSAssignment(name string, ref model.Cluster) *endpointv3.ClusterLoadAssignment {
+	eps := ref.Service.SubsetEndpoints(ref.SubsetLabels)
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	if len(eps) == 0 {
 		return cla
@@ -114,7 +55,7 @@ func logicalDNSAssignment(name string, ref clusterRef) *endpointv3.ClusterLoadAs
 	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{
 		Locality: &corev3.Locality{},
 		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: translate.SocketAddress(e.Address, e.PortFor(ref.port)),
+			Address: translate.SocketAddress(e.Address, e.PortFor(ref.Port)),
 		}}}},
 	}}
 	return cla

@@ -1,9 +1,7 @@
-package xds
+package grpc
 
 import (
 	"fmt"
-
-	"github.com/vmesh/vmesh/xds/sidecar"
 
 	"github.com/vmesh/vmesh/xds/translate"
 
@@ -18,40 +16,15 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Listeners returns the client listeners for a proxy.
-func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
-	switch p.Kind {
-	case KindGRPC:
-		return grpcListeners(s, p)
-	case KindSidecar:
-		return sidecar.Listeners(s, toSidecar(p))
-	}
-	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
-}
-
-// InboundListener returns the server listener named name
-// (InboundListenerPrefix + "IP:port") for a proxyless gRPC server. Envoy
-// sidecars serve inbound traffic on their virtualInbound listener, so for
-// them there is no such listener (an error: the name is not found).
-func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
-	switch p.Kind {
-	case KindGRPC:
-		return grpcInboundListener(s, p, name)
-	case KindSidecar:
-		return nil, fmt.Errorf("proxy %s: Envoy sidecars have no per-address server listeners (%s)", p.ID, name)
-	}
-	return nil, fmt.Errorf("proxy %s: unknown kind %q", p.ID, p.Kind)
-}
-
-// grpcListeners returns one API listener per visible service port, named
+// Listeners returns one API listener per visible service port, named
 // host:port, whose HttpConnectionManager fetches the route configuration of
 // the same name over ADS.
-func grpcListeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
-	return grpcListenersOf(visibleServices(s, p))
+func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
+	return ListenersOf(v.Services())
 }
 
-// grpcListenersOf returns the client listeners of the given services.
-func grpcListenersOf(svcs []*model.Service) ([]*listenerv3.Listener, error) {
+// ListenersOf returns the client listeners of the given services.
+func ListenersOf(svcs []*model.Service) ([]*listenerv3.Listener, error) {
 	var out []*listenerv3.Listener
 	for _, svc := range svcs {
 		for _, port := range svc.Ports {
@@ -90,7 +63,7 @@ func routerFilter() *hcmv3.HttpFilter {
 	return &hcmv3.HttpFilter{Name: routerFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(&routerv3.Router{})}}
 }
 
-// grpcInboundListener returns the listener an xDS-enabled gRPC server needs
+// InboundListener returns the listener an xDS-enabled gRPC server needs
 // to become SERVING: its exact socket address and one filter chain with an
 // HttpConnectionManager whose only route is a NonForwardingAction. The
 // PeerAuthentication mode of the proxy's workload on that port decides the
@@ -100,12 +73,13 @@ func routerFilter() *hcmv3.HttpFilter {
 // plaintext on one port (it has no tls_inspector and drops filter chains
 // matching transport_protocol "tls"). AuthorizationPolicies that select the
 // workload become RBAC filters before the router.
-func grpcInboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
+// name is InboundListenerPrefix + "IP:port".
+func InboundListener(v *model.View, name string) (*listenerv3.Listener, error) {
 	ip, port, err := parseInboundName(name)
 	if err != nil {
 		return nil, err
 	}
-	filters, err := security.RBACFilters(s.AuthorizationPoliciesFor(p.Namespace, p.Labels))
+	filters, err := security.RBACFilters(v.AuthorizationPolicies())
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", name, err)
 	}
@@ -128,7 +102,7 @@ func grpcInboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", name, err)
 	}
-	mode := s.PeerAuthenticationMode(p.Namespace, p.Labels, port)
+	mode := v.PeerAuthenticationMode(port)
 	chain := &listenerv3.FilterChain{
 		Name:    "inbound|" + mode.String(),
 		Filters: []*listenerv3.Filter{{Name: hcmFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}},
@@ -145,16 +119,4 @@ func grpcInboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.
 		FilterChains:     []*listenerv3.FilterChain{chain},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}, nil
-}
-
-// visibleServices returns the services a proxy's clients may call.
-func visibleServices(s *model.Snapshot, p *Proxy) []*model.Service {
-	sc := s.SidecarFor(p.Namespace, p.Labels)
-	var out []*model.Service
-	for _, svc := range s.VisibleServices(p.Namespace, sc) {
-		if servable(svc) {
-			out = append(out, svc)
-		}
-	}
-	return out
 }

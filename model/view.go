@@ -1,0 +1,373 @@
+package model
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// ProxyKind says which generators serve a proxy.
+type ProxyKind string
+
+// Proxy kinds. A node whose metadata GENERATOR is "grpc" is a proxyless gRPC
+// application; anything else is an Envoy sidecar.
+const (
+	KindGRPC    ProxyKind = "grpc"
+	KindSidecar ProxyKind = "sidecar"
+)
+
+// Workload is what config generation may know about a proxy.
+type Workload struct {
+	// ID is the xDS node id, for error messages only.
+	ID   string
+	Kind ProxyKind
+	// Namespace decides visibility (exportTo), DestinationRule lookup, short
+	// host names and, with Labels, the Sidecar and the policies that apply.
+	Namespace string
+	// Labels select the Sidecar and the workload policies and match
+	// VirtualService sourceLabels.
+	Labels map[string]string
+	// IPs are the workload's addresses: a service endpoint with one of them
+	// is served by this proxy (an Envoy sidecar's inbound side).
+	IPs []string
+	// WorkloadName, when set, also claims the endpoint that came from the
+	// WorkloadEntry <Namespace>/<WorkloadName>.
+	WorkloadName string
+	// Locality is the proxy's region/zone/subzone, for locality-aware load
+	// balancing; "" turns it off.
+	Locality string
+}
+
+// View is the part of a Snapshot one proxy's config depends on, resolved
+// once (as Consul's proxycfg.ConfigSnapshot is for a Consul proxy): the
+// Sidecar that scopes it, the services it sees and their clusters with the
+// DestinationRule of each, the policies that select it, and every route
+// destination resolved by one rule (Resolve). Generators read only the
+// View.
+//
+// Proxies with equal Keys get identical config from one snapshot. The key is
+// derived from what the View exposes: for proxyless gRPC, Workload returns
+// the kind, namespace and id only, and the labels act solely through the
+// Sidecar and the workload policies, which are in the key; an Envoy
+// sidecar's generators read its labels, IPs, workload name and locality,
+// so those are in its key.
+//
+// A View is used by one generation at a time: it is not safe for
+// concurrent use.
+type View struct {
+	snap    *Snapshot
+	proxy   Workload
+	labels  map[string]string // selection only: the Sidecar and the policies
+	sidecar *Sidecar
+	key     string
+	// services and clusters are resolved on first use (the incremental
+	// generator needs only some hosts').
+	services []*Service
+	clusters []Cluster
+	resolved bool
+	drs      map[*Service]*DestinationRule
+}
+
+// Cluster is one outbound cluster of a proxy: a service port and a subset,
+// with the DestinationRule that applies.
+type Cluster struct {
+	Service *Service
+	Port    Port
+	// Subset is "" for the service's own cluster; SubsetLabels select the
+	// subset's endpoints.
+	Subset       string
+	SubsetLabels map[string]string
+	// DestinationRule is the rule of the service as the proxy sees it, or
+	// nil.
+	DestinationRule *DestinationRule
+}
+
+// Name is the cluster's name, Istio's outbound|<port>|<subset>|<host>.
+func (c Cluster) Name() string { return ClusterName(c.Port.Number, c.Subset, c.Service.Hostname) }
+
+// ClusterName returns Istio's outbound cluster name,
+// "outbound|port|subset|host". Both kinds of client name clusters (and
+// their EDS resources) by it.
+func ClusterName(port uint32, subset, host string) string {
+	return "outbound|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+}
+
+// ViewKey is the group key of w's View: what NewView(s, w).Key() returns,
+// without resolving the rest of the View.
+func ViewKey(s *Snapshot, w Workload) string {
+	key, _, _ := viewKey(s, w)
+	return key
+}
+
+func viewKey(s *Snapshot, w Workload) (key string, sidecar *Sidecar, visible Workload) {
+	sidecar = s.SidecarFor(w.Namespace, w.Labels)
+	sc := "-"
+	if sidecar != nil {
+		sc = sidecar.Key()
+	}
+	key = string(w.Kind) + "|" + w.Namespace + "|" + sc
+	if pk := s.WorkloadPolicyKey(w.Namespace, w.Labels); pk != "" {
+		key += "|" + pk
+	}
+	switch w.Kind {
+	case KindSidecar:
+		key += "|labels=" + LabelString(w.Labels) + "|ips=" + strings.Join(w.IPs, ",") + "|workload=" + w.WorkloadName + "|locality=" + w.Locality
+		visible = w
+	default:
+		visible = Workload{ID: w.ID, Kind: w.Kind, Namespace: w.Namespace}
+	}
+	return key, sidecar, visible
+}
+
+// NewView returns w's View of s. What it needs of the snapshot is
+// resolved on first use.
+func NewView(s *Snapshot, w Workload) *View {
+	key, sidecar, visible := viewKey(s, w)
+	return &View{snap: s, proxy: visible, labels: w.Labels, sidecar: sidecar, key: key, drs: map[*Service]*DestinationRule{}}
+}
+
+func (v *View) resolve() {
+	if v.resolved {
+		return
+	}
+	v.resolved = true
+	for _, svc := range v.snap.VisibleServices(v.proxy.Namespace, v.sidecar) {
+		if v.serves(svc) {
+			v.services = append(v.services, svc)
+		}
+	}
+	v.clusters = v.ClustersOf(v.services)
+}
+
+// ServicesOf returns the services among hosts the proxy sees and its kind
+// can reach, in host order.
+func (v *View) ServicesOf(hosts []string) []*Service {
+	var out []*Service
+	for _, h := range slices.Sorted(slices.Values(hosts)) {
+		if svc := v.ServiceFor(h); svc != nil && v.serves(svc) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// ClustersOf returns the clusters of svcs: per port the proxy may reach,
+// the service's own and one per named subset of its DestinationRule.
+func (v *View) ClustersOf(svcs []*Service) []Cluster {
+	var out []Cluster
+	for _, svc := range svcs {
+		dr := v.DestinationRule(svc)
+		for _, port := range svc.Ports {
+			if !v.reaches(svc, port.Number) {
+				continue
+			}
+			out = append(out, Cluster{Service: svc, Port: port, DestinationRule: dr})
+			for _, ss := range dr.Subsets() {
+				if ss.GetName() != "" {
+					out = append(out, Cluster{Service: svc, Port: port, Subset: ss.GetName(), SubsetLabels: ss.GetLabels(), DestinationRule: dr})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// reaches applies an Envoy sidecar's Sidecar egress ports (proxyless gRPC
+// clients take the Sidecar's hosts only).
+func (v *View) reaches(svc *Service, port uint32) bool {
+	return v.proxy.Kind != KindSidecar || egressAllows(v.sidecar, v.proxy.Namespace, svc, port)
+}
+
+// serves reports whether the proxy's kind can have clusters for svc:
+// proxyless gRPC needs a resolvable, non-wildcard host (Servable); an Envoy
+// sidecar a service with ports.
+func (v *View) serves(svc *Service) bool {
+	if v.proxy.Kind == KindSidecar {
+		return len(svc.Ports) > 0
+	}
+	return Servable(svc)
+}
+
+// Servable reports whether a proxyless gRPC client can have a cluster for
+// svc: a resolvable, non-wildcard host with ports.
+func Servable(svc *Service) bool {
+	return svc.Resolution != ResolutionNone && len(svc.Ports) > 0 && !strings.HasPrefix(svc.Hostname, "*")
+}
+
+// egressAllows applies the port of each Sidecar egress listener: a listener
+// with a port admits its hosts on that port only.
+func egressAllows(sc *Sidecar, ns string, svc *Service, port uint32) bool {
+	spec := sc.GetSpec()
+	if spec == nil || len(spec.GetEgress()) == 0 {
+		return true
+	}
+	for _, l := range spec.GetEgress() {
+		if n := l.GetPort().GetNumber(); n != 0 && n != port {
+			continue
+		}
+		for _, h := range l.GetHosts() {
+			hns, host, ok := strings.Cut(h, "/")
+			if !ok {
+				continue
+			}
+			if hns == "." {
+				hns = ns
+			}
+			if (hns == "*" || hns == svc.Namespace) && HostMatches(host, svc.Hostname) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// GetSpec returns the Sidecar's spec, nil for no Sidecar.
+func (s *Sidecar) GetSpec() *networking.Sidecar {
+	if s == nil {
+		return nil
+	}
+	return s.Spec
+}
+
+// Key is the group key (see View).
+func (v *View) Key() string { return v.key }
+
+// Workload is what the generators may read about the proxy.
+func (v *View) Workload() Workload { return v.proxy }
+
+// Sidecar is the Sidecar that scopes the proxy, or nil.
+func (v *View) Sidecar() *Sidecar { return v.sidecar }
+
+// Mesh is the mesh-wide settings.
+func (v *View) Mesh() Mesh { return v.snap.Mesh }
+
+// Services are the services the proxy's clients may call and its kind can
+// reach, sorted by host.
+func (v *View) Services() []*Service {
+	v.resolve()
+	return v.services
+}
+
+// AllServices is every service of the snapshot, for the inbound side: the
+// services whose endpoints are the proxy's own.
+func (v *View) AllServices() []*Service { return v.snap.Services }
+
+// Clusters are the proxy's outbound clusters: ClustersOf(Services()).
+func (v *View) Clusters() []Cluster {
+	v.resolve()
+	return v.clusters
+}
+
+// ServiceFor returns the service for host as the proxy sees it, or nil.
+func (v *View) ServiceFor(host string) *Service {
+	return v.snap.ServiceFor(host, v.proxy.Namespace, v.sidecar)
+}
+
+// VirtualServiceFor returns the VirtualService bound to host for the proxy.
+func (v *View) VirtualServiceFor(host string) *VirtualService {
+	return v.snap.VirtualServiceFor(host, v.proxy.Namespace)
+}
+
+// DestinationRule returns the DestinationRule of svc as the proxy sees it,
+// or nil.
+func (v *View) DestinationRule(svc *Service) *DestinationRule {
+	dr, ok := v.drs[svc]
+	if !ok {
+		dr = v.snap.DestinationRuleFor(svc.Hostname, v.proxy.Namespace, svc.Namespace)
+		v.drs[svc] = dr
+	}
+	return dr
+}
+
+// PeerAuthenticationMode is the mTLS mode of the proxy's workload port (0:
+// the workload-wide mode).
+func (v *View) PeerAuthenticationMode(port uint32) MTLSMode {
+	return v.snap.PeerAuthenticationMode(v.proxy.Namespace, v.labels, port)
+}
+
+// AuthorizationPolicies are the policies that apply to the proxy's
+// workload, in evaluation order.
+func (v *View) AuthorizationPolicies() []*AuthorizationPolicy {
+	return v.snap.AuthorizationPoliciesFor(v.proxy.Namespace, v.labels)
+}
+
+// UpstreamTLS is the client TLS toward cluster c (see Snapshot.UpstreamTLS).
+func (v *View) UpstreamTLS(c Cluster, auto AutoMTLS) UpstreamTLS {
+	return v.snap.UpstreamTLS(c.Service, c.Port, c.Subset, c.DestinationRule, auto)
+}
+
+// ServiceIdentities are the SPIFFE IDs svc's endpoints present.
+func (v *View) ServiceIdentities(svc *Service) []string { return v.snap.ServiceIdentities(svc) }
+
+// DestinationHost qualifies a route destination's host: a short name is in
+// the VirtualService's namespace. Resolve and the incremental generator's
+// "which hosts does this route reach" both use it.
+func DestinationHost(host, vsNamespace string) string {
+	return qualify(host, vsNamespace)
+}
+
+// Resolve finds the cluster a route destination of vs names when the route
+// serves port of host: its host qualified in the VirtualService's namespace,
+// its port (the destination's; else the route's own port when it is the
+// same host or the destination host has several ports, else that host's
+// only port) and subset. A destination whose host, port or subset the proxy
+// has no cluster for does not resolve (Istio drops it from the route).
+func (v *View) Resolve(host string, port uint32, vs *VirtualService, d *networking.Destination) (Cluster, bool) {
+	dh := DestinationHost(d.GetHost(), vs.Namespace)
+	dport := d.GetPort().GetNumber()
+	if dport == 0 {
+		dport = port
+		if dh != host {
+			if svc := v.ServiceFor(dh); svc != nil && len(svc.Ports) == 1 {
+				dport = svc.Ports[0].Number
+			}
+		}
+	}
+	return v.cluster(dh, dport, d.GetSubset())
+}
+
+// cluster returns the cluster of host's port and subset, when the proxy
+// has one: the host is visible and of a kind it reaches, the port is the
+// service's (and allowed by the Sidecar's egress for an Envoy sidecar), and
+// the subset is one of its DestinationRule's.
+func (v *View) cluster(host string, port uint32, subset string) (Cluster, bool) {
+	svc := v.ServiceFor(host)
+	if svc == nil || !v.serves(svc) {
+		return Cluster{}, false
+	}
+	p, ok := svc.Port(port)
+	if !ok || !v.reaches(svc, port) {
+		return Cluster{}, false
+	}
+	c := Cluster{Service: svc, Port: p, Subset: subset, DestinationRule: v.DestinationRule(svc)}
+	if subset != "" {
+		ss := c.DestinationRule.Subset(subset)
+		if ss == nil {
+			return Cluster{}, false
+		}
+		c.SubsetLabels = ss.GetLabels()
+	}
+	return c, true
+}
+
+// OwnCluster is the cluster of a service port without a subset (a route
+// to the service itself); ok is false when the proxy has none.
+func (v *View) OwnCluster(svc *Service, port uint32) (Cluster, bool) {
+	return v.cluster(svc.Hostname, port, "")
+}
+
+// LabelString renders labels deterministically: k=v pairs sorted by key.
+func LabelString(l map[string]string) string {
+	keys := slices.Sorted(maps.Keys(l))
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + l[k])
+	}
+	return b.String()
+}

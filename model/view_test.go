@@ -1,0 +1,126 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+func viewFixture(t *testing.T) *model.Snapshot {
+	se := func(ns, host string, ports ...uint32) *filestore.Object {
+		spec := &networking.ServiceEntry{Hosts: []string{host}, Resolution: networking.ServiceEntry_STATIC}
+		for _, p := range ports {
+			spec.Ports = append(spec.Ports, &networking.ServicePort{Number: p, Name: "p", Protocol: "GRPC"})
+		}
+		return obj(filestore.KindServiceEntry, ns, host, spec)
+	}
+	return build(t,
+		se("shop", "cart.shop.svc.cluster.local", 7070),
+		se("shop", "reviews.shop.svc.cluster.local", 9080, 9090),
+		se("other", "billing.other.internal", 8000),
+		obj(filestore.KindDestinationRule, "shop", "cart", &networking.DestinationRule{
+			Host: "cart.shop.svc.cluster.local", Subsets: []*networking.Subset{{Name: "v1", Labels: map[string]string{"version": "v1"}}},
+		}),
+		obj(filestore.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}}),
+		obj(filestore.KindSidecar, "shop", "scoped", &networking.Sidecar{
+			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"scope": "local"}},
+			Egress:           []*networking.IstioEgressListener{{Port: &networking.SidecarPort{Number: 9080}, Hosts: []string{"./*"}}},
+		}),
+	)
+}
+
+// TestViewResolve: one rule resolves every route destination, for both
+// proxy kinds: a short host is in the VirtualService's namespace; no port
+// means the route's own port for the same host, else the destination's only
+// port, else the route's port; a host, port or subset the proxy has no
+// cluster for does not resolve, and an Envoy sidecar's clusters follow its
+// Sidecar's egress ports.
+func TestViewResolve(t *testing.T) {
+	s := viewFixture(t)
+	vs := s.VirtualServiceFor("cart.shop.svc.cluster.local", "shop")
+	if vs == nil {
+		t.Fatal("no VirtualService for cart")
+	}
+	dest := func(host string, port uint32, subset string) *networking.Destination {
+		d := &networking.Destination{Host: host, Subset: subset}
+		if port != 0 {
+			d.Port = &networking.PortSelector{Number: port}
+		}
+		return d
+	}
+	const cart, reviews = "cart.shop.svc.cluster.local", "reviews.shop.svc.cluster.local"
+	cases := []struct {
+		name      string
+		w         model.Workload
+		from      string
+		fromPort  uint32
+		d         *networking.Destination
+		want      string // cluster name; "" when it must not resolve
+		wantLabel string // the subset's version label
+	}{
+		{"short host, subset", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("cart", 0, "v1"), "outbound|7070|v1|" + cart, "v1"},
+		{"only port of another host", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("billing.other.internal", 0, ""), "outbound|8000||billing.other.internal", ""},
+		{"several ports: the route's", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 9090, dest("reviews", 0, ""), "outbound|9090||" + reviews, ""},
+		{"explicit port", model.Workload{Kind: model.KindSidecar, Namespace: "shop"}, cart, 7070, dest("reviews", 9080, ""), "outbound|9080||" + reviews, ""},
+		{"unknown subset", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("cart", 0, "v9"), "", ""},
+		{"unknown port", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("reviews", 1234, ""), "", ""},
+		{"unknown host", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("nowhere.example", 0, ""), "", ""},
+		{"sidecar egress port allows", model.Workload{Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("reviews", 9080, ""), "outbound|9080||" + reviews, ""},
+		{"sidecar egress port refuses", model.Workload{Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("reviews", 9090, ""), "", ""},
+		{"sidecar egress hosts refuse", model.Workload{Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("billing.other.internal", 8000, ""), "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := model.NewView(s, c.w)
+			got, ok := v.Resolve(c.from, c.fromPort, vs, c.d)
+			switch {
+			case c.want == "" && ok:
+				t.Fatalf("resolved to %s, want no cluster", got.Name())
+			case c.want != "" && (!ok || got.Name() != c.want):
+				t.Fatalf("resolved to %q (%v), want %s", got.Name(), ok, c.want)
+			case ok && got.SubsetLabels["version"] != c.wantLabel:
+				t.Fatalf("subset labels %v, want version %q", got.SubsetLabels, c.wantLabel)
+			}
+			// What resolves is one of the proxy's clusters, and the other
+			// way round.
+			found := false
+			for _, cl := range v.Clusters() {
+				found = found || cl.Name() == c.want
+			}
+			if found != (c.want != "") {
+				t.Fatalf("cluster %q among the View's clusters: %v", c.want, found)
+			}
+		})
+	}
+}
+
+// TestViewKey: the group key covers what the View lets generators read.
+// Proxyless gRPC proxies that differ only in labels selecting nothing, or
+// in IPs, share a key, and their View does not expose those fields; labels
+// that select a Sidecar change the key; an Envoy sidecar's labels and IPs
+// are always in its key.
+func TestViewKey(t *testing.T) {
+	s := viewFixture(t)
+	grpcA := model.Workload{ID: "a", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"app": "x"}, IPs: []string{"10.0.0.1"}}
+	grpcB := model.Workload{ID: "b", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"app": "y"}, IPs: []string{"10.0.0.2"}}
+	scoped := model.Workload{ID: "c", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"scope": "local"}}
+	if model.ViewKey(s, grpcA) != model.ViewKey(s, grpcB) {
+		t.Errorf("proxyless keys differ on labels and IPs that nothing reads: %q vs %q", model.ViewKey(s, grpcA), model.ViewKey(s, grpcB))
+	}
+	if model.ViewKey(s, grpcA) == model.ViewKey(s, scoped) {
+		t.Error("labels selecting a Sidecar did not change the key")
+	}
+	if w := model.NewView(s, grpcA).Workload(); w.Labels != nil || w.IPs != nil || w.Namespace != "shop" || w.Kind != model.KindGRPC {
+		t.Errorf("a proxyless View exposes %+v: a generator reading it would need those fields in the key", w)
+	}
+	envoyA, envoyB := grpcA, grpcB
+	envoyA.Kind, envoyB.Kind = model.KindSidecar, model.KindSidecar
+	if model.ViewKey(s, envoyA) == model.ViewKey(s, envoyB) {
+		t.Error("Envoy sidecars with other labels and IPs share a key")
+	}
+	if v := model.NewView(s, envoyA); v.Key() != model.ViewKey(s, envoyA) || v.Workload().IPs[0] != "10.0.0.1" {
+		t.Errorf("an Envoy View: key %q, workload %+v", v.Key(), v.Workload())
+	}
+}

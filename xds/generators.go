@@ -1,0 +1,96 @@
+package xds
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/vmesh/vmesh/model"
+	grpcgen "github.com/vmesh/vmesh/xds/grpc"
+	"github.com/vmesh/vmesh/xds/sidecar"
+)
+
+// InboundListenerPrefix starts the names of the server listeners that
+// xds.NewGRPCServer asks for (grpc.InboundListenerPrefix).
+const InboundListenerPrefix = grpcgen.InboundListenerPrefix
+
+// ListenerName is a proxyless client listener's (and route
+// configuration's) name for a service port: "host:port".
+func ListenerName(host string, port uint32) string { return grpcgen.ListenerName(host, port) }
+
+// ClusterName returns Istio's outbound cluster name (model.ClusterName).
+func ClusterName(port uint32, subset, host string) string {
+	return model.ClusterName(port, subset, host)
+}
+
+// generators are one proxy kind's generators, each reading only the
+// proxy's View.
+type generators struct {
+	listeners func(*model.View) ([]*listenerv3.Listener, error)
+	routes    func(*model.View) ([]*routev3.RouteConfiguration, error)
+	clusters  func(*model.View) ([]*clusterv3.Cluster, error)
+	endpoints func(*model.View) ([]*endpointv3.ClusterLoadAssignment, error)
+	// inbound returns a server listener by name; nil when the kind has
+	// none (an Envoy sidecar serves inbound on virtualInbound).
+	inbound func(*model.View, string) (*listenerv3.Listener, error)
+}
+
+// generatorsFor is the one table from proxy kind to generators.
+func generatorsFor(w model.Workload) (generators, error) {
+	switch w.Kind {
+	case KindGRPC:
+		return generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener}, nil
+	case KindSidecar:
+		return generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil}, nil
+	}
+	return generators{}, fmt.Errorf("proxy %s: unknown kind %q", w.ID, w.Kind)
+}
+
+// generateWith runs one generator of p's kind on p's View of s.
+func generateWith[T any](s *model.Snapshot, p *Proxy, pick func(generators) func(*model.View) ([]T, error)) ([]T, error) {
+	w := p.Workload()
+	gens, err := generatorsFor(w)
+	if err != nil {
+		return nil, err
+	}
+	return pick(gens)(model.NewView(s, w))
+}
+
+// Listeners returns the client listeners for a proxy.
+func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
+	return generateWith(s, p, func(g generators) func(*model.View) ([]*listenerv3.Listener, error) { return g.listeners })
+}
+
+// Routes returns the route configurations for a proxy.
+func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
+	return generateWith(s, p, func(g generators) func(*model.View) ([]*routev3.RouteConfiguration, error) { return g.routes })
+}
+
+// Clusters returns the outbound clusters for a proxy.
+func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
+	return generateWith(s, p, func(g generators) func(*model.View) ([]*clusterv3.Cluster, error) { return g.clusters })
+}
+
+// Endpoints returns the ClusterLoadAssignments for a proxy's EDS clusters.
+func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
+	return generateWith(s, p, func(g generators) func(*model.View) ([]*endpointv3.ClusterLoadAssignment, error) { return g.endpoints })
+}
+
+// InboundListener returns the server listener named name
+// (InboundListenerPrefix + "IP:port") for a proxyless gRPC server. Envoy
+// sidecars serve inbound traffic on their virtualInbound listener, so for
+// them there is no such listener (an error: the name is not found).
+func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.Listener, error) {
+	w := p.Workload()
+	gens, err := generatorsFor(w)
+	if err != nil {
+		return nil, err
+	}
+	if gens.inbound == nil {
+		return nil, fmt.Errorf("proxy %s: Envoy sidecars have no per-address server listeners (%s)", p.ID, name)
+	}
+	return gens.inbound(model.NewView(s, w), name)
+}
