@@ -13,13 +13,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/atomicfile"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
@@ -232,7 +233,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return g.Wait()
 	case <-cm.Ready():
 	}
-	a.log.Info("agent has its certificate", "identity", cm.Current().Leaf.URIs, "node", a.node.ID())
+	var ids []string
+	for _, u := range cm.Current().Leaf.URIs {
+		ids = append(ids, u.String())
+	}
+	a.log.Info("agent has its certificate", "identity", strings.Join(ids, ","), "node", a.node.ID())
 
 	// SDS follows every rotation.
 	sub, unsub := cm.Subscribe()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -27,6 +28,12 @@ func (f *caFlags) register(cmd *cobra.Command) {
 
 func (f *caFlags) config() ca.Config {
 	return ca.Config{DataDir: filepath.Join(f.dataDir, "ca"), CACertsDir: f.cacertsDir, TrustDomain: f.trustDomain, NoCreate: true}
+}
+
+// cliLogger is the CA's logger in a one-shot command: warnings and errors
+// only, on stderr (its INFO lines are the server's business).
+func cliLogger(cmd *cobra.Command) *slog.Logger {
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // check asks the running control plane whether a VM onboarded with req
@@ -60,7 +67,7 @@ func newTokenCmd() *cobra.Command {
 			if err := cf.check(cmd, controlplane.OnboardingRequest{Namespace: req.Namespace, ServiceAccount: req.ServiceAccount, WorkloadGroup: req.WorkloadGroup}); err != nil {
 				return err
 			}
-			token, claims, err := ca.CreateToken(cf.config(), nil, req)
+			token, claims, err := ca.CreateToken(cf.config(), cliLogger(cmd), req)
 			if err != nil {
 				return err
 			}
@@ -110,7 +117,7 @@ written then.`,
 			}); err != nil {
 				return err
 			}
-			bn, err := ca.WriteVMBundle(cf.config(), nil, out, req)
+			bn, err := ca.WriteVMBundle(cf.config(), cliLogger(cmd), out, req)
 			if err != nil {
 				return err
 			}
