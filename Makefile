@@ -60,11 +60,11 @@ FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDi
 
 ## fault: only the fault-injection suite, with the race detector
 fault: test-tools
-	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./internal/controlplane/ ./xds/ | bin/testsummary
+	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./cmd/internal/controlplane/ ./xds/ | bin/testsummary
 
 ## bench: Go benchmarks of the hot paths (results go to BENCHMARKS.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./internal/cowmap/ ./internal/loadgen/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./internal/cowmap/ ./cmd/vmesh-load/internal/loadgen/
 	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
 	bin/vmesh-load -services 1000 -proxies 200 -changes 3 -json bench-load.json
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/vmesh/vmesh/agents/bundle"
+	"github.com/vmesh/vmesh/ca/bundle"
 	"github.com/vmesh/vmesh/ca/spiffe"
 )
 

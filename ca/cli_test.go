@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/agents/bundle"
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/ca/bundle"
 )
 
 func TestCommandFunctionsUseTheServersCA(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/vmesh/vmesh/agents/bundle"
+	"github.com/vmesh/vmesh/ca/bundle"
 )
 
 // VMBundleRequest describes the onboarding bundle of one VM.

@@ -27,12 +27,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vmesh/vmesh/agents/bootstrap"
-	"github.com/vmesh/vmesh/agents/bundle"
 	"github.com/vmesh/vmesh/agents/certs"
 	"github.com/vmesh/vmesh/agents/envoy"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/agents/sds"
 	"github.com/vmesh/vmesh/agents/xdsproxy"
+	"github.com/vmesh/vmesh/ca/bundle"
 )
 
 // Default locations.

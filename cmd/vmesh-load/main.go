@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vmesh/vmesh/internal/loadgen"
+	"github.com/vmesh/vmesh/cmd/vmesh-load/internal/loadgen"
 )
 
 func main() {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vmesh/vmesh/agents/bundle"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/ca/bundle"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 )
 
 // caFlags are the flags that locate an existing CA (never create one) and

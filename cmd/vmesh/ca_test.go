@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/agents/bundle"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/ca/bundle"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 )
 
 const onboardingConfig = `apiVersion: networking.istio.io/v1

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vmesh/vmesh/cmd/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/filestore"
-	"github.com/vmesh/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/xds"
 )
 

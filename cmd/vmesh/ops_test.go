@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/xdstest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 )
 
 // TestServeConfigFileAndFlags: vmesh.yaml fills the defaults and flags given

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/vmesh/vmesh/agents/bundle"
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/ca/bundle"
 )
 
 // CA is a running CA with its gRPC server.

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/internal/testenv"
 )
 
-// TestDemo runs the demo against vmesh serving a copy of the quickstart
+// TestDemo runs the demo against vmesh (the vmesh serve command) serving a copy of the quickstart
 // (its backends on ports the kernel picked), waits for the printed split to
 // show 80/20, then edits the VirtualService and waits for it to show all-v2.
 func TestDemo(t *testing.T) {
@@ -43,17 +43,8 @@ func TestDemo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = dir
-	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
-	cp, err := controlplane.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cp.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	vm := testenv.StartVMesh(t, "--config-dir", dir)
+	ctx := context.Background()
 
 	demoCtx, stop := context.WithTimeout(ctx, 2*time.Minute)
 	defer stop()
@@ -61,7 +52,7 @@ func TestDemo(t *testing.T) {
 	var out strings.Builder
 	ran := make(chan error, 1)
 	go func() {
-		_, err := run(demoCtx, io.MultiWriter(pw, &out), cp.XDSAddr(), 500*time.Millisecond, backends, listeners)
+		_, err := run(demoCtx, io.MultiWriter(pw, &out), vm.XDSAddr, 500*time.Millisecond, backends, listeners)
 		pw.CloseWithError(fmt.Errorf("demo ended: %v", err))
 		ran <- err
 	}()

@@ -17,7 +17,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 )
 
 // TestSecurePortCAAndXDSOverMTLS: a VM with a bootstrap token gets a
@@ -25,7 +25,7 @@ import (
 // certificate xDS is refused.
 func TestSecurePortCAAndXDSOverMTLS(t *testing.T) {
 	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = "../../examples/quickstart"
+	cfg.ConfigDir = "../../../examples/quickstart"
 	cp := start(t, cfg)
 	waitReady(t, cp)
 

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/buildinfo"
-	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestNotifiesSystemd(t *testing.T) {
 	sd := testenv.NotifySocket(t)
 	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = "../../examples/quickstart"
+	cfg.ConfigDir = "../../../examples/quickstart"
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
 	cp, err := controlplane.New(cfg, nil)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestNotifiesSystemd(t *testing.T) {
 // vmesh_build_info and named in xDS responses' control_plane.identifier.
 func TestBuildInfo(t *testing.T) {
 	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = "../../examples/quickstart"
+	cfg.ConfigDir = "../../../examples/quickstart"
 	cp := start(t, cfg)
 	waitReady(t, cp)
 	bi := buildinfo.Get()

@@ -21,7 +21,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 )
 
 const greeterCluster = "outbound|50051||greeter.demo.vmesh.internal"
@@ -120,7 +120,7 @@ func TestSecureStreamsEndOnRevocationAndExpiry(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, f := range []string{"greeter.yaml", "workloads.yaml"} {
-				b, err := os.ReadFile(filepath.Join("../../examples/quickstart/config", f))
+				b, err := os.ReadFile(filepath.Join("../../../examples/quickstart/config", f))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -219,7 +219,7 @@ func TestSecureStreamsEndOnRevocationAndExpiry(t *testing.T) {
 // the revocation list ends the stream.
 func TestSecureDeltaStreamEndsOnRevocation(t *testing.T) {
 	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir, cfg.DataDir = "../../examples/quickstart", t.TempDir()
+	cfg.ConfigDir, cfg.DataDir = "../../../examples/quickstart", t.TempDir()
 	cp, _ := startIn(t, cfg)
 	waitReady(t, cp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
-	"github.com/vmesh/vmesh/internal/controlplane"
 )
 
 // startIn is start with the caller's DataDir, and a stop function that

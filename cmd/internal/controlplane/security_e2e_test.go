@@ -1,4 +1,4 @@
-package xds_test
+package controlplane_test
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"
 )
@@ -50,7 +50,7 @@ func startSecureMesh(t *testing.T, configYAML string) *secureMesh {
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cfg.DebounceQuiet, cfg.DebounceMax = 10*time.Millisecond, 100*time.Millisecond
-	cp, err := controlplane.New(cfg, testLogger(t))
+	cp, err := controlplane.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func startSecureMesh(t *testing.T, configYAML string) *secureMesh {
 			t.Errorf("control plane: %v", err)
 		}
 	})
-	eventually(t, "control plane ready", cp.Ready)
+	waitFor(t, "control plane ready", cp.Ready)
 	return &secureMesh{t: t, cp: cp}
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vmesh/vmesh/agents/bundle"
+	"github.com/vmesh/vmesh/ca/bundle"
 )
 
 func rootPEM(t *testing.T, isCA bool) []byte {

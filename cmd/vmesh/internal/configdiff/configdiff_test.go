@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmesh/vmesh/cmd/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/filestore"
-	"github.com/vmesh/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/xds"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/ca/spiffe"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/registries/autoregister"
 )

@@ -22,7 +22,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 )
 
 // callerRecorder answers with the caller's SPIFFE ID.

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	zkpkg "github.com/go-zookeeper/zk"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
-	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries"
 )
@@ -72,7 +72,7 @@ func waitReady(t *testing.T, cp *controlplane.ControlPlane) {
 
 func TestServeQuickstart(t *testing.T) {
 	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = "../../examples/quickstart"
+	cfg.ConfigDir = "../../../examples/quickstart"
 	cp := start(t, cfg)
 	waitReady(t, cp)
 

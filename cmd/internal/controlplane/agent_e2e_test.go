@@ -16,8 +16,8 @@ import (
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
-	"github.com/vmesh/vmesh/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/xdstest"
 )
 

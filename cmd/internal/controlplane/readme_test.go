@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmesh/vmesh/internal/controlplane"
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/registries"
 )
 
@@ -17,7 +17,7 @@ var readmeMetricRE = regexp.MustCompile("^\\| `(vmesh_[a-z0-9_]+)`")
 // TestREADMEMetricsMatchServer: the README's metric table lists exactly the
 // metrics the server registers, and everything /metrics exposes is in it.
 func TestREADMEMetricsMatchServer(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestREADMEMetricsMatchServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = "../../examples/quickstart"
+	cfg.ConfigDir = "../../../examples/quickstart"
 	cfg.Registries = specs
 	cp := start(t, cfg)
 	waitReady(t, cp)

@@ -1,0 +1,115 @@
+package floors_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/vmesh/vmesh/internal/testenv"
+)
+
+const module = "github.com/vmesh/vmesh/"
+
+// allowed maps a package prefix (its folder) to the folders of vmesh it may
+// import; a package's own folder is always allowed, and the longest prefix
+// wins. Test files are not checked: a test may reach up to run the real
+// thing.
+var allowed = map[string][]string{
+	"internal/":               {},
+	"filestore":               {"internal/"},
+	"model":                   {"filestore", "ca/spiffe", "internal/"},
+	"xds":                     {"model", "filestore", "ca/spiffe", "internal/"},
+	"registries":              {"filestore", "model", "internal/"},
+	"registries/autoregister": {"filestore", "model", "xds", "internal/"},
+	"ca":                      {"internal/"},
+	"agents":                  {"ca/bundle", "ca/spiffe", "internal/"},
+	// Imported by the agents' tests only: a real CA to enrol against.
+	"agents/internal/agenttest": {"ca", "internal/"},
+	"examples":                  {"examples", "internal/"},
+	"cmd":                       {"cmd", "filestore", "model", "xds", "registries", "ca", "agents", "internal/"},
+}
+
+// TestImportsRunOneWay lists every package's imports with go list and
+// checks them against allowed.
+func TestImportsRunOneWay(t *testing.T) {
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "./...")
+	cmd.Dir = testenv.RepoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkg := strings.TrimPrefix(p.ImportPath, module)
+		rule, ok := ruleFor(pkg)
+		if !ok {
+			t.Errorf("%s: in no floor (add its folder to allowed)", pkg)
+			continue
+		}
+		checked++
+		for _, imp := range p.Imports {
+			dep, ok := strings.CutPrefix(imp, module)
+			if !ok || within(dep, rule.self) {
+				continue
+			}
+			if !allowedBy(dep, rule.may) {
+				t.Errorf("%s imports %s: against the floors (%s may import %v)", pkg, dep, rule.self, rule.may)
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("checked %d packages: go list saw too few", checked)
+	}
+}
+
+type rule struct {
+	self string
+	may  []string
+}
+
+func ruleFor(pkg string) (rule, bool) {
+	best := ""
+	for prefix := range allowed {
+		if within(pkg, prefix) && len(prefix) > len(best) {
+			best = prefix
+		}
+	}
+	if best == "" {
+		return rule{}, false
+	}
+	self := best
+	if strings.HasSuffix(best, "/") { // internal/x: each leaf is its own floor
+		rest := strings.TrimPrefix(pkg, best)
+		self = best + strings.Split(rest, "/")[0]
+	}
+	return rule{self: self, may: allowed[best]}, true
+}
+
+// within reports whether pkg is the folder prefix or below it.
+func within(pkg, prefix string) bool {
+	if strings.HasSuffix(prefix, "/") {
+		return strings.HasPrefix(pkg, prefix)
+	}
+	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
+}
+
+func allowedBy(dep string, may []string) bool {
+	for _, m := range may {
+		if within(dep, m) {
+			return true
+		}
+	}
+	return false
+}
