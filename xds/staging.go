@@ -51,10 +51,10 @@ import (
 // and new subscription not yet read from the stream.)
 //
 // Endpoints get the symmetric rule (break after make): EDS changes of a
-// cluster that the routes the client may hold use and the new routes do
-// not wait until the client holds the new routes, so providers leaving
-// together with the route that used them do not empty a cluster under
-// RPCs still routed to it.
+// cluster that the new routes do not use wait until a route uses it again
+// (or the client drops it), so providers leaving together with the route
+// that used them do not empty a cluster under RPCs still routed to it,
+// even RPCs routed just before the client applied the new routes.
 //
 // The state is per stream (stagedStream) and is kept under cache.mu.
 // Another type's subscription of the stream is read only while that
@@ -178,16 +178,30 @@ func (st *stagedStream) sent(rs []*resource, warming map[string]bool) {
 	}
 }
 
-// abandoned returns the clusters that a route version the client may hold
-// sends RPCs to and that g's routes of the same names do not.
-func (st *stagedStream) abandoned(g *generation) map[string]bool {
-	var out map[string]bool
+// withheldEDS returns the clusters whose EDS changes the stream must not
+// get yet (break after make): those a route version the client may hold
+// sends RPCs to and g's routes of the same names do not, and those whose
+// endpoints the client holds (held) although none of g's routes uses them.
+// An RPC the client routed to such a cluster just before its routes
+// changed may still be picking an endpoint there after the client ACKed
+// the new routes, so emptying the cluster (its providers leaving with the
+// route that used it) would fail that RPC ("no targets to pick from"). The
+// client unsubscribes from the cluster once no RPC uses it; until then its
+// endpoints stay as they were, and a route that names it again first
+// makes the client hold its current endpoints (stageRoute). Markers are
+// never withheld.
+func (st *stagedStream) withheldEDS(g *generation, held map[string]string) map[string]bool {
+	out := map[string]bool{}
 	for _, vs := range st.routes {
 		for _, r := range vs {
 			for cl := range r.routeRefs().used {
-				if out == nil {
-					out = map[string]bool{}
-				}
+				out[cl] = true
+			}
+		}
+	}
+	if len(st.routes) > 0 {
+		for cl := range held {
+			if !strings.HasPrefix(cl, markerPrefix) {
 				out[cl] = true
 			}
 		}
@@ -268,7 +282,7 @@ func (c *cache) stageRoute(st *stagedStream, g *generation, x *resource, held st
 
 // respondStagedLocked answers a staged stream's RDS or EDS watch from g,
 // sending each subscribed resource whose version the stream does not hold
-// as stageRoute (RDS) and abandoned (EDS) allow. force answers even when
+// as stageRoute (RDS) and withheldEDS (EDS) allow. force answers even when
 // there is nothing to send (the stream's first request). Callers hold
 // c.mu.
 func (c *cache) respondStagedLocked(w *watch, g *generation, st *stagedStream, force bool, changed time.Time) bool {
@@ -276,7 +290,7 @@ func (c *cache) respondStagedLocked(w *watch, g *generation, st *stagedStream, f
 	held := w.sub.ReturnedResources()
 	var gone map[string]bool
 	if w.typeURL == resourcev3.EndpointType {
-		gone = st.abandoned(g)
+		gone = st.withheldEDS(g, held)
 	}
 	var send []*resource
 	var removed []string

@@ -11,6 +11,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vmesh/vmesh/internal/cowmap"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -110,4 +112,33 @@ func mustMetrics(t *testing.T) *metrics {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// Break after make: a cluster none of the new routes uses keeps the
+// endpoints the client holds, both while the client may still hold a route
+// that uses it and after it ACKed routes that do not (RPCs routed just
+// before may still be picking an endpoint there); markers, the clusters
+// the new routes use, and a stream that holds no routes yet are never held
+// back.
+func TestWithheldEDS(t *testing.T) {
+	g := &generation{types: map[string]*resourceMap{}}
+	routes := cowmap.New[string, *resource]().Edit()
+	next := routeTo(t, "A")
+	routes.Set(next.name, next)
+	g.types[resourcev3.RouteType] = routes.Map()
+	marker := markerPrefix + "p/1"
+	held := map[string]string{"A": "1", "B": "1", marker: "1"}
+
+	st := &stagedStream{routes: map[string][]*resource{}}
+	if got := st.withheldEDS(g, held); len(got) != 0 {
+		t.Errorf("no routes known yet: withheld %v, want none", got)
+	}
+	st.routes[next.name] = []*resource{routeTo(t, "A", "B", "C"), next} // the old version is not ACKed yet
+	if got, want := st.withheldEDS(g, held), map[string]bool{"B": true, "C": true}; !maps.Equal(got, want) {
+		t.Errorf("old route still held: withheld %v, want %v", got, want)
+	}
+	st.routes[next.name] = []*resource{next} // ACKed
+	if got, want := st.withheldEDS(g, held), map[string]bool{"B": true}; !maps.Equal(got, want) {
+		t.Errorf("new route ACKed: withheld %v, want %v (the endpoints the client holds of the cluster it left)", got, want)
+	}
 }
