@@ -70,8 +70,10 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 		Missing(t, "consul binary not found in .bin/consul or PATH")
 	}
 	dir := t.TempDir()
-	c := &Consul{Datacenter: "dc1", GRPCPort: FreePort(t), DNSPort: freeUDPAndTCPPort(t)}
-	httpPort := FreePort(t)
+	// DNS, serf LAN, serf WAN (TCP and UDP), then HTTP, gRPC, server RPC.
+	ports := freePorts(t, 6, 3)
+	c := &Consul{Datacenter: "dc1", GRPCPort: ports[4], DNSPort: ports[0]}
+	httpPort := ports[3]
 	c.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
 	// ports{} in HCL covers the ports without a flag (gRPC TLS, HTTPS) and
 	// switches off the sidecar/expose ranges, which only allocate on use.
@@ -79,9 +81,9 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 	args := []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
 		"-advertise", "127.0.0.1", "-datacenter", c.Datacenter, "-node", "vmesh-test",
 		"-http-port", strconv.Itoa(httpPort), "-dns-port", strconv.Itoa(c.DNSPort),
-		"-serf-lan-port", strconv.Itoa(freeUDPAndTCPPort(t)),
-		"-serf-wan-port", strconv.Itoa(freeUDPAndTCPPort(t)),
-		"-server-port", strconv.Itoa(FreePort(t)),
+		"-serf-lan-port", strconv.Itoa(ports[1]),
+		"-serf-wan-port", strconv.Itoa(ports[2]),
+		"-server-port", strconv.Itoa(ports[5]),
 		"-grpc-port", strconv.Itoa(c.GRPCPort),
 		"-hcl", hcl, "-log-level", "warn"}
 	if extraHCL != "" {

@@ -9,6 +9,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -72,19 +73,38 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// freeUDPAndTCPPort returns a port free for both TCP and UDP on 127.0.0.1
-// (Consul's DNS and serf ports use both).
-func freeUDPAndTCPPort(t testing.TB) int {
+// freePorts returns n distinct ports free on 127.0.0.1 for TCP, the
+// first udp of them for UDP too (Consul's DNS and serf ports use both).
+// Every port is held until all are chosen, so the kernel cannot hand one
+// out twice (picked one at a time, two of a Consul agent's ports could be
+// the same: "HTTP address 127.0.0.1:44253 already configured for DNS").
+func freePorts(t testing.TB, n, udp int) []int {
 	t.Helper()
-	for range 50 {
-		p := FreePort(t)
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
 		}
-		u.Close()
-		return p
+	}()
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 50*n {
+			t.Fatalf("testenv: found %d of %d free ports", len(out), n)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testenv: free port: %v", err)
+		}
+		held = append(held, l)
+		p := l.Addr().(*net.TCPAddr).Port
+		if len(out) < udp {
+			u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue
+			}
+			held = append(held, u)
+		}
+		out = append(out, p)
 	}
-	t.Fatal("testenv: no port free for both TCP and UDP")
-	return 0
+	return out
 }
