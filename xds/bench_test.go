@@ -14,6 +14,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
@@ -33,7 +34,11 @@ func BenchmarkMemoryPerProxy(b *testing.B) {
 	if err := store.Replace(testSource, modeltest.Objects(modeltest.Size{Services: 1000, EndpointsPerService: 10, Routes: 100, Namespaces: 10})); err != nil {
 		b.Fatal(err)
 	}
-	srv, err := xds.NewServer(store, xds.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := xds.NewServer(xds.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	feed, err := model.NewFeed(store, model.FeedSettings{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +48,7 @@ func BenchmarkMemoryPerProxy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = srv.Run(ctx) }()
+	go func() { _ = srv.Run(ctx, feed) }()
 	go func() { _ = srv.Serve(ctx, lis) }()
 	<-srv.Ready()
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -52,11 +53,11 @@ type mesh struct {
 func startMesh(t *testing.T, ctx context.Context, store *filestore.Store) *mesh {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	srv, err := xds.NewServer(store, xds.Options{
-		Settings:   xds.Settings{DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond},
-		Logger:     testLogger(t),
-		Registerer: reg,
-	})
+	srv, err := xds.NewServer(xds.Options{Logger: testLogger(t), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func startMesh(t *testing.T, ctx context.Context, store *filestore.Store) *mesh 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); _ = srv.Run(ctx) }()
+	go func() { defer wg.Done(); _ = srv.Run(ctx, feed) }()
 	go func() { defer wg.Done(); _ = srv.Serve(ctx, lis) }()
 	mux := http.NewServeMux()
 	mux.Handle("/debug/syncz", srv.SynczHandler())

@@ -10,6 +10,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -37,11 +38,15 @@ func TestClosedStreamsLeaveNothingInTheCache(t *testing.T) {
 	if err := store.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(store, Options{Logger: testLog(t)})
+	s, err := NewServer(Options{Logger: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = s.Run(ctx) }()
+	feed, err := model.NewFeed(store, model.FeedSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Run(ctx, feed) }()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -41,17 +42,17 @@ func TestProxyFromNode(t *testing.T) {
 	}
 }
 
-func TestSettingsValidate(t *testing.T) {
-	if err := xds.DefaultSettings().Validate(); err != nil {
+func TestFeedSettingsValidate(t *testing.T) {
+	if err := model.DefaultFeedSettings().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if d := xds.DefaultSettings(); d.DebounceQuiet != 100*time.Millisecond || d.DebounceMax != time.Second {
+	if d := model.DefaultFeedSettings(); d.DebounceQuiet != 100*time.Millisecond || d.DebounceMax != time.Second {
 		t.Errorf("defaults = %+v", d)
 	}
-	if err := (xds.Settings{DebounceQuiet: time.Second, DebounceMax: time.Millisecond}).Validate(); err == nil {
+	if err := (model.FeedSettings{DebounceQuiet: time.Second, DebounceMax: time.Millisecond}).Validate(); err == nil {
 		t.Error("max < quiet accepted")
 	}
-	if _, err := xds.NewServer(filestore.NewStore(), xds.Options{Settings: xds.Settings{DebounceQuiet: -1}}); err == nil {
+	if _, err := model.NewFeed(filestore.NewStore(), model.FeedSettings{DebounceQuiet: -1}); err == nil {
 		t.Error("negative quiet accepted")
 	}
 }
@@ -143,12 +144,16 @@ func TestDebounceCoalescesBursts(t *testing.T) {
 	defer cancel()
 	store := filestore.NewStore()
 	reg := prometheus.NewRegistry()
-	srv, err := xds.NewServer(store, xds.Options{Settings: xds.Settings{DebounceQuiet: 500 * time.Millisecond, DebounceMax: 30 * time.Second}, Logger: testLogger(t), Registerer: reg})
+	srv, err := xds.NewServer(xds.Options{Logger: testLogger(t), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: 500 * time.Millisecond, DebounceMax: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Run(ctx) }()
+	go func() { defer close(done); _ = srv.Run(ctx, feed) }()
 	<-srv.Ready()
 	m := &mesh{t: t, reg: reg}
 	for i := range 50 {

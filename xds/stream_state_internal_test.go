@@ -13,6 +13,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -64,11 +65,15 @@ func TestSotWStreamIsRecognisedAcrossRequests(t *testing.T) {
 	if err := store.Replace(src, objs); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(store, Options{Settings: Settings{DebounceQuiet: 5 * time.Millisecond, DebounceMax: 20 * time.Millisecond}, Logger: testLog(t)})
+	s, err := NewServer(Options{Logger: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = s.Run(ctx) }()
+	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: 5 * time.Millisecond, DebounceMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Run(ctx, feed) }()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

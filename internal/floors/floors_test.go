@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"internal/":               {},
 	"filestore":               {"internal/"},
 	"model":                   {"filestore", "ca/spiffe", "internal/"},
-	"xds":                     {"model", "filestore", "ca/spiffe", "internal/"},
+	"xds":                     {"model", "ca/spiffe", "internal/"},
 	"registries":              {"filestore", "model", "internal/"},
 	"registries/autoregister": {"filestore", "model", "xds", "internal/"},
 	"ca":                      {"internal/"},

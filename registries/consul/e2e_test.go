@@ -16,6 +16,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
 	"github.com/vmesh/vmesh/xds"
@@ -33,11 +34,11 @@ func TestEndToEndProxylessGRPC(t *testing.T) {
 
 	store := filestore.NewStore()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := xds.NewServer(store, xds.Options{
-		Settings:   xds.Settings{DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond},
-		Logger:     quiet,
-		Registerer: prometheus.NewRegistry(),
-	})
+	srv, err := xds.NewServer(xds.Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestEndToEndProxylessGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Add(3)
-	go func() { defer wg.Done(); _ = srv.Run(ctx) }()
+	go func() { defer wg.Done(); _ = srv.Run(ctx, feed) }()
 	go func() { defer wg.Done(); _ = srv.Serve(ctx, lis) }()
 	go func() { defer wg.Done(); _ = a.Run(ctx) }()
 

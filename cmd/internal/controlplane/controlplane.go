@@ -59,6 +59,7 @@ type ControlPlane struct {
 	xdsLis      net.Listener
 	secLis      net.Listener
 	xds         *xds.Server
+	feed        *model.Feed // the Store's snapshots, which xds serves
 	ca          *ca.CA
 	grpc        *grpc.Server
 	secure      *grpc.Server
@@ -121,13 +122,18 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		},
 	}, logger)
 	cp.runners = append(cp.runners, registrar)
-	xdsServer, err := xds.NewServer(cp.store, xds.Options{
-		Settings:   xds.Settings{DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax},
-		Logger:     logger,
-		Registerer: cp.metricNames,
-		Observer:   registrar,
-		Mesh:       model.Mesh{RootNamespace: cfg.CA.RootNamespace, TrustDomain: cfg.CA.TrustDomain},
-
+	feed, err := model.NewFeed(cp.store, model.FeedSettings{
+		DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax,
+		Mesh: model.Mesh{RootNamespace: cfg.CA.RootNamespace, TrustDomain: cfg.CA.TrustDomain},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cp.feed = feed
+	xdsServer, err := xds.NewServer(xds.Options{
+		Logger:         logger,
+		Registerer:     cp.metricNames,
+		Observer:       registrar,
 		ControlPlaneID: controlPlaneID(),
 	})
 	if err != nil {
@@ -425,7 +431,7 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 				return
 			}
 		}
-		if err := cp.xds.Run(ctx); err != nil {
+		if err := cp.xds.Run(ctx, cp.feed); err != nil {
 			errc <- err
 			cancel()
 		}

@@ -1,0 +1,141 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+// FeedSettings tune how Store changes become snapshots.
+type FeedSettings struct {
+	// DebounceQuiet is how long the Store must stay quiet before a new
+	// snapshot.
+	DebounceQuiet time.Duration
+	// DebounceMax bounds how long a snapshot waits under a steady stream of
+	// changes.
+	DebounceMax time.Duration
+	// Mesh names the root namespace of mesh-wide policies and the trust
+	// domain of SPIFFE IDs; zero fields take DefaultMesh()'s.
+	Mesh Mesh
+}
+
+// DefaultFeedSettings returns the defaults: 100ms quiet, 1s max.
+func DefaultFeedSettings() FeedSettings {
+	return FeedSettings{DebounceQuiet: 100 * time.Millisecond, DebounceMax: time.Second}
+}
+
+// Validate checks the settings.
+func (s FeedSettings) Validate() error {
+	if s.DebounceQuiet < 0 || s.DebounceMax < 0 {
+		return fmt.Errorf("model: debounce durations must not be negative (quiet %s, max %s)", s.DebounceQuiet, s.DebounceMax)
+	}
+	if s.DebounceMax < s.DebounceQuiet {
+		return fmt.Errorf("model: debounce max %s is shorter than quiet %s", s.DebounceMax, s.DebounceQuiet)
+	}
+	return nil
+}
+
+// Update is one snapshot a Feed hands on.
+type Update struct {
+	Snapshot *Snapshot
+	// First is when the first Store change in it arrived (when the feed
+	// started, for the first snapshot): pushes measure convergence from it.
+	First time.Time
+	// Changes is how many Store keys changed since the previous snapshot.
+	Changes int
+	// Built is how long building the snapshot took.
+	Built time.Duration
+}
+
+// Feed turns Store changes into snapshots: the one debounce between the
+// config sources and the proxies. A Store change waits until the Store has
+// been quiet for DebounceQuiet (at most DebounceMax); the snapshot is
+// rebuilt from the previous one when only that change happened
+// (Rebuild), else built afresh.
+type Feed struct {
+	store    *filestore.Store
+	settings FeedSettings
+}
+
+// NewFeed returns a Feed of store; zero settings mean
+// DefaultFeedSettings() (with its Mesh).
+func NewFeed(store *filestore.Store, settings FeedSettings) (*Feed, error) {
+	if store == nil {
+		return nil, errors.New("model: feed of a nil store")
+	}
+	if settings.DebounceQuiet == 0 && settings.DebounceMax == 0 {
+		mesh := settings.Mesh
+		settings = DefaultFeedSettings()
+		settings.Mesh = mesh
+	}
+	if err := settings.Validate(); err != nil {
+		return nil, err
+	}
+	return &Feed{store: store, settings: settings}, nil
+}
+
+// Run hands push the snapshot of the Store as it is, then one per
+// debounced change, until ctx ends. push runs in Run's goroutine.
+func (f *Feed) Run(ctx context.Context, push func(Update)) error {
+	sub := f.store.Subscribe()
+	defer sub.Close()
+	sub.Take()
+	prev := f.build(nil, filestore.Changes{}, time.Now(), push)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.C():
+		}
+		first := time.Now()
+		if !f.debounce(ctx, sub, first) {
+			return nil
+		}
+		ch := sub.Take()
+		if len(ch.Keys) == 0 {
+			continue
+		}
+		prev = f.build(prev, ch, first, push)
+	}
+}
+
+// debounce waits until the Store has been quiet for DebounceQuiet, or
+// DebounceMax has passed since first. It returns false when ctx ends.
+func (f *Feed) debounce(ctx context.Context, sub *filestore.Subscription, first time.Time) bool {
+	quiet := time.NewTimer(f.settings.DebounceQuiet)
+	defer quiet.Stop()
+	deadline := time.NewTimer(f.settings.DebounceMax - time.Since(first))
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return true
+		case <-quiet.C:
+			return true
+		case <-sub.C():
+			quiet.Reset(f.settings.DebounceQuiet)
+		}
+	}
+}
+
+// build makes the snapshot of the Store's current state and pushes it.
+// When the Store is exactly prev's plus ch (no change arrived since ch was
+// taken), it is rebuilt from prev: only the affected services' endpoints
+// when only WorkloadEntries changed.
+func (f *Feed) build(prev *Snapshot, ch filestore.Changes, first time.Time, push func(Update)) *Snapshot {
+	start := time.Now()
+	fs := f.store.Snapshot()
+	var snap *Snapshot
+	if prev != nil && fs.Revision == ch.Revision {
+		snap = Rebuild(prev, fs, ch.Keys)
+	} else {
+		snap = BuildWith(fs, f.settings.Mesh)
+	}
+	push(Update{Snapshot: snap, First: first, Changes: len(ch.Keys), Built: time.Since(start)})
+	return snap
+}
