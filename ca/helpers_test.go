@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmesh/vmesh/internal/pemcert"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vmesh/vmesh/ca"
@@ -91,7 +93,7 @@ func parseChain(t testing.TB, chain []string) []*x509.Certificate {
 	t.Helper()
 	var out []*x509.Certificate
 	for i, p := range chain {
-		certs, err := ca.ParseCertificatesPEM([]byte(p))
+		certs, err := pemcert.Parse([]byte(p))
 		if err != nil {
 			t.Fatalf("chain[%d]: %v", i, err)
 		}

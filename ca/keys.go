@@ -13,13 +13,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"io/fs"
 	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/atomicfile"
+	"github.com/vmesh/vmesh/internal/pemcert"
 )
 
 // File names in the data directory (self-signed mode) and in an Istio
@@ -68,7 +70,7 @@ func readAdditionalRoots(dataDir string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read additional roots: %w", err)
 	}
-	certs, err := ParseCertificatesPEM(data)
+	certs, err := pemcert.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -100,7 +102,7 @@ func loadPlugin(dir string, extra []*x509.Certificate, now time.Time) (*issuer, 
 		return nil, fmt.Errorf("plug-in CA: %w", err)
 	}
 
-	certs, err := ParseCertificatesPEM(certPEM)
+	certs, err := pemcert.Parse(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("plug-in CA %s: %w", filepath.Join(dir, PluginCACertFile), err)
 	}
@@ -109,13 +111,13 @@ func loadPlugin(dir string, extra []*x509.Certificate, now time.Time) (*issuer, 
 	if err != nil {
 		return nil, fmt.Errorf("plug-in CA %s: %w", filepath.Join(dir, PluginCAKeyFile), err)
 	}
-	roots, err := ParseCertificatesPEM(rootPEM)
+	roots, err := pemcert.Parse(rootPEM)
 	if err != nil {
 		return nil, fmt.Errorf("plug-in CA %s: %w", filepath.Join(dir, PluginRootCertFile), err)
 	}
 	var chain []*x509.Certificate
 	if len(chainPEM) > 0 {
-		if chain, err = ParseCertificatesPEM(chainPEM); err != nil {
+		if chain, err = pemcert.Parse(chainPEM); err != nil {
 			return nil, fmt.Errorf("plug-in CA %s: %w", filepath.Join(dir, PluginCertChainFile), err)
 		}
 	}
@@ -204,7 +206,7 @@ func loadOrCreateSelfSigned(cfg Config, extra []*x509.Certificate, now time.Time
 	if st, err := os.Stat(keyPath); err == nil && st.Mode().Perm()&0o077 != 0 {
 		log.Warn("CA root key is readable by other users; chmod 600 it", "file", keyPath, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
 	}
-	certs, err := ParseCertificatesPEM(certPEM)
+	certs, err := pemcert.Parse(certPEM)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", certPath, err)
 	}
@@ -286,7 +288,7 @@ func RotateSelfSignedRoot(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("rotate CA root: %w", err)
 	}
-	if _, err := ParseCertificatesPEM(oldPEM); err != nil {
+	if _, err := pemcert.Parse(oldPEM); err != nil {
 		return fmt.Errorf("rotate CA root: current root: %w", err)
 	}
 	extraPath := filepath.Join(cfg.DataDir, AdditionalRootsFile)

@@ -80,34 +80,6 @@ func (b *TrustBundle) Verify(leaf *x509.Certificate, intermediates []*x509.Certi
 	})
 }
 
-// ParseCertificatesPEM reads every CERTIFICATE block of a PEM document; it
-// fails on any other block type or on a document with no certificate.
-func ParseCertificatesPEM(data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("unexpected PEM block %q, want CERTIFICATE", block.Type)
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d: %w", len(certs)+1, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(bytes.TrimSpace(data)) != 0 {
-		return nil, errors.New("trailing data that is not PEM")
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no PEM certificate found")
-	}
-	return certs, nil
-}
-
 func encodeCertPEM(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }

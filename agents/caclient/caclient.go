@@ -18,11 +18,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"net/url"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/atomicfile"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -49,19 +50,28 @@ type Request struct {
 	SPIFFEID string
 }
 
-// KeyPair is an issued certificate with its key.
+// KeyPair is an issued certificate with its key: the one type the agent's
+// certificate code passes around (agents/certs keeps and rotates it). It is
+// immutable once published.
 type KeyPair struct {
 	// ChainPEM is the leaf followed by any intermediates.
 	ChainPEM []byte
 	// KeyPEM is the PKCS#8 private key.
 	KeyPEM []byte
-	// RootPEM is the root the CA returned last in its chain. Agents that hold
-	// a fuller trust bundle (several roots during a rotation) replace it.
-	RootPEM []byte
+	// RootsPEM is the trust bundle: from Fetch, the root the CA returned
+	// last in its chain; an agent holding a fuller bundle (several roots
+	// during a rotation) merges its roots in.
+	RootsPEM []byte
 	// Leaf is the parsed leaf certificate.
 	Leaf *x509.Certificate
 	// Certificate is the pair ready for a tls.Config.
 	Certificate tls.Certificate
+	// RenewAt is when to renew it: from Fetch, at half its lifetime, as
+	// Istio's agents do (agents/certs adds jitter).
+	RenewAt time.Time
+	// Generation counts rotations, 1 for the first certificate; 0 from
+	// Fetch (agents/certs numbers them).
+	Generation int
 }
 
 // Fetch makes an ECDSA P-256 key and CSR and calls CreateCertificate on cc.
@@ -106,7 +116,7 @@ func Fetch(ctx context.Context, cc grpc.ClientConnInterface, req Request) (*KeyP
 	for _, c := range chain[:len(chain)-1] {
 		kp.ChainPEM = append(kp.ChainPEM, c...)
 	}
-	kp.RootPEM = []byte(chain[len(chain)-1])
+	kp.RootsPEM = []byte(chain[len(chain)-1])
 	kp.Certificate, err = tls.X509KeyPair(kp.ChainPEM, kp.KeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("caclient: issued certificate: %w", err)
@@ -120,20 +130,17 @@ func Fetch(ctx context.Context, cc grpc.ClientConnInterface, req Request) (*KeyP
 	if pub, ok := kp.Leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key.Public()) {
 		return nil, errors.New("caclient: the CA returned a certificate for another key")
 	}
+	kp.RenewAt = kp.Leaf.NotBefore.Add(kp.Leaf.NotAfter.Sub(kp.Leaf.NotBefore) / 2)
 	return kp, nil
 }
 
-// RenewAt returns when a certificate should be renewed: at half its
-// lifetime, as Istio's agents do.
-func (k *KeyPair) RenewAt() time.Time {
-	return k.Leaf.NotBefore.Add(k.Leaf.NotAfter.Sub(k.Leaf.NotBefore) / 2)
-}
-
-// WriteFiles writes cert-chain.pem, key.pem (mode 0600) and root-cert.pem
-// into dir, each atomically. These are the files to name in grpc-go's
-// file_watcher certificate provider config; a reader that catches the key
-// and certificate of different generations finds they do not match and keeps
-// its previous pair until the next refresh.
+// WriteFiles writes key.pem (mode 0600), cert-chain.pem and root-cert.pem
+// into dir (created with mode 0700 when missing), each atomically through a
+// temporary file and a rename. These are the files to name in grpc-go's
+// file_watcher certificate provider config. The key goes first: the
+// provider rejects a key and certificate of different generations and
+// keeps its previous pair until the next refresh, so a reader never uses a
+// torn pair.
 func (k *KeyPair) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("caclient: %w", err)
@@ -142,7 +149,7 @@ func (k *KeyPair) WriteFiles(dir string) error {
 		name string
 		data []byte
 		mode os.FileMode
-	}{{KeyFile, k.KeyPEM, 0o600}, {CertChainFile, k.ChainPEM, 0o644}, {RootCertFile, k.RootPEM, 0o644}} {
+	}{{KeyFile, k.KeyPEM, 0o600}, {CertChainFile, k.ChainPEM, 0o644}, {RootCertFile, k.RootsPEM, 0o644}} {
 		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
 			return fmt.Errorf("caclient: write %s: %w", f.name, err)
 		}

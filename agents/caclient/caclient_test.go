@@ -68,7 +68,7 @@ func TestFetchWriteFilesAndRenew(t *testing.T) {
 	if id, err := spiffe.FromCertificate(kp.Leaf); err != nil || id != want {
 		t.Fatalf("identity = %v, %v", id, err)
 	}
-	if got, wantAt := kp.RenewAt(), kp.Leaf.NotBefore.Add(kp.Leaf.NotAfter.Sub(kp.Leaf.NotBefore)/2); !got.Equal(wantAt) {
+	if got, wantAt := kp.RenewAt, kp.Leaf.NotBefore.Add(kp.Leaf.NotAfter.Sub(kp.Leaf.NotBefore)/2); !got.Equal(wantAt) {
 		t.Fatalf("RenewAt = %s, want %s", got, wantAt)
 	}
 

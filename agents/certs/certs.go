@@ -12,32 +12,30 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/pemcert"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/vmesh/vmesh/agents/caclient"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 // File names written into Config.OutDir, the names Istio uses for
 // file-mounted workload certificates.
 const (
-	CertChainFile = "cert-chain.pem" // leaf then intermediates
-	KeyFile       = "key.pem"        // PKCS#8, mode 0600
-	RootCertFile  = "root-cert.pem"  // trusted roots
+	CertChainFile = caclient.CertChainFile // leaf then intermediates
+	KeyFile       = caclient.KeyFile       // PKCS#8, mode 0600
+	RootCertFile  = caclient.RootCertFile  // trusted roots
 )
 
 // Defaults for Config.
@@ -110,24 +108,10 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// KeyPair is one issued certificate with its key. It is immutable.
-type KeyPair struct {
-	// ChainPEM is the leaf followed by any intermediates.
-	ChainPEM []byte
-	// KeyPEM is the PKCS#8 private key.
-	KeyPEM []byte
-	// RootsPEM is the trust bundle: the configured roots plus the root the
-	// CA returned.
-	RootsPEM []byte
-	// Leaf is the parsed leaf certificate.
-	Leaf *x509.Certificate
-	// Certificate is the pair ready for a tls.Config.
-	Certificate tls.Certificate
-	// Generation counts rotations: 1 for the first certificate.
-	Generation int
-	// RenewAt is when the manager renews this certificate.
-	RenewAt time.Time
-}
+// KeyPair is one issued certificate with its key (caclient.KeyPair, with
+// the bundle's roots, its generation and its jittered renewal time). It is
+// immutable.
+type KeyPair = caclient.KeyPair
 
 // Manager obtains and rotates the workload certificate. Create it with New
 // and start it with Run.
@@ -316,8 +300,11 @@ func (m *Manager) request(ctx context.Context, tlsCfg *tls.Config, useCert bool)
 // keyPair adds the bundle's roots to an issued pair and checks that it
 // chains to them.
 func (m *Manager) keyPair(issued *caclient.KeyPair) (*KeyPair, error) {
-	kp := &KeyPair{KeyPEM: issued.KeyPEM, ChainPEM: issued.ChainPEM, Certificate: issued.Certificate, Leaf: issued.Leaf,
-		RootsPEM: mergeRoots(m.cfg.RootsPEM, issued.RootPEM)}
+	roots, err := pemcert.Merge(m.cfg.RootsPEM, issued.RootsPEM)
+	if err != nil {
+		return nil, fmt.Errorf("trust bundle and the CA's root: %w", err)
+	}
+	kp := &KeyPair{KeyPEM: issued.KeyPEM, ChainPEM: issued.ChainPEM, Certificate: issued.Certificate, Leaf: issued.Leaf, RootsPEM: roots}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(kp.RootsPEM)
 	inter := x509.NewCertPool()
@@ -337,7 +324,7 @@ func (m *Manager) keyPair(issued *caclient.KeyPair) (*KeyPair, error) {
 func (m *Manager) install(kp *KeyPair) error {
 	var err error
 	if m.cfg.OutDir != "" {
-		err = WriteFiles(m.cfg.OutDir, kp)
+		err = kp.WriteFiles(m.cfg.OutDir)
 	}
 	m.met.expiry.Set(float64(kp.Leaf.NotAfter.Unix()))
 	m.mu.Lock()
@@ -354,47 +341,4 @@ func (m *Manager) install(kp *KeyPair) error {
 		close(m.ready)
 	}
 	return err
-}
-
-// WriteFiles writes key.pem (mode 0600), cert-chain.pem and root-cert.pem
-// into dir (created with mode 0700 when missing), each atomically through a
-// temporary file and a rename. The key goes first: grpc-go's file_watcher
-// provider rejects a key and certificate of different generations and keeps
-// its previous pair until the next refresh, so a reader never uses a torn pair.
-func WriteFiles(dir string, kp *KeyPair) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("certs: %w", err)
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{{KeyFile, kp.KeyPEM, 0o600}, {CertChainFile, kp.ChainPEM, 0o644}, {RootCertFile, kp.RootsPEM, 0o644}} {
-		if err := atomicfile.Write(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
-			return fmt.Errorf("certs: write %s: %w", f.name, err)
-		}
-	}
-	return nil
-}
-
-// mergeRoots returns the PEM certificates of a followed by those of b that a
-// does not already hold.
-func mergeRoots(a, b []byte) []byte {
-	seen := map[string]bool{}
-	var out []byte
-	for _, data := range [][]byte{a, b} {
-		for {
-			var block *pem.Block
-			block, data = pem.Decode(data)
-			if block == nil {
-				break
-			}
-			if block.Type != "CERTIFICATE" || seen[string(block.Bytes)] {
-				continue
-			}
-			seen[string(block.Bytes)] = true
-			out = append(out, pem.EncodeToMemory(block)...)
-		}
-	}
-	return out
 }

@@ -15,16 +15,17 @@ package bundle
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/atomicfile"
+	"github.com/vmesh/vmesh/internal/pemcert"
 
 	"gopkg.in/yaml.v3"
 )
@@ -165,31 +166,19 @@ func Read(dir string) (*Bundle, error) {
 	return &b, nil
 }
 
-// ParseRoots reads the PEM root certificates of a trust bundle.
+// ParseRoots reads the PEM root certificates of a trust bundle: at least
+// one, each a CA.
 func ParseRoots(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("unexpected PEM block %q", block.Type)
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
+	roots, err := pemcert.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range roots {
 		if !c.IsCA {
 			return nil, fmt.Errorf("certificate %q is not a CA", c.Subject)
 		}
-		out = append(out, c)
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return out, nil
+	return roots, nil
 }
 
 // ParseLabels reads "k1=v1,k2=v2" (the --labels flag) into a map.
