@@ -7,12 +7,10 @@
 package xds
 
 import (
-	"fmt"
-	"strings"
+	"github.com/vmesh/vmesh/xds/node"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/vmesh/vmesh/model"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // ProxyKind says which generators serve a proxy (model.ProxyKind).
@@ -25,23 +23,8 @@ const (
 	KindSidecar = model.KindSidecar
 )
 
-// Node metadata keys (Istio's names).
-const (
-	MetaNamespace      = "NAMESPACE"
-	MetaLabels         = "LABELS"
-	MetaServiceAccount = "SERVICE_ACCOUNT"
-	MetaWorkloadName   = "WORKLOAD_NAME"
-	MetaInstanceIPs    = "INSTANCE_IPS"
-	MetaGenerator      = "GENERATOR"
-	// MetaAutoRegisterGroup names the WorkloadGroup (in NAMESPACE) an agent
-	// registers its VM under.
-	MetaAutoRegisterGroup = "AUTO_REGISTER_GROUP"
-	// MetaNetwork is the workload's network.
-	MetaNetwork = "NETWORK"
-)
-
 // DefaultNamespace is a proxy's namespace when its node names none.
-const DefaultNamespace = "default"
+const DefaultNamespace = node.DefaultNamespace
 
 // Proxy is one xDS client as identified by its node.
 type Proxy struct {
@@ -59,65 +42,17 @@ type Proxy struct {
 	Locality string `json:"locality,omitempty"`
 }
 
-// ProxyFromNode reads a Proxy from an xDS node by the documented metadata
-// contract (see README.md).
+// ProxyFromNode reads a Proxy from an xDS node by vmesh's node-metadata
+// contract (xds/node; see README.md).
 func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
-	if n.GetId() == "" {
-		return nil, fmt.Errorf("xds node has no id")
-	}
-	p := &Proxy{ID: n.GetId(), Kind: KindSidecar, Namespace: DefaultNamespace}
-	md := n.GetMetadata().GetFields()
-	str := func(k string) (string, error) {
-		v, ok := md[k]
-		if !ok {
-			return "", nil
-		}
-		s, ok := v.GetKind().(*structpb.Value_StringValue)
-		if !ok {
-			return "", fmt.Errorf("node %s: metadata %s must be a string", p.ID, k)
-		}
-		return s.StringValue, nil
-	}
-	var err error
-	var gen, ips string
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{MetaGenerator, &gen}, {MetaServiceAccount, &p.ServiceAccount}, {MetaWorkloadName, &p.WorkloadName}, {MetaInstanceIPs, &ips},
-		{MetaAutoRegisterGroup, &p.AutoRegisterGroup}, {MetaNetwork, &p.Network}} {
-		if *f.dst, err = str(f.key); err != nil {
-			return nil, err
-		}
-	}
-	if ns, err := str(MetaNamespace); err != nil {
+	id, err := node.Parse(n)
+	if err != nil {
 		return nil, err
-	} else if ns != "" {
-		p.Namespace = ns
 	}
-	if l := n.GetLocality(); l != nil && l.GetRegion() != "" {
-		p.Locality = strings.TrimRight(l.GetRegion()+"/"+l.GetZone()+"/"+l.GetSubZone(), "/")
-	}
-	if gen == string(KindGRPC) {
+	p := &Proxy{ID: id.ID, Kind: KindSidecar, Namespace: id.Namespace, Labels: id.Labels, ServiceAccount: id.ServiceAccount,
+		WorkloadName: id.WorkloadName, IPs: id.IPs, AutoRegisterGroup: id.WorkloadGroup, Network: id.Network, Locality: id.Locality}
+	if id.Generator == node.GeneratorGRPC {
 		p.Kind = KindGRPC
-	}
-	for ip := range strings.SplitSeq(ips, ",") {
-		if ip = strings.TrimSpace(ip); ip != "" {
-			p.IPs = append(p.IPs, ip)
-		}
-	}
-	if v, ok := md[MetaLabels]; ok {
-		st := v.GetStructValue()
-		if st == nil {
-			return nil, fmt.Errorf("node %s: metadata %s must be a string map", p.ID, MetaLabels)
-		}
-		p.Labels = make(map[string]string, len(st.GetFields()))
-		for k, lv := range st.GetFields() {
-			s, ok := lv.GetKind().(*structpb.Value_StringValue)
-			if !ok {
-				return nil, fmt.Errorf("node %s: label %s must be a string", p.ID, k)
-			}
-			p.Labels[k] = s.StringValue
-		}
 	}
 	return p, nil
 }

@@ -7,28 +7,15 @@ package bootstrap
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
+
+	"github.com/vmesh/vmesh/xds/node"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/types/known/structpb"
-)
-
-// Node metadata keys, Istio's names (vmesh's xds package reads the same).
-const (
-	MetaNamespace         = "NAMESPACE"
-	MetaLabels            = "LABELS"
-	MetaServiceAccount    = "SERVICE_ACCOUNT"
-	MetaWorkloadName      = "WORKLOAD_NAME"
-	MetaInstanceIPs       = "INSTANCE_IPS"
-	MetaGenerator         = "GENERATOR"
-	MetaAutoRegisterGroup = "AUTO_REGISTER_GROUP"
 )
 
 // GeneratorGRPC is the GENERATOR of proxyless gRPC applications; Envoy
 // nodes carry no GENERATOR.
-const GeneratorGRPC = "grpc"
+const GeneratorGRPC = node.GeneratorGRPC
 
 // Node is the identity a VM's data planes present to the control plane.
 type Node struct {
@@ -66,36 +53,19 @@ func (n Node) ID() string {
 // Cluster is the node's service cluster, "<workload>.<namespace>".
 func (n Node) Cluster() string { return n.WorkloadName + "." + n.Namespace }
 
-// Metadata returns the node metadata; generator is "grpc" for proxyless
-// applications and "" for Envoy.
-func (n Node) Metadata(generator string) map[string]any {
-	labels := map[string]any{}
-	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
-		labels[k] = n.Labels[k]
+// Identity is the node as vmesh's node-metadata contract (xds/node) has
+// it; generator is "grpc" for proxyless applications and "" for Envoy.
+func (n Node) Identity(generator string) node.Identity {
+	labels := n.Labels
+	if labels == nil {
+		labels = map[string]string{} // LABELS is always written
 	}
-	md := map[string]any{
-		MetaNamespace:    n.Namespace,
-		MetaLabels:       labels,
-		MetaWorkloadName: n.WorkloadName,
-		MetaInstanceIPs:  strings.Join(n.IPs, ","),
-	}
-	if n.ServiceAccount != "" {
-		md[MetaServiceAccount] = n.ServiceAccount
-	}
-	if n.WorkloadGroup != "" {
-		md[MetaAutoRegisterGroup] = n.WorkloadGroup
-	}
-	if generator != "" {
-		md[MetaGenerator] = generator
-	}
-	return md
+	return node.Identity{ID: n.ID(), Cluster: n.Cluster(), Generator: generator, Namespace: n.Namespace, Labels: labels,
+		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup}
 }
 
+// Metadata returns the node metadata (Identity(generator).Metadata()).
+func (n Node) Metadata(generator string) map[string]any { return n.Identity(generator).Metadata() }
+
 // Envoy returns the node as an xDS Node proto with the given generator.
-func (n Node) Envoy(generator string) (*corev3.Node, error) {
-	md, err := structpb.NewStruct(n.Metadata(generator))
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: node metadata: %w", err)
-	}
-	return &corev3.Node{Id: n.ID(), Cluster: n.Cluster(), Metadata: md}, nil
-}
+func (n Node) Envoy(generator string) (*corev3.Node, error) { return n.Identity(generator).Node() }

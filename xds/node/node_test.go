@@ -1,0 +1,52 @@
+package node_test
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/vmesh/vmesh/xds/node"
+)
+
+// What one side writes, the other reads back unchanged.
+func TestIdentityRoundTrip(t *testing.T) {
+	for _, id := range []node.Identity{
+		{ID: "sidecar~10.0.0.7~ledger-1.fin~fin.svc.cluster.local", Cluster: "ledger-1.fin", Generator: node.GeneratorGRPC, Namespace: "fin",
+			Labels: map[string]string{"app": "ledger", "version": "v2"}, ServiceAccount: "ledger", WorkloadName: "ledger-1",
+			IPs: []string{"10.0.0.7", "fd00::7"}, WorkloadGroup: "ledger", Network: "net-a", Locality: "eu/west-1/a"},
+		{ID: "envoy-1", Namespace: "default", Labels: map[string]string{}},
+		{ID: "regional", Namespace: "default", Locality: "us"},
+	} {
+		n, err := id.Node()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := node.Parse(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(id, got); diff != "" {
+			t.Errorf("round trip (-written +read):\n%s", diff)
+		}
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	md := func(k string, v *structpb.Value) *structpb.Struct {
+		return &structpb.Struct{Fields: map[string]*structpb.Value{k: v}}
+	}
+	for name, n := range map[string]*corev3.Node{
+		"no id":              {Metadata: md(node.MetaNamespace, structpb.NewStringValue("a"))},
+		"namespace a number": {Id: "x", Metadata: md(node.MetaNamespace, structpb.NewNumberValue(1))},
+		"labels a string":    {Id: "x", Metadata: md(node.MetaLabels, structpb.NewStringValue("app=a"))},
+	} {
+		if id, err := node.Parse(n); err == nil {
+			t.Errorf("%s: parsed as %+v", name, id)
+		}
+	}
+	if id, err := node.Parse(&corev3.Node{Id: "bare"}); err != nil || id.Namespace != node.DefaultNamespace {
+		t.Errorf("a bare node: %+v, %v; want namespace %s", id, err, node.DefaultNamespace)
+	}
+}
