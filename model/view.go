@@ -58,11 +58,13 @@ type Workload struct {
 // A View is used by one generation at a time: it is not safe for
 // concurrent use.
 type View struct {
-	snap    *Snapshot
-	proxy   Workload
+	snap  *Snapshot
+	proxy Workload
+	// whole is the workload as given, for the key only.
+	whole   Workload
 	labels  map[string]string // selection only: the Sidecar and the policies
 	sidecar *Sidecar
-	key     string
+	key     string // computed on first use
 	// services and clusters are resolved on first use (the incremental
 	// generator needs only some hosts').
 	services []*Service
@@ -98,35 +100,37 @@ func ClusterName(port uint32, subset, host string) string {
 // ViewKey is the group key of w's View: what NewView(s, w).Key() returns,
 // without resolving the rest of the View.
 func ViewKey(s *Snapshot, w Workload) string {
-	key, _, _ := viewKey(s, w)
-	return key
+	return keyOf(s, w, s.SidecarFor(w.Namespace, w.Labels))
 }
 
-func viewKey(s *Snapshot, w Workload) (key string, sidecar *Sidecar, visible Workload) {
-	sidecar = s.SidecarFor(w.Namespace, w.Labels)
+// visibleWorkload is what a View lets its generators read of w.
+func visibleWorkload(w Workload) Workload {
+	if w.Kind == KindSidecar {
+		return w
+	}
+	return Workload{ID: w.ID, Kind: w.Kind, Namespace: w.Namespace}
+}
+
+// keyOf is the group key of w, scoped by sidecar.
+func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	sc := "-"
 	if sidecar != nil {
 		sc = sidecar.Key()
 	}
-	key = string(w.Kind) + "|" + w.Namespace + "|" + sc
+	key := string(w.Kind) + "|" + w.Namespace + "|" + sc
 	if pk := s.WorkloadPolicyKey(w.Namespace, w.Labels); pk != "" {
 		key += "|" + pk
 	}
-	switch w.Kind {
-	case KindSidecar:
+	if w.Kind == KindSidecar {
 		key += "|labels=" + LabelString(w.Labels) + "|ips=" + strings.Join(w.IPs, ",") + "|workload=" + w.WorkloadName + "|locality=" + w.Locality
-		visible = w
-	default:
-		visible = Workload{ID: w.ID, Kind: w.Kind, Namespace: w.Namespace}
 	}
-	return key, sidecar, visible
+	return key
 }
 
 // NewView returns w's View of s. What it needs of the snapshot is
 // resolved on first use.
 func NewView(s *Snapshot, w Workload) *View {
-	key, sidecar, visible := viewKey(s, w)
-	return &View{snap: s, proxy: visible, labels: w.Labels, sidecar: sidecar, key: key, drs: map[*Service]*DestinationRule{}}
+	return &View{snap: s, proxy: visibleWorkload(w), whole: w, labels: w.Labels, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
 }
 
 func (v *View) resolve() {
@@ -233,7 +237,12 @@ func (s *Sidecar) GetSpec() *networking.Sidecar {
 }
 
 // Key is the group key (see View).
-func (v *View) Key() string { return v.key }
+func (v *View) Key() string {
+	if v.key == "" {
+		v.key = keyOf(v.snap, v.whole, v.sidecar)
+	}
+	return v.key
+}
 
 // Workload is what the generators may read about the proxy.
 func (v *View) Workload() Workload { return v.proxy }
@@ -277,6 +286,9 @@ func (v *View) DestinationRule(svc *Service) *DestinationRule {
 	dr, ok := v.drs[svc]
 	if !ok {
 		dr = v.snap.DestinationRuleFor(svc.Hostname, v.proxy.Namespace, svc.Namespace)
+		if v.drs == nil {
+			v.drs = map[*Service]*DestinationRule{}
+		}
 		v.drs[svc] = dr
 	}
 	return dr

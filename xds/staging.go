@@ -191,27 +191,40 @@ func (st *stagedStream) sent(rs []*resource, warming map[string]bool) {
 // makes the client hold its current endpoints (stageRoute). Markers are
 // never withheld.
 func (st *stagedStream) withheldEDS(g *generation, held map[string]string) map[string]bool {
-	out := map[string]bool{}
+	if len(st.routes) == 0 {
+		return nil
+	}
+	var liveSet map[string]bool // the clusters g's routes use, built on first need
+	live := func(cl string) bool {
+		if liveSet == nil {
+			liveSet = map[string]bool{}
+			for n := range st.routes {
+				if r := g.get(resourcev3.RouteType, n); r != nil {
+					maps.Copy(liveSet, r.routeRefs().used)
+				}
+			}
+		}
+		return liveSet[cl]
+	}
+	var out map[string]bool
+	hold := func(cl string) {
+		if out[cl] || strings.HasPrefix(cl, markerPrefix) || live(cl) {
+			return
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[cl] = true
+	}
 	for _, vs := range st.routes {
 		for _, r := range vs {
 			for cl := range r.routeRefs().used {
-				out[cl] = true
+				hold(cl)
 			}
 		}
 	}
-	if len(st.routes) > 0 {
-		for cl := range held {
-			if !strings.HasPrefix(cl, markerPrefix) {
-				out[cl] = true
-			}
-		}
-	}
-	for n := range st.routes {
-		if r := g.get(resourcev3.RouteType, n); r != nil {
-			for cl := range r.routeRefs().used {
-				delete(out, cl)
-			}
-		}
+	for cl := range held {
+		hold(cl)
 	}
 	return out
 }
