@@ -438,6 +438,11 @@ func (g *GitSource) Check(ctx context.Context) (string, []*Object, []ConfigError
 	if err := g.init(ctx); err != nil {
 		return "", nil, nil, err
 	}
+	rev, err := ResolveRevision(ctx, g.cfg.Repo, g.cfg.Ref)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	g.cfg.Ref = rev
 	commit, err := g.fetch(ctx)
 	if err != nil {
 		return "", nil, nil, err
@@ -456,6 +461,24 @@ func (g *GitSource) Check(ctx context.Context) (string, []*Object, []ConfigError
 		errs[i].Commit = commit
 	}
 	return commit, objs, errs, nil
+}
+
+// ResolveRevision turns a git revision expression (HEAD~1, a short SHA, a
+// tag, a branch, origin/main) into the full SHA of its commit, when repo is
+// a local repository; a remote repository can be asked for ref names only,
+// so rev is returned unchanged for one. A revision the local repository
+// has no commit for is an error naming both.
+func ResolveRevision(ctx context.Context, repo, rev string) (string, error) {
+	if fi, err := os.Stat(repo); err != nil || !fi.IsDir() {
+		return rev, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultGitTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "-C", repo, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("git revision %q: no such commit in %s", rev, repo)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 func shortOr(s, alt string) string {

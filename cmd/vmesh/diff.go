@@ -15,9 +15,7 @@ import (
 )
 
 func newDiffCmd() *cobra.Command {
-	var dirs []string
-	var gitRepo, gitPath, from, to, proxiesFile, server string
-	var asJSON bool
+	var o diffOptions
 	cmd := &cobra.Command{
 		Use:   "diff (--dir A --dir B | --from REV --to REV)",
 		Short: "Show which proxies' xDS config a change would alter, resource by resource",
@@ -28,67 +26,97 @@ field-level diff. It never touches a running control plane.
 Proxies come from --server (the proxies connected to a running vmesh, read from
 its /debug/syncz), from --proxies FILE (a JSON list of {id, kind, namespace,
 labels, serviceAccount, ips}), or, by default, one proxyless gRPC client per
-namespace of the config.`,
+namespace of the config.
+
+With --exit-code it exits as git diff --exit-code does: 0 when no proxy's
+config changes, 1 when some does, 2 when the versions could not be compared
+(a config error, an unknown revision): a pull request's CI can gate on it.
+Git revisions may be any expression git knows in a local --git-repo
+(HEAD~1, a short SHA, a tag, a branch).`,
 		Example: `  vmesh diff --dir prod-before --dir prod-after
   vmesh diff --git-repo . --from origin/main --to HEAD --git-path mesh
+  vmesh diff --exit-code --from HEAD~1 --to HEAD --git-path mesh
   vmesh diff --from main --to my-branch --server http://127.0.0.1:15014`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var before, after []*filestore.Object
-			var err error
+			changed, err := o.run(cmd)
 			switch {
-			case len(dirs) == 2:
-				if before, err = loadClean(dirs[0]); err != nil {
-					return err
-				}
-				if after, err = loadClean(dirs[1]); err != nil {
-					return err
-				}
-			case len(dirs) == 0 && to != "":
-				if from == "" && server != "" {
-					if from, err = servedCommit(server); err != nil {
-						return err
-					}
-				}
-				if from == "" {
-					return fmt.Errorf("--from is required (or --server of a vmesh serving a git source)")
-				}
-				if before, err = loadGit(cmd, gitRepo, from, gitPath); err != nil {
-					return err
-				}
-				if after, err = loadGit(cmd, gitRepo, to, gitPath); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("give --dir twice, or --to (and --from)")
-			}
-			proxies, err := diffProxies(server, proxiesFile, before, after)
-			if err != nil {
+			case !o.exitCode:
 				return err
+			case err != nil:
+				fmt.Fprintln(cmd.ErrOrStderr(), "vmesh:", err)
+				return exitError{code: 2}
+			case changed:
+				return exitError{code: 1}
 			}
-			diffs, err := configdiff.Diff(before, after, proxies)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(diffs)
-			}
-			fmt.Fprint(cmd.OutOrStdout(), configdiff.Format(diffs))
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&dirs, "dir", nil, "a config directory (give two: before, after)")
-	f.StringVar(&gitRepo, "git-repo", ".", "git repository for --from/--to")
-	f.StringVar(&gitPath, "git-path", "", "sub-folder of the repository")
-	f.StringVar(&from, "from", "", "git revision before the change (default: the commit --server serves)")
-	f.StringVar(&to, "to", "", "git revision after the change")
-	f.StringVar(&proxiesFile, "proxies", "", "JSON file listing the proxies to compute")
-	f.StringVar(&server, "server", "", "HTTP address of a running vmesh whose connected proxies to use")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringArrayVar(&o.dirs, "dir", nil, "a config directory (give two: before, after)")
+	f.StringVar(&o.gitRepo, "git-repo", ".", "git repository for --from/--to")
+	f.StringVar(&o.gitPath, "git-path", "", "sub-folder of the repository")
+	f.StringVar(&o.from, "from", "", "git revision before the change (default: the commit --server serves)")
+	f.StringVar(&o.to, "to", "", "git revision after the change")
+	f.StringVar(&o.proxiesFile, "proxies", "", "JSON file listing the proxies to compute")
+	f.StringVar(&o.server, "server", "", "HTTP address of a running vmesh whose connected proxies to use")
+	f.BoolVar(&o.asJSON, "json", false, "print JSON")
+	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when some proxy's config changes, 2 on an error (as git diff --exit-code)")
 	return cmd
+}
+
+// diffOptions are vmesh diff's flags.
+type diffOptions struct {
+	dirs                                            []string
+	gitRepo, gitPath, from, to, proxiesFile, server string
+	asJSON, exitCode                                bool
+}
+
+// run prints the diff and reports whether any proxy's config changes.
+func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
+	var before, after []*filestore.Object
+	var err error
+	switch {
+	case len(o.dirs) == 2:
+		if before, err = loadClean(o.dirs[0]); err != nil {
+			return false, err
+		}
+		if after, err = loadClean(o.dirs[1]); err != nil {
+			return false, err
+		}
+	case len(o.dirs) == 0 && o.to != "":
+		if o.from == "" && o.server != "" {
+			if o.from, err = servedCommit(o.server); err != nil {
+				return false, err
+			}
+		}
+		if o.from == "" {
+			return false, fmt.Errorf("--from is required (or --server of a vmesh serving a git source)")
+		}
+		if before, err = loadGit(cmd, o.gitRepo, o.from, o.gitPath); err != nil {
+			return false, err
+		}
+		if after, err = loadGit(cmd, o.gitRepo, o.to, o.gitPath); err != nil {
+			return false, err
+		}
+	default:
+		return false, fmt.Errorf("give --dir twice, or --to (and --from)")
+	}
+	proxies, err := diffProxies(o.server, o.proxiesFile, before, after)
+	if err != nil {
+		return false, err
+	}
+	diffs, err := configdiff.Diff(before, after, proxies)
+	if err != nil {
+		return false, err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return configdiff.AnyChange(diffs), enc.Encode(diffs)
+	}
+	fmt.Fprint(cmd.OutOrStdout(), configdiff.Format(diffs))
+	return configdiff.AnyChange(diffs), nil
 }
 
 // loadClean loads a directory and fails on any config error: a diff of

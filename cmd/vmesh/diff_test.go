@@ -55,4 +55,35 @@ func TestDiffGitRevisions(t *testing.T) {
 	if out, _ := runVMesh(t, "diff", "--git-repo", repo, "--git-path", "mesh", "--from", c2, "--to", "main"); !strings.Contains(out, "no proxy's config changes") {
 		t.Errorf("same commit: %s", out)
 	}
+
+	// Revision expressions and --exit-code, as a pull request's CI uses
+	// them: 1 when a proxy's config changes, 0 when none does, 2 when the
+	// versions cannot be compared.
+	git("tag", "v2")
+	for _, c := range []struct {
+		from, to string
+		want     int
+	}{
+		{"HEAD~1", "HEAD", 1},
+		{c1[:7], "v2", 1},
+		{"HEAD", c2[:9], 0},
+		{"HEAD~5", "HEAD", 2},
+		{"no-such-branch", "HEAD", 2},
+	} {
+		stdout, stderr, err := execVMesh("diff", "--exit-code", "--git-repo", repo, "--git-path", "mesh", "--from", c.from, "--to", c.to)
+		code := 0
+		if err != nil {
+			exit, ok := err.(exitError)
+			if !ok {
+				t.Fatalf("diff --from %s --to %s: %v, want an exit status", c.from, c.to, err)
+			}
+			code = exit.code
+		}
+		if code != c.want {
+			t.Errorf("diff --exit-code --from %s --to %s: exit %d, want %d\n%s%s", c.from, c.to, code, c.want, stdout, stderr)
+		}
+		if c.want == 2 && !strings.Contains(stderr, "vmesh: git revision \""+c.from+"\": no such commit in "+repo) {
+			t.Errorf("diff --from %s: stderr %q, want the revision named", c.from, stderr)
+		}
+	}
 }

@@ -99,4 +99,19 @@ func TestValidateGitRef(t *testing.T) {
 	if code != 1 || !strings.Contains(out, ":vs.yaml:14: VirtualService/shop/reviews: http[1].route[0].weight") {
 		t.Errorf("bad ref: exit %d\n%s", code, out)
 	}
+	// Any revision git knows locally: HEAD~1 and a short SHA are the good commit.
+	shortOut, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD~1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := strings.TrimSpace(string(shortOut))
+	for _, rev := range []string{"HEAD~1", short} {
+		if out, code := runVMesh(t, "validate", "--git-repo", repo, "--git-ref", rev, "mesh"); code != 0 {
+			t.Errorf("--git-ref %s: exit %d\n%s", rev, code, out)
+		}
+	}
+	if _, _, err := execVMesh("validate", "--git-repo", repo, "--git-ref", "HEAD~9", "mesh"); err == nil || err.Error() != `git revision "HEAD~9": no such commit in `+repo {
+		t.Errorf("--git-ref HEAD~9: %v", err)
+	}
 }
+

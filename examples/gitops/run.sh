@@ -44,7 +44,14 @@ step "a branch shifting greeter to 50/50: what will it change?"
 git -C "$repo" checkout --quiet -b canary
 sed -i 's/weight: 80/weight: 50/; s/weight: 20/weight: 50/' "$repo/mesh/greeter.yaml"
 git -C "$repo" -c user.email=dev@example.com -c user.name=dev commit --quiet -am "greeter: 50/50"
-"$work/vmesh" diff --git-repo "$repo" --git-path mesh --to canary --server "$HTTP" | tee "$work/diff.txt"
+# The gate a pull request's CI runs: exit 1 when some proxy's config changes.
+gate=0
+"$work/vmesh" diff --exit-code --git-repo "$repo" --git-path mesh --to canary --server "$HTTP" > "$work/diff.txt" || gate=$?
+cat "$work/diff.txt"
+[[ $gate == 1 ]] || fail "vmesh diff --exit-code exited $gate on a change, want 1"
+gate=0
+"$work/vmesh" diff --exit-code --git-repo "$repo" --git-path mesh --from canary --to HEAD > /dev/null || gate=$?
+[[ $gate == 0 ]] || fail "vmesh diff --exit-code exited $gate on a commit that changes nothing, want 0"
 grep -q "proxy demo-client (grpc)" "$work/diff.txt" || fail "diff does not list the client"
 grep -q "weighted_clusters.clusters\[0\].weight: 80 -> 50" "$work/diff.txt" || fail "diff does not show the weight change"
 

@@ -47,6 +47,9 @@ type ProxyDiff struct {
 	Note string `json:"note,omitempty"`
 }
 
+// AnyChange reports whether a diff changes any proxy's config.
+func AnyChange(diffs []ProxyDiff) bool { return len(diffs) > 0 }
+
 // resources is one proxy's generated config: type -> name -> resource.
 type resources map[string]map[string]proto.Message
 
