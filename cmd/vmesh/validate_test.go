@@ -114,4 +114,3 @@ func TestValidateGitRef(t *testing.T) {
 		t.Errorf("--git-ref HEAD~9: %v", err)
 	}
 }
-
