@@ -10,7 +10,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
@@ -47,7 +46,7 @@ func BenchmarkGenerateOneProxy(b *testing.B) {
 // proxy that ACKs at once would.
 type benchWatcher struct {
 	proxy *Proxy
-	subs  map[string]*stream.Subscription
+	subs  map[string]*subscription
 	chans map[string]chan cachev3.Response
 }
 
@@ -56,11 +55,10 @@ func newBenchWatchers(c *cache, n, groups int, names map[string][]string) []*ben
 	for i := range n {
 		w := &benchWatcher{
 			proxy: &Proxy{ID: fmt.Sprintf("p%d", i), Kind: KindGRPC, Namespace: fmt.Sprintf("ns-%d", i%groups)},
-			subs:  map[string]*stream.Subscription{}, chans: map[string]chan cachev3.Response{},
+			subs:  map[string]*subscription{}, chans: map[string]chan cachev3.Response{},
 		}
 		for t, ns := range names {
-			sub := stream.NewSotwSubscription(ns, false)
-			w.subs[t] = &sub
+			w.subs[t] = newSotwSubscription(ns, false)
 			w.chans[t] = make(chan cachev3.Response, 1)
 		}
 		out = append(out, w)
@@ -75,7 +73,7 @@ func (w *benchWatcher) drain(b *testing.B, c *cache) int {
 		select {
 		case r := <-ch:
 			n++
-			w.subs[t].SetReturnedResources(r.GetReturnedResources())
+			w.subs[t].deliver(r.(heldAnswer))
 			w.open(b, c, t, "1")
 		default:
 		}

@@ -3,9 +3,9 @@ package xds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -77,28 +77,21 @@ type streamKey struct {
 // sentState is the last answer on a stream's type.
 type sentState struct {
 	gen *generation
-	// returned is the answer's map of what the stream holds, which
-	// go-control-plane hands back as the subscription's ReturnedResources.
-	returned map[string]string
-	// size is len(returned) once the answer is applied: go-control-plane
-	// deletes the names a subscription drops from it in place.
-	size int
-	// update, for an answer that changes the map the stream already
-	// held in place, says whether go-control-plane delivered it (a
-	// state-of-the-world response superseded by the proxy's next request
-	// of its type is dropped undelivered, leaving the map as it was).
-	update *heldUpdate
+	// sub is the stream's subscription of the type and seq its change
+	// count when the answer was sent: the stream holds what the answer
+	// says once it was delivered (delivered) and the subscription changed
+	// only by that delivery since (seq+1). A state-of-the-world answer
+	// superseded by the proxy's next request of its type is dropped
+	// undelivered.
+	sub       *subscription
+	seq       uint64
+	delivered *atomic.Bool
 	// names are the SotW request's resource names the answer was for.
 	names []string
 	push  uint64
 }
 
 func (w *watch) key() streamKey { return streamKey{sotw: w.sotw, delta: w.delta, typeURL: w.typeURL} }
-
-// sameMap reports whether a and b are the same map (not equal contents).
-func sameMap(a, b map[string]string) bool {
-	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
 
 // heldGeneration returns the generation whose view of w's resources the
 // stream holds, when every request since the cache's last answer on the
@@ -110,8 +103,7 @@ func (c *cache) heldGeneration(w *watch) *generation {
 	if st == nil {
 		return nil
 	}
-	held := w.sub.ReturnedResources()
-	same := sameMap(st.returned, held) && len(held) == st.size && (st.update == nil || st.update.applied.Load())
+	same := st.sub == w.sub && st.delivered.Load() && w.sub.seq == st.seq+1
 	if w.sotw != nil {
 		same = same && slices.Equal(st.names, w.req.GetResourceNames())
 	} else {
@@ -207,7 +199,7 @@ var _ cachev3.Cache = (*cache)(nil)
 type watch struct {
 	proxy   *Proxy
 	typeURL string
-	sub     cachev3.Subscription
+	sub     *subscription
 
 	req   *discoveryv3.DiscoveryRequest
 	sotw  chan cachev3.Response
@@ -246,7 +238,11 @@ func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: sub, req: req, sotw: ch}
+	own, ok := sub.(*subscription)
+	if !ok {
+		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
+	}
+	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, req: req, sotw: ch}
 	return c.open(w, req.GetResponseNonce() == "")
 }
 
@@ -260,7 +256,11 @@ func (c *cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: sub, dreq: req, delta: ch, deltaID: id, deltaKnown: known}
+	own, ok := sub.(*subscription)
+	if !ok {
+		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
+	}
+	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, dreq: req, delta: ch, deltaID: id, deltaKnown: known}
 	return c.open(w, false)
 }
 
@@ -468,37 +468,22 @@ func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool
 	}
 	// The answer changes the held map in place once delivered (see
 	// heldUpdate): no copy of what the stream holds per answer.
-	u := &heldUpdate{held: held, set: send, removed: removed, size: len(held)}
-	for _, n := range removed {
-		if _, ok := held[n]; ok {
-			u.size--
-		}
-	}
-	for _, r := range send {
-		if _, ok := held[r.name]; !ok {
-			u.size++
-		}
-	}
+	u := &heldUpdate{held: held, set: send, removed: removed}
 	if w.sotw != nil {
 		return c.sendSotWLocked(w, g, send, held, u, nil, changed)
 	}
 	return c.sendDeltaLocked(w, g, send, removed, held, u, changed)
 }
 
-// heldUpdate is an answer's change to the map of what a stream holds,
-// applied when go-control-plane records the answer as sent (it asks the
-// response for the stream's returned resources right after sending it),
-// in the stream's goroutine. Until then no watch of that stream and type
-// is open, so nothing else reads the map; go-control-plane itself reads
-// and edits it only while processing the stream's next request, after
-// the answer was sent or dropped.
+// heldUpdate is an answer's change to the map of what a stream holds (its
+// subscription's, vmesh's own), applied when the server delivers the
+// answer, in the stream's goroutine. Until then no watch of that stream
+// and type is open, so nothing else reads the map.
 type heldUpdate struct {
 	held    map[string]string
 	set     []*resource
 	removed []string
-	size    int // len(held) once applied
 	once    sync.Once
-	applied atomic.Bool
 }
 
 // apply changes the held map, once, and returns it.
@@ -510,7 +495,6 @@ func (u *heldUpdate) apply() map[string]string {
 		for _, r := range u.set {
 			u.held[r.name] = r.hash
 		}
-		u.applied.Store(true)
 	})
 	return u.held
 }
@@ -525,13 +509,14 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 		anys[i] = r.any
 	}
 	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info, controlPlane: c.controlPlane}
+	seq := w.sub.seq
 	select {
 	case w.sotw <- resp:
 	default:
 		c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.sent[w.key()] = &sentState{gen: g, returned: next, size: heldSize(next, u), update: u, names: w.req.GetResourceNames(), push: c.pushSeq}
+	c.sent[w.key()] = &sentState{gen: g, sub: w.sub, seq: seq, delivered: &resp.delivered, names: w.req.GetResourceNames(), push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	c.closeWatchLocked(w)
 	return true
@@ -549,25 +534,17 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 	}
 	slices.Sort(removed)
 	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u, controlPlane: c.controlPlane}
+	seq := w.sub.seq
 	select {
 	case w.delta <- resp:
 	default:
 		c.logger.Error("xDS delta channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.sent[w.key()] = &sentState{gen: g, returned: next, size: heldSize(next, u), update: u, push: c.pushSeq}
+	c.sent[w.key()] = &sentState{gen: g, sub: w.sub, seq: seq, delivered: &resp.delivered, push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	c.closeWatchLocked(w)
 	return true
-}
-
-// heldSize is the size of what a stream holds after an answer: next's,
-// or, for an answer that changes it in place, u's.
-func heldSize(next map[string]string, u *heldUpdate) int {
-	if u != nil {
-		return u.size
-	}
-	return len(next)
 }
 
 func (c *cache) observePush(typeURL, kind string, changed time.Time) {
@@ -745,6 +722,7 @@ type sotwResponse struct {
 	returned  map[string]string
 	update    *heldUpdate // nil: returned is a new map
 	staging   *routeStaging
+	delivered atomic.Bool
 	// controlPlane is shared by every response: never modified.
 	controlPlane *corev3.ControlPlane
 }
@@ -761,14 +739,17 @@ func (r *sotwResponse) GetVersion() (string, error)               { return r.ver
 func (r *sotwResponse) GetResponseVersion() string                { return r.version }
 func (r *sotwResponse) GetContext() context.Context               { return withRouteStaging(r.staging) }
 
-// GetReturnedResources is what the stream holds once the response is sent;
-// go-control-plane asks for it as it sends the response.
-func (r *sotwResponse) GetReturnedResources() map[string]string {
+// GetReturnedResources is what the stream holds once the response is sent.
+func (r *sotwResponse) GetReturnedResources() map[string]string { return r.nextHeld() }
+
+func (r *sotwResponse) nextHeld() map[string]string {
 	if r.update != nil {
 		return r.update.apply()
 	}
 	return r.returned
 }
+
+func (r *sotwResponse) markDelivered() { r.delivered.Store(true) }
 
 // deltaResponse is an incremental answer.
 type deltaResponse struct {
@@ -778,6 +759,7 @@ type deltaResponse struct {
 	removed   []string
 	next      map[string]string
 	update    *heldUpdate // nil: next is a new map
+	delivered atomic.Bool
 	// controlPlane is shared by every response: never modified.
 	controlPlane *corev3.ControlPlane
 }
@@ -794,14 +776,17 @@ func (r *deltaResponse) GetSystemVersion() (string, error)                   { r
 func (r *deltaResponse) GetResponseVersion() string                          { return r.version }
 func (r *deltaResponse) GetContext() context.Context                         { return context.Background() }
 
-// GetNextVersionMap is what the stream holds once the response is sent;
-// go-control-plane asks for it after sending the response.
-func (r *deltaResponse) GetNextVersionMap() map[string]string {
+// GetNextVersionMap is what the stream holds once the response is sent.
+func (r *deltaResponse) GetNextVersionMap() map[string]string { return r.nextHeld() }
+
+func (r *deltaResponse) nextHeld() map[string]string {
 	if r.update != nil {
 		return r.update.apply()
 	}
 	return r.next
 }
+
+func (r *deltaResponse) markDelivered() { r.delivered.Store(true) }
 
 // GetReturnedResources is GetNextVersionMap.
 func (r *deltaResponse) GetReturnedResources() map[string]string { return r.GetNextVersionMap() }

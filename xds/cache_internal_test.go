@@ -10,7 +10,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model/modeltest"
 )
@@ -31,13 +30,13 @@ func TestAckStartsFromHeldState(t *testing.T) {
 	c := newCache(testLog(t), m)
 	c.push(buildSnap(t, st, objs), time.Time{})
 	a, b := ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))
-	sub := stream.NewSotwSubscription([]string{a, b}, false)
+	sub := newSotwSubscription([]string{a, b}, false)
 	ch := make(chan cachev3.Response, 1)
 	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
 	var lastCancel func()
 	open := func(names []string, nonce string) *watch {
 		t.Helper()
-		w := &watch{proxy: p, typeURL: resourcev3.EndpointType, sub: &sub, req: &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, ResponseNonce: nonce}, sotw: ch}
+		w := &watch{proxy: p, typeURL: resourcev3.EndpointType, sub: sub, req: &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, ResponseNonce: nonce}, sotw: ch}
 		cancel, err := c.open(w, nonce == "")
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +48,7 @@ func TestAckStartsFromHeldState(t *testing.T) {
 		t.Helper()
 		select {
 		case r := <-ch:
-			sub.SetReturnedResources(r.GetReturnedResources())
+			sub.deliver(r.(heldAnswer))
 			dr, _ := r.GetDiscoveryResponse()
 			var out []string
 			for _, a := range dr.GetResources() {
@@ -90,9 +89,9 @@ func TestAckStartsFromHeldState(t *testing.T) {
 	}
 	// A changed subscription is not the held state: b is dropped from the
 	// returned resources by go-control-plane, then asked for again.
-	sub.SetResourceSubscription([]string{a})
+	sub.setNames([]string{a})
 	open([]string{a}, "2")
-	sub.SetResourceSubscription([]string{a, b})
+	sub.setNames([]string{a, b})
 	open([]string{a, b}, "2")
 	if got := receive(); len(got) != 1 || got[0] != b {
 		t.Fatalf("after subscribing to b again: %v, want [%s]", got, b)

@@ -9,7 +9,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
 	restv3 "github.com/envoyproxy/go-control-plane/pkg/server/rest/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,13 +66,15 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s.streams = newStreams(logger, m, s.cache, opts.Observer)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// State-of-the-world ADS streams are served by sotwADS: one response
-	// channel per stream (go-control-plane's default mode makes one per
-	// request, which hides from the cache what a stream holds), and a
-	// subscription kept as is when a request repeats it. Delta streams are
-	// go-control-plane's.
+	// ADS streams are served by vmesh's own stream loops, sotwADS and
+	// deltaADS, so that every stream's subscriptions (what it asks for and
+	// holds) are vmesh's outright: one response channel per stream
+	// (go-control-plane's default SotW mode makes one per request, which
+	// hides from the cache what a stream holds), and a subscription kept
+	// as is when a request repeats it. go-control-plane supplies the gRPC
+	// service, the callback and cache interfaces and the protocol types.
 	cb := s.streams.callbacks()
-	s.xds = serverv3.NewServerAdvanced(restv3.NewServer(s.cache, cb), &sotwADS{ctx: s.ctx, cache: s.cache, callbacks: cb}, deltav3.NewServer(s.ctx, s.cache, cb))
+	s.xds = serverv3.NewServerAdvanced(restv3.NewServer(s.cache, cb), &sotwADS{ctx: s.ctx, cache: s.cache, callbacks: cb}, &deltaADS{ctx: s.ctx, cache: s.cache, callbacks: cb})
 	return s, nil
 }
 

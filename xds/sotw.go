@@ -38,7 +38,7 @@ var _ sotwv3.Server = (*sotwADS)(nil)
 // sotwWatch is a stream's open watch of one type.
 type sotwWatch struct {
 	cancel func()
-	sub    stream.Subscription
+	sub    *subscription
 	names  []string // the resource names of the request the watch is for
 	nonce  string   // of the last response sent for the type
 }
@@ -97,7 +97,11 @@ func (s *sotwADS) StreamHandler(st stream.Stream, typeURL string) error {
 		}
 		nonce++
 		out.Nonce = strconv.FormatInt(nonce, 10)
-		w.sub.SetReturnedResources(resp.GetReturnedResources())
+		a, ok := resp.(heldAnswer)
+		if !ok {
+			a = plainAnswer(resp.GetReturnedResources())
+		}
+		w.sub.deliver(a)
 		w.nonce = out.Nonce
 		s.callbacks.OnStreamResponse(resp.GetContext(), id, resp.GetRequest(), out)
 		return st.Send(out)
@@ -130,7 +134,7 @@ func (s *sotwADS) StreamHandler(st stream.Stream, typeURL string) error {
 			if w == nil {
 				// Legacy wildcard on, as in go-control-plane: an empty first
 				// request subscribes to everything.
-				w = &sotwWatch{cancel: func() {}, sub: stream.NewSotwSubscription(req.GetResourceNames(), true), names: req.GetResourceNames()}
+				w = &sotwWatch{cancel: func() {}, sub: newSotwSubscription(req.GetResourceNames(), true), names: req.GetResourceNames()}
 				watches[t] = w
 			} else {
 				if w.nonce != "" && req.GetResponseNonce() != w.nonce {
@@ -152,7 +156,7 @@ func (s *sotwADS) StreamHandler(st stream.Stream, typeURL string) error {
 					}
 				}
 				if !slices.Equal(w.names, req.GetResourceNames()) {
-					w.sub.SetResourceSubscription(req.GetResourceNames())
+					w.sub.setNames(req.GetResourceNames())
 					w.names = req.GetResourceNames()
 				}
 			}

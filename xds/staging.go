@@ -58,7 +58,7 @@ import (
 //
 // The state is per stream (stagedStream) and is kept under cache.mu.
 // Another type's subscription of the stream is read only while that
-// type's watch is open: go-control-plane changes a subscription's map
+// type's watch is open: the stream loop changes a subscription
 // only between a response and the next request of its type.
 
 // warmRouteName names the route that makes a client build the balancers
@@ -354,12 +354,7 @@ func (c *cache) respondStagedLocked(w *watch, g *generation, st *stagedStream, f
 	if held == nil {
 		held = map[string]string{}
 	}
-	u := &heldUpdate{held: held, set: send, removed: removed, size: len(held) - len(removed)}
-	for _, r := range send {
-		if _, ok := held[r.name]; !ok {
-			u.size++
-		}
-	}
+	u := &heldUpdate{held: held, set: send, removed: removed}
 	var info *routeStaging
 	if w.typeURL == resourcev3.RouteType {
 		was := len(st.warming)

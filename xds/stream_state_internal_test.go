@@ -11,7 +11,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
@@ -172,12 +171,12 @@ func TestDroppedAnswerIsSentAgain(t *testing.T) {
 	c.push(buildSnap(t, st, objs), time.Time{})
 	a, b := ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))
 	names := []string{a, b}
-	sub := stream.NewSotwSubscription(names, false)
+	sub := newSotwSubscription(names, false)
 	ch := make(chan cachev3.Response, 4)
 	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
 	open := func(nonce string) {
 		t.Helper()
-		w := &watch{proxy: p, typeURL: resourcev3.EndpointType, sub: &sub, req: &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, ResponseNonce: nonce}, sotw: ch}
+		w := &watch{proxy: p, typeURL: resourcev3.EndpointType, sub: sub, req: &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names, ResponseNonce: nonce}, sotw: ch}
 		if _, err := c.open(w, nonce == ""); err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +185,7 @@ func TestDroppedAnswerIsSentAgain(t *testing.T) {
 		t.Helper()
 		select {
 		case r := <-ch:
-			sub.SetReturnedResources(r.GetReturnedResources())
+			sub.deliver(r.(heldAnswer))
 			dr, _ := r.GetDiscoveryResponse()
 			return assignmentNames(t, dr.GetResources())
 		default:
