@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
@@ -42,23 +41,7 @@ func (s *deltaADS) DeltaStreamHandler(st stream.DeltaStream, typeURL string) err
 	if typeURL != resourcev3.AnyType {
 		return status.Errorf(codes.Unimplemented, "xds: only aggregated (ADS) streams are served, not %s", typeURL)
 	}
-	reqs := make(chan *discoveryv3.DeltaDiscoveryRequest)
-	go func() {
-		defer close(reqs)
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-st.Context().Done():
-				return
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	}()
+	reqs := receive(s.ctx, st)
 
 	id := s.streams.Add(1)
 	node := &corev3.Node{}

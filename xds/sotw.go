@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
@@ -35,6 +34,32 @@ type sotwADS struct {
 
 var _ sotwv3.Server = (*sotwADS)(nil)
 
+// receive reads a stream's requests into the returned channel until the
+// stream or ctx ends; then it closes the channel.
+func receive[Req any](ctx context.Context, st interface {
+	Recv() (Req, error)
+	Context() context.Context
+}) <-chan Req {
+	reqs := make(chan Req)
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-st.Context().Done():
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return reqs
+}
+
 // sotwWatch is a stream's open watch of one type.
 type sotwWatch struct {
 	cancel func()
@@ -48,23 +73,7 @@ func (s *sotwADS) StreamHandler(st stream.Stream, typeURL string) error {
 	if typeURL != resourcev3.AnyType {
 		return status.Errorf(codes.Unimplemented, "xds: only aggregated (ADS) streams are served, not %s", typeURL)
 	}
-	reqs := make(chan *discoveryv3.DiscoveryRequest)
-	go func() {
-		defer close(reqs)
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-st.Context().Done():
-				return
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	}()
+	reqs := receive(s.ctx, st)
 
 	id := s.streams.Add(1)
 	node := &corev3.Node{}
