@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -16,7 +15,8 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var cfg agent.Config
-	var probeFile, ips, logLevel string
+	var probeFile, ips string
+	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "agent --bundle DIR",
 		Short: "Run the per-VM agent: certificates, SDS, bootstraps, Envoy, health, registration",
@@ -43,11 +43,10 @@ the agent is connected.`,
 			if ips != "" {
 				cfg.IPs = strings.Split(ips, ",")
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			logger, err := logs.logger(os.Stderr)
+			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			bi := buildinfo.Get()
 			logger.Info("vmesh version", "version", bi.Version, "revision", bi.Revision, "dirty", bi.Dirty, "go", bi.GoVersion)
 			return agent.Run(cmd.Context(), cfg, logger, prometheus.NewRegistry())
@@ -63,7 +62,7 @@ the agent is connected.`,
 	f.StringVar(&cfg.EnvoyBinary, "envoy", "", "Envoy binary (default: envoy on PATH, if any)")
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
 	f.StringVar(&probeFile, "probe", "", "the WorkloadGroup's readiness probe as YAML (httpGet, tcpSocket or exec)")
-	f.StringVar(&logLevel, "log-level", "info", "log level")
+	logs.register(cmd)
 	_ = cmd.MarkFlagRequired("bundle")
 	return cmd
 }

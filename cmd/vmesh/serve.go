@@ -26,7 +26,8 @@ func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.
 // resolved configuration (defaults < vmesh.yaml < flags).
 func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger) error) *cobra.Command {
 	cfg := controlplane.DefaultConfig()
-	var configFile, logLevel string
+	var configFile string
+	var logs logFlags
 	var registryFlags []string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,17 +51,16 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 				mergeFlags(cmd, &fromFile, cfg)
 				cfg = fromFile
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			logger, err := logs.logger(os.Stderr)
+			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			return run(cmd.Context(), cfg, logger)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "server config file (vmesh.yaml); flags given on the command line win")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	logs.register(cmd)
 	f.StringVar(&cfg.ConfigDir, "config-dir", cfg.ConfigDir, "directory of Istio YAML to watch")
 	f.StringVar(&cfg.Git.Repo, "git-repo", cfg.Git.Repo, "git repository URL or path to serve config from")
 	f.StringVar(&cfg.Git.Ref, "git-ref", cfg.Git.Ref, "git branch, tag or ref")

@@ -1,0 +1,69 @@
+package xds_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds"
+	security "istio.io/api/security/v1beta1"
+)
+
+// lockedBuffer is a log sink the push goroutine writes and the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A config problem is logged once, when it appears, not at every push.
+func TestConfigProblemLoggedOnce(t *testing.T) {
+	var logs lockedBuffer
+	srv, err := xds.NewServer(xds.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filestore.NewStore()
+	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: time.Millisecond, DebounceMax: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Run(ctx, feed) }()
+	defer func() { cancel(); <-done }()
+	<-srv.Ready()
+
+	bad := &filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "demo", Name: "audit"},
+		Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_AUDIT}}
+	pushes := func() int { return strings.Count(logs.String(), `msg="pushed config"`) }
+	for i := range 3 {
+		objs := []*filestore.Object{bad, seObj(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d.internal", i), "s")}
+		before := pushes()
+		if err := store.Replace(testSource, objs); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a push", func() bool { return pushes() > before })
+	}
+	if n := strings.Count(logs.String(), `msg="config not used"`); n != 1 {
+		t.Fatalf("the problem was logged %d times over %d pushes, want once:\n%s", n, pushes(), logs.String())
+	}
+}
