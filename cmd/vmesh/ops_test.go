@@ -110,10 +110,11 @@ func TestOperatorCommands(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("status exit %d", code)
 		}
-		rows = nil
-		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		var report statusReport
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
 			t.Fatal(err)
 		}
+		rows = report.Proxies
 		if allSynced(rows) && len(rows) == 4 || time.Now().After(deadline) {
 			break
 		}

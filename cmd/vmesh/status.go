@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -18,57 +21,144 @@ var statusTypes = []string{"LDS", "RDS", "CDS", "EDS"}
 
 // proxyStatus is one row of `vmesh status`.
 type proxyStatus struct {
-	Replica string            `json:"replica"`
-	Proxy   string            `json:"proxy"`
-	Kind    string            `json:"kind"`
-	Group   string            `json:"group"`
-	Types   map[string]string `json:"types"` // type -> SYNCED (version) | STALE | NACK: msg
+	Replica string            `json:"replica" yaml:"replica"`
+	Proxy   string            `json:"proxy" yaml:"proxy"`
+	Kind    string            `json:"kind" yaml:"kind"`
+	Group   string            `json:"group" yaml:"group"`
+	Types   map[string]string `json:"types" yaml:"types"` // type -> SYNCED (version) | STALE | NACK: msg
+}
+
+// replicaStatus is one replica's line of `vmesh status`: the config it
+// serves and the errors its sources report, or why it could not be read.
+type replicaStatus struct {
+	Replica  string `json:"replica" yaml:"replica"`
+	Error    string `json:"error,omitempty" yaml:"error,omitempty"`
+	Revision int64  `json:"revision" yaml:"revision"`
+	Commit   string `json:"commit,omitempty" yaml:"commit,omitempty"`
+	Proxies  int    `json:"proxies" yaml:"proxies"`
+	// Errors counts the config errors of every source; FirstError is one
+	// of them, file:line first.
+	Errors     int    `json:"errors" yaml:"errors"`
+	FirstError string `json:"firstError,omitempty" yaml:"firstError,omitempty"`
+}
+
+// statusReport is what `vmesh status -o json|yaml` prints.
+type statusReport struct {
+	Replicas []replicaStatus `json:"replicas" yaml:"replicas"`
+	Proxies  []proxyStatus   `json:"proxies" yaml:"proxies"`
 }
 
 func newStatusCmd() *cobra.Command {
 	var servers []string
+	var output string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show every connected proxy and whether it runs the latest config (like istioctl proxy-status)",
-		Long: `status reads /debug/syncz from one or more replicas and prints, per proxy and
-resource type, SYNCED (with the version the proxy ACKed: r<store revision>[@<commit>]),
-STALE (a response it has not ACKed yet) or NACK with the proxy's error message.`,
+		Long: `status reads /debug/config and /debug/syncz from one or more replicas and
+prints one line per replica (the config revision and commit it serves, its
+config errors with the first one, or why it could not be read), then, per
+proxy and resource type, SYNCED (with the version the proxy ACKed:
+r<store revision>[@<commit>]), STALE (a response it has not ACKed yet) or
+NACK with the proxy's error message. A replica that cannot be read does not
+stop the others' listing; status then exits 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var rows []proxyStatus
-			for _, srv := range servers {
-				st, err := syncz(srv)
-				if err != nil {
-					return err
-				}
-				for _, s := range st {
-					rows = append(rows, statusRow(srv, s))
-				}
-			}
-			slices.SortFunc(rows, func(a, b proxyStatus) int {
-				return cmp.Or(cmp.Compare(a.Proxy, b.Proxy), cmp.Compare(a.Replica, b.Replica))
-			})
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				output = "json"
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "PROXY\tKIND\tREPLICA\t%s\tGROUP\n", strings.Join(statusTypes, "\t"))
-			for _, r := range rows {
-				cols := make([]string, len(statusTypes))
-				for i, t := range statusTypes {
-					cols[i] = cmp.Or(r.Types[t], "-")
+			report := readStatus(servers)
+			if err := writeStatus(cmd.OutOrStdout(), output, report); err != nil {
+				return err
+			}
+			for _, r := range report.Replicas {
+				if r.Error != "" {
+					return exitError{code: 1}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Proxy, r.Kind, r.Replica, strings.Join(cols, "\t"), r.Group)
 			}
-			return tw.Flush()
+			return nil
 		},
 	}
 	cmd.Flags().StringArrayVar(&servers, "server", []string{"127.0.0.1:15014"}, "HTTP address of a replica (repeatable)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (-o json)")
 	return cmd
+}
+
+// readStatus reads every replica; one that fails is reported, not fatal.
+func readStatus(servers []string) statusReport {
+	report := statusReport{Replicas: []replicaStatus{}, Proxies: []proxyStatus{}}
+	for _, srv := range servers {
+		rs := replicaStatus{Replica: srv}
+		var dc filestore.DebugConfig
+		st, err := syncz(srv)
+		if err == nil {
+			err = getJSON(srv, "/debug/config?kind=none", &dc)
+		}
+		if err != nil {
+			rs.Error = err.Error()
+			report.Replicas = append(report.Replicas, rs)
+			continue
+		}
+		rs.Revision, rs.Commit, rs.Proxies = dc.Revision, dc.Commit, len(st)
+		for _, src := range dc.Sources {
+			rs.Errors += len(src.Errors)
+			if rs.FirstError == "" && len(src.Errors) > 0 {
+				rs.FirstError = src.Source + ": " + src.Errors[0].Error()
+			}
+		}
+		report.Replicas = append(report.Replicas, rs)
+		for _, s := range st {
+			report.Proxies = append(report.Proxies, statusRow(srv, s))
+		}
+	}
+	slices.SortFunc(report.Proxies, func(a, b proxyStatus) int {
+		return cmp.Or(cmp.Compare(a.Proxy, b.Proxy), cmp.Compare(a.Replica, b.Replica))
+	})
+	return report
+}
+
+func writeStatus(w io.Writer, format string, report statusReport) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	case "yaml":
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		return enc.Encode(report)
+	case "table":
+	default:
+		return fmt.Errorf("-o %q: want table, json or yaml", format)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tCONFIG\tPROXIES\tERRORS")
+	for _, r := range report.Replicas {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\tunreachable: %s\t-\t-\n", r.Replica, r.Error)
+			continue
+		}
+		config := fmt.Sprintf("r%d", r.Revision)
+		if r.Commit != "" {
+			config += "@" + r.Commit[:min(12, len(r.Commit))]
+		}
+		errs := "0"
+		if r.Errors > 0 {
+			errs = fmt.Sprintf("%d, first: %s", r.Errors, r.FirstError)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Replica, config, r.Proxies, errs)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "PROXY\tKIND\tREPLICA\t%s\tGROUP\n", strings.Join(statusTypes, "\t"))
+	for _, r := range report.Proxies {
+		cols := make([]string, len(statusTypes))
+		for i, t := range statusTypes {
+			cols[i] = cmp.Or(r.Types[t], "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Proxy, r.Kind, r.Replica, strings.Join(cols, "\t"), r.Group)
+	}
+	return tw.Flush()
 }
 
 func statusRow(replica string, s xds.SyncStatus) proxyStatus {
