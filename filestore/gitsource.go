@@ -85,6 +85,39 @@ type GitSource struct {
 	// again once a failed fetch recovers with the same commit.
 	commitErrs  []ConfigError
 	fetchFailed bool
+	// fetchStarted is when the fetch under way began (zero: none);
+	// fetchErr and fetchErrAt the last failed fetch's error, until a fetch
+	// succeeds; failures counts failed fetches.
+	fetchStarted time.Time
+	fetchErr     string
+	fetchErrAt   time.Time
+	failures     uint64
+}
+
+// FetchStatus is what a GitSource's fetches are doing, for /ready, the
+// webhook and metrics.
+type FetchStatus struct {
+	// Running is how long the fetch under way has run; 0: none.
+	Running time.Duration
+	// LastError is the last fetch's error while fetches fail, since
+	// LastErrorAt; empty once one succeeds.
+	LastError   string
+	LastErrorAt time.Time
+	// Failures counts the failed fetches since start.
+	Failures uint64
+	// Timeout bounds every git command.
+	Timeout time.Duration
+}
+
+// FetchStatus reports the source's fetches.
+func (g *GitSource) FetchStatus() FetchStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := FetchStatus{LastError: g.fetchErr, LastErrorAt: g.fetchErrAt, Failures: g.failures, Timeout: cmp.Or(g.cfg.Timeout, DefaultGitTimeout)}
+	if !g.fetchStarted.IsZero() {
+		st.Running = time.Since(g.fetchStarted)
+	}
+	return st
 }
 
 // NewGitSource checks the configuration and prepares the local clone folder.
@@ -250,7 +283,19 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	if first {
 		g.log.Info("fetching repository for the first time", "ref", g.cfg.Ref, "workdir", g.cfg.WorkDir)
 	}
+	g.mu.Lock()
+	g.fetchStarted = start
+	g.mu.Unlock()
 	commit, err := g.fetch(ctx)
+	g.mu.Lock()
+	g.fetchStarted = time.Time{}
+	if err != nil {
+		g.fetchErr, g.fetchErrAt = err.Error(), time.Now()
+		g.failures++
+	} else {
+		g.fetchErr, g.fetchErrAt = "", time.Time{}
+	}
+	g.mu.Unlock()
 	if err != nil {
 		err = fmt.Errorf("%w; serving %s", err, shortOr(g.GoodCommit(), "nothing yet"))
 		g.mu.Lock()

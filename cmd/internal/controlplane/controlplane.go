@@ -99,6 +99,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cp.metricNames.MustRegister(filestore.NewCollector(cp.store), newBuildInfoMetric(buildinfo.Get()))
+	cp.metricNames.MustRegister(newGitMetrics(func() *filestore.GitSource { return cp.git })...)
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}
@@ -303,11 +304,16 @@ func (cp *ControlPlane) routes() {
 		_ = json.NewEncoder(w).Encode(buildinfo.Get())
 	})
 	cp.mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
+		fetch := cp.gitFetchProblem()
 		if !cp.Ready() {
-			http.Error(w, "config not loaded yet", http.StatusServiceUnavailable)
+			http.Error(w, "config not loaded yet"+cmp.Or(fetch, ""), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		if fetch != "" {
+			// Serving the last good commit: ready, and saying why it is old.
+			fmt.Fprintln(w, "warning"+fetch)
+		}
 	})
 	cp.mux.Handle("/metrics", promhttp.HandlerFor(cp.registry, promhttp.HandlerOpts{Registry: cp.registry}))
 	cp.mux.Handle("/debug/config", filestore.DebugHandler(cp.store))
@@ -377,8 +383,32 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	cp.git.Trigger()
+	if st := cp.git.FetchStatus(); st.Running > 0 {
+		// The fetch under way must end (or time out) first; the push is
+		// fetched after it.
+		w.Header().Set("Retry-After", fmt.Sprint(int((st.Timeout-st.Running).Seconds())+1))
+		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (timeout %s): this push is fetched once it ends", st.Running.Round(time.Second), st.Timeout), http.StatusServiceUnavailable)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintln(w, "fetch triggered")
+}
+
+// gitFetchProblem says, as ": ..." for /ready, what the git source's
+// fetches are stuck on: one running longer than a poll would, or the last
+// one failing. "" when they are fine or there is no git source.
+func (cp *ControlPlane) gitFetchProblem() string {
+	if cp.git == nil {
+		return ""
+	}
+	st := cp.git.FetchStatus()
+	switch {
+	case st.LastError != "":
+		return fmt.Sprintf(": git fetches failing since %s: %s; serving %s", st.LastErrorAt.UTC().Format(time.RFC3339), st.LastError, cmp.Or(cp.git.GoodCommit(), "nothing yet"))
+	case st.Running > min(5*time.Second, st.Timeout/2):
+		return fmt.Sprintf(": a git fetch has been running for %s (timeout %s)", st.Running.Round(time.Second), st.Timeout)
+	}
+	return ""
 }
 
 // notify tells systemd the service's state when it runs under a Type=notify

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
 )
 
@@ -19,6 +20,36 @@ func newBuildInfoMetric(bi buildinfo.Info) prometheus.Collector {
 	}, []string{"version", "revision", "dirty", "goversion"})
 	g.WithLabelValues(bi.Version, bi.Revision, fmt.Sprint(bi.Dirty), bi.GoVersion).Set(1)
 	return g
+}
+
+// newGitMetrics are the git source's fetch metrics, read at scrape time;
+// zero without a git source, so they exist from the start.
+func newGitMetrics(git func() *filestore.GitSource) []prometheus.Collector {
+	status := func() filestore.FetchStatus {
+		if g := git(); g != nil {
+			return g.FetchStatus()
+		}
+		return filestore.FetchStatus{}
+	}
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "vmesh", Subsystem: "git", Name: "fetch_failures_total",
+			Help: "Git fetches that failed or timed out (the last good commit keeps serving).",
+		}, func() float64 { return float64(status().Failures) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "vmesh", Subsystem: "git", Name: "fetch_failing",
+			Help: "1 while the last git fetch failed (the reason is in /ready and /debug/config), else 0.",
+		}, func() float64 {
+			if status().LastError != "" {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "vmesh", Subsystem: "git", Name: "fetch_running_seconds",
+			Help: "How long the git fetch under way has run; 0 when none is.",
+		}, func() float64 { return status().Running.Seconds() }),
+	}
 }
 
 // namingRegisterer records the name of every metric registered through it,

@@ -1,0 +1,99 @@
+package controlplane_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
+)
+
+// TestGitStallReported: a git remote (git http-backend over HTTP) that
+// starts accepting connections and never answering is reported, once the
+// fetch times out, in /ready (still 200: the last good commit serves) with
+// the reason, in the vmesh_git_fetch_* metrics, and by the webhook, which
+// answers 503 with the reason while a fetch cannot start; the remote's
+// recovery clears it all.
+func TestGitStallReported(t *testing.T) {
+	repo, commit := gitRepoDir(t)
+	good := commit("b", "2.2.2.2")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repo), "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	var stalled atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stalled.Load() {
+			<-r.Context().Done() // accepts, never answers
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	cfg := controlplane.DefaultConfig()
+	cfg.Git.Repo, cfg.Git.Ref, cfg.Git.Interval, cfg.Git.Timeout = srv.URL+"/"+filepath.Base(repo), "main", time.Hour, time.Second
+	cp := start(t, cfg)
+	waitReady(t, cp)
+	base := "http://" + cp.HTTPAddr()
+	post := func() (int, string) {
+		t.Helper()
+		resp, err := http.Post(base+"/webhook/git", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	stalled.Store(true)
+	if code, body := post(); code != http.StatusAccepted {
+		t.Fatalf("webhook before the stall: %d %s", code, body)
+	}
+	waitUntil(t, 10*time.Second, "the webhook to refuse while the fetch stalls", func() bool {
+		code, body := post()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "a git fetch has been running for")
+	})
+	waitUntil(t, 20*time.Second, "/ready to report the failed fetch", func() bool {
+		code, body := get(t, base+"/ready")
+		return code == http.StatusOK && strings.Contains(body, "warning: git fetches failing since") && strings.Contains(body, "serving "+good)
+	})
+	_, metrics := get(t, base+"/metrics")
+	if !strings.Contains(metrics, "vmesh_git_fetch_failing 1") || strings.Contains(metrics, "vmesh_git_fetch_failures_total 0") {
+		t.Errorf("metrics during the stall:\n%s", grepLines(metrics, "vmesh_git_"))
+	}
+	if got := cp.Store().Snapshot().Commit(); got != good {
+		t.Errorf("serving %q during the stall, want the last good %s", got, good)
+	}
+
+	stalled.Store(false)
+	waitUntil(t, 20*time.Second, "the recovery to clear /ready and the metric", func() bool {
+		post()
+		_, body := get(t, base+"/ready")
+		_, m := get(t, base+"/metrics")
+		return !strings.Contains(body, "warning") && strings.Contains(m, "vmesh_git_fetch_failing 0")
+	})
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
