@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,6 +66,72 @@ func TestREADMEMetricsMatchServer(t *testing.T) {
 	if extra := minus(exposed, documented); len(extra) > 0 {
 		t.Errorf("/metrics exposes undocumented metrics: %v", extra)
 	}
+	checkMetricRefs(t, "the README's Istio name mapping", istioMapping(t, string(data)), registered)
+	checkMetricRefs(t, "examples/grafana/vmesh-dashboard.json", dashboardMetrics(t, "../../../examples/grafana/vmesh-dashboard.json"), registered)
+}
+
+var metricRefRE = regexp.MustCompile(`vmesh_[a-z0-9_]+`)
+
+// checkMetricRefs fails for every metric refs name that the server does
+// not register (a histogram's _bucket, _sum and _count series count as the
+// histogram).
+func checkMetricRefs(t *testing.T, where string, refs, registered []string) {
+	t.Helper()
+	if len(refs) == 0 {
+		t.Errorf("%s names no vmesh metric", where)
+	}
+	for _, r := range refs {
+		base := r
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(r, suffix); ok && slices.Contains(registered, b) {
+				base = b
+			}
+		}
+		if !slices.Contains(registered, base) {
+			t.Errorf("%s queries %s, which the server does not register", where, r)
+		}
+	}
+}
+
+// istioMapping returns the vmesh metrics of the README's table of Istio
+// equivalents.
+func istioMapping(t *testing.T, readme string) []string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "<!-- istio-names:begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- istio-names:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no <!-- istio-names:begin --> ... <!-- istio-names:end --> section")
+	}
+	return metricRefRE.FindAllString(section, -1)
+}
+
+// dashboardMetrics returns every metric the dashboard's panels query, and
+// checks each panel has a query.
+func dashboardMetrics(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var out []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("%s: panel %q has no query", path, p.Title)
+		}
+		for _, tg := range p.Targets {
+			out = append(out, metricRefRE.FindAllString(tg.Expr, -1)...)
+		}
+	}
+	return out
 }
 
 func minus(a, b []string) []string {
