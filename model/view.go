@@ -60,9 +60,9 @@ type Workload struct {
 type View struct {
 	snap  *Snapshot
 	proxy Workload
-	// whole is the workload as given, for the key only.
+	// whole is the workload as given: its labels select the Sidecar and
+	// the policies, and the key covers it.
 	whole   Workload
-	labels  map[string]string // selection only: the Sidecar and the policies
 	sidecar *Sidecar
 	key     string // computed on first use
 	// services and clusters are resolved on first use (the incremental
@@ -130,7 +130,7 @@ func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 // NewView returns w's View of s. What it needs of the snapshot is
 // resolved on first use.
 func NewView(s *Snapshot, w Workload) *View {
-	return &View{snap: s, proxy: visibleWorkload(w), whole: w, labels: w.Labels, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
+	return &View{snap: s, proxy: visibleWorkload(w), whole: w, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
 }
 
 func (v *View) resolve() {
@@ -297,13 +297,13 @@ func (v *View) DestinationRule(svc *Service) *DestinationRule {
 // PeerAuthenticationMode is the mTLS mode of the proxy's workload port (0:
 // the workload-wide mode).
 func (v *View) PeerAuthenticationMode(port uint32) MTLSMode {
-	return v.snap.PeerAuthenticationMode(v.proxy.Namespace, v.labels, port)
+	return v.snap.PeerAuthenticationMode(v.proxy.Namespace, v.whole.Labels, port)
 }
 
 // AuthorizationPolicies are the policies that apply to the proxy's
 // workload, in evaluation order.
 func (v *View) AuthorizationPolicies() []*AuthorizationPolicy {
-	return v.snap.AuthorizationPoliciesFor(v.proxy.Namespace, v.labels)
+	return v.snap.AuthorizationPoliciesFor(v.proxy.Namespace, v.whole.Labels)
 }
 
 // UpstreamTLS is the client TLS toward cluster c (see Snapshot.UpstreamTLS).
