@@ -382,10 +382,11 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Whether a fetch was under way before this call asked for one: if so,
+	// it must end (or time out) first, and the push is fetched after it.
+	st := cp.git.FetchStatus()
 	cp.git.Trigger()
-	if st := cp.git.FetchStatus(); st.Running > 0 {
-		// The fetch under way must end (or time out) first; the push is
-		// fetched after it.
+	if st.Running > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(int((st.Timeout-st.Running).Seconds())+1))
 		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (timeout %s): this push is fetched once it ends", st.Running.Round(time.Second), st.Timeout), http.StatusServiceUnavailable)
 		return
