@@ -261,6 +261,7 @@ func (s *streams) response(id streamID, typeURL, version, nonce string, n int, s
 func (s *Server) Syncz() []SyncStatus {
 	s.streams.mu.Lock()
 	var out []SyncStatus
+	var proxies []*Proxy
 	for id, st := range s.streams.byID {
 		ss := SyncStatus{
 			ID: st.proxy.ID, Kind: st.proxy.Kind, Namespace: st.proxy.Namespace, Labels: model.LabelString(st.proxy.Labels),
@@ -274,10 +275,13 @@ func (s *Server) Syncz() []SyncStatus {
 			ss.Types[t] = &c
 		}
 		out = append(out, ss)
+		proxies = append(proxies, st.proxy)
 	}
 	s.streams.mu.Unlock()
+	// The stream's own proxy: all that decides its group (an Envoy's IPs,
+	// workload and locality too), without a search per proxy.
 	for i := range out {
-		out[i].Group = s.cache.groupKey(&Proxy{ID: out[i].ID, Kind: out[i].Kind, Namespace: out[i].Namespace, Labels: s.proxyLabels(out[i].ID)})
+		out[i].Group = s.cache.groupKey(proxies[i])
 	}
 	slices.SortFunc(out, func(a, b SyncStatus) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Protocol, b.Protocol)) })
 	return out
@@ -291,13 +295,6 @@ func (s *Server) proxy(id string) *Proxy {
 		if st.proxy.ID == id {
 			return st.proxy
 		}
-	}
-	return nil
-}
-
-func (s *Server) proxyLabels(id string) map[string]string {
-	if p := s.proxy(id); p != nil {
-		return p.Labels
 	}
 	return nil
 }
