@@ -7,6 +7,8 @@
 #     org.apache.zookeeper.server.ZooKeeperServerMain from its jars on a free
 #     loopback port; the system service is not needed and is stopped.
 #   - iproute2 (ip): the vm-fleet guide's test makes its hosts with it.
+#   - Chromium: Debian's chromium (/usr/bin/chromium), the headless browser
+#     the web console's test (cmd/internal/console) drives through chromedp.
 #   - Consul: the dev agent built from the Go module proxy as a Go tool
 #     (github.com/hashicorp/consul v1.14.11, tools/consul/go.mod). It is built
 #     once per machine into a cache outside the clone, keyed by version
@@ -77,6 +79,17 @@ else
 	step "iproute2: apt-get update" sudo_ apt-get update -q
 	step "iproute2: apt-get install iproute2" \
 		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iproute2
+fi
+
+# --- Chromium --------------------------------------------------------------
+# cmd/internal/console's browser test runs it headless, offline, with a fresh
+# profile; nothing else of the browser is needed.
+if [ -x /usr/bin/chromium ]; then
+	say "chromium: present (/usr/bin/chromium)"
+else
+	step "chromium: apt-get update" sudo_ apt-get update -q
+	step "chromium: apt-get install chromium" \
+		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
 fi
 
 # --- Consul ----------------------------------------------------------------

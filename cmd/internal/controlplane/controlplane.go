@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/cmd/internal/console"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
 	"github.com/vmesh/vmesh/model"
@@ -321,6 +322,7 @@ func (cp *ControlPlane) routes() {
 	cp.mux.Handle("/debug/syncz", cp.xds.SynczHandler())
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
+	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()}))
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		cp.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -1,0 +1,44 @@
+// vmesh console: live updates. The server sends a "tick" event with its
+// change counter on /ui/events (at once, then on every push or config
+// change); when it differs from the one this page was rendered at, the page
+// fetches itself and swaps its #data part. Nothing is polled on a timer.
+(function () {
+  "use strict";
+  var body = document.body;
+  var live = document.getElementById("live");
+  var busy = false, again = false;
+
+  function setLive(state, text) {
+    body.dataset.live = state;
+    live.textContent = text;
+    live.className = "live " + state;
+  }
+
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(location.href, { headers: { "Accept": "text/html" }, cache: "no-store" })
+      .then(function (r) { return r.text(); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var next = doc.getElementById("data"), cur = document.getElementById("data");
+        if (next && cur) { cur.replaceWith(document.importNode(next, true)); }
+        body.dataset.version = doc.body.dataset.version;
+        body.dataset.refreshes = String((Number(body.dataset.refreshes) || 0) + 1);
+      })
+      .catch(function () { /* the next tick tries again */ })
+      .finally(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  if (!window.EventSource) { setLive("off", "no live updates"); return; }
+  var es = new EventSource("/ui/events");
+  es.onopen = function () { setLive("open", "live"); };
+  es.onerror = function () { setLive("reconnecting", "reconnecting…"); };
+  es.addEventListener("tick", function (e) {
+    setLive("open", "live");
+    if (e.data !== body.dataset.version) { refresh(); }
+  });
+})();

@@ -1,0 +1,51 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+// A git source writes a commit's objects, then reports the commit: the
+// changes page shows the revision with that commit and what it changed.
+func TestChangesShowCommit(t *testing.T) {
+	store := filestore.NewStore()
+	srv := newConsole(t, store)
+	git := filestore.Source{Name: "git:https://example.test/mesh.git", Class: filestore.ClassConfig}
+	se := func(name string, line int) *filestore.Object {
+		return &filestore.Object{
+			Key:    filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: name},
+			Spec:   &networking.ServiceEntry{Hosts: []string{name + ".internal"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}},
+			Origin: filestore.Origin{Source: git.Name, File: "mesh/" + name + ".yaml", Line: line, Commit: "0123456789abcdef0123456789abcdef01234567"},
+		}
+	}
+	if err := store.Update(git, []*filestore.Object{se("a", 1), se("b", 7)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	store.SetStatus(git, "0123456789abcdef0123456789abcdef01234567", nil)
+	eventually(t, 5*time.Second, "changes page with the first commit", func() bool {
+		_, body := getPage(t, srv.URL+"/ui/changes")
+		return strings.Contains(body, "0123456789ab</code>; </p>")
+	})
+	if err := store.Update(git, nil, []filestore.Key{{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	store.SetStatus(git, "fedcba9876543210fedcba9876543210fedcba98", nil)
+
+	var body string
+	eventually(t, 5*time.Second, "changes page with both commits", func() bool {
+		_, body = getPage(t, srv.URL+"/ui/changes")
+		return strings.Contains(body, "fedcba987654") && strings.Contains(body, "0123456789ab")
+	})
+	newest, older, _ := strings.Cut(body[strings.Index(body, "revision 2"):], "revision 1")
+	if !strings.Contains(newest, "fedcba987654") || !strings.Contains(newest, "− ServiceEntry/default/b") || !strings.Contains(newest, "mesh/b.yaml:7") {
+		t.Errorf("revision 2 does not show commit fedcba987654 removing b (mesh/b.yaml:7):\n%s", newest)
+	}
+	if !strings.Contains(older, "0123456789ab") || !strings.Contains(older, "+ ServiceEntry/default/a") || !strings.Contains(older, "+ ServiceEntry/default/b") {
+		t.Errorf("revision 1 does not show commit 0123456789ab adding a and b:\n%s", older)
+	}
+}
