@@ -186,18 +186,18 @@ func (v *View) reaches(svc *Service, port uint32) bool {
 }
 
 // serves reports whether the proxy's kind can have clusters for svc:
-// proxyless gRPC needs a resolvable, non-wildcard host (Servable); an Envoy
+// proxyless gRPC needs a resolvable, non-wildcard host (servable); an Envoy
 // sidecar a service with ports.
 func (v *View) serves(svc *Service) bool {
 	if v.proxy.Kind == KindSidecar {
 		return len(svc.Ports) > 0
 	}
-	return Servable(svc)
+	return servable(svc)
 }
 
-// Servable reports whether a proxyless gRPC client can have a cluster for
+// servable reports whether a proxyless gRPC client can have a cluster for
 // svc: a resolvable, non-wildcard host with ports.
-func Servable(svc *Service) bool {
+func servable(svc *Service) bool {
 	return svc.Resolution != ResolutionNone && len(svc.Ports) > 0 && !strings.HasPrefix(svc.Hostname, "*")
 }
 
