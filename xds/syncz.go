@@ -69,14 +69,16 @@ type TypeStatus struct {
 
 // SyncStatus is one connected proxy in /debug/syncz.
 type SyncStatus struct {
-	ID        string                 `json:"id"`
-	Kind      ProxyKind              `json:"kind"`
-	Namespace string                 `json:"namespace"`
-	Labels    string                 `json:"labels,omitempty"`
-	Group     string                 `json:"group"`
-	Protocol  string                 `json:"protocol"` // "sotw" or "delta"
-	Connected time.Time              `json:"connected"`
-	Types     map[string]*TypeStatus `json:"types"`
+	ID        string    `json:"id"`
+	Kind      ProxyKind `json:"kind"`
+	Namespace string    `json:"namespace"`
+	Labels    string    `json:"labels,omitempty"`
+	// ServiceAccount is what the node's SERVICE_ACCOUNT says.
+	ServiceAccount string                 `json:"serviceAccount,omitempty"`
+	Group          string                 `json:"group"`
+	Protocol       string                 `json:"protocol"` // "sotw" or "delta"
+	Connected      time.Time              `json:"connected"`
+	Types          map[string]*TypeStatus `json:"types"`
 }
 
 func newStreams(logger *slog.Logger, m *metrics, c *cache, obs Observer) *streams {
@@ -264,7 +266,7 @@ func (s *Server) Syncz() []SyncStatus {
 	var proxies []*Proxy
 	for id, st := range s.streams.byID {
 		ss := SyncStatus{
-			ID: st.proxy.ID, Kind: st.proxy.Kind, Namespace: st.proxy.Namespace, Labels: model.LabelString(st.proxy.Labels),
+			ID: st.proxy.ID, Kind: st.proxy.Kind, Namespace: st.proxy.Namespace, Labels: model.LabelString(st.proxy.Labels), ServiceAccount: st.proxy.ServiceAccount,
 			Protocol: "sotw", Connected: st.connected, Types: map[string]*TypeStatus{},
 		}
 		if id.delta {

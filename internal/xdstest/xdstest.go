@@ -25,6 +25,8 @@ type Node struct {
 	ID        string
 	Namespace string
 	Labels    map[string]string
+	// ServiceAccount, when set, is the node's SERVICE_ACCOUNT.
+	ServiceAccount string
 }
 
 // Bootstrap returns grpc-go bootstrap JSON for a proxyless gRPC node.
@@ -32,6 +34,9 @@ func Bootstrap(xdsAddr string, n Node) []byte {
 	md := map[string]any{"GENERATOR": "grpc", "NAMESPACE": n.Namespace}
 	if len(n.Labels) > 0 {
 		md["LABELS"] = n.Labels
+	}
+	if n.ServiceAccount != "" {
+		md["SERVICE_ACCOUNT"] = n.ServiceAccount
 	}
 	b, err := json.Marshal(map[string]any{
 		"xds_servers": []any{map[string]any{

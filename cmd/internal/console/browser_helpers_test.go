@@ -138,17 +138,23 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Logf("screenshot: %s", path)
 }
 
-// startPlane runs a control plane over dir and the registries on
-// kernel-chosen ports until the test ends.
+// startPlane runs a control plane over dir and the registries until the
+// test ends.
 func startPlane(t *testing.T, dir string, regs ...string) *controlplane.ControlPlane {
 	t.Helper()
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = dir
 	specs, err := registries.ParseFlags(regs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Registries = specs
+	return startPlaneWith(t, func(cfg *controlplane.Config) { cfg.ConfigDir, cfg.Registries = dir, specs })
+}
+
+// startPlaneWith runs a control plane configured by edit on kernel-chosen
+// ports until the test ends.
+func startPlaneWith(t *testing.T, edit func(*controlplane.Config)) *controlplane.ControlPlane {
+	t.Helper()
+	cfg := controlplane.DefaultConfig()
+	edit(&cfg)
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cp, err := controlplane.New(cfg, slog.New(slog.DiscardHandler))

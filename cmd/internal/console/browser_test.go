@@ -3,7 +3,9 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/xdstest"
 )
 
@@ -118,7 +121,7 @@ kind: WorkloadEntry
 metadata: {name: echo-b1, namespace: default}
 spec: {address: 127.0.0.1, ports: {grpc: %d}, labels: {app: echo}}
 `, b1.Port))
-	client := xdstest.Dial(t, cp.XDSAddr(), xdstest.Node{ID: "client", Namespace: "default"}, "echo.console.internal:50051")
+	client := xdstest.Dial(t, cp.XDSAddr(), xdstest.Node{ID: "client", Namespace: "default", ServiceAccount: "teller"}, "echo.console.internal:50051")
 	if got := xdstest.CallUntil(t, client, 20*time.Second); got != "echo-b1" {
 		t.Fatalf("call answered by %q, want echo-b1", got)
 	}
@@ -137,7 +140,7 @@ spec: {address: 127.0.0.1, ports: {grpc: %d}, labels: {app: echo}}
 		chromedp.WaitVisible(chromedp.CSS(`tr.proxy[data-id="echo-b1"][data-state="SYNCED"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr.proxy[data-id="nacker"][data-state="NACK"]`)))
 	table := text(t, ctx, "#proxies")
-	for _, want := range []string{"client", "echo-b1", "nacker", "SYNCED", "NACK", "duplicate endpoint"} {
+	for _, want := range []string{"client", "echo-b1", "nacker", "SYNCED", "NACK", "duplicate endpoint", "spiffe://cluster.local/ns/default/sa/teller"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("proxies page lacks %q:\n%s", want, table)
 		}
@@ -207,4 +210,58 @@ spec: {address: 127.0.0.1, ports: {grpc: %d}, labels: {app: echo}}
 	}
 	screenshot(t, ctx, shots, "overview-error")
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConsoleShowsRejectedCommit: with a git source, a pushed commit that
+// fails validation shows on the open overview, by its SHA and file:line,
+// within 2 s of the push (the webhook), while the last good commit serves.
+func TestConsoleShowsRejectedCommit(t *testing.T) {
+	ctx := browser(t)
+	shots := artifacts(t)
+	repo := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "--quiet", "--initial-branch=main")
+	git("config", "user.email", "t@vmesh.io")
+	git("config", "user.name", "t")
+	if err := os.MkdirAll(filepath.Join(repo, "mesh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(repo, "mesh"), "echo.yaml", echoYAML)
+	git("add", "-A")
+	git("commit", "--quiet", "-m", "echo")
+	good := git("rev-parse", "HEAD")
+	cp := startPlaneWith(t, func(cfg *controlplane.Config) {
+		cfg.Git.Repo, cfg.Git.Ref, cfg.Git.Path, cfg.Git.Interval = repo, "main", "mesh", time.Hour
+	})
+	ui := "http://" + cp.HTTPAddr() + "/ui/"
+
+	do(t, ctx, 10*time.Second, "open overview", chromedp.Navigate(ui))
+	live(t, ctx)
+	waitText(t, ctx, 5*time.Second, "#data", "No config errors", good[:12])
+
+	writeFile(t, filepath.Join(repo, "mesh"), "broken.yaml", brokenYAML)
+	git("add", "-A")
+	git("commit", "--quiet", "-m", "broken")
+	bad := git("rev-parse", "HEAD")
+	pushed := time.Now()
+	resp, err := http.Post("http://"+cp.HTTPAddr()+"/webhook/git", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitText(t, ctx, 2*time.Second, "#errors", bad[:12]+":broken.yaml:10", "http[0].timeout", "commit rejected")
+	t.Logf("the rejected commit %.12s shown %s after the push", bad, time.Since(pushed).Round(time.Millisecond))
+	if got := cp.Store().Snapshot().Commit(); got != good {
+		t.Errorf("serving %q after the rejected commit, want the last good %s", got, good)
+	}
+	screenshot(t, ctx, shots, "overview-rejected-commit")
 }

@@ -35,8 +35,10 @@ type TypeState struct {
 // ProxyRow is one proxy in the proxies table.
 type ProxyRow struct {
 	xds.SyncStatus
-	States []TypeState
-	State  string // the worst of States
+	// Identity is the SPIFFE ID its node's service account names, or "".
+	Identity string
+	States   []TypeState
+	State    string // the worst of States
 }
 
 // Proxies is the proxies page's data.
@@ -105,8 +107,11 @@ func worst(types map[string]*xds.TypeStatus) string {
 	return out
 }
 
-func rowOf(s xds.SyncStatus, types []string) ProxyRow {
+func (c *Console) rowOf(s xds.SyncStatus, types []string) ProxyRow {
 	r := ProxyRow{SyncStatus: s, State: worst(s.Types)}
+	if s.ServiceAccount != "" {
+		r.Identity = c.identity(s.Namespace, s.ServiceAccount)
+	}
 	for _, t := range types {
 		r.States = append(r.States, stateOf(t, s.Types[t]))
 	}
@@ -114,10 +119,10 @@ func rowOf(s xds.SyncStatus, types []string) ProxyRow {
 }
 
 // searchText is what ?q= is matched against: id, kind, namespace,
-// labels, group, protocol, states and NACK messages.
+// labels, service account, group, protocol, states and NACK messages.
 func searchText(s xds.SyncStatus) string {
 	var b strings.Builder
-	for _, f := range []string{s.ID, string(s.Kind), s.Namespace, s.Labels, s.Group, s.Protocol} {
+	for _, f := range []string{s.ID, string(s.Kind), s.Namespace, s.Labels, s.ServiceAccount, s.Group, s.Protocol} {
 		b.WriteString(f)
 		b.WriteByte(' ')
 	}
@@ -147,7 +152,7 @@ func (c *Console) proxies(q url.Values) Proxies {
 	var start, end int
 	p.Paging, start, end = paginate(Prefix+"proxies", q, len(matched), c.perPage)
 	for _, s := range matched[start:end] {
-		p.Rows = append(p.Rows, rowOf(s, p.Types))
+		p.Rows = append(p.Rows, c.rowOf(s, p.Types))
 	}
 	return p
 }

@@ -54,13 +54,18 @@ type configDump struct {
 	Resources map[string]map[string]json.RawMessage `json:"resources"`
 }
 
+// identity is the SPIFFE ID of a namespace's service account.
+func (c *Console) identity(namespace, serviceAccount string) string {
+	return fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", c.src.TrustDomain, namespace, serviceAccount)
+}
+
 func (c *Console) proxy(ctx context.Context, id string) (ProxyPage, int) {
 	p := ProxyPage{ID: id}
 	if c.src.Syncz != nil {
 		for _, s := range c.src.Syncz() {
 			if s.ID == id {
 				p.Found = true
-				p.Status = append(p.Status, rowOf(s, sortedTypes(s.Types)))
+				p.Status = append(p.Status, c.rowOf(s, sortedTypes(s.Types)))
 			}
 		}
 	}
@@ -74,7 +79,7 @@ func (c *Console) proxy(ctx context.Context, id string) (ProxyPage, int) {
 	}
 	p.Proxy, p.Group, p.Version = dump.Proxy, dump.Group, dump.Version
 	if dump.Proxy.ServiceAccount != "" {
-		p.Identity = fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", c.src.TrustDomain, dump.Proxy.Namespace, dump.Proxy.ServiceAccount)
+		p.Identity = c.identity(dump.Proxy.Namespace, dump.Proxy.ServiceAccount)
 	}
 	for _, t := range sortedResourceTypes(dump.Resources) {
 		rt := ResourceType{Type: t}
