@@ -34,6 +34,13 @@ const (
 	ReasonInternal         Reason = "internal"
 )
 
+// allReasons lists every Reason, for the metrics.
+func allReasons() []Reason {
+	return []Reason{ReasonNoCredentials, ReasonTokenMalformed, ReasonTokenSignature, ReasonTokenExpired, ReasonTokenNotYetValid,
+		ReasonTokenAudience, ReasonTokenClaims, ReasonTokenRevoked, ReasonCertUntrusted, ReasonCertExpired, ReasonCertRevoked,
+		ReasonCertIdentity, ReasonCSRInvalid, ReasonCSRIdentity, ReasonTTL, ReasonImpersonation, ReasonInternal}
+}
+
 // Error is a rejection: a Reason callers and tests branch on, and a detail
 // that tells the operator what exactly was wrong.
 type Error struct {

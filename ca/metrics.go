@@ -32,6 +32,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Unix time at which the CA's current root certificate expires.",
 		}),
 	}
+	// Every series with a known label present (at 0) from the start.
+	for _, a := range []AuthMethod{AuthToken, AuthCertificate} {
+		m.issued.WithLabelValues(string(a))
+	}
+	for _, r := range allReasons() {
+		m.rejected.WithLabelValues(string(r))
+	}
 	if reg == nil {
 		return m, nil
 	}

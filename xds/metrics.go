@@ -68,6 +68,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Server listener names left unanswered because the proxy's group had made the most it may (4096).",
 		}),
 	}
+	// Every series with a known label present (at 0) from the start.
+	for _, k := range []ProxyKind{KindGRPC, KindSidecar} {
+		m.connected.WithLabelValues(string(k))
+	}
+	for _, t := range typeURLs {
+		m.pushes.WithLabelValues(shortType(t))
+		m.pushSeconds.WithLabelValues(shortType(t))
+		m.nacks.WithLabelValues(shortType(t))
+	}
 	if reg == nil {
 		return m, nil
 	}

@@ -60,7 +60,19 @@ func NewSink(store *filestore.Store, meta Meta, target string, metrics *Metrics,
 		synced: make(chan struct{}), status: Status{Name: meta.Name, Type: meta.Type, Target: target}}
 	s.log.Info("waiting for the registry's first complete sync", "type", meta.Type, "target", target)
 	metrics.connected.WithLabelValues(meta.Name, meta.Type).Set(0)
+	metrics.errors.WithLabelValues(meta.Name) // present at 0 from the start
 	return s
+}
+
+// ExpectSkips declares the reasons the adapter may Skip a record for, so
+// that their counters are present (at 0) from the start.
+func (s *Sink) ExpectSkips(reasons ...string) {
+	if s == nil {
+		return
+	}
+	for _, r := range reasons {
+		s.metrics.skipped.WithLabelValues(s.meta.Name, r)
+	}
 }
 
 // Synced is closed once the registry's first complete set is in the Store.

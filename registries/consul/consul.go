@@ -45,6 +45,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	if err != nil {
 		return nil, err
 	}
+	sink.ExpectSkips("no_address")
 	ac, err := cfg.apiConfig()
 	if err != nil {
 		return nil, err

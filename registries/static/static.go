@@ -238,6 +238,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	if cfg.File == "" {
 		return nil, errors.New("static: no file")
 	}
+	sink.ExpectSkips("invalid_entry")
 	abs, err := filepath.Abs(cfg.File)
 	if err != nil {
 		return nil, fmt.Errorf("static: %w", err)

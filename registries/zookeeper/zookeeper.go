@@ -65,6 +65,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	if err != nil {
 		return nil, err
 	}
+	sink.ExpectSkips("malformed_url", "malformed_instance", "malformed_metadata")
 	if logger == nil {
 		logger = slog.Default()
 	}

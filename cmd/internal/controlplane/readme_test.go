@@ -16,7 +16,8 @@ import (
 var readmeMetricRE = regexp.MustCompile("^\\| `(vmesh_[a-z0-9_]+)`")
 
 // TestREADMEMetricsMatchServer: the README's metric table lists exactly the
-// metrics the server registers, and everything /metrics exposes is in it.
+// metrics the server registers, /metrics exposes every one of them from the
+// start, and nothing else.
 func TestREADMEMetricsMatchServer(t *testing.T) {
 	data, err := os.ReadFile("../../../README.md")
 	if err != nil {
@@ -65,6 +66,11 @@ func TestREADMEMetricsMatchServer(t *testing.T) {
 	}
 	if extra := minus(exposed, documented); len(extra) > 0 {
 		t.Errorf("/metrics exposes undocumented metrics: %v", extra)
+	}
+	// Every documented metric is there from the start, at zero when
+	// nothing happened yet, so dashboards and alerts see it.
+	if missing := minus(documented, exposed); len(missing) > 0 {
+		t.Errorf("/metrics lacks documented metrics at start: %v", missing)
 	}
 	checkMetricRefs(t, "the README's Istio name mapping", istioMapping(t, string(data)), registered)
 	checkMetricRefs(t, "examples/grafana/vmesh-dashboard.json", dashboardMetrics(t, "../../../examples/grafana/vmesh-dashboard.json"), registered)
