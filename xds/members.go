@@ -25,6 +25,9 @@ func (w *watch) ref() streamRef { return streamRef{sotw: w.sotw, delta: w.delta}
 type member struct {
 	proxy *Proxy
 	key   string
+	// subs is the stream's subscription of each type it watches, for the
+	// debug dump of what it holds (held.go).
+	subs map[string]*subscription
 }
 
 // joinLocked records w's stream as a member of its group, or moves it to
@@ -37,7 +40,8 @@ func (c *cache) joinLocked(w *watch) {
 	}
 	m := c.members[ref]
 	if m == nil {
-		m = &member{proxy: w.proxy, key: key}
+		m = &member{proxy: w.proxy, key: key, subs: map[string]*subscription{}}
+		m.subs[w.typeURL] = w.sub
 		if w.deltaKnown {
 			c.deltaStreams[w.deltaID] = w.delta
 		}
@@ -46,6 +50,7 @@ func (c *cache) joinLocked(w *watch) {
 		return
 	}
 	m.proxy = w.proxy
+	m.subs[w.typeURL] = w.sub
 	if m.key != key {
 		c.leaveGroupLocked(m.key)
 		m.key = key

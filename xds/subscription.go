@@ -1,5 +1,10 @@
 package xds
 
+import (
+	"maps"
+	"sync"
+)
+
 // subscription is one stream's state for one type: the names it asks for,
 // whether it asks for everything, and what it holds (name → version). vmesh
 // owns it outright: its SotW and delta servers (sotw.go, delta.go) create
@@ -14,6 +19,10 @@ package xds
 // request naming nothing does too ("legacy wildcard") until a request names
 // something.
 type subscription struct {
+	// mu guards the changes of names, wildcard and held against readers
+	// outside the stream (the debug dump, heldSnapshot); the stream's own
+	// goroutine and the cache read without it (see above).
+	mu       sync.Mutex
 	names    map[string]struct{}
 	wildcard bool
 	// legacy is set while an empty request may still mean wildcard.
@@ -58,6 +67,8 @@ func (s *subscription) IsWildcard() bool { return s.wildcard }
 // a wildcard, what the stream no longer asks for is no longer held, so a
 // later request for it is answered even when its version did not change.
 func (s *subscription) setNames(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.legacy {
 		if len(names) == 0 {
 			return // still the legacy wildcard
@@ -90,6 +101,8 @@ func (s *subscription) setNames(names []string) {
 // (it still exists) or says it was removed; any other unsubscribed name is
 // no longer held.
 func (s *subscription) update(subscribe, unsubscribe []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.legacy {
 		if len(subscribe) == 0 {
 			return // still the legacy wildcard
@@ -137,7 +150,17 @@ func (plainAnswer) markDelivered()                {}
 
 // deliver records that answer a was put on the stream.
 func (s *subscription) deliver(a heldAnswer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.held = a.nextHeld()
 	s.seq++
 	a.markDelivered()
+}
+
+// heldSnapshot is a copy of what the stream holds (name → version), for
+// readers outside the stream's goroutine.
+func (s *subscription) heldSnapshot() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.held)
 }

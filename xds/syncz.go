@@ -317,9 +317,33 @@ func (s *Server) SynczHandler() http.Handler {
 	})
 }
 
-// ConfigDumpHandler serves /debug/config_dump?proxy=ID: the config the
-// proxy's group is given, as JSON, by type and resource name. Inbound
-// listeners appear once a server asked for them.
+// ConfigDump is /debug/config_dump?proxy=ID: what the proxy's streams
+// hold. Resources merges them (a proxy's agent and application may share
+// one node id); Streams has each stream's resources with their versions.
+type ConfigDump struct {
+	Proxy *Proxy `json:"proxy"`
+	// Group and Version are the proxy's group and its current generation.
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	// Resources holds, by short type name and resource name, the resource
+	// as Envoy's JSON.
+	Resources map[string]map[string]json.RawMessage `json:"resources"`
+	Streams   []DumpStream                          `json:"streams"`
+}
+
+// DumpStream is one stream in a ConfigDump.
+type DumpStream struct {
+	Protocol string `json:"protocol"`
+	Group    string `json:"group"`
+	// Versions holds, by short type name, each held resource's version.
+	Versions map[string]map[string]string `json:"versions"`
+	// Missing names the resources whose held version vmesh no longer
+	// keeps (the proxy rejected the newer one it was sent).
+	Missing []string `json:"missing,omitempty"`
+}
+
+// ConfigDumpHandler serves /debug/config_dump?proxy=ID: the resources the
+// proxy's streams hold, as JSON, by type and resource name (see ConfigDump).
 func (s *Server) ConfigDumpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("proxy")
@@ -328,37 +352,38 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 			http.Error(w, "no connected proxy with id "+id, http.StatusNotFound)
 			return
 		}
-		g := s.cache.generationFor(p)
-		if g == nil {
-			http.Error(w, "no config generated for proxy "+id, http.StatusServiceUnavailable)
-			return
+		out := ConfigDump{Proxy: p, Resources: map[string]map[string]json.RawMessage{}, Streams: []DumpStream{}}
+		if g := s.cache.generationFor(p); g != nil {
+			out.Group, out.Version = g.key, g.version
 		}
-		out := map[string]any{"proxy": p, "group": g.key, "version": g.version}
-		types := map[string]map[string]json.RawMessage{}
-		add := func(t string, r *resource) {
-			if r == nil {
-				return
+		for _, hs := range s.cache.held(id) {
+			ds := DumpStream{Protocol: hs.Protocol, Group: hs.Group, Versions: map[string]map[string]string{}}
+			for t, rs := range hs.Types {
+				ds.Versions[t] = map[string]string{}
+				for _, hr := range rs {
+					ds.Versions[t][hr.Name] = hr.Version
+					if hr.Body == nil {
+						if hr.Version != "" {
+							ds.Missing = append(ds.Missing, t+"/"+hr.Name)
+						}
+						continue
+					}
+					if out.Resources[t] == nil {
+						out.Resources[t] = map[string]json.RawMessage{}
+					}
+					if _, ok := out.Resources[t][hr.Name]; ok {
+						continue
+					}
+					b, err := protojson.Marshal(hr.Body)
+					if err != nil {
+						b, _ = json.Marshal(err.Error())
+					}
+					out.Resources[t][hr.Name] = b
+				}
 			}
-			b, err := protojson.Marshal(r.msg)
-			if err != nil {
-				b, _ = json.Marshal(err.Error())
-			}
-			if types[t] == nil {
-				types[t] = map[string]json.RawMessage{}
-			}
-			types[t][r.name] = b
+			slices.Sort(ds.Missing)
+			out.Streams = append(out.Streams, ds)
 		}
-		for _, t := range typeURLs {
-			for _, r := range g.types[t].All() {
-				add(shortType(t), r)
-			}
-		}
-		g.mu.Lock()
-		for _, r := range g.inbound {
-			add("LDS", r)
-		}
-		g.mu.Unlock()
-		out["resources"] = types
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

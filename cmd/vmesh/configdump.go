@@ -10,9 +10,10 @@ import (
 func newConfigDumpCmd() *cobra.Command {
 	var server string
 	cmd := &cobra.Command{
-		Use:   "config-dump PROXY",
-		Short: "Print the xDS resources a connected proxy has, as JSON",
-		Args:  cobra.ExactArgs(1),
+		Use:               "config-dump PROXY",
+		Short:             "Print the xDS resources a connected proxy has, as JSON",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeProxyIDs(&server),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var dump json.RawMessage
 			if err := getJSON(server, "/debug/config_dump?proxy="+url.QueryEscape(args[0]), &dump); err != nil {

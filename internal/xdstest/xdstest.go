@@ -133,3 +133,17 @@ func CallUntil(t testing.TB, c testpb.TestServiceClient, timeout time.Duration) 
 	t.Fatalf("no successful call within %s: %v", timeout, last)
 	return ""
 }
+
+// Eventually polls cond every 20 ms until it holds, failing the test after
+// 20 s: for state another goroutine or process reaches (a push delivered,
+// an ACK recorded) that offers nothing to wait on.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
