@@ -302,6 +302,25 @@ func TestProxyIDCompletion(t *testing.T) {
 	if !strings.Contains(out, "alpha-1\tgrpc in demo") || !strings.Contains(out, "alpha-2") || strings.Contains(out, "beta-1") {
 		t.Errorf("completion of alp:\n%s", out)
 	}
+	// -o on the other read commands.
+	if out, code := runVMesh(t, "config-dump", "alpha-1", "--server", cp.HTTPAddr(), "-o", "table"); code != 0 || !strings.Contains(out, "sotw    LDS   greeter.demo.internal:50051") {
+		t.Errorf("config-dump -o table (exit %d):\n%s", code, out)
+	}
+	var dump struct {
+		Resources map[string]map[string]map[string]any `yaml:"resources"`
+	}
+	out, code := runVMesh(t, "config-dump", "alpha-1", "--server", cp.HTTPAddr(), "-o", "yaml")
+	if err := yaml.Unmarshal([]byte(out), &dump); code != 0 || err != nil || dump.Resources["LDS"]["greeter.demo.internal:50051"]["name"] != "greeter.demo.internal:50051" {
+		t.Errorf("config-dump -o yaml (exit %d, %v):\n%s", code, err, out)
+	}
+	var v versionReport
+	out, code = runVMesh(t, "version", "--server", cp.HTTPAddr(), "-o", "json")
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || len(v.Servers) != 1 || v.Servers[0].Version == nil || v.Client.GoVersion == "" {
+		t.Errorf("version -o json (exit %d, %v):\n%s", code, err, out)
+	}
+	if out, code := runVMesh(t, "version", "--server", "127.0.0.1:1", "-o", "yaml"); code != 1 || !strings.Contains(out, "error: ") {
+		t.Errorf("version -o yaml with an unreachable server (exit %d):\n%s", code, out)
+	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		if out, code := runVMesh(t, "completion", shell); code != 0 || !strings.Contains(out, "__complete") {
 			t.Errorf("completion %s (exit %d):\n%.300s", shell, code, out)

@@ -80,7 +80,7 @@ stop the others' listing; status then exits 1.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&servers, "server", []string{"127.0.0.1:15014"}, "HTTP address of a replica (repeatable)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	outputFlag(cmd, &output)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (-o json)")
 	return cmd
 }
