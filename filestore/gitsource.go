@@ -467,7 +467,13 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 // fetch brings the configured ref into the local clone and returns its commit.
 func (g *GitSource) fetch(ctx context.Context) (string, error) {
 	// A forced fetch into our own ref follows force-pushes and rewrites.
-	if _, err := g.git(ctx, nil, "fetch", "--quiet", "--force", "--no-tags", g.cfg.Repo, "+"+g.cfg.Ref+":refs/vmesh/target"); err != nil {
+	// The first one (the clone holds nothing yet, and a large repository
+	// takes a while) logs git's progress.
+	r, verbosity := g.runner(), "--quiet"
+	if _, err := g.git(ctx, nil, "rev-parse", "--verify", "--quiet", "refs/vmesh/target"); err != nil {
+		r.progress, verbosity = g.log, "--progress"
+	}
+	if _, err := r.run(ctx, nil, "fetch", verbosity, "--force", "--no-tags", g.cfg.Repo, "+"+g.cfg.Ref+":refs/vmesh/target"); err != nil {
 		return "", fmt.Errorf("fetch %s %s: %w", redactURL(g.cfg.Repo), g.cfg.Ref, err)
 	}
 	out, err := g.git(ctx, nil, "rev-parse", "refs/vmesh/target^{commit}")
@@ -726,6 +732,9 @@ type gitRunner struct {
 	dir     string
 	env     []string
 	timeout time.Duration
+	// progress, when set, logs the progress lines git writes on stderr
+	// (a fetch run with --progress).
+	progress *slog.Logger
 }
 
 // run runs one git command. When it outlives the timeout (a remote that
@@ -743,6 +752,9 @@ func (r gitRunner) run(ctx context.Context, stdin io.Reader, args ...string) ([]
 	cmd.WaitDelay = time.Second
 	stderr := &headWriter{max: 4 << 10}
 	cmd.Stderr = stderr
+	if r.progress != nil {
+		cmd.Stderr = &progressWriter{log: r.progress, rest: stderr}
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		if tctx.Err() != nil && ctx.Err() == nil {
