@@ -278,6 +278,18 @@ func (c *CA) issueWorkload(pub crypto.PublicKey, id spiffe.Identity, ttl time.Du
 
 // issue signs tmpl for pub with the issuing key, capping NotAfter at the
 // issuer's own expiry.
+// issuedAt is when a leaf of this CA was issued, for revocations by
+// identity ("every certificate issued before T"): NotBefore+clockSkew, or
+// NotBefore itself for a leaf whose start was clamped to its issuer's
+// (issue), the earliest it can have been issued, so that such a leaf is
+// refused rather than let through.
+func (c *CA) issuedAt(leaf *x509.Certificate) time.Time {
+	if !leaf.NotBefore.After(c.is.cert.NotBefore) {
+		return leaf.NotBefore
+	}
+	return leaf.NotBefore.Add(clockSkew)
+}
+
 func (c *CA) issue(tmpl *x509.Certificate, pub crypto.PublicKey) (*x509.Certificate, error) {
 	serial, err := newSerial()
 	if err != nil {
@@ -286,6 +298,13 @@ func (c *CA) issue(tmpl *x509.Certificate, pub crypto.PublicKey) (*x509.Certific
 	tmpl.SerialNumber = serial
 	if tmpl.NotAfter.After(c.is.cert.NotAfter) {
 		tmpl.NotAfter = c.is.cert.NotAfter
+	}
+	// Backdated by clockSkew, but never before the issuer's own NotBefore:
+	// a leaf of a plug-in intermediate less than clockSkew old would
+	// otherwise start before its issuer, and verifiers that check the
+	// chain at the leaf's start (the agent does) refuse it.
+	if tmpl.NotBefore.Before(c.is.cert.NotBefore) {
+		tmpl.NotBefore = c.is.cert.NotBefore
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.is.cert, pub, c.is.key)
 	if err != nil {

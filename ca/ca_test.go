@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"log/slog"
 	"os"
@@ -487,5 +489,67 @@ func TestStatus(t *testing.T) {
 	}
 	if !strings.Contains(s.Issuer, "prod.example") || s.Roots[0].Serial != c.TrustBundle().Roots()[0].SerialNumber.Text(16) {
 		t.Fatalf("Status = %+v", s)
+	}
+}
+
+// A plug-in intermediate made a moment ago: leaves are backdated by a
+// minute, but never before their issuer, so a verifier that checks the
+// chain at the leaf's start (the agent does) accepts them, and revoking the
+// identity still refuses them.
+func TestLeafNeverStartsBeforeItsIssuer(t *testing.T) {
+	root, rootKey := newTestRoot(t, "corp root")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := time.Now().Truncate(time.Second)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: "fresh issuing CA"},
+		NotBefore: fresh, NotAfter: fresh.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, key.Public(), rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuing, _ := x509.ParseCertificate(der)
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{
+		ca.PluginCACertFile: certPEM(issuing), ca.PluginCAKeyFile: keyPEM(t, key),
+		ca.PluginCertChainFile: append(certPEM(issuing), certPEM(root)...), ca.PluginRootCertFile: certPEM(root),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := ca.New(ca.Config{DataDir: t.TempDir(), CACertsDir: dir}, quietLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := newCSR(t, []string{testID.String()}, nil)
+	leaf, chain, err := c.SignCSR(csr, testID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf.NotBefore.Before(issuing.NotBefore) {
+		t.Fatalf("leaf starts %s, before its issuer (%s)", leaf.NotBefore, issuing.NotBefore)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(root)
+	inter := x509.NewCertPool()
+	inter.AddCert(parseChain(t, chain)[1])
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: leaf.NotBefore.Add(time.Second), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Fatalf("the chain does not verify at the leaf's start: %v", err)
+	}
+	// Revoking the identity refuses the clamped leaf: its issue time is
+	// taken as its earliest possible one.
+	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf, issuing}); err != nil {
+		t.Fatalf("the leaf is refused before any revocation: %v", err)
+	}
+	if err := c.RevokeIdentity(testID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf, issuing}); err == nil {
+		t.Error("a leaf issued before its identity was revoked is still accepted")
 	}
 }

@@ -219,9 +219,7 @@ func (c *CA) checkLive(leaf *x509.Certificate, now time.Time) error {
 // checkRevoked reports a leaf whose serial or identity is revoked.
 func (c *CA) checkRevoked(leaf *x509.Certificate, id spiffe.Identity) error {
 	serial := leaf.SerialNumber.Text(16)
-	// Our certificates are backdated by clockSkew: NotBefore+clockSkew is
-	// when they were issued.
-	rv, revoked, err := c.revoked.check(leaf.SerialNumber, id.String(), leaf.NotBefore.Add(clockSkew))
+	rv, revoked, err := c.revoked.check(leaf.SerialNumber, id.String(), c.issuedAt(leaf))
 	if err != nil {
 		return reject(ReasonCertRevoked, fmt.Sprintf("cannot read the revocation list, refusing certificate %s", serial), err)
 	}
