@@ -23,6 +23,11 @@ type Mesh struct {
 	RootNamespace string
 	// TrustDomain of workload SPIFFE IDs; default cluster.local.
 	TrustDomain string
+	// DefaultHTTPRetry is MeshConfig's defaultHttpRetryPolicy: the retries
+	// of every HTTP and gRPC route whose VirtualService sets none. nil is
+	// Istio's built-in default (translate.RetryPolicy); zero attempts turn
+	// default retries off.
+	DefaultHTTPRetry *networking.HTTPRetry
 }
 
 // DefaultMesh returns the defaults: root namespace istio-system, trust

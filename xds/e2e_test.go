@@ -202,12 +202,23 @@ func runRoutingScenario(t *testing.T, m *mesh, w configWriter) {
 	t.Run("retry turns a transient UNAVAILABLE into success", func(t *testing.T) {
 		token := 0
 		fresh := func() string { token++; return fmt.Sprintf("%s-%d", t.Name(), token) }
-		w.write(map[string]string{"vs.yaml": virtualServiceYAML(`  - route:
+		// Retries turned off (attempts: 0): the first failure is the answer.
+		w.write(map[string]string{"vs.yaml": virtualServiceYAML(`  - retries: {attempts: 0}
+    route:
     - destination: {host: echo.mesh.internal}
 `)})
 		eventually(t, "fault gone", func() bool { _, code := call(client); return code == codes.OK })
-		if _, code := call(client, "fail-once", fresh()); code != codes.Unavailable {
-			t.Fatalf("without retries: code %v, want UNAVAILABLE", code)
+		eventually(t, "retries off", func() bool { _, code := call(client, "fail-once", fresh()); return code == codes.Unavailable })
+		// No retries in the VirtualService: Istio's default retry policy
+		// (2 attempts on unavailable among others) applies.
+		w.write(map[string]string{"vs.yaml": virtualServiceYAML(`  - route:
+    - destination: {host: echo.mesh.internal}
+`)})
+		eventually(t, "Istio's default retries active", func() bool { _, code := call(client, "fail-once", fresh()); return code == codes.OK })
+		for range 30 {
+			if id, code := call(client, "fail-once", fresh()); code != codes.OK {
+				t.Fatalf("with Istio's default retries: code %v (backend %q), want OK", code, id)
+			}
 		}
 		w.write(map[string]string{"vs.yaml": virtualServiceYAML(`  - retries:
       attempts: 3

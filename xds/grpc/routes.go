@@ -1,6 +1,7 @@
 package grpc
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -53,6 +54,7 @@ func RoutesOf(v *model.View, svcs []*model.Service) ([]*routev3.RouteConfigurati
 func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.Route {
 	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: model.ClusterName(port.Number, "", svc.Hostname)}}
 	action.HashPolicy = translate.HashPolicy(v.DestinationRule(svc), port.Number, "", translate.Proxyless)
+	action.RetryPolicy = translate.RetryPolicy(v.Mesh().DefaultHTTPRetry, action.HashPolicy != nil)
 	return &routev3.Route{
 		Name:   "default",
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
@@ -151,20 +153,6 @@ func routeAction(v *model.View, svc *model.Service, port model.Port, vs *model.V
 	if t := hr.GetTimeout(); t != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
 	}
-	if r := hr.GetRetries(); r != nil && r.GetAttempts() > 0 {
-		retryOn := r.GetRetryOn()
-		if retryOn == "" {
-			retryOn = translate.DefaultRetryOn
-		}
-		rp := &routev3.RetryPolicy{
-			RetryOn:       retryOn,
-			NumRetries:    wrapperspb.UInt32(uint32(r.GetAttempts())),
-			PerTryTimeout: r.GetPerTryTimeout(),
-		}
-		if b := r.GetBackoff(); b != nil && b.AsDuration() > 0 {
-			rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: b}
-		}
-		a.RetryPolicy = rp
-	}
+	a.RetryPolicy = translate.RetryPolicy(cmp.Or(hr.GetRetries(), v.Mesh().DefaultHTTPRetry), a.HashPolicy != nil)
 	return a, nil
 }

@@ -56,7 +56,6 @@ const (
 	tlsTransport      = "envoy.transport_sockets.tls"
 	rawTransport      = "envoy.transport_sockets.raw_buffer"
 	httpProtocolOpts  = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
-	previousHosts     = "envoy.retry_host_predicates.previous_hosts"
 )
 
 // InboundClusterName returns Istio's inbound cluster name for a workload

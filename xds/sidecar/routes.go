@@ -3,6 +3,7 @@ package sidecar
 //lint:file-ignore SA1019 Istio's deprecated fields (mirrorPercent, allowOrigin) are read because Istio still honours them
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -16,7 +17,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
-	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -140,14 +140,15 @@ func (sc *scope) virtualHost(t target, used map[string]bool) (*routev3.VirtualHo
 func (sc *scope) defaultRoute(t target) *routev3.Route {
 	name := model.ClusterName(t.port.Number, "", t.svc.Hostname)
 	ref, _ := sc.v.OwnCluster(t.svc, t.port.Number)
+	hash := translate.HashPolicy(ref.DestinationRule, ref.Port.Number, "", translate.Envoy)
 	return &routev3.Route{
 		Name:  "default",
 		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
 			Timeout:          durationpb.New(0),
-			RetryPolicy:      retryPolicy(nil),
-			HashPolicy:       translate.HashPolicy(ref.DestinationRule, ref.Port.Number, "", translate.Envoy),
+			RetryPolicy:      translate.RetryPolicy(sc.v.Mesh().DefaultHTTPRetry, hash != nil),
+			HashPolicy:       hash,
 		}},
 	}
 }
@@ -276,7 +277,7 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 	if d := hr.GetTimeout(); d != nil {
 		a.Timeout = d
 	}
-	a.RetryPolicy = retryPolicy(hr.GetRetries())
+	a.RetryPolicy = translate.RetryPolicy(cmp.Or(hr.GetRetries(), sc.v.Mesh().DefaultHTTPRetry), a.HashPolicy != nil)
 	if rw := hr.GetRewrite(); rw != nil {
 		if rw.GetUri() != "" {
 			a.PrefixRewrite = rw.GetUri()
@@ -374,51 +375,6 @@ func headerOps(h *networking.Headers_HeaderOperations) ([]*corev3.HeaderValueOpt
 		})
 	}
 	return add, slices.Clone(h.GetRemove())
-}
-
-// retryPolicy translates Istio's retries; nil means Istio's default (two
-// attempts on connection failures, refused streams and 503), zero
-// attempts means none. Status codes in retryOn become retriable codes.
-func retryPolicy(r *networking.HTTPRetry) *routev3.RetryPolicy {
-	if r != nil && r.GetAttempts() <= 0 {
-		return nil
-	}
-	rp := &routev3.RetryPolicy{
-		RetryOn:                       translate.DefaultRetryOn,
-		NumRetries:                    wrapperspb.UInt32(2),
-		RetriableStatusCodes:          []uint32{503},
-		RetryHostPredicate:            []*routev3.RetryPolicy_RetryHostPredicate{{Name: previousHosts, ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: mustAny(&previoushostsv3.PreviousHostsPredicate{})}}},
-		HostSelectionRetryMaxAttempts: 5,
-	}
-	if r == nil {
-		return rp
-	}
-	rp.NumRetries = wrapperspb.UInt32(uint32(r.GetAttempts()))
-	rp.PerTryTimeout = r.GetPerTryTimeout()
-	if r.GetRetryOn() != "" {
-		var on []string
-		var codes []uint32
-		for part := range strings.SplitSeq(r.GetRetryOn(), ",") {
-			part = strings.TrimSpace(part)
-			if n, err := strconv.ParseUint(part, 10, 32); err == nil {
-				codes = append(codes, uint32(n))
-			} else if part != "" {
-				on = append(on, part)
-			}
-		}
-		if len(codes) > 0 && !slices.Contains(on, "retriable-status-codes") {
-			on = append(on, "retriable-status-codes")
-		}
-		rp.RetryOn = strings.Join(on, ",")
-		rp.RetriableStatusCodes = codes
-	}
-	if b := r.GetBackoff(); b != nil && b.AsDuration() > 0 {
-		rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: b}
-	}
-	if r.GetRetryIgnorePreviousHosts() != nil && !r.GetRetryIgnorePreviousHosts().GetValue() {
-		rp.RetryHostPredicate = nil
-	}
-	return rp
 }
 
 // corsPolicy translates Istio's CORS policy into the CORS filter's
