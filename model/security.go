@@ -3,6 +3,7 @@ package model
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vmesh/vmesh/ca/spiffe"
 	"github.com/vmesh/vmesh/filestore"
@@ -28,12 +29,20 @@ type Mesh struct {
 	// Istio's built-in default (translate.RetryPolicy); zero attempts turn
 	// default retries off.
 	DefaultHTTPRetry *networking.HTTPRetry
+	// ConnectTimeout is MeshConfig's connectTimeout, the clusters' connect
+	// timeout when a DestinationRule sets none; default 10 s.
+	ConnectTimeout time.Duration
+	// RegistryOnly is MeshConfig's outboundTrafficPolicy REGISTRY_ONLY:
+	// sidecars whose Sidecar sets no policy send traffic to unknown
+	// destinations to the black hole instead of passing it through.
+	RegistryOnly bool
 }
 
-// DefaultMesh returns the defaults: root namespace istio-system, trust
-// domain cluster.local.
+// DefaultMesh returns Istio's defaults: root namespace istio-system, trust
+// domain cluster.local, connect timeout 10 s, outbound traffic ALLOW_ANY,
+// Istio's built-in default retries.
 func DefaultMesh() Mesh {
-	return Mesh{RootNamespace: DefaultRootNamespace, TrustDomain: spiffe.DefaultTrustDomain}
+	return Mesh{RootNamespace: DefaultRootNamespace, TrustDomain: spiffe.DefaultTrustDomain, ConnectTimeout: 10 * time.Second}
 }
 
 func (m Mesh) withDefaults() Mesh {
@@ -43,6 +52,9 @@ func (m Mesh) withDefaults() Mesh {
 	}
 	if m.TrustDomain == "" {
 		m.TrustDomain = d.TrustDomain
+	}
+	if m.ConnectTimeout <= 0 {
+		m.ConnectTimeout = d.ConnectTimeout
 	}
 	return m
 }

@@ -24,9 +24,6 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// defaultConnectTimeout is Istio's cluster connect timeout.
-const defaultConnectTimeout = 10 * time.Second
-
 // Clusters returns a sidecar's clusters: PassthroughCluster,
 // BlackHoleCluster and InboundPassthroughCluster; one outbound cluster per
 // visible service port and DestinationRule subset; one inbound cluster per
@@ -34,29 +31,35 @@ const defaultConnectTimeout = 10 * time.Second
 func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	sc := newScope(v)
 	out := []*clusterv3.Cluster{
-		originalDst(PassthroughCluster),
+		sc.originalDst(PassthroughCluster),
 		{
 			Name:                 BlackHoleCluster,
 			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-			ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+			ConnectTimeout:       sc.connectTimeout(),
 		},
-		originalDst(InboundPassthroughCluster),
+		sc.originalDst(InboundPassthroughCluster),
 	}
 	for _, ref := range sc.v.Clusters() {
 		out = append(out, sc.outboundCluster(ref))
 	}
 	for _, ip := range sc.inbound() {
-		out = append(out, inboundCluster(ip))
+		out = append(out, sc.inboundCluster(ip))
 	}
 	return out, nil
 }
 
-func originalDst(name string) *clusterv3.Cluster {
+// connectTimeout is the mesh's cluster connect timeout (MeshConfig
+// connectTimeout, 10 s by default), where a DestinationRule sets none.
+func (sc *scope) connectTimeout() *durationpb.Duration {
+	return durationpb.New(sc.v.Mesh().ConnectTimeout)
+}
+
+func (sc *scope) originalDst(name string) *clusterv3.Cluster {
 	return &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
-		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+		ConnectTimeout:       sc.connectTimeout(),
 	}
 }
 
@@ -87,10 +90,10 @@ func isPassthrough(ref model.Cluster, tp *networking.TrafficPolicy) bool {
 func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 	name := ref.Name()
 	tp := ref.DestinationRule.TrafficPolicy(ref.Port.Number, ref.Subset)
-	c := &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(defaultConnectTimeout)}
+	c := &clusterv3.Cluster{Name: name, ConnectTimeout: sc.connectTimeout()}
 	switch {
 	case isPassthrough(ref, tp):
-		c = originalDst(name)
+		c = sc.originalDst(name)
 	case usesEDS(ref.Service):
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
 		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: translate.ADSConfigSource(), ServiceName: name}
@@ -306,12 +309,12 @@ func dnsAssignment(name string, ref model.Cluster, limit int) *endpointv3.Cluste
 }
 
 // inboundCluster forwards to the workload itself.
-func inboundCluster(ip inboundPort) *clusterv3.Cluster {
+func (sc *scope) inboundCluster(ip inboundPort) *clusterv3.Cluster {
 	name := InboundClusterName(ip.port)
 	c := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+		ConnectTimeout:       sc.connectTimeout(),
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
 		CircuitBreakers:      circuitBreakers(nil),
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{

@@ -54,12 +54,15 @@ func newScope(v *model.View) *scope {
 	return sc
 }
 
-// registryOnly reports whether the Sidecar blocks unknown destinations.
-// REGISTRY_ONLY is the enum's zero value, so an absent policy must be
-// told apart: it means ALLOW_ANY, the mesh default.
+// registryOnly reports whether unknown destinations are blocked: the
+// Sidecar's outboundTrafficPolicy, else the mesh's (MeshConfig, ALLOW_ANY
+// by default). REGISTRY_ONLY is the enum's zero value, so an absent policy
+// must be told apart.
 func (sc *scope) registryOnly() bool {
-	otp := sc.spec.GetOutboundTrafficPolicy()
-	return otp != nil && otp.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
+	if otp := sc.spec.GetOutboundTrafficPolicy(); otp != nil {
+		return otp.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
+	}
+	return sc.v.Mesh().RegistryOnly
 }
 
 // fallbackCluster is where unmatched outbound traffic goes.

@@ -1,0 +1,318 @@
+package filestore
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"gopkg.in/yaml.v3"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// MeshConfigFile is the name of the mesh config in a config directory or at
+// the root of a git path: Istio's MeshConfig, the YAML under the `mesh` key
+// of istiod's ConfigMap.
+const MeshConfigFile = "mesh.yaml"
+
+// DefaultMeshConfig returns Istio's defaults for the MeshConfig fields vmesh
+// reads (pkg/config/mesh DefaultMeshConfig in Istio 1.31).
+func DefaultMeshConfig() *meshv1alpha1.MeshConfig {
+	return &meshv1alpha1.MeshConfig{
+		TrustDomain:                    "cluster.local",
+		RootNamespace:                  "istio-system",
+		EnableAutoMtls:                 wrapperspb.Bool(true),
+		OutboundTrafficPolicy:          &meshv1alpha1.MeshConfig_OutboundTrafficPolicy{Mode: meshv1alpha1.MeshConfig_OutboundTrafficPolicy_ALLOW_ANY},
+		InboundTrafficPolicy:           &meshv1alpha1.MeshConfig_InboundTrafficPolicy{Mode: meshv1alpha1.MeshConfig_InboundTrafficPolicy_PASSTHROUGH},
+		LocalityLbSetting:              &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)},
+		ConnectTimeout:                 durationpb.New(10 * time.Second),
+		ProxyListenPort:                15001,
+		ProxyInboundListenPort:         15006,
+		DefaultServiceExportTo:         []string{"*"},
+		DefaultVirtualServiceExportTo:  []string{"*"},
+		DefaultDestinationRuleExportTo: []string{"*"},
+		DnsRefreshRate:                 durationpb.New(60 * time.Second),
+		DefaultConfig: &meshv1alpha1.ProxyConfig{
+			DiscoveryAddress: "istiod.istio-system.svc:15012",
+			ProxyMetadata:    map[string]string{},
+		},
+	}
+}
+
+// DecodeMeshConfig reads a mesh config file over Istio's defaults, as
+// istiod applies its ConfigMap: every top-level field set replaces the
+// default, except defaultConfig, whose fields are merged into the default
+// proxy config (proxyMetadata key by key), and extensionProviders, merged by
+// name. Problems name the file, line and field; with any, the result is nil.
+func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []ConfigError) {
+	fail := func(line int, field, format string, args ...any) (*meshv1alpha1.MeshConfig, []ConfigError) {
+		return nil, []ConfigError{{File: file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)}}
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if err.Error() == "EOF" {
+			return DefaultMeshConfig(), nil // an empty file: Istio's defaults
+		}
+		return fail(meshYAMLLine(err), "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var second yaml.Node
+	if dec.Decode(&second) == nil {
+		return fail(second.Line, "", "%s holds one MeshConfig document, found another", MeshConfigFile)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return DefaultMeshConfig(), nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return fail(root.Line, "", "a MeshConfig is a mapping of its fields")
+	}
+	user := &meshv1alpha1.MeshConfig{}
+	if errs := checkMeshFields(file, root, user.ProtoReflect().Descriptor(), ""); len(errs) > 0 {
+		return nil, errs
+	}
+	var v any
+	if err := root.Decode(&v); err != nil {
+		return fail(root.Line, "", "%v", err)
+	}
+	js, err := json.Marshal(v)
+	if err != nil {
+		return fail(root.Line, "", "%v", err)
+	}
+	if err := protojson.Unmarshal(js, user); err != nil {
+		line, field := locateMeshError(root, user.ProtoReflect().Descriptor(), "")
+		msg := err.Error()
+		if _, rest, ok := strings.Cut(msg, "(line "); ok {
+			if _, after, ok := strings.Cut(rest, "): "); ok {
+				msg = after // protojson's position is in the JSON vmesh made, not in the file
+			}
+		}
+		return fail(cmp.Or(line, root.Line), field, "%s", msg)
+	}
+	seen := map[string]int{}
+	for i, p := range user.GetExtensionProviders() {
+		if j, dup := seen[p.GetName()]; dup && p.GetName() != "" {
+			return fail(root.Line, fmt.Sprintf("extensionProviders[%d].name", i), "%q is defined twice (also extensionProviders[%d])", p.GetName(), j)
+		}
+		seen[p.GetName()] = i
+	}
+	mc := mergeMeshConfig(DefaultMeshConfig(), user)
+	var errs []ConfigError
+	for _, p := range validateMeshConfig(mc) {
+		line := root.Line
+		top, _, _ := strings.Cut(p.Field, ".")
+		top, _, _ = strings.Cut(top, "[")
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if root.Content[i].Value == top {
+				line = root.Content[i].Line
+			}
+		}
+		errs = append(errs, ConfigError{File: file, Line: line, Field: p.Field, Message: p.Message})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return mc, nil
+}
+
+// checkFields reports mapping keys that name no field of the message, at
+// their line: protojson would only say "unknown field" without one.
+func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescriptor, path string) []ConfigError {
+	if n.Kind != yaml.MappingNode || md == nil {
+		return nil
+	}
+	switch md.FullName() {
+	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.Duration", "google.protobuf.Any":
+		return nil
+	}
+	var errs []ConfigError
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		fd := md.Fields().ByJSONName(k.Value)
+		if fd == nil {
+			fd = md.Fields().ByName(protoreflect.Name(k.Value))
+		}
+		field := k.Value
+		if path != "" {
+			field = path + "." + k.Value
+		}
+		if fd == nil {
+			errs = append(errs, ConfigError{File: file, Line: k.Line, Field: field, Message: fmt.Sprintf("unknown field %q of %s", k.Value, md.Name())})
+			continue
+		}
+		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() && fd.MapValue().Kind() != protoreflect.MessageKind {
+			continue
+		}
+		sub := fd.Message()
+		if fd.IsMap() {
+			sub = fd.MapValue().Message()
+		}
+		if fd.IsList() || fd.IsMap() {
+			for j, item := range val.Content {
+				if fd.IsMap() && j%2 == 0 {
+					continue
+				}
+				errs = append(errs, checkMeshFields(file, item, sub, fmt.Sprintf("%s[%d]", field, j))...)
+			}
+			continue
+		}
+		errs = append(errs, checkMeshFields(file, val, sub, field)...)
+	}
+	return errs
+}
+
+// locateMeshError finds the field protojson refused: the first key of the
+// mapping whose value alone does not decode, looked for again inside it
+// when it is a message of its own.
+func locateMeshError(n *yaml.Node, md protoreflect.MessageDescriptor, path string) (int, string) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
+	if err != nil || n.Kind != yaml.MappingNode {
+		return 0, ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		var v any
+		if val.Decode(&v) != nil {
+			return k.Line, joinField(path, k.Value)
+		}
+		js, err := json.Marshal(map[string]any{k.Value: v})
+		if err != nil || protojson.Unmarshal(js, mt.New().Interface()) == nil {
+			continue
+		}
+		fd := md.Fields().ByJSONName(k.Value)
+		if fd == nil {
+			fd = md.Fields().ByName(protoreflect.Name(k.Value))
+		}
+		if fd != nil && fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap() && val.Kind == yaml.MappingNode {
+			if line, field := locateMeshError(val, fd.Message(), joinField(path, k.Value)); line > 0 {
+				return line, field
+			}
+		}
+		return k.Line, joinField(path, k.Value)
+	}
+	return 0, ""
+}
+
+func joinField(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// mergeMeshConfig applies user over defaults as istiod does (see
+// DecodeMeshConfig).
+func mergeMeshConfig(defaults, user *meshv1alpha1.MeshConfig) *meshv1alpha1.MeshConfig {
+	out := proto.Clone(defaults).(*meshv1alpha1.MeshConfig)
+	proxy := out.GetDefaultConfig()
+	providers := out.GetExtensionProviders()
+	outR := out.ProtoReflect()
+	user.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		outR.Set(fd, v)
+		return true
+	})
+	if pc := user.GetDefaultConfig(); pc != nil {
+		merged := proto.Clone(proxy).(*meshv1alpha1.ProxyConfig)
+		md := merged.GetProxyMetadata()
+		proto.Merge(merged, pc)
+		merged.ProxyMetadata = maps.Clone(md)
+		if merged.ProxyMetadata == nil {
+			merged.ProxyMetadata = map[string]string{}
+		}
+		maps.Copy(merged.ProxyMetadata, pc.GetProxyMetadata())
+		out.DefaultConfig = merged
+	}
+	out.ExtensionProviders = providers
+	for _, p := range user.GetExtensionProviders() {
+		replaced := false
+		for i, e := range out.ExtensionProviders {
+			if e.GetName() == p.GetName() {
+				out.ExtensionProviders[i] = p
+				replaced = true
+			}
+		}
+		if !replaced {
+			out.ExtensionProviders = append(out.ExtensionProviders, p)
+		}
+	}
+	return out
+}
+
+// validateMeshConfig checks what vmesh reads of a mesh config, as Istio's
+// agent.ValidateMeshConfig does for those fields.
+func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
+	var v meshProblems
+	if d := mc.GetConnectTimeout(); d != nil && d.AsDuration() < time.Millisecond {
+		v.add("connectTimeout", "must be at least 1ms, got %s", d.AsDuration())
+	}
+	if mc.GetRootNamespace() == "" || !isNamespaceName(mc.GetRootNamespace()) {
+		v.add("rootNamespace", "%q is not a namespace name", mc.GetRootNamespace())
+	}
+	if td := mc.GetTrustDomain(); td == "" || strings.ContainsAny(td, "/:@ ") {
+		v.add("trustDomain", "%q is not a trust domain", td)
+	}
+	if r := mc.GetDefaultHttpRetryPolicy(); r != nil && r.GetAttempts() < 0 {
+		v.add("defaultHttpRetryPolicy.attempts", "must not be negative")
+	}
+	for _, f := range []struct {
+		name string
+		list []string
+	}{{"defaultServiceExportTo", mc.GetDefaultServiceExportTo()}, {"defaultVirtualServiceExportTo", mc.GetDefaultVirtualServiceExportTo()}, {"defaultDestinationRuleExportTo", mc.GetDefaultDestinationRuleExportTo()}} {
+		for i, e := range f.list {
+			if e != "*" && e != "." && e != "~" && !isNamespaceName(e) {
+				v.add(fmt.Sprintf("%s[%d]", f.name, i), "%q is not *, ., ~ or a namespace", e)
+			}
+		}
+	}
+	for i, p := range mc.GetExtensionProviders() {
+		if p.GetName() == "" {
+			v.add(fmt.Sprintf("extensionProviders[%d].name", i), "is required")
+		}
+	}
+	return v
+}
+
+// meshProblem is one invalid field of a mesh config.
+type meshProblem struct{ Field, Message string }
+
+type meshProblems []meshProblem
+
+func (p *meshProblems) add(field, format string, args ...any) {
+	*p = append(*p, meshProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// isNamespaceName reports whether s is a Kubernetes namespace name (RFC 1123
+// label).
+func isNamespaceName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// meshYAMLLine returns the line a yaml.v3 error names, or 1.
+func meshYAMLLine(err error) int {
+	var line int
+	if _, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); scanErr == nil && line > 0 {
+		return line
+	}
+	return 1
+}

@@ -1,0 +1,27 @@
+package model
+
+import (
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+)
+
+// MeshFromConfig returns the mesh settings of an Istio MeshConfig (as
+// filestore.DecodeMeshConfig reads it, Istio's defaults filled in); nil is
+// DefaultMesh().
+func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
+	m := DefaultMesh()
+	if mc == nil {
+		return m
+	}
+	if mc.GetRootNamespace() != "" {
+		m.RootNamespace = mc.GetRootNamespace()
+	}
+	if mc.GetTrustDomain() != "" {
+		m.TrustDomain = mc.GetTrustDomain()
+	}
+	m.DefaultHTTPRetry = mc.GetDefaultHttpRetryPolicy()
+	if d := mc.GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
+		m.ConnectTimeout = d.AsDuration()
+	}
+	m.RegistryOnly = mc.GetOutboundTrafficPolicy() != nil && mc.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY
+	return m
+}
