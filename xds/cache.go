@@ -158,13 +158,15 @@ func (d *genDiff) unaffected(w *watch, next *generation) bool {
 	}
 	ch := d.changed[w.typeURL]
 	if !d.covers(w) {
-		// Server listeners are made on demand: compare them directly.
+		// Server listeners and short-name listeners are made on demand:
+		// compare them directly.
 		for n := range w.sub.SubscribedResources() {
 			if ch[n] {
 				return false
 			}
-			if next.get(w.typeURL, n) == nil && strings.HasPrefix(n, InboundListenerPrefix) {
-				if a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n); a == nil || b == nil || a.hash != b.hash {
+			if next.get(w.typeURL, n) == nil && w.typeURL == resourcev3.ListenerType {
+				a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n)
+				if (a == nil) != (b == nil) || a != nil && a.hash != b.hash {
 					return false
 				}
 			}

@@ -105,8 +105,19 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 		n.types[t] = m.Map()
 	}
 	// Server listeners depend only on the proxy and on policies, which a
-	// non-global diff leaves alone.
+	// non-global diff leaves alone. A short-name listener changes with the
+	// listener it copies.
 	g.mu.Lock()
+	for name, a := range g.aliases {
+		if gd.changed[resourcev3.ListenerType][a.target.name] {
+			gd.changed[resourcev3.ListenerType][name] = true
+			continue
+		}
+		if n.aliases == nil {
+			n.aliases = map[string]alias{}
+		}
+		n.aliases[name] = a
+	}
 	n.inbound = make(map[string]*resource, len(g.inbound))
 	for k, v := range g.inbound {
 		n.inbound[k] = v
@@ -281,6 +292,7 @@ func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
 	g.mu.Lock()
 	n.inbound = maps.Clone(g.inbound)
+	n.aliases = maps.Clone(g.aliases)
 	n.hostIndex = g.hostIndex
 	g.mu.Unlock()
 	if n.inbound == nil {

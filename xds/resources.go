@@ -102,6 +102,9 @@ type generation struct {
 	// markers holds the marker clusters' resources served from this
 	// generation, by type and name (see staging.go); guarded by mu.
 	markers map[[2]string]*resource
+	// aliases holds the short-name listeners served from this generation
+	// (shortNameListener); guarded by mu.
+	aliases map[string]alias
 	// inboundRefused counts the server listener names not answered
 	// because inbound held maxInboundListeners already.
 	inboundRefused atomic.Int64
@@ -400,6 +403,9 @@ func (g *generation) lookup(typeURL, name string) *resource {
 		}
 		return r
 	}
+	if typeURL == resourcev3.ListenerType && g.proxy.Kind == KindGRPC && !strings.HasPrefix(name, InboundListenerPrefix) {
+		return g.shortNameListener(name)
+	}
 	if typeURL != resourcev3.ListenerType || len(name) <= len(InboundListenerPrefix) || name[:len(InboundListenerPrefix)] != InboundListenerPrefix {
 		return nil
 	}
@@ -420,6 +426,51 @@ func (g *generation) lookup(typeURL, name string) *resource {
 	}
 	g.inbound[name] = r // remember failures too: nil
 	return r
+}
+
+// maxAliases bounds the short-name listeners one generation makes on
+// demand (see shortNameListener).
+const maxAliases = 4096
+
+// shortNameListener answers a proxyless client's listener name in a short
+// form ("reviews:9080" from namespace default) with the listener of the
+// service it stands for (grpcgen.ExpandShortName), under the name asked
+// for, as Istio's grpcgen does; nil when it stands for none. Made on first
+// request and kept with the generation, like inbound listeners.
+func (g *generation) shortNameListener(name string) *resource {
+	full, ok := grpcgen.ExpandShortName(name, g.proxy.Namespace)
+	if !ok {
+		return nil
+	}
+	target := g.get(resourcev3.ListenerType, full)
+	if target == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.aliases[name]; ok && r.target == target {
+		return r.resource
+	}
+	if len(g.aliases) >= maxAliases {
+		return nil
+	}
+	l := proto.Clone(target.msg).(*listenerv3.Listener)
+	l.Name = name
+	r, err := newResource(name, l)
+	if err != nil {
+		return nil
+	}
+	if g.aliases == nil {
+		g.aliases = map[string]alias{}
+	}
+	g.aliases[name] = alias{resource: r, target: target}
+	return r
+}
+
+// alias is a short-name listener and the listener it copies.
+type alias struct {
+	*resource
+	target *resource
 }
 
 // Consistent checks the references between generated resources: every RDS

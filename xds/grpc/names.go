@@ -61,3 +61,45 @@ func UsesEDS(svc *model.Service) bool {
 	}
 	return true
 }
+
+// ClusterDomain is the DNS suffix of Kubernetes-style service names
+// (<name>.<namespace>.svc.cluster.local), the domain Istio's proxyless
+// generator expands short names in.
+const ClusterDomain = "cluster.local"
+
+// shortForms returns the short names a client in namespace ns may dial a
+// host by, as Istio's grpcgen accepts them: for <name>.<ns>.svc.<domain>,
+// "<name>", "<name>.<ns>" and "<name>.<ns>.svc"; none for a host of
+// another namespace or not of that form.
+func shortForms(host, ns string) []string {
+	name, ok := strings.CutSuffix(host, "."+ns+".svc."+ClusterDomain)
+	if !ok || ns == "" || name == "" || strings.Contains(name, ".") {
+		return nil
+	}
+	return []string{name, name + "." + ns, name + "." + ns + ".svc"}
+}
+
+// ExpandShortName returns the listener name a short client listener name
+// stands for in namespace ns, as Istio's grpcgen expands it: "reviews:9080"
+// is "reviews.<ns>.svc.cluster.local:9080", and so are
+// "reviews.<ns>:9080" and "reviews.<ns>.svc:9080". ok is false for any
+// other name.
+func ExpandShortName(name, ns string) (string, bool) {
+	host, port, err := net.SplitHostPort(name)
+	if err != nil || ns == "" || host == "" {
+		return "", false
+	}
+	switch {
+	case !strings.Contains(host, "."):
+	case strings.HasSuffix(host, "."+ns):
+		host = strings.TrimSuffix(host, "."+ns)
+	case strings.HasSuffix(host, "."+ns+".svc"):
+		host = strings.TrimSuffix(host, "."+ns+".svc")
+	default:
+		return "", false
+	}
+	if strings.Contains(host, ".") {
+		return "", false
+	}
+	return net.JoinHostPort(host+"."+ns+".svc."+ClusterDomain, port), true
+}

@@ -42,13 +42,24 @@ func RoutesOf(v *model.View, svcs []*model.Service) ([]*routev3.RouteConfigurati
 				Name: name,
 				VirtualHosts: []*routev3.VirtualHost{{
 					Name:    name,
-					Domains: []string{svc.Hostname, name},
+					Domains: domains(svc.Hostname, port.Number, v.Workload().Namespace),
 					Routes:  routes,
 				}},
 			})
 		}
 	}
 	return out, nil
+}
+
+// domains are the names a client dials the service port by: the host and
+// host:port, and for a client in the service's own namespace the short
+// forms Istio accepts (shortForms) with and without the port.
+func domains(host string, port uint32, ns string) []string {
+	out := []string{host, ListenerName(host, port)}
+	for _, s := range shortForms(host, ns) {
+		out = append(out, s, ListenerName(s, port))
+	}
+	return out
 }
 
 func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.Route {
