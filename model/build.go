@@ -66,8 +66,15 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 // addRouting adds the VirtualServices and DestinationRules and binds them
 // to the services' hosts.
 func (b *builder) addRouting(fs *filestore.Snapshot) {
-	for _, o := range fs.List(filestore.KindVirtualService) {
-		b.addVirtualService(o)
+	vss := fs.List(filestore.KindVirtualService)
+	ds := delegates{}
+	for _, o := range vss {
+		if vs, ok := o.Spec.(*networking.VirtualService); ok && len(vs.GetHosts()) == 0 {
+			ds[delegateKey(o.Namespace, o.Name)] = o
+		}
+	}
+	for _, o := range vss {
+		b.addVirtualService(o, ds)
 	}
 	for _, o := range fs.List(filestore.KindDestinationRule) {
 		b.addDestinationRule(o)
@@ -327,7 +334,7 @@ func HostMatches(pattern, host string) bool {
 	return pattern == host
 }
 
-func (b *builder) addVirtualService(o *filestore.Object) {
+func (b *builder) addVirtualService(o *filestore.Object, ds delegates) {
 	vs, ok := o.Spec.(*networking.VirtualService)
 	if !ok {
 		b.problem(o, "spec is %T, want VirtualService", o.Spec)
@@ -335,6 +342,12 @@ func (b *builder) addVirtualService(o *filestore.Object) {
 	}
 	if gw := vs.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
 		return // gateway-only routes do not apply to mesh clients
+	}
+	if len(vs.GetHosts()) == 0 {
+		return // a delegate: used only through the root routes naming it
+	}
+	if isRoot(vs) {
+		vs = b.merge(o, vs, ds)
 	}
 	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(vs.GetExportTo(), o.Namespace), Spec: vs}
 	for _, h := range vs.GetHosts() {

@@ -77,8 +77,8 @@ func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.R
 // Each match of a route becomes one Envoy route (Istio's expansion); a match
 // naming another port is skipped. Destinations the proxy cannot reach (an
 // unknown host or subset) are dropped; a route left without destinations is
-// dropped too. Redirects, direct responses and delegation have no gRPC
-// equivalent and are skipped.
+// dropped too. Redirects and direct responses have no gRPC equivalent and
+// are skipped; delegating routes arrive merged (model/delegate.go).
 func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
 	for i, hr := range vs.Spec.GetHttp() {

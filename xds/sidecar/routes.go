@@ -156,7 +156,8 @@ func (sc *scope) defaultRoute(t target) *routev3.Route {
 // httpRoutes translates a VirtualService's HTTP routes for one service
 // port. Each match becomes one Envoy route (Istio's expansion); matches for
 // another port, other source labels or only other gateways are skipped.
-// Delegation is not supported (the route is skipped).
+// Delegating routes are merged by the model (model/delegate.go); one still
+// delegating here is skipped.
 func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
 	for i, hr := range vs.Spec.GetHttp() {
