@@ -139,5 +139,5 @@ func samePeerAuthentication(a, b *PeerAuthentication) bool {
 
 func sameAuthorizationPolicy(a, b *AuthorizationPolicy) bool {
 	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && maps.Equal(a.Selector, b.Selector) &&
-		a.Action == b.Action && slices.EqualFunc(a.Rules, b.Rules, func(x, y *security.Rule) bool { return proto.Equal(x, y) }))
+		a.Action == b.Action && a.DryRun == b.DryRun && slices.EqualFunc(a.Rules, b.Rules, func(x, y *security.Rule) bool { return proto.Equal(x, y) }))
 }

@@ -112,8 +112,15 @@ type AuthorizationPolicy struct {
 	// Selector is the workload selector; empty means every workload of the
 	// namespace (of the mesh, in the root namespace).
 	Selector map[string]string
-	// Action is ALLOW or DENY (the decoder rejects CUSTOM and AUDIT).
+	// Action is ALLOW, DENY, AUDIT or CUSTOM. Generators enforce AUDIT
+	// policies not at all (they only log, which vmesh does not do) and
+	// CUSTOM ones as DENY of their rules: vmesh has no external
+	// authorizer to ask, so what the authorizer would decide is refused
+	// (security config fails closed).
 	Action security.AuthorizationPolicy_Action
+	// DryRun is the istio.io/dry-run: "true" annotation: the policy is not
+	// enforced; Envoy evaluates it as shadow rules (stats only).
+	DryRun bool
 	// Rules are the spec's rules; an ALLOW policy without rules allows
 	// nothing, a DENY policy without rules denies nothing.
 	Rules []*security.Rule
@@ -163,10 +170,15 @@ func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
 	}
 	switch ap.GetAction() {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
+	case security.AuthorizationPolicy_AUDIT:
+		b.problem(o, "action AUDIT: vmesh writes no audit log, so the policy has no effect")
+	case security.AuthorizationPolicy_CUSTOM:
+		b.problem(o, "action CUSTOM: vmesh has no external authorizer (extensionProviders) to ask; requests matching its rules are denied")
 	default:
 		b.problem(o, "action %s is not supported; the policy is ignored", ap.GetAction())
 		return
 	}
+	dryRun := strings.EqualFold(o.Annotations[DryRunAnnotation], "true")
 	if len(ap.GetTargetRefs()) > 0 || ap.GetTargetRef() != nil {
 		b.problem(o, "targetRef(s) name Kubernetes Gateway API resources, which vmesh does not have; use selector. The policy is ignored")
 		return
@@ -180,10 +192,14 @@ func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
 			b.problem(o, "rules[%d]: %s not supported: %s", i, strings.Join(u, ", "), effect)
 		}
 	}
-	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: ap.GetRules()}
+	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: ap.GetRules(), DryRun: dryRun}
 	b.s.AuthorizationPolicies = append(b.s.AuthorizationPolicies, m)
 	b.s.apByNS[o.Namespace] = append(b.s.apByNS[o.Namespace], m)
 }
+
+// DryRunAnnotation set to "true" on an AuthorizationPolicy makes it a dry
+// run, as in Istio: evaluated and counted, never enforced.
+const DryRunAnnotation = "istio.io/dry-run"
 
 // UnsupportedRuleFields lists the parts of an AuthorizationPolicy rule vmesh
 // cannot enforce: request principals and request.auth.* conditions (they need

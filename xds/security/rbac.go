@@ -61,12 +61,28 @@ const (
 // DENY policy (it denies more, never less). A value that cannot be
 // translated (e.g. a serviceAccounts entry that is not <namespace>/<name>)
 // is an error: the caller fails closed.
+//
+// Dry-run policies are left out (shadowRules has them), AUDIT policies too
+// (they only log), and CUSTOM policies count as DENY (model.AuthorizationPolicy).
 func Rules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
+	return rules(policies, proto, false)
+}
+
+// shadowRules is Rules for the dry-run policies only: Envoy's shadow rules,
+// evaluated for stats and never enforced.
+func shadowRules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
+	return rules(policies, proto, true)
+}
+
+func rules(policies []*model.AuthorizationPolicy, proto Protocol, dryRun bool) (deny, allow *rbacconfigv3.RBAC, err error) {
 	denyPolicies := map[string]*rbacconfigv3.Policy{}
 	anyAllow := false
 	allowPolicies := map[string]*rbacconfigv3.Policy{}
 	for _, p := range policies {
-		isDeny := p.Action == security.AuthorizationPolicy_DENY
+		if p.DryRun != dryRun || p.Action == security.AuthorizationPolicy_AUDIT {
+			continue
+		}
+		isDeny := p.Action == security.AuthorizationPolicy_DENY || p.Action == security.AuthorizationPolicy_CUSTOM
 		anyAllow = anyAllow || !isDeny
 		for i, r := range p.Rules {
 			if !isDeny && len(model.UnsupportedRuleFields(r)) > 0 {
@@ -130,22 +146,42 @@ func withoutHTTPFields(r *security.Rule) (*security.Rule, bool) {
 // RBACFilters returns the HTTP filters that enforce AuthorizationPolicies on
 // an HTTP port (see Rules), to go before the router: a DENY filter, then an
 // ALLOW filter, each when its rules exist.
+//
+// Dry-run policies go into the same filters as shadow rules, with Istio's
+// stat prefixes istio_dry_run_deny_ and istio_dry_run_allow_; a filter with
+// shadow rules only enforces nothing (grpc-go ignores shadow rules).
 func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, error) {
 	deny, allow, err := Rules(policies, HTTP)
 	if err != nil {
 		return nil, err
 	}
+	shadowDeny, shadowAllow, err := shadowRules(policies, HTTP)
+	if err != nil {
+		return nil, err
+	}
 	var out []*hcmv3.HttpFilter
 	for _, f := range []struct {
-		name  string
-		rules *rbacconfigv3.RBAC
-	}{{DenyFilterName, deny}, {AllowFilterName, allow}} {
-		if f.rules != nil {
-			out = append(out, &hcmv3.HttpFilter{Name: f.name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(&rbacv3.RBAC{Rules: f.rules})}})
+		name          string
+		rules, shadow *rbacconfigv3.RBAC
+		prefix        string
+	}{{DenyFilterName, deny, shadowDeny, dryRunDenyPrefix}, {AllowFilterName, allow, shadowAllow, dryRunAllowPrefix}} {
+		if f.rules == nil && f.shadow == nil {
+			continue
 		}
+		cfg := &rbacv3.RBAC{Rules: f.rules}
+		if f.shadow != nil {
+			cfg.ShadowRules, cfg.ShadowRulesStatPrefix = f.shadow, f.prefix
+		}
+		out = append(out, &hcmv3.HttpFilter{Name: f.name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(cfg)}})
 	}
 	return out, nil
 }
+
+// Istio's stat prefixes of dry-run (shadow) rules.
+const (
+	dryRunDenyPrefix  = "istio_dry_run_deny_"
+	dryRunAllowPrefix = "istio_dry_run_allow_"
+)
 
 // NetworkRBACFilters returns the network filters that enforce
 // AuthorizationPolicies on a TCP port (see Rules), to go before the
@@ -156,16 +192,24 @@ func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Fi
 	if err != nil {
 		return nil, err
 	}
+	shadowDeny, shadowAllow, err := shadowRules(policies, TCP)
+	if err != nil {
+		return nil, err
+	}
 	var out []*listenerv3.Filter
 	for _, f := range []struct {
-		prefix string
-		rules  *rbacconfigv3.RBAC
-	}{{"deny_", deny}, {"allow_", allow}} {
-		if f.rules != nil {
-			out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{
-				TypedConfig: translate.MustAny(&rbacnetv3.RBAC{Rules: f.rules, StatPrefix: f.prefix}),
-			}})
+		prefix        string
+		rules, shadow *rbacconfigv3.RBAC
+		shadowPrefix  string
+	}{{"deny_", deny, shadowDeny, dryRunDenyPrefix}, {"allow_", allow, shadowAllow, dryRunAllowPrefix}} {
+		if f.rules == nil && f.shadow == nil {
+			continue
 		}
+		cfg := &rbacnetv3.RBAC{Rules: f.rules, StatPrefix: f.prefix}
+		if f.shadow != nil {
+			cfg.ShadowRules, cfg.ShadowRulesStatPrefix = f.shadow, f.shadowPrefix
+		}
+		out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: translate.MustAny(cfg)}})
 	}
 	return out, nil
 }

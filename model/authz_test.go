@@ -1,0 +1,47 @@
+package model_test
+
+import (
+	"strings"
+	"testing"
+
+	securityapi "istio.io/api/security/v1beta1"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+)
+
+// istio.io/dry-run marks a policy as a dry run; AUDIT and CUSTOM policies
+// are kept (the generators decide how they apply) with a problem saying
+// what vmesh does with them.
+func TestAuthorizationPolicyActionsAndDryRun(t *testing.T) {
+	ap := func(name string, action securityapi.AuthorizationPolicy_Action, ann map[string]string) *filestore.Object {
+		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns", Name: name}, Annotations: ann,
+			Spec: &securityapi.AuthorizationPolicy{Action: action, Rules: []*securityapi.Rule{{}}}}
+	}
+	st := filestore.NewStore()
+	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, []*filestore.Object{
+		ap("dry", securityapi.AuthorizationPolicy_DENY, map[string]string{model.DryRunAnnotation: "true"}),
+		ap("audit", securityapi.AuthorizationPolicy_AUDIT, nil),
+		ap("custom", securityapi.AuthorizationPolicy_CUSTOM, nil),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := model.Build(st.Snapshot())
+	got := map[string]*model.AuthorizationPolicy{}
+	for _, p := range s.AuthorizationPoliciesFor("ns", nil) {
+		got[p.Name] = p
+	}
+	if len(got) != 3 || !got["dry"].DryRun || got["audit"].DryRun || got["custom"].Action != securityapi.AuthorizationPolicy_CUSTOM {
+		t.Fatalf("policies = %v", got)
+	}
+	var problems []string
+	for _, p := range s.Problems {
+		problems = append(problems, p.Object+": "+p.Message)
+	}
+	all := strings.Join(problems, "\n")
+	for _, want := range []string{"ns/audit: action AUDIT", "ns/custom: action CUSTOM", "requests matching its rules are denied"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+}
