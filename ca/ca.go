@@ -369,6 +369,17 @@ func (c *CA) RevokeIdentity(id spiffe.Identity, reason string) error {
 	return c.revoked.add(Revocation{Identity: id.String(), RevokedAt: now, NotAfter: now.Add(max(c.cfg.MaxTTL, c.cfg.MaxTokenTTL)), Reason: reason}, now)
 }
 
+// RevokeToken revokes one bootstrap token by its ID (the jti `vmesh token
+// create` prints with the token); it stays revoked until it would have
+// expired anyway.
+func (c *CA) RevokeToken(id, reason string) error {
+	if id == "" {
+		return fmt.Errorf("ca: revoke: empty token ID")
+	}
+	now := c.cfg.Now().UTC()
+	return c.revoked.add(Revocation{Token: id, RevokedAt: now, NotAfter: now.Add(c.cfg.MaxTokenTTL), Reason: reason}, now)
+}
+
 // Revoked lists the revocation entries.
 func (c *CA) Revoked() []Revocation { return c.revoked.list() }
 

@@ -39,20 +39,55 @@ func WriteVMBundle(cfg Config, logger *slog.Logger, dir string, req VMBundleRequ
 	return c.WriteVMBundle(dir, req)
 }
 
-// Revoke revokes, with the CA in cfg, either one certificate by its hex
-// serial number or (when serial is empty) every certificate and token of a
-// namespace/service account issued so far: the work of a `vmesh ca revoke`
-// command. A running CA sharing the data dir sees it on its next check.
-func Revoke(cfg Config, logger *slog.Logger, serial, namespace, serviceAccount, reason string) error {
+// RevokeRequest names what `vmesh ca revoke` revokes: exactly one of a
+// certificate's hex serial number, a SPIFFE identity (every certificate
+// and token issued for it so far) or a bootstrap token's ID.
+type RevokeRequest struct {
+	Serial   string
+	Identity string
+	Token    string
+	Reason   string
+}
+
+// Revoke revokes, with the CA in cfg, what req names: the work of `vmesh ca
+// revoke`. A running CA sharing the data dir sees it on its next check (it
+// re-reads the list when the file changes).
+func Revoke(cfg Config, logger *slog.Logger, req RevokeRequest) error {
+	n := 0
+	for _, v := range []string{req.Serial, req.Identity, req.Token} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("ca: revoke: give exactly one of a serial number, an identity or a token ID")
+	}
 	c, err := Open(cfg, logger)
 	if err != nil {
 		return err
 	}
-	if serial != "" {
-		if namespace != "" || serviceAccount != "" {
-			return fmt.Errorf("ca: revoke: give a serial number or a namespace and service account, not both")
-		}
-		return c.RevokeSerial(serial, reason)
+	switch {
+	case req.Serial != "":
+		return c.RevokeSerial(req.Serial, req.Reason)
+	case req.Token != "":
+		return c.RevokeToken(req.Token, req.Reason)
 	}
-	return c.RevokeIdentity(spiffe.Identity{TrustDomain: c.TrustDomain(), Namespace: namespace, ServiceAccount: serviceAccount}, reason)
+	id, err := spiffe.Parse(req.Identity)
+	if err != nil {
+		return fmt.Errorf("ca: revoke: %w", err)
+	}
+	if id.TrustDomain != c.TrustDomain() {
+		return fmt.Errorf("ca: revoke: %s is not of this CA's trust domain %q: it would match nothing", req.Identity, c.TrustDomain())
+	}
+	return c.RevokeIdentity(id, req.Reason)
+}
+
+// Revocations lists the revocation list of the CA in cfg: `vmesh ca
+// revocations`.
+func Revocations(cfg Config, logger *slog.Logger) ([]Revocation, error) {
+	c, err := Open(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	return c.Revoked(), nil
 }

@@ -39,14 +39,36 @@ func TestCommandFunctionsUseTheServersCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ca.Revoke(cfg, quietLogger(), leaf.SerialNumber.Text(16), "", "", "test"); err != nil {
+	if err := ca.Revoke(cfg, quietLogger(), ca.RevokeRequest{Serial: leaf.SerialNumber.Text(16), Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := server.VerifyPeerCertificates([]*x509.Certificate{leaf}); !errors.Is(err, ca.ErrCertRevoked) {
 		t.Fatalf("CLI revoke not seen by the server: %v", err)
 	}
-	if err := ca.Revoke(cfg, quietLogger(), "ab", "shop", "cart", ""); err == nil {
+	if err := ca.Revoke(cfg, quietLogger(), ca.RevokeRequest{Serial: "ab", Identity: "spiffe://cluster.local/ns/shop/sa/cart"}); err == nil {
 		t.Fatal("serial and identity together accepted")
+	}
+	if err := ca.Revoke(cfg, quietLogger(), ca.RevokeRequest{Identity: "spiffe://other.example/ns/shop/sa/cart"}); err == nil || !strings.Contains(err.Error(), "trust domain") {
+		t.Fatalf("an identity of another trust domain: %v", err)
+	}
+	// A token revoked by its ID is refused; another token of the same
+	// identity still works.
+	tok2, _, err := ca.CreateToken(cfg, quietLogger(), ca.TokenRequest{Namespace: "shop", ServiceAccount: "cart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Revoke(cfg, quietLogger(), ca.RevokeRequest{Token: claims.ID, Reason: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.VerifyToken(tok); !errors.Is(err, ca.ErrTokenRevoked) || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("revoked token: %v", err)
+	}
+	if _, err := server.VerifyToken(tok2); err != nil {
+		t.Fatalf("another token of the identity refused: %v", err)
+	}
+	list, err := ca.Revocations(cfg, quietLogger())
+	if err != nil || len(list) != 2 {
+		t.Fatalf("revocations = %v %v, want the serial and the token", list, err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 type Revocation struct {
 	Serial    string    `json:"serial,omitempty"`   // lower-case hex
 	Identity  string    `json:"identity,omitempty"` // SPIFFE ID
+	Token     string    `json:"token,omitempty"`    // a bootstrap token's ID (jti)
 	RevokedAt time.Time `json:"revokedAt"`
 	// NotAfter is when the entry stops mattering (the certificate's expiry);
 	// expired entries are dropped when the list is next written.
@@ -42,6 +43,7 @@ type revocations struct {
 	size       int64
 	serials    map[string]Revocation
 	identities map[string]Revocation
+	tokens     map[string]Revocation
 	// changed is closed (and replaced) whenever the list is re-read, so
 	// watchers of open streams re-check their certificate.
 	changed chan struct{}
@@ -59,10 +61,10 @@ func newRevocations(path string) (*revocations, error) {
 func (r *revocations) reloadLocked(force bool) error {
 	st, err := os.Stat(r.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if r.serials == nil || len(r.serials)+len(r.identities) > 0 {
+		if r.serials == nil || len(r.serials)+len(r.identities)+len(r.tokens) > 0 {
 			r.notifyLocked()
 		}
-		r.serials, r.identities, r.modTime, r.size = map[string]Revocation{}, map[string]Revocation{}, time.Time{}, 0
+		r.serials, r.identities, r.tokens, r.modTime, r.size = map[string]Revocation{}, map[string]Revocation{}, map[string]Revocation{}, time.Time{}, 0
 		return nil
 	}
 	if err != nil {
@@ -81,16 +83,18 @@ func (r *revocations) reloadLocked(force bool) error {
 		r.serials = nil // stay unreadable until the file changes and parses
 		return fmt.Errorf("revocation list %s: %w", r.path, err)
 	}
-	serials, identities := map[string]Revocation{}, map[string]Revocation{}
+	serials, identities, tokens := map[string]Revocation{}, map[string]Revocation{}, map[string]Revocation{}
 	for _, rv := range f.Revoked {
 		switch {
 		case rv.Serial != "":
 			serials[rv.Serial] = rv
 		case rv.Identity != "":
 			identities[rv.Identity] = rv
+		case rv.Token != "":
+			tokens[rv.Token] = rv
 		}
 	}
-	r.serials, r.identities, r.modTime, r.size = serials, identities, st.ModTime(), st.Size()
+	r.serials, r.identities, r.tokens, r.modTime, r.size = serials, identities, tokens, st.ModTime(), st.Size()
 	return nil
 }
 
@@ -135,6 +139,18 @@ func (r *revocations) check(serial *big.Int, identity string, issued time.Time) 
 	return Revocation{}, false, nil
 }
 
+// checkToken reports whether a bootstrap token was revoked by its ID. An
+// unreadable list is an error (callers refuse).
+func (r *revocations) checkToken(id string) (Revocation, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.reloadLocked(false); err != nil {
+		return Revocation{}, false, err
+	}
+	rv, ok := r.tokens[id]
+	return rv, ok && id != "", nil
+}
+
 // add records a revocation and writes the list, dropping entries that no
 // longer matter at now.
 func (r *revocations) add(rv Revocation, now time.Time) error {
@@ -143,13 +159,16 @@ func (r *revocations) add(rv Revocation, now time.Time) error {
 	if err := r.reloadLocked(true); err != nil {
 		return err
 	}
-	if rv.Serial != "" {
+	switch {
+	case rv.Serial != "":
 		r.serials[rv.Serial] = rv
-	} else {
+	case rv.Token != "":
+		r.tokens[rv.Token] = rv
+	default:
 		r.identities[rv.Identity] = rv
 	}
 	f := revocationFile{Revoked: []Revocation{}}
-	for _, m := range []map[string]Revocation{r.serials, r.identities} {
+	for _, m := range []map[string]Revocation{r.serials, r.identities, r.tokens} {
 		for _, e := range m {
 			if !e.NotAfter.IsZero() && e.NotAfter.Before(now) {
 				continue
@@ -173,7 +192,7 @@ func (r *revocations) list() []Revocation {
 	defer r.mu.Unlock()
 	_ = r.reloadLocked(false)
 	var out []Revocation
-	for _, m := range []map[string]Revocation{r.serials, r.identities} {
+	for _, m := range []map[string]Revocation{r.serials, r.identities, r.tokens} {
 		for _, e := range m {
 			out = append(out, e)
 		}
@@ -185,6 +204,9 @@ func (r *revocations) list() []Revocation {
 func sortRevocations(rs []Revocation) {
 	slices.SortFunc(rs, func(a, b Revocation) int {
 		if c := strings.Compare(a.Identity, b.Identity); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Token, b.Token); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Serial, b.Serial)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,7 +26,7 @@ func (f *caFlags) register(cmd *cobra.Command) {
 }
 
 func (f *caFlags) config() ca.Config {
-	return ca.Config{DataDir: filepath.Join(f.dataDir, "ca"), CACertsDir: f.cacertsDir, TrustDomain: f.trustDomain, NoCreate: true}
+	return ca.Config{DataDir: caDataDir(f.dataDir), CACertsDir: f.cacertsDir, TrustDomain: f.trustDomain, NoCreate: true}
 }
 
 // cliLogger is the CA's logger in a one-shot command: warnings and errors
@@ -72,7 +71,7 @@ func newTokenCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), token)
-			fmt.Fprintf(cmd.ErrOrStderr(), "token for %s/%s expires %s\n", req.Namespace, req.ServiceAccount, claims.Expiry.UTC().Format(time.RFC3339))
+			fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s/%s expires %s (revoke it with: vmesh ca revoke --token %s)\n", claims.ID, req.Namespace, req.ServiceAccount, claims.Expiry.UTC().Format(time.RFC3339), claims.ID)
 			return nil
 		},
 	}

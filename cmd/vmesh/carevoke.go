@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vmesh/vmesh/ca"
+)
+
+// caDataDir is where the CA lives in a control plane's data dir.
+func caDataDir(dataDir string) string { return filepath.Join(dataDir, "ca") }
+
+func newCACmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "ca", Short: "The control plane's CA: revocations"}
+	cmd.AddCommand(newCARevokeCmd(), newCARevocationsCmd())
+	return cmd
+}
+
+func newCARevokeCmd() *cobra.Command {
+	var dataDir, cacertsDir string
+	var req ca.RevokeRequest
+	cmd := &cobra.Command{
+		Use:   "revoke (--identity SPIFFE-ID | --serial HEX | --token ID)",
+		Short: "Revoke a certificate, an identity or a bootstrap token",
+		Long: `revoke adds to the revocation list in the control plane's data dir, which
+the running control plane re-reads when it changes:
+
+  --identity spiffe://TD/ns/NS/sa/SA  every certificate and bootstrap token issued
+                                       for it so far (a lost or compromised VM:
+                                       onboard it again with a new token); open xDS
+                                       streams with such a certificate end
+  --serial HEX                         one certificate (hex, as openssl prints it)
+  --token ID                           one bootstrap token, by the ID
+                                       "vmesh token create" prints`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}
+			if err := ca.Revoke(cfg, cliLogger(cmd), req); err != nil {
+				return err
+			}
+			what := "certificate " + req.Serial
+			switch {
+			case req.Identity != "":
+				what = "identity " + req.Identity
+			case req.Token != "":
+				what = "token " + req.Token
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", what)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", ".vmesh-data", "the control plane's data dir (the CA lives in <data-dir>/ca)")
+	f.StringVar(&cacertsDir, "cacerts-dir", "", "Istio plug-in cacerts directory, if the control plane uses one")
+	f.StringVar(&req.Identity, "identity", "", "a SPIFFE ID: every certificate and token issued for it so far")
+	f.StringVar(&req.Serial, "serial", "", "a certificate's serial number, hex")
+	f.StringVar(&req.Token, "token", "", "a bootstrap token's ID")
+	f.StringVar(&req.Reason, "reason", "", "why, kept in the list and named in refusals")
+	cmd.MarkFlagsMutuallyExclusive("identity", "serial", "token")
+	cmd.MarkFlagsOneRequired("identity", "serial", "token")
+	return cmd
+}
+
+func newCARevocationsCmd() *cobra.Command {
+	var dataDir, cacertsDir, output string
+	cmd := &cobra.Command{
+		Use:   "revocations",
+		Short: "List the CA's revocation list",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := ca.Revocations(ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}, cliLogger(cmd))
+			if err != nil {
+				return err
+			}
+			if list == nil {
+				list = []ca.Revocation{}
+			}
+			return writeOutput(cmd.OutOrStdout(), output, list, func(tw *tabwriter.Writer) error {
+				fmt.Fprintln(tw, "REVOKED\tWHAT\tREVOKED AT\tUNTIL\tREASON")
+				for _, r := range list {
+					kind, v := "certificate", r.Serial
+					switch {
+					case r.Identity != "":
+						kind, v = "identity", r.Identity
+					case r.Token != "":
+						kind, v = "token", r.Token
+					}
+					until := "-"
+					if !r.NotAfter.IsZero() {
+						until = r.NotAfter.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", kind, v, r.RevokedAt.UTC().Format(time.RFC3339), until, r.Reason)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".vmesh-data", "the control plane's data dir (the CA lives in <data-dir>/ca)")
+	cmd.Flags().StringVar(&cacertsDir, "cacerts-dir", "", "Istio plug-in cacerts directory, if the control plane uses one")
+	outputFlag(cmd, &output)
+	return cmd
+}
