@@ -85,7 +85,7 @@ func TestSecureStreamsEndOnRevocationAndExpiry(t *testing.T) {
 			name: "identity revoked by the CLI",
 			end: func(t *testing.T, cp *controlplane.ControlPlane, dataDir string, _ *tls.Certificate) time.Time {
 				now := time.Now()
-				if err := ca.Revoke(ca.Config{DataDir: filepath.Join(dataDir, "ca")}, nil, "", "demo", "greeter", "VM decommissioned"); err != nil {
+				if err := ca.Revoke(ca.Config{DataDir: filepath.Join(dataDir, "ca")}, nil, ca.RevokeRequest{Identity: "spiffe://cluster.local/ns/demo/sa/greeter", Reason: "VM decommissioned"}); err != nil {
 					t.Fatal(err)
 				}
 				return now
@@ -268,7 +268,7 @@ func TestSecureDeltaStreamEndsOnRevocation(t *testing.T) {
 		got <- err
 	}()
 	at := time.Now()
-	if err := ca.Revoke(ca.Config{DataDir: filepath.Join(cfg.DataDir, "ca")}, nil, "", "demo", "greeter", "test"); err != nil {
+	if err := ca.Revoke(ca.Config{DataDir: filepath.Join(cfg.DataDir, "ca")}, nil, ca.RevokeRequest{Identity: "spiffe://cluster.local/ns/demo/sa/greeter", Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
