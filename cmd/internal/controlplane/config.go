@@ -34,6 +34,11 @@ type Config struct {
 	DataDir string `yaml:"dataDir"`
 	// CA configures the certificate authority.
 	CA CAConfig `yaml:"ca"`
+	// MeshConfig is a file of Istio's MeshConfig (the `mesh` key of
+	// istiod's ConfigMap), read at start over Istio's defaults: default
+	// retries, outbound traffic policy, connect timeout, and trustDomain
+	// and rootNamespace when CA leaves them empty.
+	MeshConfig string `yaml:"meshConfig"`
 	// Registries lists the registry adapters (see registries.Spec); the
 	// --registry flag adds "consul=ADDR", "zookeeper=ADDR[,ADDR]" or
 	// "static=FILE" entries.

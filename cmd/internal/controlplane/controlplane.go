@@ -85,6 +85,10 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	mesh, err := cfg.meshSettings()
+	if err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -126,7 +130,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	cp.runners = append(cp.runners, registrar)
 	feed, err := model.NewFeed(cp.store, model.FeedSettings{
 		DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax,
-		Mesh: model.Mesh{RootNamespace: cfg.CA.RootNamespace, TrustDomain: cfg.CA.TrustDomain},
+		Mesh: mesh,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,56 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+)
+
+// meshSettings reads Config.MeshConfig, Istio's MeshConfig YAML (the `mesh`
+// key of istiod's ConfigMap), over Istio's defaults. Its trustDomain and
+// rootNamespace fill the CA settings left empty; a flag or vmesh.yaml value
+// that disagrees with the file is an error, never a silent choice. Without
+// a file the mesh is Istio's defaults with the CA settings.
+func (c *Config) meshSettings() (model.Mesh, error) {
+	if c.MeshConfig == "" {
+		return model.Mesh{RootNamespace: c.CA.RootNamespace, TrustDomain: c.CA.TrustDomain}, nil
+	}
+	data, err := os.ReadFile(c.MeshConfig)
+	if err != nil {
+		return model.Mesh{}, fmt.Errorf("mesh config: %w", err)
+	}
+	mc, errs := filestore.DecodeMeshConfig(c.MeshConfig, data)
+	if len(errs) > 0 {
+		all := make([]error, len(errs))
+		for i, e := range errs {
+			all[i] = e
+		}
+		return model.Mesh{}, fmt.Errorf("mesh config: %w", errors.Join(all...))
+	}
+	var set map[string]any
+	_ = yaml.Unmarshal(data, &set) // decoded above: only which keys the file sets
+	for _, f := range []struct {
+		key, flag string
+		value     *string
+		file      string
+	}{
+		{"trustDomain", "--trust-domain (ca.trustDomain)", &c.CA.TrustDomain, mc.GetTrustDomain()},
+		{"rootNamespace", "--root-namespace (ca.rootNamespace)", &c.CA.RootNamespace, mc.GetRootNamespace()},
+	} {
+		if _, inFile := set[f.key]; !inFile {
+			continue
+		}
+		if *f.value != "" && *f.value != f.file {
+			return model.Mesh{}, fmt.Errorf("mesh config %s sets %s %q but %s is %q: set it in one place", c.MeshConfig, f.key, f.file, f.flag, *f.value)
+		}
+		*f.value = f.file
+	}
+	m := model.MeshFromConfig(mc)
+	m.RootNamespace, m.TrustDomain = c.CA.RootNamespace, c.CA.TrustDomain
+	return m, nil
+}
