@@ -54,6 +54,10 @@ test-unit: test-tools
 fuzz:
 	FUZZ_EXECS=$(FUZZ_EXECS) bash scripts/fuzz.sh
 
+## istio-verdicts: rebuild the Istio corpus and Istio's own verdicts on it (tools/istio-oracle; downloads istio.io/istio)
+istio-verdicts:
+	cd tools/istio-oracle && $(GO) run .
+
 # The fault-injection suite (also part of test-unit): bad input, registry and
 # control-plane outages, floods, churn, revocation and memory after departures.
 FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDirSourceFIFOLeavesFolderLive|TestDirSourceSymlinkLoopLeavesFolderLive|TestDirSourceProblemsAndLogsBounded|TestDecodeProblemsBoundedWithoutDocumentLimit|TestDirSourceEmptyFolderHeld|TestGitSourceRestartDuringOutage|TestGitSourceStalledRemote|TestGitSourceEmptyCommitHeld|TestGitSourceBlobLimits|TestServeRestartDuringGitOutage|TestServeStartsWithBadEntries|TestWebhookFloodBounded|TestWebhookConcurrencyLimited|TestSecureStreamsEndOnRevocationAndExpiry|TestSecureDeltaStreamEndsOnRevocation|TestDepartedProxiesAreFreed|TestInternedNamesAreReleased|TestClosedStreamsLeaveNothingInTheCache|TestTrafficShiftsFailNoCall)$$

@@ -168,3 +168,20 @@ func BenchmarkGitSingleFileCommit10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAnalyze10k measures the analysis of a 10,000-object config (run
+// once per Store revision in the control plane).
+func BenchmarkAnalyze10k(b *testing.B) {
+	dir := b.TempDir()
+	writeTree(b, dir, 10_000)
+	l, err := filestore.Load(dir)
+	if err != nil || len(l.Errors) > 0 || len(l.Objects) != 10_000 {
+		b.Fatalf("load: %v %v (%d objects)", err, l.Errors, len(l.Objects))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ws := filestore.Analyze(l.Objects, true); len(ws) != 0 {
+			b.Fatalf("warnings: %v", ws[:1])
+		}
+	}
+}

@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -26,15 +27,18 @@ type DebugConfig struct {
 	Commit    string         `json:"commit,omitempty"`
 	Sources   []SourceStatus `json:"sources"`
 	Conflicts []Conflict     `json:"conflicts,omitempty"`
-	Objects   []debugObject  `json:"objects"`
+	// Warnings are every warning, each with its source: the sources' own
+	// (also under sources[].warnings) and the analysis across them.
+	Warnings []ConfigError `json:"warnings,omitempty"`
+	Objects  []debugObject `json:"objects"`
 }
 
-// DebugHandler serves /debug/config: every object with its origin, and every
-// source's revision and errors. `?kind=ServiceEntry` filters by kind.
+// DebugHandler serves /debug/config: every object with its origin, every
+// source's revision and errors, and every warning. `?kind=ServiceEntry` filters by kind.
 func DebugHandler(store *Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		snap := store.Snapshot()
-		out := DebugConfig{Revision: snap.Revision, Commit: snap.Commit(), Sources: snap.Sources, Conflicts: snap.Conflicts, Objects: []debugObject{}}
+		out := DebugConfig{Revision: snap.Revision, Commit: snap.Commit(), Sources: snap.Sources, Conflicts: snap.Conflicts, Warnings: store.Warnings(snap), Objects: []debugObject{}}
 		kinds := Kinds
 		if k := r.URL.Query().Get("kind"); k != "" {
 			kinds = []Kind{Kind(k)}
@@ -55,4 +59,32 @@ func DebugHandler(store *Store) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 	})
+}
+
+// DecodeObjects returns the objects of a /debug/config document whose
+// source keep accepts (by name and class), decoded as the Store had them:
+// vmesh validate and analyze --server check files against a running
+// control plane's registry objects.
+func (c DebugConfig) DecodeObjects(keep func(source, class string) bool) ([]*Object, error) {
+	class := make(map[string]string, len(c.Sources))
+	for _, st := range c.Sources {
+		class[st.Source] = st.Class
+	}
+	var out []*Object
+	for _, d := range c.Objects {
+		if !keep(d.Origin.Source, class[d.Origin.Source]) {
+			continue
+		}
+		info, ok := lookupKind(d.Kind)
+		if !ok {
+			return nil, fmt.Errorf("%s/%s/%s: unknown kind", d.Kind, d.Namespace, d.Name)
+		}
+		spec := info.newSpec()
+		if err := protojson.Unmarshal(d.Spec, spec); err != nil {
+			return nil, fmt.Errorf("%s/%s/%s: %w", d.Kind, d.Namespace, d.Name, err)
+		}
+		out = append(out, &Object{Key: Key{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}, APIVersion: d.APIVersion,
+			Labels: d.Labels, Annotations: d.Annotations, Spec: spec, Healthy: d.Healthy, Origin: d.Origin})
+	}
+	return out, nil
 }

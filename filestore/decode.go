@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +61,9 @@ var metadataIgnored = []string{"uid", "resourceVersion", "generation", "creation
 // the default Limits. It returns the problems it finds, each naming the
 // file, line and field. A document with any problem yields no object; the
 // other documents still decode. Semantic validation (Validate) runs on
-// every decoded object.
+// every decoded object. A Kubernetes List is unpacked into its items; a
+// document of an Istio kind vmesh does not implement yields no object and
+// no error, only a warning (DecodeFile returns the warnings).
 func Decode(file string, data []byte) ([]*Object, []ConfigError) {
 	return DecodeLimited(file, data, DefaultLimits())
 }
@@ -72,50 +73,104 @@ func Decode(file string, data []byte) ([]*Object, []ConfigError) {
 // say which limit), and at most lim.MaxProblems problems are returned,
 // followed by a line counting the rest.
 func DecodeLimited(file string, data []byte, lim Limits) ([]*Object, []ConfigError) {
+	d := DecodeFile(file, data, lim)
+	return d.Objects, d.Errors
+}
+
+// Decoded is what one file decodes to.
+type Decoded struct {
+	// Objects are the valid objects; none when the file is refused.
+	Objects []*Object
+	// Errors reject the documents they are in (bounded by MaxProblems).
+	Errors []ConfigError
+	// Warnings are about config that applies but is not (fully) enforced,
+	// found in one object (warnings.go; bounded by MaxProblems): a
+	// document of an Istio kind vmesh does not implement is one.
+	Warnings []ConfigError
+}
+
+// DecodeFile is DecodeLimited with the file's warnings.
+func DecodeFile(file string, data []byte, lim Limits) Decoded {
 	lim = lim.withDefaults()
 	p := &problems{file: file, max: lim.MaxProblems}
 	if int64(len(data)) > lim.MaxFileBytes {
 		p.stop(ConfigError{File: file, Message: tooLarge(int64(len(data)), lim.MaxFileBytes).Error()})
-		return nil, p.errors()
+		return Decoded{Errors: p.errors()}
 	}
 	var objs []*Object
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for docs := 0; ; docs++ {
+	docs := 0
+	tooMany := func(line int) bool {
+		docs++
+		if docs <= lim.MaxDocuments {
+			return false
+		}
+		p.stop(ConfigError{File: file, Line: line, Message: fmt.Sprintf("more than %s YAML documents in one file (maxDocuments); the file is not loaded", formatCount(lim.MaxDocuments))})
+		return true
+	}
+decoding:
+	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			p.add(yamlError(file, err))
+			p.add(yamlError(file, data, err))
 			break
 		}
-		if docs == lim.MaxDocuments {
-			p.stop(ConfigError{File: file, Line: doc.Line, Message: fmt.Sprintf("more than %s YAML documents in one file (maxDocuments); the file is not loaded", formatCount(lim.MaxDocuments))})
+		if tooMany(doc.Line) {
 			break
 		}
 		if len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null") {
 			continue
 		}
-		if obj := decodeDocument(file, doc.Content[0], p); obj != nil {
-			objs = append(objs, obj)
+		root := doc.Content[0]
+		items, isList := listItems(root)
+		if !isList {
+			items = []*yaml.Node{root}
+		}
+		for i, item := range items {
+			if isList && i > 0 && tooMany(item.Line) { // the List counts as its first item
+				break decoding
+			}
+			if obj := decodeDocument(file, item, p); obj != nil {
+				objs = append(objs, obj)
+			}
 		}
 	}
 	if len(p.final) > 0 {
-		objs = nil // a refused file yields nothing
+		return Decoded{Errors: p.errors()} // a refused file yields nothing
 	}
-	return objs, p.errors()
+	return Decoded{Objects: objs, Errors: p.errors(), Warnings: p.warnings()}
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-func yamlError(file string, err error) ConfigError {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return ConfigError{File: file, Line: line, Message: "invalid YAML: " + m[2]}
+// listItems returns the items of a Kubernetes List (apiVersion v1, kind
+// List, items: [...]: what `kubectl get -o yaml` prints), each decoded as
+// a document of its own with its own lines.
+func listItems(root *yaml.Node) ([]*yaml.Node, bool) {
+	if root.Kind != yaml.MappingNode {
+		return nil, false
 	}
-	return ConfigError{File: file, Message: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	var kind, api string
+	var items *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch k, v := root.Content[i].Value, root.Content[i+1]; k {
+		case "kind":
+			kind = v.Value
+		case "apiVersion":
+			api = v.Value
+		case "items":
+			items = v
+		}
+	}
+	if kind != "List" || api != "v1" {
+		return nil, false
+	}
+	if items == nil || items.Kind != yaml.SequenceNode {
+		return nil, true // an empty List
+	}
+	return items.Content, true
 }
 
 // docDecoder collects the errors and line numbers of one document.
@@ -126,7 +181,9 @@ type docDecoder struct {
 	first  int            // this document's first problem in p.list
 	errs   int            // this document's problems, kept or counted
 	lines  map[string]int // field path -> line
-	nodes  int            // nodes visited, to stop alias-expansion bombs
+	// metaLines are the lines of metadata fields (metadata.annotations.KEY).
+	metaLines map[string]int
+	nodes     int // nodes visited, to stop alias-expansion bombs
 }
 
 // maxNodes bounds the nodes one document may expand to (aliases included).
@@ -156,7 +213,7 @@ func (d *docDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
 // decodeDocument decodes one document, adding its problems to p; it
 // returns nil when there are any.
 func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
-	d := &docDecoder{file: file, p: p, first: len(p.list), lines: map[string]int{}}
+	d := &docDecoder{file: file, p: p, first: len(p.list), lines: map[string]int{}, metaLines: map[string]int{}}
 	if root.Kind != yaml.MappingNode {
 		d.errorf(root, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
 		return nil
@@ -182,7 +239,14 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 	kind := Kind(kindNode.Value)
 	info, ok := lookupKind(kind)
 	if !ok {
-		d.errorf(kindNode, "kind", "unknown kind %s (supported: %s)", quote(kindNode.Value), kindList())
+		if served, versions := unimplementedKind(apiNode.Value, kindNode.Value); served {
+			d.ignoredKind(kindNode, fields["metadata"])
+			return nil
+		} else if versions != nil {
+			d.errorf(apiNode, "apiVersion", "%s is not served for %s (want %s)", quote(apiNode.Value), quote(kindNode.Value), strings.Join(versions, "|"))
+			return nil
+		}
+		d.errorf(kindNode, "kind", "unknown kind %s: no Istio API defines it (vmesh implements %s)", quote(kindNode.Value), kindList())
 		return nil
 	}
 	group, version, _ := strings.Cut(apiNode.Value, "/")
@@ -226,7 +290,43 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 	if d.errs > 0 {
 		return nil
 	}
+	for _, w := range objectWarnings(obj) {
+		line := d.lineOf(w.Field, root.Line)
+		if l, ok := d.metaLines[w.Field]; ok {
+			line = l
+		} else if w.Field == "" {
+			line = root.Line // the object as a whole
+		}
+		p.warn(ConfigError{File: file, Line: line, Object: d.object, Field: w.Field, Message: w.Message, Severity: w.Severity, Code: w.Code})
+	}
+	for path, line := range d.lines {
+		if path != "" && lineKept(path) {
+			if obj.lines == nil {
+				obj.lines = map[string]int{}
+			}
+			obj.lines[path] = line
+		}
+	}
 	return obj
+}
+
+// ignoredKind reports a document of an Istio kind vmesh does not
+// implement: accepted, ignored, and a VM1001 warning.
+func (d *docDecoder) ignoredKind(kindNode, meta *yaml.Node) {
+	name, ns := "", "default"
+	if meta != nil && meta.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(meta.Content); i += 2 {
+			switch meta.Content[i].Value {
+			case "name":
+				name = meta.Content[i+1].Value
+			case "namespace":
+				ns = meta.Content[i+1].Value
+			}
+		}
+	}
+	object := clip(kindNode.Value+"/"+ns+"/"+name, maxField)
+	d.p.warn(ConfigError{File: d.file, Line: kindNode.Line, Object: object, Field: "kind", Severity: SeverityWarning, Code: CodeKindNotImplemented,
+		Message: fmt.Sprintf("%s is an Istio kind vmesh does not implement: the document is accepted and ignored", clip(kindNode.Value, maxField))})
 }
 
 func kindList() string {
@@ -267,6 +367,7 @@ func (d *docDecoder) decodeMetadata(obj *Object, n, root *yaml.Node) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		path := "metadata." + k.Value
+		d.metaLines[path] = k.Line
 		switch k.Value {
 		case "name":
 			obj.Name = v.Value
@@ -287,6 +388,11 @@ func (d *docDecoder) decodeMetadata(obj *Object, n, root *yaml.Node) {
 			}
 		case "annotations":
 			obj.Annotations = d.stringMap(v, path)
+			if v.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					d.metaLines[path+"."+v.Content[j].Value] = v.Content[j].Line
+				}
+			}
 		default:
 			if !slices.Contains(metadataIgnored, k.Value) {
 				d.errorf(k, path, "unknown field %s", quote(k.Value))

@@ -200,7 +200,7 @@ func (d *DirSource) sync(ctx context.Context, w *fsnotify.Watcher, watched map[s
 	}
 	for _, pr := range tree.Problems {
 		seen[pr.File] = true
-		d.files.set(pr.File, fileStamp{}, nil, []ConfigError{pr}) // keeps the path's last good objects
+		d.files.set(pr.File, fileStamp{}, nil, []ConfigError{pr}, nil) // keeps the path's last good objects
 	}
 	d.loadAll(ctx, stale)
 	for p := range d.files.files {
@@ -282,11 +282,11 @@ func (d *DirSource) syncFiles(ctx context.Context, rels []string) error {
 		case errors.Is(err, fs.ErrNotExist):
 			d.files.drop(rel)
 		case err != nil:
-			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, err)})
+			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, err)}, nil)
 		case !yamlFile(rel):
 			d.files.drop(rel) // a reported entry that is fine now, and not config
 		case !info.Mode().IsRegular():
-			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, notRegular(info.Mode()))})
+			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, notRegular(info.Mode()))}, nil)
 		case d.changed(rel):
 			stale = append(stale, rel)
 		}
@@ -302,6 +302,7 @@ func (d *DirSource) publish() error {
 	if d.files.defined == 0 && d.published > 0 && !d.allowEmpty {
 		errs := append(d.files.errors(), ConfigError{File: d.root, Message: fmt.Sprintf(
 			"the folder defines no object: withdrawing all %d is held until a file defines one again (allowEmpty withdraws them)", d.published)})
+		errs = append(errs, d.files.warnings()...)
 		d.store.SetStatus(d.src, "", errs)
 		d.logProblems(errs) // once, under the root's name
 		return nil
@@ -311,28 +312,39 @@ func (d *DirSource) publish() error {
 		return err // cannot happen: each key is resolved once
 	}
 	d.published = len(d.files.defs)
-	errs := d.files.errors()
+	errs := append(d.files.errors(), d.files.warnings()...)
 	d.store.SetStatus(d.src, "", errs)
 	d.logProblems(errs)
 	d.once.Do(func() { close(d.ready) })
 	return nil
 }
 
-// logProblems logs one line for each file whose problems changed since
-// they were last logged (with its bounded problems), and one when a
-// file's problems are gone: an edit to one file never logs the others.
+// logProblems logs one line for each file whose problems (errors and
+// warnings) changed since they were last logged (with its bounded
+// problems), and one when a file's problems are gone: an edit to one file
+// never logs the others, and a warning is logged once, not per push.
 func (d *DirSource) logProblems(errs []ConfigError) {
 	byFile := map[string][]string{}
+	warned := map[string][]string{}
 	var order []string
 	for _, e := range errs {
+		if e.Severity == SeverityInfo {
+			continue // infos are for vmesh analyze and /debug/config, not the log
+		}
 		if _, ok := byFile[e.File]; !ok {
-			order = append(order, e.File)
+			if _, ok := warned[e.File]; !ok {
+				order = append(order, e.File)
+			}
+		}
+		if e.Severity != SeverityError {
+			warned[e.File] = append(warned[e.File], e.Error())
+			continue
 		}
 		byFile[e.File] = append(byFile[e.File], e.Error())
 	}
 	for _, file := range order {
 		h := fnv.New64a()
-		for _, line := range byFile[file] {
+		for _, line := range slices.Concat(byFile[file], warned[file]) {
 			h.Write([]byte(line))
 			h.Write([]byte{0})
 		}
@@ -341,10 +353,18 @@ func (d *DirSource) logProblems(errs []ConfigError) {
 			continue
 		}
 		d.logged[file] = sum
-		d.log.Warn("config errors", "file", file, "errors", byFile[file])
+		switch {
+		case len(byFile[file]) == 0:
+			d.log.Warn("config warnings", "file", file, "warnings", warned[file])
+		case len(warned[file]) > 0:
+			d.log.Warn("config errors", "file", file, "errors", byFile[file], "warnings", warned[file])
+		default:
+			d.log.Warn("config errors", "file", file, "errors", byFile[file])
+		}
 	}
 	for file := range d.logged {
-		if _, ok := byFile[file]; !ok {
+		_, bad := byFile[file]
+		if _, warn := warned[file]; !bad && !warn {
 			delete(d.logged, file)
 			d.log.Info("config errors cleared", "file", file)
 		}
@@ -376,6 +396,7 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 		stamp fileStamp
 		objs  []*Object
 		errs  []ConfigError
+		warns []ConfigError
 	}
 	results := make([]result, len(rels))
 	work := make(chan int)
@@ -395,7 +416,8 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 					results[i].errs = []ConfigError{{File: rels[i], Message: err.Error()}}
 					continue
 				}
-				results[i].objs, results[i].errs = DecodeLimited(rels[i], data, d.limits)
+				dec := DecodeFile(rels[i], data, d.limits)
+				results[i].objs, results[i].errs, results[i].warns = dec.Objects, dec.Errors, dec.Warnings
 			}
 		}()
 	}
@@ -409,7 +431,7 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 		for _, o := range r.objs {
 			o.Origin.Source = d.src.Name
 		}
-		d.files.set(rel, r.stamp, r.objs, r.errs)
+		d.files.set(rel, r.stamp, r.objs, r.errs, r.warns)
 	}
 }
 

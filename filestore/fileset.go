@@ -20,6 +20,8 @@ type fileSet struct {
 	// of every file's good objects (a key in two files counted twice: it
 	// is 0 when, and only when, no file defines anything).
 	dups, troubled, defined int
+	// warned counts the files with warnings.
+	warned int
 	// maxProblems bounds the problems reported per file.
 	maxProblems int
 	// dirty holds, for each file whose good objects changed since the last
@@ -33,6 +35,7 @@ type fileState struct {
 	good  []*Object       // last good objects
 	byKey map[Key]*Object // good by key, the first of a key the file repeats
 	errs  []ConfigError
+	warns []ConfigError // the warnings of good
 }
 
 func newFileSet(maxProblems int) *fileSet {
@@ -40,8 +43,9 @@ func newFileSet(maxProblems int) *fileSet {
 }
 
 // set records a file's newly read version: its errors, and its objects
-// when there are none (a file with errors keeps its last good objects).
-func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs []ConfigError) {
+// and warnings when there are none (a file with errors keeps its last good
+// objects and their warnings).
+func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs, warns []ConfigError) {
 	fs := f.files[rel]
 	if fs == nil {
 		fs = &fileState{}
@@ -62,6 +66,13 @@ func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs []Config
 			}
 		}
 		f.defined += len(fs.byKey)
+		if len(fs.warns) > 0 {
+			f.warned--
+		}
+		fs.warns = warns
+		if len(fs.warns) > 0 {
+			f.warned++
+		}
 	}
 	f.troubled += fs.troubled()
 }
@@ -77,7 +88,30 @@ func (f *fileSet) drop(rel string) {
 	}
 	f.troubled -= fs.troubled()
 	f.defined -= len(fs.byKey)
+	if len(fs.warns) > 0 {
+		f.warned--
+	}
 	delete(f.files, rel)
+}
+
+// warnings returns every file's warnings in path order; nothing, at no
+// cost, when no file has any.
+func (f *fileSet) warnings() []ConfigError {
+	if f.warned == 0 {
+		return nil
+	}
+	rels := make([]string, 0, f.warned)
+	for p, fs := range f.files {
+		if len(fs.warns) > 0 {
+			rels = append(rels, p)
+		}
+	}
+	slices.Sort(rels)
+	var out []ConfigError
+	for _, rel := range rels {
+		out = append(out, f.files[rel].warns...)
+	}
+	return out
 }
 
 // troubled is 1 for a file with errors or a key it repeats, else 0.

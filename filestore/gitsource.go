@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,9 @@ type GitSource struct {
 	syncMu sync.Mutex
 	tree   map[string]string // path -> blob of the config's files
 	files  *fileSet
+	// warned is a digest of the warnings last logged: they are logged
+	// once per change, not per commit or push.
+	warned string
 
 	mu          sync.Mutex
 	goodCommit  string
@@ -351,6 +355,7 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 	g.goodCommit, g.lastCommit, g.commitErrs = commit, commit, nil
 	g.mu.Unlock()
 	g.setStatus(commit, nil)
+	g.logWarnings()
 	if _, err := g.git(ctx, nil, "update-ref", g.goodRef, commit); err != nil {
 		g.log.Warn("cannot remember the applied commit in the clone; a restart waits for the remote", "error", err)
 	}
@@ -406,16 +411,19 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	decoded := make([][]*Object, len(changed))
+	decoded := make([]Decoded, len(changed))
 	for i := range changed {
-		objs, fe := DecodeLimited(changed[i].Path, datas[i], lim)
+		dec := DecodeFile(changed[i].Path, datas[i], lim)
 		datas[i] = nil
-		errs = append(errs, fe...)
-		for _, o := range objs {
+		errs = append(errs, dec.Errors...)
+		for _, o := range dec.Objects {
 			o.Origin.Source = g.src.Name
 			o.Origin.Commit = commit
 		}
-		decoded[i] = objs
+		for j := range dec.Warnings {
+			dec.Warnings[j].Commit = commit
+		}
+		decoded[i] = dec
 	}
 	if len(errs) > 0 {
 		return nil, nil, nil, errs, nil
@@ -440,7 +448,7 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	}
 	served := g.files.defined
 	for i, f := range changed {
-		g.files.set(f.Path, fileStamp{}, decoded[i], nil)
+		g.files.set(f.Path, fileStamp{}, decoded[i].Objects, nil, decoded[i].Warnings)
 	}
 	for _, p := range removed {
 		g.files.drop(p)
@@ -455,7 +463,7 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 			if fs == nil {
 				g.files.drop(p)
 			} else {
-				g.files.set(p, fs.stamp, fs.good, nil)
+				g.files.set(p, fs.stamp, fs.good, nil, fs.warns)
 			}
 		}
 		g.files.changes()
@@ -485,33 +493,38 @@ func (g *GitSource) fetch(ctx context.Context) (string, error) {
 
 // Check fetches the configured ref once and decodes it without touching the
 // Store: for `vmesh validate --git-ref` and `vmesh diff`.
-func (g *GitSource) Check(ctx context.Context) (string, []*Object, []ConfigError, error) {
+// The result's warnings are the files' own; Analyze adds the analysis.
+func (g *GitSource) Check(ctx context.Context) (Loaded, error) {
 	if err := g.init(ctx); err != nil {
-		return "", nil, nil, err
+		return Loaded{}, err
 	}
 	rev, err := ResolveRevision(ctx, g.cfg.Repo, g.cfg.Ref)
 	if err != nil {
-		return "", nil, nil, err
+		return Loaded{}, err
 	}
 	g.cfg.Ref = rev
 	commit, err := g.fetch(ctx)
 	if err != nil {
-		return "", nil, nil, err
+		return Loaded{}, err
 	}
 	files, problems, err := readGitTree(ctx, g.runner(), commit, g.cfg.Path, g.cfg.Limits)
 	if err != nil {
-		return "", nil, nil, err
+		return Loaded{}, err
 	}
-	objs, errs := decodeFiles(files, g.cfg.Limits)
-	errs = append(problems, errs...)
-	for _, o := range objs {
+	l := decodeFiles(files, g.cfg.Limits)
+	l.Commit = commit
+	l.Errors = append(problems, l.Errors...)
+	for _, o := range l.Objects {
 		o.Origin.Source = g.src.Name
 		o.Origin.Commit = commit
 	}
-	for i := range errs {
-		errs[i].Commit = commit
+	for i := range l.Errors {
+		l.Errors[i].Commit = commit
 	}
-	return commit, objs, errs, nil
+	for i := range l.Warnings {
+		l.Warnings[i].Commit = commit
+	}
+	return l, nil
 }
 
 // ResolveRevision turns a git revision expression (HEAD~1, a short SHA, a
@@ -539,11 +552,34 @@ func shortOr(s, alt string) string {
 	return s[:min(12, len(s))]
 }
 
+// setStatus reports the source's errors with the warnings of the commit
+// it serves. Callers hold syncMu.
 func (g *GitSource) setStatus(revision string, errs []ConfigError) {
 	g.mu.Lock()
 	g.lastErrs = errs
 	g.mu.Unlock()
-	g.store.SetStatus(g.src, revision, errs)
+	g.store.SetStatus(g.src, revision, append(slices.Clip(errs), g.files.warnings()...))
+}
+
+// logWarnings logs the served commit's warnings when they changed since
+// last logged. Callers hold syncMu.
+func (g *GitSource) logWarnings() {
+	var warns []string
+	for _, w := range g.files.warnings() {
+		if w.Severity == SeverityWarning { // infos are not logged
+			warns = append(warns, w.Error())
+		}
+	}
+	digest := strings.Join(warns, "\x00")
+	if digest == g.warned {
+		return
+	}
+	g.warned = digest
+	if len(warns) == 0 {
+		g.log.Info("config warnings cleared", "commit", g.GoodCommit())
+		return
+	}
+	g.log.Warn("config warnings", "commit", g.GoodCommit(), "warnings", warns)
 }
 
 // GitFile is one file read from a git tree.
@@ -685,18 +721,20 @@ func readGitBlobs(ctx context.Context, git gitRunner, commit string, blobs []str
 // Limits: it returns all objects and every error, including keys defined
 // twice.
 func DecodeFiles(files []GitFile) ([]*Object, []ConfigError) {
-	return decodeFiles(files, DefaultLimits())
+	l := decodeFiles(files, DefaultLimits())
+	return l.Objects, l.Errors
 }
 
-func decodeFiles(files []GitFile, lim Limits) ([]*Object, []ConfigError) {
+func decodeFiles(files []GitFile, lim Limits) Loaded {
 	lim = lim.withDefaults()
-	var errs []ConfigError
+	var errs, warns []ConfigError
 	var d dedup
 	for _, f := range files {
-		fo, fe := DecodeLimited(f.Path, f.Data, lim)
-		errs = d.add(fo, append(errs, fe...), lim.MaxProblems)
+		dec := DecodeFile(f.Path, f.Data, lim)
+		errs = d.add(dec.Objects, append(errs, dec.Errors...), lim.MaxProblems)
+		warns = append(warns, dec.Warnings...)
 	}
-	return d.objs, errs
+	return Loaded{Objects: d.objs, Errors: errs, Warnings: warns}
 }
 
 // runner returns the git runner for the clone, with the configured

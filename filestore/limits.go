@@ -141,6 +141,26 @@ type problems struct {
 	// final are problems kept whatever the count (a limit that stopped
 	// decoding): they say why the file is not loaded.
 	final []ConfigError
+	// warns are the file's warnings, bounded the same way.
+	warns     []ConfigError
+	moreWarns int
+}
+
+// warn records a warning: the first max are kept, the rest counted.
+func (p *problems) warn(e ConfigError) {
+	if len(p.warns) < p.max {
+		p.warns = append(p.warns, e.bounded())
+		return
+	}
+	p.moreWarns++
+}
+
+// warnings returns the kept warnings and a line counting the rest.
+func (p *problems) warnings() []ConfigError {
+	if p.moreWarns == 0 {
+		return p.warns
+	}
+	return append(p.warns, ConfigError{File: p.file, Severity: SeverityWarning, Message: fmt.Sprintf("and %s more warnings in this file (the first %d are kept: maxProblems)", formatCount(p.moreWarns), p.max)})
 }
 
 func (p *problems) add(e ConfigError) {

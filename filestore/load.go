@@ -14,22 +14,38 @@ import (
 // are reported and skipped, as the directory source does; a file named
 // explicitly is read whatever it is, up to the size limit.
 func LoadPath(path string) ([]*Object, []ConfigError, error) {
+	l, err := Load(path)
+	return l.Objects, l.Errors, err
+}
+
+// Loaded is a set of files (or a git commit's) decoded as one source.
+type Loaded struct {
+	// Commit is the git commit read, for GitSource.Check.
+	Commit  string
+	Objects []*Object
+	Errors  []ConfigError
+	// Warnings are the files' own (warnings.go); the analysis across
+	// objects is Analyze's.
+	Warnings []ConfigError
+}
+
+// Load is LoadPath with the files' warnings.
+func Load(path string) (Loaded, error) {
 	lim := DefaultLimits()
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load %s: %w", path, err)
+		return Loaded{}, fmt.Errorf("load %s: %w", path, err)
 	}
 	if !info.IsDir() {
 		data, err := readNamed(path, lim.MaxFileBytes)
 		if err != nil {
-			return nil, nil, fmt.Errorf("load %s: %w", path, err)
+			return Loaded{}, fmt.Errorf("load %s: %w", path, err)
 		}
-		objs, errs := decodeFiles([]GitFile{{Path: path, Data: data}}, lim)
-		return objs, errs, nil
+		return decodeFiles([]GitFile{{Path: path, Data: data}}, lim), nil
 	}
 	tree, err := ScanTree(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load %s: %w", path, err)
+		return Loaded{}, fmt.Errorf("load %s: %w", path, err)
 	}
 	var problems []ConfigError
 	for _, p := range tree.Problems {
@@ -46,8 +62,9 @@ func LoadPath(path string) ([]*Object, []ConfigError, error) {
 		}
 		files = append(files, GitFile{Path: full, Data: data})
 	}
-	objs, errs := decodeFiles(files, lim)
-	return objs, append(problems, errs...), nil
+	l := decodeFiles(files, lim)
+	l.Errors = append(problems, l.Errors...)
+	return l, nil
 }
 
 // readNamed reads a file the user named (a pipe from a shell's <(...)

@@ -11,6 +11,7 @@ type Collector struct {
 	errors    *prometheus.Desc
 	commit    *prometheus.Desc
 	conflicts *prometheus.Desc
+	warnings  *prometheus.Desc
 }
 
 // NewCollector returns a Collector for the store; register it on a Registerer.
@@ -22,6 +23,7 @@ func NewCollector(store *Store) *Collector {
 		errors:    prometheus.NewDesc("vmesh_config_errors", "Config errors each source currently reports.", []string{"source"}, nil),
 		commit:    prometheus.NewDesc("vmesh_config_source_info", "Each source's current revision (git commit) as a label; value 1.", []string{"source", "revision"}, nil),
 		conflicts: prometheus.NewDesc("vmesh_config_conflicts", "Objects defined by more than one source.", nil, nil),
+		warnings:  prometheus.NewDesc("vmesh_config_warnings", "Config warnings (accepted, not or not fully enforced; the analysis) by source and code.", []string{"source", "code"}, nil),
 	}
 }
 
@@ -32,6 +34,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.errors
 	ch <- c.commit
 	ch <- c.conflicts
+	ch <- c.warnings
 }
 
 // Collect implements prometheus.Collector.
@@ -43,5 +46,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.objects, prometheus.GaugeValue, float64(st.Objects), st.Source)
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.GaugeValue, float64(len(st.Errors)), st.Source)
 		ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, 1, st.Source, st.Revision)
+	}
+	// Every source has a series per code, at zero when it has none, so an
+	// alert on one code sees it from the start.
+	type sourceCode struct{ source, code string }
+	counts := map[sourceCode]int{}
+	for _, st := range snap.Sources {
+		for _, wc := range WarningCodes {
+			if !wc.Info {
+				counts[sourceCode{st.Source, wc.Code}] += 0
+			}
+		}
+	}
+	for _, w := range c.store.Warnings(snap) {
+		if w.Severity == SeverityWarning {
+			counts[sourceCode{w.Source, w.Code}]++
+		}
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.warnings, prometheus.GaugeValue, float64(n), k.source, k.code)
 	}
 }

@@ -6,6 +6,7 @@ package filestore
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -86,6 +87,25 @@ type Object struct {
 	Healthy *bool `json:"healthy,omitempty"`
 	// Origin says where the object came from.
 	Origin Origin `json:"origin"`
+	// lines are the lines of the fields the analysis points at (hosts,
+	// subsets, gateways, selectors, delegates: lineKept), by path inside spec.
+	lines map[string]int
+}
+
+// FieldLine returns the line of a field path inside spec (or of its
+// nearest parent the decoder kept), else the object's own line.
+func (o *Object) FieldLine(path string) int {
+	for p := path; p != ""; {
+		if l, ok := o.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return o.Origin.Line
 }
 
 // sameContent reports whether two objects carry the same config, ignoring

@@ -42,7 +42,8 @@ type Source struct {
 	Class SourceClass
 }
 
-// ConfigError is one problem found in a source, located by file, line and field.
+// ConfigError is one problem found in a source, located by file, line and
+// field: an error (the zero Severity), or a warning with its stable Code.
 type ConfigError struct {
 	File    string `json:"file,omitempty"`
 	Line    int    `json:"line,omitempty"`
@@ -50,10 +51,18 @@ type ConfigError struct {
 	Field   string `json:"field,omitempty"`  // e.g. http[1].route[0].weight
 	Commit  string `json:"commit,omitempty"`
 	Message string `json:"message"`
+	// Severity is omitted for errors; Code names a warning (VM1001,
+	// IST0101: see WarningCodes).
+	Severity Severity `json:"severity,omitempty"`
+	Code     string   `json:"code,omitempty"`
+	// Source is the source of the object a cross-object warning is about
+	// (the analysis); a source's own problems leave it empty.
+	Source string `json:"source,omitempty"`
 }
 
 // Error renders the problem as "file:line: kind/ns/name: field: message";
-// for a git commit the file is written git-style as "<sha>:file".
+// for a git commit the file is written git-style as "<sha>:file". A
+// warning's message starts with "warning CODE: ".
 func (e ConfigError) Error() string {
 	s := ""
 	switch {
@@ -76,6 +85,13 @@ func (e ConfigError) Error() string {
 	if e.Field != "" {
 		s += e.Field + ": "
 	}
+	if e.Severity != SeverityError {
+		s += e.Severity.String()
+		if e.Code != "" {
+			s += " " + e.Code
+		}
+		s += ": "
+	}
 	return s + e.Message
 }
 
@@ -84,9 +100,14 @@ type SourceStatus struct {
 	Source string `json:"source"`
 	Class  string `json:"class"`
 	// Revision is the source's own version: a git commit SHA, or empty.
-	Revision   string        `json:"revision,omitempty"`
-	Objects    int           `json:"objects"`
-	Errors     []ConfigError `json:"errors,omitempty"`
+	Revision string        `json:"revision,omitempty"`
+	Objects  int           `json:"objects"`
+	Errors   []ConfigError `json:"errors,omitempty"`
+	// Warnings are the source's files' warnings: config that applies
+	// but is not (fully) enforced (an Istio kind vmesh does not
+	// implement, a policy field it cannot enforce). The analysis across
+	// sources is Store.Analysis.
+	Warnings   []ConfigError `json:"warnings,omitempty"`
 	LastUpdate time.Time     `json:"lastUpdate"`
 }
 
@@ -157,6 +178,12 @@ type Store struct {
 	current  *Snapshot
 	subs     map[*Subscription]struct{}
 	revision int64
+
+	// analysisMu guards the last analysis (Analysis) and the snapshot it
+	// is of.
+	analysisMu sync.Mutex
+	analysis   []ConfigError
+	analysisOf *Snapshot
 }
 
 type sourceState struct {
@@ -269,14 +296,23 @@ func (s *Store) sourceLocked(src Source) *sourceState {
 	return st
 }
 
-// SetStatus records a source's revision and current errors. Errors do not
-// change config: the source's last good objects keep serving.
+// SetStatus records a source's revision and current problems: errors,
+// and warnings (any other Severity), kept apart in its status. Neither
+// changes config: the source's last good objects keep serving.
 func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
+	var bad, warn []ConfigError
+	for _, e := range errs {
+		if e.Severity == SeverityError {
+			bad = append(bad, e)
+		} else {
+			warn = append(warn, e)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.sourceLocked(src)
 	st.status.Revision = revision
-	st.status.Errors = slices.Clone(errs)
+	st.status.Errors, st.status.Warnings = bad, warn
 	st.status.LastUpdate = time.Now()
 	s.publish(nil)
 }

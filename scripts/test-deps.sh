@@ -7,6 +7,9 @@
 #     org.apache.zookeeper.server.ZooKeeperServerMain from its jars on a free
 #     loopback port; the system service is not needed and is stopped.
 #   - iproute2 (ip): the vm-fleet guide's test makes its hosts with it.
+#   - nftables, iptables, bind9-dnsutils (nft, iptables-save, dig): the
+#     agent's capture and DNS tests (agents/capture, agents/dnsproxy) install
+#     real rules in network namespaces and query the DNS proxy with dig.
 #   - Chromium: Debian's chromium (/usr/bin/chromium), the headless browser
 #     the web console's test (cmd/internal/console) drives through chromedp.
 #   - Consul: the dev agent built from the Go module proxy as a Go tool
@@ -79,6 +82,21 @@ else
 	step "iproute2: apt-get update" sudo_ apt-get update -q
 	step "iproute2: apt-get install iproute2" \
 		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iproute2
+fi
+
+# --- nftables, iptables, dig ---------------------------------------------
+# agents/capture tests both backends (nft, and iptables-legacy/-nft) and list
+# what is left with nft list ruleset / iptables-save; the DNS tests run dig.
+missing=()
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
+command -v iptables-save >/dev/null 2>&1 || missing+=(iptables)
+command -v dig >/dev/null 2>&1 || missing+=(bind9-dnsutils)
+if [ "${#missing[@]}" -eq 0 ]; then
+	say "nft, iptables, dig: present"
+else
+	step "capture tools: apt-get update" sudo_ apt-get update -q
+	step "capture tools: apt-get install ${missing[*]}" \
+		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 # --- Chromium --------------------------------------------------------------

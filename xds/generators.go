@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/model"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
+	"github.com/vmesh/vmesh/xds/nds"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -36,15 +37,18 @@ type generators struct {
 	// inbound returns a server listener by name; nil when the kind has
 	// none (an Envoy sidecar serves inbound on virtualInbound).
 	inbound func(*model.View, string) (*listenerv3.Listener, error)
+	// nameTable returns the DNS name table (NDS) the VM's agent asks for
+	// on its own stream; nil when the kind's streams never ask for one.
+	nameTable func(*model.View) (nds.Table, error)
 }
 
 // generatorsFor is the one table from proxy kind to generators.
 func generatorsFor(w model.Workload) (generators, error) {
 	switch w.Kind {
 	case KindGRPC:
-		return generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener}, nil
+		return generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, NameTable}, nil
 	case KindSidecar:
-		return generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil}, nil
+		return generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil, nil}, nil
 	}
 	return generators{}, fmt.Errorf("proxy %s: unknown kind %q", w.ID, w.Kind)
 }

@@ -145,6 +145,9 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	if err := n.consistentFresh(fresh); err != nil {
 		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
 	}
+	if err := g.updateNameTable(n, gd, dirty); err != nil {
+		return nil, nil, err
+	}
 	return n, gd, nil
 }
 

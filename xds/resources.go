@@ -26,7 +26,7 @@ import (
 )
 
 // The resource types vmesh serves, in push order.
-var typeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+var typeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, NameTableType}
 
 // shortType names a type URL for logs, metrics and /debug/syncz.
 func shortType(typeURL string) string {
@@ -39,6 +39,8 @@ func shortType(typeURL string) string {
 		return "CDS"
 	case resourcev3.EndpointType:
 		return "EDS"
+	case NameTableType:
+		return "NDS"
 	}
 	return typeURL
 }
@@ -166,6 +168,9 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 		return nil, err
 	}
 	if err := g.generateEDSFrom(v, gens, nil); err != nil {
+		return nil, err
+	}
+	if err := g.addNameTable(v, gens); err != nil {
 		return nil, err
 	}
 	if err := g.consistent(lds, rds, cds); err != nil {

@@ -46,8 +46,6 @@ type Server struct {
 	cancel context.CancelFunc
 
 	ready chan struct{} // closed after the first snapshot is pushed
-	// logged are the model problems already logged (Run's goroutine only).
-	logged map[model.Problem]bool
 }
 
 // NewServer returns a Server.
@@ -135,14 +133,8 @@ func (s *Server) push(u model.Update) {
 	s.logger.Info("pushed config", "version", Version(snap), "edsOnly", st.edsOnly, "changes", u.Changes,
 		"services", svcs, "endpoints", eps, "routing", routing, "groups", st.groups, "responses", st.responses,
 		"took", (u.Built + time.Since(start)).Round(time.Microsecond))
-	// Each problem is logged once, when it first appears, not at every push
-	// (/debug/config and the metrics keep showing it).
-	seen := make(map[model.Problem]bool, len(snap.Problems))
-	for _, p := range snap.Problems {
-		seen[p] = true
-		if !s.logged[p] {
-			s.logger.Warn("config not used", "object", p.Object, "problem", p.Message)
-		}
-	}
-	s.logged = seen
+	// Config the model does not use is not logged here, at a push: it is a
+	// warning found when the config is read (filestore/warnings.go and
+	// analysis.go), logged once per change by its source and shown in
+	// /debug/config and vmesh_config_warnings.
 }

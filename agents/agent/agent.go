@@ -5,8 +5,11 @@
 // stream to the control plane (agents/xdsproxy), writes Envoy's bootstrap
 // and supervises Envoy when one is installed (agents/envoy), and runs the
 // workload's readiness probe, reporting health to the control plane
-// (agents/health). Without Envoy the agent keeps an xDS stream of its own so
-// the control plane sees the VM connected and hears its health.
+// (agents/health). Its own xDS stream, with or without Envoy, registers the
+// VM, carries the health reports and receives the DNS name table, which the
+// DNS proxy answers from (agents/dnsproxy); traffic capture
+// (agents/capture) sends the VM's traffic to Envoy and its DNS to the
+// proxy; the status port serves readiness, metrics and the name table.
 package agent
 
 import (
@@ -14,10 +17,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vmesh/vmesh/internal/atomicfile"
@@ -27,7 +36,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vmesh/vmesh/agents/bootstrap"
+	"github.com/vmesh/vmesh/agents/capture"
 	"github.com/vmesh/vmesh/agents/certs"
+	"github.com/vmesh/vmesh/agents/dnsproxy"
 	"github.com/vmesh/vmesh/agents/envoy"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/agents/sds"
@@ -91,6 +102,29 @@ type Config struct {
 	// RetryMin and RetryMax bound reconnect backoffs (CA, node stream);
 	// zero values take the parts' defaults.
 	RetryMin, RetryMax time.Duration
+
+	// DNSAddr, when set, runs the DNS proxy (agents/dnsproxy) there, UDP
+	// and TCP, answering from the name table the agent's stream receives
+	// (`vmesh agent` uses 127.0.0.1:15053).
+	DNSAddr string
+	// ResolvConf is the resolver configuration the DNS proxy forwards
+	// other names to; default /etc/resolv.conf.
+	ResolvConf string
+	// DNSUpstreams, when set, replace resolv.conf's nameservers
+	// (host:port).
+	DNSUpstreams []string
+
+	// Capture, when set, installs traffic capture (agents/capture) once the
+	// DNS proxy listens, before Envoy starts, and removes it when Run
+	// returns. The agent adds the control plane's addresses to its
+	// ExcludeOutboundIPRanges and points its DNS capture at DNSAddr's port
+	// and at the resolv.conf nameservers (no DNS capture without DNSAddr).
+	Capture *capture.Config
+
+	// StatusAddr, when set, serves the agent's HTTP port there:
+	// /healthz/ready, /stats/prometheus and /debug/ndsz (`vmesh agent` uses
+	// 127.0.0.1:15020).
+	StatusAddr string
 }
 
 // Agent is a configured agent; Run runs it.
@@ -102,6 +136,22 @@ type Agent struct {
 	reg    prometheus.Registerer
 	met    *metrics
 	ready  chan struct{}
+
+	// parts are the running parts, once Run started them (the HTTP port
+	// reads them).
+	parts atomic.Pointer[parts]
+	// statusAddr is the HTTP port's address once it listens.
+	statusAddr atomic.Pointer[string]
+}
+
+// parts are what the HTTP port looks at.
+type parts struct {
+	certs   *certs.Manager
+	proxy   *xdsproxy.Proxy
+	prober  *health.Prober
+	dns     *dnsproxy.Proxy
+	envoy   bool
+	capture *capture.Capture
 }
 
 // New reads the bundle and checks the configuration. Metrics of the agent
@@ -122,6 +172,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 	}
 	if cfg.SocketDir == "" {
 		cfg.SocketDir = DefaultSocketDir
+	}
+	// Every path the agent writes into a file is absolute, whatever the
+	// working directory of the reader.
+	for _, d := range []*string{&cfg.OutDir, &cfg.SocketDir} {
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		*d = abs
 	}
 	if cfg.WorkloadName == "" {
 		h, err := os.Hostname()
@@ -184,12 +243,12 @@ func (a *Agent) EnvoyBootstrap() string { return filepath.Join(a.cfg.OutDir, Env
 func (a *Agent) CertDir() string { return a.cfg.OutDir }
 
 // Run runs the agent, once, until ctx is done (the caller cancels it on SIGTERM);
-// Envoy, when supervised, is drained and stopped before Run returns. It
-// returns an error when a part cannot start or fails for good.
-func (a *Agent) Run(ctx context.Context) error {
+// Envoy, when supervised, is drained and stopped before Run returns, and
+// the traffic capture is removed. It returns an error when a part cannot
+// start or fails for good.
+func (a *Agent) Run(ctx context.Context) (err error) {
 	envoyBin := ""
 	if !a.cfg.DisableEnvoy {
-		var err error
 		if envoyBin, err = envoy.Find(a.cfg.EnvoyBinary); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
@@ -201,9 +260,28 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	proxy, err := xdsproxy.New(xdsproxy.Config{
-		Upstream: a.bundle.DiscoveryAddress, TLS: cm.ClientTLSConfig, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax,
-	}, a.log.With("part", "xdsproxy"), a.reg)
+	var dns *dnsproxy.Proxy
+	if a.cfg.DNSAddr == "" {
+		dnsproxy.RegisterIdleMetrics(a.reg)
+	} else {
+		mark := uint32(0)
+		if a.cfg.Capture != nil {
+			mark = a.cfg.Capture.Mark
+			if mark == 0 {
+				mark = capture.DefaultMark
+			}
+		}
+		dns, err = dnsproxy.New(dnsproxy.Config{Addr: a.cfg.DNSAddr, ResolvConf: a.cfg.ResolvConf, Upstreams: a.cfg.DNSUpstreams,
+			Namespace: a.node.Namespace, Mark: mark}, a.log.With("part", "dnsproxy"), a.reg)
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
+	pcfg := xdsproxy.Config{Upstream: a.bundle.DiscoveryAddress, TLS: cm.ClientTLSConfig, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax}
+	if dns != nil {
+		pcfg.NameTable = dns.Update
+	}
+	proxy, err := xdsproxy.New(pcfg, a.log.With("part", "xdsproxy"), a.reg)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -216,8 +294,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		// Not ready until the probe says so.
 		_ = proxy.Report(ctx, health.Status{Healthy: false, Message: "readiness probe has not run yet"})
 	} else {
+		health.RegisterIdleMetrics(a.reg)
 		_ = proxy.Report(ctx, health.Status{Healthy: true})
 	}
+	ps := &parts{certs: cm, proxy: proxy, prober: prober, dns: dns, envoy: envoyBin != ""}
+	a.parts.Store(ps)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -226,6 +307,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	fail := func(err error) error {
 		cancel()
 		return errors.Join(err, g.Wait())
+	}
+	if a.cfg.StatusAddr != "" {
+		lis, err := net.Listen("tcp", a.cfg.StatusAddr)
+		if err != nil {
+			return fmt.Errorf("agent: status port: %w", err)
+		}
+		addr := lis.Addr().String()
+		a.statusAddr.Store(&addr)
+		g.Go(func() error { return a.serveStatus(ctx, lis) })
 	}
 	g.Go(func() error { return cm.Run(ctx) })
 	select {
@@ -258,7 +348,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.writeBootstraps(); err != nil {
 		return fail(err)
 	}
-	xdsLis, err := sds.ListenUnix(a.XDSSocket())
+	// With capture, Envoy runs as the proxy user: its sockets are the
+	// proxy group's.
+	sockGID := -1
+	if a.cfg.Capture != nil && envoyBin != "" {
+		sockGID = int(firstOr(a.cfg.Capture.ProxyGIDs, capture.DefaultProxyGID))
+		secrets.SetSocketGroup(sockGID)
+	}
+	xdsLis, err := sds.ListenUnixGroup(a.XDSSocket(), sockGID)
 	if err != nil {
 		return fail(fmt.Errorf("agent: xDS socket: %w", err))
 	}
@@ -267,22 +364,74 @@ func (a *Agent) Run(ctx context.Context) error {
 	if prober != nil {
 		g.Go(func() error { return prober.Run(ctx) })
 	}
+	if dns != nil {
+		g.Go(func() error { return dns.Run(ctx) })
+		select {
+		case <-dns.Listening():
+		case <-ctx.Done():
+			return fail(nil)
+		}
+	}
+	if a.cfg.Capture != nil {
+		if err := capture.Permitted(envoyBin != ""); err != nil {
+			return fail(fmt.Errorf("agent: %w", err))
+		}
+		cc, err := a.captureConfig(dns)
+		if err != nil {
+			return fail(err)
+		}
+		c, err := capture.Install(ctx, cc, a.log.With("part", "capture"))
+		if err != nil {
+			return fail(fmt.Errorf("agent: %w", err))
+		}
+		ps2 := *ps
+		ps2.capture = c
+		a.parts.Store(&ps2)
+		a.met.capture.Set(1)
+		defer func() {
+			// Run's context is over: removal gets its own.
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer rcancel()
+			if rerr := c.Remove(rctx); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("agent: %w", rerr))
+			} else {
+				a.met.capture.Set(0)
+			}
+		}()
+	}
+	// The agent's own stream registers the VM, reports its health and
+	// receives the name table, with or without Envoy. With Envoy, its node
+	// labels the VM's entry for automatic mTLS.
+	agentNode := a.node
 	if envoyBin != "" {
-		sup, err := envoy.New(envoy.Config{
+		agentNode.Labels = maps.Clone(agentNode.Labels)
+		if agentNode.Labels == nil {
+			agentNode.Labels = map[string]string{}
+		}
+		agentNode.Labels[TLSModeLabel] = TLSModeIstio
+	}
+	node, err := agentNode.Agent()
+	if err != nil {
+		return fail(err)
+	}
+	g.Go(func() error { return proxy.RunNodeStream(ctx, node) })
+	if envoyBin != "" {
+		ecfg := envoy.Config{
 			Binary: envoyBin, Bootstrap: a.EnvoyBootstrap(), AdminAddr: net.JoinHostPort("127.0.0.1", fmt.Sprint(a.adminPort())),
 			Args: a.cfg.EnvoyArgs, Drain: a.cfg.EnvoyDrain,
-		}, a.log.With("part", "envoy"), a.reg)
+		}
+		if a.cfg.Capture != nil {
+			// Envoy's own traffic must not be captured again.
+			ecfg.Credential = &syscall.Credential{Uid: firstOr(a.cfg.Capture.ProxyUIDs, capture.DefaultProxyUID), Gid: firstOr(a.cfg.Capture.ProxyGIDs, capture.DefaultProxyGID)}
+		}
+		sup, err := envoy.New(ecfg, a.log.With("part", "envoy"), a.reg)
 		if err != nil {
 			return fail(fmt.Errorf("agent: %w", err))
 		}
 		g.Go(func() error { return sup.Run(ctx) })
 	} else {
-		a.log.Info("no Envoy: serving proxyless gRPC applications only; keeping the agent's own xDS stream")
-		node, err := a.node.Envoy(bootstrap.GeneratorGRPC)
-		if err != nil {
-			return fail(err)
-		}
-		g.Go(func() error { return proxy.RunNodeStream(ctx, node) })
+		envoy.RegisterIdleMetrics(a.reg)
+		a.log.Info("no Envoy: serving proxyless gRPC applications only")
 	}
 	a.met.ready.Set(1)
 	close(a.ready)
@@ -293,6 +442,55 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.notify(daemon.SdNotifyStopping)
 	a.met.ready.Set(0)
 	return err
+}
+
+// TLSModeLabel=TLSModeIstio on the agent's node tells the control plane
+// an Envoy terminates the VM's traffic (its clients then use mTLS), as
+// Istio's injector labels pods.
+const (
+	TLSModeLabel = "security.istio.io/tlsMode"
+	TLSModeIstio = "istio"
+)
+
+func firstOr(ids []uint32, def uint32) uint32 {
+	if len(ids) > 0 {
+		return ids[0]
+	}
+	return def
+}
+
+// captureConfig completes the capture settings: the control plane's
+// addresses are never captured, DNS goes to the DNS proxy's port and only
+// for the resolv.conf nameservers.
+func (a *Agent) captureConfig(dns *dnsproxy.Proxy) (capture.Config, error) {
+	c := *a.cfg.Capture
+	c.ExcludeOutboundIPRanges = slices.Clone(c.ExcludeOutboundIPRanges)
+	host, _, err := net.SplitHostPort(a.bundle.DiscoveryAddress)
+	if err != nil {
+		return c, fmt.Errorf("agent: discovery address: %w", err)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
+	if err != nil {
+		return c, fmt.Errorf("agent: resolving the control plane %s to exclude it from capture: %w", host, err)
+	}
+	for _, ip := range ips {
+		c.ExcludeOutboundIPRanges = append(c.ExcludeOutboundIPRanges, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	}
+	c.CaptureDNS = c.CaptureDNS && dns != nil
+	if dns != nil {
+		_, port, _ := net.SplitHostPort(dns.Addr())
+		p, _ := strconv.Atoi(port)
+		c.DNSPort = uint16(p)
+		if len(c.DNSServers) == 0 {
+			for _, u := range dns.Upstreams() {
+				h, port, _ := net.SplitHostPort(u)
+				if ip, err := netip.ParseAddr(h); err == nil && port == "53" {
+					c.DNSServers = append(c.DNSServers, ip)
+				}
+			}
+		}
+	}
+	return c, nil
 }
 
 // notify tells systemd the agent's state when it runs under a Type=notify

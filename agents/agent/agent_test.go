@@ -303,6 +303,9 @@ func TestEnvoyVM(t *testing.T) {
 		if r.Method == http.MethodPost && r.URL.Path == "/drain_listeners" {
 			drains.Add(1)
 		}
+		if r.URL.Path == "/stats/prometheus" {
+			fmt.Fprintln(w, "# TYPE envoy_server_live gauge\nenvoy_server_live 1")
+		}
 	}))
 	defer admin.Close()
 	adminPort, _ := strconv.Atoi(strings.TrimPrefix(admin.URL, "http://127.0.0.1:"))
@@ -311,6 +314,7 @@ func TestEnvoyVM(t *testing.T) {
 	r := start(t, func(c *agent.Config) {
 		c.DisableEnvoy, c.EnvoyBinary, c.EnvoyAdminPort, c.EnvoyDrain = false, bin, uint32(adminPort), 100*time.Millisecond
 		c.CertTTL = time.Hour
+		c.StatusAddr = "127.0.0.1:0"
 	})
 	a := r.agent
 	deadline := time.Now().Add(10 * time.Second)
@@ -323,6 +327,12 @@ func TestEnvoyVM(t *testing.T) {
 			t.Fatalf("envoy not started with the bootstrap; log %q", b)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The agent's own stream, registering the VM.
+	var agentStream seen
+	for agentStream.node.GetMetadata().GetFields()["AUTO_REGISTER_GROUP"].GetStringValue() != "cart-vms" {
+		agentStream = r.next(t, xdsproxy.HealthInfoType)
 	}
 
 	// Envoy's ADS stream, through the agent.
@@ -345,9 +355,28 @@ func TestEnvoyVM(t *testing.T) {
 	if got.peer != "spiffe://cluster.local/ns/shop/sa/cart" || got.node.GetId() != node.GetId() {
 		t.Fatalf("Envoy's request reached the control plane as %+v", got)
 	}
-	// No probe: the agent reports healthy, on Envoy's stream.
-	if h := r.next(t, xdsproxy.HealthInfoType); !h.healthy || h.node.GetId() != node.GetId() {
-		t.Fatalf("health on Envoy's stream: %+v", h)
+	// No probe: the agent reports healthy, on Envoy's stream and on its
+	// own, which alone registers the VM (labelled for mTLS since Envoy
+	// runs); Envoy's node names no group.
+	if eb, _ := os.ReadFile(a.EnvoyBootstrap()); bytes.Contains(eb, []byte("AUTO_REGISTER_GROUP")) {
+		t.Errorf("envoy-bootstrap.json carries AUTO_REGISTER_GROUP")
+	}
+	for onEnvoy := false; !onEnvoy; {
+		h := r.next(t, xdsproxy.HealthInfoType)
+		md := h.node.GetMetadata().GetFields()
+		if !h.healthy || h.node.GetId() != node.GetId() {
+			t.Fatalf("health report %+v", h)
+		}
+		onEnvoy = md["AUTO_REGISTER_GROUP"] == nil && md["GENERATOR"] == nil
+	}
+	if !agentStream.healthy || agentStream.node.GetMetadata().GetFields()["GENERATOR"].GetStringValue() != "grpc" ||
+		agentStream.node.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()[agent.TLSModeLabel].GetStringValue() != agent.TLSModeIstio {
+		t.Errorf("the agent's own stream with Envoy: %+v", agentStream)
+	}
+	// The agent's port merges Envoy's metrics into its own, as pilot-agent.
+	_, stats, err := get(&http.Client{Timeout: 5 * time.Second}, "http://"+a.StatusAddr()+"/stats/prometheus")
+	if err != nil || !strings.Contains(stats, "\nenvoy_server_live 1") || !strings.Contains(stats, "\nvmesh_agent_ready 1") {
+		t.Errorf("/stats/prometheus (%v) lacks Envoy's or the agent's metrics:\n%s", err, stats)
 	}
 
 	once.Do(r.cancel)

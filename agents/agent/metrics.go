@@ -6,7 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // theirs (vmesh_certs_*, vmesh_sds_*, vmesh_xdsproxy_*, vmesh_health_*,
 // vmesh_envoy_*) on the same registerer.
 type metrics struct {
-	ready prometheus.Gauge
+	ready   prometheus.Gauge
+	capture prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -15,9 +16,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "vmesh", Subsystem: "agent", Name: "ready",
 			Help: "1 once the agent has a certificate and has written its files and opened its sockets.",
 		}),
+		capture: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "vmesh", Subsystem: "agent", Name: "capture_installed",
+			Help: "1 while the agent's traffic capture rules are installed.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ready)
+		reg.MustRegister(m.ready, m.capture)
 	}
 	return m
 }

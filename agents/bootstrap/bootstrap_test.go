@@ -2,6 +2,8 @@ package bootstrap_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,8 +26,12 @@ func testNode() bootstrap.Node {
 	}
 }
 
+// TestNodeMetadataContract: the agent's own node carries everything,
+// AUTO_REGISTER_GROUP included; the data planes' nodes (proxyless
+// applications, Envoy) carry the same identity but never the group: only
+// the agent's stream registers the VM.
 func TestNodeMetadataContract(t *testing.T) {
-	n, err := testNode().Envoy(bootstrap.GeneratorGRPC)
+	n, err := testNode().Agent()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +55,61 @@ func TestNodeMetadataContract(t *testing.T) {
 	if _, ok := envoy.GetMetadata().GetFields()["GENERATOR"]; ok {
 		t.Error("an Envoy node carries GENERATOR")
 	}
+	app, _ := testNode().Envoy(bootstrap.GeneratorGRPC)
+	for _, dp := range []*corev3.Node{envoy, app} {
+		if _, ok := dp.GetMetadata().GetFields()["AUTO_REGISTER_GROUP"]; ok {
+			t.Errorf("a data plane's node carries AUTO_REGISTER_GROUP: %v", dp.GetMetadata())
+		}
+		if dp.GetId() != n.GetId() || dp.GetMetadata().GetFields()["NAMESPACE"].GetStringValue() != "shop" {
+			t.Errorf("data plane node %v differs from the agent's in identity", dp)
+		}
+	}
+}
+
+// TestGeneratedFilesUseAbsolutePaths: relative certificate and socket
+// directories (vmesh agent --out out) become absolute paths, and the
+// application's bootstrap has no registration key.
+func TestGeneratedFilesUseAbsolutePaths(t *testing.T) {
+	t.Chdir(t.TempDir())
+	js, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: testNode(), ServerURI: "cp:15012", CertDir: "out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Node struct {
+			Metadata map[string]any `json:"metadata"`
+		} `json:"node"`
+		CertificateProviders map[string]struct {
+			Config map[string]any `json:"config"`
+		} `json:"certificate_providers"`
+	}
+	if err := json.Unmarshal(js, &v); err != nil {
+		t.Fatal(err)
+	}
+	for k, p := range v.CertificateProviders["default"].Config {
+		if s, ok := p.(string); ok && strings.HasSuffix(k, "_file") && !filepath.IsAbs(s) {
+			t.Errorf("%s = %q, not absolute", k, s)
+		}
+	}
+	if _, ok := v.Node.Metadata["AUTO_REGISTER_GROUP"]; ok {
+		t.Error("grpc-bootstrap.json carries AUTO_REGISTER_GROUP")
+	}
+	b, err := bootstrap.Envoy(bootstrap.EnvoyConfig{Node: testNode(), XDSSocket: "run/xds.sock", SDSSocket: "run/sds.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ej, _ := bootstrap.EnvoyJSON(b)
+	if strings.Contains(string(ej), `"run/xds.sock"`) || strings.Contains(string(ej), `"run/sds.sock"`) || !strings.Contains(string(ej), filepath.Join(mustGetwd(t), "run", "xds.sock")) {
+		t.Errorf("envoy bootstrap has relative socket paths:\n%s", ej)
+	}
+}
+
+func mustGetwd(t *testing.T) string {
+	d, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // parseWithGRPC has grpc-go parse and check the bootstrap the way a

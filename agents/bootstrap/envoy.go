@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -52,6 +53,13 @@ func Envoy(cfg EnvoyConfig) (*bootstrapv3.Bootstrap, error) {
 	}
 	if cfg.AdminPort == 0 {
 		cfg.AdminPort = DefaultAdminPort
+	}
+	for _, p := range []*string{&cfg.XDSSocket, &cfg.SDSSocket} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: socket path: %w", err)
+		}
+		*p = abs
 	}
 	node, err := cfg.Node.Envoy("")
 	if err != nil {

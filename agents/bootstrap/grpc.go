@@ -71,6 +71,13 @@ func GRPC(cfg GRPCConfig) ([]byte, error) {
 	if cfg.ServerURI == "" || cfg.CertDir == "" {
 		return nil, fmt.Errorf("bootstrap: grpc bootstrap needs a server URI and a certificate directory")
 	}
+	// Applications read the file from their own working directory: every
+	// path in it is absolute.
+	dir, err := filepath.Abs(cfg.CertDir)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: certificate directory: %w", err)
+	}
+	cfg.CertDir = dir
 	def := func(s *string, v string) {
 		if *s == "" {
 			*s = v

@@ -53,19 +53,37 @@ func (n Node) ID() string {
 // Cluster is the node's service cluster, "<workload>.<namespace>".
 func (n Node) Cluster() string { return n.WorkloadName + "." + n.Namespace }
 
-// Identity is the node as vmesh's node-metadata contract (xds/node) has
-// it; generator is "grpc" for proxyless applications and "" for Envoy.
+// Identity is the node a data plane (a proxyless application, Envoy)
+// presents, as vmesh's node-metadata contract (xds/node) has it; generator
+// is "grpc" for proxyless applications and "" for Envoy. It never names the
+// WorkloadGroup: only the agent's own stream (AgentIdentity) registers the
+// VM, so the registration ends with the agent, not with the last
+// application still connected.
 func (n Node) Identity(generator string) node.Identity {
+	id := n.AgentIdentity()
+	id.Generator, id.WorkloadGroup = generator, ""
+	return id
+}
+
+// AgentIdentity is the node of the agent's own xDS stream: GENERATOR=grpc
+// (it shares its View and generation with the VM's proxyless
+// applications) and, when the bundle names one, the WorkloadGroup
+// (AUTO_REGISTER_GROUP) to register under.
+func (n Node) AgentIdentity() node.Identity {
 	labels := n.Labels
 	if labels == nil {
 		labels = map[string]string{} // LABELS is always written
 	}
-	return node.Identity{ID: n.ID(), Cluster: n.Cluster(), Generator: generator, Namespace: n.Namespace, Labels: labels,
+	return node.Identity{ID: n.ID(), Cluster: n.Cluster(), Generator: GeneratorGRPC, Namespace: n.Namespace, Labels: labels,
 		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup}
 }
 
-// Metadata returns the node metadata (Identity(generator).Metadata()).
+// Metadata returns a data plane's node metadata (Identity(generator).Metadata()).
 func (n Node) Metadata(generator string) map[string]any { return n.Identity(generator).Metadata() }
 
-// Envoy returns the node as an xDS Node proto with the given generator.
+// Envoy returns a data plane's node as an xDS Node proto with the given
+// generator.
 func (n Node) Envoy(generator string) (*corev3.Node, error) { return n.Identity(generator).Node() }
+
+// Agent returns the agent's own node as an xDS Node proto.
+func (n Node) Agent() (*corev3.Node, error) { return n.AgentIdentity().Node() }

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vmesh/vmesh/agents/internal/retry"
 	"github.com/vmesh/vmesh/internal/pemcert"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -205,7 +206,7 @@ func (m *Manager) ClientTLSConfig() *tls.Config {
 // *refusal.PermanentError when the CA refused the request for good (a
 // revoked, expired or foreign token, say): retrying could not help.
 func (m *Manager) Run(ctx context.Context) error {
-	backoff := m.cfg.RetryMin
+	backoff := retry.New(m.cfg.RetryMin, m.cfg.RetryMax)
 	for {
 		var wait time.Duration
 		kp, err := m.fetch(ctx)
@@ -216,10 +217,10 @@ func (m *Manager) Run(ctx context.Context) error {
 			if perr := refusal.Permanent("certificate request", err); perr != nil {
 				return perr
 			}
-			m.log.Warn("certificate request failed", "ca", m.cfg.Address, "retry_in", backoff, "error", err)
-			wait, backoff = backoff, min(2*backoff, m.cfg.RetryMax)
+			wait = backoff.Next()
+			m.log.Warn("certificate request failed", "ca", m.cfg.Address, "retry_in", wait, "error", err)
 		} else {
-			backoff = m.cfg.RetryMin
+			backoff.Reset()
 			if err := m.install(kp); err != nil {
 				// Files could not be written: keep the pair in memory (SDS
 				// still works) and try again soon.

@@ -26,5 +26,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.fetches, m.expiry)
 	}
+	// Every series exists from the start (the agent's port lists them all).
+	for _, auth := range []string{"token", "certificate"} {
+		for _, r := range []string{"ok", "error"} {
+			m.fetches.WithLabelValues(auth, r)
+		}
+	}
 	return m
 }

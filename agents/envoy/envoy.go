@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vmesh/vmesh/agents/internal/retry"
 )
 
 // DefaultBinary is the name looked up on PATH.
@@ -76,6 +78,9 @@ type Config struct {
 	RestartMin, RestartMax time.Duration
 	// Stdout and Stderr receive Envoy's output; nil means the agent's.
 	Stdout, Stderr io.Writer
+	// Credential, when set, is the user and group Envoy runs as (with
+	// traffic capture, the proxy UID/GID the capture rules exclude).
+	Credential *syscall.Credential
 }
 
 // Supervisor runs one Envoy process at a time.
@@ -132,13 +137,13 @@ func (s *Supervisor) Command() []string {
 // Run keeps Envoy running until ctx is done, then drains and stops it. It
 // returns an error only when Envoy cannot be started at all.
 func (s *Supervisor) Run(ctx context.Context) error {
-	backoff := s.cfg.RestartMin
+	backoff := retry.New(s.cfg.RestartMin, s.cfg.RestartMax)
 	for {
 		cmd := exec.Command(s.cfg.Binary, s.Command()...)
 		cmd.Stdout, cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
 		// Own process group, so stopping reaches Envoy's children too and a
 		// terminal's ^C reaches only the agent, which then drains Envoy.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cfg.Credential}
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("envoy: start %s: %w", s.cfg.Binary, err)
 		}
@@ -158,18 +163,14 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.met.running.Set(0)
 			s.met.exits.WithLabelValues("crash").Inc()
 			if time.Since(started) >= s.cfg.RestartMax {
-				backoff = s.cfg.RestartMin
+				backoff.Reset()
 			}
-			s.log.Warn("envoy exited; restarting", "error", err, "ran", time.Since(started).Round(time.Millisecond), "restart_in", backoff)
+			wait := backoff.Next()
+			s.log.Warn("envoy exited; restarting", "error", err, "ran", time.Since(started).Round(time.Millisecond), "restart_in", wait)
+			if !retry.Sleep(ctx, wait) {
+				return nil
+			}
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		backoff = min(2*backoff, s.cfg.RestartMax)
 	}
 }
 

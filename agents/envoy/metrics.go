@@ -27,5 +27,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.starts, m.exits, m.running)
 	}
+	for _, c := range []string{"crash", "stop"} {
+		m.exits.WithLabelValues(c)
+	}
 	return m
 }
+
+// RegisterIdleMetrics registers the supervisor's metrics for an agent that
+// runs no Envoy, so its metrics port lists the same series either way.
+func RegisterIdleMetrics(reg prometheus.Registerer) { newMetrics(reg) }

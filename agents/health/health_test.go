@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/agents/health"
@@ -224,5 +227,53 @@ httpGet:
 		if _, err := health.ParseProbe([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
+	}
+}
+
+// TestGRPCProbe: a WorkloadGroup's grpc probe (the quickstart's) asks the
+// workload's gRPC health service with grpc-go's health client: SERVING is
+// ready, NOT_SERVING and an unknown service are not, nor is nothing
+// listening.
+func TestGRPCProbe(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := grpchealth.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	port := lis.Addr().(*net.TCPAddr).Port
+
+	p, err := health.ParseProbe([]byte("periodSeconds: 5\ngrpc:\n  port: " + strconv.Itoa(port) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GRPC == nil || p.GRPC.Port != port || p.Period != 5*time.Second {
+		t.Fatalf("parsed %+v", p)
+	}
+	ctx := context.Background()
+	if err := p.Check(ctx, "127.0.0.1"); err != nil {
+		t.Fatalf("SERVING: %v", err)
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	if err := p.Check(ctx, "127.0.0.1"); err == nil {
+		t.Fatal("NOT_SERVING passed")
+	}
+	named := health.Probe{GRPC: &health.GRPC{Port: port, Service: "greeter"}}
+	if err := named.Check(ctx, "127.0.0.1"); err == nil {
+		t.Fatal("an unknown service passed")
+	}
+	hs.SetServingStatus("greeter", healthpb.HealthCheckResponse_SERVING)
+	if err := named.Check(ctx, "127.0.0.1"); err != nil {
+		t.Fatalf("named service SERVING: %v", err)
+	}
+	srv.Stop()
+	if err := p.Check(ctx, "127.0.0.1"); err == nil {
+		t.Fatal("a stopped server passed")
+	}
+	if err := (health.Probe{GRPC: &health.GRPC{}}).Validate(); err == nil {
+		t.Fatal("port 0 accepted")
 	}
 }

@@ -27,5 +27,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.checks, m.healthy, m.reports)
 	}
+	for _, r := range []string{"success", "failure"} {
+		m.checks.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reports.WithLabelValues(r)
+	}
 	return m
+}
+
+// RegisterIdleMetrics registers the prober's metrics for an agent that
+// runs no probe (the workload counts as healthy), so its metrics port
+// lists the same series either way.
+func RegisterIdleMetrics(reg prometheus.Registerer) {
+	newMetrics(reg).healthy.Set(1)
 }

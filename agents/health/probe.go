@@ -1,4 +1,4 @@
-// Package health runs a workload's readiness probe (HTTP GET, TCP connect or
+// Package health runs a workload's readiness probe (HTTP GET, TCP connect, gRPC health or
 // a command, from the WorkloadGroup's probe spec) and hands every change of
 // the workload's health to a Reporter, which tells the control plane.
 package health
@@ -17,6 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -30,12 +33,13 @@ const (
 	DefaultFailureThreshold = 3
 )
 
-// Probe is one readiness check and its timing. Exactly one of HTTP, TCP and
-// Exec is set.
+// Probe is one readiness check and its timing. Exactly one of HTTP, TCP,
+// Exec and GRPC is set.
 type Probe struct {
 	HTTP *HTTPGet
 	TCP  *TCPSocket
 	Exec *Exec
+	GRPC *GRPC
 
 	InitialDelay     time.Duration
 	Timeout          time.Duration
@@ -65,8 +69,16 @@ type Exec struct {
 	Command []string
 }
 
-// FromIstio converts a WorkloadGroup readiness probe. gRPC probes are not
-// supported yet.
+// GRPC succeeds when the gRPC health service (grpc.health.v1.Health/Check)
+// on host:port answers SERVING for Service ("" = the whole server), as
+// Kubernetes' gRPC probe: plaintext, no xDS.
+type GRPC struct {
+	Host    string
+	Port    int
+	Service string
+}
+
+// FromIstio converts a WorkloadGroup readiness probe.
 func FromIstio(p *networkingv1alpha3.ReadinessProbe) (Probe, error) {
 	out := Probe{
 		InitialDelay:     time.Duration(p.GetInitialDelaySeconds()) * time.Second,
@@ -90,7 +102,7 @@ func FromIstio(p *networkingv1alpha3.ReadinessProbe) (Probe, error) {
 	case *networkingv1alpha3.ReadinessProbe_Exec:
 		out.Exec = &Exec{Command: m.Exec.GetCommand()}
 	case *networkingv1alpha3.ReadinessProbe_Grpc:
-		return Probe{}, errors.New("health: gRPC probes are not supported")
+		out.GRPC = &GRPC{Port: int(m.Grpc.GetPort()), Service: m.Grpc.GetService()}
 	default:
 		return Probe{}, errors.New("health: probe has no health check method")
 	}
@@ -138,6 +150,12 @@ func (p Probe) Validate() error {
 			return errors.New("health: exec probe has no command")
 		}
 	}
+	if p.GRPC != nil {
+		n++
+		if p.GRPC.Port <= 0 || p.GRPC.Port > 65535 {
+			return fmt.Errorf("health: gRPC probe port %d", p.GRPC.Port)
+		}
+	}
 	if n != 1 {
 		return fmt.Errorf("health: probe has %d methods, want exactly one", n)
 	}
@@ -181,6 +199,8 @@ func (p Probe) Check(ctx context.Context, defaultHost string) error {
 			return fmt.Errorf("exec probe %q: %w: %s", strings.Join(p.Exec.Command, " "), err, msg)
 		}
 		return nil
+	case p.GRPC != nil:
+		return checkGRPC(ctx, p.GRPC, host(p.GRPC.Host))
 	}
 	return errors.New("health: probe has no method")
 }
@@ -226,9 +246,28 @@ func checkHTTP(ctx context.Context, h *HTTPGet, host string) error {
 	return nil
 }
 
+// checkGRPC asks the gRPC health service, with grpc-go's health client.
+func checkGRPC(ctx context.Context, g *GRPC, host string) error {
+	target := net.JoinHostPort(host, strconv.Itoa(g.Port))
+	cc, err := grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUserAgent("vmesh-probe"))
+	if err != nil {
+		return fmt.Errorf("grpc probe %s: %w", target, err)
+	}
+	defer cc.Close()
+	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: g.Service})
+	if err != nil {
+		return fmt.Errorf("grpc probe %s: %w", target, err)
+	}
+	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("grpc probe %s service %q: %s", target, g.Service, st)
+	}
+	return nil
+}
+
 // ParseProbe reads a WorkloadGroup readiness probe written as YAML or JSON
-// in Istio's form (the spec.probe of a WorkloadGroup: httpGet, tcpSocket or
-// exec, periodSeconds, ...), e.g. the file behind `vmesh agent --probe`.
+// in Istio's form (the spec.probe of a WorkloadGroup: httpGet, tcpSocket,
+// exec or grpc, periodSeconds, ...), e.g. the file behind `vmesh agent --probe`.
 func ParseProbe(data []byte) (Probe, error) {
 	var v any
 	if err := yaml.Unmarshal(data, &v); err != nil {

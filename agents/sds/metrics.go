@@ -27,5 +27,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.updates, m.responses, m.streams)
 	}
+	for _, p := range []string{"sotw", "delta"} {
+		m.responses.WithLabelValues(p)
+	}
 	return m
 }

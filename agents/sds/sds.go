@@ -43,7 +43,14 @@ type Server struct {
 	cache   *cachev3.LinearCache
 	first   chan struct{} // closed by the first Update
 	onFirst sync.Once
+	// gid, when not -1, owns the socket (SetSocketGroup).
+	gid int
 }
+
+// SetSocketGroup makes the socket Serve creates owned by group gid (the
+// proxy group Envoy runs as with traffic capture), so a non-root Envoy can
+// connect. Call it before Serve.
+func (s *Server) SetSocketGroup(gid int) { s.gid = gid }
 
 // New returns a Server with no secrets yet: requests wait until the first
 // Update. Metrics are registered on reg when it is not nil.
@@ -56,6 +63,7 @@ func New(logger *slog.Logger, reg prometheus.Registerer) *Server {
 		met:   newMetrics(reg),
 		cache: cachev3.NewLinearCache(resourcev3.SecretType, cachev3.WithVersionPrefix("sds-")),
 		first: make(chan struct{}),
+		gid:   -1,
 	}
 }
 
@@ -132,7 +140,7 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 		return nil
 	case <-s.first:
 	}
-	lis, err := ListenUnix(path)
+	lis, err := ListenUnixGroup(path, s.gid)
 	if err != nil {
 		return fmt.Errorf("sds: %w", err)
 	}
@@ -153,7 +161,11 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 
 // ListenUnix listens on a Unix socket at path, creating its directory and
 // removing a stale socket left by an earlier run; the socket gets mode 0660.
-func ListenUnix(path string) (net.Listener, error) {
+func ListenUnix(path string) (net.Listener, error) { return ListenUnixGroup(path, -1) }
+
+// ListenUnixGroup is ListenUnix with the socket owned by group gid (-1:
+// the process's).
+func ListenUnixGroup(path string, gid int) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -174,6 +186,12 @@ func ListenUnix(path string) (net.Listener, error) {
 	if err := os.Chmod(path, 0o660); err != nil {
 		lis.Close()
 		return nil, err
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			lis.Close()
+			return nil, err
+		}
 	}
 	return lis, nil
 }

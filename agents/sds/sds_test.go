@@ -3,7 +3,9 @@ package sds_test
 import (
 	"context"
 	"crypto/tls"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,5 +217,26 @@ func rootOf(t *testing.T, c secretv3.SecretDiscoveryServiceClient, ctx context.C
 func TestUpdateRejectsEmptyPair(t *testing.T) {
 	if err := sds.New(nil, nil).Update(nil, nil, nil); err == nil {
 		t.Fatal("Update accepted an empty pair")
+	}
+}
+
+// With capture Envoy runs as the proxy user: the sockets belong to its
+// group (0660).
+func TestListenUnixGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	path := filepath.Join(t.TempDir(), "xds.sock")
+	lis, err := sds.ListenUnixGroup(path, 1337)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gid := st.Sys().(*syscall.Stat_t).Gid; gid != 1337 || st.Mode().Perm() != 0o660 {
+		t.Fatalf("socket gid %d mode %v, want 1337 and 0660", gid, st.Mode().Perm())
 	}
 }

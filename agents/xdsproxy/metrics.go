@@ -8,6 +8,8 @@ type metrics struct {
 	messages *prometheus.CounterVec
 	upstream *prometheus.CounterVec
 	health   *prometheus.CounterVec
+	// nameTables counts name tables received by verdict (ack, nack).
+	nameTables *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,9 +30,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "vmesh", Subsystem: "xdsproxy", Name: "health_reports_total",
 			Help: "Health reports sent to the control plane by status (healthy, unhealthy).",
 		}, []string{"status"}),
+		nameTables: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "vmesh", Subsystem: "xdsproxy", Name: "name_tables_total",
+			Help: "Name tables (NDS) received on the agent's stream by verdict (ack, nack).",
+		}, []string{"verdict"}),
+	}
+	// Every label value exists from the start, so each documented series
+	// is listed before its first event.
+	for _, p := range []string{"sotw", "delta", "node"} {
+		m.streams.WithLabelValues(p)
+	}
+	for _, d := range []string{"upstream", "downstream"} {
+		m.messages.WithLabelValues(d)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.upstream.WithLabelValues(r)
+	}
+	for _, st := range []string{"healthy", "unhealthy"} {
+		m.health.WithLabelValues(st)
+	}
+	for _, v := range []string{"ack", "nack"} {
+		m.nameTables.WithLabelValues(v)
 	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.messages, m.upstream, m.health)
+		reg.MustRegister(m.streams, m.messages, m.upstream, m.health, m.nameTables)
 	}
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,7 +32,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vmesh/vmesh/agents/health"
+	"github.com/vmesh/vmesh/agents/internal/retry"
 	"github.com/vmesh/vmesh/internal/refusal"
+	"github.com/vmesh/vmesh/xds/nds"
 )
 
 // HealthInfoType is the type URL of health reports (Istio's).
@@ -48,6 +51,9 @@ type Config struct {
 	TLS func() *tls.Config
 	// RetryMin and RetryMax bound the node stream's reconnect backoff.
 	RetryMin, RetryMax time.Duration
+	// NameTable, when set, makes the node stream subscribe to the name
+	// table (NDS) and receives each one.
+	NameTable func(nds.Table)
 }
 
 // Proxy forwards ADS streams and health reports. It is safe for concurrent
@@ -56,6 +62,8 @@ type Proxy struct {
 	cfg Config
 	log *slog.Logger
 	met *metrics
+
+	connected atomic.Bool
 
 	mu      sync.Mutex
 	health  *health.Status
@@ -341,17 +349,21 @@ func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 }
 
 // RunNodeStream keeps an ADS stream of the agent's own open to the control
-// plane, identified by node, until ctx is done, reconnecting with backoff.
-// Its first request carries the node and the current health: healthy when
-// nothing was reported yet, so an agent that runs a probe reports "not ready
-// yet" before starting the stream. It is how a VM without Envoy is seen as
-// connected and reports its health. It returns a *refusal.PermanentError
-// when the control plane refused the stream for good.
+// plane, identified by node, until ctx is done, reconnecting with jittered
+// backoff. Its first request carries the node and the current health:
+// healthy when nothing was reported yet, so an agent that runs a probe
+// reports "not ready yet" before starting the stream. With
+// Config.NameTable set it also subscribes to the name table (NDS, as
+// Istio's agent does) and hands every table received to it. It is the
+// stream that registers the VM (its node carries the WorkloadGroup) and
+// reports its health. It returns a *refusal.PermanentError when the
+// control plane refused the stream for good.
 func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
-	backoff := p.cfg.RetryMin
+	backoff := retry.New(p.cfg.RetryMin, p.cfg.RetryMax)
 	for {
 		start := time.Now()
 		err := p.nodeStream(ctx, node)
+		p.connected.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -359,19 +371,19 @@ func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
 			return perr
 		}
 		if time.Since(start) > p.cfg.RetryMax {
-			backoff = p.cfg.RetryMin
+			backoff.Reset()
 		}
-		p.log.Warn("node stream to the control plane ended", "upstream", p.cfg.Upstream, "retry_in", backoff, "error", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		wait := backoff.Next()
+		p.log.Warn("node stream to the control plane ended", "upstream", p.cfg.Upstream, "retry_in", wait, "error", err)
+		if !retry.Sleep(ctx, wait) {
 			return nil
-		case <-t.C:
 		}
-		backoff = min(2*backoff, p.cfg.RetryMax)
 	}
 }
+
+// Connected reports whether the agent's own stream is up: open, and (when
+// it asks for the name table) answered.
+func (p *Proxy) Connected() bool { return p.connected.Load() }
 
 func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
 	p.met.streams.WithLabelValues("node").Inc()
@@ -391,14 +403,14 @@ func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
 	p.met.upstream.WithLabelValues("ok").Inc()
 	u := &upstream{}
 	first := true
-	u.send = func(s *health.Status) error {
-		req := HealthRequest(*s)
+	send := func(req *discoveryv3.DiscoveryRequest) error {
 		if first {
 			req.Node = node
 			first = false
 		}
 		return up.Send(req)
 	}
+	u.send = func(s *health.Status) error { return send(HealthRequest(*s)) }
 	defer p.register(u)()
 	u.mu.Lock()
 	h := p.currentHealth()
@@ -407,15 +419,59 @@ func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
 	}
 	err = p.sendHealth(u, h)
 	u.started = err == nil
+	if err == nil && p.cfg.NameTable != nil {
+		err = send(&discoveryv3.DiscoveryRequest{TypeUrl: nds.TypeURL})
+	}
 	u.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	if p.cfg.NameTable == nil {
+		p.connected.Store(true)
+	}
 	for {
-		// Responses (the control plane may answer health reports) are
-		// drained; Recv fails when the stream ends.
-		if _, err := up.Recv(); err != nil {
+		// Responses other than name tables (the control plane may answer
+		// health reports) are drained; Recv fails when the stream ends.
+		resp, err := up.Recv()
+		if err != nil {
+			return err
+		}
+		if resp.GetTypeUrl() != nds.TypeURL || p.cfg.NameTable == nil {
+			continue
+		}
+		ack := &discoveryv3.DiscoveryRequest{TypeUrl: nds.TypeURL, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
+		t, err := nameTableOf(resp)
+		if err != nil {
+			p.met.nameTables.WithLabelValues("nack").Inc()
+			p.log.Warn("rejected name table", "version", resp.GetVersionInfo(), "error", err)
+			ack.VersionInfo = ""
+			ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+		} else {
+			p.met.nameTables.WithLabelValues("ack").Inc()
+			p.cfg.NameTable(t)
+			p.connected.Store(true)
+		}
+		u.mu.Lock()
+		err = send(ack)
+		u.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
+}
+
+// nameTableOf reads the name table of an NDS response: one NameTable, or
+// none (an empty table).
+func nameTableOf(resp *discoveryv3.DiscoveryResponse) (nds.Table, error) {
+	out := nds.Table{}
+	for _, a := range resp.GetResources() {
+		t, err := nds.FromAny(a)
+		if err != nil {
+			return nil, err
+		}
+		for h, ni := range t {
+			out[h] = ni
+		}
+	}
+	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/vmesh/vmesh/agents/internal/agenttest"
 	"github.com/vmesh/vmesh/agents/xdsproxy"
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/xds/nds"
 )
 
 // event is what the control plane saw on a stream.
@@ -117,6 +118,9 @@ func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscove
 			}
 			n++
 			res, _ := anypb.New(&clusterv3.Cluster{Name: "from-" + node})
+			if r.GetTypeUrl() == nds.TypeURL {
+				res, _ = anypb.New(nds.Table{"from.example.com": {IPs: []string{"10.0.0." + fmt.Sprint(n)}}}.Message())
+			}
 			if err := s.Send(&discoveryv3.DiscoveryResponse{TypeUrl: r.GetTypeUrl(), VersionInfo: "v1", Nonce: fmt.Sprint(n), Resources: []*anypb.Any{res}}); err != nil {
 				return err
 			}
@@ -160,7 +164,9 @@ type rig struct {
 
 // newRig starts a CA with the test control plane on its TLS port, a
 // certificate manager with a VM bundle, and the proxy on a Unix socket.
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
+
+func newRigWith(t *testing.T, edit func(*xdsproxy.Config)) *rig {
 	t.Helper()
 	cp := &controlPlane{events: make(chan event, 64)}
 	c := agenttest.NewCA(t, func(s *grpc.Server, c *ca.CA) {
@@ -172,7 +178,11 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := xdsproxy.New(xdsproxy.Config{Upstream: b.DiscoveryAddress, TLS: m.ClientTLSConfig, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}, agenttest.Logger(t), nil)
+	pc := xdsproxy.Config{Upstream: b.DiscoveryAddress, TLS: m.ClientTLSConfig, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
+	if edit != nil {
+		edit(&pc)
+	}
+	p, err := xdsproxy.New(pc, agenttest.Logger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,5 +353,50 @@ func TestNodeStreamReportsAndReconnects(t *testing.T) {
 	r.cp.killAll()
 	if e := r.next(t); e.node != node.Id || !e.health.Healthy {
 		t.Fatalf("after reconnecting %+v, want the node and the current (healthy) status", e)
+	}
+}
+
+// TestNodeStreamReceivesNameTables: with a NameTable callback the node
+// stream subscribes to NDS (no names, as Istio's agent), hands each table
+// over, ACKs it, and counts as connected only once a table arrived; after
+// a reconnect it subscribes again.
+func TestNodeStreamReceivesNameTables(t *testing.T) {
+	tables := make(chan nds.Table, 8)
+	r := newRigWith(t, func(c *xdsproxy.Config) { c.NameTable = func(t nds.Table) { tables <- t } })
+	node := &corev3.Node{Id: "sidecar~10.0.0.7~vm-1.shop~shop.svc.cluster.local"}
+	if r.proxy.Connected() {
+		t.Fatal("connected before any stream")
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.proxy.RunNodeStream(ctx, node) }()
+	defer func() { cancel(); <-done }()
+	want := func(typeURL string) {
+		t.Helper()
+		if e := r.next(t); e.typeURL != typeURL {
+			t.Fatalf("request %+v, want %s", e, typeURL)
+		}
+	}
+	want(xdsproxy.HealthInfoType)
+	want(nds.TypeURL)
+	select {
+	case tab := <-tables:
+		if ips := tab["from.example.com"].IPs; len(ips) != 1 {
+			t.Fatalf("table %v", tab)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no name table")
+	}
+	want(nds.TypeURL) // the ACK
+	if !r.proxy.Connected() {
+		t.Error("not connected after the first table")
+	}
+	r.cp.killAll()
+	want(xdsproxy.HealthInfoType)
+	want(nds.TypeURL)
+	select {
+	case <-tables:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no name table after reconnecting")
 	}
 }

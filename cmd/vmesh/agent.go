@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/agents/agent"
+	"github.com/vmesh/vmesh/agents/dnsproxy"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/internal/buildinfo"
 )
@@ -17,6 +18,7 @@ func newAgentCmd() *cobra.Command {
 	var cfg agent.Config
 	var probeFile, ips string
 	var logs logFlags
+	var cf captureFlags
 	cmd := &cobra.Command{
 		Use:   "agent --bundle DIR",
 		Short: "Run the per-VM agent: certificates, SDS, bootstraps, Envoy, health, registration",
@@ -26,7 +28,15 @@ bootstrap proxyless gRPC applications need (GRPC_XDS_BOOTSTRAP=<out>/grpc-bootst
 serves SDS and proxies xDS for Envoy on Unix sockets, runs Envoy when one is
 installed, probes the workload and reports its health. With a WorkloadGroup
 in the bundle the control plane registers the VM as a WorkloadEntry while
-the agent is connected.`,
+the agent itself is connected (applications' streams never register it).
+
+On a VM with Envoy it captures the VM's traffic as istio-iptables does
+(nftables, else iptables): outbound TCP to 15001, inbound to 15006, DNS to
+the agent's DNS proxy on 127.0.0.1:15053, which answers the mesh's hosts
+from the control plane's name table and forwards the rest to the resolvers
+of /etc/resolv.conf. The rules go when the agent exits; after a crash,
+"vmesh agent cleanup" removes them. Port 15020 (loopback) serves
+/healthz/ready, /stats/prometheus and /debug/ndsz.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if probeFile != "" {
@@ -43,12 +53,18 @@ the agent is connected.`,
 			if ips != "" {
 				cfg.IPs = strings.Split(ips, ",")
 			}
+			if err := cf.apply(&cfg); err != nil {
+				return err
+			}
 			logger, err := logs.logger(os.Stderr)
 			if err != nil {
 				return err
 			}
 			bi := buildinfo.Get()
 			logger.Info("vmesh version", "version", bi.Version, "revision", bi.Revision, "dirty", bi.Dirty, "go", bi.GoVersion)
+			if cf.skipped != nil {
+				logger.Warn("Envoy runs but traffic is not captured (--capture auto)", "reason", cf.skipped)
+			}
 			return agent.Run(cmd.Context(), cfg, logger, prometheus.NewRegistry())
 		},
 	}
@@ -61,8 +77,13 @@ the agent is connected.`,
 	f.DurationVar(&cfg.CertTTL, "cert-ttl", 0, "requested certificate lifetime (default: the CA's)")
 	f.StringVar(&cfg.EnvoyBinary, "envoy", "", "Envoy binary (default: envoy on PATH, if any)")
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
-	f.StringVar(&probeFile, "probe", "", "the WorkloadGroup's readiness probe as YAML (httpGet, tcpSocket or exec)")
+	f.StringVar(&probeFile, "probe", "", "the WorkloadGroup's readiness probe as YAML (httpGet, tcpSocket, exec or grpc); overrides the group's")
+	f.StringVar(&cfg.DNSAddr, "dns-addr", dnsproxy.DefaultAddr, `DNS proxy address, UDP and TCP ("" = no DNS proxy)`)
+	f.StringVar(&cfg.ResolvConf, "resolv-conf", dnsproxy.DefaultResolvConf, "resolver configuration whose nameservers get the non-mesh queries and whose search domains expand short names")
+	f.StringVar(&cfg.StatusAddr, "status-addr", "127.0.0.1:15020", `agent HTTP port: /healthz/ready, /stats/prometheus, /debug/ndsz ("" = none)`)
+	cf.register(cmd)
 	logs.register(cmd)
 	_ = cmd.MarkFlagRequired("bundle")
+	cmd.AddCommand(newAgentCleanupCmd())
 	return cmd
 }

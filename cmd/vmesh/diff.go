@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -27,6 +26,10 @@ Proxies come from --server (the proxies connected to a running vmesh, read from
 its /debug/syncz), from --proxies FILE (a JSON list of {id, kind, namespace,
 labels, serviceAccount, ips}), or, by default, one proxyless gRPC client per
 namespace of the config.
+
+After the diff it prints the warnings of the config after the change (as
+vmesh validate does), "+" marking those the change brings; with --server,
+hosts are checked against that control plane's registries too.
 
 With --exit-code it exits as git diff --exit-code does: 0 when no proxy's
 config changes, 1 when some does, 2 when the versions could not be compared
@@ -74,7 +77,7 @@ type diffOptions struct {
 
 // run prints the diff and reports whether any proxy's config changes.
 func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
-	var before, after []*filestore.Object
+	var before, after filestore.Loaded
 	var err error
 	switch {
 	case len(o.dirs) == 2:
@@ -102,54 +105,92 @@ func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
 	default:
 		return false, fmt.Errorf("give --dir twice, or --to (and --from)")
 	}
-	proxies, err := diffProxies(o.server, o.proxiesFile, before, after)
+	proxies, err := diffProxies(o.server, o.proxiesFile, before.Objects, after.Objects)
 	if err != nil {
 		return false, err
 	}
-	diffs, err := configdiff.Diff(before, after, proxies)
+	diffs, err := configdiff.Diff(before.Objects, after.Objects, proxies)
 	if err != nil {
 		return false, err
 	}
+	var registry []*filestore.Object
+	if o.server != "" {
+		if registry, err = registryObjects(cmd, o.server); err != nil {
+			return false, err
+		}
+	}
+	warns := newWarnings(before, after, registry, o.server != "")
 	if o.asJSON {
+		// The JSON stays the list of proxy diffs; warnings go to stderr.
+		for _, w := range warns {
+			fmt.Fprintln(cmd.ErrOrStderr(), w)
+		}
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		return configdiff.AnyChange(diffs), enc.Encode(diffs)
 	}
 	fmt.Fprint(cmd.OutOrStdout(), configdiff.Format(diffs))
+	if len(warns) > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "\nwarnings after the change (%d; + new with it):\n", len(warns))
+		for _, w := range warns {
+			fmt.Fprintln(cmd.OutOrStdout(), w)
+		}
+	}
 	return configdiff.AnyChange(diffs), nil
+}
+
+// newWarnings returns the warnings of the config after the change (the
+// files' own and the analysis, with the registry objects of --server when
+// complete), each prefixed "+ " when the config before did not have it,
+// else "  ".
+func newWarnings(before, after filestore.Loaded, registry []*filestore.Object, complete bool) []string {
+	had := map[string]bool{}
+	for _, w := range warningsOf(before, registry, complete) {
+		had[warningText(w)] = true
+	}
+	var out []string
+	for _, w := range warningsOf(after, registry, complete) {
+		if w.Severity != filestore.SeverityWarning {
+			continue // infos: vmesh analyze
+		}
+		mark := "  "
+		if !had[warningText(w)] {
+			mark = "+ "
+		}
+		out = append(out, mark+w.Error())
+	}
+	return out
+}
+
+// warningText is a warning without where it is (a line or commit that
+// moved does not make it new).
+func warningText(w filestore.ConfigError) string {
+	w.Line, w.Commit = 0, ""
+	return w.Error()
 }
 
 // loadClean loads a directory and fails on any config error: a diff of
 // config that would be rejected would not show what proxies get.
-func loadClean(dir string) ([]*filestore.Object, error) {
-	objs, errs, err := filestore.LoadPath(dir)
+func loadClean(dir string) (filestore.Loaded, error) {
+	l, err := filestore.Load(dir)
 	if err != nil {
-		return nil, err
+		return l, err
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s has %d config error(s), first: %s", dir, len(errs), errs[0].Error())
+	if len(l.Errors) > 0 {
+		return l, fmt.Errorf("%s has %d config error(s), first: %s", dir, len(l.Errors), l.Errors[0].Error())
 	}
-	return objs, nil
+	return l, nil
 }
 
-func loadGit(cmd *cobra.Command, repo, ref, sub string) ([]*filestore.Object, error) {
-	work, err := os.MkdirTemp("", "vmesh-diff-")
+func loadGit(cmd *cobra.Command, repo, ref, sub string) (filestore.Loaded, error) {
+	l, err := checkGit(cmd, repo, ref, sub)
 	if err != nil {
-		return nil, err
+		return l, err
 	}
-	defer os.RemoveAll(work)
-	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: sub, WorkDir: filepath.Join(work, "git")}, nil, nil)
-	if err != nil {
-		return nil, err
+	if len(l.Errors) > 0 {
+		return l, fmt.Errorf("%s (%.12s) would be rejected: %s", ref, l.Commit, l.Errors[0].Error())
 	}
-	commit, objs, errs, err := src.Check(cmd.Context())
-	if err != nil {
-		return nil, err
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s (%.12s) would be rejected: %s", ref, commit, errs[0].Error())
-	}
-	return objs, nil
+	return l, nil
 }
 
 // diffProxies picks the proxies to compute for.

@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newValidateCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newProxyConfigCmd(), newTokenCmd(), newCACmd(), newVMCmd(), newAgentCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newValidateCmd(), newAnalyzeCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newProxyConfigCmd(), newTokenCmd(), newCACmd(), newVMCmd(), newAgentCmd(), newVersionCmd())
 	return root
 }
 

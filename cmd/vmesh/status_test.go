@@ -46,7 +46,7 @@ func TestStatusReplicas(t *testing.T) {
 
 	// A broken file in the served directory shows with its file:line.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: demo}\nspec:\n  hosts: [a.demo.internal]\n  http:\n  - route:\n    - destination: {host: a.demo.internal}\n      weight: 500\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: demo}\nspec:\n  hosts: [a.demo.internal]\n  http:\n  - route:\n    - destination: {host: a.demo.internal}\n      weight: -1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := servePlane(t, onboardingConfig, func(c *controlplane.Config) { c.ConfigDir = dir })

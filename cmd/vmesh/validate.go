@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -11,69 +14,172 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
-	var gitRef, gitRepo string
+	var in configInput
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
 		Short: "Validate Istio YAML files, directories or a git ref, like istioctl validate",
 		Long: `Validate decodes and checks every object and prints each problem as
   file:line: kind/namespace/name: field: message
-It exits 1 if there is any problem and 0 otherwise. With --git-ref it validates
-the tree of that ref (in --git-repo, default the current directory; PATH is then
-an optional sub-folder).`,
+then each warning (config that applies but is not, or not fully, enforced, and
+the warnings vmesh analyze finds) as
+  file:line: kind/namespace/name: field: warning CODE: message
+It exits 1 if there is any error, and 0 otherwise; with --strict a warning
+exits 1 too. Infos (a host no file defines, which a registry may; a field
+proxyless gRPC clients ignore) are counted, and shown by vmesh analyze. With
+--git-ref it validates the tree of that ref (in --git-repo, default the current
+directory; PATH is then an optional sub-folder). The codes are listed in the
+README.`,
 		Example: `  vmesh validate examples/quickstart
-  vmesh validate --git-ref origin/main mesh/`,
+  vmesh validate --strict --git-ref origin/main mesh/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			var errs []filestore.ConfigError
-			count := 0
-			if gitRef != "" {
-				if len(args) > 1 {
-					return fmt.Errorf("with --git-ref give at most one sub-folder")
-				}
-				sub := ""
-				if len(args) == 1 {
-					sub = args[0]
-				}
-				work, err := os.MkdirTemp("", "vmesh-validate-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(work)
-				src, err := filestore.NewGitSource(filestore.GitConfig{Repo: gitRepo, Ref: gitRef, Path: sub, WorkDir: filepath.Join(work, "git")}, nil, nil)
-				if err != nil {
-					return err
-				}
-				commit, objs, cerrs, err := src.Check(cmd.Context())
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "validating %s at %.12s\n", gitRef, commit)
-				count, errs = len(objs), cerrs
-			} else {
-				if len(args) == 0 {
-					return fmt.Errorf("give at least one file or directory, or --git-ref")
-				}
-				for _, p := range args {
-					objs, perrs, err := filestore.LoadPath(p)
-					if err != nil {
-						return err
-					}
-					count += len(objs)
-					errs = append(errs, perrs...)
-				}
+			l, warns, err := in.load(cmd, args, "validating")
+			if err != nil {
+				return err
 			}
-			for _, e := range errs {
+			out := cmd.OutOrStdout()
+			for _, e := range l.Errors {
 				fmt.Fprintln(out, e.Error())
 			}
-			if len(errs) > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d problem(s), %d valid object(s)\n", len(errs), count)
-				return exitError{code: 1}
+			nw := countWarnings(warns)
+			printWarnings(out, warns, false)
+			if infos := len(warns) - nw; infos > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d info(s): vmesh analyze shows them\n", infos)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d object(s) valid\n", count)
+			switch {
+			case len(l.Errors) > 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d problem(s), %d warning(s), %d valid object(s)\n", len(l.Errors), nw, len(l.Objects))
+				return exitError{code: 1}
+			case nw > 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d object(s) valid, %d warning(s)\n", len(l.Objects), nw)
+				if strict {
+					return exitError{code: 1}
+				}
+				return nil
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d object(s) valid\n", len(l.Objects))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&gitRef, "git-ref", "", "validate this git ref instead of files")
-	cmd.Flags().StringVar(&gitRepo, "git-repo", ".", "repository for --git-ref")
+	in.flags(cmd)
+	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 on a warning too")
 	return cmd
+}
+
+// configInput is the config a command reads: files and directories, or a
+// git ref's tree; and, with server, the registry objects of a running
+// control plane to check them against.
+type configInput struct{ gitRef, gitRepo, server string }
+
+func (in *configInput) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&in.gitRef, "git-ref", "", "read this git ref instead of files")
+	cmd.Flags().StringVar(&in.gitRepo, "git-repo", ".", "repository for --git-ref")
+	cmd.Flags().StringVar(&in.server, "server", "", "HTTP address of a running vmesh: check hosts against its registries' services too (its /debug/config)")
+}
+
+// load decodes the input as one source and returns it with its warnings:
+// the files' own and the analysis of the whole set: without registries (a
+// host no file defines is an info), or with those of --server.
+func (in *configInput) load(cmd *cobra.Command, args []string, verb string) (filestore.Loaded, []filestore.ConfigError, error) {
+	var l filestore.Loaded
+	if in.gitRef != "" {
+		if len(args) > 1 {
+			return l, nil, fmt.Errorf("with --git-ref give at most one sub-folder")
+		}
+		sub := ""
+		if len(args) == 1 {
+			sub = args[0]
+		}
+		var err error
+		if l, err = checkGit(cmd, in.gitRepo, in.gitRef, sub); err != nil {
+			return l, nil, err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s %s at %.12s\n", verb, in.gitRef, l.Commit)
+	} else {
+		if len(args) == 0 {
+			return l, nil, fmt.Errorf("give at least one file or directory, or --git-ref")
+		}
+		for _, p := range args {
+			pl, err := filestore.Load(p)
+			if err != nil {
+				return l, nil, err
+			}
+			l.Objects = append(l.Objects, pl.Objects...)
+			l.Errors = append(l.Errors, pl.Errors...)
+			l.Warnings = append(l.Warnings, pl.Warnings...)
+		}
+	}
+	var remote []*filestore.Object
+	if in.server != "" {
+		var err error
+		if remote, err = registryObjects(cmd, in.server); err != nil {
+			return l, nil, err
+		}
+	}
+	return l, warningsOf(l, remote, in.server != ""), nil
+}
+
+// registryObjects reads the objects a running control plane has from its
+// sources other than files and git (registries, registrations): what files
+// reference and do not define.
+func registryObjects(cmd *cobra.Command, server string) ([]*filestore.Object, error) {
+	var dc filestore.DebugConfig
+	if err := getJSON(server, "/debug/config", &dc); err != nil {
+		return nil, err
+	}
+	objs, err := dc.DecodeObjects(func(_, class string) bool { return class != filestore.ClassConfig.String() })
+	if err != nil {
+		return nil, fmt.Errorf("--server %s: %w", server, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "checking against %d registry object(s) of %s\n", len(objs), server)
+	return objs, nil
+}
+
+// warningsOf returns a loaded config's warnings, the files' own and the
+// analysis, sorted by file and line: the analysis of the files alone, or,
+// when complete, with the registry objects of a control plane.
+func warningsOf(l filestore.Loaded, registry []*filestore.Object, complete bool) []filestore.ConfigError {
+	all := l.Objects
+	if complete {
+		all = append(slices.Clip(l.Objects), registry...)
+	}
+	warns := append(slices.Clip(l.Warnings), filestore.Analyze(all, complete)...)
+	slices.SortStableFunc(warns, func(a, b filestore.ConfigError) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
+	return warns
+}
+
+// checkGit reads a git ref's tree (sub-folder sub) without a Store.
+func checkGit(cmd *cobra.Command, repo, ref, sub string) (filestore.Loaded, error) {
+	work, err := os.MkdirTemp("", "vmesh-git-")
+	if err != nil {
+		return filestore.Loaded{}, err
+	}
+	defer os.RemoveAll(work)
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: sub, WorkDir: filepath.Join(work, "git")}, nil, nil)
+	if err != nil {
+		return filestore.Loaded{}, err
+	}
+	return src.Check(cmd.Context())
+}
+
+// printWarnings prints warnings, one a line, and the infos too when infos.
+func printWarnings(w io.Writer, warns []filestore.ConfigError, infos bool) {
+	for _, e := range warns {
+		if infos || e.Severity == filestore.SeverityWarning {
+			fmt.Fprintln(w, e.Error())
+		}
+	}
+}
+
+// countWarnings counts the warnings (not the infos).
+func countWarnings(warns []filestore.ConfigError) int {
+	n := 0
+	for _, w := range warns {
+		if w.Severity == filestore.SeverityWarning {
+			n++
+		}
+	}
+	return n
 }

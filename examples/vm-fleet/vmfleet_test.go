@@ -208,7 +208,7 @@ func prerequisites(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "root (network namespaces, mounts, dpkg)")
 	}
-	for _, tool := range []string{"ip", "unshare", "nsenter", "dpkg", "curl", "bash"} {
+	for _, tool := range []string{"ip", "unshare", "nsenter", "dpkg", "curl", "dig", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testenv.Missing(t, "%s", tool)
 		}

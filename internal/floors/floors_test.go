@@ -22,11 +22,13 @@ var allowed = map[string][]string{
 	"model":     {"filestore", "ca/spiffe", "internal/"},
 	"xds":       {"model", "ca/spiffe", "internal/"},
 	// The node-metadata contract, which agents write and xds reads.
-	"xds/node":                {},
+	"xds/node": {},
+	// The DNS name table (NDS) message, which xds serves and agents read.
+	"xds/nds":                 {},
 	"registries":              {"filestore", "model", "internal/"},
 	"registries/autoregister": {"filestore", "model", "xds", "internal/"},
 	"ca":                      {"internal/"},
-	"agents":                  {"ca/bundle", "ca/spiffe", "xds/node", "internal/"},
+	"agents":                  {"ca/bundle", "ca/spiffe", "xds/node", "xds/nds", "internal/"},
 	// Imported by the agents' tests only: a real CA to enrol against.
 	"agents/internal/agenttest": {"ca", "internal/"},
 	"examples":                  {"examples", "internal/"},

@@ -160,7 +160,9 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 		r.log.Info("auto-registered", "entry", key.String(), "proxy", p.ID)
 	}
 	e.proxy = p
-	e.envoy = e.envoy || p.Kind == xds.KindSidecar
+	// The agent labels its own node when it runs Envoy (registration
+	// belongs to the agent's stream; Envoy's node names no group).
+	e.envoy = e.envoy || p.Kind == xds.KindSidecar || p.Labels[TLSModeLabel] == TLSModeIstio
 	e.streams[stream] = true
 	r.byStream[stream] = key
 	if e.expire != nil {

@@ -196,3 +196,42 @@ func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
 		t.Fatalf("tlsMode dropped while Envoy restarts: %q", got)
 	}
 }
+
+// With Envoy, the agent's own stream (the only one that registers: Envoy's
+// and the applications' nodes name no group) carries the tlsMode label in
+// its LABELS; the entry keeps it.
+func TestAgentStreamLabelledForEnvoyMarksTheEntry(t *testing.T) {
+	store, r := setup(t, autoregister.Config{Grace: time.Minute})
+	agent := vm()
+	agent.Labels = map[string]string{"app": "cart", autoregister.TLSModeLabel: autoregister.TLSModeIstio}
+	if err := r.StreamOpened(context.Background(), 1, agent); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[autoregister.TLSModeLabel]; got != autoregister.TLSModeIstio {
+		t.Fatalf("tlsMode=%q, want istio", got)
+	}
+}
+
+// Registration follows the registering stream only: a stream of the same
+// node without the group (an application, after the agent made its
+// bootstrap) neither registers nor keeps the entry.
+func TestOnlyTheAgentStreamKeepsTheEntry(t *testing.T) {
+	store, r := setup(t, autoregister.Config{Grace: 100 * time.Millisecond})
+	ctx := context.Background()
+	if err := r.StreamOpened(ctx, 1, vm()); err != nil {
+		t.Fatal(err)
+	}
+	app := vm()
+	app.AutoRegisterGroup = ""
+	if err := r.StreamOpened(ctx, 2, app); err != nil {
+		t.Fatal(err)
+	}
+	r.StreamClosed(1, vm()) // the agent stops; the application stays
+	deadline := time.Now().Add(2 * time.Second)
+	for store.Snapshot().Get(entryKey) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("entry outlived the agent's stream by more than the grace period")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -94,7 +94,7 @@ func rules(policies []*model.AuthorizationPolicy, proto Protocol, dryRun bool) (
 					continue
 				}
 			}
-			pol, err := rulePolicy(r)
+			pol, err := rulePolicy(r, p.Namespace)
 			if err != nil {
 				return nil, nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
 			}
@@ -214,10 +214,11 @@ func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Fi
 	return out, nil
 }
 
-func rulePolicy(r *security.Rule) (*rbacconfigv3.Policy, error) {
+// rulePolicy translates one rule of a policy in namespace ns.
+func rulePolicy(r *security.Rule, ns string) (*rbacconfigv3.Policy, error) {
 	var froms []*rbacconfigv3.Principal
 	for _, f := range r.GetFrom() {
-		p, err := sourcePrincipal(f.GetSource())
+		p, err := sourcePrincipal(f.GetSource(), ns)
 		if err != nil {
 			return nil, err
 		}
@@ -251,8 +252,16 @@ func rulePolicy(r *security.Rule) (*rbacconfigv3.Policy, error) {
 	return &rbacconfigv3.Policy{Permissions: []*rbacconfigv3.Permission{andRules(permissions)}, Principals: []*rbacconfigv3.Principal{andIDs(principals)}}, nil
 }
 
-// sourcePrincipal ANDs the fields of a source, each an OR of its values.
-func sourcePrincipal(s *security.Source) (*rbacconfigv3.Principal, error) {
+// sourcePrincipal ANDs the fields of a source, each an OR of its values;
+// ns is the policy's namespace, which a serviceAccounts entry without one
+// ("sa", Istio's short form) names.
+func sourcePrincipal(s *security.Source, ns string) (*rbacconfigv3.Principal, error) {
+	serviceAccount := func(v string) (*rbacconfigv3.Principal, error) {
+		if !strings.Contains(v, "/") {
+			v = ns + "/" + v
+		}
+		return serviceAccountID(v)
+	}
 	var and []*rbacconfigv3.Principal
 	add := func(values []string, not bool, one func(string) (*rbacconfigv3.Principal, error)) error {
 		if len(values) == 0 {
@@ -282,8 +291,8 @@ func sourcePrincipal(s *security.Source) (*rbacconfigv3.Principal, error) {
 		{s.GetNotPrincipals(), true, principalID},
 		{s.GetNamespaces(), false, namespaceID},
 		{s.GetNotNamespaces(), true, namespaceID},
-		{s.GetServiceAccounts(), false, serviceAccountID},
-		{s.GetNotServiceAccounts(), true, serviceAccountID},
+		{s.GetServiceAccounts(), false, serviceAccount},
+		{s.GetNotServiceAccounts(), true, serviceAccount},
 		{s.GetTrustDomains(), false, trustDomainID},
 		{s.GetNotTrustDomains(), true, trustDomainID},
 		{s.GetIpBlocks(), false, directRemoteIP},

@@ -141,12 +141,25 @@ func TestRuleShapes(t *testing.T) {
 func TestBadValuesAreErrors(t *testing.T) {
 	for _, rule := range []*securityapi.Rule{
 		{From: []*securityapi.Rule_From{{Source: &securityapi.Source{IpBlocks: []string{"not-an-ip"}}}}},
-		{From: []*securityapi.Rule_From{{Source: &securityapi.Source{ServiceAccounts: []string{"no-slash"}}}}},
+		{From: []*securityapi.Rule_From{{Source: &securityapi.Source{ServiceAccounts: []string{"a/b/c"}}}}},
 		{To: []*securityapi.Rule_To{{Operation: &securityapi.Operation{Ports: []string{"http"}}}}},
 	} {
 		if _, err := security.RBACFilters([]*model.AuthorizationPolicy{policy(securityapi.AuthorizationPolicy_DENY, rule)}); err == nil {
 			t.Errorf("rule %v: want an error", rule)
 		}
+	}
+}
+
+// Istio's short form: a serviceAccounts entry without a namespace is of the
+// policy's namespace.
+func TestServiceAccountShortForm(t *testing.T) {
+	p := policy(securityapi.AuthorizationPolicy_ALLOW, &securityapi.Rule{From: []*securityapi.Rule_From{{Source: &securityapi.Source{ServiceAccounts: []string{"cart"}}}}})
+	b, err := protojson.Marshal(onlyPolicy(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`/ns/ns/sa/cart`).Match(b) {
+		t.Errorf("serviceAccounts [cart] of a policy in ns: %s", b)
 	}
 }
 

@@ -15,9 +15,10 @@ type Overview struct {
 	Commit   string
 	Sources  []filestore.SourceStatus
 	// Errors are every source's current config errors (its last good
-	// objects keep serving); Warnings are config the model ignored.
+	// objects keep serving); Warnings are config that applies but is not
+	// (fully) enforced and what the analysis finds (filestore warnings).
 	Errors     []SourceError
-	Warnings   []model.Problem
+	Warnings   []SourceError
 	Conflicts  []filestore.Conflict
 	Registries []adapter.Status
 	Kinds      []KindCount
@@ -64,10 +65,15 @@ func (Overview) title() string { return "Overview" }
 func (c *Console) overview() Overview {
 	fs := c.src.Store.Snapshot()
 	ms := c.modelFor(fs)
-	o := Overview{Revision: fs.Revision, Commit: fs.Commit(), Sources: fs.Sources, Conflicts: fs.Conflicts, Warnings: ms.Problems}
+	o := Overview{Revision: fs.Revision, Commit: fs.Commit(), Sources: fs.Sources, Conflicts: fs.Conflicts}
 	for _, st := range fs.Sources {
 		for _, e := range st.Errors {
 			o.Errors = append(o.Errors, SourceError{Source: st.Source, ConfigError: e})
+		}
+	}
+	for _, w := range c.src.Store.Warnings(fs) {
+		if w.Severity == filestore.SeverityWarning { // infos: /debug/config and vmesh analyze
+			o.Warnings = append(o.Warnings, SourceError{Source: w.Source, ConfigError: w})
 		}
 	}
 	for _, k := range filestore.Kinds {

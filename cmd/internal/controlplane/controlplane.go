@@ -498,6 +498,21 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			cancel()
 		}
 	}()
+	// The analysis across sources is logged once per change, from the
+	// first complete config on (before it, a host a registry has not
+	// delivered yet would be logged missing).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, c := range append(slices.Clone(cp.ready), cp.xds.Ready()) {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		_ = filestore.LogAnalysis(ctx, cp.store, cp.log)
+	}()
 	// systemd (Type=notify) hears READY=1 once /ready would answer 200.
 	wg.Add(1)
 	go func() {

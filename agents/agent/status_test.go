@@ -1,0 +1,55 @@
+package agent_test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/agents/agent"
+	"github.com/vmesh/vmesh/agents/health"
+)
+
+// TestStatusPort: the agent's HTTP port (15020 in vmesh agent) says ready
+// only while the probe passes, and says why not; /stats/prometheus lists
+// every metric README.md documents, before any of them has an event;
+// /debug/ndsz needs the DNS proxy.
+func TestStatusPort(t *testing.T) {
+	w := newApp(t)
+	r := start(t, func(c *agent.Config) {
+		c.StatusAddr = "127.0.0.1:0"
+		c.Probe = &health.Probe{HTTP: &health.HTTPGet{Port: w.port(), Path: "/ready"}, Period: 50 * time.Millisecond, FailureThreshold: 1}
+	})
+	base := "http://" + r.agent.StatusAddr()
+	c := &http.Client{Timeout: 5 * time.Second}
+	readiness := func() (int, string) {
+		code, body, err := get(c, base+"/healthz/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, body
+	}
+	until(t, 10*time.Second, "not ready while the probe fails", func() (bool, string) {
+		code, body := readiness()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "readiness probe"), body
+	})
+	w.ready.Store(true)
+	until(t, 10*time.Second, "ready once the probe passes", func() (bool, string) {
+		code, body := readiness()
+		return code == http.StatusOK, body
+	})
+
+	_, metrics, err := get(c, base+"/stats/prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range documentedMetrics(t) {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m) + `(_bucket|_sum|_count)?[{ ]`).MatchString(metrics) {
+			t.Errorf("/stats/prometheus lacks documented metric %s", m)
+		}
+	}
+	if code, _, _ := get(c, base+"/debug/ndsz"); code != http.StatusNotFound {
+		t.Errorf("/debug/ndsz without a DNS proxy: %d, want 404", code)
+	}
+}

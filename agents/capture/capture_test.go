@@ -1,0 +1,303 @@
+package capture_test
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vmesh/vmesh/agents/capture"
+	"github.com/vmesh/vmesh/agents/internal/agenttest"
+	"github.com/vmesh/vmesh/agents/internal/netnstest"
+)
+
+func TestParse(t *testing.T) {
+	ps, err := capture.ParsePrefixes("10.0.0.0/8, 192.168.1.7,fd00::/8")
+	if err != nil || len(ps) != 3 || ps[1].String() != "192.168.1.7/32" {
+		t.Fatalf("ParsePrefixes = %v, %v", ps, err)
+	}
+	if ps, err := capture.ParsePrefixes("*"); err != nil || ps != nil {
+		t.Fatalf(`ParsePrefixes("*") = %v, %v; want nil (all)`, ps, err)
+	}
+	if ps, err := capture.ParsePrefixes(""); err != nil || ps == nil || len(ps) != 0 {
+		t.Fatalf(`ParsePrefixes("") = %#v, %v; want empty (none)`, ps, err)
+	}
+	if _, err := capture.ParsePrefixes("10.0.0.0/33"); err == nil {
+		t.Fatal("ParsePrefixes accepted /33")
+	}
+	if p, err := capture.ParsePorts("80, 443"); err != nil || len(p) != 2 || p[1] != 443 {
+		t.Fatalf("ParsePorts = %v, %v", p, err)
+	}
+	if _, err := capture.ParsePorts("0"); err == nil {
+		t.Fatal("ParsePorts accepted 0")
+	}
+}
+
+// vmAddr and peerAddr are the VM's and a peer host's link-local addresses.
+const (
+	vmAddr   = "169.254.1.2"
+	peerAddr = "169.254.1.1"
+	vip      = "240.240.0.5"
+)
+
+// standIn accepts on l and sends each connection's original destination.
+func standIn(t *testing.T, l net.Listener) <-chan netip.AddrPort {
+	ch := make(chan netip.AddrPort, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			dst, err := netnstest.OriginalDst(c)
+			if err != nil {
+				t.Errorf("SO_ORIGINAL_DST: %v", err)
+			}
+			c.Close()
+			ch <- dst
+		}
+	}()
+	return ch
+}
+
+func accepted(l net.Listener) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			ch <- c.LocalAddr().String()
+			c.Close()
+		}
+	}()
+	return ch
+}
+
+func expect[T comparable](t *testing.T, what string, ch <-chan T, want T) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got != want {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing arrived (want %v)", what, want)
+	}
+}
+
+func dial(t *testing.T, ns *netnstest.NS, addr string) {
+	t.Helper()
+	c, err := ns.Dial("tcp", addr, 3*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, ns.Name, err)
+	}
+	c.Close()
+}
+
+// TestCaptureInNetns installs the capture for real in a namespace standing
+// for a VM, with each backend, and checks every path: outbound TCP reaches
+// the stand-in for Envoy on 15001 with its original destination; inbound
+// TCP to a workload port reaches 15006; Envoy's UID, excluded ports and
+// ranges, and marked sockets pass untouched; DNS over UDP and TCP goes to
+// 15053; Remove, and Remove run afresh as `vmesh agent cleanup` does,
+// leave no rule of vmesh's.
+func TestCaptureInNetns(t *testing.T) {
+	for _, mode := range []string{capture.ModeNFT, capture.ModeIPTables} {
+		t.Run(mode, func(t *testing.T) {
+			bin := map[string]string{capture.ModeNFT: "nft", capture.ModeIPTables: "iptables"}[mode]
+			netnstest.Require(t, bin, "iptables-save", "bash", "setpriv")
+			testCapture(t, mode)
+		})
+	}
+}
+
+func testCapture(t *testing.T, mode string) {
+	vm, peer := netnstest.New(t, "vm"), netnstest.New(t, "peer")
+	dev, _ := netnstest.Link(t, vm, vmAddr, peer, peerAddr)
+	netnstest.Run(t, "ip", "-n", vm.Name, "route", "add", "240.240.0.0/16", "dev", dev)
+
+	outbound := standIn(t, vm.Listen(t, "0.0.0.0:15001"))
+	inbound := standIn(t, vm.Listen(t, "0.0.0.0:15006"))
+	dnsTCP := accepted(vm.Listen(t, "127.0.0.1:15053"))
+	dnsUDP := vm.ListenUDP(t, "127.0.0.1:15053")
+	peerDirect := accepted(peer.Listen(t, "0.0.0.0:7000"))
+	peerExcluded := accepted(peer.Listen(t, "0.0.0.0:7001"))
+	peerCP := accepted(peer.Listen(t, "0.0.0.0:15012"))
+	vm.Listen(t, vmAddr+":9090") // a workload port excluded from inbound capture
+
+	cfg := capture.Defaults()
+	cfg.Mode = mode
+	cfg.ExcludeOutboundPorts = []uint16{7001}
+	cfg.ExcludeOutboundIPRanges = []netip.Prefix{netip.MustParsePrefix(peerAddr + "/32")}
+	cfg.ExcludeInboundPorts = []uint16{9090}
+	ctx := agenttest.Context(t, time.Minute)
+	var c *capture.Capture
+	if err := vm.Do(func() (err error) { c, err = capture.Install(ctx, cfg, agenttest.Logger(t)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if c.Mode() != mode {
+		t.Fatalf("mode %s, want %s", c.Mode(), mode)
+	}
+	rules := vm.Ruleset(t)
+	if !strings.Contains(strings.ToLower(rules), "vmesh") {
+		t.Fatalf("no vmesh rules installed:\n%s", rules)
+	}
+
+	// Outbound to a VIP: captured, original destination kept.
+	dial(t, vm, vip+":9080")
+	expect(t, "outbound to the VIP", outbound, netip.MustParseAddrPort(vip+":9080"))
+	// The control plane's address (an excluded range) is not captured.
+	dial(t, vm, peerAddr+":15012")
+	expect(t, "to the control plane", peerCP, peerAddr+":15012")
+
+	// Inbound to a workload port: to 15006; an excluded port: untouched.
+	dial(t, peer, vmAddr+":8080")
+	expect(t, "inbound to the workload port", inbound, netip.MustParseAddrPort(vmAddr+":8080"))
+	dial(t, peer, vmAddr+":9090")
+	select {
+	case d := <-inbound:
+		t.Fatalf("excluded inbound port 9090 captured (%v)", d)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// Without the exclusion, the peer's address is captured...
+	cfg.ExcludeOutboundIPRanges = nil
+	if err := vm.Do(func() (err error) { c, err = capture.Install(ctx, cfg, agenttest.Logger(t)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	dial(t, vm, peerAddr+":7000")
+	expect(t, "outbound to the peer", outbound, netip.MustParseAddrPort(peerAddr+":7000"))
+	// ...but not an excluded port,
+	dial(t, vm, peerAddr+":7001")
+	expect(t, "excluded outbound port", peerExcluded, peerAddr+":7001")
+	// nor Envoy's own traffic (UID 1337),
+	out, err := vm.Command(ctx, "setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups",
+		"bash", "-c", "exec 3<>/dev/tcp/"+peerAddr+"/7000").CombinedOutput()
+	if err != nil {
+		t.Fatalf("connecting as UID 1337: %v\n%s", err, out)
+	}
+	expect(t, "Envoy's UID", peerDirect, peerAddr+":7000")
+	// nor a socket carrying the mark.
+	if err := vm.Do(func() error {
+		d := net.Dialer{Timeout: 3 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, capture.DefaultMark)
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		conn, err := d.Dial("tcp", peerAddr+":7000")
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "marked socket", peerDirect, peerAddr+":7000")
+
+	// DNS, UDP and TCP, to the DNS proxy's port.
+	if err := vm.Do(func() error {
+		u, err := net.Dial("udp", peerAddr+":53")
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		_, err = u.Write([]byte("query"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = dnsUDP.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, _, err := dnsUDP.ReadFrom(buf)
+	if err != nil || string(buf[:n]) != "query" {
+		t.Fatalf("UDP DNS not captured: %q, %v", buf[:n], err)
+	}
+	dial(t, vm, peerAddr+":53")
+	expect(t, "TCP DNS", dnsTCP, "127.0.0.1:15053")
+
+	// Removal, then a cleanup after a "crash" (install, forget, remove).
+	if err := vm.Do(func() error { return c.Remove(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, vm)
+	if err := vm.Do(func() (err error) { _, err = capture.Install(ctx, cfg, nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.Do(func() error { return capture.Remove(ctx, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, vm)
+	// And again: cleanup with nothing to clean succeeds.
+	if err := vm.Do(func() error { return capture.Remove(ctx, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	dial(t, vm, peerAddr+":7000")
+	expect(t, "after removal", peerDirect, peerAddr+":7000")
+
+	// Include lists instead of "*": only the listed ranges, ports and
+	// resolvers are captured.
+	cfg.IncludeOutboundIPRanges = []netip.Prefix{netip.MustParsePrefix("240.240.0.0/16"), netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::/8")}
+	cfg.IncludeInboundPorts = []uint16{8080, 8080, 8081}
+	cfg.DNSServers = []netip.Addr{netip.MustParseAddr(peerAddr), netip.MustParseAddr("fd00::53")}
+	if err := vm.Do(func() (err error) { c, err = capture.Install(ctx, cfg, nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	dial(t, vm, vip+":9080")
+	expect(t, "outbound to an included range", outbound, netip.MustParseAddrPort(vip+":9080"))
+	dial(t, vm, peerAddr+":7000")
+	expect(t, "outside the included ranges", peerDirect, peerAddr+":7000")
+	dial(t, peer, vmAddr+":8081")
+	expect(t, "inbound to an included port", inbound, netip.MustParseAddrPort(vmAddr+":8081"))
+	dial(t, vm, peerAddr+":53")
+	expect(t, "TCP DNS to a listed resolver", dnsTCP, "127.0.0.1:15053")
+	if err := vm.Do(func() error { return c.Remove(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, vm)
+}
+
+func assertClean(t *testing.T, ns *netnstest.NS) {
+	t.Helper()
+	rules := ns.Ruleset(t)
+	if strings.Contains(strings.ToLower(rules), "vmesh") || strings.Contains(rules, "redirect") || strings.Contains(rules, "REDIRECT") {
+		t.Fatalf("rules left after removal:\n%s", rules)
+	}
+}
+
+func TestPermitted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if err := capture.Permitted(false); err == nil {
+			t.Error("a non-root test process has CAP_NET_ADMIN?")
+		}
+		t.Skip("the rest needs root")
+	}
+	if err := capture.Permitted(true); err != nil {
+		t.Errorf("root: %v", err)
+	}
+	// Without the capabilities: setpriv drops them, the helper reports it.
+	out, err := exec.Command("setpriv", "--inh-caps=-all", "--bounding-set=-all", os.Args[0], "-test.v", "-test.run=^TestPermittedHelper$").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "CAP_NET_ADMIN, CAP_SETUID, CAP_SETGID") {
+		t.Errorf("without capabilities: %v\n%s", err, out)
+	}
+}
+
+// TestPermittedHelper prints Permitted's verdict (run by TestPermitted).
+func TestPermittedHelper(t *testing.T) {
+	if err := capture.Permitted(true); err != nil {
+		t.Log(err)
+	}
+}

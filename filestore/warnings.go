@@ -1,0 +1,356 @@
+package filestore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+)
+
+// Severity grades a Problem or ConfigError. Errors reject the object (a
+// file keeps its last good version, a git commit is not applied);
+// warnings and infos are reported beside the config, which applies.
+type Severity int8
+
+const (
+	// SeverityError rejects the object; the zero value.
+	SeverityError Severity = iota
+	// SeverityWarning is config vmesh accepts but does not (fully)
+	// enforce, or that references something that does not exist.
+	SeverityWarning
+	// SeverityInfo is a finding that depends on config the check could not
+	// see: a host no file defines, checked without the registries that may
+	// define it (vmesh validate and analyze on files).
+	SeverityInfo
+)
+
+// String names the severity: error, warning or info.
+func (s Severity) String() string {
+	switch s {
+	case SeverityWarning:
+		return "warning"
+	case SeverityInfo:
+		return "info"
+	}
+	return "error"
+}
+
+// MarshalText writes the severity's name (JSON: "warning").
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a severity's name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "error", "":
+		*s = SeverityError
+	case "warning":
+		*s = SeverityWarning
+	case "info":
+		*s = SeverityInfo
+	default:
+		return fmt.Errorf("unknown severity %q", b)
+	}
+	return nil
+}
+
+// WarningCode documents one stable warning code. Codes of Istio's own
+// analysis messages (IST....) are used where Istio has one; vmesh's own are
+// VM1xxx (accepted, not enforced: found in one object) and VM2xxx (found
+// across the config set).
+type WarningCode struct {
+	Code string
+	Name string
+	// Info: the code is only ever an info (not counted by
+	// vmesh_config_warnings, shown by vmesh analyze).
+	Info bool
+}
+
+// The warning codes. The README's table documents each one (a test checks it).
+const (
+	CodeReferencedResourceNotFound = "IST0101" // a subset, host or gateway a route names does not exist
+	CodeConflictingVirtualServices = "IST0109" // two VirtualServices for the same host (mesh gateway)
+	CodeSidecarsWithoutSelector    = "IST0111" // two Sidecars without a workloadSelector in one namespace
+	CodeKindNotImplemented         = "VM1001"  // an Istio kind vmesh does not implement: ignored
+	CodePolicyTargetRefs           = "VM1002"  // AuthorizationPolicy targetRef(s): the policy is ignored
+	CodeRuleNotEnforced            = "VM1003"  // requestPrincipals, request.auth.* and other conditions vmesh cannot enforce
+	CodeDryRunShadowOnly           = "VM1004"  // istio.io/dry-run: shadow rules on Envoy, nothing on proxyless gRPC
+	CodePolicyActionPartial        = "VM1005"  // AUDIT has no effect; CUSTOM denies what it matches
+	CodePortLevelMTLSIgnored       = "VM1006"  // PeerAuthentication portLevelMtls without a selector
+	CodeSidecarEgressHostIgnored   = "VM1007"  // a Sidecar egress host that is not namespace/host
+	CodeGatewayNotServed           = "VM1008"  // a Gateway: vmesh runs no gateway proxies
+	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
+	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
+	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
+	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
+	CodeWorkloadEntryUnselected    = "VM2003"  // a WorkloadEntry no ServiceEntry selects
+	CodeWorkloadGroupUnselected    = "VM2004"  // a WorkloadGroup whose labels no ServiceEntry selects
+	CodeDelegateNotExported        = "VM2005"  // a delegate VirtualService not exported to its root's namespace
+)
+
+// WarningCodes lists every code in order, with its name.
+var WarningCodes = []WarningCode{
+	{Code: CodeReferencedResourceNotFound, Name: "ReferencedResourceNotFound"},
+	{Code: CodeConflictingVirtualServices, Name: "ConflictingMeshGatewayVirtualServiceHosts"},
+	{Code: CodeSidecarsWithoutSelector, Name: "MultipleSidecarsWithoutWorkloadSelectors"},
+	{Code: CodeKindNotImplemented, Name: "KindNotImplemented"},
+	{Code: CodePolicyTargetRefs, Name: "PolicyTargetRefsIgnored"},
+	{Code: CodeRuleNotEnforced, Name: "RuleNotEnforced"},
+	{Code: CodeDryRunShadowOnly, Name: "DryRunShadowOnly"},
+	{Code: CodePolicyActionPartial, Name: "PolicyActionNotImplemented"},
+	{Code: CodePortLevelMTLSIgnored, Name: "PortLevelMtlsIgnored"},
+	{Code: CodeSidecarEgressHostIgnored, Name: "SidecarEgressHostIgnored"},
+	{Code: CodeGatewayNotServed, Name: "GatewayNotServed"},
+	{Code: CodeGatewayOnlyRoutes, Name: "GatewayOnlyVirtualService"},
+	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
+	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
+	{Code: CodeHostNotDefined, Name: "HostNotDefined"},
+	{Code: CodeWorkloadEntryUnselected, Name: "WorkloadEntryNotSelected"},
+	{Code: CodeWorkloadGroupUnselected, Name: "WorkloadGroupNotSelected"},
+	{Code: CodeDelegateNotExported, Name: "DelegateNotExported"},
+}
+
+// unimplementedKinds are the kinds of Istio's schema (the CRDs istio.io/api
+// publishes, and the Kubernetes Gateway API kinds Istio reads) that vmesh
+// does not implement, by group, with the versions served: a document of
+// one is accepted and ignored with a VM1001 warning, so a repository
+// shared with an Istio cluster applies. A kind no Istio API defines stays
+// an error.
+var unimplementedKinds = map[string]map[string][]string{
+	"networking.istio.io": {
+		"EnvoyFilter": {"v1alpha3"},
+		"ProxyConfig": {"v1beta1"},
+	},
+	"security.istio.io": {
+		"RequestAuthentication": {"v1", "v1beta1"},
+	},
+	"telemetry.istio.io": {
+		"Telemetry": {"v1", "v1alpha1"},
+	},
+	"extensions.istio.io": {
+		"WasmPlugin":       {"v1alpha1"},
+		"TrafficExtension": {"v1alpha1"},
+	},
+	"gateway.networking.k8s.io": {
+		"GatewayClass":     {"v1", "v1beta1"},
+		"Gateway":          {"v1", "v1beta1"},
+		"HTTPRoute":        {"v1", "v1beta1"},
+		"GRPCRoute":        {"v1", "v1alpha2"},
+		"ReferenceGrant":   {"v1beta1", "v1alpha2"},
+		"TCPRoute":         {"v1alpha2"},
+		"TLSRoute":         {"v1alpha2", "v1alpha3"},
+		"UDPRoute":         {"v1alpha2"},
+		"BackendTLSPolicy": {"v1", "v1alpha3"},
+	},
+	"gateway.networking.x-k8s.io": {
+		"XBackendTrafficPolicy": {"v1alpha1"},
+		"XListenerSet":          {"v1alpha1"},
+	},
+	"inference.networking.k8s.io": {
+		"InferencePool": {"v1"},
+	},
+}
+
+// unimplementedKind reports whether apiVersion/kind is an Istio kind vmesh
+// does not implement; versions lists the ones served when the group and
+// kind are known but the version is not.
+func unimplementedKind(apiVersion, kind string) (ok bool, versions []string) {
+	group, version, _ := strings.Cut(apiVersion, "/")
+	vs, known := unimplementedKinds[group][kind]
+	if !known {
+		return false, nil
+	}
+	return slices.Contains(vs, version), vs
+}
+
+// lineKept reports whether the decoder keeps a field path's line on the
+// object for the analysis (analysis.go) to point at: hosts, gateways,
+// ports, subsets and selectors, not every field (a 10,000-object Store would
+// carry every line of every file).
+func lineKept(path string) bool {
+	leaf := path[strings.LastIndexByte(path, '.')+1:]
+	if i := strings.IndexByte(leaf, '['); i >= 0 {
+		leaf = leaf[:i]
+	}
+	switch leaf {
+	case "host", "hosts", "subset", "port", "gateways", "workloadSelector", "metadata", "template", "delegate":
+		return true
+	}
+	return false
+}
+
+// objectWarnings returns what one decoded, valid object asks for that
+// vmesh does not (fully) enforce. It reads the object alone; analysis.go
+// checks it against the rest of the config.
+func objectWarnings(o *Object) []Problem {
+	w := &warner{}
+	switch spec := o.Spec.(type) {
+	case *security.AuthorizationPolicy:
+		warnAuthorizationPolicy(w, o, spec)
+	case *security.PeerAuthentication:
+		if len(spec.GetPortLevelMtls()) > 0 && len(spec.GetSelector().GetMatchLabels()) == 0 {
+			w.add("portLevelMtls", CodePortLevelMTLSIgnored, "portLevelMtls is ignored: it applies only to a policy with a selector (add selector.matchLabels, or set mtls.mode for the namespace)")
+		}
+	case *networking.Gateway:
+		w.add("", CodeGatewayNotServed, "vmesh runs no gateway proxies: this Gateway configures nothing, and VirtualServices bound to it route no one")
+	case *networking.VirtualService:
+		if gws := spec.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
+			w.add("gateways", CodeGatewayOnlyRoutes, "bound to gateways only: vmesh serves mesh clients, not gateways, so this VirtualService routes no one (add \"mesh\" to gateways to route mesh clients)")
+			break
+		}
+		proxylessVirtualService(w, spec)
+	case *networking.DestinationRule:
+		proxylessTrafficPolicy(w, "trafficPolicy", spec.GetTrafficPolicy())
+		for i, ss := range spec.GetSubsets() {
+			proxylessTrafficPolicy(w, fmt.Sprintf("subsets[%d].trafficPolicy", i), ss.GetTrafficPolicy())
+		}
+	case *networking.Sidecar:
+		for i, l := range spec.GetEgress() {
+			for j, h := range l.GetHosts() {
+				if !strings.Contains(h, "/") {
+					w.add(fmt.Sprintf("egress[%d].hosts[%d]", i, j), CodeSidecarEgressHostIgnored, "egress host %s is ignored: write it as namespace/host (./%s, */%s)", quote(h), h, h)
+				}
+			}
+		}
+	}
+	return w.problems
+}
+
+// warner collects one object's warnings.
+type warner struct{ problems []Problem }
+
+// info adds an info: a field some proxies apply and others ignore.
+func (w *warner) info(field, code, format string, args ...any) {
+	w.problems = append(w.problems, Problem{Field: field, Code: code, Severity: SeverityInfo, Message: fmt.Sprintf(format, args...)})
+}
+
+// proxylessVirtualService notes what grpc-go cannot do, so the proxyless
+// generator (xds/grpc) emits nothing for it: Envoy sidecars apply it,
+// proxyless gRPC clients do not (xds/README.md). Whether it matters depends
+// on the proxies that connect, which config does not say: an info (vmesh
+// analyze), not a warning. proxylessTrafficPolicy does the same for a
+// DestinationRule's policies.
+func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
+	for i, r := range vs.GetHttp() {
+		path := fmt.Sprintf("http[%d].", i)
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"mirror", r.GetMirror() != nil}, {"mirrors", len(r.GetMirrors()) > 0}, {"rewrite", r.GetRewrite() != nil},
+			{"redirect", r.GetRedirect() != nil}, {"directResponse", r.GetDirectResponse() != nil},
+			{"corsPolicy", r.GetCorsPolicy() != nil}, {"headers", r.GetHeaders() != nil},
+		} {
+			if f.set {
+				w.info(path+f.name, CodeProxylessIgnores, "proxyless gRPC clients ignore %s (grpc-go has no equivalent); Envoy sidecars apply it", f.name)
+			}
+		}
+		for j, m := range r.GetMatch() {
+			mpath := fmt.Sprintf("%smatch[%d].", path, j)
+			for _, f := range []struct {
+				name string
+				set  bool
+			}{
+				{"queryParams", len(m.GetQueryParams()) > 0}, {"scheme", m.GetScheme() != nil},
+				{"sourceLabels", len(m.GetSourceLabels()) > 0}, {"sourceNamespace", m.GetSourceNamespace() != ""},
+				{"gateways", len(m.GetGateways()) > 0},
+			} {
+				if f.set {
+					w.info(mpath+f.name, CodeProxylessIgnores, "proxyless gRPC clients ignore %s, so the match applies to every one of them; Envoy sidecars apply it", f.name)
+				}
+			}
+		}
+	}
+}
+
+func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy) {
+	check := func(path string, lb *networking.LoadBalancerSettings, od *networking.OutlierDetection) {
+		switch lb.GetSimple() {
+		//lint:ignore SA1019 Istio still accepts LEAST_CONN
+		case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH, networking.LoadBalancerSettings_LEAST_CONN:
+			w.info(path+".loadBalancer.simple", CodeProxylessIgnores, "proxyless gRPC clients balance %s as ROUND_ROBIN (grpc-go has no equivalent); Envoy sidecars apply it", lb.GetSimple())
+		}
+		//lint:ignore SA1019 Istio still accepts consecutiveErrors
+		if od.GetConsecutive_5XxErrors() != nil || od.GetConsecutiveGatewayErrors() != nil || od.GetConsecutiveErrors() > 0 {
+			w.info(path+".outlierDetection", CodeProxylessIgnores, "proxyless gRPC clients eject no endpoint on consecutive errors (grpc-go ejects on success rate and failure percentage only); Envoy sidecars do")
+		}
+	}
+	if tp == nil {
+		return
+	}
+	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection())
+	for i, pl := range tp.GetPortLevelSettings() {
+		check(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetOutlierDetection())
+	}
+}
+
+func (w *warner) add(field, code, format string, args ...any) {
+	w.problems = append(w.problems, Problem{Field: field, Code: code, Severity: SeverityWarning, Message: fmt.Sprintf(format, args...)})
+}
+
+// dryRunAnnotation is Istio's annotation for an AuthorizationPolicy that is
+// only evaluated and logged, never enforced.
+const dryRunAnnotation = "istio.io/dry-run"
+
+func warnAuthorizationPolicy(w *warner, o *Object, ap *security.AuthorizationPolicy) {
+	if strings.EqualFold(o.Annotations[dryRunAnnotation], "true") {
+		w.add("metadata.annotations."+dryRunAnnotation, CodeDryRunShadowOnly,
+			"dry run: not enforced; Envoy sidecars evaluate it as shadow rules (istio_dry_run_* stats), proxyless gRPC clients not at all")
+	}
+	switch ap.GetAction() {
+	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
+	case security.AuthorizationPolicy_AUDIT:
+		w.add("action", CodePolicyActionPartial, "action AUDIT has no effect: vmesh writes no audit log")
+		return
+	case security.AuthorizationPolicy_CUSTOM:
+		w.add("action", CodePolicyActionPartial, "action CUSTOM: vmesh asks no external authorizer (provider %q); requests its rules match are denied", ap.GetProvider().GetName())
+		return
+	default:
+		return
+	}
+	if len(ap.GetTargetRefs()) > 0 || ap.GetTargetRef() != nil {
+		field := "targetRefs"
+		if ap.GetTargetRef() != nil {
+			field = "targetRef"
+		}
+		w.add(field, CodePolicyTargetRefs, "%s names Kubernetes Gateway API resources, which vmesh does not have: the policy is ignored (use selector.matchLabels)", field)
+		return
+	}
+	effect := "the rule is dropped: it allows nothing"
+	if ap.GetAction() == security.AuthorizationPolicy_DENY {
+		effect = "the field is ignored: the rule denies more, never less"
+	}
+	for i, r := range ap.GetRules() {
+		for j, f := range r.GetFrom() {
+			s := f.GetSource()
+			path := fmt.Sprintf("rules[%d].from[%d].source.", i, j)
+			if len(s.GetRequestPrincipals()) > 0 {
+				w.add(path+"requestPrincipals", CodeRuleNotEnforced, "requestPrincipals need JWT authentication (RequestAuthentication), which vmesh does not have: %s", effect)
+			}
+			if len(s.GetNotRequestPrincipals()) > 0 {
+				w.add(path+"notRequestPrincipals", CodeRuleNotEnforced, "notRequestPrincipals need JWT authentication (RequestAuthentication), which vmesh does not have: %s", effect)
+			}
+		}
+		for k, c := range r.GetWhen() {
+			if !supportedConditionKey(c.GetKey()) {
+				why := "vmesh cannot enforce this condition"
+				if strings.HasPrefix(c.GetKey(), "request.auth.") {
+					why = "request.auth.* conditions need JWT authentication (RequestAuthentication), which vmesh does not have"
+				}
+				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), CodeRuleNotEnforced, "%s %s: %s", quote(c.GetKey()), why, effect)
+			}
+		}
+	}
+}
+
+// supportedConditionKey is model.SupportedConditionKey (filestore cannot
+// import model; a test keeps the two equal).
+func supportedConditionKey(k string) bool {
+	switch k {
+	case "source.ip", "remote.ip", "source.namespace", "source.principal", "source.serviceAccount",
+		"destination.ip", "destination.port", "connection.sni":
+		return true
+	}
+	return strings.HasPrefix(k, "request.headers[") && strings.HasSuffix(k, "]")
+}

@@ -1,0 +1,705 @@
+package filestore_test
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+)
+
+// where is a warning's place and code, as a test expects it.
+type where struct {
+	line  int
+	field string
+	code  string
+}
+
+func wheres(ws []filestore.ConfigError) []where {
+	out := make([]where, len(ws))
+	for i, w := range ws {
+		out[i] = where{w.Line, w.Field, w.Code}
+	}
+	return out
+}
+
+const telemetryYAML = `apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata:
+  name: mesh-default
+  namespace: istio-system
+spec:
+  accessLogging:
+  - providers:
+    - name: envoy
+`
+
+// Config vmesh accepts but does not (fully) enforce decodes, and is a
+// warning with its line, field and code; the object still decodes.
+func TestDecodeWarnings(t *testing.T) {
+	cases := []struct {
+		name    string
+		doc     string
+		objects int
+		want    []where
+	}{
+		{name: "Telemetry", doc: telemetryYAML, want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
+		{name: "RequestAuthentication", doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  jwtRules: [{issuer: x}]\n",
+			want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
+		{name: "Gateway API HTTPRoute", doc: "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec: {}\n",
+			want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
+		{name: "dry-run", objects: 1, doc: `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: deny-all
+  annotations:
+    istio.io/dry-run: "true"
+spec:
+  action: DENY
+  rules: [{}]
+`, want: []where{{6, "metadata.annotations.istio.io/dry-run", filestore.CodeDryRunShadowOnly}}},
+		{name: "requestPrincipals and request.auth.claims", objects: 1, doc: `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: jwt, namespace: shop}
+spec:
+  rules:
+  - from:
+    - source:
+        requestPrincipals: ["issuer/subject"]
+  - when:
+    - key: request.auth.claims[groups]
+      values: [admins]
+    - key: source.namespace
+      values: [shop]
+`, want: []where{{8, "rules[0].from[0].source.requestPrincipals", filestore.CodeRuleNotEnforced}, {10, "rules[1].when[0].key", filestore.CodeRuleNotEnforced}}},
+		{name: "Gateway", objects: 1, doc: `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
+`, want: []where{{1, "", filestore.CodeGatewayNotServed}}},
+		{name: "gateway-only VirtualService", objects: 1, doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: edge, namespace: shop}
+spec:
+  hosts: [shop.example.com]
+  gateways: [edge]
+  http: [{route: [{destination: {host: web.shop.internal}}]}]
+`, want: []where{{6, "gateways", filestore.CodeGatewayOnlyRoutes}}},
+		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.internal]
+  http:
+  - match:
+    - sourceLabels: {app: canary}
+    route: [{destination: {host: web.shop.internal}}]
+    mirror: {host: web-shadow.shop.internal}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: web, namespace: shop}
+spec:
+  host: web.shop.internal
+  trafficPolicy:
+    loadBalancer: {simple: LEAST_CONN}
+    outlierDetection: {consecutive5xxErrors: 5}
+`, want: []where{{10, "http[0].mirror", filestore.CodeProxylessIgnores}, {8, "http[0].match[0].sourceLabels", filestore.CodeProxylessIgnores},
+			{18, "trafficPolicy.loadBalancer.simple", filestore.CodeProxylessIgnores}, {19, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := filestore.DecodeFile("w.yaml", []byte(c.doc), filestore.Limits{})
+			if len(d.Errors) > 0 || len(d.Objects) != c.objects {
+				t.Fatalf("objects %d (want %d), errors %v", len(d.Objects), c.objects, d.Errors)
+			}
+			if got := wheres(d.Warnings); !slices.Equal(got, c.want) {
+				t.Errorf("warnings %v, want %v\n%v", got, c.want, d.Warnings)
+			}
+			for _, w := range d.Warnings {
+				sev := filestore.SeverityWarning
+				if w.Code == filestore.CodeProxylessIgnores {
+					sev = filestore.SeverityInfo
+				}
+				if w.Severity != sev || !strings.Contains(w.Error(), "w.yaml:") || !strings.Contains(w.Error(), ": "+sev.String()+" "+w.Code+": ") {
+					t.Errorf("rendered %q, want severity %s", w.Error(), sev)
+				}
+			}
+		})
+	}
+}
+
+// A kind in no Istio API stays an error; so does an Istio kind in a
+// version Istio does not serve.
+func TestDecodeUnknownKindsStayErrors(t *testing.T) {
+	for _, doc := range []string{
+		"apiVersion: telemetry.istio.io/v1\nkind: Telemetri\nmetadata: {name: x}\nspec: {}\n",
+		"apiVersion: telemetry.istio.io/v2\nkind: Telemetry\nmetadata: {name: x}\nspec: {}\n",
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {}\n",
+	} {
+		d := filestore.DecodeFile("k.yaml", []byte(doc), filestore.Limits{})
+		if len(d.Errors) != 1 || len(d.Warnings) != 0 {
+			t.Errorf("%q: errors %v, warnings %v", doc, d.Errors, d.Warnings)
+		}
+	}
+}
+
+// kind: List, as `kubectl get -o yaml` prints it, is unpacked: each item
+// is an object with its own line, and an item's problem names its line.
+func TestDecodeKubernetesList(t *testing.T) {
+	doc := `apiVersion: v1
+kind: List
+metadata:
+  resourceVersion: ""
+items:
+- apiVersion: networking.istio.io/v1
+  kind: WorkloadEntry
+  metadata: {name: a, namespace: shop}
+  spec: {address: 10.0.0.1}
+- apiVersion: networking.istio.io/v1
+  kind: WorkloadEntry
+  metadata:
+    name: b
+    namespace: shop
+  spec:
+    address: 10.0.0.2
+- apiVersion: telemetry.istio.io/v1
+  kind: Telemetry
+  metadata: {name: t}
+  spec: {}
+- apiVersion: networking.istio.io/v1
+  kind: WorkloadEntry
+  metadata: {name: c}
+  spec: {adress: 10.0.0.3}
+`
+	d := filestore.DecodeFile("list.yaml", []byte(doc), filestore.Limits{})
+	if len(d.Objects) != 2 || d.Objects[0].Name != "a" || d.Objects[1].Name != "b" {
+		t.Fatalf("objects %v", d.Objects)
+	}
+	if d.Objects[0].Origin.Line != 6 || d.Objects[1].Origin.Line != 10 {
+		t.Errorf("lines %d, %d; want 6, 10", d.Objects[0].Origin.Line, d.Objects[1].Origin.Line)
+	}
+	if got := wheres(d.Warnings); !slices.Equal(got, []where{{18, "kind", filestore.CodeKindNotImplemented}}) {
+		t.Errorf("warnings %v", d.Warnings)
+	}
+	if len(d.Errors) != 1 || d.Errors[0].Line != 24 || d.Errors[0].Object != "WorkloadEntry/default/c" {
+		t.Errorf("errors %v", d.Errors)
+	}
+}
+
+// A YAML syntax error names the line of the offending token, and a tab is
+// called a tab.
+func TestYAMLErrorLines(t *testing.T) {
+	cases := []struct {
+		name, doc string
+		line      int
+		message   string
+	}{
+		{name: "key indented between two blocks", doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: r}
+spec:
+  hosts: [r.shop.internal]
+  http:
+  - route:
+    - destination:
+        host: r.shop.internal
+       weight: 3
+`, line: 10, message: "indentation of this line matches no enclosing block"},
+		{name: "key outdented past its block", doc: "apiVersion: v1\nkind: WorkloadEntry\nmetadata:\n  name: a\n namespace: b\nspec: {}\n", line: 5, message: "indentation"},
+		{name: "second document", doc: "apiVersion: v1\nkind: List\n---\nmetadata:\n  name: a\n namespace: b\n", line: 6, message: "indentation"},
+		{name: "mapping key in a sequence", doc: "spec:\n  hosts:\n  - a\n  - b\n  http: x\n  - c\n", line: 6, message: "invalid YAML"},
+		{name: "tab", doc: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata:\n  name: a\nspec:\n  address: 1.1.1.1\n\tweight: 3\n", line: 7,
+			message: "tab character in indentation; YAML allows only spaces"},
+		{name: "tab before a list item", doc: "spec:\n  hosts:\n\t- x\n", line: 3, message: "tab character in indentation; YAML allows only spaces"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := filestore.Decode("y.yaml", []byte(c.doc))
+			if len(errs) != 1 || errs[0].Line != c.line || !strings.Contains(errs[0].Message, c.message) {
+				t.Errorf("got %v, want line %d ~%q", errs, c.line, c.message)
+			}
+		})
+	}
+}
+
+const analysisYAML = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: shop}
+spec:
+  hosts: [reviews]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: reviews}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ratings, namespace: shop}
+spec:
+  hosts: [ratings.shop.internal]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: ratings}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ratings, namespace: shop}
+spec:
+  host: ratings.shop.internal
+  subsets:
+  - name: v1
+    labels: {version: v1}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: shop}
+spec:
+  hosts: [ratings.shop.internal]
+  gateways: [mesh, edge]
+  http:
+  - route:
+    - destination:
+        host: ratings.shop.internal
+        subset: v1
+      weight: 50
+    - destination:
+        host: ratings.shop.internal
+        subset: v2
+      weight: 50
+    - destination:
+        host: reviews
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings-too, namespace: shop}
+spec:
+  hosts: [ratings.shop.internal]
+  http:
+  - route:
+    - destination:
+        host: details.shop.internal
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: ratings-1, namespace: shop}
+spec:
+  address: 10.0.0.1
+  labels: {app: ratings, version: v1}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: stray, namespace: shop}
+spec:
+  address: 10.0.0.2
+  labels: {app: stray}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: ledger, namespace: shop}
+spec:
+  metadata: {labels: {app: ledger}}
+  template: {serviceAccount: ledger}
+`
+
+// The analysis finds, across objects, what no object alone shows, with
+// Istio's codes where Istio has one.
+func TestAnalyze(t *testing.T) {
+	objs, errs := filestore.Decode("mesh.yaml", []byte(analysisYAML))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := filestore.Analyze(objs, true)
+	want := []where{
+		{32, "hosts[0]", filestore.CodeConflictingVirtualServices},
+		{33, "gateways[1]", filestore.CodeReferencedResourceNotFound},
+		{42, "http[0].route[1].destination.subset", filestore.CodeReferencedResourceNotFound},
+		{45, "http[0].route[2].destination.host", filestore.CodeShortHostMismatch},
+		{51, "hosts[0]", filestore.CodeConflictingVirtualServices},
+		{55, "http[0].route[0].destination.host", filestore.CodeReferencedResourceNotFound},
+		{64, "", filestore.CodeWorkloadEntryUnselected},
+		{75, "metadata", filestore.CodeWorkloadGroupUnselected},
+	}
+	if !slices.Equal(wheres(got), want) {
+		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
+		for _, w := range got {
+			t.Log(w.Error())
+		}
+	}
+	for _, w := range got {
+		if w.Severity != filestore.SeverityWarning {
+			t.Errorf("%s: severity %s", w.Error(), w.Severity)
+		}
+	}
+	// Without the registries, a host no file defines may be a registry's:
+	// an info, not a warning.
+	for _, w := range filestore.Analyze(objs, false) {
+		wantSev := filestore.SeverityWarning
+		if w.Line == 55 {
+			wantSev = filestore.SeverityInfo
+		}
+		if w.Severity != wantSev {
+			t.Errorf("partial: %s: severity %s, want %s", w.Error(), w.Severity, wantSev)
+		}
+	}
+}
+
+// VirtualServices for one host that no namespace sees together do not
+// conflict; two Sidecars without a selector in one namespace do.
+func TestAnalyzeExportToAndSidecars(t *testing.T) {
+	doc := `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: r, namespace: a}
+spec:
+  hosts: [r.example.internal]
+  exportTo: ["."]
+  http: [{route: [{destination: {host: r.example.internal}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: r, namespace: b}
+spec:
+  hosts: [r.example.internal]
+  exportTo: ["."]
+  http: [{route: [{destination: {host: r.example.internal}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: r, namespace: a}
+spec:
+  hosts: [r.example.internal]
+  ports: [{number: 80, name: http}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: one, namespace: a}
+spec:
+  egress: [{hosts: ["./*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: two, namespace: a}
+spec:
+  egress: [{hosts: ["*/*"]}]
+`
+	objs, errs := filestore.Decode("x.yaml", []byte(doc))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := filestore.Analyze(objs, true)
+	if want := []where{{25, "", filestore.CodeSidecarsWithoutSelector}, {31, "", filestore.CodeSidecarsWithoutSelector}}; !slices.Equal(wheres(got), want) {
+		t.Errorf("analysis %v, want %v\n%v", wheres(got), want, got)
+	}
+}
+
+// A git commit with a Telemetry object (an Istio kind vmesh does not
+// implement) and a valid VirtualService is applied; the warning is in the
+// source's status, /debug/config and vmesh_config_warnings.
+func TestGitCommitWithTelemetryApplied(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	commit := repo.commit("telemetry", map[string]string{
+		"mesh/telemetry.yaml": telemetryYAML,
+		"mesh/mesh.yaml":      analysisYAML,
+	})
+	src, store := newGitSource(t, repo.dir, "main", "mesh")
+	if err := src.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := store.Snapshot()
+	if src.GoodCommit() != commit || snap.Get(filestore.Key{Kind: filestore.KindVirtualService, Namespace: "shop", Name: "ratings"}) == nil {
+		t.Fatalf("commit not applied: serving %q, errors %v", src.GoodCommit(), gitStatus(snap).Errors)
+	}
+	st := gitStatus(snap)
+	if len(st.Errors) != 0 || len(st.Warnings) != 1 || st.Warnings[0].Code != filestore.CodeKindNotImplemented ||
+		!strings.HasPrefix(st.Warnings[0].Error(), commit[:12]+":telemetry.yaml:2: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
+		t.Fatalf("status errors %v, warnings %v", st.Errors, st.Warnings)
+	}
+
+	rec := httptest.NewRecorder()
+	filestore.DebugHandler(store).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
+	var dbg filestore.DebugConfig
+	if err := json.Unmarshal(rec.Body.Bytes(), &dbg); err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int{}
+	for _, w := range dbg.Warnings {
+		codes[w.Code]++
+		if w.Source != src.Source().Name || w.Commit != commit || w.Severity != filestore.SeverityWarning {
+			t.Errorf("/debug/config warning %+v", w)
+		}
+	}
+	if codes[filestore.CodeKindNotImplemented] != 1 || codes[filestore.CodeReferencedResourceNotFound] != 3 {
+		t.Errorf("/debug/config warnings by code %v", codes)
+	}
+	if !strings.Contains(rec.Body.String(), `"severity": "warning"`) {
+		t.Errorf("severity is not written by name:\n%s", rec.Body.String())
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(filestore.NewCollector(store))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "vmesh_config_warnings" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] != src.Source().Name {
+				t.Errorf("series of source %q", labels["source"])
+			}
+			got[labels["code"]] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{}
+	for _, c := range filestore.WarningCodes {
+		if !c.Info {
+			want[c.Code] = 0 // every code, at 0 when none
+		}
+	}
+	for code, n := range map[string]float64{"VM1001": 1, "IST0101": 3, "IST0109": 2, "VM2001": 1, "VM2003": 1, "VM2004": 1} {
+		want[code] = n
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("vmesh_config_warnings by code %v, want %v", got, want)
+	}
+}
+
+// A file's warnings are logged once when they appear and once when they
+// are gone, not at every change of the folder.
+func TestDirSourceLogsWarningsOnce(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "telemetry.yaml"), telemetryYAML)
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "10.0.0.1"))
+	// An info (what proxyless gRPC ignores) is not logged.
+	writeFile(t, filepath.Join(dir, "dr.yaml"), "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: a}\nspec:\n  host: a.example.internal\n  trafficPolicy: {outlierDetection: {consecutive5xxErrors: 5}}\n")
+	var logs logBuffer
+	store := runDir(t, dir, logs.logger())
+	for i, addr := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"} {
+		writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", addr))
+		eventually(t, "edit "+string(rune('1'+i)), func(s *filestore.Snapshot) bool { return addressOf(s, "a") == addr }, store)
+	}
+	if n := len(logs.lines("config warnings")); n != 1 || strings.Contains(strings.Join(logs.lines(""), "\n"), "dr.yaml") {
+		t.Errorf("warnings logged %d times, want once, and no info:\n%s", n, strings.Join(logs.lines(""), "\n"))
+	}
+	must(t, os.Remove(filepath.Join(dir, "telemetry.yaml")))
+	eventually(t, "the warning cleared", func(s *filestore.Snapshot) bool {
+		for _, st := range s.Sources {
+			for _, w := range st.Warnings {
+				if w.Severity == filestore.SeverityWarning {
+					return false
+				}
+			}
+		}
+		return true
+	}, store)
+	if n := len(logs.lines("config errors cleared")); n != 1 {
+		t.Errorf("cleared logged %d times, want once", n)
+	}
+}
+
+// filestore's list of enforceable condition keys is the model's.
+func TestSupportedConditionKeysMatchModel(t *testing.T) {
+	for _, k := range []string{"source.ip", "remote.ip", "source.namespace", "source.principal", "source.serviceAccount", "destination.ip",
+		"destination.port", "connection.sni", "request.headers[x-user]", "request.auth.claims[groups]", "request.auth.principal",
+		"source.trustDomain", "experimental.envoy.filters.network.mysql_proxy[db.table]", "request.headers[", "destination.labels[app]"} {
+		doc := "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p}\nspec:\n  rules:\n  - when:\n    - key: \"" + k + "\"\n      values: [x]\n"
+		d := filestore.DecodeFile("p.yaml", []byte(doc), filestore.Limits{})
+		if len(d.Errors) > 0 {
+			continue // a key Istio rejects: not a warning
+		}
+		if warned := len(d.Warnings) > 0; warned == model.SupportedConditionKey(k) {
+			t.Errorf("key %q: warned %v, model supports it %v", k, warned, model.SupportedConditionKey(k))
+		}
+	}
+}
+
+var readmeCodeRE = regexp.MustCompile("^\\| `((?:IST|VM)[0-9]{4})` \\|")
+
+// The README's table documents every warning code, and only those.
+func TestREADMEDocumentsWarningCodes(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "<!-- warning-codes:begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- warning-codes:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no <!-- warning-codes:begin --> ... <!-- warning-codes:end --> section")
+	}
+	var documented, codes []string
+	for _, line := range strings.Split(section, "\n") {
+		if m := readmeCodeRE.FindStringSubmatch(line); m != nil {
+			documented = append(documented, m[1])
+			if strings.Count(line, " | ") < 3 {
+				t.Errorf("README row for %s needs meaning, example and fix: %s", m[1], line)
+			}
+		}
+	}
+	for _, c := range filestore.WarningCodes {
+		codes = append(codes, c.Code)
+	}
+	if !slices.Equal(documented, codes) {
+		t.Errorf("README documents %v, want %v (in order)", documented, codes)
+	}
+}
+
+// The analysis is logged once per change, not per push: a change that
+// leaves the warnings as they are logs nothing; one that clears a warning
+// says so.
+func TestLogAnalysisOncePerChange(t *testing.T) {
+	objs, errs := filestore.Decode("mesh.yaml", []byte(analysisYAML))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	store := filestore.NewStore()
+	src := filestore.Source{Name: "dir:x", Class: filestore.ClassConfig}
+	must(t, store.Replace(src, objs))
+	var logs logBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- filestore.LogAnalysis(ctx, store, logs.logger()) }()
+	defer func() { cancel(); <-done }()
+	waitLines := func(msg string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(logs.lines(msg)) < n && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := len(logs.lines(msg)); got != n {
+			t.Fatalf("%d %q lines, want %d:\n%s", got, msg, n, strings.Join(logs.lines(""), "\n"))
+		}
+	}
+	waitLines("config analysis warnings", 1)
+	if !strings.Contains(logs.lines("config analysis warnings")[0], `"total":8`) {
+		t.Errorf("first line: %s", logs.lines("")[0])
+	}
+	// A change that leaves the warnings as they are (one more endpoint of
+	// a selected service): analysed again, nothing logged.
+	extra, errs := filestore.Decode("extra.yaml", []byte("apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: ratings-2, namespace: shop}\nspec: {address: 10.0.0.9, labels: {app: ratings}}\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs = append(objs, extra...)
+	must(t, store.Replace(src, objs))
+	time.Sleep(1500 * time.Millisecond) // past the next analysis
+	if n := len(logs.lines("")); n != 1 {
+		t.Errorf("an unchanged analysis was logged:\n%s", strings.Join(logs.lines(""), "\n"))
+	}
+	// Drop the stray WorkloadEntry: its warning clears.
+	var kept []*filestore.Object
+	for _, o := range objs {
+		if o.Name != "stray" {
+			kept = append(kept, o)
+		}
+	}
+	must(t, store.Replace(src, kept))
+	waitLines("config analysis warnings cleared", 1)
+	if n := len(logs.lines("config analysis warnings")); n != 1 {
+		t.Errorf("analysis logged %d times, want once:\n%s", n, strings.Join(logs.lines(""), "\n"))
+	}
+}
+
+// A destination port no ServiceEntry of the host has is IST0101 too.
+func TestAnalyzeDestinationPort(t *testing.T) {
+	doc := `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: r, namespace: a}
+spec:
+  hosts: [r.example.internal]
+  ports: [{number: 80, name: http}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: r, namespace: a}
+spec:
+  hosts: [r.example.internal]
+  http:
+  - route:
+    - destination: {host: r.example.internal, port: {number: 80}}
+      weight: 50
+    - destination:
+        host: r.example.internal
+        port: {number: 8080}
+      weight: 50
+`
+	objs, errs := filestore.Decode("p.yaml", []byte(doc))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := filestore.Analyze(objs, true)
+	if want := []where{{20, "http[0].route[1].destination.port.number", filestore.CodeReferencedResourceNotFound}}; !slices.Equal(wheres(got), want) {
+		t.Errorf("analysis %v, want %v\n%v", wheres(got), want, got)
+	}
+}
+
+// A root route's delegate that does not exist, or is not exported to the
+// root's namespace, is a warning on the route (the model drops it).
+func TestDelegateWarnings(t *testing.T) {
+	objs, errs := filestore.Decode("vs.yaml", []byte(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [reviews.default.svc.cluster.local]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: root, namespace: default}
+spec:
+  hosts: [reviews.default.svc.cluster.local]
+  http:
+  - delegate: {name: missing}
+  - delegate: {name: private, namespace: team}
+  - delegate: {name: public, namespace: team}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: private, namespace: team}
+spec:
+  exportTo: ["."]
+  http:
+  - route:
+    - destination: {host: reviews.default.svc.cluster.local}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: public, namespace: team}
+spec:
+  http:
+  - route:
+    - destination: {host: reviews.default.svc.cluster.local}
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	want := []where{
+		{15, "http[0].delegate", filestore.CodeReferencedResourceNotFound},
+		{16, "http[1].delegate", filestore.CodeDelegateNotExported},
+	}
+	if got := wheres(filestore.Analyze(objs, true)); !slices.Equal(got, want) {
+		t.Errorf("delegate warnings = %v, want %v", got, want)
+	}
+}
