@@ -8,6 +8,7 @@ import (
 
 func newAnalyzeCmd() *cobra.Command {
 	var in configInput
+	var output string
 	cmd := &cobra.Command{
 		Use:   "analyze [PATH...]",
 		Short: "Find config that applies but does nothing, or not what it says, like istioctl analyze",
@@ -26,7 +27,8 @@ also reads: a host no file defines is an info, not a warning, unless --server
 names a running control plane whose registry objects complete the set (the
 running control plane analyses every source itself: /debug/config). Config
 errors are printed too. It exits 1 on an error or a warning, and 0 otherwise (infos
-only). vmesh validate prints the same warnings.`,
+only). vmesh validate prints the same warnings. -o json|yaml prints
+{objects, errors, warnings}.`,
 		Example: `  vmesh analyze examples/quickstart
   vmesh analyze --git-ref origin/main mesh/
   vmesh analyze --server 127.0.0.1:15014 mesh/`,
@@ -35,11 +37,9 @@ only). vmesh validate prints the same warnings.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			for _, e := range l.Errors {
-				fmt.Fprintln(out, e.Error())
+			if err := writeReport(cmd, output, l, warns, true); err != nil {
+				return err
 			}
-			printWarnings(out, warns, true)
 			nw := countWarnings(warns)
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d object(s): %d error(s), %d warning(s), %d info(s)\n", len(l.Objects), len(l.Errors), nw, len(warns)-nw)
 			if len(l.Errors) > 0 || nw > 0 {
@@ -49,5 +49,6 @@ only). vmesh validate prints the same warnings.`,
 		},
 	}
 	in.flags(cmd)
+	outputFlag(cmd, &output)
 	return cmd
 }

@@ -63,7 +63,8 @@ Git revisions may be any expression git knows in a local --git-repo
 	f.StringVar(&o.to, "to", "", "git revision after the change")
 	f.StringVar(&o.proxiesFile, "proxies", "", "JSON file listing the proxies to compute")
 	f.StringVar(&o.server, "server", "", "HTTP address of a running vmesh whose connected proxies to use")
-	f.BoolVar(&o.asJSON, "json", false, "print JSON")
+	f.BoolVar(&o.asJSON, "json", false, "print JSON (-o json)")
+	outputFlag(cmd, &o.output)
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when some proxy's config changes, 2 on an error (as git diff --exit-code)")
 	return cmd
 }
@@ -73,6 +74,7 @@ type diffOptions struct {
 	dirs                                            []string
 	gitRepo, gitPath, from, to, proxiesFile, server string
 	asJSON, exitCode                                bool
+	output                                          string
 }
 
 // run prints the diff and reports whether any proxy's config changes.
@@ -121,13 +123,18 @@ func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
 	}
 	warns := newWarnings(before, after, registry, o.server != "")
 	if o.asJSON {
-		// The JSON stays the list of proxy diffs; warnings go to stderr.
+		o.output = "json"
+	}
+	if o.output != "table" {
+		// The JSON (or YAML) stays the list of proxy diffs; warnings go to
+		// stderr.
 		for _, w := range warns {
 			fmt.Fprintln(cmd.ErrOrStderr(), w)
 		}
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return configdiff.AnyChange(diffs), enc.Encode(diffs)
+		if diffs == nil {
+			diffs = []configdiff.ProxyDiff{}
+		}
+		return configdiff.AnyChange(diffs), writeOutput(cmd.OutOrStdout(), o.output, diffs, nil)
 	}
 	fmt.Fprint(cmd.OutOrStdout(), configdiff.Format(diffs))
 	if len(warns) > 0 {

@@ -40,6 +40,10 @@ type replicaStatus struct {
 	// of them, file:line first.
 	Errors     int    `json:"errors" yaml:"errors"`
 	FirstError string `json:"firstError,omitempty" yaml:"firstError,omitempty"`
+	// Warnings counts the warnings (config applied but not, or not fully,
+	// enforced; the analysis across sources); FirstWarning is one of them.
+	Warnings     int    `json:"warnings" yaml:"warnings"`
+	FirstWarning string `json:"firstWarning,omitempty" yaml:"firstWarning,omitempty"`
 }
 
 // statusReport is what `vmesh status -o json|yaml` prints.
@@ -107,6 +111,15 @@ func readStatus(servers []string) statusReport {
 				rs.FirstError = src.Source + ": " + src.Errors[0].Error()
 			}
 		}
+		for _, w := range dc.Warnings {
+			if w.Severity != filestore.SeverityWarning {
+				continue
+			}
+			rs.Warnings++
+			if rs.FirstWarning == "" {
+				rs.FirstWarning = w.Error()
+			}
+		}
 		report.Replicas = append(report.Replicas, rs)
 		for _, s := range st {
 			report.Proxies = append(report.Proxies, statusRow(srv, s))
@@ -133,10 +146,10 @@ func writeStatus(w io.Writer, format string, report statusReport) error {
 		return fmt.Errorf("-o %q: want table, json or yaml", format)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REPLICA\tCONFIG\tPROXIES\tERRORS")
+	fmt.Fprintln(tw, "REPLICA\tCONFIG\tPROXIES\tERRORS\tWARNINGS")
 	for _, r := range report.Replicas {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\tunreachable: %s\t-\t-\n", r.Replica, r.Error)
+			fmt.Fprintf(tw, "%s\tunreachable: %s\t-\t-\t-\n", r.Replica, r.Error)
 			continue
 		}
 		config := fmt.Sprintf("r%d", r.Revision)
@@ -147,7 +160,11 @@ func writeStatus(w io.Writer, format string, report statusReport) error {
 		if r.Errors > 0 {
 			errs = fmt.Sprintf("%d, first: %s", r.Errors, r.FirstError)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Replica, config, r.Proxies, errs)
+		warns := "0"
+		if r.Warnings > 0 {
+			warns = fmt.Sprintf("%d, first: %s", r.Warnings, r.FirstWarning)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Replica, config, r.Proxies, errs, warns)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "PROXY\tKIND\tREPLICA\t%s\tGROUP\n", strings.Join(statusTypes, "\t"))

@@ -49,6 +49,10 @@ func TestStatusReplicas(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: demo}\nspec:\n  hosts: [a.demo.internal]\n  http:\n  - route:\n    - destination: {host: a.demo.internal}\n      weight: -1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// And a warning: an Istio kind vmesh does not implement.
+	if err := os.WriteFile(filepath.Join(dir, "telemetry.yaml"), []byte("apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  accessLogging: [{providers: [{name: envoy}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bad, _ := servePlane(t, onboardingConfig, func(c *controlplane.Config) { c.ConfigDir = dir })
 	out, _ = runVMesh(t, "status", "--server", bad.HTTPAddr(), "-o", "yaml")
 	var report statusReport
@@ -57,6 +61,12 @@ func TestStatusReplicas(t *testing.T) {
 	}
 	if len(report.Replicas) != 1 || report.Replicas[0].Errors != 1 || !strings.Contains(report.Replicas[0].FirstError, "bad.yaml:9") {
 		t.Errorf("replica errors: %+v", report.Replicas)
+	}
+	if r := report.Replicas[0]; r.Warnings != 1 || !strings.Contains(r.FirstWarning, "telemetry.yaml:2") || !strings.Contains(r.FirstWarning, "VM1001") {
+		t.Errorf("replica warnings: %+v", r)
+	}
+	if table, _ := runVMesh(t, "status", "--server", bad.HTTPAddr()); !strings.Contains(table, "WARNINGS") || !strings.Contains(table, "1, first: ") {
+		t.Errorf("status table lacks the warning:\n%s", table)
 	}
 	if _, _, err := execVMesh("status", "--server", bad.HTTPAddr(), "-o", "xml"); err == nil {
 		t.Error("-o xml accepted")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ import (
 func newValidateCmd() *cobra.Command {
 	var in configInput
 	var strict bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
 		Short: "Validate Istio YAML files, directories or a git ref, like istioctl validate",
@@ -29,20 +31,20 @@ exits 1 too. Infos (a host no file defines, which a registry may; a field
 proxyless gRPC clients ignore) are counted, and shown by vmesh analyze. With
 --git-ref it validates the tree of that ref (in --git-repo, default the current
 directory; PATH is then an optional sub-folder). The codes are listed in the
-README.`,
+README. -o json|yaml prints {objects, errors, warnings} instead, infos among
+the warnings with their severity; the exit code is the same.`,
 		Example: `  vmesh validate examples/quickstart
-  vmesh validate --strict --git-ref origin/main mesh/`,
+  vmesh validate --strict --git-ref origin/main mesh/
+  vmesh validate -o json mesh/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l, warns, err := in.load(cmd, args, "validating")
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			for _, e := range l.Errors {
-				fmt.Fprintln(out, e.Error())
+			if err := writeReport(cmd, output, l, warns, false); err != nil {
+				return err
 			}
 			nw := countWarnings(warns)
-			printWarnings(out, warns, false)
 			if infos := len(warns) - nw; infos > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%d info(s): vmesh analyze shows them\n", infos)
 			}
@@ -63,7 +65,34 @@ README.`,
 	}
 	in.flags(cmd)
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 on a warning too")
+	outputFlag(cmd, &output)
 	return cmd
+}
+
+// configReport is validate's and analyze's -o json|yaml output.
+type configReport struct {
+	Objects  int                     `json:"objects"`
+	Errors   []filestore.ConfigError `json:"errors"`
+	Warnings []filestore.ConfigError `json:"warnings"`
+}
+
+// writeReport prints a loaded config's errors and warnings: as lines
+// (table; infos only when infos is set), or as a configReport.
+func writeReport(cmd *cobra.Command, output string, l filestore.Loaded, warns []filestore.ConfigError, infos bool) error {
+	r := configReport{Objects: len(l.Objects), Errors: l.Errors, Warnings: warns}
+	if r.Errors == nil {
+		r.Errors = []filestore.ConfigError{}
+	}
+	if r.Warnings == nil {
+		r.Warnings = []filestore.ConfigError{}
+	}
+	return writeOutput(cmd.OutOrStdout(), output, r, func(tw *tabwriter.Writer) error {
+		for _, e := range l.Errors {
+			fmt.Fprintln(tw, e.Error())
+		}
+		printWarnings(tw, warns, infos)
+		return nil
+	})
 }
 
 // configInput is the config a command reads: files and directories, or a
