@@ -77,6 +77,16 @@ func TestGitStallReported(t *testing.T) {
 	if got := cp.Store().Snapshot().Commit(); got != good {
 		t.Errorf("serving %q during the stall, want the last good %s", got, good)
 	}
+	// The reason is in /debug/config (the git source's error) and on the
+	// console's overview, next to the commit still served.
+	_, dc := get(t, base+"/debug/config?kind=none")
+	if !strings.Contains(dc, "no answer within") || !strings.Contains(dc, "serving "+good[:12]) {
+		t.Errorf("/debug/config during the stall lacks the fetch error:\n%.2000s", dc)
+	}
+	_, ui := get(t, base+"/ui/")
+	if !strings.Contains(ui, "no answer within") {
+		t.Errorf("the console's overview during the stall lacks the fetch error:\n%.3000s", ui)
+	}
 
 	stalled.Store(false)
 	waitUntil(t, 20*time.Second, "the recovery to clear /ready and the metric", func() bool {
