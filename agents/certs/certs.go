@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/agents/internal/retry"
+	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/internal/pemcert"
 
 	"github.com/prometheus/client_golang/prometheus"

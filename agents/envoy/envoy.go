@@ -22,7 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vmesh/vmesh/agents/internal/retry"
+	"github.com/vmesh/vmesh/internal/retry"
 )
 
 // DefaultBinary is the name looked up on PATH.

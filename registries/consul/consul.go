@@ -18,6 +18,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/registries/adapter"
 )
 
@@ -97,7 +98,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 // watchCatalog follows /v1/catalog/services and keeps one health watch per
 // service.
 func (a *Adapter) watchCatalog(ctx context.Context, wg *sync.WaitGroup) {
-	b := adapter.Backoff{Max: a.cfg.RetryMax}
+	b := retry.New(adapter.MinRetry, a.cfg.RetryMax)
 	var index uint64
 	for ctx.Err() == nil {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: a.cfg.WaitTime}).WithContext(ctx)
@@ -173,7 +174,7 @@ func nextIndex(prev, got uint64) uint64 {
 // watchService follows /v1/health/service/<name> (every instance, with its
 // checks).
 func (a *Adapter) watchService(ctx context.Context, name string) {
-	b := adapter.Backoff{Max: a.cfg.RetryMax}
+	b := retry.New(adapter.MinRetry, a.cfg.RetryMax)
 	var index uint64
 	for ctx.Err() == nil {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: a.cfg.WaitTime}).WithContext(ctx)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/registries/adapter"
 )
 
@@ -18,7 +20,8 @@ import (
 type watcher struct {
 	conn    *zk.Conn
 	onError func(path string, err error)
-	min     adapter.Backoff
+	// retryMax bounds each watch loop's backoff (retry.New).
+	retryMax time.Duration
 }
 
 // children reports path's children each time they change, until ctx is
@@ -47,7 +50,7 @@ func (w *watcher) data(ctx context.Context, path string, report func(data []byte
 }
 
 func (w *watcher) loop(ctx context.Context, path string, read func() (<-chan zk.Event, error), missing func()) {
-	b := w.min
+	b := retry.New(adapter.MinRetry, w.retryMax)
 	for ctx.Err() == nil {
 		ch, err := read()
 		if errors.Is(err, zk.ErrNoNode) {

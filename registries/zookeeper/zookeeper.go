@@ -108,7 +108,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	w := &watcher{conn: conn, min: adapter.Backoff{Max: a.cfg.RetryMax},
+	w := &watcher{conn: conn, retryMax: a.cfg.RetryMax,
 		onError: func(p string, err error) {
 			a.sink.Error(fmt.Errorf("zookeeper %s: %w", p, err))
 			a.log.Debug("zookeeper read failed; keeping the last known state", "path", p, "error", err)

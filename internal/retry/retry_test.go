@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/agents/internal/retry"
+	"github.com/vmesh/vmesh/internal/retry"
 )
 
 // TestJitteredAndBounded: delays grow from the minimum to the maximum,

@@ -1,8 +1,9 @@
-// Package retry is the agent's one reconnect backoff, used by every retry
-// loop (CA requests, the agent's xDS stream, Envoy restarts): exponential
-// between a minimum and a maximum with ±20 % jitter
-// (github.com/cenkalti/backoff/v5), so the VMs of a fleet do not retry in
-// lockstep after a control-plane restart.
+// Package retry is vmesh's one reconnect backoff, used by every retry loop
+// of the agents (CA requests, the agent's xDS stream, Envoy restarts) and of
+// the registry adapters (Consul and ZooKeeper watches): exponential between
+// a minimum and a maximum with ±20 % jitter (github.com/cenkalti/backoff/v5),
+// so the VMs of a fleet, or the watches of a control plane, do not retry in
+// lockstep after a restart.
 package retry
 
 import (
@@ -51,3 +52,6 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Wait sleeps for the next delay, or until ctx is done (returning false).
+func (b *Backoff) Wait(ctx context.Context) bool { return Sleep(ctx, b.Next()) }
