@@ -53,6 +53,7 @@ uid=$(id -u vmesh) || fail "no vmesh user"
 [[ $(getent passwd vmesh | cut -d: -f7) == /usr/sbin/nologin ]] || fail "vmesh has a login shell"
 [[ $(stat -c '%U:%G %a' /var/lib/vmesh) == "vmesh:vmesh 750" ]] || fail "/var/lib/vmesh is $(stat -c '%U:%G %a' /var/lib/vmesh)"
 [[ $(stat -c '%G %a' /etc/vmesh/vmesh.yaml) == "vmesh 640" ]] || fail "/etc/vmesh/vmesh.yaml is $(stat -c '%G %a' /etc/vmesh/vmesh.yaml)"
+[[ $(id -u vmesh-proxy 2>/dev/null) == 1337 ]] || fail "no vmesh-proxy user with UID 1337 (Envoy's, which the capture exempts)"
 
 step "both units enabled, neither started"
 for u in vmesh vmesh-agent; do
@@ -130,5 +131,6 @@ for gone in /var/lib/vmesh /etc/vmesh /etc/default/vmesh-agent \
 done
 ! getent passwd vmesh >/dev/null || fail "the vmesh user is still there after dpkg -P"
 ! getent group vmesh >/dev/null || fail "the vmesh group is still there after dpkg -P"
+! getent passwd vmesh-proxy >/dev/null || fail "the vmesh-proxy user is still there after dpkg -P"
 ! dpkg -s vmesh >/dev/null 2>&1 || fail "dpkg still knows vmesh"
 step "ok"
