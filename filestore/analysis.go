@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -210,8 +211,8 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 		}
 	}
 	for i, r := range vs.GetHttp() {
-		if d := r.GetDelegate(); d != nil {
-			a.delegate(o, i, d)
+		if r.GetDelegate() != nil {
+			a.delegate(o, i, r)
 		}
 		for j, d := range r.GetRoute() {
 			a.destination(o, destPath{"http[%d].route[%d].destination", i, j}, d.GetDestination())
@@ -238,7 +239,8 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 // delegate checks a root route's delegate: a VirtualService without hosts
 // that exists and is exported to the root's namespace; otherwise the route
 // is dropped (model/delegate.go).
-func (a *analysis) delegate(o *Object, i int, d *networking.Delegate) {
+func (a *analysis) delegate(o *Object, i int, root *networking.HTTPRoute) {
+	d := root.GetDelegate()
 	ns := cmp.Or(d.GetNamespace(), o.Namespace)
 	field := fmt.Sprintf("http[%d].delegate", i)
 	do := a.delegates[Key{Kind: KindVirtualService, Namespace: ns, Name: d.GetName()}]
@@ -250,6 +252,13 @@ func (a *analysis) delegate(o *Object, i int, d *networking.Delegate) {
 	if exp := exportTo(do); !slices.Contains(exp, "*") && !slices.Contains(exp, o.Namespace) {
 		a.add(o, field, SeverityWarning, CodeDelegateNotExported,
 			"delegate VirtualService %s is not exported to namespace %s: the route is dropped (add %s to its exportTo)", quote(ns+"/"+d.GetName()), o.Namespace, o.Namespace)
+		return
+	}
+	for j, dr := range do.Spec.(*networking.VirtualService).GetHttp() {
+		if _, ok := MergeDelegateRoute(root, proto.Clone(dr).(*networking.HTTPRoute)); !ok {
+			a.add(o, field, SeverityWarning, CodeDelegateRouteConflicts,
+				"route %d of delegate VirtualService %s matches nothing this route matches: it is dropped (narrow its match to within the root's)", j, quote(ns+"/"+d.GetName()))
+		}
 	}
 }
 

@@ -87,6 +87,7 @@ const (
 	CodeWorkloadEntryUnselected    = "VM2003"  // a WorkloadEntry no ServiceEntry selects
 	CodeWorkloadGroupUnselected    = "VM2004"  // a WorkloadGroup whose labels no ServiceEntry selects
 	CodeDelegateNotExported        = "VM2005"  // a delegate VirtualService not exported to its root's namespace
+	CodeDelegateRouteConflicts     = "VM2006"  // a delegate route whose match fits no match of its root route
 )
 
 // WarningCodes lists every code in order, with its name.
@@ -109,6 +110,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeWorkloadEntryUnselected, Name: "WorkloadEntryNotSelected"},
 	{Code: CodeWorkloadGroupUnselected, Name: "WorkloadGroupNotSelected"},
 	{Code: CodeDelegateNotExported, Name: "DelegateNotExported"},
+	{Code: CodeDelegateRouteConflicts, Name: "DelegateRouteConflicts"},
 }
 
 // unimplementedKinds are the kinds of Istio's schema (the CRDs istio.io/api

@@ -673,7 +673,8 @@ spec:
   http:
   - delegate: {name: missing}
   - delegate: {name: private, namespace: team}
-  - delegate: {name: public, namespace: team}
+  - match: [{uri: {prefix: /api}}]
+    delegate: {name: public, namespace: team}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -689,7 +690,11 @@ kind: VirtualService
 metadata: {name: public, namespace: team}
 spec:
   http:
-  - route:
+  - match: [{uri: {prefix: /api/v2}}]
+    route:
+    - destination: {host: reviews.default.svc.cluster.local}
+  - match: [{uri: {prefix: /other}}]
+    route:
     - destination: {host: reviews.default.svc.cluster.local}
 `))
 	if len(errs) > 0 {
@@ -698,6 +703,7 @@ spec:
 	want := []where{
 		{15, "http[0].delegate", filestore.CodeReferencedResourceNotFound},
 		{16, "http[1].delegate", filestore.CodeDelegateNotExported},
+		{18, "http[2].delegate", filestore.CodeDelegateRouteConflicts},
 	}
 	if got := wheres(filestore.Analyze(objs, true)); !slices.Equal(got, want) {
 		t.Errorf("delegate warnings = %v, want %v", got, want)
