@@ -20,8 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/internal/pemcert"
+	"github.com/vmesh/vmesh/internal/retry"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"

@@ -32,8 +32,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vmesh/vmesh/agents/health"
-	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/internal/refusal"
+	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/xds/nds"
 )
 
