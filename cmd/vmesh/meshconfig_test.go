@@ -27,17 +27,7 @@ func routeFor(t *testing.T, meshFile string) *routev3.RouteConfiguration {
 			t.Fatal(err)
 		}
 	}
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir, cfg.MeshConfig = dir, meshFile
-	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
-	cp, err := controlplane.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cp.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	cp, _ := servePlane(t, "", func(c *controlplane.Config) { c.ConfigDir, c.MeshConfig = dir, meshFile })
 	c := newRawClient(t, cp.XDSAddr(), "mesh-client", "demo")
 	c.subscribe(resourcev3.ListenerType, "greeter.demo.internal:50051")
 	lds := c.next(resourcev3.ListenerType, "")

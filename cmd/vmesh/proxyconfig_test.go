@@ -186,18 +186,9 @@ func TestProxyConfigIsWhatTheProxyACKed(t *testing.T) {
 	write("services.yaml", opsServices)
 	write("route.yaml", fmt.Sprintf(opsRoute, "5s"))
 	write("workloads.yaml", opsWorkload("greeter-v1", "demo", "greeter", 7001))
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = dir
-	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
-	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
-	cp, err := controlplane.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cp.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	cp, _ := servePlane(t, "", func(c *controlplane.Config) {
+		c.ConfigDir, c.DebounceQuiet, c.DebounceMax = dir, 20*time.Millisecond, 200*time.Millisecond
+	})
 	server := cp.HTTPAddr()
 
 	c := newRawClient(t, cp.XDSAddr(), "raw-client", "demo")
@@ -270,21 +261,7 @@ func TestProxyConfigIsWhatTheProxyACKed(t *testing.T) {
 }
 
 func TestProxyIDCompletion(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "services.yaml"), []byte(opsServices), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = dir
-	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
-	cp, err := controlplane.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cp.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	cp, _ := servePlane(t, opsServices, nil)
 	for _, id := range []string{"alpha-1", "alpha-2", "beta-1"} {
 		c := newRawClient(t, cp.XDSAddr(), id, "demo")
 		c.subscribe(resourcev3.ListenerType, "greeter.demo.internal:50051")
