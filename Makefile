@@ -58,6 +58,10 @@ fuzz:
 istio-verdicts:
 	cd tools/istio-oracle && $(GO) run .
 
+## istio-xds: regenerate Istio's own xDS for the oracle corpus into xds/testdata/istio-oracle (tools/istio-xds-oracle; downloads istio.io/istio)
+istio-xds:
+	cd tools/istio-xds-oracle && $(GO) run . -out $(CURDIR)/xds/testdata/istio-oracle
+
 # The fault-injection suite (also part of test-unit): bad input, registry and
 # control-plane outages, floods, churn, revocation and memory after departures.
 FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDirSourceFIFOLeavesFolderLive|TestDirSourceSymlinkLoopLeavesFolderLive|TestDirSourceProblemsAndLogsBounded|TestDecodeProblemsBoundedWithoutDocumentLimit|TestDirSourceEmptyFolderHeld|TestGitSourceRestartDuringOutage|TestGitSourceStalledRemote|TestGitSourceEmptyCommitHeld|TestGitSourceBlobLimits|TestServeRestartDuringGitOutage|TestServeStartsWithBadEntries|TestWebhookFloodBounded|TestWebhookConcurrencyLimited|TestSecureStreamsEndOnRevocationAndExpiry|TestSecureDeltaStreamEndsOnRevocation|TestDepartedProxiesAreFreed|TestInternedNamesAreReleased|TestClosedStreamsLeaveNothingInTheCache|TestTrafficShiftsFailNoCall)$$
