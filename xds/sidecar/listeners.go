@@ -241,8 +241,8 @@ func httpFilter(name string, m proto.Message) *hcmv3.HttpFilter {
 // mesh mTLS (ALPN istio*) unless the port's PeerAuthentication mode is
 // DISABLE, and plaintext chains (raw and non-mesh TLS) unless it is STRICT;
 // each with the RBAC filters of the workload's AuthorizationPolicies.
-// Connections to other ports pass through (blocked when the workload's mode
-// is STRICT). An AuthorizationPolicy that cannot be translated fails the
+// Connections to other ports pass through, under the same policies' network
+// RBAC (blocked when the workload's mode is STRICT). An AuthorizationPolicy that cannot be translated fails the
 // listener (fail closed: the proxy keeps its last config).
 func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	l := &listenerv3.Listener{
@@ -297,9 +297,16 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	if sc.v.PeerAuthenticationMode(0) == model.MTLSStrict {
 		fallback = BlackHoleCluster
 	}
+	// Connections to other ports are the workload's too: its policies'
+	// network RBAC applies to them as on a TCP port (Istio's passthrough
+	// chains), so an ALLOW policy admits only what it allows on any port.
+	catchAll, err := security.NetworkRBACFilters(policies)
+	if err != nil {
+		return nil, fmt.Errorf("inbound passthrough: %w", err)
+	}
 	l.DefaultFilterChain = &listenerv3.FilterChain{
 		Name:    "virtualInbound-catchall",
-		Filters: []*listenerv3.Filter{tcpProxy(fallback, []weighted{{cluster: fallback}})},
+		Filters: append(catchAll, tcpProxy(fallback, []weighted{{cluster: fallback}})),
 	}
 	return l, nil
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
@@ -14,8 +16,11 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/vmesh/vmesh/xds/security"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 )
@@ -302,6 +307,22 @@ func TestRBACOnTCPPort(t *testing.T) {
 	if sa == nil || !strings.Contains(sa.GetPrincipals()[0].String(), "/ns/shop/sa/reviews") {
 		t.Errorf("serviceAccounts rule = %v", sa)
 	}
+
+	// Connections to ports that are no workload port pass through under
+	// the same network RBAC: the ALLOW policy admits there only what it
+	// allows on a TCP port (Istio's passthrough chains; not a way around
+	// the policy).
+	catchAll := listener(t, ls, sidecar.VirtualInboundListener).GetDefaultFilterChain()
+	if fs := catchAll.GetFilters(); len(fs) != 3 || fs[0].GetName() != security.NetworkFilterName || fs[1].GetName() != security.NetworkFilterName {
+		t.Fatalf("catch-all chain filters = %v, want the deny and allow RBAC filters before the tcp_proxy", fs)
+	}
+	passAllow := &rbacnetv3.RBAC{}
+	if err := catchAll.GetFilters()[1].GetTypedConfig().UnmarshalTo(passAllow); err != nil {
+		t.Fatal(err)
+	}
+	if passAllow.GetRules().GetAction() != rbacconfigv3.RBAC_ALLOW || passAllow.GetRules().GetPolicies()["ns[shop]-policy[productpage-viewers]-rule[1]"] == nil {
+		t.Errorf("catch-all ALLOW = %v", passAllow.GetRules())
+	}
 }
 
 func TestSidecarIngressAndEgressPorts(t *testing.T) {
@@ -384,5 +405,50 @@ func TestClusterTLS(t *testing.T) {
 	cb := by["outbound|9080||reviews.shop.svc.cluster.local"].GetCircuitBreakers().GetThresholds()[0]
 	if cb.GetMaxConnections().GetValue() != 100 || cb.GetMaxPendingRequests().GetValue() != 10 || cb.GetMaxRequests().GetValue() != 1000 || cb.GetMaxRetries().GetValue() != 3 {
 		t.Errorf("circuit breakers = %v", cb)
+	}
+}
+
+// SIMPLE TLS without caCertificates verifies the server against the
+// system's roots, as Istio does (file-root:system), never not at all; only
+// insecureSkipVerify turns verification off.
+func TestSimpleTLSVerifiesAgainstSystemRoots(t *testing.T) {
+	p := productpage()
+	for _, tc := range []struct {
+		skip bool
+		want string
+	}{{false, sidecar.SystemCABundle}, {true, ""}} {
+		snap := loadEdited(t, featuresDir, func(o *filestore.Object) *filestore.Object {
+			dr, ok := o.Spec.(*networking.DestinationRule)
+			if !ok || dr.GetHost() != "api.example.com" {
+				return o
+			}
+			c := proto.Clone(dr).(*networking.DestinationRule)
+			c.TrafficPolicy.Tls.CaCertificates = ""
+			if tc.skip {
+				c.TrafficPolicy.Tls.InsecureSkipVerify = wrapperspb.Bool(true)
+			}
+			return &filestore.Object{Key: o.Key, Spec: c, Origin: o.Origin}
+		})
+		cs, err := sidecar.Clusters(model.NewView(snap, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range cs {
+			if c.GetName() != "outbound|443||api.example.com" {
+				continue
+			}
+			found = true
+			var up tlsv3.UpstreamTlsContext
+			if err := c.GetTransportSocket().GetTypedConfig().UnmarshalTo(&up); err != nil {
+				t.Fatal(err)
+			}
+			if got := up.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetFilename(); got != tc.want {
+				t.Errorf("insecureSkipVerify %v: trusted CA %q, want %q", tc.skip, got, tc.want)
+			}
+		}
+		if !found {
+			t.Fatal("no cluster outbound|443||api.example.com")
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -80,7 +81,8 @@ func inboundMTLS(http bool) *corev3.TransportSocket {
 
 // clientTLS translates a DestinationRule's TLS settings for a cluster; nil
 // means plaintext. ISTIO_MUTUAL uses the SDS secrets; SIMPLE and MUTUAL
-// use the files named in the rule, or the SDS secret credentialName (and
+// use the files named in the rule (the system's roots when it names no
+// caCertificates), or the SDS secret credentialName (and
 // "<credentialName>-cacert" for the root).
 func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *corev3.TransportSocket {
 	switch t.GetMode() {
@@ -119,15 +121,21 @@ func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *core
 				PrivateKey:       fileSource(t.GetPrivateKey()),
 			}}
 		}
-		if cvc != nil && t.GetCaCertificates() != "" {
-			cvc.TrustedCa = fileSource(t.GetCaCertificates())
-		}
-		if cvc != nil && (cvc.TrustedCa != nil || len(cvc.MatchTypedSubjectAltNames) > 0) {
+		if cvc != nil {
+			// Without caCertificates the server is verified against the
+			// system's roots, as Istio does (its file-root:system), never
+			// not at all; insecureSkipVerify alone turns verification off.
+			cvc.TrustedCa = fileSource(cmp.Or(t.GetCaCertificates(), SystemCABundle))
 			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: cvc}
 		}
 	}
 	return tlsSocket(ctx)
 }
+
+// SystemCABundle is the system's trust store on Debian and its derivatives
+// (ca-certificates): what a DestinationRule's SIMPLE or MUTUAL TLS without
+// caCertificates verifies the server against.
+const SystemCABundle = "/etc/ssl/certs/ca-certificates.crt"
 
 func fileSource(path string) *corev3.DataSource {
 	return &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: path}}
