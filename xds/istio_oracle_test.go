@@ -1165,8 +1165,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio sets ignore_port_in_host_matching and lists domains without ports; vmesh lists host and host:port (same matches; domains are compared without ports)"},
 	{Proxy: "sidecar", Type: "RDS", Path: `/maxDirectResponseBodySizeBytes`,
 		Reason: "Istio raises the direct response body limit to 1 MiB; vmesh keeps Envoy's 4 KiB"},
-	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[\d+\]/route/maxGrpcTimeout`,
-		Reason: "Istio sets max_grpc_timeout 0s (honour grpc-timeout headers, unbounded); vmesh leaves it unset (grpc-timeout ignored)"},
 	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[headers\.test\.istio\.io:80\]`, Case: `testdata-rule-weighted-content-route`,
 		Reason: "VirtualService for a host no ServiceEntry declares: Istio builds a virtual host on the destination's port, vmesh skips it"},
 	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[fault[^\]]*\]/routes\[0\]/(route|directResponse)`, Case: `testdata-rule-fault-injection`,
@@ -1192,8 +1190,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "DNS clusters: Istio sets refresh 60 s with 100 ms jitter, respects TTLs, the c-ares resolver and locality weight 1; vmesh keeps Envoy's defaults (5 s refresh)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com`, Path: `/lbPolicy`, Case: `bookinfo-egress-googleapis-tls`,
 		Reason: "top-level loadBalancer ROUND_ROBIN with a portLevelSettings entry for 443 that sets only tls: Istio uses its default LEAST_REQUEST on 443 (the port entry replaces the top-level policy), vmesh keeps ROUND_ROBIN"},
-	{Proxy: "sidecar", Type: "CDS", Path: `/outlierDetection/enforcingConsecutive5xx`, Case: `testdata-destination-rule-all|testdata-destination-rule-locality`,
-		Reason: "outlierDetection without consecutive5xxErrors: Istio leaves Envoy's default (eject after 5 consecutive 5xx, enforcing 100%), vmesh sets enforcing_consecutive_5xx 0 (never ejects on 5xx)"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/typedExtensionProtocolOptions`,
 		Reason: "Istio sets HttpProtocolOptions on every outbound/inbound cluster (use_downstream_protocol or explicit h2 per port protocol); vmesh sets none unless a DestinationRule asks"},
 	// ---- Envoy sidecar: endpoints ----

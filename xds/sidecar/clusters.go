@@ -254,36 +254,35 @@ func httpOptions(protocol string, h *networking.ConnectionPoolSettings_HTTPSetti
 	return map[string]*anypb.Any{httpProtocolOpts: mustAny(opts)}
 }
 
-// outlierDetection maps Istio's settings as Istio does: each consecutive
-// error kind is enforced only when set, success-rate ejection is off.
+// outlierDetection maps Istio's settings as Istio 1.31 does: success-rate
+// ejection off; consecutive 5xx and gateway errors as set (enforced when
+// above 0), Envoy's defaults when not set (5 consecutive 5xx, enforced; no
+// gateway-error ejection); local-origin errors only when split.
 func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetection {
 	out := &clusterv3.OutlierDetection{
-		Interval:                           od.GetInterval(),
-		BaseEjectionTime:                   od.GetBaseEjectionTime(),
-		EnforcingSuccessRate:               wrapperspb.UInt32(0),
-		EnforcingConsecutive_5Xx:           wrapperspb.UInt32(0),
-		EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(0),
+		Interval:             od.GetInterval(),
+		BaseEjectionTime:     od.GetBaseEjectionTime(),
+		EnforcingSuccessRate: wrapperspb.UInt32(0),
 	}
-	n5xx := uint32(0)
+	enforce := func(n uint32) *wrapperspb.UInt32Value {
+		if n > 0 {
+			return wrapperspb.UInt32(100)
+		}
+		return wrapperspb.UInt32(0)
+	}
 	if v := od.GetConsecutive_5XxErrors(); v != nil {
-		n5xx = v.GetValue()
-	} else if n := od.GetConsecutiveErrors(); n > 0 {
-		n5xx = uint32(n)
+		out.Consecutive_5Xx, out.EnforcingConsecutive_5Xx = wrapperspb.UInt32(v.GetValue()), enforce(v.GetValue())
 	}
-	if n5xx > 0 {
-		out.Consecutive_5Xx = wrapperspb.UInt32(n5xx)
-		out.EnforcingConsecutive_5Xx = wrapperspb.UInt32(100)
-	}
-	if v := od.GetConsecutiveGatewayErrors(); v != nil && v.GetValue() > 0 {
-		out.ConsecutiveGatewayFailure = wrapperspb.UInt32(v.GetValue())
-		out.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(100)
+	if v := od.GetConsecutiveGatewayErrors(); v != nil {
+		out.ConsecutiveGatewayFailure, out.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(v.GetValue()), enforce(v.GetValue())
 	}
 	if od.GetSplitExternalLocalOriginErrors() {
 		out.SplitExternalLocalOriginErrors = true
-		if v := od.GetConsecutiveLocalOriginFailures(); v != nil {
+		if v := od.GetConsecutiveLocalOriginFailures(); v.GetValue() > 0 {
 			out.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(v.GetValue())
 			out.EnforcingConsecutiveLocalOriginFailure = wrapperspb.UInt32(100)
 		}
+		out.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
 	}
 	if n := od.GetMaxEjectionPercent(); n > 0 {
 		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(n, 100)))

@@ -79,6 +79,7 @@ func (sc *scope) catchAllHost() *routev3.VirtualHost {
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: PassthroughCluster},
 			Timeout:          durationpb.New(0),
+			MaxGrpcTimeout:   grpcTimeout(nil),
 		}},
 	}}}
 }
@@ -147,6 +148,7 @@ func (sc *scope) defaultRoute(t target) *routev3.Route {
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
 			Timeout:          durationpb.New(0),
+			MaxGrpcTimeout:   grpcTimeout(nil),
 			RetryPolicy:      translate.RetryPolicy(sc.v.Mesh().DefaultHTTPRetry, hash != nil),
 			HashPolicy:       hash,
 		}},
@@ -278,6 +280,7 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 	if d := hr.GetTimeout(); d != nil {
 		a.Timeout = d
 	}
+	a.MaxGrpcTimeout = grpcTimeout(a.Timeout)
 	a.RetryPolicy = translate.RetryPolicy(cmp.Or(hr.GetRetries(), sc.v.Mesh().DefaultHTTPRetry), a.HashPolicy != nil)
 	if rw := hr.GetRewrite(); rw != nil {
 		if rw.GetUri() != "" {
@@ -376,6 +379,13 @@ func headerOps(h *networking.Headers_HeaderOperations) ([]*corev3.HeaderValueOpt
 		})
 	}
 	return add, slices.Clone(h.GetRemove())
+}
+
+// grpcTimeout is the route's max_grpc_timeout as Istio sets it: the route
+// timeout, 0 (none) by default, so that a gRPC client's grpc-timeout header
+// is honoured up to it.
+func grpcTimeout(timeout *durationpb.Duration) *durationpb.Duration {
+	return durationpb.New(timeout.AsDuration())
 }
 
 // corsPolicy translates Istio's CORS policy into the CORS filter's
