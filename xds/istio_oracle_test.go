@@ -1094,8 +1094,6 @@ var istioOracleKnown = []oracleKnown{
 	// ---- both kinds: routes ----
 	{Type: "RDS", Path: `/virtualHosts\[details[^\]]*\]/routes\[1\]`, Case: `bookinfo-fault-details-v1`,
 		Reason: "a route after a catch-all route (no match): Istio drops the unreachable rest, vmesh keeps it (never matched)"},
-	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[\d+\]/route/retryPolicy/retryHostPredicate`, Case: `docs-consistent-hash-header|docs-destinationrule-reference`,
-		Reason: "consistent-hash LB: Istio keeps the previous_hosts retry predicate, vmesh drops it (vmesh retries on the same hashed host)"},
 	// ---- proxyless gRPC ----
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts`, Resource: `(www\.googleapis\.com|edition\.cnn\.com):443|tcp-echo\.default\.svc\.cluster\.local:900[01]|my-mongo\.tcp\.svc:27017`,
 		Reason: "non-HTTP port (HTTPS, TCP, MONGO): Istio's route builder makes no virtual host for it (the proxyless route configuration is empty), vmesh routes it as for HTTP"},

@@ -65,7 +65,7 @@ func domains(host string, port uint32, ns string) []string {
 func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.Route {
 	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: model.ClusterName(port.Number, "", svc.Hostname)}}
 	action.HashPolicy = translate.HashPolicy(v.DestinationRule(svc), port.Number, "", translate.Proxyless)
-	action.RetryPolicy = translate.RetryPolicy(v.Mesh().DefaultHTTPRetry, action.HashPolicy != nil)
+	action.RetryPolicy = translate.RetryPolicy(v.Mesh().DefaultHTTPRetry, false) // as Istio's default route, even when hashing
 	return &routev3.Route{
 		Name:   "default",
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},

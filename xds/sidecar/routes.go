@@ -149,7 +149,7 @@ func (sc *scope) defaultRoute(t target) *routev3.Route {
 			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
 			Timeout:          durationpb.New(0),
 			MaxGrpcTimeout:   grpcTimeout(nil),
-			RetryPolicy:      translate.RetryPolicy(sc.v.Mesh().DefaultHTTPRetry, hash != nil),
+			RetryPolicy:      translate.RetryPolicy(sc.v.Mesh().DefaultHTTPRetry, false), // Istio's default route: the previous-hosts predicate even when hashing
 			HashPolicy:       hash,
 		}},
 	}
