@@ -1182,8 +1182,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio pins mesh mTLS to TLS 1.2–1.3; vmesh leaves Envoy's client defaults (TLS 1.2 only)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
-	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|80\|\|edition\.cnn\.com`, Path: `/typedExtensionProtocolOptions/.*/upstreamHttpProtocolOptions`,
-		Reason: "tls SIMPLE without sni: Istio sets auto_sni and auto_san_validation from the Host header; vmesh sends no SNI"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/dnsJitter|/dnsRefreshRate|/respectDnsTtl|/typedDnsResolverConfig|/loadAssignment/endpoints\[\d+\]/(loadBalancingWeight|locality)`,
 		Reason: "DNS clusters: Istio sets refresh 60 s with 100 ms jitter, respects TTLs, the c-ares resolver and locality weight 1; vmesh keeps Envoy's defaults (5 s refresh)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com`, Path: `/lbPolicy`, Case: `bookinfo-egress-googleapis-tls`,

@@ -156,6 +156,7 @@ func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster) {
 	sans := sc.v.ServiceIdentities(ref.Service)
 	if t := ref.DestinationRule.ClientTLS(ref.Port.Number, ref.Subset); t != nil {
 		c.TransportSocket = clientTLS(t, sni, sans)
+		autoSNI(c, t)
 		return
 	}
 	if ref.Service.MeshExternal || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
@@ -225,6 +226,26 @@ func circuitBreakers(cp *networking.ConnectionPoolSettings) *clusterv3.CircuitBr
 		MaxRetries:         lim(cp.GetHttp().GetMaxRetries()),
 		TrackRemaining:     true,
 	}}}
+}
+
+// autoSNI: SIMPLE or MUTUAL TLS naming no SNI sends the request's host as
+// SNI and checks the server certificate against it (unless the rule names
+// its subjectAltNames), as Istio sets it; otherwise the server would be
+// checked against the roots only, any certificate they signed accepted.
+func autoSNI(c *clusterv3.Cluster, t *networking.ClientTLSSettings) {
+	if t.GetSni() != "" || (t.GetMode() != networking.ClientTLSSettings_SIMPLE && t.GetMode() != networking.ClientTLSSettings_MUTUAL) {
+		return
+	}
+	opts := &httpv3.HttpProtocolOptions{}
+	if a := c.GetTypedExtensionProtocolOptions()[httpProtocolOpts]; a != nil {
+		_ = a.UnmarshalTo(opts)
+	} else {
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
+		}}
+	}
+	opts.UpstreamHttpProtocolOptions = &corev3.UpstreamHttpProtocolOptions{AutoSni: true, AutoSanValidation: len(t.GetSubjectAltNames()) == 0}
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOpts: mustAny(opts)}
 }
 
 // httpOptions sets the upstream HTTP version (HTTP/2 for gRPC and HTTP2

@@ -17,6 +17,7 @@ import (
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"github.com/vmesh/vmesh/xds/security"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -423,7 +424,7 @@ func TestSimpleTLSVerifiesAgainstSystemRoots(t *testing.T) {
 				return o
 			}
 			c := proto.Clone(dr).(*networking.DestinationRule)
-			c.TrafficPolicy.Tls.CaCertificates = ""
+			c.TrafficPolicy.Tls.CaCertificates, c.TrafficPolicy.Tls.Sni, c.TrafficPolicy.Tls.SubjectAltNames = "", "", nil
 			if tc.skip {
 				c.TrafficPolicy.Tls.InsecureSkipVerify = wrapperspb.Bool(true)
 			}
@@ -445,6 +446,18 @@ func TestSimpleTLSVerifiesAgainstSystemRoots(t *testing.T) {
 			}
 			if got := up.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetFilename(); got != tc.want {
 				t.Errorf("insecureSkipVerify %v: trusted CA %q, want %q", tc.skip, got, tc.want)
+			}
+			// No sni: the request's host is sent and the certificate
+			// checked against it.
+			var opts httpv3.HttpProtocolOptions
+			if err := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].UnmarshalTo(&opts); err != nil {
+				t.Fatal(err)
+			}
+			if u := opts.GetUpstreamHttpProtocolOptions(); !u.GetAutoSni() || !u.GetAutoSanValidation() {
+				t.Errorf("no sni: upstream options %v, want auto SNI and SAN validation", u)
+			}
+			if err := c.ValidateAll(); err != nil {
+				t.Error(err)
 			}
 		}
 		if !found {
