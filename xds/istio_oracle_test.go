@@ -1129,7 +1129,7 @@ var istioOracleKnown = []oracleKnown{
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{(("alpn":"istio",)?"destinationPort":\d+,"transportProtocol":"(tls|raw_buffer)")\}/hcm/httpFilters(\[\d+\])?`,
 		Reason: "Istio's inbound HTTP chains also carry the fault and cors filters (no-ops without route config) and, for AUDIT policies, an RBAC LOG filter; vmesh has RBAC deny/allow (when policies apply) and router only"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
-		Reason: "PERMISSIVE: vmesh adds a chain for non-mesh TLS on the service port (HCM on the undecrypted stream); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
+		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("alpn":"istio",)?"destinationPort":\d+,"transportProtocol":"tls"\}(/.*)?`, Case: `testdata-peer-authn-strict|docs-peerauthn-modes`,
 		Reason: "STRICT: Istio's mTLS chain matches any TLS on the port (no ALPN condition), vmesh's only Istio's mesh ALPNs"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("destinationPort":\d+(,"transportProtocol":"raw_buffer")?)\}`, Case: `docs-peerauthn-disable|docs-peerauthn-modes`,

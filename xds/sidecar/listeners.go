@@ -284,13 +284,27 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 				Filters:          cloneFilters(filters),
 			})
 		default:
-			for _, tp := range []string{"tls", "raw_buffer"} {
-				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-					Name:             name + "|" + tp,
-					FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: tp},
+			// PERMISSIVE: plaintext as the port's protocol; TLS that is not
+			// mesh mTLS stays undecrypted, so it is passed to the workload
+			// as TCP under the network RBAC (Istio's passthrough), never
+			// parsed as HTTP.
+			tlsFilters := cloneFilters(filters)
+			if http {
+				if tlsFilters, err = inboundFilters(ip, false, policies); err != nil {
+					return nil, fmt.Errorf("inbound port %d: %w", ip.port, err)
+				}
+			}
+			l.FilterChains = append(l.FilterChains,
+				&listenerv3.FilterChain{
+					Name:             name + "|tls",
+					FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: "tls"},
+					Filters:          tlsFilters,
+				},
+				&listenerv3.FilterChain{
+					Name:             name + "|raw_buffer",
+					FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: "raw_buffer"},
 					Filters:          cloneFilters(filters),
 				})
-			}
 		}
 	}
 	fallback := InboundPassthroughCluster
