@@ -1178,8 +1178,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio disables the initial fetch timeout of EDS and SDS (initial_fetch_timeout 0s: wait forever); vmesh keeps Envoy's 15 s"},
 	{Proxy: "sidecar", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
 		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
-	{Proxy: "sidecar", Type: "CDS", Path: `.*/commonTlsContext/tlsParams`,
-		Reason: "Istio pins mesh mTLS to TLS 1.2–1.3; vmesh leaves Envoy's client defaults (TLS 1.2 only)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/dnsJitter|/dnsRefreshRate|/respectDnsTtl|/typedDnsResolverConfig|/loadAssignment/endpoints\[\d+\]/(loadBalancingWeight|locality)`,

@@ -63,7 +63,15 @@ func meshCommonTLS(alpn []string, sans []string) *tlsv3.CommonTlsContext {
 
 // istioMutual is the client side of mesh mTLS.
 func istioMutual(sni string, sans []string) *corev3.TransportSocket {
-	return tlsSocket(&tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: meshCommonTLS(mtlsALPN, sans)})
+	common := meshCommonTLS(mtlsALPN, sans)
+	common.TlsParams = clientTLSVersions()
+	return tlsSocket(&tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: common})
+}
+
+// clientTLSVersions are the TLS versions Istio lets an upstream connection
+// use: 1.2 to 1.3.
+func clientTLSVersions() *tlsv3.TlsParameters {
+	return &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}
 }
 
 // inboundMTLS is the server side of mesh mTLS: a client certificate from
@@ -98,7 +106,7 @@ func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *core
 	default:
 		return nil
 	}
-	ctx := &tlsv3.UpstreamTlsContext{Sni: t.GetSni(), CommonTlsContext: &tlsv3.CommonTlsContext{}}
+	ctx := &tlsv3.UpstreamTlsContext{Sni: t.GetSni(), CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: clientTLSVersions()}}
 	cvc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sanMatchers(t.GetSubjectAltNames())}
 	if t.GetInsecureSkipVerify().GetValue() {
 		cvc = nil
