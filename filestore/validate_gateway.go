@@ -268,12 +268,6 @@ func validateSidecar(v *validator, namespace string, sc *networking.Sidecar) {
 		}
 		for j, h := range e.Hosts {
 			v.check(at(path+".hosts", j), checkScopedHost(h, false))
-			// Istio reads "~ns/..." as "not namespace ns"; vmesh's scope
-			// (model) does not implement the exclusion yet and would read a
-			// namespace named "~ns", exposing what the user excluded.
-			if ns, _, ok := strings.Cut(h, "/"); ok && len(ns) > 1 && strings.HasPrefix(ns, "~") {
-				v.add(at(path+".hosts", j), "host %s: excluding a namespace (~%s) is not supported by vmesh yet", quote(h), ns[1:])
-			}
 		}
 	}
 	if tp := sc.OutboundTrafficPolicy; tp != nil && tp.EgressProxy != nil {

@@ -386,10 +386,17 @@ func (b *builder) addSidecar(o *filestore.Object) {
 				b.problem(o, "egress host %q is not namespace/host", h)
 				continue
 			}
+			exclude := strings.HasPrefix(ns, "~")
+			if exclude {
+				ns = strings.TrimPrefix(ns, "~")
+				if ns == "" {
+					ns = "*"
+				}
+			}
 			if ns == "." {
 				ns = o.Namespace
 			}
-			m.Egress = append(m.Egress, EgressHost{Namespace: ns, Host: host})
+			m.Egress = append(m.Egress, EgressHost{Namespace: ns, Host: host, Exclude: exclude})
 		}
 	}
 	if len(sc.GetEgress()) > 0 && m.Egress == nil {

@@ -84,3 +84,22 @@ func TestDelegateVirtualServicesMerged(t *testing.T) {
 		}
 	}
 }
+
+// Sidecar egress "~ns/host" hides what it matches even where another entry
+// imports it, as in Istio; "~/host" does so in every namespace.
+func TestSidecarEgressExclusion(t *testing.T) {
+	se := func(ns, host string) *filestore.Object {
+		return obj(filestore.KindServiceEntry, ns, host, &networking.ServiceEntry{
+			Hosts: []string{host}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}, Resolution: networking.ServiceEntry_STATIC,
+		})
+	}
+	s := build(t, se("ns1", "a.ns1.svc.cluster.local"), se("ns2", "b.ns2.svc.cluster.local"), se("ns2", "c.ns2.svc.cluster.local"),
+		obj(filestore.KindSidecar, "bar", "default", &networking.Sidecar{Egress: []*networking.IstioEgressListener{{Hosts: []string{"*/*", "~ns1/*", "~/c.ns2.svc.cluster.local"}}}}))
+	var got []string
+	for _, svc := range s.VisibleServices("bar", s.SidecarFor("bar", nil)) {
+		got = append(got, svc.Hostname)
+	}
+	if strings.Join(got, ",") != "b.ns2.svc.cluster.local" {
+		t.Errorf("visible with */*, ~ns1/* and ~/c: %v, want only b.ns2", got)
+	}
+}

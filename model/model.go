@@ -183,10 +183,15 @@ type Sidecar struct {
 
 // EgressHost is one "namespace/host" entry of a Sidecar egress listener.
 type EgressHost struct {
-	// Namespace is a namespace, "*" (any), "." (the Sidecar's own) or "~" (none).
+	// Namespace is a namespace or "*" (any); "." is resolved to the
+	// Sidecar's own.
 	Namespace string
 	// Host is a host, "*" or a "*.suffix" wildcard.
 	Host string
+	// Exclude is Istio's "~" prefix ("~ns/host", "~/host" for every
+	// namespace): the services it matches are hidden even when another
+	// entry imports them.
+	Exclude bool
 }
 
 // Key returns "namespace/name" for the Sidecar.

@@ -32,11 +32,17 @@ func (sc *Sidecar) allows(svc *Service) bool {
 	if sc == nil || sc.Egress == nil {
 		return true
 	}
+	matches := func(e EgressHost) bool {
+		return (e.Namespace == "*" || e.Namespace == svc.Namespace) && HostMatches(e.Host, svc.Hostname)
+	}
+	// Exclusions ("~ns/host") win over imports, as in Istio.
 	for _, e := range sc.Egress {
-		if e.Namespace == "~" {
-			continue
+		if e.Exclude && matches(e) {
+			return false
 		}
-		if (e.Namespace == "*" || e.Namespace == svc.Namespace) && HostMatches(e.Host, svc.Hostname) {
+	}
+	for _, e := range sc.Egress {
+		if !e.Exclude && matches(e) {
 			return true
 		}
 	}
