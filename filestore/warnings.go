@@ -81,6 +81,7 @@ const (
 	CodeSidecarEgressHostIgnored   = "VM1007"  // a Sidecar egress host that is not namespace/host
 	CodeGatewayNotServed           = "VM1008"  // a Gateway: vmesh runs no gateway proxies
 	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
+	CodeEndpointWithoutAddress     = "VM1010"  // an endpoint with a network and no address: there is no network gateway to reach it
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -104,6 +105,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeSidecarEgressHostIgnored, Name: "SidecarEgressHostIgnored"},
 	{Code: CodeGatewayNotServed, Name: "GatewayNotServed"},
 	{Code: CodeGatewayOnlyRoutes, Name: "GatewayOnlyVirtualService"},
+	{Code: CodeEndpointWithoutAddress, Name: "EndpointWithoutAddress"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},
@@ -206,6 +208,16 @@ func objectWarnings(o *Object) []Problem {
 		proxylessTrafficPolicy(w, "trafficPolicy", spec.GetTrafficPolicy())
 		for i, ss := range spec.GetSubsets() {
 			proxylessTrafficPolicy(w, fmt.Sprintf("subsets[%d].trafficPolicy", i), ss.GetTrafficPolicy())
+		}
+	case *networking.ServiceEntry:
+		for i, e := range spec.GetEndpoints() {
+			if e.GetAddress() == "" {
+				w.add(fmt.Sprintf("endpoints[%d]", i), CodeEndpointWithoutAddress, "endpoint without an address (network %s): it is reached through its network's gateway, which vmesh does not have, so it is not used", quote(e.GetNetwork()))
+			}
+		}
+	case *networking.WorkloadEntry:
+		if spec.GetAddress() == "" {
+			w.add("address", CodeEndpointWithoutAddress, "no address (network %s): the entry is reached through its network's gateway, which vmesh does not have, so it is no service's endpoint", quote(spec.GetNetwork()))
 		}
 	case *networking.Sidecar:
 		for i, l := range spec.GetEgress() {

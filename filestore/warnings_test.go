@@ -709,3 +709,34 @@ spec:
 		t.Errorf("delegate warnings = %v, want %v", got, want)
 	}
 }
+
+// An endpoint with a network and no address (reached, in Istio, through
+// that network's gateway) is a warning: vmesh has no network gateways.
+func TestEndpointWithoutAddressWarns(t *testing.T) {
+	d := filestore.DecodeFile("se.yaml", []byte(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: remote, namespace: default}
+spec:
+  hosts: [remote.default.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+  - address: 10.0.0.1
+  - network: net2
+    ports: {http: 8080}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: far, namespace: default}
+spec:
+  network: net2
+  labels: {app: remote}
+`), filestore.DefaultLimits())
+	if len(d.Errors) > 0 {
+		t.Fatal(d.Errors)
+	}
+	want := []where{{10, "endpoints[1]", filestore.CodeEndpointWithoutAddress}, {16, "address", filestore.CodeEndpointWithoutAddress}}
+	if got := wheres(d.Warnings); !slices.Equal(got, want) {
+		t.Errorf("warnings = %v, want %v", got, want)
+	}
+}

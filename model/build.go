@@ -230,7 +230,13 @@ func (b *builder) addServiceEntry(o *filestore.Object) {
 // address, then origin.
 func (b *builder) endpoints(o *filestore.Object, se *networking.ServiceEntry) []*Endpoint {
 	var eps []*Endpoint
+	// An endpoint with only a network and no address is reached through
+	// that network's gateway, which vmesh does not have: it is left out
+	// (filestore warns, VM1010), never sent as an empty address.
 	for i, we := range se.GetEndpoints() {
+		if we.GetAddress() == "" {
+			continue
+		}
 		eps = append(eps, endpointFrom(we, we.GetLabels(), fmt.Sprintf("%s/%s#%d", o.Namespace, o.Name, i)))
 	}
 	if sel := se.GetWorkloadSelector(); sel != nil {
@@ -239,6 +245,9 @@ func (b *builder) endpoints(o *filestore.Object, se *networking.ServiceEntry) []
 				continue
 			}
 			we := wo.Spec.(*networking.WorkloadEntry)
+			if we.GetAddress() == "" {
+				continue
+			}
 			eps = append(eps, endpointFrom(we, workloadLabels(wo, we), wo.Namespace+"/"+wo.Name))
 		}
 	}

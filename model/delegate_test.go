@@ -103,3 +103,17 @@ func TestSidecarEgressExclusion(t *testing.T) {
 		t.Errorf("visible with */*, ~ns1/* and ~/c: %v, want only b.ns2", got)
 	}
 }
+
+// An inline endpoint with only a network is left out, never an endpoint
+// with an empty address (Envoy would reject the whole assignment).
+func TestEndpointWithoutAddressLeftOut(t *testing.T) {
+	s := build(t, obj(filestore.KindServiceEntry, "default", "remote", &networking.ServiceEntry{
+		Hosts: []string{"remote.default.svc.cluster.local"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
+		Resolution: networking.ServiceEntry_STATIC,
+		Endpoints:  []*networking.WorkloadEntry{{Address: "10.0.0.1"}, {Network: "net2", Ports: map[string]uint32{"http": 8080}}},
+	}))
+	svc := s.ServicesForHost("remote.default.svc.cluster.local")
+	if len(svc) != 1 || len(svc[0].Endpoints) != 1 || svc[0].Endpoints[0].Address != "10.0.0.1" {
+		t.Fatalf("endpoints = %+v", svc)
+	}
+}
