@@ -174,6 +174,34 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 	return errs
 }
 
+// MeshConfigApplied are the MeshConfig fields vmesh applies; the others are
+// read (and validated where vmesh checks them) but change nothing yet.
+var meshConfigApplied = map[string]bool{
+	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true,
+	"trustDomain": true, "rootNamespace": true,
+}
+
+// MeshConfigWarnings lists the top-level fields a mesh config file sets that
+// vmesh reads but does not apply (VM1011), each with its line; a file that
+// does not decode has none (DecodeMeshConfig reports it).
+func MeshConfigWarnings(file string, data []byte) []ConfigError {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	root := doc.Content[0]
+	var out []ConfigError
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i]
+		if meshConfigApplied[k.Value] {
+			continue
+		}
+		out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: connectTimeout, defaultHttpRetryPolicy, outboundTrafficPolicy, rootNamespace, trustDomain)", k.Value)})
+	}
+	return out
+}
+
 // locateMeshError finds the field protojson refused: the first key of the
 // mapping whose value alone does not decode, looked for again inside it
 // when it is a message of its own.

@@ -82,6 +82,7 @@ const (
 	CodeGatewayNotServed           = "VM1008"  // a Gateway: vmesh runs no gateway proxies
 	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
 	CodeEndpointWithoutAddress     = "VM1010"  // an endpoint with a network and no address: there is no network gateway to reach it
+	CodeMeshConfigNotApplied       = "VM1011"  // a MeshConfig field vmesh reads but does not apply
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -106,6 +107,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeGatewayNotServed, Name: "GatewayNotServed"},
 	{Code: CodeGatewayOnlyRoutes, Name: "GatewayOnlyVirtualService"},
 	{Code: CodeEndpointWithoutAddress, Name: "EndpointWithoutAddress"},
+	{Code: CodeMeshConfigNotApplied, Name: "MeshConfigFieldNotApplied"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},

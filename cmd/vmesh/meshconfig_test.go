@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,6 +64,20 @@ func TestServeMeshConfig(t *testing.T) {
 	}
 	if rp := retries(routeFor(t, mesh)); rp.GetNumRetries().GetValue() != 4 || rp.GetRetryOn() != "unavailable" {
 		t.Errorf("with defaultHttpRetryPolicy attempts 4: retries %v", rp)
+	}
+
+	// A field vmesh reads but does not apply is a warning with its line, in
+	// /debug/config and vmesh status (source mesh-config:FILE).
+	partial := filepath.Join(t.TempDir(), "mesh.yaml")
+	if err := os.WriteFile(partial, []byte("connectTimeout: 2s\nenableAutoMtls: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := servePlane(t, opsServices, func(c *controlplane.Config) { c.MeshConfig = partial })
+	var report statusReport
+	out, _ := runVMesh(t, "status", "--server", cp.HTTPAddr(), "-o", "json")
+	if err := json.Unmarshal([]byte(out), &report); err != nil || len(report.Replicas) != 1 || report.Replicas[0].Warnings != 1 ||
+		!strings.Contains(report.Replicas[0].FirstWarning, "mesh.yaml:2: ") || !strings.Contains(report.Replicas[0].FirstWarning, "VM1011") {
+		t.Errorf("status with a not-applied MeshConfig field (%v): %+v", err, report.Replicas)
 	}
 
 	// A bad file, and a trust domain set twice differently, stop the start.

@@ -85,7 +85,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mesh, err := cfg.meshSettings()
+	mesh, meshWarnings, err := cfg.meshSettings()
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cp.metricNames.MustRegister(filestore.NewCollector(cp.store), newBuildInfoMetric(buildinfo.Get()))
 	cp.metricNames.MustRegister(newGitMetrics(func() *filestore.GitSource { return cp.git })...)
+	cfg.publishMeshWarnings(cp.store, meshWarnings)
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}

@@ -16,13 +16,15 @@ import (
 // rootNamespace fill the CA settings left empty; a flag or vmesh.yaml value
 // that disagrees with the file is an error, never a silent choice. Without
 // a file the mesh is Istio's defaults with the CA settings.
-func (c *Config) meshSettings() (model.Mesh, error) {
+// The warnings are the file's fields vmesh reads but does not apply
+// (filestore.MeshConfigWarnings).
+func (c *Config) meshSettings() (model.Mesh, []filestore.ConfigError, error) {
 	if c.MeshConfig == "" {
-		return model.Mesh{RootNamespace: c.CA.RootNamespace, TrustDomain: c.CA.TrustDomain}, nil
+		return model.Mesh{RootNamespace: c.CA.RootNamespace, TrustDomain: c.CA.TrustDomain}, nil, nil
 	}
 	data, err := os.ReadFile(c.MeshConfig)
 	if err != nil {
-		return model.Mesh{}, fmt.Errorf("mesh config: %w", err)
+		return model.Mesh{}, nil, fmt.Errorf("mesh config: %w", err)
 	}
 	mc, errs := filestore.DecodeMeshConfig(c.MeshConfig, data)
 	if len(errs) > 0 {
@@ -30,7 +32,7 @@ func (c *Config) meshSettings() (model.Mesh, error) {
 		for i, e := range errs {
 			all[i] = e
 		}
-		return model.Mesh{}, fmt.Errorf("mesh config: %w", errors.Join(all...))
+		return model.Mesh{}, nil, fmt.Errorf("mesh config: %w", errors.Join(all...))
 	}
 	var set map[string]any
 	_ = yaml.Unmarshal(data, &set) // decoded above: only which keys the file sets
@@ -46,11 +48,21 @@ func (c *Config) meshSettings() (model.Mesh, error) {
 			continue
 		}
 		if *f.value != "" && *f.value != f.file {
-			return model.Mesh{}, fmt.Errorf("mesh config %s sets %s %q but %s is %q: set it in one place", c.MeshConfig, f.key, f.file, f.flag, *f.value)
+			return model.Mesh{}, nil, fmt.Errorf("mesh config %s sets %s %q but %s is %q: set it in one place", c.MeshConfig, f.key, f.file, f.flag, *f.value)
 		}
 		*f.value = f.file
 	}
 	m := model.MeshFromConfig(mc)
 	m.RootNamespace, m.TrustDomain = c.CA.RootNamespace, c.CA.TrustDomain
-	return m, nil
+	return m, filestore.MeshConfigWarnings(c.MeshConfig, data), nil
+}
+
+// publishMeshWarnings shows the mesh config's not-applied fields as the
+// warnings of a source of their own, mesh-config:FILE: /debug/config, the
+// vmesh_config_warnings gauge, the console and vmesh status see them.
+func (c *Config) publishMeshWarnings(store *filestore.Store, warns []filestore.ConfigError) {
+	if c.MeshConfig == "" {
+		return
+	}
+	store.SetStatus(filestore.Source{Name: "mesh-config:" + c.MeshConfig, Class: filestore.ClassConfig}, "", warns)
 }
