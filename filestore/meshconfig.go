@@ -177,7 +177,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 // MeshConfigApplied are the MeshConfig fields vmesh applies; the others are
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
-	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true,
+	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
 	"trustDomain": true, "rootNamespace": true,
 }
 
@@ -197,7 +197,7 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 			continue
 		}
 		out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
-			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: connectTimeout, defaultHttpRetryPolicy, outboundTrafficPolicy, rootNamespace, trustDomain)", k.Value)})
+			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: connectTimeout, defaultHttpRetryPolicy, dnsRefreshRate, outboundTrafficPolicy, rootNamespace, trustDomain)", k.Value)})
 	}
 	return out
 }

@@ -22,6 +22,9 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 	if d := mc.GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
 		m.ConnectTimeout = d.AsDuration()
 	}
+	if d := mc.GetDnsRefreshRate(); d != nil && d.AsDuration() > 0 {
+		m.DNSRefreshRate = d.AsDuration()
+	}
 	m.RegistryOnly = mc.GetOutboundTrafficPolicy() != nil && mc.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY
 	return m
 }

@@ -32,6 +32,9 @@ type Mesh struct {
 	// ConnectTimeout is MeshConfig's connectTimeout, the clusters' connect
 	// timeout when a DestinationRule sets none; default 10 s.
 	ConnectTimeout time.Duration
+	// DNSRefreshRate is MeshConfig's dnsRefreshRate, how often a DNS
+	// cluster resolves when the answer's TTL does not say; default 60 s.
+	DNSRefreshRate time.Duration
 	// RegistryOnly is MeshConfig's outboundTrafficPolicy REGISTRY_ONLY:
 	// sidecars whose Sidecar sets no policy send traffic to unknown
 	// destinations to the black hole instead of passing it through.
@@ -39,10 +42,11 @@ type Mesh struct {
 }
 
 // DefaultMesh returns Istio's defaults: root namespace istio-system, trust
-// domain cluster.local, connect timeout 10 s, outbound traffic ALLOW_ANY,
+// domain cluster.local, connect timeout 10 s, DNS refresh 60 s, outbound
+// traffic ALLOW_ANY,
 // Istio's built-in default retries.
 func DefaultMesh() Mesh {
-	return Mesh{RootNamespace: DefaultRootNamespace, TrustDomain: spiffe.DefaultTrustDomain, ConnectTimeout: 10 * time.Second}
+	return Mesh{RootNamespace: DefaultRootNamespace, TrustDomain: spiffe.DefaultTrustDomain, ConnectTimeout: 10 * time.Second, DNSRefreshRate: time.Minute}
 }
 
 func (m Mesh) withDefaults() Mesh {
@@ -55,6 +59,9 @@ func (m Mesh) withDefaults() Mesh {
 	}
 	if m.ConnectTimeout <= 0 {
 		m.ConnectTimeout = d.ConnectTimeout
+	}
+	if m.DNSRefreshRate <= 0 {
+		m.DNSRefreshRate = d.DNSRefreshRate
 	}
 	return m
 }

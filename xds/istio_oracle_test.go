@@ -1181,7 +1181,7 @@ var istioOracleKnown = []oracleKnown{
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/dnsJitter|/dnsRefreshRate|/respectDnsTtl|/typedDnsResolverConfig|/loadAssignment/endpoints\[\d+\]/(loadBalancingWeight|locality)`,
-		Reason: "DNS clusters: Istio sets refresh 60 s with 100 ms jitter, respects TTLs, the c-ares resolver and locality weight 1; vmesh keeps Envoy's defaults (5 s refresh)"},
+		Reason: "DNS clusters: both refresh every 60 s with 100 ms jitter and respect TTLs; Istio also sets the c-ares resolver and locality weight 1, vmesh keeps Envoy's defaults for those"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com`, Path: `/lbPolicy`, Case: `bookinfo-egress-googleapis-tls`,
 		Reason: "top-level loadBalancer ROUND_ROBIN with a portLevelSettings entry for 443 that sets only tls: Istio uses its default LEAST_REQUEST on 443 (the port entry replaces the top-level policy), vmesh keeps ROUND_ROBIN"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/typedExtensionProtocolOptions`,

@@ -48,6 +48,15 @@ func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	return out, nil
 }
 
+// dnsRefresh sets a DNS cluster's resolution as Istio does: the answer's
+// TTL, else the mesh's dnsRefreshRate (60 s by default), with 100 ms of
+// jitter so the sidecars of a fleet do not resolve in step.
+func (sc *scope) dnsRefresh(c *clusterv3.Cluster) {
+	c.RespectDnsTtl = true
+	c.DnsRefreshRate = durationpb.New(sc.v.Mesh().DNSRefreshRate)
+	c.DnsJitter = durationpb.New(100 * time.Millisecond)
+}
+
 // connectTimeout is the mesh's cluster connect timeout (MeshConfig
 // connectTimeout, 10 s by default), where a DestinationRule sets none.
 func (sc *scope) connectTimeout() *durationpb.Duration {
@@ -101,10 +110,12 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
 		c.LoadAssignment = dnsAssignment(name, ref, 1)
+		sc.dnsRefresh(c)
 	default:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
 		c.LoadAssignment = dnsAssignment(name, ref, 0)
+		sc.dnsRefresh(c)
 	}
 	if d := tp.GetConnectionPool().GetTcp().GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
 		c.ConnectTimeout = d
