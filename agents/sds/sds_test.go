@@ -224,6 +224,9 @@ func TestUpdateRejectsEmptyPair(t *testing.T) {
 // group (0660).
 func TestListenUnixGroup(t *testing.T) {
 	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: chown needs root")
+		}
 		t.Skip("chown needs root")
 	}
 	path := filepath.Join(t.TempDir(), "xds.sock")
