@@ -17,6 +17,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/envoy"
 	"github.com/vmesh/vmesh/agents/internal/agenttest"
+	"github.com/vmesh/vmesh/internal/retry"
 )
 
 // fakeEnvoy writes a shell script that behaves like a process under
@@ -188,8 +189,9 @@ func TestRestartsWithBackoff(t *testing.T) {
 	// Count exits, not starts: a start logged before the crash file is
 	// removed may still find it gone and keep running.
 	waitFor(t, "three crashes", func() bool { return metric(t, reg, "vmesh_envoy_exits_total") >= 3 })
-	// Delays 50ms then 100ms between the three starts.
-	if d := time.Since(start); d < 150*time.Millisecond {
+	// Delays 50ms then 100ms between the three starts, each within ±20 %
+	// (retry.Jitter): at least 120ms in all.
+	if d := time.Since(start); d < time.Duration(float64(150*time.Millisecond)*(1-retry.Jitter)) {
 		t.Fatalf("three starts within %s: no backoff", d)
 	}
 	if err := os.Remove(crash); err != nil {
