@@ -64,7 +64,7 @@ func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []Con
 		if err.Error() == "EOF" {
 			return DefaultMeshConfig(), nil // an empty file: Istio's defaults
 		}
-		return fail(meshYAMLLine(err), "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, []ConfigError{yamlError(file, data, err)}
 	}
 	var second yaml.Node
 	if dec.Decode(&second) == nil {
@@ -174,7 +174,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 	return errs
 }
 
-// MeshConfigApplied are the MeshConfig fields vmesh applies; the others are
+// meshConfigApplied are the MeshConfig fields vmesh applies; the others are
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
@@ -286,7 +286,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
 	if d := mc.GetConnectTimeout(); d != nil && d.AsDuration() < time.Millisecond {
 		v.add("connectTimeout", "must be at least 1ms, got %s", d.AsDuration())
 	}
-	if mc.GetRootNamespace() == "" || !isNamespaceName(mc.GetRootNamespace()) {
+	if mc.GetRootNamespace() == "" || checkDNS1123Label(mc.GetRootNamespace()) != "" {
 		v.add("rootNamespace", "%q is not a namespace name", mc.GetRootNamespace())
 	}
 	if td := mc.GetTrustDomain(); td == "" || strings.ContainsAny(td, "/:@ ") {
@@ -300,7 +300,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
 		list []string
 	}{{"defaultServiceExportTo", mc.GetDefaultServiceExportTo()}, {"defaultVirtualServiceExportTo", mc.GetDefaultVirtualServiceExportTo()}, {"defaultDestinationRuleExportTo", mc.GetDefaultDestinationRuleExportTo()}} {
 		for i, e := range f.list {
-			if e != "*" && e != "." && e != "~" && !isNamespaceName(e) {
+			if e != "*" && e != "." && e != "~" && checkDNS1123Label(e) != "" {
 				v.add(fmt.Sprintf("%s[%d]", f.name, i), "%q is not *, ., ~ or a namespace", e)
 			}
 		}
@@ -320,27 +320,4 @@ type meshProblems []meshProblem
 
 func (p *meshProblems) add(field, format string, args ...any) {
 	*p = append(*p, meshProblem{Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-// isNamespaceName reports whether s is a Kubernetes namespace name (RFC 1123
-// label).
-func isNamespaceName(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// meshYAMLLine returns the line a yaml.v3 error names, or 1.
-func meshYAMLLine(err error) int {
-	var line int
-	if _, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); scanErr == nil && line > 0 {
-		return line
-	}
-	return 1
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/xds"
@@ -132,20 +130,11 @@ func readStatus(servers []string) statusReport {
 }
 
 func writeStatus(w io.Writer, format string, report statusReport) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
-	case "yaml":
-		enc := yaml.NewEncoder(w)
-		enc.SetIndent(2)
-		return enc.Encode(report)
-	case "table":
-	default:
-		return fmt.Errorf("-o %q: want table, json or yaml", format)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	return writeOutput(w, format, report, func(tw *tabwriter.Writer) error { return statusTable(tw, report) })
+}
+
+// statusTable prints the replica lines, then a line per proxy.
+func statusTable(tw *tabwriter.Writer, report statusReport) error {
 	fmt.Fprintln(tw, "REPLICA\tCONFIG\tPROXIES\tERRORS\tWARNINGS")
 	for _, r := range report.Replicas {
 		if r.Error != "" {
@@ -175,7 +164,7 @@ func writeStatus(w io.Writer, format string, report statusReport) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Proxy, r.Kind, r.Replica, strings.Join(cols, "\t"), r.Group)
 	}
-	return tw.Flush()
+	return nil
 }
 
 func statusRow(replica string, s xds.SyncStatus) proxyStatus {
