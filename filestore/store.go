@@ -178,6 +178,9 @@ type Store struct {
 	current  *Snapshot
 	subs     map[*Subscription]struct{}
 	revision int64
+	// health holds agents' reports on config-defined WorkloadEntries
+	// (SetHealth).
+	health map[Key]healthReport
 
 	// analysisMu guards the last analysis (Analysis) and the snapshot it
 	// is of.
@@ -334,6 +337,9 @@ func (s *Store) publish(touched map[Key]struct{}) {
 					winner = o
 					break
 				}
+			}
+			if winner != nil {
+				winner = s.withHealth(winner)
 			}
 			prev, _ := old.byKey.Get(k)
 			switch {

@@ -12,7 +12,7 @@ import (
 
 // HealthChecksAnnotation marks a WorkloadEntry whose health is reported: it
 // is an endpoint only while its Healthy condition is true.
-const HealthChecksAnnotation = "proxy.istio.io/health-checks-enabled"
+const HealthChecksAnnotation = filestore.HealthChecksAnnotation
 
 // DefaultDomainSuffix completes short host names in VirtualServices,
 // DestinationRules and Sidecars: name -> name.namespace.svc.cluster.local.
@@ -36,6 +36,7 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 			sidecarsNS: make(map[string][]*Sidecar),
 			paByNS:     make(map[string][]*PeerAuthentication),
 			apByNS:     make(map[string][]*AuthorizationPolicy),
+			wgByNS:     make(map[string][]*WorkloadGroup),
 		},
 	}
 	b.indexWorkloadEntries(fs.List(filestore.KindWorkloadEntry))
@@ -59,6 +60,7 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 	for _, o := range fs.List(filestore.KindAuthorizationPolicy) {
 		b.addAuthorizationPolicy(o)
 	}
+	b.addWorkloadGroups(fs.List(filestore.KindWorkloadGroup))
 	b.sortProblems()
 	return b.s
 }
@@ -274,7 +276,7 @@ func hostEndpoints(o *filestore.Object, se *networking.ServiceEntry, host string
 // healthy reports whether a WorkloadEntry counts as an endpoint: always,
 // unless it has health checks enabled and is not known healthy.
 func healthy(o *filestore.Object) bool {
-	if o.Annotations[HealthChecksAnnotation] != "true" {
+	if !filestore.HealthChecksEnabled(o) {
 		return true
 	}
 	return o.Healthy != nil && *o.Healthy

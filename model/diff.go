@@ -14,6 +14,8 @@ import (
 type Diff struct {
 	// Global is set when an input that is not bound to hosts differs: the
 	// mesh settings, Sidecars, PeerAuthentications or AuthorizationPolicies.
+	// (WorkloadGroups feed only the agents' WorkloadGroup resources: see
+	// SameWorkloadGroups.)
 	// Anything may then differ; the host sets are left empty.
 	Global bool
 	// Services holds the hosts whose services (in any namespace) were

@@ -56,6 +56,8 @@ type Snapshot struct {
 	PeerAuthentications []*PeerAuthentication
 	// AuthorizationPolicies (ALLOW and DENY) are sorted by namespace and name.
 	AuthorizationPolicies []*AuthorizationPolicy
+	// WorkloadGroups are sorted by namespace and name.
+	WorkloadGroups []*WorkloadGroup
 	// Mesh holds the root namespace and trust domain the snapshot was built
 	// with.
 	Mesh Mesh
@@ -68,6 +70,7 @@ type Snapshot struct {
 	sidecarsNS map[string][]*Sidecar
 	paByNS     map[string][]*PeerAuthentication
 	apByNS     map[string][]*AuthorizationPolicy
+	wgByNS     map[string][]*WorkloadGroup
 }
 
 // Problem is a piece of config the model could not use.

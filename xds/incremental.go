@@ -148,6 +148,9 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	if err := g.updateNameTable(n, gd, dirty); err != nil {
 		return nil, nil, err
 	}
+	if err := g.refreshWorkloadGroups(n, gd); err != nil {
+		return nil, nil, err
+	}
 	return n, gd, nil
 }
 
@@ -300,6 +303,11 @@ func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
 	g.mu.Unlock()
 	if n.inbound == nil {
 		n.inbound = map[string]*resource{}
+	}
+	// A WorkloadGroup that cannot be serialised (decoded protos always
+	// can) keeps the previous ones.
+	if err := g.refreshWorkloadGroups(n, gd); err != nil {
+		n.types[WorkloadGroupType] = g.types[WorkloadGroupType]
 	}
 	return n, gd
 }

@@ -37,6 +37,9 @@ type Proxy struct {
 	IPs            []string          `json:"ips,omitempty"`
 	// AutoRegisterGroup is the WorkloadGroup an agent registers under.
 	AutoRegisterGroup string `json:"autoRegisterGroup,omitempty"`
+	// WorkloadEntry names the config-defined WorkloadEntry whose health
+	// the agent reports (Istio's WORKLOAD_ENTRY).
+	WorkloadEntry string `json:"workloadEntry,omitempty"`
 	// Network and Locality ("region/zone/subzone") describe where it runs.
 	Network  string `json:"network,omitempty"`
 	Locality string `json:"locality,omitempty"`
@@ -50,7 +53,7 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ID: id.ID, Kind: KindSidecar, Namespace: id.Namespace, Labels: id.Labels, ServiceAccount: id.ServiceAccount,
-		WorkloadName: id.WorkloadName, IPs: id.IPs, AutoRegisterGroup: id.WorkloadGroup, Network: id.Network, Locality: id.Locality}
+		WorkloadName: id.WorkloadName, IPs: id.IPs, AutoRegisterGroup: id.WorkloadGroup, WorkloadEntry: id.WorkloadEntry, Network: id.Network, Locality: id.Locality}
 	if id.Generator == node.GeneratorGRPC {
 		p.Kind = KindGRPC
 	}

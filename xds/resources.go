@@ -26,7 +26,7 @@ import (
 )
 
 // The resource types vmesh serves, in push order.
-var typeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, NameTableType}
+var typeURLs = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, NameTableType, WorkloadGroupType}
 
 // shortType names a type URL for logs, metrics and /debug/syncz.
 func shortType(typeURL string) string {
@@ -41,6 +41,8 @@ func shortType(typeURL string) string {
 		return "EDS"
 	case NameTableType:
 		return "NDS"
+	case WorkloadGroupType:
+		return "WorkloadGroup"
 	}
 	return typeURL
 }
@@ -171,6 +173,9 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 		return nil, err
 	}
 	if err := g.addNameTable(v, gens); err != nil {
+		return nil, err
+	}
+	if err := g.addWorkloadGroups(v); err != nil {
 		return nil, err
 	}
 	if err := g.consistent(lds, rds, cds); err != nil {

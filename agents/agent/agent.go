@@ -44,6 +44,7 @@ import (
 	"github.com/vmesh/vmesh/agents/sds"
 	"github.com/vmesh/vmesh/agents/xdsproxy"
 	"github.com/vmesh/vmesh/ca/bundle"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // Default locations.
@@ -72,6 +73,12 @@ type Config struct {
 	SocketDir string
 	// WorkloadName names the workload; default the host name.
 	WorkloadName string
+	// WorkloadEntry, when set, names the WorkloadEntry (in the bundle's
+	// namespace), defined in the control plane's config with
+	// proxy.istio.io/health-checks-enabled, whose health this agent's
+	// reports decide (Istio's WORKLOAD_ENTRY); for a VM that is not
+	// auto-registered.
+	WorkloadEntry string
 	// IPs are the VM's addresses; default the local address used to reach
 	// the control plane.
 	IPs []string
@@ -91,9 +98,10 @@ type Config struct {
 	// EnvoyDrain is how long Envoy drains at shutdown; default 5 s.
 	EnvoyDrain time.Duration
 
-	// Probe is the workload's readiness probe (from its WorkloadGroup, see
-	// health.FromIstio); nil reports the workload healthy while the agent
-	// runs.
+	// Probe, when set, is the workload's readiness probe, overriding the
+	// one of the WorkloadGroup the VM registers under (which the control
+	// plane serves to the agent and the agent follows). With neither, the
+	// workload is reported healthy while the agent runs.
 	Probe *health.Probe
 	// ProbeHost is the host probed when the probe names none; default
 	// 127.0.0.1.
@@ -203,7 +211,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 	}
 	node := bootstrap.Node{
 		Namespace: b.Namespace, ServiceAccount: b.ServiceAccount, WorkloadName: cfg.WorkloadName,
-		Labels: b.Labels, IPs: cfg.IPs, WorkloadGroup: b.WorkloadGroup,
+		Labels: b.Labels, IPs: cfg.IPs, WorkloadGroup: b.WorkloadGroup, WorkloadEntry: cfg.WorkloadEntry,
 	}
 	if err := node.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -281,20 +289,31 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if dns != nil {
 		pcfg.NameTable = dns.Update
 	}
+	// The prober exists before the node stream, which calls
+	// OnWorkloadGroup, starts.
+	var prober *health.Prober
+	if a.node.WorkloadGroup != "" {
+		pcfg.WorkloadGroup = a.node.WorkloadGroup
+		pcfg.OnWorkloadGroup = func(wg *networking.WorkloadGroup) { a.takeGroupProbe(wg, prober) }
+	}
 	proxy, err := xdsproxy.New(pcfg, a.log.With("part", "xdsproxy"), a.reg)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	secrets := sds.New(a.log.With("part", "sds"), a.reg)
-	var prober *health.Prober
-	if a.cfg.Probe != nil {
-		if prober, err = health.NewProber(*a.cfg.Probe, a.cfg.ProbeHost, proxy, a.log.With("part", "health"), a.reg); err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
+	prober, err = health.NewProber(a.cfg.Probe, a.cfg.ProbeHost, proxy, a.log.With("part", "health"), a.reg)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	switch {
+	case a.cfg.Probe != nil:
 		// Not ready until the probe says so.
 		_ = proxy.Report(ctx, health.Status{Healthy: false, Message: "readiness probe has not run yet"})
-	} else {
-		health.RegisterIdleMetrics(a.reg)
+	case a.node.WorkloadGroup != "":
+		// The group's probe, if it has one, decides; until the control
+		// plane has served the group, the VM is not known ready.
+		_ = proxy.Report(ctx, health.Status{Healthy: false, Message: "waiting for WorkloadGroup " + a.node.WorkloadGroup + " from the control plane"})
+	default:
 		_ = proxy.Report(ctx, health.Status{Healthy: true})
 	}
 	ps := &parts{certs: cm, proxy: proxy, prober: prober, dns: dns, envoy: envoyBin != ""}
@@ -361,9 +380,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	g.Go(func() error { return proxy.Serve(ctx, xdsLis) })
 	g.Go(func() error { return secrets.Serve(ctx, a.SDSSocket()) })
-	if prober != nil {
-		g.Go(func() error { return prober.Run(ctx) })
-	}
+	g.Go(func() error { return prober.Run(ctx) })
 	if dns != nil {
 		g.Go(func() error { return dns.Run(ctx) })
 		select {
@@ -541,4 +558,26 @@ func localIP(addr string) (string, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}
+
+// takeGroupProbe gives the prober the readiness probe of the WorkloadGroup
+// the control plane served (none when the group has none, or is gone). A
+// probe given in the agent's own configuration (Config.Probe) overrides
+// the group's. A probe the agent cannot run keeps the previous one.
+func (a *Agent) takeGroupProbe(wg *networking.WorkloadGroup, prober *health.Prober) {
+	if a.cfg.Probe != nil {
+		return
+	}
+	var p *health.Probe
+	if rp := wg.GetProbe(); rp != nil {
+		hp, err := health.FromIstio(rp)
+		if err != nil {
+			a.log.Warn("WorkloadGroup's readiness probe not usable; keeping the previous one", "group", a.node.WorkloadGroup, "error", err)
+			return
+		}
+		p = &hp
+	}
+	if err := prober.SetProbe(p); err != nil {
+		a.log.Warn("WorkloadGroup's readiness probe not usable; keeping the previous one", "group", a.node.WorkloadGroup, "error", err)
+	}
 }

@@ -370,21 +370,18 @@ func testVMInNetns(t *testing.T, mode string) {
 
 	// The VM: the stand-ins for Envoy, then the agent.
 	// The workload: a gRPC health service, probed by the agent as the
-	// WorkloadGroup says (a gRPC probe; vmesh does not serve the group's
-	// probe to the agent yet, so --probe carries the same one).
+	// WorkloadGroup vmesh serves it says (a gRPC probe; no --probe).
 	appSrv := grpc.NewServer()
 	appHealth := grpchealth.NewServer()
 	healthpb.RegisterHealthServer(appSrv, appHealth)
 	go func() { _ = appSrv.Serve(vm.Listen(t, "127.0.0.1:50051")) }()
 	t.Cleanup(appSrv.Stop)
-	probeFile := filepath.Join(tmp, "probe.yaml")
-	writeFile(t, probeFile, "periodSeconds: 1\nfailureThreshold: 1\ngrpc: {port: 50051}\n")
 	outbound := envoyStandIn(t, vm.Listen(t, "0.0.0.0:15001"))
 	inbound := envoyStandIn(t, vm.Listen(t, "0.0.0.0:15006"))
 	outDir := "out" // relative: the agent makes every generated path absolute
 	agentArgs := []string{"agent", "--bundle", bundleDir, "--out", outDir, "--sockets", filepath.Join(tmp, "run"),
 		"--workload-name", "vm1", "--ip", vmAddr, "--no-envoy", "--capture", "on", "--capture-mode", mode,
-		"--resolv-conf", filepath.Join(etcDir, "resolv.conf"), "--probe", probeFile, "--log-format", "json"}
+		"--resolv-conf", filepath.Join(etcDir, "resolv.conf"), "--log-format", "json"}
 	agentProc := startProc(t, vm, tmp, "vmesh agent", agentArgs...)
 	status := httpIn(vm)
 	until(t, 30*time.Second, "agent ready", func() (bool, string) {

@@ -49,7 +49,7 @@ func (a *Agent) Readiness() error {
 	if !ps.proxy.Connected() {
 		why = append(why, "xDS stream to the control plane not connected")
 	}
-	if ps.prober != nil {
+	if ps.prober.HasProbe() {
 		switch last := ps.prober.Last(); {
 		case last == nil:
 			why = append(why, "readiness probe has not passed yet")

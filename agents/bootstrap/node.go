@@ -29,6 +29,9 @@ type Node struct {
 	// WorkloadGroup, when set, asks the control plane to auto-register the
 	// VM under that WorkloadGroup (in Namespace).
 	WorkloadGroup string
+	// WorkloadEntry, when set, names the WorkloadEntry (in Namespace),
+	// defined in config, that the agent's health reports are for.
+	WorkloadEntry string
 }
 
 // Validate checks the fields every node needs.
@@ -61,21 +64,22 @@ func (n Node) Cluster() string { return n.WorkloadName + "." + n.Namespace }
 // application still connected.
 func (n Node) Identity(generator string) node.Identity {
 	id := n.AgentIdentity()
-	id.Generator, id.WorkloadGroup = generator, ""
+	id.Generator, id.WorkloadGroup, id.WorkloadEntry = generator, "", ""
 	return id
 }
 
 // AgentIdentity is the node of the agent's own xDS stream: GENERATOR=grpc
 // (it shares its View and generation with the VM's proxyless
 // applications) and, when the bundle names one, the WorkloadGroup
-// (AUTO_REGISTER_GROUP) to register under.
+// (AUTO_REGISTER_GROUP) to register under, or the config-defined
+// WorkloadEntry (WORKLOAD_ENTRY) its health reports are for.
 func (n Node) AgentIdentity() node.Identity {
 	labels := n.Labels
 	if labels == nil {
 		labels = map[string]string{} // LABELS is always written
 	}
 	return node.Identity{ID: n.ID(), Cluster: n.Cluster(), Generator: GeneratorGRPC, Namespace: n.Namespace, Labels: labels,
-		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup}
+		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup, WorkloadEntry: n.WorkloadEntry}
 }
 
 // Metadata returns a data plane's node metadata (Identity(generator).Metadata()).

@@ -152,7 +152,7 @@ func TestFromIstio(t *testing.T) {
 func TestProberReportsTransitions(t *testing.T) {
 	a := newApp(t)
 	reports := make(chan health.Status, 16)
-	pr, err := health.NewProber(health.Probe{
+	pr, err := health.NewProber(&health.Probe{
 		HTTP: &health.HTTPGet{Port: a.port(t), Path: "/ready"}, Period: 20 * time.Millisecond, FailureThreshold: 3,
 	}, "127.0.0.1", health.ReporterFunc(func(_ context.Context, s health.Status) error {
 		reports <- s
@@ -276,4 +276,78 @@ func TestGRPCProbe(t *testing.T) {
 	if err := (health.Probe{GRPC: &health.GRPC{}}).Validate(); err == nil {
 		t.Fatal("port 0 accepted")
 	}
+}
+
+// TestProberFollowsSetProbe: a prober without a probe reports nothing; a
+// probe given later runs (a closed port: unhealthy), a probe that passes
+// replaces it (healthy), and removing the probe leaves the workload
+// healthy after a failing one.
+func TestProberFollowsSetProbe(t *testing.T) {
+	a := newApp(t)
+	a.ready.Store(true)
+	reports := make(chan health.Status, 16)
+	pr, err := health.NewProber(nil, "127.0.0.1", health.ReporterFunc(func(_ context.Context, s health.Status) error {
+		reports <- s
+		return nil
+	}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pr.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	next := func() health.Status {
+		t.Helper()
+		select {
+		case s := <-reports:
+			return s
+		case <-time.After(5 * time.Second):
+			t.Fatal("no report")
+			return health.Status{}
+		}
+	}
+	closed := closedPort(t)
+	if err := pr.SetProbe(&health.Probe{TCP: &health.TCPSocket{Port: closed}, Period: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if s := next(); s.Healthy {
+		t.Fatalf("closed port probed healthy: %+v", s)
+	}
+	if err := pr.SetProbe(&health.Probe{HTTP: &health.HTTPGet{Port: a.port(t), Path: "/ready"}, Period: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if s := next(); !s.Healthy {
+		t.Fatalf("new passing probe: %+v", s)
+	}
+	if err := pr.SetProbe(&health.Probe{TCP: &health.TCPSocket{Port: closed}, Period: 20 * time.Millisecond, FailureThreshold: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s := next(); s.Healthy {
+		t.Fatalf("failing probe again: %+v", s)
+	}
+	if err := pr.SetProbe(nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := next(); !s.Healthy {
+		t.Fatalf("probe removed: %+v, want healthy", s)
+	}
+	if err := pr.SetProbe(&health.Probe{}); err == nil {
+		t.Fatal("a probe without a method was accepted")
+	}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
 }

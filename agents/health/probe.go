@@ -109,6 +109,22 @@ func FromIstio(p *networkingv1alpha3.ReadinessProbe) (Probe, error) {
 	return out, out.Validate()
 }
 
+// String describes the probe's method for logs: "http :8080/ready",
+// "tcp :9080", "exec [cmd ...]" or "grpc :9080".
+func (p Probe) String() string {
+	switch {
+	case p.HTTP != nil:
+		return fmt.Sprintf("http %s:%d%s", p.HTTP.Host, p.HTTP.Port, p.HTTP.Path)
+	case p.TCP != nil:
+		return fmt.Sprintf("tcp %s:%d", p.TCP.Host, p.TCP.Port)
+	case p.Exec != nil:
+		return fmt.Sprintf("exec %q", p.Exec.Command)
+	case p.GRPC != nil:
+		return fmt.Sprintf("grpc %s:%d %s", p.GRPC.Host, p.GRPC.Port, p.GRPC.Service)
+	}
+	return "none"
+}
+
 // withDefaults fills zero fields.
 func (p Probe) withDefaults() Probe {
 	if p.Timeout <= 0 {

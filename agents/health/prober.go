@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -30,24 +31,26 @@ func (f ReporterFunc) Report(ctx context.Context, s Status) error { return f(ctx
 
 // Prober runs a Probe periodically and reports health changes: the workload
 // starts unhealthy until SuccessThreshold consecutive successes, and turns
-// unhealthy after FailureThreshold consecutive failures.
+// unhealthy after FailureThreshold consecutive failures. Its probe can be
+// replaced while it runs (SetProbe): the agent takes it from the
+// WorkloadGroup the control plane serves, which may change.
 type Prober struct {
-	probe Probe
-	host  string
-	rep   Reporter
-	log   *slog.Logger
-	met   *metrics
+	host string
+	rep  Reporter
+	log  *slog.Logger
+	met  *metrics
+	// changed is signalled (buffered, never blocks) when the probe changes.
+	changed chan struct{}
 
-	mu   sync.Mutex
-	last *Status
+	mu    sync.Mutex
+	probe *Probe // nil: nothing to probe
+	last  *Status
 }
 
 // NewProber checks p and returns a Prober that probes defaultHost when the
-// probe names no host. Metrics are registered on reg when it is not nil.
-func NewProber(p Probe, defaultHost string, rep Reporter, logger *slog.Logger, reg prometheus.Registerer) (*Prober, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
+// probe names no host. With p nil it probes nothing until SetProbe gives
+// it a probe. Metrics are registered on reg when it is not nil.
+func NewProber(p *Probe, defaultHost string, rep Reporter, logger *slog.Logger, reg prometheus.Registerer) (*Prober, error) {
 	if rep == nil {
 		return nil, fmt.Errorf("health: no reporter")
 	}
@@ -57,7 +60,49 @@ func NewProber(p Probe, defaultHost string, rep Reporter, logger *slog.Logger, r
 	if defaultHost == "" {
 		defaultHost = "127.0.0.1"
 	}
-	return &Prober{probe: p.withDefaults(), host: defaultHost, rep: rep, log: logger, met: newMetrics(reg)}, nil
+	pr := &Prober{host: defaultHost, rep: rep, log: logger, met: newMetrics(reg), changed: make(chan struct{}, 1)}
+	if err := pr.SetProbe(p); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// SetProbe replaces the probe; nil stops probing, and the workload is then
+// reported healthy (nothing says otherwise, as for a VM without a probe).
+// The health state is kept across a change, and the counts of
+// consecutive results start again.
+func (p *Prober) SetProbe(probe *Probe) error {
+	var next *Probe
+	if probe != nil {
+		if err := probe.Validate(); err != nil {
+			return err
+		}
+		d := probe.withDefaults()
+		next = &d
+	}
+	p.mu.Lock()
+	same := (p.probe == nil && next == nil) || (p.probe != nil && next != nil && reflect.DeepEqual(*p.probe, *next))
+	p.probe = next
+	p.mu.Unlock()
+	// No probe again still signals: the workload is then reported
+	// healthy once, if the prober has not said so yet.
+	if !same || next == nil {
+		select {
+		case p.changed <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// HasProbe reports whether the prober has a probe to run.
+func (p *Prober) HasProbe() bool { return p.current() != nil }
+
+// current returns the probe in use, or nil.
+func (p *Prober) current() *Probe {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probe
 }
 
 // Last returns the last reported status, or nil before the first report.
@@ -73,17 +118,50 @@ func (p *Prober) Last() *Status {
 
 // Run probes until ctx is done.
 func (p *Prober) Run(ctx context.Context) error {
-	t := time.NewTimer(p.probe.InitialDelay)
-	defer t.Stop()
 	var succ, fail int
 	var state *bool
+	probe := p.current()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	t.Stop()
+	schedule := func(d time.Duration) {
+		t.Stop()
+		select {
+		case <-t.C:
+		default:
+		}
+		t.Reset(d)
+	}
+	if probe != nil {
+		schedule(probe.InitialDelay)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-p.changed:
+			probe = p.current()
+			succ, fail = 0, 0
+			if probe == nil {
+				t.Stop()
+				p.log.Info("readiness probe removed")
+				if state == nil || !*state {
+					h := true
+					state = &h
+					p.report(ctx, Status{Healthy: true})
+				}
+				continue
+			}
+			p.log.Info("readiness probe set", "probe", probe.String())
+			if state == nil {
+				schedule(probe.InitialDelay)
+			} else {
+				schedule(0)
+			}
+			continue
 		case <-t.C:
 		}
-		err := p.probe.Check(ctx, p.host)
+		err := probe.Check(ctx, p.host)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -96,9 +174,9 @@ func (p *Prober) Run(ctx context.Context) error {
 		}
 		var next *Status
 		switch {
-		case err == nil && succ >= p.probe.SuccessThreshold && (state == nil || !*state):
+		case err == nil && succ >= probe.SuccessThreshold && (state == nil || !*state):
 			next = &Status{Healthy: true}
-		case err != nil && (state == nil || (*state && fail >= p.probe.FailureThreshold)):
+		case err != nil && (state == nil || (*state && fail >= probe.FailureThreshold)):
 			// Not ready until proven ready; once ready, only after
 			// FailureThreshold failures in a row.
 			next = &Status{Healthy: false, Message: err.Error()}
@@ -108,10 +186,9 @@ func (p *Prober) Run(ctx context.Context) error {
 			state = &h
 			p.report(ctx, *next)
 		}
-		t.Reset(p.probe.Period)
+		schedule(probe.Period)
 	}
 }
-
 func (p *Prober) report(ctx context.Context, s Status) {
 	p.mu.Lock()
 	p.last = &s

@@ -35,6 +35,7 @@ import (
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/xds/nds"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // HealthInfoType is the type URL of health reports (Istio's).
@@ -54,7 +55,17 @@ type Config struct {
 	// NameTable, when set, makes the node stream subscribe to the name
 	// table (NDS) and receives each one.
 	NameTable func(nds.Table)
+	// WorkloadGroup, when set, makes the node stream subscribe to the
+	// WorkloadGroup of that name (in the node's namespace), and
+	// OnWorkloadGroup receives it on every change: nil when the control
+	// plane has no such group.
+	WorkloadGroup   string
+	OnWorkloadGroup func(*networking.WorkloadGroup)
 }
+
+// WorkloadGroupType is the type URL of the WorkloadGroups the control plane
+// serves to agents (xds.WorkloadGroupType).
+const WorkloadGroupType = "type.googleapis.com/istio.networking.v1alpha3.WorkloadGroup"
 
 // Proxy forwards ADS streams and health reports. It is safe for concurrent
 // use.
@@ -422,6 +433,9 @@ func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
 	if err == nil && p.cfg.NameTable != nil {
 		err = send(&discoveryv3.DiscoveryRequest{TypeUrl: nds.TypeURL})
 	}
+	if err == nil && p.cfg.WorkloadGroup != "" && p.cfg.OnWorkloadGroup != nil {
+		err = send(&discoveryv3.DiscoveryRequest{TypeUrl: WorkloadGroupType, ResourceNames: []string{p.cfg.WorkloadGroup}})
+	}
 	u.mu.Unlock()
 	if err != nil {
 		return err
@@ -430,26 +444,21 @@ func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
 		p.connected.Store(true)
 	}
 	for {
-		// Responses other than name tables (the control plane may answer
-		// health reports) are drained; Recv fails when the stream ends.
+		// Responses other than name tables and the WorkloadGroup (the
+		// control plane may answer health reports) are drained; Recv fails
+		// when the stream ends.
 		resp, err := up.Recv()
 		if err != nil {
 			return err
 		}
-		if resp.GetTypeUrl() != nds.TypeURL || p.cfg.NameTable == nil {
+		var ack *discoveryv3.DiscoveryRequest
+		switch {
+		case resp.GetTypeUrl() == nds.TypeURL && p.cfg.NameTable != nil:
+			ack = p.takeNameTable(resp)
+		case resp.GetTypeUrl() == WorkloadGroupType && p.cfg.OnWorkloadGroup != nil:
+			ack = p.takeWorkloadGroup(resp)
+		default:
 			continue
-		}
-		ack := &discoveryv3.DiscoveryRequest{TypeUrl: nds.TypeURL, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
-		t, err := nameTableOf(resp)
-		if err != nil {
-			p.met.nameTables.WithLabelValues("nack").Inc()
-			p.log.Warn("rejected name table", "version", resp.GetVersionInfo(), "error", err)
-			ack.VersionInfo = ""
-			ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
-		} else {
-			p.met.nameTables.WithLabelValues("ack").Inc()
-			p.cfg.NameTable(t)
-			p.connected.Store(true)
 		}
 		u.mu.Lock()
 		err = send(ack)
@@ -458,6 +467,48 @@ func (p *Proxy) nodeStream(ctx context.Context, node *corev3.Node) error {
 			return err
 		}
 	}
+}
+
+// ack returns the ACK of resp, or its NACK with err.
+func ack(resp *discoveryv3.DiscoveryResponse, names []string, err error) *discoveryv3.DiscoveryRequest {
+	a := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(), ResourceNames: names}
+	if err != nil {
+		a.VersionInfo = ""
+		a.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	}
+	return a
+}
+
+// takeNameTable hands an NDS response to Config.NameTable and returns its
+// ACK (or NACK).
+func (p *Proxy) takeNameTable(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	t, err := nameTableOf(resp)
+	if err != nil {
+		p.met.nameTables.WithLabelValues("nack").Inc()
+		p.log.Warn("rejected name table", "version", resp.GetVersionInfo(), "error", err)
+		return ack(resp, nil, err)
+	}
+	p.met.nameTables.WithLabelValues("ack").Inc()
+	p.cfg.NameTable(t)
+	p.connected.Store(true)
+	return ack(resp, nil, nil)
+}
+
+// takeWorkloadGroup hands the WorkloadGroup of a response (nil when it
+// holds none) to Config.OnWorkloadGroup and returns its ACK (or NACK).
+func (p *Proxy) takeWorkloadGroup(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	names := []string{p.cfg.WorkloadGroup}
+	var wg *networking.WorkloadGroup
+	for _, a := range resp.GetResources() {
+		m := &networking.WorkloadGroup{}
+		if err := a.UnmarshalTo(m); err != nil {
+			p.log.Warn("rejected WorkloadGroup", "version", resp.GetVersionInfo(), "error", err)
+			return ack(resp, names, fmt.Errorf("WorkloadGroup %s: %w", p.cfg.WorkloadGroup, err))
+		}
+		wg = m
+	}
+	p.cfg.OnWorkloadGroup(wg)
+	return ack(resp, names, nil)
 }
 
 // nameTableOf reads the name table of an NDS response: one NameTable, or

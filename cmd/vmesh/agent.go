@@ -28,7 +28,13 @@ bootstrap proxyless gRPC applications need (GRPC_XDS_BOOTSTRAP=<out>/grpc-bootst
 serves SDS and proxies xDS for Envoy on Unix sockets, runs Envoy when one is
 installed, probes the workload and reports its health. With a WorkloadGroup
 in the bundle the control plane registers the VM as a WorkloadEntry while
-the agent itself is connected (applications' streams never register it).
+the agent itself is connected (applications' streams never register it),
+and serves the group to the agent: its readiness probe is the one the
+agent runs, following changes (--probe overrides it). A VM with a
+WorkloadEntry of its own in the config (annotated
+proxy.istio.io/health-checks-enabled: "true") names it with
+--workload-entry: the agent's health reports then decide whether it is an
+endpoint, as Istio's WORKLOAD_ENTRY does.
 
 On a VM with Envoy it captures the VM's traffic as istio-iptables does
 (nftables, else iptables): outbound TCP to 15001, inbound to 15006, DNS to
@@ -73,11 +79,12 @@ of /etc/resolv.conf. The rules go when the agent exits; after a crash,
 	f.StringVar(&cfg.OutDir, "out", agent.DefaultOutDir, "where certificates and bootstrap files are written")
 	f.StringVar(&cfg.SocketDir, "sockets", agent.DefaultSocketDir, "where xds.sock and sds.sock are served")
 	f.StringVar(&cfg.WorkloadName, "workload-name", "", "workload name (default: the host name)")
+	f.StringVar(&cfg.WorkloadEntry, "workload-entry", "", "the config-defined WorkloadEntry (health-checks-enabled) whose health this agent reports")
 	f.StringVar(&ips, "ip", "", "the VM's IPs, comma-separated (default: the address that reaches the control plane)")
 	f.DurationVar(&cfg.CertTTL, "cert-ttl", 0, "requested certificate lifetime (default: the CA's)")
 	f.StringVar(&cfg.EnvoyBinary, "envoy", "", "Envoy binary (default: envoy on PATH, if any)")
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
-	f.StringVar(&probeFile, "probe", "", "the WorkloadGroup's readiness probe as YAML (httpGet, tcpSocket, exec or grpc); overrides the group's")
+	f.StringVar(&probeFile, "probe", "", "a readiness probe as YAML (httpGet, tcpSocket, exec or grpc), overriding the one of the WorkloadGroup the control plane serves")
 	f.StringVar(&cfg.DNSAddr, "dns-addr", dnsproxy.DefaultAddr, `DNS proxy address, UDP and TCP ("" = no DNS proxy)`)
 	f.StringVar(&cfg.ResolvConf, "resolv-conf", dnsproxy.DefaultResolvConf, "resolver configuration whose nameservers get the non-mesh queries and whose search domains expand short names")
 	f.StringVar(&cfg.StatusAddr, "status-addr", "127.0.0.1:15020", `agent HTTP port: /healthz/ready, /stats/prometheus, /debug/ndsz ("" = none)`)

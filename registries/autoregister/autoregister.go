@@ -5,6 +5,13 @@
 // health reports decide whether it is an endpoint, and it is removed a grace
 // period after its last stream closes. The entries are one Store source,
 // "registration", which files, git and registries all win over.
+//
+// An agent whose node names instead a WorkloadEntry of the config
+// (WORKLOAD_ENTRY) annotated proxy.istio.io/health-checks-enabled becomes
+// that entry's health controller, as in Istio: its reports decide whether
+// the entry is an endpoint (filestore.Store.SetHealth), and a grace period
+// after its last stream closes the entry's health is unknown again, so it
+// stops being one.
 package autoregister
 
 import (
@@ -38,6 +45,9 @@ const (
 	ReasonNoWorkloadGroup  = "workload_group_not_found"
 	ReasonUnauthenticated  = "registration_unauthenticated"
 	ReasonIdentityMismatch = "registration_identity_mismatch"
+	// ReasonNoWorkloadEntry is not permanent: the entry may arrive with
+	// the next config change, and the agent retries.
+	ReasonNoWorkloadEntry = "workload_entry_not_found"
 )
 
 // Source is the Store source of registrations.
@@ -67,6 +77,17 @@ type Registrar struct {
 	mu       sync.Mutex
 	entries  map[filestore.Key]*entry
 	byStream map[int64]filestore.Key
+	// checked are the config-defined WorkloadEntries whose health agents
+	// report, and checkedBy their streams.
+	checked   map[filestore.Key]*checkedEntry
+	checkedBy map[int64]filestore.Key
+}
+
+// checkedEntry is a config-defined, health-checked WorkloadEntry with the
+// streams of the agents that report its health.
+type checkedEntry struct {
+	streams map[int64]bool
+	expire  *time.Timer
 }
 
 type entry struct {
@@ -103,7 +124,8 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) *Registrar {
 		logger = slog.Default()
 	}
 	return &Registrar{cfg: cfg, store: store, log: logger.With("component", "autoregister"),
-		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{}}
+		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{},
+		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}}
 }
 
 // EntryName is Istio's auto-registered WorkloadEntry name:
@@ -122,6 +144,9 @@ func EntryName(group, ip, network string) string {
 // a proxy whose auto-registration failed: the agent learns why and stops.
 func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy) error {
 	if p.AutoRegisterGroup == "" {
+		if p.WorkloadEntry != "" {
+			return r.controlEntry(ctx, stream, p)
+		}
 		return nil
 	}
 	groupKey := filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: p.Namespace, Name: p.AutoRegisterGroup}
@@ -178,6 +203,10 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if key, ok := r.checkedBy[stream]; ok {
+		r.releaseEntryLocked(stream, key)
+		return
+	}
 	key, ok := r.byStream[stream]
 	if !ok {
 		return
@@ -206,6 +235,11 @@ func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
 func (r *Registrar) Health(stream int64, _ *xds.Proxy, healthy bool, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if key, ok := r.checkedBy[stream]; ok {
+		r.log.Info("health reported", "entry", key.String(), "healthy", healthy, "reason", message)
+		r.store.SetHealth(key, &healthy)
+		return
+	}
 	e := r.entries[r.byStream[stream]]
 	if e == nil {
 		return
@@ -229,6 +263,11 @@ func (r *Registrar) Run(ctx context.Context) error {
 			for _, e := range r.entries {
 				if e.expire != nil {
 					e.expire.Stop()
+				}
+			}
+			for _, c := range r.checked {
+				if c.expire != nil {
+					c.expire.Stop()
 				}
 			}
 			r.mu.Unlock()
@@ -305,4 +344,83 @@ func entryObject(e *entry, group *filestore.Object) *filestore.Object {
 		o.Healthy = e.healthy
 	}
 	return o
+}
+
+// controlEntry makes the stream the health controller of the config-defined
+// WorkloadEntry its node names, as Istio's controller becomes the
+// controller of a health-checked WorkloadEntry: the entry must exist (else
+// the stream is refused, for now: the agent retries), be health-checked
+// (else nothing happens, as in Istio), and the stream's peer must be the
+// entry's namespace and service account.
+func (r *Registrar) controlEntry(ctx context.Context, stream int64, p *xds.Proxy) error {
+	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: p.Namespace, Name: p.WorkloadEntry}
+	refuse := func(code codes.Code, reason, msg, fix string, permanent bool) error {
+		r.log.Warn("health control refused: "+msg, "proxy", p.ID, "entry", key.String(), "reason", reason)
+		return &refusal.Refusal{Code: code, Reason: reason, Message: "health reports for WorkloadEntry " + key.Namespace + "/" + key.Name + " refused: " + msg, Fix: fix, Permanent: permanent}
+	}
+	o := r.store.Snapshot().Get(key)
+	if o == nil {
+		return refuse(codes.FailedPrecondition, ReasonNoWorkloadEntry, "no such WorkloadEntry in the control plane's config",
+			"add WorkloadEntry "+key.Name+" in namespace "+key.Namespace+" to the config, or start the agent with the --workload-entry that exists", false)
+	}
+	if !filestore.HealthChecksEnabled(o) {
+		r.log.Info("WorkloadEntry is not health-checked; the agent's health reports are ignored", "entry", key.String(), "proxy", p.ID,
+			"annotation", filestore.HealthChecksAnnotation)
+		return nil
+	}
+	if r.cfg.Authenticate != nil {
+		ns, sa, err := r.cfg.Authenticate(ctx)
+		wantSA := ""
+		if we, ok := o.Spec.(*networking.WorkloadEntry); ok {
+			wantSA = we.GetServiceAccount()
+		}
+		switch {
+		case err != nil:
+			return refuse(codes.Unauthenticated, ReasonUnauthenticated, "no mesh certificate vouches for the stream: "+err.Error(),
+				"connect through the agent to the secure port (the bundle's discovery address)", true)
+		case ns != key.Namespace || (wantSA != "" && sa != wantSA):
+			return refuse(codes.PermissionDenied, ReasonIdentityMismatch,
+				fmt.Sprintf("the certificate's identity %s/%s is not the entry's %s/%s", ns, sa, key.Namespace, wantSA),
+				"bundle the VM with the entry's namespace and --service-account "+wantSA, true)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.checked[key]
+	if c == nil {
+		c = &checkedEntry{streams: map[int64]bool{}}
+		r.checked[key] = c
+		r.log.Info("agent reports the health of WorkloadEntry", "entry", key.String(), "proxy", p.ID)
+	}
+	if c.expire != nil {
+		c.expire.Stop()
+		c.expire = nil
+	}
+	c.streams[stream] = true
+	r.checkedBy[stream] = key
+	return nil
+}
+
+// releaseEntryLocked ends a stream's health control of key; a grace period
+// after the last one ends, the entry's health is unknown (not an
+// endpoint) until an agent reports again. Callers hold r.mu.
+func (r *Registrar) releaseEntryLocked(stream int64, key filestore.Key) {
+	delete(r.checkedBy, stream)
+	c := r.checked[key]
+	if c == nil {
+		return
+	}
+	delete(c.streams, stream)
+	if len(c.streams) > 0 || c.expire != nil {
+		return
+	}
+	c.expire = time.AfterFunc(r.cfg.Grace, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if cur := r.checked[key]; cur == c && len(c.streams) == 0 {
+			delete(r.checked, key)
+			r.log.Info("agent gone: WorkloadEntry health unknown after grace period", "entry", key.String(), "grace", r.cfg.Grace)
+			r.store.SetHealth(key, nil)
+		}
+	})
 }

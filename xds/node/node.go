@@ -28,6 +28,10 @@ const (
 	MetaAutoRegisterGroup = "AUTO_REGISTER_GROUP"
 	// MetaNetwork is the workload's network.
 	MetaNetwork = "NETWORK"
+	// MetaWorkloadEntry names the WorkloadEntry (in NAMESPACE), defined in
+	// config, whose health the agent's reports decide when it carries
+	// proxy.istio.io/health-checks-enabled (Istio's WORKLOAD_ENTRY).
+	MetaWorkloadEntry = "WORKLOAD_ENTRY"
 )
 
 // GeneratorGRPC is the GENERATOR of proxyless gRPC applications; an Envoy
@@ -54,6 +58,9 @@ type Identity struct {
 	// WorkloadGroup asks the control plane to auto-register the workload
 	// under that WorkloadGroup (in Namespace).
 	WorkloadGroup string
+	// WorkloadEntry names the config-defined WorkloadEntry (in Namespace)
+	// the workload's health reports are for.
+	WorkloadEntry string
 	Network       string
 	// Locality is "region/zone/subzone" (the node's locality field).
 	Locality string
@@ -73,6 +80,7 @@ func (id Identity) Metadata() map[string]any {
 	set(MetaWorkloadName, id.WorkloadName)
 	set(MetaInstanceIPs, strings.Join(id.IPs, ","))
 	set(MetaAutoRegisterGroup, id.WorkloadGroup)
+	set(MetaWorkloadEntry, id.WorkloadEntry)
 	set(MetaNetwork, id.Network)
 	set(MetaGenerator, id.Generator)
 	if id.Labels != nil {
@@ -125,7 +133,7 @@ func Parse(n *corev3.Node) (Identity, error) {
 		key string
 		dst *string
 	}{{MetaGenerator, &id.Generator}, {MetaServiceAccount, &id.ServiceAccount}, {MetaWorkloadName, &id.WorkloadName}, {MetaInstanceIPs, &ips},
-		{MetaAutoRegisterGroup, &id.WorkloadGroup}, {MetaNetwork, &id.Network}, {MetaNamespace, &ns}} {
+		{MetaAutoRegisterGroup, &id.WorkloadGroup}, {MetaWorkloadEntry, &id.WorkloadEntry}, {MetaNetwork, &id.Network}, {MetaNamespace, &ns}} {
 		var err error
 		if *f.dst, err = str(f.key); err != nil {
 			return Identity{}, err

@@ -16,6 +16,7 @@ func TestIdentityRoundTrip(t *testing.T) {
 		{ID: "sidecar~10.0.0.7~ledger-1.fin~fin.svc.cluster.local", Cluster: "ledger-1.fin", Generator: node.GeneratorGRPC, Namespace: "fin",
 			Labels: map[string]string{"app": "ledger", "version": "v2"}, ServiceAccount: "ledger", WorkloadName: "ledger-1",
 			IPs: []string{"10.0.0.7", "fd00::7"}, WorkloadGroup: "ledger", Network: "net-a", Locality: "eu/west-1/a"},
+		{ID: "ratings-vm", Generator: node.GeneratorGRPC, Namespace: "demo", WorkloadEntry: "ratings-vm", IPs: []string{"10.2.0.5"}},
 		{ID: "envoy-1", Namespace: "default", Labels: map[string]string{}},
 		{ID: "regional", Namespace: "default", Locality: "us"},
 	} {

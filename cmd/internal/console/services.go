@@ -114,7 +114,7 @@ func applied(fs *filestore.Snapshot, kind filestore.Kind, ns, name string) Appli
 }
 
 func healthOf(we *filestore.Object) string {
-	if we.Annotations[model.HealthChecksAnnotation] != "true" {
+	if !filestore.HealthChecksEnabled(we) {
 		return HealthUnchecked
 	}
 	if we.Healthy != nil && *we.Healthy {

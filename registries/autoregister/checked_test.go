@@ -1,0 +1,151 @@
+package autoregister_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/refusal"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/xds"
+)
+
+const checkedYAML = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ratings, namespace: demo}
+spec:
+  hosts: [ratings.demo.svc.cluster.local]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: ratings}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: ratings-vm
+  namespace: demo
+  annotations: {proxy.istio.io/health-checks-enabled: "True"}
+spec:
+  address: 10.2.0.5
+  labels: {app: ratings}
+  serviceAccount: ratings
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: plain-vm, namespace: demo}
+spec:
+  address: 10.2.0.6
+  labels: {app: ratings}
+`
+
+// endpoints returns the addresses of ratings' endpoints in the model built
+// from the store.
+func ratingsEndpoints(t *testing.T, store *filestore.Store) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, svc := range model.Build(store.Snapshot()).ServicesForHost("ratings.demo.svc.cluster.local") {
+		for _, e := range svc.Endpoints {
+			out[e.Address] = true
+		}
+	}
+	return out
+}
+
+// TestAgentDecidesConfigDefinedEntry: a WorkloadEntry of the config
+// annotated health-checks-enabled ("True", read as Istio's ParseBool) is
+// no endpoint until the agent naming it (WORKLOAD_ENTRY) reports healthy;
+// an unhealthy report removes it; a grace period after the agent's
+// stream closes its health is unknown and it is no endpoint again. An
+// entry without the annotation is an endpoint throughout, and an agent
+// naming it changes nothing.
+func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
+	store := filestore.NewStore()
+	objs, errs := filestore.Decode("vms.yaml", []byte(checkedYAML))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+		t.Fatal(err)
+	}
+	r := autoregister.New(store, autoregister.Config{Grace: 100 * time.Millisecond,
+		Authenticate: func(context.Context) (string, string, error) { return "demo", "ratings", nil }}, nil)
+	agent := &xds.Proxy{ID: "ratings-vm", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
+
+	if eps := ratingsEndpoints(t, store); eps["10.2.0.5"] || !eps["10.2.0.6"] {
+		t.Fatalf("before any report: %v, want only the unchecked 10.2.0.6", eps)
+	}
+	if err := r.StreamOpened(context.Background(), 1, agent); err != nil {
+		t.Fatal(err)
+	}
+	r.Health(1, agent, true, "")
+	if eps := ratingsEndpoints(t, store); !eps["10.2.0.5"] {
+		t.Fatalf("after a healthy report: %v, want 10.2.0.5", eps)
+	}
+	r.Health(1, agent, false, "connection refused")
+	if eps := ratingsEndpoints(t, store); eps["10.2.0.5"] {
+		t.Fatalf("after an unhealthy report: %v", eps)
+	}
+	r.Health(1, agent, true, "")
+	// The config changing under it keeps the report.
+	objs[2].Labels = map[string]string{"changed": "yes"}
+	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+		t.Fatal(err)
+	}
+	if eps := ratingsEndpoints(t, store); !eps["10.2.0.5"] {
+		t.Fatalf("after an unrelated config change: %v, want 10.2.0.5 still", eps)
+	}
+	r.StreamClosed(1, agent)
+	deadline := time.Now().Add(5 * time.Second)
+	for ratingsEndpoints(t, store)["10.2.0.5"] {
+		if time.Now().After(deadline) {
+			t.Fatal("the entry is still an endpoint long after its agent left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h := store.Snapshot().Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "demo", Name: "ratings-vm"}).Healthy; h != nil {
+		t.Fatalf("health after the grace period = %v, want unknown", *h)
+	}
+
+	// An agent naming the unannotated entry: its reports change nothing.
+	plain := &xds.Proxy{ID: "plain-vm", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.6"}, WorkloadEntry: "plain-vm"}
+	if err := r.StreamOpened(context.Background(), 2, plain); err != nil {
+		t.Fatal(err)
+	}
+	r.Health(2, plain, false, "down")
+	if eps := ratingsEndpoints(t, store); !eps["10.2.0.6"] {
+		t.Fatalf("an unchecked entry followed its agent's report: %v", eps)
+	}
+}
+
+// TestConfigDefinedEntryRefusals: an agent naming an entry that does not
+// exist is refused for now (it retries: the entry may come with the next
+// commit); one whose certificate is another service account's is refused
+// for good, and its reports change nothing.
+func TestConfigDefinedEntryRefusals(t *testing.T) {
+	store := filestore.NewStore()
+	objs, errs := filestore.Decode("vms.yaml", []byte(checkedYAML))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+		t.Fatal(err)
+	}
+	r := autoregister.New(store, autoregister.Config{
+		Authenticate: func(context.Context) (string, string, error) { return "demo", "intruder", nil }}, nil)
+	missing := &xds.Proxy{ID: "x", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.9"}, WorkloadEntry: "nope"}
+	ref, ok := refusal.Of(r.StreamOpened(context.Background(), 1, missing))
+	if !ok || ref.Reason != autoregister.ReasonNoWorkloadEntry || ref.Permanent {
+		t.Fatalf("missing entry: %+v, want a non-permanent %s refusal", ref, autoregister.ReasonNoWorkloadEntry)
+	}
+	intruder := &xds.Proxy{ID: "y", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
+	ref, ok = refusal.Of(r.StreamOpened(context.Background(), 2, intruder))
+	if !ok || ref.Reason != autoregister.ReasonIdentityMismatch || !ref.Permanent {
+		t.Fatalf("other service account: %+v, want a permanent %s refusal", ref, autoregister.ReasonIdentityMismatch)
+	}
+	r.Health(2, intruder, true, "")
+	if ratingsEndpoints(t, store)["10.2.0.5"] {
+		t.Fatal("a refused stream's report made the entry an endpoint")
+	}
+}
