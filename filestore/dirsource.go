@@ -416,7 +416,7 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 					results[i].errs = []ConfigError{{File: rels[i], Message: err.Error()}}
 					continue
 				}
-				dec := DecodeFile(rels[i], data, d.limits)
+				dec := DecodeSourceFile(rels[i], "", data, d.limits)
 				results[i].objs, results[i].errs, results[i].warns = dec.Objects, dec.Errors, dec.Warnings
 			}
 		}()

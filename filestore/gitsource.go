@@ -413,7 +413,7 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	}
 	decoded := make([]Decoded, len(changed))
 	for i := range changed {
-		dec := DecodeFile(changed[i].Path, datas[i], lim)
+		dec := DecodeSourceFile(changed[i].Path, "", datas[i], lim)
 		datas[i] = nil
 		errs = append(errs, dec.Errors...)
 		for _, o := range dec.Objects {
@@ -511,7 +511,7 @@ func (g *GitSource) Check(ctx context.Context) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, err
 	}
-	l := decodeFiles(files, g.cfg.Limits)
+	l := decodeFiles(files, "", g.cfg.Limits)
 	l.Commit = commit
 	l.Errors = append(problems, l.Errors...)
 	for _, o := range l.Objects {
@@ -719,18 +719,19 @@ func readGitBlobs(ctx context.Context, git gitRunner, commit string, blobs []str
 
 // DecodeFiles decodes a set of files as one source, within the default
 // Limits: it returns all objects and every error, including keys defined
-// twice.
+// twice. Paths are relative to the source's root (a root mesh.yaml is its
+// mesh config).
 func DecodeFiles(files []GitFile) ([]*Object, []ConfigError) {
-	l := decodeFiles(files, DefaultLimits())
+	l := decodeFiles(files, "", DefaultLimits())
 	return l.Objects, l.Errors
 }
 
-func decodeFiles(files []GitFile, lim Limits) Loaded {
+func decodeFiles(files []GitFile, root string, lim Limits) Loaded {
 	lim = lim.withDefaults()
 	var errs, warns []ConfigError
 	var d dedup
 	for _, f := range files {
-		dec := DecodeFile(f.Path, f.Data, lim)
+		dec := DecodeSourceFile(f.Path, root, f.Data, lim)
 		errs = d.add(dec.Objects, append(errs, dec.Errors...), lim.MaxProblems)
 		warns = append(warns, dec.Warnings...)
 	}

@@ -41,7 +41,7 @@ func Load(path string) (Loaded, error) {
 		if err != nil {
 			return Loaded{}, fmt.Errorf("load %s: %w", path, err)
 		}
-		return decodeFiles([]GitFile{{Path: path, Data: data}}, lim), nil
+		return decodeFiles([]GitFile{{Path: path, Data: data}}, filepath.Dir(path), lim), nil
 	}
 	tree, err := ScanTree(path)
 	if err != nil {
@@ -62,7 +62,7 @@ func Load(path string) (Loaded, error) {
 		}
 		files = append(files, GitFile{Path: full, Data: data})
 	}
-	l := decodeFiles(files, lim)
+	l := decodeFiles(files, path, lim)
 	l.Errors = append(problems, l.Errors...)
 	return l, nil
 }

@@ -24,12 +24,15 @@ const DefaultDomainSuffix = "svc.cluster.local"
 func Build(fs *filestore.Snapshot) *Snapshot { return BuildWith(fs, DefaultMesh()) }
 
 // BuildWith is Build with mesh settings; zero fields take DefaultMesh()'s.
+// A MeshConfig in the config (a source's mesh.yaml) replaces them, but for
+// the root namespace and trust domain, which stay the control plane's.
 func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 	b := &builder{
 		s: &Snapshot{
 			Revision:   fs.Revision,
 			Commit:     shortCommit(fs.Commit()),
-			Mesh:       mesh.withDefaults(),
+			Mesh:       meshOf(fs, mesh).withDefaults(),
+			baseMesh:   mesh,
 			byHost:     make(map[string][]*Service),
 			vsByHost:   make(map[string][]*VirtualService),
 			drByHost:   make(map[string][]*DestinationRule),

@@ -71,6 +71,9 @@ type Snapshot struct {
 	paByNS     map[string][]*PeerAuthentication
 	apByNS     map[string][]*AuthorizationPolicy
 	wgByNS     map[string][]*WorkloadGroup
+	// baseMesh is the mesh BuildWith was given, before the config's own
+	// MeshConfig (Rebuild starts from it again).
+	baseMesh Mesh
 }
 
 // Problem is a piece of config the model could not use.

@@ -10,8 +10,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// Rebuild returns the snapshot BuildWith(fs, prev.Mesh) would return, given
-// prev, built with the same mesh settings from an earlier Store snapshot,
+// Rebuild returns the snapshot BuildWith(fs, mesh) would return, given
+// prev, built with BuildWith(_, mesh) from an earlier Store snapshot,
 // and changed, a superset of the keys whose objects differ between that
 // Store snapshot and fs. When every changed key is a WorkloadEntry it
 // recomputes only the endpoints of the services that held or now select
@@ -27,7 +27,7 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 		return rebuildRouting(prev, fs)
 	}
 	if !onlyKinds(changed, filestore.KindWorkloadEntry) {
-		return BuildWith(fs, prev.Mesh)
+		return BuildWith(fs, prev.baseMesh)
 	}
 	// The ServiceEntries whose endpoints may differ: those whose services
 	// held a changed entry, and those whose selector matches one now.

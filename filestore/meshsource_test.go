@@ -1,0 +1,137 @@
+package filestore_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/vmesh/vmesh/filestore"
+)
+
+func meshOf(t *testing.T, s *filestore.Snapshot) *meshv1alpha1.MeshConfig {
+	t.Helper()
+	o := s.Get(filestore.MeshConfigKey)
+	if o == nil {
+		return nil
+	}
+	return o.Spec.(*meshv1alpha1.MeshConfig)
+}
+
+// TestGitMeshConfigAppliesWithTheCommit: a mesh.yaml at the root of the
+// git path is the source's MeshConfig, applied in the same snapshot as the
+// commit's other files; a commit whose mesh.yaml is bad is rejected whole
+// (file, line and field named) and the last good one keeps serving; a
+// mesh.yaml below the root is an ordinary config file; trustDomain in it
+// is a warning (set when the control plane starts).
+func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	repo.commit("first", map[string]string{
+		"mesh/a.yaml":    weYAML("a", "1.1.1.1"),
+		"mesh/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 5}\n",
+	})
+	src, store := newGitSource(t, repo.dir, "main", "mesh")
+	must(t, src.Sync(ctx))
+	snap := store.Snapshot()
+	mc := meshOf(t, snap)
+	if mc == nil || mc.GetDefaultHttpRetryPolicy().GetAttempts() != 5 {
+		t.Fatalf("mesh config %v, want defaultHttpRetryPolicy attempts 5", mc)
+	}
+	if mc.GetConnectTimeout().AsDuration().Seconds() != 10 {
+		t.Fatalf("connectTimeout %v, want Istio's default 10s filled in", mc.GetConnectTimeout())
+	}
+	if o := snap.Get(filestore.MeshConfigKey); o.Origin.File != "mesh.yaml" || o.Origin.Source == "" {
+		t.Fatalf("origin %+v", o.Origin)
+	}
+
+	// One commit changes both: one snapshot holds both changes.
+	sub := store.Subscribe()
+	defer sub.Close()
+	repo.commit("both", map[string]string{
+		"mesh/a.yaml":    weYAML("a", "1.1.1.2"),
+		"mesh/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 7}\ntrustDomain: other.local\n",
+	})
+	must(t, src.Sync(ctx))
+	ch := sub.Take()
+	if _, ok := ch.Keys[filestore.MeshConfigKey]; !ok || len(ch.Keys) != 2 {
+		t.Fatalf("changes %v, want the WorkloadEntry and the MeshConfig together", ch.Keys)
+	}
+	snap = store.Snapshot()
+	if meshOf(t, snap).GetDefaultHttpRetryPolicy().GetAttempts() != 7 || addressOf(snap, "a") != "1.1.1.2" {
+		t.Fatal("the commit was not applied whole")
+	}
+	var warned bool
+	for _, w := range gitStatus(snap).Warnings {
+		if w.Code == filestore.CodeMeshConfigNotApplied && w.Field == "trustDomain" && w.File == "mesh.yaml" && w.Line == 2 {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("no VM1011 warning for trustDomain at mesh.yaml:2: %+v", gitStatus(snap).Warnings)
+	}
+
+	// A bad mesh.yaml rejects the commit, with its line and field.
+	repo.commit("bad", map[string]string{
+		"mesh/a.yaml":    weYAML("a", "1.1.1.3"),
+		"mesh/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 7}\nconnectTimeout: soon\n",
+	})
+	must(t, src.Sync(ctx))
+	snap = store.Snapshot()
+	if addressOf(snap, "a") != "1.1.1.2" || meshOf(t, snap).GetDefaultHttpRetryPolicy().GetAttempts() != 7 {
+		t.Fatal("a commit with a bad mesh.yaml was applied")
+	}
+	errs := gitStatus(snap).Errors
+	if len(errs) == 0 || errs[0].File != "mesh.yaml" || errs[0].Line != 2 || !strings.Contains(errs[0].Field, "connectTimeout") {
+		t.Fatalf("errors %+v, want mesh.yaml:2 connectTimeout", errs)
+	}
+
+	// Removing mesh.yaml removes the MeshConfig; one below the root is
+	// config like any other file (here: not a valid document).
+	repo.commit("moved", map[string]string{"mesh/mesh.yaml": "", "mesh/sub/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 7}\n"})
+	must(t, src.Sync(ctx))
+	if errs := gitStatus(store.Snapshot()).Errors; len(errs) == 0 || errs[0].File != "sub/mesh.yaml" {
+		t.Fatalf("a mesh.yaml below the root was not read as config documents: %+v", errs)
+	}
+	repo.commit("gone", map[string]string{"mesh/sub/mesh.yaml": ""})
+	must(t, src.Sync(ctx))
+	if mc := meshOf(t, store.Snapshot()); mc != nil {
+		t.Fatalf("mesh config still served after mesh.yaml was removed: %v", mc)
+	}
+}
+
+// TestLoadDirectoryMeshConfig: vmesh validate's loader reads a directory's
+// root mesh.yaml as its MeshConfig, and a mesh.yaml named by itself too.
+func TestLoadDirectoryMeshConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "mesh.yaml"), "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n")
+	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.1"))
+	for _, path := range []string{dir, filepath.Join(dir, "mesh.yaml")} {
+		objs, errs, err := filestore.LoadPath(path)
+		if err != nil || len(errs) > 0 {
+			t.Fatalf("%s: %v %v", path, err, errs)
+		}
+		var mc *meshv1alpha1.MeshConfig
+		for _, o := range objs {
+			if o.Key == filestore.MeshConfigKey {
+				mc = o.Spec.(*meshv1alpha1.MeshConfig)
+			}
+		}
+		if mc.GetOutboundTrafficPolicy().GetMode() != meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
+			t.Fatalf("%s: mesh config %v", path, mc)
+		}
+	}
+}
+
+// TestRootMeshYAMLOfResourcesStaysConfig: a tree that already names a file
+// of Istio resources mesh.yaml keeps it as config documents.
+func TestRootMeshYAMLOfResourcesStaysConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "mesh.yaml"), weYAML("a", "1.1.1.1"))
+	objs, errs, err := filestore.LoadPath(dir)
+	if err != nil || len(errs) > 0 || len(objs) != 1 || objs[0].Kind != filestore.KindWorkloadEntry {
+		t.Fatalf("objects %v, errors %v %v: want the WorkloadEntry", objs, errs, err)
+	}
+}

@@ -1,0 +1,51 @@
+package model_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+)
+
+// TestMeshConfigFromTheSource: a MeshConfig in the config (a source's
+// mesh.yaml) replaces the mesh settings BuildWith is given, except the
+// root namespace and trust domain (the control plane's); a later build
+// without it returns to them, also through Rebuild.
+func TestMeshConfigFromTheSource(t *testing.T) {
+	base := model.Mesh{RootNamespace: "mesh-root", TrustDomain: "corp.local", ConnectTimeout: 3 * time.Second}
+	store := filestore.NewStore()
+	src := filestore.Source{Name: "git:test"}
+	mc := &meshv1alpha1.MeshConfig{
+		TrustDomain: "ignored.local", RootNamespace: "ignored", ConnectTimeout: durationpb.New(2 * time.Second),
+		OutboundTrafficPolicy: &meshv1alpha1.MeshConfig_OutboundTrafficPolicy{Mode: meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY},
+	}
+	se := &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "a"},
+		Spec: &networking.ServiceEntry{Hosts: []string{"a.example.com"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}}}
+	if err := store.Replace(src, []*filestore.Object{se, {Key: filestore.MeshConfigKey, Spec: mc}}); err != nil {
+		t.Fatal(err)
+	}
+	s := model.BuildWith(store.Snapshot(), base)
+	if !s.Mesh.RegistryOnly || s.Mesh.ConnectTimeout != 2*time.Second {
+		t.Fatalf("mesh %+v, want the source's REGISTRY_ONLY and 2s connect timeout", s.Mesh)
+	}
+	if s.Mesh.TrustDomain != "corp.local" || s.Mesh.RootNamespace != "mesh-root" {
+		t.Fatalf("mesh %+v: the trust domain and root namespace must stay the control plane's", s.Mesh)
+	}
+	sub := store.Subscribe()
+	defer sub.Close()
+	if err := store.Replace(src, []*filestore.Object{se}); err != nil {
+		t.Fatal(err)
+	}
+	r := model.Rebuild(s, store.Snapshot(), sub.Take().Keys)
+	if r.Mesh.RegistryOnly || r.Mesh.ConnectTimeout != 3*time.Second {
+		t.Fatalf("after mesh.yaml is removed: %+v, want the given settings again", r.Mesh)
+	}
+	if d := model.Compare(s, r); !d.Global {
+		t.Fatal("a mesh settings change is not a global diff")
+	}
+}
