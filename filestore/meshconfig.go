@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,7 +179,8 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
-	"trustDomain": true, "rootNamespace": true,
+	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true,
+	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that
@@ -197,7 +199,7 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 			continue
 		}
 		out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
-			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: connectTimeout, defaultHttpRetryPolicy, dnsRefreshRate, outboundTrafficPolicy, rootNamespace, trustDomain)", k.Value)})
+			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: %s)", k.Value, strings.Join(slices.Sorted(maps.Keys(meshConfigApplied)), ", "))})
 	}
 	return out
 }

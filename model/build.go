@@ -211,7 +211,7 @@ func (b *builder) addServiceEntry(o *filestore.Object) {
 
 	eps := b.endpoints(o, se)
 	res := Resolution(se.GetResolution())
-	exportTo := normaliseExportTo(se.GetExportTo(), o.Namespace)
+	exportTo := normaliseExportTo(exportTo(se.GetExportTo(), b.s.Mesh.ExportTo.Services), o.Namespace)
 	for _, h := range se.GetHosts() {
 		svc := &Service{
 			Hostname:        h,
@@ -363,7 +363,7 @@ func (b *builder) addVirtualService(o *filestore.Object, ds delegates) {
 	if isRoot(vs) {
 		vs = b.merge(o, vs, ds)
 	}
-	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(vs.GetExportTo(), o.Namespace), Spec: vs}
+	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Spec: vs}
 	for _, h := range vs.GetHosts() {
 		m.Hosts = append(m.Hosts, qualify(h, o.Namespace))
 	}
@@ -382,7 +382,7 @@ func (b *builder) addDestinationRule(o *filestore.Object) {
 	}
 	b.s.DestinationRules = append(b.s.DestinationRules, &DestinationRule{
 		Namespace: o.Namespace, Name: o.Name, Host: qualify(dr.GetHost(), o.Namespace),
-		ExportTo: normaliseExportTo(dr.GetExportTo(), o.Namespace), Spec: dr,
+		ExportTo: normaliseExportTo(exportTo(dr.GetExportTo(), b.s.Mesh.ExportTo.DestinationRules), o.Namespace), Spec: dr,
 	})
 }
 

@@ -51,7 +51,7 @@ func (b *builder) merge(o *filestore.Object, root *networking.VirtualService, ds
 			continue
 		}
 		dvs := do.Spec.(*networking.VirtualService)
-		if exp := normaliseExportTo(dvs.GetExportTo(), do.Namespace); exp != nil && !slices.Contains(exp, "*") && !slices.Contains(exp, o.Namespace) {
+		if exp := normaliseExportTo(exportTo(dvs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), do.Namespace); exp != nil && !slices.Contains(exp, "*") && !slices.Contains(exp, o.Namespace) {
 			b.problem(o, "http[%d].delegate: VirtualService %s/%s is not exported to namespace %s; the route is ignored", i, ns, d.GetName(), o.Namespace)
 			continue
 		}

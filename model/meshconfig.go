@@ -1,6 +1,8 @@
 package model
 
 import (
+	"strings"
+
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
 
@@ -26,5 +28,14 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 		m.DNSRefreshRate = d.AsDuration()
 	}
 	m.RegistryOnly = mc.GetOutboundTrafficPolicy() != nil && mc.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY
+	if ea := mc.GetEnableAutoMtls(); ea != nil && !ea.GetValue() {
+		m.DisableAutoMTLS = true
+	}
+	m.LocalityLB = mc.GetLocalityLbSetting()
+	m.ExportTo = ExportToDefaults{
+		Services:         strings.Join(mc.GetDefaultServiceExportTo(), ","),
+		VirtualServices:  strings.Join(mc.GetDefaultVirtualServiceExportTo(), ","),
+		DestinationRules: strings.Join(mc.GetDefaultDestinationRuleExportTo(), ","),
+	}
 	return m
 }

@@ -39,6 +39,33 @@ type Mesh struct {
 	// sidecars whose Sidecar sets no policy send traffic to unknown
 	// destinations to the black hole instead of passing it through.
 	RegistryOnly bool
+	// DisableAutoMTLS is MeshConfig's enableAutoMtls: false: clients use
+	// mTLS only where a DestinationRule says so.
+	DisableAutoMTLS bool
+	// LocalityLB is MeshConfig's localityLbSetting, the locality load
+	// balancing of Envoy sidecars' clusters whose DestinationRule sets none;
+	// nil: Istio's default (failover by locality under outlier detection).
+	LocalityLB *networking.LocalityLoadBalancerSetting
+	// ExportTo are MeshConfig's default*ExportTo: the visibility of config
+	// that sets no exportTo.
+	ExportTo ExportToDefaults
+}
+
+// ExportToDefaults are the exportTo lists of ServiceEntries,
+// VirtualServices and DestinationRules that set none, each comma-separated
+// as MeshConfig lists them ("*", ".", "~" or namespaces); "" is Istio's
+// default, "*". Strings keep Mesh comparable.
+type ExportToDefaults struct {
+	Services, VirtualServices, DestinationRules string
+}
+
+// exportTo returns an object's exportTo list, or the default (joined) when
+// it sets none.
+func exportTo(own []string, def string) []string {
+	if len(own) > 0 || def == "" {
+		return own
+	}
+	return strings.Split(def, ",")
 }
 
 // DefaultMesh returns Istio's defaults: root namespace istio-system, trust
@@ -418,8 +445,8 @@ func (dr *DestinationRule) ClientTLS(port uint32, subset string) *networking.Cli
 
 // UpstreamTLS decides how a client reaches the cluster of svc's port and
 // subset under DestinationRule dr (may be nil). A DestinationRule TLS
-// setting wins. Otherwise automatic mTLS applies (policy auto) when the
-// service is in the mesh (not MESH_EXTERNAL) and every endpoint of the
+// setting wins. Otherwise automatic mTLS applies (policy auto), unless the
+// mesh turns it off, when the service is in the mesh (not MESH_EXTERNAL) and every endpoint of the
 // subset has a service account and a PeerAuthentication mode that auto
 // accepts; the server's identities are then verified.
 func (s *Snapshot) UpstreamTLS(svc *Service, port Port, subset string, dr *DestinationRule, auto AutoMTLS) UpstreamTLS {
@@ -441,7 +468,7 @@ func (s *Snapshot) UpstreamTLS(svc *Service, port Port, subset string, dr *Desti
 		}
 		return out
 	}
-	if svc.MeshExternal {
+	if svc.MeshExternal || s.Mesh.DisableAutoMTLS {
 		return UpstreamTLS{}
 	}
 	eps := svc.SubsetEndpoints(dr.Subset(subset).GetLabels())

@@ -1186,7 +1186,4 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "top-level loadBalancer ROUND_ROBIN with a portLevelSettings entry for 443 that sets only tls: Istio uses its default LEAST_REQUEST on 443 (the port entry replaces the top-level policy), vmesh keeps ROUND_ROBIN"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/typedExtensionProtocolOptions`,
 		Reason: "Istio sets HttpProtocolOptions on every outbound/inbound cluster (use_downstream_protocol or explicit h2 per port protocol); vmesh sets none unless a DestinationRule asks"},
-	// ---- Envoy sidecar: endpoints ----
-	{Proxy: "sidecar", Type: "EDS", Path: `/endpoints\[\d+\]/priority`, Case: `docs-destinationrule-reference|testdata-destination-rule-locality`,
-		Reason: "outlierDetection set: Istio turns on locality failover (other zones at priority 1 for a proxy in us-east/zone-a), vmesh only with a localityLbSetting"},
 }

@@ -161,7 +161,7 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 // applyTLS sets the cluster's transport socket: the DestinationRule's TLS
 // mode, else (auto mTLS) mesh mTLS toward endpoints labelled
 // security.istio.io/tlsMode=istio and plaintext toward the rest, for
-// mesh-internal services.
+// mesh-internal services, unless the mesh turns automatic mTLS off.
 func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster) {
 	sni := SNI(ref.Port.Number, ref.Subset, ref.Service.Hostname)
 	sans := sc.v.ServiceIdentities(ref.Service)
@@ -170,7 +170,7 @@ func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster) {
 		autoSNI(c, t)
 		return
 	}
-	if ref.Service.MeshExternal || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
+	if ref.Service.MeshExternal || c.GetType() == clusterv3.Cluster_ORIGINAL_DST || sc.v.Mesh().DisableAutoMTLS {
 		return
 	}
 	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{

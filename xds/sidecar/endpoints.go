@@ -65,11 +65,14 @@ func (sc *scope) loadAssignment(ref model.Cluster, tp *networking.TrafficPolicy)
 	return cla
 }
 
-// localityLB returns the rule's locality setting when it applies to this
-// proxy: the proxy knows its locality and the setting is not disabled.
+// localityLB returns the locality setting that applies to this proxy's
+// cluster: the rule's, else the mesh's (MeshConfig localityLbSetting), else
+// Istio's default (enabled, no distribute or failover rules: failover by
+// locality under outlier detection); nil when the proxy has no locality or
+// the setting is disabled.
 func (sc *scope) localityLB(tp *networking.TrafficPolicy) *networking.LocalityLoadBalancerSetting {
-	ls := tp.GetLoadBalancer().GetLocalityLbSetting()
-	if sc.p.Locality == "" || ls == nil || (ls.GetEnabled() != nil && !ls.GetEnabled().GetValue()) {
+	ls := cmp.Or(tp.GetLoadBalancer().GetLocalityLbSetting(), sc.v.Mesh().LocalityLB, &networking.LocalityLoadBalancerSetting{})
+	if sc.p.Locality == "" || (ls.GetEnabled() != nil && !ls.GetEnabled().GetValue()) {
 		return nil
 	}
 	return ls
