@@ -71,7 +71,7 @@ func runDir(t *testing.T, dir string, logger *slog.Logger, opts ...filestore.Dir
 	case <-src.Ready():
 	case err := <-done:
 		t.Fatalf("dir source ended before it was ready: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second): // a hang guard: the first scan of a pathological tree on a loaded machine takes seconds
 		t.Fatal("dir source never became ready")
 	}
 	return store
