@@ -178,7 +178,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
-	"trustDomain": true, "rootNamespace": true,
+	"trustDomain": true, "rootNamespace": true, "extensionProviders": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that
@@ -197,7 +197,7 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 			continue
 		}
 		out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
-			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: connectTimeout, defaultHttpRetryPolicy, dnsRefreshRate, outboundTrafficPolicy, rootNamespace, trustDomain)", k.Value)})
+			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: connectTimeout, defaultHttpRetryPolicy, dnsRefreshRate, extensionProviders, outboundTrafficPolicy, rootNamespace, trustDomain)", k.Value)})
 	}
 	return out
 }

@@ -59,6 +59,7 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 	for _, o := range fs.List(filestore.KindAuthorizationPolicy) {
 		b.addAuthorizationPolicy(o)
 	}
+	b.addAuthn(fs)
 	b.sortProblems()
 	return b.s
 }

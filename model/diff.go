@@ -13,7 +13,8 @@ import (
 // hosts (Service.Hostname).
 type Diff struct {
 	// Global is set when an input that is not bound to hosts differs: the
-	// mesh settings, Sidecars, PeerAuthentications or AuthorizationPolicies.
+	// mesh settings, Sidecars, PeerAuthentications, AuthorizationPolicies,
+	// RequestAuthentications or fetched JWKS.
 	// Anything may then differ; the host sets are left empty.
 	Global bool
 	// Services holds the hosts whose services (in any namespace) were
@@ -60,7 +61,8 @@ func Compare(prev, next *Snapshot) *Diff {
 	if prev.Mesh != next.Mesh ||
 		!slices.EqualFunc(prev.Sidecars, next.Sidecars, sameSidecar) ||
 		!slices.EqualFunc(prev.PeerAuthentications, next.PeerAuthentications, samePeerAuthentication) ||
-		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) {
+		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) ||
+		!sameAuthn(prev, next) {
 		d.Global = true
 		d.endpointsOnly = false
 		return d

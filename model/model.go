@@ -56,6 +56,8 @@ type Snapshot struct {
 	PeerAuthentications []*PeerAuthentication
 	// AuthorizationPolicies (ALLOW and DENY) are sorted by namespace and name.
 	AuthorizationPolicies []*AuthorizationPolicy
+	// RequestAuthentications are sorted by namespace and name.
+	RequestAuthentications []*RequestAuthentication
 	// Mesh holds the root namespace and trust domain the snapshot was built
 	// with.
 	Mesh Mesh
@@ -68,6 +70,9 @@ type Snapshot struct {
 	sidecarsNS map[string][]*Sidecar
 	paByNS     map[string][]*PeerAuthentication
 	apByNS     map[string][]*AuthorizationPolicy
+	raByNS     map[string][]*RequestAuthentication
+	// jwks holds the key sets fetched for jwksUris, by URI.
+	jwks map[string]JWKS
 }
 
 // Problem is a piece of config the model could not use.

@@ -65,42 +65,53 @@ const (
 // Dry-run policies are left out (shadowRules has them), AUDIT policies too
 // (they only log), and CUSTOM policies count as DENY (model.AuthorizationPolicy).
 func Rules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
-	return rules(policies, proto, false)
+	return rules(policies, proto, ruleOptions{})
 }
 
 // shadowRules is Rules for the dry-run policies only: Envoy's shadow rules,
 // evaluated for stats and never enforced.
 func shadowRules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
-	return rules(policies, proto, true)
+	return rules(policies, proto, ruleOptions{dryRun: true})
 }
 
-func rules(policies []*model.AuthorizationPolicy, proto Protocol, dryRun bool) (deny, allow *rbacconfigv3.RBAC, err error) {
+// ruleOptions say what a proxy can enforce beyond the common rules.
+type ruleOptions struct {
+	// dryRun selects the dry-run policies (shadow rules) instead of the
+	// enforced ones.
+	dryRun bool
+	// jwt: the HTTP filter chain has Envoy's jwt_authn filter, so
+	// requestPrincipals and request.auth.* become metadata matchers.
+	jwt bool
+	// askProvider reports the CUSTOM policies an ext_authz filter enforces:
+	// they are left out of the DENY rules. nil: none (every CUSTOM policy
+	// denies what it matches).
+	askProvider func(*model.AuthorizationPolicy) bool
+}
+
+func rules(policies []*model.AuthorizationPolicy, proto Protocol, o ruleOptions) (deny, allow *rbacconfigv3.RBAC, err error) {
 	denyPolicies := map[string]*rbacconfigv3.Policy{}
 	anyAllow := false
 	allowPolicies := map[string]*rbacconfigv3.Policy{}
 	for _, p := range policies {
-		if p.DryRun != dryRun || p.Action == security.AuthorizationPolicy_AUDIT {
+		if p.DryRun != o.dryRun || p.Action == security.AuthorizationPolicy_AUDIT {
+			continue
+		}
+		if p.Action == security.AuthorizationPolicy_CUSTOM && o.askProvider != nil && o.askProvider(p) {
 			continue
 		}
 		isDeny := p.Action == security.AuthorizationPolicy_DENY || p.Action == security.AuthorizationPolicy_CUSTOM
 		anyAllow = anyAllow || !isDeny
-		for i, r := range p.Rules {
-			if !isDeny && len(model.UnsupportedRuleFields(r)) > 0 {
-				continue
-			}
-			if proto == TCP {
-				var hadHTTP bool
-				if r, hadHTTP = withoutHTTPFields(r); hadHTTP && !isDeny {
-					continue
-				}
-			}
-			pol, err := rulePolicy(r, p.Namespace)
-			if err != nil {
-				return nil, nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
-			}
-			name := fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", p.Namespace, p.Name, i)
+		suffix := ""
+		if p.Action == security.AuthorizationPolicy_CUSTOM {
+			suffix = badCustomSuffix
+		}
+		pols, err := policyRules(p, proto, o.jwt && proto == HTTP, !isDeny)
+		if err != nil {
+			return nil, nil, err
+		}
+		for name, pol := range pols {
 			if isDeny {
-				denyPolicies[name] = pol
+				denyPolicies[name+suffix] = pol
 			} else {
 				allowPolicies[name] = pol
 			}
@@ -113,6 +124,34 @@ func rules(policies []*model.AuthorizationPolicy, proto Protocol, dryRun bool) (
 		allow = &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_ALLOW, Policies: allowPolicies}
 	}
 	return deny, allow, nil
+}
+
+// badCustomSuffix marks the DENY rules of a CUSTOM policy whose provider
+// cannot be asked (Istio's suffix).
+const badCustomSuffix = "-deny-due-to-bad-CUSTOM-action"
+
+// policyRules translates the rules of one policy into RBAC policies named
+// "ns[NS]-policy[NAME]-rule[I]". strict (ALLOW): a rule with a field the
+// proxy cannot check is dropped; otherwise the field is ignored.
+func policyRules(p *model.AuthorizationPolicy, proto Protocol, jwt, strict bool) (map[string]*rbacconfigv3.Policy, error) {
+	out := map[string]*rbacconfigv3.Policy{}
+	for i, r := range p.Rules {
+		if strict && len(model.UnsupportedRuleFieldsFor(r, jwt)) > 0 {
+			continue
+		}
+		if proto == TCP {
+			var hadHTTP bool
+			if r, hadHTTP = withoutHTTPFields(r); hadHTTP && strict {
+				continue
+			}
+		}
+		pol, err := rulePolicy(r, p.Namespace, jwt)
+		if err != nil {
+			return nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
+		}
+		out[fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", p.Namespace, p.Name, i)] = pol
+	}
+	return out, nil
 }
 
 // withoutHTTPFields returns r without the fields only an HTTP request has
@@ -215,10 +254,10 @@ func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Fi
 }
 
 // rulePolicy translates one rule of a policy in namespace ns.
-func rulePolicy(r *security.Rule, ns string) (*rbacconfigv3.Policy, error) {
+func rulePolicy(r *security.Rule, ns string, jwt bool) (*rbacconfigv3.Policy, error) {
 	var froms []*rbacconfigv3.Principal
 	for _, f := range r.GetFrom() {
-		p, err := sourcePrincipal(f.GetSource(), ns)
+		p, err := sourcePrincipal(f.GetSource(), ns, jwt)
 		if err != nil {
 			return nil, err
 		}
@@ -235,6 +274,14 @@ func rulePolicy(r *security.Rule, ns string) (*rbacconfigv3.Policy, error) {
 	principals := []*rbacconfigv3.Principal{orIDs(froms)}
 	permissions := []*rbacconfigv3.Permission{orRules(tos)}
 	for _, c := range r.GetWhen() {
+		if jwt && model.JWTConditionKey(c.GetKey()) {
+			id, err := jwtCondition(c)
+			if err != nil {
+				return nil, err
+			}
+			principals = append(principals, id)
+			continue
+		}
 		if !model.SupportedConditionKey(c.GetKey()) {
 			continue // DENY only: ALLOW rules with these were dropped
 		}
@@ -255,7 +302,7 @@ func rulePolicy(r *security.Rule, ns string) (*rbacconfigv3.Policy, error) {
 // sourcePrincipal ANDs the fields of a source, each an OR of its values;
 // ns is the policy's namespace, which a serviceAccounts entry without one
 // ("sa", Istio's short form) names.
-func sourcePrincipal(s *security.Source, ns string) (*rbacconfigv3.Principal, error) {
+func sourcePrincipal(s *security.Source, ns string, jwt bool) (*rbacconfigv3.Principal, error) {
 	serviceAccount := func(v string) (*rbacconfigv3.Principal, error) {
 		if !strings.Contains(v, "/") {
 			v = ns + "/" + v
@@ -281,6 +328,15 @@ func sourcePrincipal(s *security.Source, ns string) (*rbacconfigv3.Principal, er
 		}
 		and = append(and, id)
 		return nil
+	}
+	if jwt {
+		// First, as in Istio's rule model.
+		if v := s.GetRequestPrincipals(); len(v) > 0 {
+			and = append(and, requestPrincipalID(v))
+		}
+		if v := s.GetNotRequestPrincipals(); len(v) > 0 {
+			and = append(and, &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_NotId{NotId: requestPrincipalID(v)}})
+		}
 	}
 	for _, f := range []struct {
 		values []string
@@ -434,6 +490,26 @@ func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Pe
 		and = append(and, p)
 	}
 	return nil, andRules(and), nil
+}
+
+// jwtCondition is the principal of a request.auth.* condition: (any
+// value) AND NOT (any notValue).
+func jwtCondition(c *security.Condition) (*rbacconfigv3.Principal, error) {
+	var and []*rbacconfigv3.Principal
+	for i, values := range [][]string{c.GetValues(), c.GetNotValues()} {
+		if len(values) == 0 {
+			continue
+		}
+		id, err := jwtConditionID(c.GetKey(), values)
+		if err != nil {
+			return nil, fmt.Errorf("condition %s: %w", c.GetKey(), err)
+		}
+		if i == 1 {
+			id = &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_NotId{NotId: id}}
+		}
+		and = append(and, id)
+	}
+	return andIDs(and), nil
 }
 
 // stringMatch maps Istio's value syntax: "*" any non-empty value,
