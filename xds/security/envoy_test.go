@@ -88,17 +88,15 @@ func TestEnvoyRequestPrincipalsAndClaims(t *testing.T) {
 	if pol == nil {
 		t.Fatalf("Envoy ALLOW with request principals: %v, want the rule kept", allow)
 	}
+	// Istio's layout: the from's fields (request principals first, then
+	// the namespace) AND the four conditions.
 	ids := pol.GetPrincipals()[0].GetAndIds().GetIds()
-	if len(ids) != 5 {
-		t.Fatalf("principal parts %d, want from AND 4 conditions: %v", len(ids), pol.GetPrincipals()[0])
+	if len(ids) != 6 || ids[1].GetAuthenticated() == nil {
+		t.Fatalf("principal parts %d, want request principals, namespace and 4 conditions: %v", len(ids), pol.GetPrincipals()[0])
 	}
-	from := ids[0].GetAndIds().GetIds()
-	if len(from) != 2 || from[1].GetAuthenticated() == nil {
-		t.Fatalf("from = %v: want request principals first, then the namespace", ids[0])
-	}
-	alternatives := from[0].GetOrIds().GetIds()
+	alternatives := ids[0].GetOrIds().GetIds()
 	if len(alternatives) != 2 {
-		t.Fatalf("request principals = %v, want two alternatives", from[0])
+		t.Fatalf("request principals = %v, want two alternatives", ids[0])
 	}
 	alice := alternatives[0].GetAndIds().GetIds()
 	if alice[0].GetMetadata().GetFilter() != security.JWTFilterName || alice[0].GetMetadata().GetPath()[1].GetKey() != "iss" ||
@@ -110,6 +108,7 @@ func TestEnvoyRequestPrincipalsAndClaims(t *testing.T) {
 	if bob[0].GetMetadata().GetValue().GetStringMatch().GetSafeRegex().GetRegex() != ".+" || bob[1].GetMetadata().GetValue().GetStringMatch().GetExact() != "bob" {
 		t.Errorf("*/bob = %v: want any issuer, subject bob", alternatives[1])
 	}
+	ids = ids[1:] // the conditions at 2..5
 	groups := ids[1].GetMetadata()
 	if p := groups.GetPath(); len(p) != 2 || p[0].GetKey() != security.JWTPayloadKey || p[1].GetKey() != "groups" {
 		t.Errorf("claims[groups] path %v", p)

@@ -18,6 +18,7 @@ import (
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 )
@@ -52,9 +53,11 @@ const (
 // match one of its rules, so ALLOW policies without usable rules allow
 // nothing). No policy, no rules: everything is allowed.
 //
-// Each rule becomes one RBAC policy named "ns[NS]-policy[NAME]-rule[I]" whose
-// permission is (any `to` operation) AND every destination condition, and
-// whose principal is (any `from` source) AND every source condition. A rule
+// Each rule becomes one RBAC policy named "ns[NS]-policy[NAME]-rule[I]" laid
+// out as Istio's authz builder does: one permission per `to` operation
+// (its fields AND every destination condition) and one principal per
+// `from` source (its fields AND every source condition); Envoy ORs each
+// list. A rule
 // using fields that cannot be checked (model.UnsupportedRuleFields, and on a
 // TCP port hosts, methods, paths and request headers) is dropped from an
 // ALLOW policy (it would allow too much) and has those fields ignored in a
@@ -255,31 +258,17 @@ func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Fi
 
 // rulePolicy translates one rule of a policy in namespace ns.
 func rulePolicy(r *security.Rule, ns string, jwt bool) (*rbacconfigv3.Policy, error) {
-	var froms []*rbacconfigv3.Principal
-	for _, f := range r.GetFrom() {
-		p, err := sourcePrincipal(f.GetSource(), ns, jwt)
-		if err != nil {
-			return nil, err
-		}
-		froms = append(froms, p)
-	}
-	var tos []*rbacconfigv3.Permission
-	for _, t := range r.GetTo() {
-		p, err := operationPermission(t.GetOperation())
-		if err != nil {
-			return nil, err
-		}
-		tos = append(tos, p)
-	}
-	principals := []*rbacconfigv3.Principal{orIDs(froms)}
-	permissions := []*rbacconfigv3.Permission{orRules(tos)}
+	// The conditions first: Istio's layout repeats them in every `from`
+	// principal and every `to` permission.
+	var condIDs []*rbacconfigv3.Principal
+	var condPerms []*rbacconfigv3.Permission
 	for _, c := range r.GetWhen() {
 		if jwt && model.JWTConditionKey(c.GetKey()) {
 			id, err := jwtCondition(c)
 			if err != nil {
 				return nil, err
 			}
-			principals = append(principals, id)
+			condIDs = append(condIDs, id)
 			continue
 		}
 		if !model.SupportedConditionKey(c.GetKey()) {
@@ -290,13 +279,59 @@ func rulePolicy(r *security.Rule, ns string, jwt bool) (*rbacconfigv3.Policy, er
 			return nil, err
 		}
 		if id != nil {
-			principals = append(principals, id)
+			condIDs = append(condIDs, id)
 		}
 		if perm != nil {
-			permissions = append(permissions, perm)
+			condPerms = append(condPerms, perm)
 		}
 	}
-	return &rbacconfigv3.Policy{Permissions: []*rbacconfigv3.Permission{andRules(permissions)}, Principals: []*rbacconfigv3.Principal{andIDs(principals)}}, nil
+	pol := &rbacconfigv3.Policy{}
+	for _, f := range r.GetFrom() {
+		p, err := sourcePrincipal(f.GetSource(), ns, jwt)
+		if err != nil {
+			return nil, err
+		}
+		pol.Principals = append(pol.Principals, andIDs(append(flatIDs(p), cloneAll(condIDs)...)))
+	}
+	if len(pol.Principals) == 0 {
+		pol.Principals = []*rbacconfigv3.Principal{andIDs(condIDs)}
+	}
+	for _, t := range r.GetTo() {
+		p, err := operationPermission(t.GetOperation())
+		if err != nil {
+			return nil, err
+		}
+		pol.Permissions = append(pol.Permissions, andRules(append(flatRules(p), cloneAll(condPerms)...)))
+	}
+	if len(pol.Permissions) == 0 {
+		pol.Permissions = []*rbacconfigv3.Permission{andRules(condPerms)}
+	}
+	return pol, nil
+}
+
+// flatIDs is the parts of an AND, or p alone.
+func flatIDs(p *rbacconfigv3.Principal) []*rbacconfigv3.Principal {
+	if a := p.GetAndIds(); a != nil {
+		return a.GetIds()
+	}
+	return []*rbacconfigv3.Principal{p}
+}
+
+// flatRules is the parts of an AND, or p alone.
+func flatRules(p *rbacconfigv3.Permission) []*rbacconfigv3.Permission {
+	if a := p.GetAndRules(); a != nil {
+		return a.GetRules()
+	}
+	return []*rbacconfigv3.Permission{p}
+}
+
+// cloneAll copies messages placed in several parents.
+func cloneAll[T proto.Message](ms []T) []T {
+	out := make([]T, len(ms))
+	for i, m := range ms {
+		out[i] = proto.Clone(m).(T)
+	}
+	return out
 }
 
 // sourcePrincipal ANDs the fields of a source, each an OR of its values;
@@ -407,8 +442,9 @@ func operationPermission(op *security.Operation) (*rbacconfigv3.Permission, erro
 	return andRules(and), nil
 }
 
-// condition maps a `when` condition to a principal (source.* and remote.ip)
-// or a permission (everything else): (any value) AND NOT (any notValue).
+// condition maps a `when` condition to a principal (source.*, remote.ip and
+// request.headers, as in Istio) or a permission (the rest): (any value) AND NOT
+// (any notValue).
 func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Permission, error) {
 	key := c.GetKey()
 	var idOf func(string) (*rbacconfigv3.Principal, error)
@@ -443,9 +479,11 @@ func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Pe
 		if !ok {
 			return nil, nil, fmt.Errorf("unsupported condition key %q", key)
 		}
+		// A principal, as in Istio; the name lowercased, since grpc-go
+		// looks metadata keys up as written (Envoy ignores case).
 		name = strings.ToLower(strings.TrimSuffix(name, "]"))
-		permOf = func(v string) (*rbacconfigv3.Permission, error) {
-			return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Header{Header: headerMatch(name, v, false)}}, nil
+		idOf = func(v string) (*rbacconfigv3.Principal, error) {
+			return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_Header{Header: conditionHeader(name, v)}}, nil
 		}
 	}
 	if idOf != nil {
@@ -601,6 +639,15 @@ func cidrRange(v string) (*corev3.CidrRange, error) {
 		return nil, fmt.Errorf("%q is not an IP or CIDR", v)
 	}
 	return &corev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))}, nil
+}
+
+// conditionHeader is Istio's request.headers matcher: "*" present,
+// "*suffix", "prefix*", else exact.
+func conditionHeader(name, v string) *routev3.HeaderMatcher {
+	if v == "*" {
+		return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}
+	}
+	return headerMatch(name, v, false)
 }
 
 func headerMatch(name, v string, ignoreCase bool) *routev3.HeaderMatcher {
