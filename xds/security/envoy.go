@@ -68,7 +68,9 @@ func ForEnvoy(v *model.View) Envoy {
 // enforced from jwt_authn's metadata). A CUSTOM policy whose provider the
 // mesh config does not define (or defines as something other than
 // envoyExtAuthzHttp/envoyExtAuthzGrpc, or with a service vmesh does not
-// know) denies what it matches, as in Istio.
+// know) denies what it matches, as in Istio; so do all CUSTOM policies of
+// a workload whose policies name more than one provider (Istio's default
+// allows one provider per workload).
 func (e Envoy) HTTPFilters() ([]*hcmv3.HttpFilter, error) {
 	var out []*hcmv3.HttpFilter
 	asked := map[string]bool{}
@@ -188,6 +190,12 @@ func (e Envoy) customFilters(asked map[string]bool) ([]*hcmv3.HttpFilter, error)
 		providers = append(providers, name)
 	}
 	slices.Sort(providers)
+	if len(providers) > 1 {
+		// Istio's default (PILOT_ENABLE_MULTIPLE_CUSTOM_AUTHZ_PROVIDERS
+		// off): one provider per workload; with several, none is asked
+		// and every CUSTOM policy denies what it matches.
+		return nil, nil
+	}
 	var out []*hcmv3.HttpFilter
 	for _, name := range providers {
 		ext, err := e.extAuthz(name)
@@ -209,7 +217,7 @@ func (e Envoy) customFilters(asked map[string]bool) ([]*hcmv3.HttpFilter, error)
 				dst = dry
 			}
 			for n, pol := range pols {
-				dst.Policies[extAuthzPrefix+"-"+name+"-"+n] = pol
+				dst.Policies[customPrefix(name)+n] = pol
 			}
 		}
 		// Shadow rules only evaluate: their result, in metadata, enables

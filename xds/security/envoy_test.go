@@ -188,9 +188,9 @@ func TestEnvoyCustomExtAuthz(t *testing.T) {
 		p.Name, p.Provider = name, provider
 		return p
 	}
-	e := security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("h", "http-authz"), custom("g", "grpc-authz"), custom("x", "missing")}}
+	e := security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("h", "http-authz")}}
 	order, fs := envoyFilters(t, e)
-	want := []string{security.CustomFilterPrefix + "grpc-authz", security.ExtAuthzFilterName + ".grpc-authz", security.CustomFilterPrefix + "http-authz", security.ExtAuthzFilterName + ".http-authz", security.DenyFilterName}
+	want := []string{security.CustomFilterPrefix + "http-authz", security.ExtAuthzFilterName + ".http-authz"}
 	if strings.Join(order, ",") != strings.Join(want, ",") {
 		t.Fatalf("filters %v, want %v", order, want)
 	}
@@ -209,13 +209,21 @@ func TestEnvoyCustomExtAuthz(t *testing.T) {
 		m.GetValue().GetStringMatch().GetPrefix() != "istio-ext-authz-http-authz" {
 		t.Errorf("ext_authz enabled by %v", m)
 	}
+	_, fs = envoyFilters(t, security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("g", "grpc-authz")}})
 	g := fs[security.ExtAuthzFilterName+".grpc-authz"].(*extauthzv3.ExtAuthz)
 	if g.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "outbound|9001||authz.shop.internal" || g.GetGrpcService().GetTimeout().AsDuration() != 600*time.Second || g.GetFailureModeAllow() {
 		t.Errorf("gRPC ext_authz = %v", g)
 	}
+	order, fs = envoyFilters(t, security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("x", "missing")}})
 	d := fs[security.DenyFilterName].(*rbacv3.RBAC)
-	if len(d.GetRules().GetPolicies()) != 1 || d.GetRules().GetPolicies()["ns[ns]-policy[x]-rule[0]-deny-due-to-bad-CUSTOM-action"] == nil {
-		t.Errorf("deny = %v: want only the policy of the missing provider, denied", d.GetRules())
+	if strings.Join(order, ",") != security.DenyFilterName || len(d.GetRules().GetPolicies()) != 1 || d.GetRules().GetPolicies()["istio-ext-authz-missing-ns[ns]-policy[x]-rule[0]-deny-due-to-bad-CUSTOM-action"] == nil {
+		t.Errorf("missing provider: filters %v, deny %v: want only a DENY of its rules", order, d.GetRules())
+	}
+	// Two providers for one workload: none is asked (Istio's default), all
+	// deny.
+	order, fs = envoyFilters(t, security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("h", "http-authz"), custom("g", "grpc-authz")}})
+	if strings.Join(order, ",") != security.DenyFilterName || len(fs[security.DenyFilterName].(*rbacv3.RBAC).GetRules().GetPolicies()) != 2 {
+		t.Errorf("two providers: filters %v, want one DENY of both policies", order)
 	}
 
 	// Without the provider's service, the provider cannot be asked: deny.

@@ -104,9 +104,9 @@ func rules(policies []*model.AuthorizationPolicy, proto Protocol, o ruleOptions)
 		}
 		isDeny := p.Action == security.AuthorizationPolicy_DENY || p.Action == security.AuthorizationPolicy_CUSTOM
 		anyAllow = anyAllow || !isDeny
-		suffix := ""
+		prefix, suffix := "", ""
 		if p.Action == security.AuthorizationPolicy_CUSTOM {
-			suffix = badCustomSuffix
+			prefix, suffix = customPrefix(p.Provider), badCustomSuffix
 		}
 		pols, err := policyRules(p, proto, o.jwt && proto == HTTP, !isDeny)
 		if err != nil {
@@ -114,7 +114,7 @@ func rules(policies []*model.AuthorizationPolicy, proto Protocol, o ruleOptions)
 		}
 		for name, pol := range pols {
 			if isDeny {
-				denyPolicies[name+suffix] = pol
+				denyPolicies[prefix+name+suffix] = pol
 			} else {
 				allowPolicies[name] = pol
 			}
@@ -132,6 +132,15 @@ func rules(policies []*model.AuthorizationPolicy, proto Protocol, o ruleOptions)
 // badCustomSuffix marks the DENY rules of a CUSTOM policy whose provider
 // cannot be asked (Istio's suffix).
 const badCustomSuffix = "-deny-due-to-bad-CUSTOM-action"
+
+// customPrefix starts the rule names of a CUSTOM policy, as Istio names
+// them: istio-ext-authz-<provider>-.
+func customPrefix(provider string) string {
+	if provider == "" {
+		return extAuthzPrefix + "-"
+	}
+	return extAuthzPrefix + "-" + provider + "-"
+}
 
 // policyRules translates the rules of one policy into RBAC policies named
 // "ns[NS]-policy[NAME]-rule[I]". strict (ALLOW): a rule with a field the
