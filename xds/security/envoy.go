@@ -342,7 +342,8 @@ func (e Envoy) extAuthz(name string) (*extauthzv3.ExtAuthz, error) {
 		}
 		allowed := c.GetIncludeRequestHeadersInCheck()
 		if len(allowed) == 0 {
-			allowed = c.GetIncludeHeadersInCheck() //nolint:staticcheck // deprecated, still read by Istio when the new field is unset
+			//lint:ignore SA1019 deprecated, still read by Istio when includeRequestHeadersInCheck is unset
+			allowed = c.GetIncludeHeadersInCheck()
 		}
 		if l := headerList(allowed); l != nil {
 			out.AllowedHeaders = l

@@ -39,7 +39,9 @@ const SourceName = "jwks"
 
 // Source is the Store source the Fetcher writes as: generated objects,
 // ranked as a registry's.
-func Source() filestore.Source { return filestore.Source{Name: SourceName, Class: filestore.ClassRegistry} }
+func Source() filestore.Source {
+	return filestore.Source{Name: SourceName, Class: filestore.ClassRegistry}
+}
 
 // Settings tune the Fetcher.
 type Settings struct {

@@ -1,5 +1,7 @@
 package jwks_test
 
+//lint:file-ignore SA1019 Principal.metadata is what Istio's authz builder generates for JWT claims (Envoy accepts it; sourced_metadata is its successor)
+
 import (
 	"context"
 	"crypto/rand"
