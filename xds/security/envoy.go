@@ -9,6 +9,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	extauthznetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/ext_authz/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
@@ -27,9 +28,14 @@ const (
 	AuditFilterName    = "envoy.filters.http.rbac.audit"
 	CustomFilterPrefix = "envoy.filters.http.rbac.custom."
 	ExtAuthzFilterName = "envoy.filters.http.ext_authz"
-	// rbacMetadataNamespace is where Envoy's HTTP RBAC filter writes its
-	// shadow result, whatever the filter instance is named.
-	rbacMetadataNamespace = "envoy.filters.http.rbac"
+	// NetworkExtAuthzFilterName is the network ext_authz filter of a TCP
+	// chain (CUSTOM with a gRPC provider).
+	NetworkExtAuthzFilterName = "envoy.filters.network.ext_authz"
+	// rbacMetadataNamespace and networkRBACMetadataNamespace are where
+	// Envoy's RBAC filters write their shadow result, whatever the filter
+	// instance is named.
+	rbacMetadataNamespace        = "envoy.filters.http.rbac"
+	networkRBACMetadataNamespace = "envoy.filters.network.rbac"
 )
 
 // Istio's names for CUSTOM policies: the RBAC shadow rules that select
@@ -116,12 +122,22 @@ func (e Envoy) HTTPFilters() ([]*hcmv3.HttpFilter, error) {
 	return out, nil
 }
 
-// NetworkFilters returns the network filters of an inbound TCP chain: an
-// RBAC filter with action LOG for AUDIT policies, then NetworkRBACFilters.
-// CUSTOM policies deny what they match on TCP (ext_authz there is not
-// built).
+// NetworkFilters returns the network filters of an inbound TCP chain, in
+// Istio's order: for a CUSTOM provider of type envoyExtAuthzGrpc, a
+// network RBAC filter whose shadow rules mark the connections to check and
+// the network ext_authz filter that asks the provider about those; an RBAC
+// filter with action LOG for AUDIT policies; then DENY and ALLOW
+// (NetworkRBACFilters). CUSTOM policies whose provider cannot be asked on
+// TCP (an envoyExtAuthzHttp provider among them: Istio ignores those on
+// TCP, vmesh fails closed) deny what they match. HTTP-only fields of a
+// CUSTOM rule are ignored on TCP, so the provider is asked about more
+// connections, never fewer.
 func (e Envoy) NetworkFilters() ([]*listenerv3.Filter, error) {
-	var out []*listenerv3.Filter
+	asked := map[string]bool{}
+	out, err := e.customNetworkFilters(asked)
+	if err != nil {
+		return nil, err
+	}
 	audit, auditShadow, err := auditRules(e.Policies, TCP, false)
 	if err != nil {
 		return nil, err
@@ -130,11 +146,95 @@ func (e Envoy) NetworkFilters() ([]*listenerv3.Filter, error) {
 		out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: translate.MustAny(
 			&rbacnetv3.RBAC{Rules: audit, ShadowRules: auditShadow, StatPrefix: "audit_"})}})
 	}
-	rest, err := NetworkRBACFilters(e.Policies)
+	rest, err := networkRBACFilters(e.Policies, func(p *model.AuthorizationPolicy) bool { return asked[p.Provider] })
 	if err != nil {
 		return nil, err
 	}
 	return append(out, rest...), nil
+}
+
+// customNetworkFilters is customFilters for TCP chains: gRPC providers only.
+func (e Envoy) customNetworkFilters(asked map[string]bool) ([]*listenerv3.Filter, error) {
+	name, policies := e.customProvider()
+	if name == "" {
+		return nil, nil
+	}
+	ext, err := e.extAuthz(name)
+	grpc := ext.GetGrpcService()
+	if err != nil || grpc == nil {
+		return nil, nil // its policies deny what they match
+	}
+	enforce, dry, err := customRules(name, policies, TCP)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &rbacnetv3.RBAC{ShadowRules: enforce, StatPrefix: "tcp.", ShadowRulesStatPrefix: extAuthzStatPrefix}
+	if len(dry.Policies) > 0 {
+		cfg.Rules = dry
+	}
+	tcp := &extauthznetv3.ExtAuthz{
+		StatPrefix: "tcp.", FailureModeAllow: ext.GetFailureModeAllow(), TransportApiVersion: corev3.ApiVersion_V3, GrpcService: grpc,
+		FilterEnabledMetadata: customEnabled(networkRBACMetadataNamespace, name),
+	}
+	asked[name] = true
+	return []*listenerv3.Filter{
+		{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: translate.MustAny(cfg)}},
+		{Name: NetworkExtAuthzFilterName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: translate.MustAny(tcp)}},
+	}, nil
+}
+
+// customProvider returns the one provider the CUSTOM policies name and
+// those policies; "" when there is none, or several (Istio's default
+// allows one provider per workload: with several, none is asked).
+func (e Envoy) customProvider() (string, []*model.AuthorizationPolicy) {
+	var name string
+	var policies []*model.AuthorizationPolicy
+	for _, p := range e.Policies {
+		if p.Action != security.AuthorizationPolicy_CUSTOM {
+			continue
+		}
+		if len(policies) > 0 && p.Provider != name {
+			return "", nil
+		}
+		name, policies = p.Provider, append(policies, p)
+	}
+	return name, policies
+}
+
+// customRules are the rules of one provider's CUSTOM policies, named as
+// Istio names them: enforced ones (for shadow rules) and dry-run ones.
+func customRules(name string, policies []*model.AuthorizationPolicy, proto Protocol) (enforce, dry *rbacconfigv3.RBAC, err error) {
+	enforce = &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_DENY, Policies: map[string]*rbacconfigv3.Policy{}}
+	dry = &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_DENY, Policies: map[string]*rbacconfigv3.Policy{}}
+	for _, p := range policies {
+		pols, err := policyRules(p, proto, proto == HTTP, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(p.Rules) == 0 {
+			pols = map[string]*rbacconfigv3.Policy{fmt.Sprintf("ns[%s]-policy[%s]-rule[0]", p.Namespace, p.Name): matchNever()}
+		}
+		dst := enforce
+		if p.DryRun {
+			dst = dry
+		}
+		for n, pol := range pols {
+			dst.Policies[customPrefix(name)+n] = pol
+		}
+	}
+	return enforce, dry, nil
+}
+
+// customEnabled enables an ext_authz filter for what the provider's shadow
+// rules matched: the RBAC filter's shadow_effective_policy_id (in
+// namespace ns) starts with the provider's prefix.
+func customEnabled(ns, provider string) *matcherv3.MetadataMatcher {
+	return &matcherv3.MetadataMatcher{
+		Filter: ns,
+		Path:   []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: extAuthzStatPrefix + "shadow_effective_policy_id"}}},
+		Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+			MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: extAuthzPrefix + "-" + provider}}}},
+	}
 }
 
 func (e Envoy) lookup() JWKSLookup {
@@ -175,70 +275,35 @@ func auditRules(policies []*model.AuthorizationPolicy, proto Protocol, jwt bool)
 	return rules, shadow, nil
 }
 
-// customFilters builds, per CUSTOM provider that can be asked (sorted),
-// the RBAC filter whose shadow rules name the requests to check and the
-// ext_authz filter enabled by that result; asked gets the providers built.
+// customFilters builds, for the one CUSTOM provider of the workload when
+// it can be asked, the RBAC filter whose shadow rules name the requests to
+// check and the ext_authz filter enabled by that result; asked gets the
+// provider built.
 func (e Envoy) customFilters(asked map[string]bool) ([]*hcmv3.HttpFilter, error) {
-	byProvider := map[string][]*model.AuthorizationPolicy{}
-	for _, p := range e.Policies {
-		if p.Action == security.AuthorizationPolicy_CUSTOM {
-			byProvider[p.Provider] = append(byProvider[p.Provider], p)
-		}
-	}
-	var providers []string
-	for name := range byProvider {
-		providers = append(providers, name)
-	}
-	slices.Sort(providers)
-	if len(providers) > 1 {
-		// Istio's default (PILOT_ENABLE_MULTIPLE_CUSTOM_AUTHZ_PROVIDERS
-		// off): one provider per workload; with several, none is asked
-		// and every CUSTOM policy denies what it matches.
+	name, policies := e.customProvider()
+	if name == "" {
 		return nil, nil
 	}
-	var out []*hcmv3.HttpFilter
-	for _, name := range providers {
-		ext, err := e.extAuthz(name)
-		if err != nil {
-			continue // its policies deny what they match (rules: askProvider false)
-		}
-		enforce := &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_DENY, Policies: map[string]*rbacconfigv3.Policy{}}
-		dry := &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_DENY, Policies: map[string]*rbacconfigv3.Policy{}}
-		for _, p := range byProvider[name] {
-			pols, err := policyRules(p, HTTP, true, false)
-			if err != nil {
-				return nil, err
-			}
-			if len(p.Rules) == 0 {
-				pols = map[string]*rbacconfigv3.Policy{fmt.Sprintf("ns[%s]-policy[%s]-rule[0]", p.Namespace, p.Name): matchNever()}
-			}
-			dst := enforce
-			if p.DryRun {
-				dst = dry
-			}
-			for n, pol := range pols {
-				dst.Policies[customPrefix(name)+n] = pol
-			}
-		}
-		// Shadow rules only evaluate: their result, in metadata, enables
-		// ext_authz, which enforces. Dry-run CUSTOM policies are evaluated
-		// as rules of the same filter, which then enforces nothing either
-		// (their action names ext_authz's prefix), as in Istio.
-		cfg := &rbacv3.RBAC{ShadowRules: enforce, ShadowRulesStatPrefix: extAuthzStatPrefix}
-		if len(dry.Policies) > 0 {
-			cfg.Rules = dry
-		}
-		ext.FilterEnabledMetadata = &matcherv3.MetadataMatcher{
-			Filter: rbacMetadataNamespace,
-			Path:   []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: extAuthzStatPrefix + "shadow_effective_policy_id"}}},
-			Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-				MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: extAuthzPrefix + "-" + name}}}},
-		}
-		out = append(out, rbacHTTP(CustomFilterPrefix+name, cfg),
-			&hcmv3.HttpFilter{Name: ExtAuthzFilterName + "." + name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(ext)}})
-		asked[name] = true
+	ext, err := e.extAuthz(name)
+	if err != nil {
+		return nil, nil // its policies deny what they match (rules: askProvider false)
 	}
-	return out, nil
+	enforce, dry, err := customRules(name, policies, HTTP)
+	if err != nil {
+		return nil, err
+	}
+	// Shadow rules only evaluate: their result, in metadata, enables
+	// ext_authz, which enforces. Dry-run CUSTOM policies are evaluated as
+	// rules of the same filter, which then enforces nothing either (their
+	// action names ext_authz's prefix), as in Istio.
+	cfg := &rbacv3.RBAC{ShadowRules: enforce, ShadowRulesStatPrefix: extAuthzStatPrefix}
+	if len(dry.Policies) > 0 {
+		cfg.Rules = dry
+	}
+	ext.FilterEnabledMetadata = customEnabled(rbacMetadataNamespace, name)
+	asked[name] = true
+	return []*hcmv3.HttpFilter{rbacHTTP(CustomFilterPrefix+name, cfg),
+		{Name: ExtAuthzFilterName + "." + name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(ext)}}}, nil
 }
 
 func matchNever() *rbacconfigv3.Policy {

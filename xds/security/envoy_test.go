@@ -9,6 +9,7 @@ import (
 
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	extauthznetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/ext_authz/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -226,6 +227,28 @@ func TestEnvoyCustomExtAuthz(t *testing.T) {
 	order, fs = envoyFilters(t, security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("h", "http-authz"), custom("g", "grpc-authz")}})
 	if strings.Join(order, ",") != security.DenyFilterName || len(fs[security.DenyFilterName].(*rbacv3.RBAC).GetRules().GetPolicies()) != 2 {
 		t.Errorf("two providers: filters %v, want one DENY of both policies", order)
+	}
+
+	// TCP chains: a gRPC provider is asked through the network ext_authz
+	// filter; an HTTP provider cannot be, so its policy denies.
+	nf, err := security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("g", "grpc-authz")}}.NetworkFilters()
+	if err != nil || len(nf) != 2 || nf[0].GetName() != security.NetworkFilterName || nf[1].GetName() != security.NetworkExtAuthzFilterName {
+		t.Fatalf("TCP gRPC provider: %v %v, want RBAC (shadow) then ext_authz", nf, err)
+	}
+	nsel := &rbacnetv3.RBAC{}
+	next := &extauthznetv3.ExtAuthz{}
+	if err := nf[0].GetTypedConfig().UnmarshalTo(nsel); err != nil || nsel.ValidateAll() != nil || nsel.GetRules() != nil ||
+		nsel.GetShadowRules().GetPolicies()["istio-ext-authz-grpc-authz-ns[ns]-policy[g]-rule[0]"] == nil {
+		t.Errorf("TCP selecting RBAC = %v %v", nsel, err)
+	}
+	if err := nf[1].GetTypedConfig().UnmarshalTo(next); err != nil || next.ValidateAll() != nil ||
+		next.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "outbound|9001||authz.shop.internal" || next.GetFilterEnabledMetadata().GetFilter() != "envoy.filters.network.rbac" {
+		t.Errorf("TCP ext_authz = %v %v", next, err)
+	}
+	nf, err = security.Envoy{Mesh: mesh, Service: lookup, Policies: []*model.AuthorizationPolicy{custom("h", "http-authz")}}.NetworkFilters()
+	nd := &rbacnetv3.RBAC{}
+	if err != nil || len(nf) != 1 || nf[0].GetTypedConfig().UnmarshalTo(nd) != nil || nd.GetRules().GetAction() != rbacconfigv3.RBAC_DENY {
+		t.Errorf("TCP HTTP provider: %v %v, want a DENY of its rules", nf, err)
 	}
 
 	// Without the provider's service, the provider cannot be asked: deny.

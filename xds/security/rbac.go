@@ -239,11 +239,17 @@ const (
 // tcp_proxy: a DENY filter (stat prefix "deny_"), then an ALLOW filter
 // ("allow_"), each when its rules exist.
 func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Filter, error) {
-	deny, allow, err := Rules(policies, TCP)
+	return networkRBACFilters(policies, nil)
+}
+
+// networkRBACFilters is NetworkRBACFilters leaving out the CUSTOM
+// policies askProvider says a network ext_authz filter enforces.
+func networkRBACFilters(policies []*model.AuthorizationPolicy, askProvider func(*model.AuthorizationPolicy) bool) ([]*listenerv3.Filter, error) {
+	deny, allow, err := rules(policies, TCP, ruleOptions{askProvider: askProvider})
 	if err != nil {
 		return nil, err
 	}
-	shadowDeny, shadowAllow, err := shadowRules(policies, TCP)
+	shadowDeny, shadowAllow, err := rules(policies, TCP, ruleOptions{dryRun: true, askProvider: askProvider})
 	if err != nil {
 		return nil, err
 	}
