@@ -183,8 +183,11 @@ func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
 	switch ap.GetAction() {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY, security.AuthorizationPolicy_AUDIT:
 	case security.AuthorizationPolicy_CUSTOM:
-		if b.s.Mesh.ExtensionProvider(ap.GetProvider().GetName()) == nil {
+		switch p := b.s.Mesh.ExtensionProvider(ap.GetProvider().GetName()); {
+		case p == nil:
 			b.problem(o, "action CUSTOM: the mesh config defines no extension provider %q; requests matching its rules are denied", ap.GetProvider().GetName())
+		case p.GetEnvoyExtAuthzHttp() == nil && p.GetEnvoyExtAuthzGrpc() == nil:
+			b.problem(o, "action CUSTOM: extension provider %q is not envoyExtAuthzHttp or envoyExtAuthzGrpc; requests matching its rules are denied", ap.GetProvider().GetName())
 		}
 	default:
 		b.problem(o, "action %s is not supported; the policy is ignored", ap.GetAction())
