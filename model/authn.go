@@ -121,25 +121,6 @@ func JWKSKey(r *security.JWTRule) string {
 	return IssuerKeyPrefix + r.GetIssuer()
 }
 
-// JWKSSources returns the rules whose key sets the control plane must
-// fetch (no inline jwks), by JWKSKey; of several rules with one key, the
-// one with the longest timeout.
-func (s *Snapshot) JWKSSources() map[string]*security.JWTRule {
-	out := map[string]*security.JWTRule{}
-	for _, ra := range s.RequestAuthentications {
-		for _, r := range ra.Rules {
-			if r.GetJwks() != "" {
-				continue
-			}
-			k := JWKSKey(r)
-			if prev, ok := out[k]; !ok || r.GetTimeout().AsDuration() > prev.GetTimeout().AsDuration() {
-				out[k] = r
-			}
-		}
-	}
-	return out
-}
-
 // RequestAuthentications are the RequestAuthentications that apply to the
 // proxy's workload.
 func (v *View) RequestAuthentications() []*RequestAuthentication {
@@ -180,22 +161,6 @@ func JWTConditionKey(k string) bool {
 		return true
 	}
 	return strings.HasPrefix(k, "request.auth.claims[") && strings.HasSuffix(k, "]")
-}
-
-// UsesRequestPrincipal reports whether a rule needs the request's JWT:
-// requestPrincipals, notRequestPrincipals or a request.auth.* condition.
-func UsesRequestPrincipal(r *security.Rule) bool {
-	for _, f := range r.GetFrom() {
-		if len(f.GetSource().GetRequestPrincipals())+len(f.GetSource().GetNotRequestPrincipals()) > 0 {
-			return true
-		}
-	}
-	for _, c := range r.GetWhen() {
-		if JWTConditionKey(c.GetKey()) {
-			return true
-		}
-	}
-	return false
 }
 
 // sameAuthn reports whether two snapshots have the same

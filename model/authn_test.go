@@ -68,10 +68,6 @@ func TestRequestAuthenticationsForAndJWKS(t *testing.T) {
 	if j, ok := s.JWKS(model.IssuerKeyPrefix + "other"); !ok || j.Keys != "" || j.Error != "GET: 404" {
 		t.Errorf("failed JWKS = %v %v", j, ok)
 	}
-	src := s.JWKSSources()
-	if len(src) != 2 || src["https://iss/keys"] == nil || src[model.IssuerKeyPrefix+"other"] == nil {
-		t.Errorf("sources %v: want the jwksUri and the issuer to discover, not the inline jwks", src)
-	}
 }
 
 // A changed key set is a global change: every proxy's JWT filter may differ.
