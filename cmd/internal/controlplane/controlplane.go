@@ -131,12 +131,14 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	}, logger)
 	cp.runners = append(cp.runners, registrar)
 	// RequestAuthentication key sets (jwksUri) are fetched here and inlined
-	// into the JWT filters, as istiod does by default.
-	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger})
+	// into the JWT filters, as istiod does by default; xDS starts once the
+	// first complete config's key sets were tried.
+	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready)})
 	if err != nil {
 		return nil, err
 	}
 	cp.runners = append(cp.runners, fetcher)
+	cp.ready = append(cp.ready, fetcher.Synced())
 	feed, err := model.NewFeed(cp.store, model.FeedSettings{
 		DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax,
 		Mesh: mesh,

@@ -61,6 +61,10 @@ type Settings struct {
 	Client *http.Client
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
+	// After are the config sources' ready channels: the first fetch waits
+	// for them, so that Synced means "the key sets of the first complete
+	// config were fetched (or failed)".
+	After []<-chan struct{}
 }
 
 // DefaultSettings are Istio's: 5 s timeout, 20 min refresh, 1 min retry.
@@ -100,6 +104,7 @@ type Fetcher struct {
 	// published: the source has written to the Store (a config without
 	// RequestAuthentications never shows the source).
 	published bool
+	synced    chan struct{}
 }
 
 // entry is one key set: what was last fetched and when to fetch again.
@@ -124,8 +129,14 @@ func New(store *filestore.Store, s Settings) (*Fetcher, error) {
 	if store == nil {
 		return nil, errors.New("jwks: nil store")
 	}
-	return &Fetcher{store: store, settings: s.withDefaults(), entries: map[string]*entry{}}, nil
+	return &Fetcher{store: store, settings: s.withDefaults(), entries: map[string]*entry{}, synced: make(chan struct{})}, nil
 }
+
+// Synced is closed once the key sets of the first complete config (after
+// Settings.After) have been fetched or have failed: a server that starts
+// xDS after it serves no proxy the fail-closed key set of a fetch that had
+// not been tried yet. Istio fetches during the push for the same reason.
+func (f *Fetcher) Synced() <-chan struct{} { return f.synced }
 
 // Run fetches the key sets the Store's RequestAuthentications need, then
 // follows the Store's changes and refreshes them, until ctx ends.
@@ -135,7 +146,16 @@ func (f *Fetcher) Run(ctx context.Context) error {
 	sub.Take()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	for _, c := range f.settings.After {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	sub.Take()
 	f.sync(ctx, time.Now())
+	close(f.synced)
 	for {
 		f.resetTimer(timer)
 		select {

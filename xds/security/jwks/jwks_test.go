@@ -456,3 +456,43 @@ spec:
 		return !ok
 	})
 }
+
+// Synced waits for the config sources (After), then for the first fetch:
+// when it closes, the key set is in the Store, so a server that starts
+// xDS after it never serves the fail-closed set of an untried fetch.
+func TestSyncedAfterFirstFetch(t *testing.T) {
+	s := newSigner(t, "k1")
+	ks := newKeyServer(t, s.jwks)
+	st := storeWith(t, configYAML(ks.URL))
+	sourcesReady := make(chan struct{})
+	f, err := jwks.New(st, jwks.Settings{Client: ks.Client(), After: []<-chan struct{}{sourcesReady}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case <-f.Synced():
+		t.Fatal("synced before the config sources were ready")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if ks.calls.Load() != 0 {
+		t.Fatal("fetched before the config sources were ready")
+	}
+	close(sourcesReady)
+	select {
+	case <-f.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("never synced")
+	}
+	if v, _, ok := jwksValue(st.Snapshot(), ks.URL+"/keys"); !ok || v != s.jwks {
+		t.Errorf("at Synced the key set is %q (%v), want the fetched one", v, ok)
+	}
+}
