@@ -66,9 +66,10 @@ func ForEnvoy(v *model.View) Envoy {
 }
 
 // HTTPFilters returns the HTTP filters of an inbound HTTP chain, before the
-// router, in Istio's order: for each CUSTOM provider that can be asked, an
-// RBAC filter whose shadow rules mark the requests its policies match and
-// the ext_authz filter that asks the provider about those; the jwt_authn
+// router, in Istio's order: for the workload's CUSTOM provider when it can
+// be asked, an RBAC filter whose shadow rules mark the requests its
+// policies match and the ext_authz filter that asks the provider about
+// those; the jwt_authn
 // filter (JWTFilter); an RBAC filter with action LOG for AUDIT policies;
 // then DENY and ALLOW (with request principals and request.auth.*
 // enforced from jwt_authn's metadata). A CUSTOM policy whose provider the
