@@ -49,6 +49,8 @@ func lookupKind(k Kind) (kindInfo, bool) {
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.PeerAuthentication{} }}, true
 	case KindAuthorizationPolicy:
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.AuthorizationPolicy{} }}, true
+	case KindRequestAuthentication:
+		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.RequestAuthentication{} }}, true
 	}
 	return kindInfo{}, false
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,7 +181,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
-	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true,
+	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 }
 
@@ -311,6 +313,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
 		if p.GetName() == "" {
 			v.add(fmt.Sprintf("extensionProviders[%d].name", i), "is required")
 		}
+		validateExtAuthzProvider(&v, fmt.Sprintf("extensionProviders[%d]", i), p)
 	}
 	return v
 }
@@ -322,4 +325,40 @@ type meshProblems []meshProblem
 
 func (p *meshProblems) add(field, format string, args ...any) {
 	*p = append(*p, meshProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// validateExtAuthzProvider applies Istio's checks of the ext_authz
+// providers CUSTOM AuthorizationPolicies use
+// (ValidateExtensionProviderEnvoyExtAuthzHTTP/GRPC): a service, a port
+// 1-65535, a known HTTP statusOnError, a pathPrefix starting with "/".
+func validateExtAuthzProvider(v *meshProblems, path string, p *meshv1alpha1.MeshConfig_ExtensionProvider) {
+	var service, status string
+	var port uint32
+	switch {
+	case p.GetEnvoyExtAuthzHttp() != nil:
+		c := p.GetEnvoyExtAuthzHttp()
+		path += ".envoyExtAuthzHttp"
+		service, port, status = c.GetService(), c.GetPort(), c.GetStatusOnError()
+		if pp := c.GetPathPrefix(); pp != "" && !strings.HasPrefix(pp, "/") {
+			v.add(path+".pathPrefix", "should begin with `/` but found %q", pp)
+		}
+	case p.GetEnvoyExtAuthzGrpc() != nil:
+		c := p.GetEnvoyExtAuthzGrpc()
+		path += ".envoyExtAuthzGrpc"
+		service, port, status = c.GetService(), c.GetPort(), c.GetStatusOnError()
+	default:
+		return
+	}
+	if service == "" {
+		v.add(path+".service", "must not be empty")
+	}
+	if port == 0 || port > 65535 {
+		v.add(path+".port", "port number %d must be in the range 1..65535", port)
+	}
+	if status != "" {
+		code, err := strconv.Atoi(status)
+		if err != nil || http.StatusText(code) == "" {
+			v.add(path+".statusOnError", "unsupported statusOnError value %s", status)
+		}
+	}
 }

@@ -25,12 +25,15 @@ const (
 	KindGateway             Kind = "Gateway"
 	KindPeerAuthentication  Kind = "PeerAuthentication"
 	KindAuthorizationPolicy Kind = "AuthorizationPolicy"
+	// KindRequestAuthentication is Istio's JWT authentication policy.
+	KindRequestAuthentication Kind = "RequestAuthentication"
 )
 
 // Kinds lists every supported kind in a fixed order.
 var Kinds = []Kind{
 	KindServiceEntry, KindWorkloadEntry, KindWorkloadGroup, KindVirtualService,
 	KindDestinationRule, KindSidecar, KindGateway, KindPeerAuthentication, KindAuthorizationPolicy,
+	KindRequestAuthentication,
 }
 
 // Key identifies one object in the Store.

@@ -60,6 +60,8 @@ func Validate(o *Object) []Problem {
 		validatePeerAuthentication(v, spec)
 	case *security.AuthorizationPolicy:
 		validateAuthorizationPolicy(v, spec)
+	case *security.RequestAuthentication:
+		validateRequestAuthentication(v, spec)
 	default:
 		v.add("", "unsupported spec type %T", o.Spec)
 	}

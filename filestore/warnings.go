@@ -73,7 +73,7 @@ const (
 	CodeConflictingVirtualServices = "IST0109" // two VirtualServices for the same host (mesh gateway)
 	CodeSidecarsWithoutSelector    = "IST0111" // two Sidecars without a workloadSelector in one namespace
 	CodeKindNotImplemented         = "VM1001"  // an Istio kind vmesh does not implement: ignored
-	CodePolicyTargetRefs           = "VM1002"  // AuthorizationPolicy targetRef(s): the policy is ignored
+	CodePolicyTargetRefs           = "VM1002"  // AuthorizationPolicy or RequestAuthentication targetRef(s): the policy is ignored
 	CodeRuleNotEnforced            = "VM1003"  // requestPrincipals, request.auth.* and other conditions vmesh cannot enforce
 	CodeDryRunShadowOnly           = "VM1004"  // istio.io/dry-run: shadow rules on Envoy, nothing on proxyless gRPC
 	CodePolicyActionPartial        = "VM1005"  // AUDIT has no effect; CUSTOM denies what it matches
@@ -83,6 +83,7 @@ const (
 	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
 	CodeEndpointWithoutAddress     = "VM1010"  // an endpoint with a network and no address: there is no network gateway to reach it
 	CodeMeshConfigNotApplied       = "VM1011"  // a MeshConfig field vmesh reads but does not apply
+	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched: its tokens are rejected
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -108,6 +109,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeGatewayOnlyRoutes, Name: "GatewayOnlyVirtualService"},
 	{Code: CodeEndpointWithoutAddress, Name: "EndpointWithoutAddress"},
 	{Code: CodeMeshConfigNotApplied, Name: "MeshConfigFieldNotApplied"},
+	{Code: CodeJWKSFetchFailed, Name: "JwksFetchFailed"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},
@@ -127,9 +129,6 @@ var unimplementedKinds = map[string]map[string][]string{
 	"networking.istio.io": {
 		"EnvoyFilter": {"v1alpha3"},
 		"ProxyConfig": {"v1beta1"},
-	},
-	"security.istio.io": {
-		"RequestAuthentication": {"v1", "v1beta1"},
 	},
 	"telemetry.istio.io": {
 		"Telemetry": {"v1", "v1alpha1"},
@@ -194,6 +193,8 @@ func objectWarnings(o *Object) []Problem {
 	switch spec := o.Spec.(type) {
 	case *security.AuthorizationPolicy:
 		warnAuthorizationPolicy(w, o, spec)
+	case *security.RequestAuthentication:
+		warnRequestAuthentication(w, spec)
 	case *security.PeerAuthentication:
 		if len(spec.GetPortLevelMtls()) > 0 && len(spec.GetSelector().GetMatchLabels()) == 0 {
 			w.add("portLevelMtls", CodePortLevelMTLSIgnored, "portLevelMtls is ignored: it applies only to a policy with a selector (add selector.matchLabels, or set mtls.mode for the namespace)")
@@ -317,11 +318,9 @@ func warnAuthorizationPolicy(w *warner, o *Object, ap *security.AuthorizationPol
 	switch ap.GetAction() {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
 	case security.AuthorizationPolicy_AUDIT:
-		w.add("action", CodePolicyActionPartial, "action AUDIT has no effect: vmesh writes no audit log")
-		return
+		w.add("action", CodePolicyActionPartial, "action AUDIT: Envoy sidecars mark the requests it matches for audit logging (RBAC action LOG, as Istio); proxyless gRPC servers ignore it")
 	case security.AuthorizationPolicy_CUSTOM:
-		w.add("action", CodePolicyActionPartial, "action CUSTOM: vmesh asks no external authorizer (provider %q); requests its rules match are denied", ap.GetProvider().GetName())
-		return
+		w.add("action", CodePolicyActionPartial, "action CUSTOM: Envoy sidecars ask extension provider %q (ext_authz) about the requests its rules match, or deny them when the mesh config defines no such envoyExtAuthzHttp/envoyExtAuthzGrpc provider; proxyless gRPC servers deny them (no ext_authz in grpc-go)", ap.GetProvider().GetName())
 	default:
 		return
 	}
@@ -334,30 +333,55 @@ func warnAuthorizationPolicy(w *warner, o *Object, ap *security.AuthorizationPol
 		return
 	}
 	effect := "the rule is dropped: it allows nothing"
-	if ap.GetAction() == security.AuthorizationPolicy_DENY {
-		effect = "the field is ignored: the rule denies more, never less"
+	if ap.GetAction() != security.AuthorizationPolicy_ALLOW {
+		effect = "the field is ignored: the rule matches more, never less"
 	}
+	jwtEffect := "proxyless gRPC servers cannot check JWTs (grpc-go has no JWT filter): there " + effect + "; Envoy sidecars enforce it (with a RequestAuthentication for the issuer)"
 	for i, r := range ap.GetRules() {
 		for j, f := range r.GetFrom() {
 			s := f.GetSource()
 			path := fmt.Sprintf("rules[%d].from[%d].source.", i, j)
 			if len(s.GetRequestPrincipals()) > 0 {
-				w.add(path+"requestPrincipals", CodeRuleNotEnforced, "requestPrincipals need JWT authentication (RequestAuthentication), which vmesh does not have: %s", effect)
+				w.add(path+"requestPrincipals", CodeRuleNotEnforced, "requestPrincipals: %s", jwtEffect)
 			}
 			if len(s.GetNotRequestPrincipals()) > 0 {
-				w.add(path+"notRequestPrincipals", CodeRuleNotEnforced, "notRequestPrincipals need JWT authentication (RequestAuthentication), which vmesh does not have: %s", effect)
+				w.add(path+"notRequestPrincipals", CodeRuleNotEnforced, "notRequestPrincipals: %s", jwtEffect)
 			}
 		}
 		for k, c := range r.GetWhen() {
-			if !supportedConditionKey(c.GetKey()) {
-				why := "vmesh cannot enforce this condition"
-				if strings.HasPrefix(c.GetKey(), "request.auth.") {
-					why = "request.auth.* conditions need JWT authentication (RequestAuthentication), which vmesh does not have"
-				}
-				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), CodeRuleNotEnforced, "%s %s: %s", quote(c.GetKey()), why, effect)
+			switch {
+			case supportedConditionKey(c.GetKey()):
+			case jwtConditionKey(c.GetKey()):
+				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), CodeRuleNotEnforced, "%s: %s", quote(c.GetKey()), jwtEffect)
+			default:
+				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), CodeRuleNotEnforced, "%s vmesh cannot enforce this condition: %s", quote(c.GetKey()), effect)
 			}
 		}
 	}
+}
+
+// warnRequestAuthentication: a RequestAuthentication with targetRef(s) is
+// ignored (it names Gateway API resources); requests carrying its tokens
+// are then not authenticated, so rules needing a request principal do not
+// match them (fail closed).
+func warnRequestAuthentication(w *warner, ra *security.RequestAuthentication) {
+	if len(ra.GetTargetRefs()) > 0 || ra.GetTargetRef() != nil {
+		field := "targetRefs"
+		if ra.GetTargetRef() != nil {
+			field = "targetRef"
+		}
+		w.add(field, CodePolicyTargetRefs, "%s names Kubernetes Gateway API resources, which vmesh does not have: the policy is ignored, so no token it names authenticates a request (use selector.matchLabels)", field)
+	}
+}
+
+// jwtConditionKey is model.JWTConditionKey: the request.auth.* keys Envoy
+// sidecars enforce from the JWT filter's metadata.
+func jwtConditionKey(k string) bool {
+	switch k {
+	case "request.auth.principal", "request.auth.audiences", "request.auth.presenter":
+		return true
+	}
+	return strings.HasPrefix(k, "request.auth.claims[") && strings.HasSuffix(k, "]")
 }
 
 // supportedConditionKey is model.SupportedConditionKey (filestore cannot

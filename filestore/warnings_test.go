@@ -55,8 +55,9 @@ func TestDecodeWarnings(t *testing.T) {
 		want    []where
 	}{
 		{name: "Telemetry", doc: telemetryYAML, want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
-		{name: "RequestAuthentication", doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  jwtRules: [{issuer: x}]\n",
-			want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
+		{name: "RequestAuthentication is implemented", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  jwtRules: [{issuer: x}]\n"},
+		{name: "RequestAuthentication targetRefs", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]\n  jwtRules: [{issuer: x}]\n",
+			want: []where{{5, "targetRefs", filestore.CodePolicyTargetRefs}}},
 		{name: "Gateway API HTTPRoute", doc: "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec: {}\n",
 			want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
 		{name: "dry-run", objects: 1, doc: `apiVersion: security.istio.io/v1

@@ -11,8 +11,8 @@ import (
 )
 
 // istio.io/dry-run marks a policy as a dry run; AUDIT and CUSTOM policies
-// are kept (the generators decide how they apply) with a problem saying
-// what vmesh does with them.
+// are kept (the generators decide how they apply); a CUSTOM policy whose
+// provider the mesh config does not define has a problem saying it denies.
 func TestAuthorizationPolicyActionsAndDryRun(t *testing.T) {
 	ap := func(name string, action securityapi.AuthorizationPolicy_Action, ann map[string]string) *filestore.Object {
 		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns", Name: name}, Annotations: ann,
@@ -39,9 +39,12 @@ func TestAuthorizationPolicyActionsAndDryRun(t *testing.T) {
 		problems = append(problems, p.Object+": "+p.Message)
 	}
 	all := strings.Join(problems, "\n")
-	for _, want := range []string{"ns/audit: action AUDIT", "ns/custom: action CUSTOM", "requests matching its rules are denied"} {
+	for _, want := range []string{"ns/custom: action CUSTOM", "no extension provider", "requests matching its rules are denied"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
 		}
+	}
+	if strings.Contains(all, "ns/audit") {
+		t.Errorf("AUDIT is enforced (Envoy RBAC LOG), yet has a problem:\n%s", all)
 	}
 }

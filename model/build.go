@@ -64,6 +64,7 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 		b.addAuthorizationPolicy(o)
 	}
 	b.addWorkloadGroups(fs.List(filestore.KindWorkloadGroup))
+	b.addAuthn(fs)
 	b.sortProblems()
 	return b.s
 }

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
 	"google.golang.org/protobuf/proto"
 	security "istio.io/api/security/v1beta1"
 )
@@ -13,9 +15,9 @@ import (
 // hosts (Service.Hostname).
 type Diff struct {
 	// Global is set when an input that is not bound to hosts differs: the
-	// mesh settings, Sidecars, PeerAuthentications or AuthorizationPolicies.
-	// (WorkloadGroups feed only the agents' WorkloadGroup resources: see
-	// SameWorkloadGroups.)
+	// mesh settings, Sidecars, PeerAuthentications, AuthorizationPolicies,
+	// RequestAuthentications or fetched JWKS. (WorkloadGroups feed only the
+	// agents' WorkloadGroup resources: see SameWorkloadGroups.)
 	// Anything may then differ; the host sets are left empty.
 	Global bool
 	// Services holds the hosts whose services (in any namespace) were
@@ -59,10 +61,11 @@ func (d *Diff) Hosts() map[string]bool {
 // is proportional to the number of hosts plus what changed.
 func Compare(prev, next *Snapshot) *Diff {
 	d := &Diff{Services: map[string]bool{}, Endpoints: map[string]bool{}, VirtualServices: map[string]bool{}, DestinationRules: map[string]bool{}, endpointsOnly: true}
-	if prev.Mesh != next.Mesh ||
+	if !sameMesh(prev.Mesh, next.Mesh) ||
 		!slices.EqualFunc(prev.Sidecars, next.Sidecars, sameSidecar) ||
 		!slices.EqualFunc(prev.PeerAuthentications, next.PeerAuthentications, samePeerAuthentication) ||
-		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) {
+		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) ||
+		!sameAuthn(prev, next) {
 		d.Global = true
 		d.endpointsOnly = false
 		return d
@@ -142,4 +145,20 @@ func samePeerAuthentication(a, b *PeerAuthentication) bool {
 func sameAuthorizationPolicy(a, b *AuthorizationPolicy) bool {
 	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && maps.Equal(a.Selector, b.Selector) &&
 		a.Action == b.Action && a.DryRun == b.DryRun && slices.EqualFunc(a.Rules, b.Rules, func(x, y *security.Rule) bool { return proto.Equal(x, y) }))
+}
+
+// sameMesh compares mesh settings, their messages by content: a mesh.yaml
+// in the config source is read into new messages on every full build.
+func sameMesh(a, b Mesh) bool {
+	if a.ExtensionProviders != nil && b.ExtensionProviders != nil &&
+		slices.EqualFunc(a.ExtensionProviders.List, b.ExtensionProviders.List, func(x, y *meshv1alpha1.MeshConfig_ExtensionProvider) bool { return proto.Equal(x, y) }) {
+		a.ExtensionProviders = b.ExtensionProviders
+	}
+	if proto.Equal(a.DefaultHTTPRetry, b.DefaultHTTPRetry) {
+		a.DefaultHTTPRetry = b.DefaultHTTPRetry
+	}
+	if proto.Equal(a.LocalityLB, b.LocalityLB) {
+		a.LocalityLB = b.LocalityLB
+	}
+	return a == b
 }

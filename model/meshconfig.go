@@ -27,6 +27,9 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 	if d := mc.GetDnsRefreshRate(); d != nil && d.AsDuration() > 0 {
 		m.DNSRefreshRate = d.AsDuration()
 	}
+	if ps := mc.GetExtensionProviders(); len(ps) > 0 {
+		m.ExtensionProviders = &ExtensionProviders{List: ps}
+	}
 	m.RegistryOnly = mc.GetOutboundTrafficPolicy() != nil && mc.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY
 	if ea := mc.GetEnableAutoMtls(); ea != nil && !ea.GetValue() {
 		m.DisableAutoMTLS = true

@@ -49,3 +49,35 @@ func TestMeshConfigFromTheSource(t *testing.T) {
 		t.Fatal("a mesh settings change is not a global diff")
 	}
 }
+
+// TestSourceMeshConfigRebuildsAreNotGlobal: two full builds of the same
+// config with a source MeshConfig (its messages read again each time) do
+// not differ globally, so no proxy is regenerated for nothing.
+func TestSourceMeshConfigRebuildsAreNotGlobal(t *testing.T) {
+	mc, errs := filestore.DecodeMeshConfig("mesh.yaml", []byte(`
+defaultHttpRetryPolicy: {attempts: 3}
+localityLbSetting: {enabled: true}
+extensionProviders:
+- name: authz
+  envoyExtAuthzGrpc: {service: authz.default.svc.cluster.local, port: 9000}
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	store := filestore.NewStore()
+	if err := store.Replace(filestore.Source{Name: "git:test"}, []*filestore.Object{{Key: filestore.MeshConfigKey, Spec: mc}}); err != nil {
+		t.Fatal(err)
+	}
+	a := model.BuildWith(store.Snapshot(), model.DefaultMesh())
+	mc2, _ := filestore.DecodeMeshConfig("mesh.yaml", []byte("defaultHttpRetryPolicy: {attempts: 3}\nlocalityLbSetting: {enabled: true}\nextensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz.default.svc.cluster.local, port: 9000}\n"))
+	if err := store.Replace(filestore.Source{Name: "git:test"}, []*filestore.Object{{Key: filestore.MeshConfigKey, Spec: mc2}}); err != nil {
+		t.Fatal(err)
+	}
+	b := model.BuildWith(store.Snapshot(), model.DefaultMesh())
+	if d := model.Compare(a, b); d.Global {
+		t.Fatal("the same mesh settings read twice make a global diff")
+	}
+	if b.Mesh.ExtensionProvider("authz") == nil {
+		t.Fatal("the source's extension provider is not in the mesh settings")
+	}
+}

@@ -58,6 +58,8 @@ type Snapshot struct {
 	AuthorizationPolicies []*AuthorizationPolicy
 	// WorkloadGroups are sorted by namespace and name.
 	WorkloadGroups []*WorkloadGroup
+	// RequestAuthentications are sorted by namespace and name.
+	RequestAuthentications []*RequestAuthentication
 	// Mesh holds the root namespace and trust domain the snapshot was built
 	// with.
 	Mesh Mesh
@@ -74,6 +76,9 @@ type Snapshot struct {
 	// baseMesh is the mesh BuildWith was given, before the config's own
 	// MeshConfig (Rebuild starts from it again).
 	baseMesh Mesh
+	raByNS   map[string][]*RequestAuthentication
+	// jwks holds the key sets fetched for jwksUris, by URI.
+	jwks map[string]JWKS
 }
 
 // Problem is a piece of config the model could not use.

@@ -49,6 +49,9 @@ type Mesh struct {
 	// ExportTo are MeshConfig's default*ExportTo: the visibility of config
 	// that sets no exportTo.
 	ExportTo ExportToDefaults
+	// ExtensionProviders are MeshConfig's extensionProviders: the external
+	// authorizers CUSTOM AuthorizationPolicies name; nil: none.
+	ExtensionProviders *ExtensionProviders
 }
 
 // ExportToDefaults are the exportTo lists of ServiceEntries,
@@ -146,11 +149,11 @@ type AuthorizationPolicy struct {
 	// Selector is the workload selector; empty means every workload of the
 	// namespace (of the mesh, in the root namespace).
 	Selector map[string]string
-	// Action is ALLOW, DENY, AUDIT or CUSTOM. Generators enforce AUDIT
-	// policies not at all (they only log, which vmesh does not do) and
-	// CUSTOM ones as DENY of their rules: vmesh has no external
-	// authorizer to ask, so what the authorizer would decide is refused
-	// (security config fails closed).
+	// Action is ALLOW, DENY, AUDIT or CUSTOM. Envoy sidecars get AUDIT
+	// policies as an RBAC filter with action LOG (Istio's audit), and CUSTOM
+	// ones as ext_authz to Provider when the mesh config defines it, else
+	// as DENY of their rules (fail closed). Proxyless gRPC servers ignore
+	// AUDIT and deny what CUSTOM rules match (grpc-go has no ext_authz).
 	Action security.AuthorizationPolicy_Action
 	// DryRun is the istio.io/dry-run: "true" annotation: the policy is not
 	// enforced; Envoy evaluates it as shadow rules (stats only).
@@ -158,6 +161,8 @@ type AuthorizationPolicy struct {
 	// Rules are the spec's rules; an ALLOW policy without rules allows
 	// nothing, a DENY policy without rules denies nothing.
 	Rules []*security.Rule
+	// Provider is a CUSTOM policy's extension provider name.
+	Provider string
 }
 
 // Key returns "namespace/name".
@@ -203,11 +208,14 @@ func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
 		return
 	}
 	switch ap.GetAction() {
-	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
-	case security.AuthorizationPolicy_AUDIT:
-		b.problem(o, "action AUDIT: vmesh writes no audit log, so the policy has no effect")
+	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY, security.AuthorizationPolicy_AUDIT:
 	case security.AuthorizationPolicy_CUSTOM:
-		b.problem(o, "action CUSTOM: vmesh has no external authorizer (extensionProviders) to ask; requests matching its rules are denied")
+		switch p := b.s.Mesh.ExtensionProvider(ap.GetProvider().GetName()); {
+		case p == nil:
+			b.problem(o, "action CUSTOM: the mesh config defines no extension provider %q; requests matching its rules are denied", ap.GetProvider().GetName())
+		case p.GetEnvoyExtAuthzHttp() == nil && p.GetEnvoyExtAuthzGrpc() == nil:
+			b.problem(o, "action CUSTOM: extension provider %q is not envoyExtAuthzHttp or envoyExtAuthzGrpc; requests matching its rules are denied", ap.GetProvider().GetName())
+		}
 	default:
 		b.problem(o, "action %s is not supported; the policy is ignored", ap.GetAction())
 		return
@@ -218,15 +226,15 @@ func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
 		return
 	}
 	for i, r := range ap.GetRules() {
-		if u := UnsupportedRuleFields(r); len(u) > 0 {
+		if u := UnsupportedRuleFieldsFor(r, true); len(u) > 0 {
 			effect := "the rule is dropped (it allows nothing)"
-			if ap.GetAction() == security.AuthorizationPolicy_DENY {
-				effect = "those fields are ignored (the rule denies more, not less)"
+			if ap.GetAction() != security.AuthorizationPolicy_ALLOW {
+				effect = "those fields are ignored (the rule matches more, not less)"
 			}
 			b.problem(o, "rules[%d]: %s not supported: %s", i, strings.Join(u, ", "), effect)
 		}
 	}
-	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: ap.GetRules(), DryRun: dryRun}
+	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: ap.GetRules(), DryRun: dryRun, Provider: ap.GetProvider().GetName()}
 	b.s.AuthorizationPolicies = append(b.s.AuthorizationPolicies, m)
 	b.s.apByNS[o.Namespace] = append(b.s.apByNS[o.Namespace], m)
 }
@@ -235,25 +243,31 @@ func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
 // run, as in Istio: evaluated and counted, never enforced.
 const DryRunAnnotation = "istio.io/dry-run"
 
-// UnsupportedRuleFields lists the parts of an AuthorizationPolicy rule vmesh
-// cannot enforce: request principals and request.auth.* conditions (they need
-// RequestAuthentication/JWT, which vmesh does not have) and experimental
-// conditions. Generators drop an ALLOW rule that has any (it would allow too
-// much otherwise) and ignore those fields in a DENY rule (it denies more),
-// as Istio does.
-func UnsupportedRuleFields(r *security.Rule) []string {
+// UnsupportedRuleFields lists the parts of an AuthorizationPolicy rule a
+// proxyless gRPC server cannot enforce: UnsupportedRuleFieldsFor(r, false).
+func UnsupportedRuleFields(r *security.Rule) []string { return UnsupportedRuleFieldsFor(r, false) }
+
+// UnsupportedRuleFieldsFor lists the parts of an AuthorizationPolicy rule a
+// proxy cannot enforce: experimental and unknown conditions, and, unless
+// jwt (the proxy has Envoy's JWT filter), request principals and
+// request.auth.* conditions. Generators drop an ALLOW rule that has any (it
+// would allow too much otherwise) and ignore those fields in a DENY rule
+// (it denies more), failing closed.
+func UnsupportedRuleFieldsFor(r *security.Rule, jwt bool) []string {
 	var out []string
-	for _, f := range r.GetFrom() {
-		s := f.GetSource()
-		if len(s.GetRequestPrincipals()) > 0 {
-			out = append(out, "from.source.requestPrincipals")
-		}
-		if len(s.GetNotRequestPrincipals()) > 0 {
-			out = append(out, "from.source.notRequestPrincipals")
+	if !jwt {
+		for _, f := range r.GetFrom() {
+			s := f.GetSource()
+			if len(s.GetRequestPrincipals()) > 0 {
+				out = append(out, "from.source.requestPrincipals")
+			}
+			if len(s.GetNotRequestPrincipals()) > 0 {
+				out = append(out, "from.source.notRequestPrincipals")
+			}
 		}
 	}
 	for _, c := range r.GetWhen() {
-		if !SupportedConditionKey(c.GetKey()) {
+		if !SupportedConditionKey(c.GetKey()) && (!jwt || !JWTConditionKey(c.GetKey())) {
 			out = append(out, "when "+c.GetKey())
 		}
 	}
@@ -337,8 +351,8 @@ func namespacesOf(root, ns string) []string {
 	return []string{root, ns}
 }
 
-// WorkloadPolicyKey names the workload-scoped policies (PeerAuthentications
-// and AuthorizationPolicies with a selector) that select a workload in ns
+// WorkloadPolicyKey names the workload-scoped policies (PeerAuthentications,
+// AuthorizationPolicies and RequestAuthentications with a selector) that select a workload in ns
 // with labels: "" when none does. Workloads of one namespace with the same
 // key get the same server-side security config, so proxy grouping uses it
 // instead of the labels themselves.
@@ -353,6 +367,11 @@ func (s *Snapshot) WorkloadPolicyKey(ns string, labels map[string]string) string
 		for _, ap := range s.apByNS[n] {
 			if len(ap.Selector) > 0 && LabelsMatch(ap.Selector, labels) {
 				keys = append(keys, "ap:"+ap.Key())
+			}
+		}
+		for _, ra := range s.raByNS[n] {
+			if len(ra.Selector) > 0 && LabelsMatch(ra.Selector, labels) {
+				keys = append(keys, "ra:"+ra.Key())
 			}
 		}
 	}

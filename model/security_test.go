@@ -141,9 +141,11 @@ func TestAuthorizationPoliciesForAndPolicyKey(t *testing.T) {
 
 func TestAuthorizationPolicyProblems(t *testing.T) {
 	jwt := &security.Rule{From: []*security.Rule_From{{Source: &security.Source{RequestPrincipals: []string{"*"}}}}}
+	exp := &security.Rule{When: []*security.Condition{{Key: "experimental.envoy.filters.a.b[c]", Values: []string{"x"}}}}
 	s := build(t,
 		ap("shop", "jwt-allow", nil, security.AuthorizationPolicy_ALLOW, jwt),
-		ap("shop", "jwt-deny", nil, security.AuthorizationPolicy_DENY, jwt),
+		ap("shop", "exp-allow", nil, security.AuthorizationPolicy_ALLOW, exp),
+		ap("shop", "exp-deny", nil, security.AuthorizationPolicy_DENY, exp),
 		pa("shop", "ports-no-selector", nil, security.PeerAuthentication_MutualTLS_STRICT, map[uint32]security.PeerAuthentication_MutualTLS_Mode{80: 1}),
 	)
 	var msgs []string
@@ -152,15 +154,18 @@ func TestAuthorizationPolicyProblems(t *testing.T) {
 	}
 	all := strings.Join(msgs, "\n")
 	for _, want := range []string{
-		"AuthorizationPolicy/shop/jwt-allow: rules[0]: from.source.requestPrincipals not supported: the rule is dropped",
-		"AuthorizationPolicy/shop/jwt-deny: rules[0]: from.source.requestPrincipals not supported: those fields are ignored",
+		"AuthorizationPolicy/shop/exp-allow: rules[0]: when experimental.envoy.filters.a.b[c] not supported: the rule is dropped",
+		"AuthorizationPolicy/shop/exp-deny: rules[0]: when experimental.envoy.filters.a.b[c] not supported: those fields are ignored",
 		"portLevelMtls ignored",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
 		}
 	}
-	if len(s.AuthorizationPolicies) != 2 {
+	if strings.Contains(all, "jwt-allow") {
+		t.Errorf("requestPrincipals are enforced by Envoy sidecars (the proxyless generator fails closed on its own), yet a problem:\n%s", all)
+	}
+	if len(s.AuthorizationPolicies) != 3 {
 		t.Errorf("policies with problems are still kept: %d", len(s.AuthorizationPolicies))
 	}
 }

@@ -849,8 +849,9 @@ var oracleTelemetryFilters = map[string]bool{
 	"istio.metadata_exchange": true, "istio.stats": true, "envoy.filters.http.grpc_stats": true, "istio.alpn": true,
 }
 
-// filterName maps a filter's name to the compared form: vmesh names its two
-// RBAC filters envoy.filters.http.rbac.deny / .allow, Istio names every RBAC
+// filterName maps a filter's name to the compared form: vmesh names its
+// RBAC filters envoy.filters.http.rbac.deny / .allow / .audit / .custom.P
+// and its ext_authz filters envoy.filters.http.ext_authz.P, Istio names every RBAC
 // filter envoy.filters.http.rbac (.DENY on proxyless servers) and its
 // proxyless server HCMs inbound-hcmplaintext / inbound-hcmmtls (names are
 // labels to Envoy and grpc-go).
@@ -860,6 +861,9 @@ func oracleFilterName(n string) string {
 	}
 	if strings.HasPrefix(n, "envoy.filters.network.rbac.") {
 		return "envoy.filters.network.rbac"
+	}
+	if strings.HasPrefix(n, "envoy.filters.http.ext_authz.") { // vmesh: one per provider, .<provider>
+		return "envoy.filters.http.ext_authz"
 	}
 	if strings.HasPrefix(n, "inbound-hcm") { // Istio's proxyless server HCMs: inbound-hcmplaintext, inbound-hcmmtls
 		return "envoy.filters.network.http_connection_manager"
@@ -966,6 +970,13 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 			if rb := oracleRbacConfigs(oracleList(tc["httpFilters"])); rb != nil {
 				h["rbac"] = rb
 			}
+			// RequestAuthentication and CUSTOM: the jwt_authn and ext_authz
+			// configs in full.
+			for _, name := range []string{"envoy.filters.http.jwt_authn", "envoy.filters.http.ext_authz"} {
+				if c := oracleTypedConfigs(oracleList(tc["httpFilters"]), name); c != nil {
+					h[strings.TrimPrefix(name, "envoy.filters.http.")] = c
+				}
+			}
 			if r := oracleObj(tc["rds"]); r != nil {
 				h["rds"] = r["routeConfigName"]
 			}
@@ -986,6 +997,26 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 		s["rbac"] = rb
 	}
 	return s
+}
+
+// oracleTypedConfigs returns the typed configs (without @type) of the
+// filters named name (after oracleFilterName), in order.
+func oracleTypedConfigs(filters []any, name string) []any {
+	var out []any
+	for _, f := range filters {
+		fo := oracleObj(f)
+		if oracleFilterName(oracleStr(fo["name"])) != name {
+			continue
+		}
+		c := oracleJsonObj{}
+		for k, v := range oracleObj(fo["typedConfig"]) {
+			if k != "@type" {
+				c[k] = v
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // rbacConfigs returns the typed configs of the RBAC filters among filters
@@ -1135,29 +1166,27 @@ var istioOracleKnown = []oracleKnown{
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("destinationPort":\d+(,"transportProtocol":"raw_buffer")?)\}`, Case: `docs-peerauthn-disable|docs-peerauthn-modes`,
 		Reason: "DISABLE: Istio's plaintext chain matches transport raw_buffer, vmesh's matches any transport on the port"},
 	// ---- Envoy sidecar: AuthorizationPolicy (RBAC filters of the inbound chains) ----
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac(/LOG)?`, Case: `authz-audit-full-rule|docs-authz-http`,
-		Reason: "AUDIT: Istio adds an RBAC filter with action LOG (marks requests for audit logging); vmesh generates nothing for AUDIT policies"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies(/ns\[default\]-policy\[httpbin-6\]-rule\[0\])?`, Case: `authz-single-policy|authz-multiple-policies`,
-		Reason: "requestPrincipals (no RequestAuthentication in vmesh): Istio keeps the ALLOW rule with jwt_authn metadata matchers (never match without a JWT), vmesh drops the rule; same effect"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies/ns\[default\]-policy\[allow-nothing\]-rule\[0\]`, Case: `docs-authz-http`,
 		Reason: "ALLOW policy without rules (allow-nothing): Istio adds a policy matching nothing (not any), vmesh adds none; both allow nothing"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/(ALLOW|DENY)/rules/policies/[^/]*/principals\[0\]/(orIds/ids\[\d+\]|notId)/authenticated/principalName/safeRegex/regex`,
+	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/(ALLOW|DENY)/rules/policies/[^/]*/principals\[\d+\]/(andIds/ids\[\d+\]/)?(orIds/ids\[\d+\]|notId)/authenticated/principalName/safeRegex/regex`,
 		Reason: "namespaces / notNamespaces: Istio matches the principal with .*/ns/<ns>/.*, vmesh with spiffe://[^/]+/ns/<ns>/sa/[^/]+ (stricter, same for SPIFFE IDs)"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies/ns\[default\]-policy\[httpbin-3\]-rule\[0\]/permissions\[0\]/orRules/rules\[\d+\]`, Case: `authz-multiple-policies`,
+	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies/ns\[default\]-policy\[httpbin(-3)?\]-rule\[\d\]/permissions\[\d+\]/(andRules/rules\[\d+\]/)?orRules/rules\[\d+\]`, Case: `authz-multiple-policies|authz-single-policy`,
 		Reason: "hosts: Istio matches :authority exactly (ignoring case), vmesh also accepts host:port (prefix host:)"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies/ns\[default\]-policy\[httpbin-9\]-rule\[0\]/(permissions|principals)\[0\]/(any|orRules|orIds)`, Case: `authz-multiple-policies`,
-		Reason: "when request.headers[X-abc]: Istio puts the header condition among the principals, vmesh among the permissions (both must match) and lowercases the name (Envoy header names are case-insensitive)"},
+	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies/[^/]*/principals\[\d+\]/(andIds/ids\[\d+\]/)?orIds/ids\[\d+\]/header/name`, Case: `authz-multiple-policies|authz-single-policy`,
+		Reason: "when request.headers[X-abc]: a principal in both (as in Istio since vmesh's JWT work), vmesh lowercases the header name (grpc-go looks metadata keys up as written; Envoy ignores case)"},
 	// ---- proxyless gRPC server listeners (AuthorizationPolicy) ----
 	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/(shadow )?(ALLOW|DENY)`, Case: `authz-dry-run-allow|authz-dry-run-allow-and-deny`,
 		Reason: "istio.io/dry-run on a proxyless server: Istio's grpcgen ignores the annotation and enforces the policy, vmesh emits shadow rules (istio_dry_run_*) and enforces nothing, as Istio does for Envoy"},
-	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies(/default-httpbin-6-0)?`, Case: `authz-single-policy|authz-multiple-policies`,
+	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies(/default-httpbin-6-0)?`, Case: `authz-single-policy|authz-multiple-policies|requestauthn-.*`,
 		Reason: "requestPrincipals (no JWT on proxyless servers): Istio keeps the ALLOW rule with jwt_authn metadata matchers (never match), vmesh drops the rule; same effect"},
-	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/(ALLOW|DENY)/rules/policies/[^/]*/principals\[0\]/(orIds/ids\[\d+\]|notId)/authenticated/principalName/safeRegex/regex`,
+	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies/default-httpbin-9-0/principals\[\d+\]/(andIds/ids\[\d+\]/)?orIds/ids\[\d+\]/header/name`, Case: `authz-multiple-policies`,
+		Reason: "when request.headers[X-abc]: a principal in both, vmesh lowercases the header name (grpc-go looks metadata keys up as written)"},
+	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/(ALLOW|DENY)/rules/policies/[^/]*/principals\[\d+\]/(andIds/ids\[\d+\]/)?(orIds/ids\[\d+\]|notId)/authenticated/principalName/safeRegex/regex`,
 		Reason: "namespaces / notNamespaces: Istio matches the principal with .*/ns/<ns>/.*, vmesh with spiffe://[^/]+/ns/<ns>/sa/[^/]+ (stricter, same for SPIFFE IDs)"},
 	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies/default-httpbin-3-0/permissions\[0\]/orRules/rules\[\d+\]`, Case: `authz-multiple-policies`,
 		Reason: "hosts: Istio matches :authority exactly (ignoring case), vmesh also accepts host:port (prefix host:)"},
-	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies/default-httpbin-9-0/(permissions|principals)\[0\]/(any|orRules|orIds)`, Case: `authz-multiple-policies`,
-		Reason: "when request.headers[X-abc]: Istio puts the condition among the principals, vmesh among the permissions (both must match), vmesh lowercases the name"},
+	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/(rbac|httpFilters\[[01]\])`, Case: `authz-custom-.*`,
+		Reason: "CUSTOM on a proxyless server: Istio's grpcgen ignores the policy (what it matches is allowed); vmesh denies what it matches (grpc-go has no ext_authz: fail closed, VM1005)"},
 	// ---- Envoy sidecar: routes ----
 	{Proxy: "sidecar", Type: "RDS", Path: `/ignorePortInHostMatching`,
 		Reason: "Istio sets ignore_port_in_host_matching and lists domains without ports; vmesh lists host and host:port (same matches; domains are compared without ports)"},
@@ -1186,4 +1215,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "top-level loadBalancer ROUND_ROBIN with a portLevelSettings entry for 443 that sets only tls: Istio uses its default LEAST_REQUEST on 443 (the port entry replaces the top-level policy), vmesh keeps ROUND_ROBIN"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/typedExtensionProtocolOptions`,
 		Reason: "Istio sets HttpProtocolOptions on every outbound/inbound cluster (use_downstream_protocol or explicit h2 per port protocol); vmesh sets none unless a DestinationRule asks"},
+	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|9000\|\|ext-authz\.default\.svc\.cluster\.local`, Path: `/transportSocketMatches\[tlsMode-istio\]/transportSocket/typedConfig/commonTlsContext/alpnProtocols\[2\]`, Case: `authz-custom-.*`,
+		Reason: "automatic mTLS to a GRPC port: Istio adds h2 to the ALPN list of the mesh TLS context, vmesh offers istio-peer-exchange and istio only (a separate, pre-existing difference the CUSTOM case shows)"},
 }

@@ -79,7 +79,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "local state: git clone, CA keys")
 	f.StringVar(&cfg.CA.TrustDomain, "trust-domain", cfg.CA.TrustDomain, "SPIFFE trust domain (default cluster.local)")
 	f.StringVar(&cfg.MeshConfig, "mesh-config", cfg.MeshConfig, "Istio MeshConfig YAML (the mesh key of istiod's ConfigMap): default retries, outboundTrafficPolicy, connectTimeout, trustDomain, rootNamespace")
-	f.StringVar(&cfg.CA.RootNamespace, "root-namespace", cfg.CA.RootNamespace, "namespace of mesh-wide PeerAuthentication and AuthorizationPolicy (default istio-system)")
+	f.StringVar(&cfg.CA.RootNamespace, "root-namespace", cfg.CA.RootNamespace, "namespace of mesh-wide PeerAuthentication, AuthorizationPolicy and RequestAuthentication (default istio-system)")
 	f.StringVar(&cfg.CA.CACertsDir, "cacerts-dir", cfg.CA.CACertsDir, "Istio plug-in CA directory (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); default: a self-signed root in <data-dir>/ca")
 	f.DurationVar(&cfg.CA.CertTTL, "cert-ttl", cfg.CA.CertTTL, "default workload certificate lifetime (default 24h)")
 	f.DurationVar(&cfg.CA.MaxCertTTL, "max-cert-ttl", cfg.CA.MaxCertTTL, "longest workload certificate lifetime a VM may ask for (default 90 days)")

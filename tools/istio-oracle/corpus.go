@@ -36,6 +36,7 @@ var vmeshKinds = map[string]string{
 	"ServiceEntry": "networking.istio.io", "WorkloadEntry": "networking.istio.io", "WorkloadGroup": "networking.istio.io",
 	"VirtualService": "networking.istio.io", "DestinationRule": "networking.istio.io", "Sidecar": "networking.istio.io",
 	"Gateway": "networking.istio.io", "PeerAuthentication": "security.istio.io", "AuthorizationPolicy": "security.istio.io",
+	"RequestAuthentication": "security.istio.io",
 }
 
 // collectFiles copies every document of a vmesh kind from Istio's YAML files

@@ -18,6 +18,7 @@ import (
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 )
@@ -52,9 +53,11 @@ const (
 // match one of its rules, so ALLOW policies without usable rules allow
 // nothing). No policy, no rules: everything is allowed.
 //
-// Each rule becomes one RBAC policy named "ns[NS]-policy[NAME]-rule[I]" whose
-// permission is (any `to` operation) AND every destination condition, and
-// whose principal is (any `from` source) AND every source condition. A rule
+// Each rule becomes one RBAC policy named "ns[NS]-policy[NAME]-rule[I]" laid
+// out as Istio's authz builder does: one permission per `to` operation
+// (its fields AND every destination condition) and one principal per
+// `from` source (its fields AND every source condition); Envoy ORs each
+// list. A rule
 // using fields that cannot be checked (model.UnsupportedRuleFields, and on a
 // TCP port hosts, methods, paths and request headers) is dropped from an
 // ALLOW policy (it would allow too much) and has those fields ignored in a
@@ -65,42 +68,53 @@ const (
 // Dry-run policies are left out (shadowRules has them), AUDIT policies too
 // (they only log), and CUSTOM policies count as DENY (model.AuthorizationPolicy).
 func Rules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
-	return rules(policies, proto, false)
+	return rules(policies, proto, ruleOptions{})
 }
 
 // shadowRules is Rules for the dry-run policies only: Envoy's shadow rules,
 // evaluated for stats and never enforced.
 func shadowRules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
-	return rules(policies, proto, true)
+	return rules(policies, proto, ruleOptions{dryRun: true})
 }
 
-func rules(policies []*model.AuthorizationPolicy, proto Protocol, dryRun bool) (deny, allow *rbacconfigv3.RBAC, err error) {
+// ruleOptions say what a proxy can enforce beyond the common rules.
+type ruleOptions struct {
+	// dryRun selects the dry-run policies (shadow rules) instead of the
+	// enforced ones.
+	dryRun bool
+	// jwt: the HTTP filter chain has Envoy's jwt_authn filter, so
+	// requestPrincipals and request.auth.* become metadata matchers.
+	jwt bool
+	// askProvider reports the CUSTOM policies an ext_authz filter enforces:
+	// they are left out of the DENY rules. nil: none (every CUSTOM policy
+	// denies what it matches).
+	askProvider func(*model.AuthorizationPolicy) bool
+}
+
+func rules(policies []*model.AuthorizationPolicy, proto Protocol, o ruleOptions) (deny, allow *rbacconfigv3.RBAC, err error) {
 	denyPolicies := map[string]*rbacconfigv3.Policy{}
 	anyAllow := false
 	allowPolicies := map[string]*rbacconfigv3.Policy{}
 	for _, p := range policies {
-		if p.DryRun != dryRun || p.Action == security.AuthorizationPolicy_AUDIT {
+		if p.DryRun != o.dryRun || p.Action == security.AuthorizationPolicy_AUDIT {
+			continue
+		}
+		if p.Action == security.AuthorizationPolicy_CUSTOM && o.askProvider != nil && o.askProvider(p) {
 			continue
 		}
 		isDeny := p.Action == security.AuthorizationPolicy_DENY || p.Action == security.AuthorizationPolicy_CUSTOM
 		anyAllow = anyAllow || !isDeny
-		for i, r := range p.Rules {
-			if !isDeny && len(model.UnsupportedRuleFields(r)) > 0 {
-				continue
-			}
-			if proto == TCP {
-				var hadHTTP bool
-				if r, hadHTTP = withoutHTTPFields(r); hadHTTP && !isDeny {
-					continue
-				}
-			}
-			pol, err := rulePolicy(r, p.Namespace)
-			if err != nil {
-				return nil, nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
-			}
-			name := fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", p.Namespace, p.Name, i)
+		prefix, suffix := "", ""
+		if p.Action == security.AuthorizationPolicy_CUSTOM {
+			prefix, suffix = customPrefix(p.Provider), badCustomSuffix
+		}
+		pols, err := policyRules(p, proto, o.jwt && proto == HTTP, !isDeny)
+		if err != nil {
+			return nil, nil, err
+		}
+		for name, pol := range pols {
 			if isDeny {
-				denyPolicies[name] = pol
+				denyPolicies[prefix+name+suffix] = pol
 			} else {
 				allowPolicies[name] = pol
 			}
@@ -113,6 +127,43 @@ func rules(policies []*model.AuthorizationPolicy, proto Protocol, dryRun bool) (
 		allow = &rbacconfigv3.RBAC{Action: rbacconfigv3.RBAC_ALLOW, Policies: allowPolicies}
 	}
 	return deny, allow, nil
+}
+
+// badCustomSuffix marks the DENY rules of a CUSTOM policy whose provider
+// cannot be asked (Istio's suffix).
+const badCustomSuffix = "-deny-due-to-bad-CUSTOM-action"
+
+// customPrefix starts the rule names of a CUSTOM policy, as Istio names
+// them: istio-ext-authz-<provider>-.
+func customPrefix(provider string) string {
+	if provider == "" {
+		return extAuthzPrefix + "-"
+	}
+	return extAuthzPrefix + "-" + provider + "-"
+}
+
+// policyRules translates the rules of one policy into RBAC policies named
+// "ns[NS]-policy[NAME]-rule[I]". strict (ALLOW): a rule with a field the
+// proxy cannot check is dropped; otherwise the field is ignored.
+func policyRules(p *model.AuthorizationPolicy, proto Protocol, jwt, strict bool) (map[string]*rbacconfigv3.Policy, error) {
+	out := map[string]*rbacconfigv3.Policy{}
+	for i, r := range p.Rules {
+		if strict && len(model.UnsupportedRuleFieldsFor(r, jwt)) > 0 {
+			continue
+		}
+		if proto == TCP {
+			var hadHTTP bool
+			if r, hadHTTP = withoutHTTPFields(r); hadHTTP && strict {
+				continue
+			}
+		}
+		pol, err := rulePolicy(r, p.Namespace, jwt)
+		if err != nil {
+			return nil, fmt.Errorf("AuthorizationPolicy %s rules[%d]: %w", p.Key(), i, err)
+		}
+		out[fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", p.Namespace, p.Name, i)] = pol
+	}
+	return out, nil
 }
 
 // withoutHTTPFields returns r without the fields only an HTTP request has
@@ -188,11 +239,17 @@ const (
 // tcp_proxy: a DENY filter (stat prefix "deny_"), then an ALLOW filter
 // ("allow_"), each when its rules exist.
 func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Filter, error) {
-	deny, allow, err := Rules(policies, TCP)
+	return networkRBACFilters(policies, nil)
+}
+
+// networkRBACFilters is NetworkRBACFilters leaving out the CUSTOM
+// policies askProvider says a network ext_authz filter enforces.
+func networkRBACFilters(policies []*model.AuthorizationPolicy, askProvider func(*model.AuthorizationPolicy) bool) ([]*listenerv3.Filter, error) {
+	deny, allow, err := rules(policies, TCP, ruleOptions{askProvider: askProvider})
 	if err != nil {
 		return nil, err
 	}
-	shadowDeny, shadowAllow, err := shadowRules(policies, TCP)
+	shadowDeny, shadowAllow, err := rules(policies, TCP, ruleOptions{dryRun: true, askProvider: askProvider})
 	if err != nil {
 		return nil, err
 	}
@@ -215,26 +272,20 @@ func NetworkRBACFilters(policies []*model.AuthorizationPolicy) ([]*listenerv3.Fi
 }
 
 // rulePolicy translates one rule of a policy in namespace ns.
-func rulePolicy(r *security.Rule, ns string) (*rbacconfigv3.Policy, error) {
-	var froms []*rbacconfigv3.Principal
-	for _, f := range r.GetFrom() {
-		p, err := sourcePrincipal(f.GetSource(), ns)
-		if err != nil {
-			return nil, err
-		}
-		froms = append(froms, p)
-	}
-	var tos []*rbacconfigv3.Permission
-	for _, t := range r.GetTo() {
-		p, err := operationPermission(t.GetOperation())
-		if err != nil {
-			return nil, err
-		}
-		tos = append(tos, p)
-	}
-	principals := []*rbacconfigv3.Principal{orIDs(froms)}
-	permissions := []*rbacconfigv3.Permission{orRules(tos)}
+func rulePolicy(r *security.Rule, ns string, jwt bool) (*rbacconfigv3.Policy, error) {
+	// The conditions first: Istio's layout repeats them in every `from`
+	// principal and every `to` permission.
+	var condIDs []*rbacconfigv3.Principal
+	var condPerms []*rbacconfigv3.Permission
 	for _, c := range r.GetWhen() {
+		if jwt && model.JWTConditionKey(c.GetKey()) {
+			id, err := jwtCondition(c)
+			if err != nil {
+				return nil, err
+			}
+			condIDs = append(condIDs, id)
+			continue
+		}
 		if !model.SupportedConditionKey(c.GetKey()) {
 			continue // DENY only: ALLOW rules with these were dropped
 		}
@@ -243,19 +294,65 @@ func rulePolicy(r *security.Rule, ns string) (*rbacconfigv3.Policy, error) {
 			return nil, err
 		}
 		if id != nil {
-			principals = append(principals, id)
+			condIDs = append(condIDs, id)
 		}
 		if perm != nil {
-			permissions = append(permissions, perm)
+			condPerms = append(condPerms, perm)
 		}
 	}
-	return &rbacconfigv3.Policy{Permissions: []*rbacconfigv3.Permission{andRules(permissions)}, Principals: []*rbacconfigv3.Principal{andIDs(principals)}}, nil
+	pol := &rbacconfigv3.Policy{}
+	for _, f := range r.GetFrom() {
+		p, err := sourcePrincipal(f.GetSource(), ns, jwt)
+		if err != nil {
+			return nil, err
+		}
+		pol.Principals = append(pol.Principals, andIDs(append(flatIDs(p), cloneAll(condIDs)...)))
+	}
+	if len(pol.Principals) == 0 {
+		pol.Principals = []*rbacconfigv3.Principal{andIDs(condIDs)}
+	}
+	for _, t := range r.GetTo() {
+		p, err := operationPermission(t.GetOperation())
+		if err != nil {
+			return nil, err
+		}
+		pol.Permissions = append(pol.Permissions, andRules(append(flatRules(p), cloneAll(condPerms)...)))
+	}
+	if len(pol.Permissions) == 0 {
+		pol.Permissions = []*rbacconfigv3.Permission{andRules(condPerms)}
+	}
+	return pol, nil
+}
+
+// flatIDs is the parts of an AND, or p alone.
+func flatIDs(p *rbacconfigv3.Principal) []*rbacconfigv3.Principal {
+	if a := p.GetAndIds(); a != nil {
+		return a.GetIds()
+	}
+	return []*rbacconfigv3.Principal{p}
+}
+
+// flatRules is the parts of an AND, or p alone.
+func flatRules(p *rbacconfigv3.Permission) []*rbacconfigv3.Permission {
+	if a := p.GetAndRules(); a != nil {
+		return a.GetRules()
+	}
+	return []*rbacconfigv3.Permission{p}
+}
+
+// cloneAll copies messages placed in several parents.
+func cloneAll[T proto.Message](ms []T) []T {
+	out := make([]T, len(ms))
+	for i, m := range ms {
+		out[i] = proto.Clone(m).(T)
+	}
+	return out
 }
 
 // sourcePrincipal ANDs the fields of a source, each an OR of its values;
 // ns is the policy's namespace, which a serviceAccounts entry without one
 // ("sa", Istio's short form) names.
-func sourcePrincipal(s *security.Source, ns string) (*rbacconfigv3.Principal, error) {
+func sourcePrincipal(s *security.Source, ns string, jwt bool) (*rbacconfigv3.Principal, error) {
 	serviceAccount := func(v string) (*rbacconfigv3.Principal, error) {
 		if !strings.Contains(v, "/") {
 			v = ns + "/" + v
@@ -281,6 +378,15 @@ func sourcePrincipal(s *security.Source, ns string) (*rbacconfigv3.Principal, er
 		}
 		and = append(and, id)
 		return nil
+	}
+	if jwt {
+		// First, as in Istio's rule model.
+		if v := s.GetRequestPrincipals(); len(v) > 0 {
+			and = append(and, requestPrincipalID(v))
+		}
+		if v := s.GetNotRequestPrincipals(); len(v) > 0 {
+			and = append(and, &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_NotId{NotId: requestPrincipalID(v)}})
+		}
 	}
 	for _, f := range []struct {
 		values []string
@@ -351,8 +457,9 @@ func operationPermission(op *security.Operation) (*rbacconfigv3.Permission, erro
 	return andRules(and), nil
 }
 
-// condition maps a `when` condition to a principal (source.* and remote.ip)
-// or a permission (everything else): (any value) AND NOT (any notValue).
+// condition maps a `when` condition to a principal (source.*, remote.ip and
+// request.headers, as in Istio) or a permission (the rest): (any value) AND NOT
+// (any notValue).
 func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Permission, error) {
 	key := c.GetKey()
 	var idOf func(string) (*rbacconfigv3.Principal, error)
@@ -387,9 +494,11 @@ func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Pe
 		if !ok {
 			return nil, nil, fmt.Errorf("unsupported condition key %q", key)
 		}
+		// A principal, as in Istio; the name lowercased, since grpc-go
+		// looks metadata keys up as written (Envoy ignores case).
 		name = strings.ToLower(strings.TrimSuffix(name, "]"))
-		permOf = func(v string) (*rbacconfigv3.Permission, error) {
-			return &rbacconfigv3.Permission{Rule: &rbacconfigv3.Permission_Header{Header: headerMatch(name, v, false)}}, nil
+		idOf = func(v string) (*rbacconfigv3.Principal, error) {
+			return &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_Header{Header: conditionHeader(name, v)}}, nil
 		}
 	}
 	if idOf != nil {
@@ -434,6 +543,26 @@ func condition(c *security.Condition) (*rbacconfigv3.Principal, *rbacconfigv3.Pe
 		and = append(and, p)
 	}
 	return nil, andRules(and), nil
+}
+
+// jwtCondition is the principal of a request.auth.* condition: (any
+// value) AND NOT (any notValue).
+func jwtCondition(c *security.Condition) (*rbacconfigv3.Principal, error) {
+	var and []*rbacconfigv3.Principal
+	for i, values := range [][]string{c.GetValues(), c.GetNotValues()} {
+		if len(values) == 0 {
+			continue
+		}
+		id, err := jwtConditionID(c.GetKey(), values)
+		if err != nil {
+			return nil, fmt.Errorf("condition %s: %w", c.GetKey(), err)
+		}
+		if i == 1 {
+			id = &rbacconfigv3.Principal{Identifier: &rbacconfigv3.Principal_NotId{NotId: id}}
+		}
+		and = append(and, id)
+	}
+	return andIDs(and), nil
 }
 
 // stringMatch maps Istio's value syntax: "*" any non-empty value,
@@ -525,6 +654,15 @@ func cidrRange(v string) (*corev3.CidrRange, error) {
 		return nil, fmt.Errorf("%q is not an IP or CIDR", v)
 	}
 	return &corev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))}, nil
+}
+
+// conditionHeader is Istio's request.headers matcher: "*" present,
+// "*suffix", "prefix*", else exact.
+func conditionHeader(name, v string) *routev3.HeaderMatcher {
+	if v == "*" {
+		return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}
+	}
+	return headerMatch(name, v, false)
 }
 
 func headerMatch(name, v string, ignoreCase bool) *routev3.HeaderMatcher {

@@ -95,12 +95,16 @@ func TestRuleShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Principal: (from0 OR from1) AND namespace a.
-	ids := pol.GetPrincipals()[0].GetAndIds().GetIds()
-	if len(ids) != 2 || len(ids[0].GetOrIds().GetIds()) != 2 || ids[1].GetAuthenticated() == nil {
-		t.Fatalf("principal shape: %s", got)
+	// Istio's layout: one principal per `from` (its fields AND the
+	// source condition), one permission per `to` (its fields AND the
+	// destination condition); Envoy ORs each list.
+	if len(pol.GetPrincipals()) != 2 || len(pol.GetPermissions()) != 1 {
+		t.Fatalf("policy shape: %s", got)
 	}
-	from0 := ids[0].GetOrIds().GetIds()[0].GetAndIds().GetIds()
+	from0 := pol.GetPrincipals()[0].GetAndIds().GetIds()
+	if len(from0) != 3 || from0[2].GetAuthenticated().GetPrincipalName().GetSafeRegex() == nil {
+		t.Fatalf("from[0] shape (principals, notIpBlocks, namespace condition): %s", got)
+	}
 	principals := from0[0].GetOrIds().GetIds()
 	if principals[0].GetAuthenticated().GetPrincipalName().GetExact() != "spiffe://cluster.local/ns/a/sa/b" ||
 		principals[1].GetAuthenticated().GetPrincipalName().GetSuffix() != "/sa/admin" ||
@@ -110,15 +114,16 @@ func TestRuleShapes(t *testing.T) {
 	if from0[1].GetNotId().GetDirectRemoteIp().GetPrefixLen().GetValue() != 8 {
 		t.Errorf("notIpBlocks: %s", got)
 	}
-	if r := ids[0].GetOrIds().GetIds()[1].GetRemoteIp(); r.GetAddressPrefix() != "192.168.1.1" || r.GetPrefixLen().GetValue() != 32 {
-		t.Errorf("remoteIpBlocks: %s", got)
+	from1 := pol.GetPrincipals()[1].GetAndIds().GetIds()
+	if r := from1[0].GetRemoteIp(); len(from1) != 2 || r.GetAddressPrefix() != "192.168.1.1" || r.GetPrefixLen().GetValue() != 32 || from1[1].GetAuthenticated() == nil {
+		t.Errorf("from[1] (remoteIpBlocks AND the namespace condition): %s", got)
 	}
-	// Permission: operation AND NOT port 8080 (the JWT condition is dropped).
-	perms := pol.GetPermissions()[0].GetAndRules().GetRules()
-	if len(perms) != 2 || perms[1].GetNotRule().GetDestinationPort() != 8080 {
+	// Permission: the operation's fields AND NOT port 8080 (the JWT
+	// condition is dropped: proxyless servers cannot check it).
+	op := pol.GetPermissions()[0].GetAndRules().GetRules()
+	if len(op) != 3 || op[2].GetNotRule().GetDestinationPort() != 8080 {
 		t.Fatalf("permission shape: %s", got)
 	}
-	op := perms[0].GetAndRules().GetRules()
 	host := op[0].GetOrRules().GetRules()
 	if host[0].GetHeader().GetName() != ":authority" || !host[0].GetHeader().GetStringMatch().GetIgnoreCase() || host[1].GetHeader().GetStringMatch().GetPrefix() != "api.example.com:" {
 		t.Errorf("hosts: %s", got)

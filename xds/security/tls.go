@@ -1,8 +1,12 @@
 // Package security turns the model's security decisions into xDS: TLS
-// contexts that name grpc-go certificate-provider instances (proxyless gRPC)
-// and the one AuthorizationPolicy translation (Rules) behind the HTTP RBAC
+// contexts that name grpc-go certificate-provider instances (proxyless gRPC);
+// the one AuthorizationPolicy translation (Rules) behind the HTTP RBAC
 // filters of both proxy kinds and the network RBAC filters of Envoy
-// sidecars' TCP ports.
+// sidecars' TCP ports; and, for Envoy sidecars only (Envoy.HTTPFilters,
+// Envoy.NetworkFilters), RequestAuthentication's jwt_authn filter
+// (JWTFilter), requestPrincipals and request.auth.* as metadata matchers,
+// AUDIT (RBAC LOG) and CUSTOM (ext_authz to a MeshConfig extension
+// provider). Package jwks fetches the key sets jwt_authn carries inline.
 package security
 
 //lint:file-ignore SA1019 match_subject_alt_names is what grpc-go reads and the golden files hold

@@ -254,7 +254,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 		},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}
-	policies := sc.v.AuthorizationPolicies()
+	policies := security.ForEnvoy(sc.v)
 	for _, ip := range sc.inbound() {
 		mode := sc.v.PeerAuthenticationMode(ip.port)
 		http := isHTTP(ip.protocol)
@@ -314,7 +314,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	// Connections to other ports are the workload's too: its policies'
 	// network RBAC applies to them as on a TCP port (Istio's passthrough
 	// chains), so an ALLOW policy admits only what it allows on any port.
-	catchAll, err := security.NetworkRBACFilters(policies)
+	catchAll, err := policies.NetworkFilters()
 	if err != nil {
 		return nil, fmt.Errorf("inbound passthrough: %w", err)
 	}
@@ -336,19 +336,19 @@ func cloneFilters(fs []*listenerv3.Filter) []*listenerv3.Filter {
 }
 
 // inboundFilters are the network filters of one inbound chain: an
-// HttpConnectionManager with the HTTP RBAC filters (deny, then allow) and a
-// route to the inbound cluster, or the network RBAC filters and a
-// tcp_proxy.
-func inboundFilters(ip inboundPort, http bool, policies []*model.AuthorizationPolicy) ([]*listenerv3.Filter, error) {
+// HttpConnectionManager with the workload's authentication and
+// authorization filters (security.Envoy.HTTPFilters) and a route to the
+// inbound cluster, or the network RBAC filters and a tcp_proxy.
+func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*listenerv3.Filter, error) {
 	cluster := InboundClusterName(ip.port)
 	if !http {
-		fs, err := security.NetworkRBACFilters(policies)
+		fs, err := policies.NetworkFilters()
 		if err != nil {
 			return nil, err
 		}
 		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}})), nil
 	}
-	hf, err := security.RBACFilters(policies)
+	hf, err := policies.HTTPFilters()
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/xds"
+	"github.com/vmesh/vmesh/xds/security/jwks"
 )
 
 // runner is one long-running part of the control plane.
@@ -129,6 +130,15 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		},
 	}, logger)
 	cp.runners = append(cp.runners, registrar)
+	// RequestAuthentication key sets (jwksUri) are fetched here and inlined
+	// into the JWT filters, as istiod does by default; xDS starts once the
+	// first complete config's key sets were tried.
+	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready)})
+	if err != nil {
+		return nil, err
+	}
+	cp.runners = append(cp.runners, fetcher)
+	cp.ready = append(cp.ready, fetcher.Synced())
 	feed, err := model.NewFeed(cp.store, model.FeedSettings{
 		DebounceQuiet: cfg.DebounceQuiet, DebounceMax: cfg.DebounceMax,
 		Mesh: mesh,
