@@ -144,8 +144,8 @@ type Replica struct {
 	Registered   int       `json:"registered"`
 	StartedAt    time.Time `json:"startedAt"`
 	Heartbeat    time.Time `json:"heartbeat"`
-	Self         bool      `json:"self,omitempty"`
-	SessionValid bool      `json:"-"`
+	// Self marks the replica that answered.
+	Self bool `json:"self,omitempty"`
 }
 
 // Config configures a State.
