@@ -140,10 +140,10 @@ type Replica struct {
 	// Commit is the config commit the replica serves (git sources).
 	Commit string `json:"commit,omitempty"`
 	// Proxies is how many proxies are connected to it.
-	Proxies      int       `json:"proxies"`
-	Registered   int       `json:"registered"`
-	StartedAt    time.Time `json:"startedAt"`
-	Heartbeat    time.Time `json:"heartbeat"`
+	Proxies    int       `json:"proxies"`
+	Registered int       `json:"registered"`
+	StartedAt  time.Time `json:"startedAt"`
+	Heartbeat  time.Time `json:"heartbeat"`
 	// Self marks the replica that answered.
 	Self bool `json:"self,omitempty"`
 }
