@@ -5,6 +5,7 @@ package controlplane
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -168,6 +169,9 @@ func (c Config) Validate() error {
 		if err := c.State.Validate(); err != nil {
 			return err
 		}
+	}
+	if strings.ContainsAny(c.ReplicaID, "/~ ") {
+		return fmt.Errorf("replicaID %q must not contain '/', '~' or spaces", c.ReplicaID)
 	}
 	return registries.Validate(c.Registries)
 }
