@@ -217,10 +217,16 @@ type State struct {
 	started time.Time
 
 	mu sync.Mutex
-	// written is what this replica last wrote for each entry name.
-	written map[string][]byte
-	// remote holds the other replicas' records by key (latest per key).
-	remote map[filestore.Key]record
+	// written is what this replica last wrote for each entry name, and
+	// writtenFrom the Store object it was made from (objects in the Store
+	// never change: the same pointer needs no comparison).
+	written     map[string][]byte
+	writtenFrom map[string]*filestore.Object
+	// remote holds the other replicas' records by key (latest per key);
+	// parsed caches each backend value's record and object by name, so an
+	// unchanged value is parsed once.
+	remote map[filestore.Key]*parsedRecord
+	parsed map[string]*parsedRecord
 	// local holds the keys the local registration source serves.
 	local map[filestore.Key]bool
 	// revocations applied to the CA, by name.
@@ -259,7 +265,7 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 		return nil, err
 	}
 	return &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
-		written: map[string][]byte{}, remote: map[filestore.Key]record{}, local: map[filestore.Key]bool{},
+		written: map[string][]byte{}, writtenFrom: map[string]*filestore.Object{}, remote: map[filestore.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[filestore.Key]bool{},
 		applied: map[string]bool{}, synced: make(chan struct{})}, nil
 }
 
@@ -361,6 +367,7 @@ func (s *State) mirror(ctx context.Context, sessions <-chan struct{}) error {
 			// A new session has none of this replica's keys.
 			s.mu.Lock()
 			clear(s.written)
+			clear(s.writtenFrom)
 			s.mu.Unlock()
 			haveSession, dirty = true, true
 			s.heartbeat(ctx)
@@ -428,6 +435,7 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 	localChanged := !maps.Equal(keys, s.local)
 	s.local = keys
 	written := maps.Clone(s.written)
+	from := maps.Clone(s.writtenFrom)
 	s.mu.Unlock()
 	if localChanged {
 		s.publishRemote()
@@ -435,6 +443,9 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		o := want[name]
+		if _, ok := written[name]; ok && from[name] == o {
+			continue
+		}
 		spec, err := protojson.Marshal(o.Spec)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("entry %s: %w", o.Key, err))
@@ -445,6 +456,9 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 		// Compare without the time: an unchanged entry is not rewritten.
 		body, _ := json.Marshal(rec)
 		if prev, ok := written[name]; ok && string(prev) == string(body) {
+			s.mu.Lock()
+			s.writtenFrom[name] = o
+			s.mu.Unlock()
 			continue
 		}
 		rec.Updated = s.cfg.Now().UTC()
@@ -454,7 +468,7 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 			continue
 		}
 		s.mu.Lock()
-		s.written[name] = body
+		s.written[name], s.writtenFrom[name] = body, o
 		s.mu.Unlock()
 	}
 	for name := range written {
@@ -467,31 +481,53 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		delete(s.written, name)
+		delete(s.writtenFrom, name)
 		s.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
+// parsedRecord is one backend value, decoded.
+type parsedRecord struct {
+	data string
+	rec  record
+	obj  *filestore.Object
+}
+
 // onEntries takes every replica's entries from the backend.
 func (s *State) onEntries(values map[string][]byte) {
-	remote := map[filestore.Key]record{}
+	s.mu.Lock()
+	cache := s.parsed
+	s.mu.Unlock()
+	parsed := make(map[string]*parsedRecord, len(values))
+	remote := map[filestore.Key]*parsedRecord{}
 	for name, data := range values {
-		var r record
-		if err := json.Unmarshal(data, &r); err != nil || r.Replica == "" || r.Name == "" {
-			s.log.Warn("skipping an unreadable shared registration", "key", name, "error", err)
+		p := cache[name]
+		if p == nil || p.data != string(data) {
+			p = &parsedRecord{data: string(data)}
+			err := json.Unmarshal(data, &p.rec)
+			if err == nil && (p.rec.Replica == "" || p.rec.Name == "") {
+				err = errors.New("no replica or name")
+			}
+			if err == nil {
+				p.obj, err = p.rec.object()
+			}
+			if err != nil {
+				s.log.Warn("skipping an unreadable shared registration", "key", name, "error", err)
+				continue
+			}
+		}
+		parsed[name] = p
+		if p.rec.Replica == s.cfg.ID {
 			continue
 		}
-		if r.Replica == s.cfg.ID {
+		if cur, ok := remote[p.obj.Key]; ok && !newer(p.rec, cur.rec) {
 			continue
 		}
-		k := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: r.Namespace, Name: r.Name}
-		if cur, ok := remote[k]; ok && !newer(r, cur) {
-			continue
-		}
-		remote[k] = r
+		remote[p.obj.Key] = p
 	}
 	s.mu.Lock()
-	s.remote = remote
+	s.remote, s.parsed = remote, parsed
 	s.mu.Unlock()
 	s.publishRemote()
 	s.mu.Lock()
@@ -516,16 +552,10 @@ func newer(a, b record) bool {
 func (s *State) publishRemote() {
 	s.mu.Lock()
 	objs := make([]*filestore.Object, 0, len(s.remote))
-	for k, r := range s.remote {
-		if s.local[k] {
-			continue
+	for k, p := range s.remote {
+		if !s.local[k] {
+			objs = append(objs, p.obj)
 		}
-		o, err := r.object()
-		if err != nil {
-			s.log.Warn("skipping an unreadable shared registration", "entry", k.String(), "replica", r.Replica, "error", err)
-			continue
-		}
-		objs = append(objs, o)
 	}
 	s.mu.Unlock()
 	if err := s.store.Replace(Source, objs); err != nil {

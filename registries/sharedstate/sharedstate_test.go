@@ -31,7 +31,7 @@ type replica struct {
 	done  chan error
 }
 
-func startReplica(t *testing.T, id string, spec sharedstate.Spec, target string) *replica {
+func startReplica(t testing.TB, id string, spec sharedstate.Spec, target string) *replica {
 	t.Helper()
 	authority, err := ca.New(ca.Config{DataDir: t.TempDir()}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
@@ -62,7 +62,7 @@ func startReplica(t *testing.T, id string, spec sharedstate.Spec, target string)
 	return r
 }
 
-func logger(t *testing.T) *slog.Logger {
+func logger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
