@@ -229,8 +229,10 @@ type State struct {
 	parsed map[string]*parsedRecord
 	// local holds the keys the local registration source serves.
 	local map[filestore.Key]bool
-	// revocations applied to the CA, by name.
-	applied  map[string]bool
+	// shared holds the latest shared revocation of each name, once
+	// revocationsRead (the first read of them) is set.
+	shared          map[string]ca.Revocation
+	revocationsRead bool
 	synced   chan struct{}
 	isSynced bool
 	health   error
@@ -266,7 +268,7 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 	}
 	return &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
 		written: map[string][]byte{}, writtenFrom: map[string]*filestore.Object{}, remote: map[filestore.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[filestore.Key]bool{},
-		applied: map[string]bool{}, synced: make(chan struct{})}, nil
+		shared: map[string]ca.Revocation{}, synced: make(chan struct{})}, nil
 }
 
 func newBackend(s Spec, id string, log *slog.Logger) (backend, error) {
@@ -380,6 +382,7 @@ func (s *State) mirror(ctx context.Context, sessions <-chan struct{}) error {
 			if haveSession {
 				s.heartbeat(ctx)
 			}
+			s.shareLocalRevocations(ctx)
 		case <-retry.C:
 		}
 	}
@@ -608,6 +611,15 @@ func (s *State) onRevocations(values [][]byte) {
 		}
 		rvs = append(rvs, rv)
 	}
+	s.mu.Lock()
+	for _, rv := range rvs {
+		name := revocationName(rv)
+		if cur, ok := s.shared[name]; !ok || rv.RevokedAt.After(cur.RevokedAt) {
+			s.shared[name] = rv
+		}
+	}
+	s.revocationsRead = true
+	s.mu.Unlock()
 	n, err := s.cfg.CA.ApplyRevocations(rvs)
 	if err != nil {
 		s.log.Error("applying shared revocations", "error", err)
@@ -615,6 +627,38 @@ func (s *State) onRevocations(values [][]byte) {
 	}
 	if n > 0 {
 		s.log.Info("applied shared revocations", "new", n, "total", len(rvs))
+	}
+}
+
+// shareLocalRevocations shares the revocations this replica's CA lists
+// that the shared state lacks (made with `vmesh ca revoke --data-dir` on
+// this replica's host), so they reach every replica too.
+func (s *State) shareLocalRevocations(ctx context.Context) {
+	if s.cfg.CA == nil {
+		return
+	}
+	s.mu.Lock()
+	read := s.revocationsRead
+	s.mu.Unlock()
+	if !read {
+		return // not known yet what is shared
+	}
+	for _, rv := range s.cfg.CA.Revoked() {
+		name := revocationName(rv)
+		s.mu.Lock()
+		cur, ok := s.shared[name]
+		s.mu.Unlock()
+		if ok && !rv.RevokedAt.After(cur.RevokedAt) {
+			continue
+		}
+		if err := putRevocation(ctx, s.backend, rv); err != nil {
+			s.log.Warn("sharing a local revocation failed; retrying", "revocation", name, "error", err)
+			return
+		}
+		s.log.Info("shared a revocation made on this replica", "revocation", name)
+		s.mu.Lock()
+		s.shared[name] = rv
+		s.mu.Unlock()
 	}
 }
 
