@@ -233,9 +233,9 @@ type State struct {
 	// revocationsRead (the first read of them) is set.
 	shared          map[string]ca.Revocation
 	revocationsRead bool
-	synced   chan struct{}
-	isSynced bool
-	health   error
+	synced          chan struct{}
+	isSynced        bool
+	health          error
 }
 
 // New returns a State sharing store's registrations through the backend
