@@ -126,9 +126,36 @@ func (c *consulBackend) acquire(ctx context.Context, key string, data []byte) er
 		return fmt.Errorf("consul put %s: %w", key, err)
 	}
 	if !ok {
+		// Held by another session: if it is this replica's own from a
+		// previous run (the same --replica-id, restarted before its old
+		// session expired), end that session and take the key.
+		if c.takeOver(ctx, key, session) {
+			ok, _, err = c.client.KV().Acquire(&api.KVPair{Key: key, Value: data, Session: session}, (&api.WriteOptions{}).WithContext(ctx))
+			if err == nil && ok {
+				return nil
+			}
+		}
 		return fmt.Errorf("consul put %s: key held by another session", key)
 	}
 	return nil
+}
+
+// takeOver destroys the session holding key when it is a previous session
+// of this replica, and reports whether it did.
+func (c *consulBackend) takeOver(ctx context.Context, key, current string) bool {
+	pair, _, err := c.client.KV().Get(key, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil || pair == nil || pair.Session == "" || pair.Session == current {
+		return false
+	}
+	old, _, err := c.client.Session().Info(pair.Session, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil || old == nil || old.Name != "vmesh replica "+c.id {
+		return false
+	}
+	if _, err := c.client.Session().Destroy(old.ID, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return false
+	}
+	c.log.Info("ended this replica's session of a previous run", "session", old.ID)
+	return true
 }
 
 func (c *consulBackend) putReplica(ctx context.Context, data []byte) error {

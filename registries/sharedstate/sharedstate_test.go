@@ -264,3 +264,34 @@ func TestSpecs(t *testing.T) {
 		t.Fatal("a consul TTL under 10s was accepted")
 	}
 }
+
+// TestConsulRestartWithTheSameID: a replica restarted under the same ID
+// before its old session expired takes its keys over at once instead of
+// waiting for the old session's TTL.
+func TestConsulRestartWithTheSameID(t *testing.T) {
+	c := testenv.StartConsul(t)
+	spec := sharedstate.Spec{Type: sharedstate.TypeConsul, Prefix: "vmesh-restart", TTL: 30 * time.Second}
+	watcher := startReplica(t, "W", spec, c.HTTPAddr)
+	first := startReplica(t, "R", spec, c.HTTPAddr)
+	if err := first.store.Replace(localSource, []*filestore.Object{entry("fin", "vm-a", "10.0.0.1", true)}); err != nil {
+		t.Fatal(err)
+	}
+	keyA := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "vm-a"}
+	keyB := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "vm-b"}
+	eventually(t, 5*time.Second, "W serves R's first entry", func() bool { return watcher.store.Snapshot().Get(keyA) != nil })
+	first.proxy.Cut() // dies without cleanup: its session lives on for up to 60s
+	first.stop()
+	second := startReplica(t, "R", spec, c.HTTPAddr)
+	if err := second.store.Replace(localSource, []*filestore.Object{entry("fin", "vm-b", "10.0.0.2", true)}); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 10*time.Second, "W serves the restarted R's entry, and not the old one", func() bool {
+		snap := watcher.store.Snapshot()
+		return snap.Get(keyB) != nil && snap.Get(keyA) == nil
+	})
+	t.Logf("restarted replica took its keys over after %s (ttl %s)", took, spec.TTL)
+	eventually(t, 5*time.Second, "R's record is the restarted one's", func() bool {
+		rs, err := watcher.state.Replicas(context.Background())
+		return err == nil && len(rs) == 2 && rs[0].ID == "R" && rs[0].Registered == 1
+	})
+}
