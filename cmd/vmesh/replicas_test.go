@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -23,9 +24,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/vmesh/vmesh/agents/agent"
+	"github.com/vmesh/vmesh/agents/caclient"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
@@ -393,6 +396,46 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 	if out, code := runVMesh(t, "ca", "revocations", "--state", directSpec.String(), "-o", "json"); code != 0 || !strings.Contains(out, claims.ID) {
 		t.Fatalf("vmesh ca revocations --state: exit %d: %s", code, out)
 	}
+
+	// A certificate issued through A renews on B; its serial revoked
+	// through the shared state is refused by B within 5s.
+	roots := x509.NewCertPool()
+	rootPEM, err := os.ReadFile(filepath.Join(cacerts, ca.PluginRootCertFile))
+	if err != nil || !roots.AppendCertsFromPEM(rootPEM) {
+		t.Fatalf("root: %v", err)
+	}
+	fetch := func(addr string, client *tls.Certificate, token string) (*caclient.KeyPair, error) {
+		cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		if client != nil {
+			cfg.Certificates = []tls.Certificate{*client}
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return caclient.Fetch(ctx, conn, caclient.Request{Token: token})
+	}
+	certTok, _, err := b.cp.CA().CreateToken(ca.TokenRequest{Namespace: "fin", ServiceAccount: "ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromA, err := fetch(a.cp.SecureAddr(), nil, certTok)
+	if err != nil {
+		t.Fatalf("certificate from A: %v", err)
+	}
+	if _, err := fetch(b.cp.SecureAddr(), &fromA.Certificate, ""); err != nil {
+		t.Fatalf("renewal on B of a certificate A issued: %v", err)
+	}
+	if out, code := runVMesh(t, "ca", "revoke", "--state", directSpec.String(), "--serial", fromA.Leaf.SerialNumber.Text(16)); code != 0 {
+		t.Fatalf("vmesh ca revoke --serial: exit %d: %s", code, out)
+	}
+	waitUntil(t, 5*time.Second, "B refuses renewing the revoked certificate", func() bool {
+		_, err := fetch(b.cp.SecureAddr(), &fromA.Certificate, "")
+		return err != nil && strings.Contains(err.Error(), "revoked")
+	})
 
 	// /debug/replicas on B lists the three.
 	waitUntil(t, 10*time.Second, "B's /debug/replicas lists A, B and C", func() bool {
