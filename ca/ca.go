@@ -388,6 +388,11 @@ func (c *CA) ApplyRevocations(rvs []Revocation) (int, error) {
 	return c.revoked.merge(rvs, c.cfg.Now())
 }
 
+// RevocationChanges returns a channel closed at the next change of the
+// revocation list (a revocation made here, applied from elsewhere, or
+// written to the data dir by another process and re-read by Run).
+func (c *CA) RevocationChanges() <-chan struct{} { return c.revoked.changes() }
+
 // NewRevocation builds the entry that RevokeSerial, RevokeIdentity or
 // RevokeToken would record for req, without recording it: for sharing it
 // with other replicas. An identity must be of this CA's trust domain.

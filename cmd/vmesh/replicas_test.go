@@ -79,7 +79,8 @@ spec:
 const grace = 3 * time.Second
 
 type testReplica struct {
-	id    string
+	id      string
+	dataDir string
 	cp    *controlplane.ControlPlane
 	state *testenv.Proxy // the replica's way to the shared state
 	stop  context.CancelFunc
@@ -93,6 +94,7 @@ func startTestReplica(t *testing.T, id, configDir, cacerts string, spec sharedst
 	cfg := controlplane.DefaultConfig()
 	cfg.ConfigDir = configDir
 	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	r.dataDir = cfg.DataDir
 	cfg.CA.CACertsDir = cacerts
 	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
 	cfg.RegistrationGrace = grace
@@ -396,6 +398,23 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 	if out, code := runVMesh(t, "ca", "revocations", "--state", directSpec.String(), "-o", "json"); code != 0 || !strings.Contains(out, claims.ID) {
 		t.Fatalf("vmesh ca revocations --state: exit %d: %s", code, out)
 	}
+	// A token revoked through B itself (vmesh ca revoke on B's data dir):
+	// refused by A and C within 5s.
+	tok2, claims2, err := b.cp.CA().CreateToken(ca.TokenRequest{Namespace: "fin", ServiceAccount: "ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runVMesh(t, "ca", "revoke", "--data-dir", b.dataDir, "--cacerts-dir", cacerts, "--token", claims2.ID); code != 0 {
+		t.Fatalf("vmesh ca revoke --data-dir B: exit %d: %s", code, out)
+	}
+	revoked = time.Now()
+	for _, r := range []*testReplica{a, c} {
+		waitUntil(t, 5*time.Second, "replica "+r.id+" refuses the token revoked through B", func() bool {
+			_, err := r.cp.CA().VerifyToken(tok2)
+			return err != nil && strings.Contains(err.Error(), "revoked")
+		})
+	}
+	t.Logf("token revoked through B → refused by A and C: %s", time.Since(revoked))
 
 	// A certificate issued through A renews on B; its serial revoked
 	// through the shared state is refused by B within 5s.

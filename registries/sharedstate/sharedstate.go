@@ -348,6 +348,10 @@ func (s *State) mirror(ctx context.Context, sessions <-chan struct{}) error {
 	defer retry.Stop()
 	haveSession := false
 	dirty := true
+	var revocations <-chan struct{} // nil (never ready) without a CA
+	if s.cfg.CA != nil {
+		revocations = s.cfg.CA.RevocationChanges()
+	}
 	for {
 		if haveSession && dirty {
 			if err := s.writeRegistrations(ctx); err != nil {
@@ -382,6 +386,9 @@ func (s *State) mirror(ctx context.Context, sessions <-chan struct{}) error {
 			if haveSession {
 				s.heartbeat(ctx)
 			}
+			s.shareLocalRevocations(ctx)
+		case <-revocations:
+			revocations = s.cfg.CA.RevocationChanges()
 			s.shareLocalRevocations(ctx)
 		case <-retry.C:
 		}
@@ -632,7 +639,8 @@ func (s *State) onRevocations(values [][]byte) {
 
 // shareLocalRevocations shares the revocations this replica's CA lists
 // that the shared state lacks (made with `vmesh ca revoke --data-dir` on
-// this replica's host), so they reach every replica too.
+// this replica's host), so they reach every replica too: when the CA's
+// list changes, and at every heartbeat (a retry).
 func (s *State) shareLocalRevocations(ctx context.Context) {
 	if s.cfg.CA == nil {
 		return
