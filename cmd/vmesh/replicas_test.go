@@ -81,10 +81,10 @@ const grace = 3 * time.Second
 type testReplica struct {
 	id      string
 	dataDir string
-	cp    *controlplane.ControlPlane
-	state *testenv.Proxy // the replica's way to the shared state
-	stop  context.CancelFunc
-	done  chan error
+	cp      *controlplane.ControlPlane
+	state   *testenv.Proxy // the replica's way to the shared state
+	stop    context.CancelFunc
+	done    chan error
 }
 
 func startTestReplica(t *testing.T, id, configDir, cacerts string, spec sharedstate.Spec, target string) *testReplica {
