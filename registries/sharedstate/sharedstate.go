@@ -116,6 +116,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("state: ttl %s must be > 0", s.TTL)
 	case s.Type == TypeConsul && s.TTL > 0 && s.TTL < 10*time.Second:
 		return fmt.Errorf("state: consul session ttl %s: Consul's minimum is 10s", s.TTL)
+	case s.Type == TypeZooKeeper && s.TokenFile != "":
+		return fmt.Errorf("state: tokenFile is a Consul ACL token: ZooKeeper takes none (protect the root node with ZooKeeper ACLs)")
 	case strings.ContainsAny(strings.Trim(s.Prefix, "/"), " ~"):
 		return fmt.Errorf("state: prefix %q must not contain spaces or '~'", s.Prefix)
 	}

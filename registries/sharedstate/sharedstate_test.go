@@ -263,6 +263,9 @@ func TestSpecs(t *testing.T) {
 	if err := (sharedstate.Spec{Type: "consul", Address: "x:1", TTL: time.Second}).Validate(); err == nil {
 		t.Fatal("a consul TTL under 10s was accepted")
 	}
+	if err := (sharedstate.Spec{Type: "zookeeper", Address: "x:1", TokenFile: "/t"}).Validate(); err == nil {
+		t.Fatal("a token file for ZooKeeper, which would be ignored, was accepted")
+	}
 }
 
 // TestConsulRestartWithTheSameID: a replica restarted under the same ID
