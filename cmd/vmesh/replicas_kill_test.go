@@ -87,13 +87,23 @@ func startServeProcess(t *testing.T, bin string, args ...string) *serveProcess {
 }
 
 // TestReplicaKilledWithSIGKILL: replica A is a `vmesh serve` process
-// sharing state through a real ZooKeeper with B and C (in process). A VM
-// registers through A; `kill -9` of A: clients on B and C never lose the
-// VM for longer than the grace period (its agent registers through B), A's
-// ZooKeeper session expires, and `vmesh status` names A unreachable.
+// sharing state through a real ZooKeeper, or a real Consul dev agent, with
+// B and C (in process). A VM registers through A; `kill -9` of A: clients
+// on B and C never lose the VM for longer than the grace period (its agent
+// registers through B), A's session expires, and `vmesh status` names A
+// unreachable.
 func TestReplicaKilledWithSIGKILL(t *testing.T) {
-	z := testenv.StartZooKeeper(t)
-	spec := sharedstate.Spec{Type: sharedstate.TypeZooKeeper, TTL: 3 * time.Second, Address: z.Addr}
+	t.Run("zookeeper", func(t *testing.T) {
+		z := testenv.StartZooKeeper(t)
+		testReplicaKilled(t, sharedstate.Spec{Type: sharedstate.TypeZooKeeper, TTL: 3 * time.Second, Address: z.Addr})
+	})
+	t.Run("consul", func(t *testing.T) {
+		c := testenv.StartConsul(t)
+		testReplicaKilled(t, sharedstate.Spec{Type: sharedstate.TypeConsul, TTL: 10 * time.Second, Address: c.HTTPAddr})
+	})
+}
+
+func testReplicaKilled(t *testing.T, spec sharedstate.Spec) {
 	bin := filepath.Join(t.TempDir(), "vmesh")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -117,8 +127,8 @@ func TestReplicaKilledWithSIGKILL(t *testing.T) {
 
 	a := startServeProcess(t, bin, "--config-dir", configDir, "--cacerts-dir", cacerts, "--state", spec.String(), "--replica-id", "A",
 		"--registration-grace", grace.String(), "--debounce-quiet", "20ms", "--debounce-max", "200ms")
-	b := startTestReplica(t, "B", configDir, cacerts, spec, z.Addr)
-	c := startTestReplica(t, "C", configDir, cacerts, spec, z.Addr)
+	b := startTestReplica(t, "B", configDir, cacerts, spec, spec.Address)
+	c := startTestReplica(t, "C", configDir, cacerts, spec, spec.Address)
 
 	// The agent, onboarded with the shared CA, reaches the replicas
 	// through a front (one name, several addresses): A first.
@@ -188,7 +198,7 @@ func TestReplicaKilledWithSIGKILL(t *testing.T) {
 		var st sharedstate.Status
 		return getJSON(c.cp.HTTPAddr(), "/debug/replicas", &st) == nil && len(st.Replicas) == 2
 	})
-	t.Logf("kill -9 of A → its ZooKeeper session expired after %s", time.Since(killed))
+	t.Logf("kill -9 of A → its %s session expired after %s", spec.Type, time.Since(killed))
 	waitUntil(t, 10*time.Second, "C serves B's registration", func() bool {
 		o := c.cp.Store().Snapshot().Get(key)
 		return o != nil && strings.HasPrefix(o.Origin.Registry, "replica B: ")
