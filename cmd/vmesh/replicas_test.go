@@ -520,6 +520,13 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 		t.Fatalf("status table does not name A unreachable:\n%s", table)
 	}
 	t.Logf("vmesh status with A dead:\n%s", table)
+	// Asked about B alone, status still names C, which the shared state knows.
+	out, code = runVMesh(t, "status", "--server", b.cp.HTTPAddr(), "-o", "json")
+	report = statusReport{}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || code != 0 || len(report.Unlisted) != 1 ||
+		report.Unlisted[0].ID != "C" || report.Unlisted[0].HTTPAddr != c.cp.HTTPAddr() {
+		t.Fatalf("status --server B: exit %d, %v\n%s", code, err, out)
+	}
 }
 
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
