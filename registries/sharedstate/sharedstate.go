@@ -217,6 +217,8 @@ type State struct {
 	log     *slog.Logger
 	backend backend
 	started time.Time
+	// pubMu orders the publications of the source.
+	pubMu sync.Mutex
 
 	mu sync.Mutex
 	// written is what this replica last wrote for each entry name, and
@@ -562,6 +564,10 @@ func newer(a, b record) bool {
 // publishRemote hands the other replicas' entries to the Store, leaving
 // out the keys this replica registers itself.
 func (s *State) publishRemote() {
+	// Both the watch and the mirror publish: one at a time, so an older
+	// set never replaces a newer one.
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
 	s.mu.Lock()
 	objs := make([]*filestore.Object, 0, len(s.remote))
 	for k, p := range s.remote {
