@@ -293,7 +293,27 @@ func slicesOf(m map[string][]byte) [][]byte {
 	return out
 }
 
-func (z *zkBackend) replicas(context.Context) ([][]byte, error) {
+// replicas reads the records; the ZooKeeper client takes no context, so a
+// disconnected one is given up on when ctx ends.
+func (z *zkBackend) replicas(ctx context.Context) ([][]byte, error) {
+	type result struct {
+		out [][]byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := z.readReplicas()
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("zookeeper: %w", ctx.Err())
+	}
+}
+
+func (z *zkBackend) readReplicas() ([][]byte, error) {
 	dir := z.node("replicas")
 	children, _, err := z.conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
