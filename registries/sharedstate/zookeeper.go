@@ -149,8 +149,15 @@ func (z *zkBackend) putReplica(_ context.Context, data []byte) error {
 	return nil
 }
 
-func (z *zkBackend) deleteReplica(context.Context) error {
-	return z.conn.Delete(z.node("replicas", z.id), -1)
+func (z *zkBackend) deleteReplica(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- z.conn.Delete(z.node("replicas", z.id), -1) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("zookeeper: %w", ctx.Err())
+	}
 }
 
 func (z *zkBackend) putEntry(_ context.Context, name string, data []byte) error {
