@@ -527,6 +527,16 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 		report.Unlisted[0].ID != "C" || report.Unlisted[0].HTTPAddr != c.cp.HTTPAddr() {
 		t.Fatalf("status --server B: exit %d, %v\n%s", code, err, out)
 	}
+	// C loses its shared state: status says so on C's line.
+	c.state.Cut()
+	out, _ = runVMesh(t, "status", "--server", c.cp.HTTPAddr(), "-o", "json")
+	report = statusReport{}
+	if err := json.Unmarshal([]byte(out), &report); err != nil || len(report.Replicas) != 1 || report.Replicas[0].StateError == "" {
+		t.Fatalf("status of a replica cut from its shared state: %v\n%s", err, out)
+	}
+	if table, _ := runVMesh(t, "status", "--server", c.cp.HTTPAddr()); !strings.Contains(table, "shared state failing: ") {
+		t.Fatalf("the table does not say the shared state fails:\n%s", table)
+	}
 }
 
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {

@@ -33,12 +33,14 @@ type proxyStatus struct {
 // serves and the errors its sources report, or why it could not be read.
 type replicaStatus struct {
 	Replica string `json:"replica" yaml:"replica"`
-	// ID is the replica's name in the shared state, when it has one.
-	ID       string `json:"id,omitempty" yaml:"id,omitempty"`
-	Error    string `json:"error,omitempty" yaml:"error,omitempty"`
-	Revision int64  `json:"revision" yaml:"revision"`
-	Commit   string `json:"commit,omitempty" yaml:"commit,omitempty"`
-	Proxies  int    `json:"proxies" yaml:"proxies"`
+	// ID is the replica's name in the shared state, when it has one, and
+	// StateError what its shared state last failed on.
+	ID         string `json:"id,omitempty" yaml:"id,omitempty"`
+	StateError string `json:"stateError,omitempty" yaml:"stateError,omitempty"`
+	Error      string `json:"error,omitempty" yaml:"error,omitempty"`
+	Revision   int64  `json:"revision" yaml:"revision"`
+	Commit     string `json:"commit,omitempty" yaml:"commit,omitempty"`
+	Proxies    int    `json:"proxies" yaml:"proxies"`
 	// Errors counts the config errors of every source; FirstError is one
 	// of them, file:line first.
 	Errors     int    `json:"errors" yaml:"errors"`
@@ -172,7 +174,7 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 	if getJSON(srv, "/debug/replicas", &shared) != nil {
 		return rs, rows, nil
 	}
-	rs.ID = shared.Self
+	rs.ID, rs.StateError = shared.Self, shared.Error
 	return rs, rows, &shared
 }
 
@@ -191,6 +193,9 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 		config := fmt.Sprintf("r%d", r.Revision)
 		if r.Commit != "" {
 			config += "@" + r.Commit[:min(12, len(r.Commit))]
+		}
+		if r.StateError != "" {
+			config += " (shared state failing: " + r.StateError + ")"
 		}
 		errs := "0"
 		if r.Errors > 0 {
