@@ -380,6 +380,27 @@ func (c *CA) RevokeToken(id, reason string) error {
 	return c.revoked.add(Revocation{Token: id, RevokedAt: now, NotAfter: now.Add(c.cfg.MaxTokenTTL), Reason: reason}, now)
 }
 
+// ApplyRevocations records the revocations made elsewhere (by another
+// replica, through the shared state) that this CA's list lacks, and returns
+// how many were new. They take effect at once: renewals, token onboarding
+// and the open streams watched by WatchPeer.
+func (c *CA) ApplyRevocations(rvs []Revocation) (int, error) {
+	return c.revoked.merge(rvs, c.cfg.Now())
+}
+
+// RevocationChanges returns a channel closed at the next change of the
+// revocation list (a revocation made here, applied from elsewhere, or
+// written to the data dir by another process and re-read by Run).
+func (c *CA) RevocationChanges() <-chan struct{} { return c.revoked.changes() }
+
+// NewRevocation builds the entry that RevokeSerial, RevokeIdentity or
+// RevokeToken would record for req, without recording it: for sharing it
+// with other replicas. An identity must be of this CA's trust domain.
+func (c *CA) NewRevocation(req RevokeRequest) (Revocation, error) {
+	now := c.cfg.Now().UTC()
+	return newRevocation(req, now, c.cfg.MaxTTL, c.cfg.MaxTokenTTL, c.TrustDomain())
+}
+
 // Revoked lists the revocation entries.
 func (c *CA) Revoked() []Revocation { return c.revoked.list() }
 

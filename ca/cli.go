@@ -3,6 +3,9 @@ package ca
 import (
 	"fmt"
 	"log/slog"
+	"math/big"
+	"strings"
+	"time"
 
 	"github.com/vmesh/vmesh/ca/bundle"
 	"github.com/vmesh/vmesh/ca/spiffe"
@@ -90,4 +93,49 @@ func Revocations(cfg Config, logger *slog.Logger) ([]Revocation, error) {
 		return nil, err
 	}
 	return c.Revoked(), nil
+}
+
+// RevocationFor builds the entry `vmesh ca revoke --state` shares when no
+// CA is at hand (an operator's machine): what the CA's own Revoke* methods
+// record with the default lifetimes (DefaultMaxTTL, DefaultMaxTokenTTL).
+// trustDomain, when set, must be the identity's.
+func RevocationFor(req RevokeRequest, now time.Time, trustDomain string) (Revocation, error) {
+	return newRevocation(req, now.UTC(), DefaultMaxTTL, DefaultMaxTokenTTL, trustDomain)
+}
+
+// newRevocation validates req and builds its entry at now: an identity's
+// and a token's entries last as long as what they revoke could.
+func newRevocation(req RevokeRequest, now time.Time, maxTTL, maxTokenTTL time.Duration, trustDomain string) (Revocation, error) {
+	n := 0
+	for _, v := range []string{req.Serial, req.Identity, req.Token} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return Revocation{}, fmt.Errorf("ca: revoke: give exactly one of a serial number, an identity or a token ID")
+	}
+	switch {
+	case req.Serial != "":
+		s, ok := new(big.Int).SetString(strings.TrimPrefix(strings.ReplaceAll(strings.ToLower(req.Serial), ":", ""), "0x"), 16)
+		if !ok || s.Sign() <= 0 {
+			return Revocation{}, fmt.Errorf("ca: revoke: %q is not a hex serial number", req.Serial)
+		}
+		// A serial's certificate is unknown here: keep the entry as long
+		// as any certificate could live.
+		return Revocation{Serial: s.Text(16), RevokedAt: now, NotAfter: now.Add(maxTTL), Reason: req.Reason}, nil
+	case req.Token != "":
+		return Revocation{Token: req.Token, RevokedAt: now, NotAfter: now.Add(maxTokenTTL), Reason: req.Reason}, nil
+	}
+	id, err := spiffe.Parse(req.Identity)
+	if err == nil {
+		err = id.Validate()
+	}
+	if err != nil {
+		return Revocation{}, fmt.Errorf("ca: revoke: %w", err)
+	}
+	if trustDomain != "" && id.TrustDomain != trustDomain {
+		return Revocation{}, fmt.Errorf("ca: revoke: %s is not of this CA's trust domain %q: it would match nothing", req.Identity, trustDomain)
+	}
+	return Revocation{Identity: id.String(), RevokedAt: now, NotAfter: now.Add(max(maxTTL, maxTokenTTL)), Reason: req.Reason}, nil
 }

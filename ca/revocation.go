@@ -159,6 +159,12 @@ func (r *revocations) add(rv Revocation, now time.Time) error {
 	if err := r.reloadLocked(true); err != nil {
 		return err
 	}
+	r.setLocked(rv)
+	return r.writeLocked(now)
+}
+
+// setLocked puts rv in its map.
+func (r *revocations) setLocked(rv Revocation) {
 	switch {
 	case rv.Serial != "":
 		r.serials[rv.Serial] = rv
@@ -167,6 +173,49 @@ func (r *revocations) add(rv Revocation, now time.Time) error {
 	default:
 		r.identities[rv.Identity] = rv
 	}
+}
+
+// merge records the entries of rvs the list lacks (for an identity: a later
+// RevokedAt than the one listed), writing the list once if any is new, and
+// returns how many were new. Entries already expired at now are skipped.
+func (r *revocations) merge(rvs []Revocation, now time.Time) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.reloadLocked(false); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rv := range rvs {
+		if !rv.NotAfter.IsZero() && rv.NotAfter.Before(now) {
+			continue
+		}
+		var cur Revocation
+		var ok bool
+		switch {
+		case rv.Serial != "":
+			cur, ok = r.serials[rv.Serial]
+		case rv.Token != "":
+			cur, ok = r.tokens[rv.Token]
+		case rv.Identity != "":
+			cur, ok = r.identities[rv.Identity]
+		default:
+			continue
+		}
+		if ok && !rv.RevokedAt.After(cur.RevokedAt) {
+			continue
+		}
+		r.setLocked(rv)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, r.writeLocked(now)
+}
+
+// writeLocked writes the list (without the entries expired at now) and
+// re-reads it, waking the watchers.
+func (r *revocations) writeLocked(now time.Time) error {
 	f := revocationFile{Revoked: []Revocation{}}
 	for _, m := range []map[string]Revocation{r.serials, r.identities, r.tokens} {
 		for _, e := range m {
@@ -176,7 +225,7 @@ func (r *revocations) add(rv Revocation, now time.Time) error {
 			f.Revoked = append(f.Revoked, e)
 		}
 	}
-	sortRevocations(f.Revoked)
+	SortRevocations(f.Revoked)
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("revocation list: %w", err)
@@ -197,11 +246,13 @@ func (r *revocations) list() []Revocation {
 			out = append(out, e)
 		}
 	}
-	sortRevocations(out)
+	SortRevocations(out)
 	return out
 }
 
-func sortRevocations(rs []Revocation) {
+// SortRevocations sorts a revocation list as the CA lists it: by identity,
+// token, then serial.
+func SortRevocations(rs []Revocation) {
 	slices.SortFunc(rs, func(a, b Revocation) int {
 		if c := strings.Compare(a.Identity, b.Identity); c != 0 {
 			return c

@@ -16,6 +16,9 @@ type VMBundleRequest struct {
 	Labels         map[string]string
 	// DiscoveryAddress is host:port of the secure port (xDS and CA over TLS).
 	DiscoveryAddress string
+	// FailoverAddresses are the other replicas' secure ports, tried in
+	// order when DiscoveryAddress does not answer.
+	FailoverAddresses []string
 	// TokenTTL and Audience of the bootstrap token; zero values take the
 	// CA's defaults.
 	TokenTTL time.Duration
@@ -33,15 +36,16 @@ func (c *CA) NewVMBundle(req VMBundleRequest) (*bundle.Bundle, error) {
 		return nil, err
 	}
 	b := &bundle.Bundle{
-		RootCerts:        c.is.roots.PEM(),
-		Token:            tok,
-		DiscoveryAddress: req.DiscoveryAddress,
-		TrustDomain:      c.cfg.TrustDomain,
-		Namespace:        req.Namespace,
-		ServiceAccount:   req.ServiceAccount,
-		WorkloadGroup:    req.WorkloadGroup,
-		Labels:           maps.Clone(req.Labels),
-		TokenExpiry:      claims.Expiry.UTC(),
+		RootCerts:         c.is.roots.PEM(),
+		Token:             tok,
+		DiscoveryAddress:  req.DiscoveryAddress,
+		FailoverAddresses: req.FailoverAddresses,
+		TrustDomain:       c.cfg.TrustDomain,
+		Namespace:         req.Namespace,
+		ServiceAccount:    req.ServiceAccount,
+		WorkloadGroup:     req.WorkloadGroup,
+		Labels:            maps.Clone(req.Labels),
+		TokenExpiry:       claims.Expiry.UTC(),
 	}
 	if err := b.Validate(); err != nil {
 		return nil, fmt.Errorf("ca: vm bundle: %w", err)

@@ -20,6 +20,11 @@ type GRPCConfig struct {
 	Node Node
 	// ServerURI is the control plane's xDS address (host:port, TLS).
 	ServerURI string
+	// ServerURIs are more replicas, listed after ServerURI as further
+	// xds_servers. grpc-go falls back to them only while a watched
+	// resource is not cached yet (gRFC A71); for live failover give
+	// ServerURI one DNS name with several addresses.
+	ServerURIs []string
 	// CertDir holds cert-chain.pem, key.pem and root-cert.pem (written by
 	// the agent); the xDS channel uses them for mTLS and the "default"
 	// certificate provider serves them to the application's connections.
@@ -98,12 +103,15 @@ func GRPC(cfg GRPCConfig) ([]byte, error) {
 	for k, v := range files {
 		provider[k] = v
 	}
+	var servers []grpcServer
+	for _, uri := range append([]string{cfg.ServerURI}, cfg.ServerURIs...) {
+		if uri == "" {
+			return nil, fmt.Errorf("bootstrap: an empty xDS server URI")
+		}
+		servers = append(servers, grpcServer{ServerURI: uri, ChannelCreds: []grpcCreds{{Type: "tls", Config: files}}, ServerFeatures: []string{"xds_v3"}})
+	}
 	b := grpcBootstrap{
-		XDSServers: []grpcServer{{
-			ServerURI:      cfg.ServerURI,
-			ChannelCreds:   []grpcCreds{{Type: "tls", Config: files}},
-			ServerFeatures: []string{"xds_v3"},
-		}},
+		XDSServers:                         servers,
 		Node:                               grpcNode{ID: cfg.Node.ID(), Cluster: cfg.Node.Cluster(), Metadata: cfg.Node.Metadata(GeneratorGRPC)},
 		CertificateProviders:               map[string]grpcProvider{CertProviderName: {PluginName: "file_watcher", Config: provider}},
 		ServerListenerResourceNameTemplate: ServerListenerTemplate,

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vmesh/vmesh/agents/health"
+	"github.com/vmesh/vmesh/agents/internal/failover"
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/xds/nds"
@@ -45,6 +47,10 @@ const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
 type Config struct {
 	// Upstream is host:port of the control plane's xDS port (TLS).
 	Upstream string
+	// Upstreams are more replicas of the control plane to fail over to,
+	// after Upstream: each new upstream connection goes to the first of
+	// them that accepts, so streams move to a live replica when one dies.
+	Upstreams []string
 	// TLS returns the client TLS configuration for a new upstream
 	// connection (trust bundle and current certificate); each proxied stream
 	// gets its own connection, so a rotated certificate is used by the next
@@ -88,6 +94,9 @@ type Proxy struct {
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(cfg.Upstream); err != nil {
 		return nil, fmt.Errorf("xdsproxy: upstream %q: %w", cfg.Upstream, err)
+	}
+	if err := failover.Validate(cfg.upstreams()); err != nil {
+		return nil, fmt.Errorf("xdsproxy: %w", err)
 	}
 	if cfg.TLS == nil {
 		return nil, errors.New("xdsproxy: no TLS configuration")
@@ -198,11 +207,24 @@ func (p *Proxy) forwarded(u *upstream) error {
 	return nil
 }
 
-// dial opens a fresh connection to the control plane.
+// upstreams lists Upstream and the replicas to fail over to.
+func (c Config) upstreams() []string { return append([]string{c.Upstream}, c.Upstreams...) }
+
+// dial opens a fresh connection to the control plane: the first replica
+// that accepts.
 func (p *Proxy) dial() (*grpc.ClientConn, error) {
-	cc, err := grpc.NewClient(p.cfg.Upstream, grpc.WithTransportCredentials(credentials.NewTLS(p.cfg.TLS())))
+	tlsCfg := p.cfg.TLS()
+	if len(p.cfg.Upstreams) > 0 && tlsCfg.ServerName != "" {
+		if host, _, _ := net.SplitHostPort(p.cfg.Upstream); tlsCfg.ServerName == host {
+			// The default name is the first replica's host: each replica
+			// is verified against its own host instead.
+			tlsCfg = tlsCfg.Clone()
+			tlsCfg.ServerName = ""
+		}
+	}
+	cc, err := failover.Dial(p.cfg.upstreams(), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 	if err != nil {
-		return nil, fmt.Errorf("xdsproxy: dial %s: %w", p.cfg.Upstream, err)
+		return nil, fmt.Errorf("xdsproxy: dial %s: %w", strings.Join(p.cfg.upstreams(), ","), err)
 	}
 	return cc, nil
 }
@@ -216,7 +238,7 @@ func (p *Proxy) Serve(ctx context.Context, lis net.Listener) error {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, &adsServer{p: p})
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(lis) }()
-	p.log.Info("xDS proxy serving", "listen", lis.Addr().String(), "upstream", p.cfg.Upstream)
+	p.log.Info("xDS proxy serving", "listen", lis.Addr().String(), "upstream", strings.Join(p.cfg.upstreams(), ","))
 	select {
 	case <-ctx.Done():
 		g.Stop()
@@ -385,7 +407,7 @@ func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
 			backoff.Reset()
 		}
 		wait := backoff.Next()
-		p.log.Warn("node stream to the control plane ended", "upstream", p.cfg.Upstream, "retry_in", wait, "error", err)
+		p.log.Warn("node stream to the control plane ended", "upstream", strings.Join(p.cfg.upstreams(), ","), "retry_in", wait, "error", err)
 		if !retry.Sleep(ctx, wait) {
 			return nil
 		}

@@ -54,6 +54,10 @@ type Bundle struct {
 	// DiscoveryAddress is host:port of the control plane's secure port
 	// (xDS and CA over TLS, 15012).
 	DiscoveryAddress string `yaml:"discoveryAddress"`
+	// FailoverAddresses are the secure ports of the other control-plane
+	// replicas (host:port), tried in order when DiscoveryAddress does not
+	// answer.
+	FailoverAddresses []string `yaml:"failoverAddresses,omitempty"`
 	// TrustDomain of the mesh.
 	TrustDomain string `yaml:"trustDomain"`
 	// Namespace and ServiceAccount name the VM's identity.
@@ -66,6 +70,11 @@ type Bundle struct {
 	Labels map[string]string `yaml:"labels,omitempty"`
 	// TokenExpiry is when Token stops being accepted.
 	TokenExpiry time.Time `yaml:"tokenExpiry,omitempty"`
+}
+
+// DiscoveryAddresses lists DiscoveryAddress, then the FailoverAddresses.
+func (b *Bundle) DiscoveryAddresses() []string {
+	return append([]string{b.DiscoveryAddress}, b.FailoverAddresses...)
 }
 
 type file struct {
@@ -81,6 +90,11 @@ func (b *Bundle) Validate() error {
 		errs = append(errs, errors.New("discoveryAddress is empty"))
 	} else if _, port, err := net.SplitHostPort(b.DiscoveryAddress); err != nil || port == "" {
 		errs = append(errs, fmt.Errorf("discoveryAddress %q is not host:port", b.DiscoveryAddress))
+	}
+	for _, a := range b.FailoverAddresses {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("failoverAddresses: %q is not host:port", a))
+		}
 	}
 	if b.TrustDomain == "" {
 		errs = append(errs, errors.New("trustDomain is empty"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/registries/sharedstate"
 )
 
 // caDataDir is where the CA lives in a control plane's data dir.
@@ -20,8 +22,17 @@ func newCACmd() *cobra.Command {
 	return cmd
 }
 
+// dialState connects to a --state backend for the CLI.
+func dialState(cmd *cobra.Command, flag string) (*sharedstate.Client, error) {
+	spec, err := sharedstate.ParseFlag(flag)
+	if err != nil {
+		return nil, err
+	}
+	return sharedstate.Dial(spec, cliLogger(cmd))
+}
+
 func newCARevokeCmd() *cobra.Command {
-	var dataDir, cacertsDir string
+	var dataDir, cacertsDir, state, trustDomain string
 	var req ca.RevokeRequest
 	cmd := &cobra.Command{
 		Use:   "revoke (--identity SPIFFE-ID | --serial HEX | --token ID)",
@@ -35,12 +46,33 @@ the running control plane re-reads when it changes:
                                        streams with such a certificate end
   --serial HEX                         one certificate (hex, as openssl prints it)
   --token ID                           one bootstrap token, by the ID
-                                       "vmesh token create" prints`,
+                                       "vmesh token create" prints
+
+With --state consul=ADDR or zookeeper=ADDR[,ADDR] (the replicas' shared
+state, vmesh serve --state), the revocation is written there instead, and
+every replica applies it to its CA within seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}
-			if err := ca.Revoke(cfg, cliLogger(cmd), req); err != nil {
-				return err
+			if state != "" {
+				rv, err := ca.RevocationFor(req, time.Now(), trustDomain)
+				if err != nil {
+					return err
+				}
+				client, err := dialState(cmd, state)
+				if err != nil {
+					return err
+				}
+				defer client.Close()
+				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+				defer cancel()
+				if err := client.Revoke(ctx, rv); err != nil {
+					return err
+				}
+			} else {
+				cfg := ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}
+				if err := ca.Revoke(cfg, cliLogger(cmd), req); err != nil {
+					return err
+				}
 			}
 			what := "certificate " + req.Serial
 			switch {
@@ -60,19 +92,34 @@ the running control plane re-reads when it changes:
 	f.StringVar(&req.Serial, "serial", "", "a certificate's serial number, hex")
 	f.StringVar(&req.Token, "token", "", "a bootstrap token's ID")
 	f.StringVar(&req.Reason, "reason", "", "why, kept in the list and named in refusals")
+	f.StringVar(&state, "state", "", "revoke for every replica: their shared state, consul=ADDR or zookeeper=ADDR[,ADDR]")
+	f.StringVar(&trustDomain, "trust-domain", "", "with --state: the mesh's trust domain, which an --identity must be of")
 	cmd.MarkFlagsMutuallyExclusive("identity", "serial", "token")
 	cmd.MarkFlagsOneRequired("identity", "serial", "token")
 	return cmd
 }
 
 func newCARevocationsCmd() *cobra.Command {
-	var dataDir, cacertsDir, output string
+	var dataDir, cacertsDir, output, state string
 	cmd := &cobra.Command{
 		Use:   "revocations",
-		Short: "List the CA's revocation list",
+		Short: "List the CA's revocation list (or, with --state, the replicas' shared one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			list, err := ca.Revocations(ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}, cliLogger(cmd))
+			var list []ca.Revocation
+			var err error
+			if state != "" {
+				client, derr := dialState(cmd, state)
+				if derr != nil {
+					return derr
+				}
+				defer client.Close()
+				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+				defer cancel()
+				list, err = client.Revocations(ctx)
+			} else {
+				list, err = ca.Revocations(ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}, cliLogger(cmd))
+			}
 			if err != nil {
 				return err
 			}
@@ -101,6 +148,7 @@ func newCARevocationsCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".vmesh-data", "the control plane's data dir (the CA lives in <data-dir>/ca)")
 	cmd.Flags().StringVar(&cacertsDir, "cacerts-dir", "", "Istio plug-in cacerts directory, if the control plane uses one")
+	cmd.Flags().StringVar(&state, "state", "", "list the replicas' shared revocations: consul=ADDR or zookeeper=ADDR[,ADDR]")
 	outputFlag(cmd, &output)
 	return cmd
 }

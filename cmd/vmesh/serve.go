@@ -9,6 +9,7 @@ import (
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/registries"
+	"github.com/vmesh/vmesh/registries/sharedstate"
 )
 
 func newServeCmd() *cobra.Command { return newServeCmdWith(runControlPlane) }
@@ -29,6 +30,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	var configFile string
 	var logs logFlags
 	var registryFlags []string
+	var stateFlag string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: config sources, registries, xDS, CA",
@@ -42,6 +44,13 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 				return err
 			}
 			cfg.Registries = append(cfg.Registries, specs...)
+			if stateFlag != "" {
+				spec, err := sharedstate.ParseFlag(stateFlag)
+				if err != nil {
+					return err
+				}
+				cfg.State = &spec
+			}
 			if configFile != "" {
 				// The file fills the defaults; flags given on the command line win.
 				fromFile := controlplane.DefaultConfig()
@@ -84,6 +93,8 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.DurationVar(&cfg.CA.CertTTL, "cert-ttl", cfg.CA.CertTTL, "default workload certificate lifetime (default 24h)")
 	f.DurationVar(&cfg.CA.MaxCertTTL, "max-cert-ttl", cfg.CA.MaxCertTTL, "longest workload certificate lifetime a VM may ask for (default 90 days)")
 	f.StringArrayVar(&registryFlags, "registry", nil, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable; adds to vmesh.yaml's registries)")
+	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl}")
+	f.StringVar(&cfg.ReplicaID, "replica-id", cfg.ReplicaID, "this replica's name in the shared state (default <hostname>-<random>)")
 	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
 	f.DurationVar(&cfg.RegistrationGrace, "registration-grace", cfg.RegistrationGrace, "how long an auto-registered VM stays after its agent disconnects (default 10s)")
@@ -129,6 +140,8 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("debounce-quiet", func() { into.DebounceQuiet = flags.DebounceQuiet })
 	set("debounce-max", func() { into.DebounceMax = flags.DebounceMax })
 	set("registration-grace", func() { into.RegistrationGrace = flags.RegistrationGrace })
+	set("state", func() { into.State = flags.State })
+	set("replica-id", func() { into.ReplicaID = flags.ReplicaID })
 	set("pprof", func() { into.Pprof = flags.Pprof })
 	set("max-file-bytes", func() { into.MaxFileBytes = flags.MaxFileBytes })
 	set("max-documents", func() { into.MaxDocuments = flags.MaxDocuments })

@@ -6,11 +6,14 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -29,11 +32,15 @@ type proxyStatus struct {
 // replicaStatus is one replica's line of `vmesh status`: the config it
 // serves and the errors its sources report, or why it could not be read.
 type replicaStatus struct {
-	Replica  string `json:"replica" yaml:"replica"`
-	Error    string `json:"error,omitempty" yaml:"error,omitempty"`
-	Revision int64  `json:"revision" yaml:"revision"`
-	Commit   string `json:"commit,omitempty" yaml:"commit,omitempty"`
-	Proxies  int    `json:"proxies" yaml:"proxies"`
+	Replica string `json:"replica" yaml:"replica"`
+	// ID is the replica's name in the shared state, when it has one, and
+	// StateError what its shared state last failed on.
+	ID         string `json:"id,omitempty" yaml:"id,omitempty"`
+	StateError string `json:"stateError,omitempty" yaml:"stateError,omitempty"`
+	Error      string `json:"error,omitempty" yaml:"error,omitempty"`
+	Revision   int64  `json:"revision" yaml:"revision"`
+	Commit     string `json:"commit,omitempty" yaml:"commit,omitempty"`
+	Proxies    int    `json:"proxies" yaml:"proxies"`
 	// Errors counts the config errors of every source; FirstError is one
 	// of them, file:line first.
 	Errors     int    `json:"errors" yaml:"errors"`
@@ -47,7 +54,10 @@ type replicaStatus struct {
 // statusReport is what `vmesh status -o json|yaml` prints.
 type statusReport struct {
 	Replicas []replicaStatus `json:"replicas" yaml:"replicas"`
-	Proxies  []proxyStatus   `json:"proxies" yaml:"proxies"`
+	// Unlisted are the replicas the shared state knows that no --server
+	// names (read from the first replica that has a shared state).
+	Unlisted []sharedstate.Replica `json:"unlisted,omitempty" yaml:"unlisted,omitempty"`
+	Proxies  []proxyStatus         `json:"proxies" yaml:"proxies"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -63,7 +73,9 @@ config errors with the first one, or why it could not be read), then, per
 proxy and resource type, SYNCED (with the version the proxy ACKed:
 r<store revision>[@<commit>]), STALE (a response it has not ACKed yet) or
 NACK with the proxy's error message. A replica that cannot be read does not
-stop the others' listing; status then exits 1.`,
+stop the others' listing (they are read at once); status then exits 1.
+Replicas that share state (vmesh serve --state) show their replica ID, and
+the replicas the shared state knows that no --server names are listed too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if asJSON {
@@ -87,46 +99,83 @@ stop the others' listing; status then exits 1.`,
 	return cmd
 }
 
-// readStatus reads every replica; one that fails is reported, not fatal.
+// readStatus reads every replica at once; one that fails is reported, not
+// fatal, and does not hold up the others.
 func readStatus(servers []string) statusReport {
-	report := statusReport{Replicas: []replicaStatus{}, Proxies: []proxyStatus{}}
-	for _, srv := range servers {
-		rs := replicaStatus{Replica: srv}
-		var dc filestore.DebugConfig
-		st, err := syncz(srv)
-		if err == nil {
-			err = getJSON(srv, "/debug/config?kind=none", &dc)
-		}
-		if err != nil {
-			rs.Error = err.Error()
-			report.Replicas = append(report.Replicas, rs)
+	report := statusReport{Replicas: make([]replicaStatus, len(servers)), Proxies: []proxyStatus{}}
+	rows := make([][]proxyStatus, len(servers))
+	states := make([]*sharedstate.Status, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			report.Replicas[i], rows[i], states[i] = readReplica(srv)
+		}()
+	}
+	wg.Wait()
+	asked := map[string]bool{}
+	for i, srv := range servers {
+		asked[strings.TrimPrefix(serverURL(srv), "http://")] = true
+		report.Proxies = append(report.Proxies, rows[i]...)
+	}
+	for _, st := range states {
+		if st == nil {
 			continue
 		}
-		rs.Revision, rs.Commit, rs.Proxies = dc.Revision, dc.Commit, len(st)
-		for _, src := range dc.Sources {
-			rs.Errors += len(src.Errors)
-			if rs.FirstError == "" && len(src.Errors) > 0 {
-				rs.FirstError = src.Source + ": " + src.Errors[0].Error()
+		for _, r := range st.Replicas {
+			if !asked[r.HTTPAddr] {
+				report.Unlisted = append(report.Unlisted, r)
 			}
 		}
-		for _, w := range dc.Warnings {
-			if w.Severity != filestore.SeverityWarning {
-				continue
-			}
-			rs.Warnings++
-			if rs.FirstWarning == "" {
-				rs.FirstWarning = w.Error()
-			}
-		}
-		report.Replicas = append(report.Replicas, rs)
-		for _, s := range st {
-			report.Proxies = append(report.Proxies, statusRow(srv, s))
-		}
+		break
 	}
 	slices.SortFunc(report.Proxies, func(a, b proxyStatus) int {
 		return cmp.Or(cmp.Compare(a.Proxy, b.Proxy), cmp.Compare(a.Replica, b.Replica))
 	})
 	return report
+}
+
+// readReplica reads one replica: its config, proxies and, when it shares
+// state with others, what the shared state knows.
+func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status) {
+	rs := replicaStatus{Replica: srv}
+	var dc filestore.DebugConfig
+	st, err := syncz(srv)
+	if err == nil {
+		err = getJSON(srv, "/debug/config?kind=none", &dc)
+	}
+	if err != nil {
+		rs.Error = err.Error()
+		return rs, nil, nil
+	}
+	rs.Revision, rs.Commit, rs.Proxies = dc.Revision, dc.Commit, len(st)
+	for _, src := range dc.Sources {
+		rs.Errors += len(src.Errors)
+		if rs.FirstError == "" && len(src.Errors) > 0 {
+			rs.FirstError = src.Source + ": " + src.Errors[0].Error()
+		}
+	}
+	for _, w := range dc.Warnings {
+		if w.Severity != filestore.SeverityWarning {
+			continue
+		}
+		rs.Warnings++
+		if rs.FirstWarning == "" {
+			rs.FirstWarning = w.Error()
+		}
+	}
+	var rows []proxyStatus
+	for _, s := range st {
+		rows = append(rows, statusRow(srv, s))
+	}
+	// A replica without a shared state answers 404: it is alone.
+	var shared sharedstate.Status
+	if getJSON(srv, "/debug/replicas", &shared) != nil {
+		return rs, rows, nil
+	}
+	rs.ID, rs.StateError = shared.Self, shared.Error
+	return rs, rows, &shared
 }
 
 func writeStatus(w io.Writer, format string, report statusReport) error {
@@ -145,6 +194,9 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 		if r.Commit != "" {
 			config += "@" + r.Commit[:min(12, len(r.Commit))]
 		}
+		if r.StateError != "" {
+			config += " (shared state failing: " + r.StateError + ")"
+		}
 		errs := "0"
 		if r.Errors > 0 {
 			errs = fmt.Sprintf("%d, first: %s", r.Errors, r.FirstError)
@@ -153,7 +205,15 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 		if r.Warnings > 0 {
 			warns = fmt.Sprintf("%d, first: %s", r.Warnings, r.FirstWarning)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Replica, config, r.Proxies, errs, warns)
+		name := r.Replica
+		if r.ID != "" {
+			name += " (" + r.ID + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", name, config, r.Proxies, errs, warns)
+	}
+	for _, r := range report.Unlisted {
+		fmt.Fprintf(tw, "%s (%s)\tnot asked: known to the shared state, %d proxies, last heartbeat %s\t-\t-\t-\n",
+			cmp.Or(r.HTTPAddr, "-"), r.ID, r.Proxies, r.Heartbeat.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "PROXY\tKIND\tREPLICA\t%s\tGROUP\n", strings.Join(statusTypes, "\t"))

@@ -5,12 +5,14 @@ package controlplane
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries"
+	"github.com/vmesh/vmesh/registries/sharedstate"
 )
 
 // Config is the server configuration: the keys of vmesh.yaml, mirrored by
@@ -53,6 +55,14 @@ type Config struct {
 	// RegistrationGrace is how long an auto-registered WorkloadEntry outlives
 	// its agent's connection; default 10s.
 	RegistrationGrace time.Duration `yaml:"registrationGrace"`
+	// State, when set, shares what this replica learns at run time
+	// (auto-registrations and their health, revocations) with the other
+	// replicas through Consul or ZooKeeper; the --state flag sets
+	// "consul=ADDR" or "zookeeper=ADDR[,ADDR]".
+	State *sharedstate.Spec `yaml:"state"`
+	// ReplicaID names this replica in the shared state and in the origin of
+	// the registrations it shares; default "<hostname>-<random>".
+	ReplicaID string `yaml:"replicaID"`
 	// Pprof exposes /debug/pprof on the HTTP server.
 	Pprof bool `yaml:"pprof"`
 	// MaxFileBytes, MaxDocuments and MaxProblems bound each file of the
@@ -148,12 +158,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--config-dir and --git-repo are exclusive: pick one source of truth")
 	case c.DebounceQuiet <= 0 || c.DebounceMax < c.DebounceQuiet:
 		return fmt.Errorf("debounce: quiet %s must be > 0 and <= max %s", c.DebounceQuiet, c.DebounceMax)
-	case len(c.Registries) > 0 && c.RegistrySyncWait <= 0:
+	case (len(c.Registries) > 0 || c.State != nil) && c.RegistrySyncWait <= 0:
 		return fmt.Errorf("registrySyncWait %s must be > 0", c.RegistrySyncWait)
 	case c.MaxFileBytes <= 0 || c.MaxDocuments <= 0 || c.MaxProblems <= 0:
 		return fmt.Errorf("maxFileBytes %d, maxDocuments %d and maxProblems %d must be > 0", c.MaxFileBytes, c.MaxDocuments, c.MaxProblems)
 	case c.Git.Repo != "" && c.Git.Timeout <= 0:
 		return fmt.Errorf("git timeout %s must be > 0", c.Git.Timeout)
+	}
+	if c.State != nil {
+		if err := c.State.Validate(); err != nil {
+			return err
+		}
+	}
+	if strings.ContainsAny(c.ReplicaID, "/~ ") {
+		return fmt.Errorf("replicaID %q must not contain '/', '~' or spaces", c.ReplicaID)
 	}
 	return registries.Validate(c.Registries)
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security/jwks"
 )
@@ -76,6 +77,10 @@ type ControlPlane struct {
 	// Config.RegistrySyncWait.
 	registries       *registries.Runner
 	registriesSynced chan struct{}
+	// state, when configured, shares registrations and revocations with
+	// the other replicas; stateSynced gates readiness like registriesSynced.
+	state       *sharedstate.State
+	stateSynced chan struct{}
 	// webhookCalls holds a token per webhook call being read.
 	webhookCalls chan struct{}
 }
@@ -162,6 +167,9 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err := cp.addSecure(); err != nil {
 		return nil, err
 	}
+	if err := cp.addState(); err != nil {
+		return nil, err
+	}
 	cp.routes()
 	if cp.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
@@ -242,6 +250,34 @@ func (cp *ControlPlane) addSecure() error {
 		}))...)
 	authority.Register(cp.secure)
 	cp.xds.Register(cp.secure)
+	return nil
+}
+
+// addState joins the shared state of the replicas, when configured: this
+// replica's registrations go there, the others' come back as the Store
+// source "replicas", and shared revocations reach the CA.
+func (cp *ControlPlane) addState() error {
+	if cp.cfg.State == nil {
+		cp.mux.HandleFunc("/debug/replicas", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "no shared state configured (vmesh serve --state consul=ADDR | zookeeper=ADDR): this replica is alone", http.StatusNotFound)
+		})
+		return nil
+	}
+	bi := buildinfo.Get()
+	st, err := sharedstate.New(cp.store, sharedstate.Config{
+		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca,
+		Describe: func() sharedstate.Replica {
+			return sharedstate.Replica{XDSAddr: cp.XDSAddr(), SecureAddr: cp.SecureAddr(), HTTPAddr: cp.HTTPAddr(),
+				Version: bi.Version, Revision: bi.Revision, Commit: cp.store.Snapshot().Commit(), Proxies: len(cp.xds.Syncz())}
+		},
+	}, cp.log)
+	if err != nil {
+		return err
+	}
+	cp.state, cp.stateSynced = st, make(chan struct{})
+	cp.runners = append(cp.runners, st)
+	cp.ready = append(cp.ready, cp.stateSynced)
+	cp.mux.Handle("/debug/replicas", st.Handler())
 	return nil
 }
 
@@ -466,6 +502,19 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			close(cp.registriesSynced)
 		}()
 	}
+	if cp.state != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-cp.state.Synced():
+			case <-time.After(cp.cfg.RegistrySyncWait):
+				cp.log.Warn("serving without the other replicas' registrations: the shared state did not answer", "state", cp.cfg.State.String(), "waited", cp.cfg.RegistrySyncWait)
+			case <-ctx.Done():
+			}
+			close(cp.stateSynced)
+		}()
+	}
 	// xDS starts from the first complete config (files or git, and the
 	// registries' first sets): a proxy that connects earlier waits instead
 	// of being told that nothing exists.
@@ -539,6 +588,9 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 	}()
 	bi := buildinfo.Get()
 	cp.log.Info("vmesh version", "version", bi.Version, "revision", bi.Revision, "dirty", bi.Dirty, "go", bi.GoVersion)
+	if cp.state != nil {
+		cp.log.Info("sharing state with the other replicas", "state", cp.cfg.State.String(), "replica", cp.state.ID())
+	}
 	cp.log.Info("vmesh serving", "http", cp.HTTPAddr(), "xds", cp.XDSAddr(), "secure", cp.SecureAddr())
 	<-ctx.Done()
 	cp.notify(daemon.SdNotifyStopping)
