@@ -82,6 +82,10 @@ type Config struct {
 	// IPs are the VM's addresses; default the local address used to reach
 	// the control plane.
 	IPs []string
+	// DiscoveryAddresses, when set, replace the bundle's discovery and
+	// failover addresses: the control plane's replicas (host:port of their
+	// secure ports), tried in order.
+	DiscoveryAddresses []string
 	// CertTTL is the requested certificate lifetime; 0 = the CA's default.
 	CertTTL time.Duration
 
@@ -262,7 +266,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		}
 	}
 	cm, err := certs.New(certs.Config{
-		Address: a.bundle.DiscoveryAddress, RootsPEM: a.bundle.RootCerts, Token: a.bundle.Token,
+		Address: a.discovery()[0], Failover: a.discovery()[1:], RootsPEM: a.bundle.RootCerts, Token: a.bundle.Token,
 		TTL: a.cfg.CertTTL, OutDir: a.cfg.OutDir, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax,
 	}, a.log.With("part", "certs"), a.reg)
 	if err != nil {
@@ -285,7 +289,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("agent: %w", err)
 		}
 	}
-	pcfg := xdsproxy.Config{Upstream: a.bundle.DiscoveryAddress, TLS: cm.ClientTLSConfig, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax}
+	pcfg := xdsproxy.Config{Upstream: a.discovery()[0], Upstreams: a.discovery()[1:], TLS: cm.ClientTLSConfig, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax}
 	if dns != nil {
 		pcfg.NameTable = dns.Update
 	}
@@ -476,6 +480,15 @@ func firstOr(ids []uint32, def uint32) uint32 {
 	return def
 }
 
+// discovery lists the control plane's replicas: Config.DiscoveryAddresses,
+// else the bundle's discovery address and failover addresses.
+func (a *Agent) discovery() []string {
+	if len(a.cfg.DiscoveryAddresses) > 0 {
+		return a.cfg.DiscoveryAddresses
+	}
+	return a.bundle.DiscoveryAddresses()
+}
+
 // captureConfig completes the capture settings: the control plane's
 // addresses are never captured, DNS goes to the DNS proxy's port and only
 // for the resolv.conf nameservers.
@@ -527,7 +540,7 @@ func (a *Agent) adminPort() uint32 {
 
 // writeBootstraps writes the grpc-go and Envoy bootstrap files.
 func (a *Agent) writeBootstraps() error {
-	gb, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: a.node, ServerURI: a.bundle.DiscoveryAddress, CertDir: a.cfg.OutDir,
+	gb, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: a.node, ServerURI: a.discovery()[0], ServerURIs: a.discovery()[1:], CertDir: a.cfg.OutDir,
 		CertFile: certs.CertChainFile, KeyFile: certs.KeyFile, RootFile: certs.RootCertFile})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/vmesh/vmesh/agents/caclient"
+	"github.com/vmesh/vmesh/agents/internal/failover"
 	"github.com/vmesh/vmesh/internal/refusal"
 )
 
@@ -51,6 +52,10 @@ const (
 type Config struct {
 	// Address is host:port of the CA (the bundle's discovery address).
 	Address string
+	// Failover are more replicas of the CA (host:port), tried in order
+	// after Address; each is verified against its own host unless
+	// ServerName is set.
+	Failover []string
 	// ServerName verifies the CA's serving certificate; default: the host
 	// part of Address.
 	ServerName string
@@ -82,7 +87,7 @@ func (c *Config) setDefaults() error {
 	if err != nil {
 		return fmt.Errorf("certs: CA address %q: %w", c.Address, err)
 	}
-	if c.ServerName == "" {
+	if c.ServerName == "" && len(c.Failover) == 0 {
 		c.ServerName = host
 	}
 	if c.Jitter == 0 {
@@ -280,7 +285,7 @@ func (m *Manager) fetch(ctx context.Context) (*KeyPair, error) {
 func (m *Manager) request(ctx context.Context, tlsCfg *tls.Config, useCert bool) (*KeyPair, error) {
 	// A fresh connection per request: a long-lived one would keep presenting
 	// the certificate of its first handshake.
-	conn, err := grpc.NewClient(m.cfg.Address, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	conn, err := failover.Dial(append([]string{m.cfg.Address}, m.cfg.Failover...), grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 	if err != nil {
 		return nil, err
 	}

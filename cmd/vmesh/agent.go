@@ -76,6 +76,7 @@ of /etc/resolv.conf. The rules go when the agent exits; after a crash,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.BundleDir, "bundle", "", "onboarding bundle directory (from vmesh vm bundle)")
+	f.StringArrayVar(&cfg.DiscoveryAddresses, "discovery-address", nil, "a control-plane replica's secure port, host:port (repeatable, tried in order; default: the bundle's discovery and failover addresses)")
 	f.StringVar(&cfg.OutDir, "out", agent.DefaultOutDir, "where certificates and bootstrap files are written")
 	f.StringVar(&cfg.SocketDir, "sockets", agent.DefaultSocketDir, "where xds.sock and sds.sock are served")
 	f.StringVar(&cfg.WorkloadName, "workload-name", "", "workload name (default: the host name)")

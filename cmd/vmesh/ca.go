@@ -133,6 +133,7 @@ written then.`,
 	f.StringVar(&req.WorkloadGroup, "workload-group", "", "WorkloadGroup the VM registers under (optional)")
 	f.StringVar(&labels, "labels", "", "workload labels, k=v,k2=v2")
 	f.StringVar(&req.DiscoveryAddress, "discovery-address", "127.0.0.1:15012", "host:port of the control plane's secure port")
+	f.StringArrayVar(&req.FailoverAddresses, "failover-address", nil, "host:port of another replica's secure port, tried in order when the discovery address does not answer (repeatable)")
 	f.DurationVar(&req.TokenTTL, "token-ttl", 0, "bootstrap token lifetime (default 1h)")
 	_ = b.MarkFlagRequired("service-account")
 	cmd := &cobra.Command{Use: "vm", Short: "VM onboarding"}

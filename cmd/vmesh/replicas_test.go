@@ -299,11 +299,10 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 		"C": xdstest.Dial(t, c.cp.XDSAddr(), xdstest.Node{ID: "teller-c", Namespace: "fin"}, "ledger.fin.internal:7070"),
 	}
 
-	// The VM's agent, onboarded by A, its discovery address a front for
-	// the three secure ports.
-	secureFront := startFront(t, a.cp.SecureAddr(), b.cp.SecureAddr(), c.cp.SecureAddr())
+	// The VM's agent, onboarded by A: its bundle lists A's secure port,
+	// then B's and C's to fail over to.
 	bundleDir := filepath.Join(t.TempDir(), "bundle")
-	if _, err := a.cp.CA().WriteVMBundle(bundleDir, ca.VMBundleRequest{Namespace: "fin", ServiceAccount: "ledger", WorkloadGroup: "ledger", DiscoveryAddress: secureFront.Addr}); err != nil {
+	if _, err := a.cp.CA().WriteVMBundle(bundleDir, ca.VMBundleRequest{Namespace: "fin", ServiceAccount: "ledger", WorkloadGroup: "ledger", DiscoveryAddress: a.cp.SecureAddr(), FailoverAddresses: []string{b.cp.SecureAddr(), c.cp.SecureAddr()}}); err != nil {
 		t.Fatal(err)
 	}
 	probe := health.Probe{TCP: &health.TCPSocket{Port: int(mustPort(t, appPort))}, Period: 200 * time.Millisecond, Timeout: time.Second, SuccessThreshold: 1, FailureThreshold: 1}
