@@ -21,42 +21,95 @@ type healthReport struct {
 	healthy *bool
 }
 
-// SetHealth records the health the agent of a config-defined WorkloadEntry
-// reports (healthy nil: unknown, which makes a health-checked entry no
-// endpoint, as Istio's deleted Healthy condition does). It overrides the
-// Healthy condition of the winning object of key, from whichever source,
-// while that object has health checks enabled; other objects are served
-// as they are. ClearHealth removes the report.
-func (s *Store) SetHealth(key Key, healthy *bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.health == nil {
-		s.health = map[Key]healthReport{}
+// healthReports are the reports on config-defined WorkloadEntries: local
+// ones (the agent's stream is on this replica) win over remote ones
+// (another replica's, through the shared state).
+type healthReports struct {
+	local, remote map[Key]healthReport
+}
+
+// get returns the report that applies to key.
+func (h *healthReports) get(key Key) (healthReport, bool) {
+	if r, ok := h.local[key]; ok {
+		return r, true
+	}
+	r, ok := h.remote[key]
+	return r, ok
+}
+
+// setReport records (remove false) or removes a report of one tier, reporting
+// whether anything changed.
+func setReport(m *map[Key]healthReport, key Key, healthy *bool, remove bool) bool {
+	if remove {
+		if _, ok := (*m)[key]; !ok {
+			return false
+		}
+		delete(*m, key)
+		return true
+	}
+	if *m == nil {
+		*m = map[Key]healthReport{}
 	}
 	if healthy != nil {
 		h := *healthy
 		healthy = &h
 	}
-	s.health[key] = healthReport{healthy: healthy}
-	s.publish(map[Key]struct{}{key: {}})
+	if old, ok := (*m)[key]; ok && ((old.healthy == nil && healthy == nil) || (old.healthy != nil && healthy != nil && *old.healthy == *healthy)) {
+		return false
+	}
+	(*m)[key] = healthReport{healthy: healthy}
+	return true
 }
 
-// ClearHealth removes the health report of key: its objects' own Healthy
-// condition applies again.
-func (s *Store) ClearHealth(key Key) {
+// SetHealth records the health the agent of a config-defined WorkloadEntry
+// reports through this replica (healthy nil: unknown, which makes a
+// health-checked entry no endpoint, as Istio's deleted Healthy condition
+// does). It overrides the Healthy condition of the winning object of key,
+// from whichever source, while that object has health checks enabled;
+// other objects are served as they are. ClearHealth removes the report.
+func (s *Store) SetHealth(key Key, healthy *bool) { s.setHealth(key, healthy, false, false) }
+
+// ClearHealth removes this replica's health report of key: another
+// replica's (SetRemoteHealth), else the objects' own Healthy condition,
+// applies again.
+func (s *Store) ClearHealth(key Key) { s.setHealth(key, nil, false, true) }
+
+// SetRemoteHealth records a health report another replica holds (the
+// shared state's); a report of this replica's own wins over it.
+// ClearRemoteHealth removes it.
+func (s *Store) SetRemoteHealth(key Key, healthy *bool) { s.setHealth(key, healthy, true, false) }
+
+// ClearRemoteHealth removes another replica's health report of key.
+func (s *Store) ClearRemoteHealth(key Key) { s.setHealth(key, nil, true, true) }
+
+// LocalHealth returns this replica's health reports (SetHealth): what the
+// shared state shares with the other replicas. nil values are unknown.
+func (s *Store) LocalHealth() map[Key]*bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.health[key]; !ok {
-		return
+	out := make(map[Key]*bool, len(s.health.local))
+	for k, r := range s.health.local {
+		out[k] = r.healthy
 	}
-	delete(s.health, key)
-	s.publish(map[Key]struct{}{key: {}})
+	return out
+}
+
+func (s *Store) setHealth(key Key, healthy *bool, remote, remove bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tier := &s.health.local
+	if remote {
+		tier = &s.health.remote
+	}
+	if setReport(tier, key, healthy, remove) {
+		s.publish(map[Key]struct{}{key: {}})
+	}
 }
 
 // withHealth returns the object to serve for winner: a copy carrying the
 // reported health when one applies. Callers hold s.mu.
 func (s *Store) withHealth(winner *Object) *Object {
-	r, ok := s.health[winner.Key]
+	r, ok := s.health.get(winner.Key)
 	if !ok || winner.Kind != KindWorkloadEntry || !HealthChecksEnabled(winner) {
 		return winner
 	}

@@ -179,8 +179,8 @@ type Store struct {
 	subs     map[*Subscription]struct{}
 	revision int64
 	// health holds agents' reports on config-defined WorkloadEntries
-	// (SetHealth).
-	health map[Key]healthReport
+	// (SetHealth, SetRemoteHealth).
+	health healthReports
 
 	// analysisMu guards the last analysis (Analysis) and the snapshot it
 	// is of.

@@ -180,6 +180,10 @@ type record struct {
 	Healthy     *bool             `json:"healthy,omitempty"`
 	// Registry is the local origin's Registry ("agent X (group G)").
 	Registry string `json:"registry,omitempty"`
+	// HealthOnly marks a health report on a config-defined WorkloadEntry
+	// (filestore.Store.SetHealth) instead of a registration: only
+	// Namespace, Name and Healthy (nil: unknown) are set.
+	HealthOnly bool `json:"healthOnly,omitempty"`
 	// Updated is when this replica last wrote the entry: among replicas
 	// sharing one key, the latest wins.
 	Updated time.Time `json:"updated"`
@@ -233,6 +237,10 @@ type State struct {
 	parsed map[string]*parsedRecord
 	// local holds the keys the local registration source serves.
 	local map[filestore.Key]bool
+	// remoteHealth holds the other replicas' health reports by key
+	// (latest per key), and applied the keys handed to the Store.
+	remoteHealth map[filestore.Key]record
+	applied      map[filestore.Key]bool
 	// shared holds the latest shared revocation of each name, once
 	// revocationsRead (the first read of them) is set.
 	shared          map[string]ca.Revocation
@@ -421,7 +429,11 @@ func (s *State) setHealth(err error) {
 	s.mu.Unlock()
 }
 
-// entryName is an entry's backend name: "<replica>~<namespace>~<name>".
+// healthSuffix ends the backend names of health reports.
+const healthSuffix = "~health"
+
+// entryName is an entry's backend name: "<replica>~<namespace>~<name>"
+// (a health report's adds healthSuffix).
 func entryName(replica string, k filestore.Key) string {
 	return replica + "~" + k.Namespace + "~" + k.Name
 }
@@ -485,8 +497,29 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 		s.written[name], s.writtenFrom[name] = body, o
 		s.mu.Unlock()
 	}
+	health := s.store.LocalHealth()
+	wantHealth := make(map[string]bool, len(health))
+	for _, k := range slices.SortedFunc(maps.Keys(health), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
+		name := entryName(s.cfg.ID, k) + healthSuffix
+		wantHealth[name] = true
+		rec := record{Replica: s.cfg.ID, Namespace: k.Namespace, Name: k.Name, Healthy: health[k], HealthOnly: true}
+		body, _ := json.Marshal(rec)
+		if prev, ok := written[name]; ok && string(prev) == string(body) {
+			continue
+		}
+		rec.Updated = s.cfg.Now().UTC()
+		data, _ := json.Marshal(rec)
+		if err := s.backend.putEntry(ctx, name, data); err != nil {
+			errs = append(errs, fmt.Errorf("health of %s: %w", k, err))
+			continue
+		}
+		s.mu.Lock()
+		s.written[name] = body
+		delete(s.writtenFrom, name)
+		s.mu.Unlock()
+	}
 	for name := range written {
-		if _, ok := want[name]; ok {
+		if _, ok := want[name]; ok || wantHealth[name] {
 			continue
 		}
 		if err := s.backend.deleteEntry(ctx, name); err != nil {
@@ -515,6 +548,7 @@ func (s *State) onEntries(values map[string][]byte) {
 	s.mu.Unlock()
 	parsed := make(map[string]*parsedRecord, len(values))
 	remote := map[filestore.Key]*parsedRecord{}
+	health := map[filestore.Key]record{}
 	for name, data := range values {
 		p := cache[name]
 		if p == nil || p.data != string(data) {
@@ -523,7 +557,7 @@ func (s *State) onEntries(values map[string][]byte) {
 			if err == nil && (p.rec.Replica == "" || p.rec.Name == "") {
 				err = errors.New("no replica or name")
 			}
-			if err == nil {
+			if err == nil && !p.rec.HealthOnly {
 				p.obj, err = p.rec.object()
 			}
 			if err != nil {
@@ -535,15 +569,23 @@ func (s *State) onEntries(values map[string][]byte) {
 		if p.rec.Replica == s.cfg.ID {
 			continue
 		}
+		if p.rec.HealthOnly {
+			k := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: p.rec.Namespace, Name: p.rec.Name}
+			if cur, ok := health[k]; !ok || newer(p.rec, cur) {
+				health[k] = p.rec
+			}
+			continue
+		}
 		if cur, ok := remote[p.obj.Key]; ok && !newer(p.rec, cur.rec) {
 			continue
 		}
 		remote[p.obj.Key] = p
 	}
 	s.mu.Lock()
-	s.remote, s.parsed = remote, parsed
+	s.remote, s.parsed, s.remoteHealth = remote, parsed, health
 	s.mu.Unlock()
 	s.publishRemote()
+	s.applyRemoteHealth()
 	s.mu.Lock()
 	if !s.isSynced {
 		s.isSynced = true
@@ -578,6 +620,34 @@ func (s *State) publishRemote() {
 	s.mu.Unlock()
 	if err := s.store.Replace(Source, objs); err != nil {
 		s.log.Error("publishing the other replicas' registrations", "error", err)
+	}
+}
+
+// applyRemoteHealth hands the other replicas' health reports on
+// config-defined WorkloadEntries to the Store (a report of this replica's
+// own wins there), and removes those no replica holds any more: a dead
+// replica's reports go with its session.
+func (s *State) applyRemoteHealth() {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.mu.Lock()
+	health := s.remoteHealth
+	gone := []filestore.Key{}
+	for k := range s.applied {
+		if _, ok := health[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	s.applied = make(map[filestore.Key]bool, len(health))
+	for k := range health {
+		s.applied[k] = true
+	}
+	s.mu.Unlock()
+	for k, rec := range health {
+		s.store.SetRemoteHealth(k, rec.Healthy)
+	}
+	for _, k := range gone {
+		s.store.ClearRemoteHealth(k)
 	}
 }
 
