@@ -110,6 +110,12 @@ type generation struct {
 	// inboundRefused counts the server listener names not answered
 	// because inbound held maxInboundListeners already.
 	inboundRefused atomic.Int64
+
+	// out and own are an Envoy sidecar group's two parts (outbound.go):
+	// its scope's, shared with every group of the scope, and its own.
+	// nil for proxyless groups.
+	out *outboundPart
+	own ownPart
 }
 
 // resourceMap is one type's resources by name.
@@ -146,6 +152,9 @@ func (g *generation) count(typeURL string) int {
 
 // generate builds all resource types for a group.
 func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	if p.Kind == KindSidecar {
+		return generateSidecar(s, p, key, nil)
+	}
 	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
 	v := model.NewView(s, p.Workload())
 	gens, err := generatorsFor(v.Workload())

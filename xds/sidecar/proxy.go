@@ -74,11 +74,15 @@ func (sc *scope) fallbackCluster() string {
 }
 
 // ownsEndpoint reports whether e is this proxy's workload.
-func (sc *scope) ownsEndpoint(e *model.Endpoint) bool {
-	if sc.p.WorkloadName != "" && e.Origin == sc.p.Namespace+"/"+sc.p.WorkloadName {
+func (sc *scope) ownsEndpoint(e *model.Endpoint) bool { return OwnsEndpoint(sc.p, e) }
+
+// OwnsEndpoint reports whether e is w's own (its inbound side serves it):
+// one of w's IPs, or the WorkloadEntry <namespace>/<workload name>.
+func OwnsEndpoint(w model.Workload, e *model.Endpoint) bool {
+	if w.WorkloadName != "" && e.Origin == w.Namespace+"/"+w.WorkloadName {
 		return true
 	}
-	return slices.Contains(sc.p.IPs, e.Address)
+	return slices.Contains(w.IPs, e.Address)
 }
 
 // inbound returns the ports the workload serves, sorted by port: the

@@ -31,9 +31,19 @@ import (
 // virtual host that passes unknown hosts through (allow_any) or answers
 // 502 (block_all, outboundTrafficPolicy REGISTRY_ONLY).
 func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
+	return RoutesOf(v, nil)
+}
+
+// RoutesOf returns the route configurations of the given ports only (every
+// port when ports is nil), for an update that regenerates the ports a change
+// touches. Routes depend only on the proxy's scope (model.View.OutboundKey).
+func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfiguration, error) {
 	sc := newScope(v)
 	var out []*routev3.RouteConfiguration
 	for _, port := range sc.httpPorts() {
+		if ports != nil && !ports[port] {
+			continue
+		}
 		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false)}
 		used := make(map[string]bool)
 		for _, t := range sc.targets {
