@@ -67,7 +67,7 @@ func newBenchWatchers(c *cache, n, groups int, names map[string][]string) []*ben
 }
 
 // drain takes any answers and reopens the watches (the proxy's ACK).
-func (w *benchWatcher) drain(b *testing.B, c *cache) int {
+func (w *benchWatcher) drain(b testing.TB, c *cache) int {
 	n := 0
 	for t, ch := range w.chans {
 		select {
@@ -81,7 +81,7 @@ func (w *benchWatcher) drain(b *testing.B, c *cache) int {
 	return n
 }
 
-func (w *benchWatcher) open(b *testing.B, c *cache, t, nonce string) {
+func (w *benchWatcher) open(b testing.TB, c *cache, t, nonce string) {
 	req := &discoveryv3.DiscoveryRequest{TypeUrl: t, ResponseNonce: nonce}
 	if _, err := c.open(&watch{proxy: w.proxy, typeURL: t, sub: w.subs[t], req: req, sotw: w.chans[t]}, nonce == ""); err != nil {
 		b.Fatal(err)
