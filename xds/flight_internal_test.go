@@ -8,9 +8,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model/modeltest"
-	dto "github.com/prometheus/client_model/go"
 	networking "istio.io/api/networking/v1alpha3"
 )
 

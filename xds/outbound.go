@@ -15,7 +15,9 @@ import (
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/sidecar"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // An Envoy sidecar's config is made of two parts (issue 20). What depends
@@ -40,6 +42,11 @@ type outboundPart struct {
 	proxy *Proxy
 	// types holds LDS, RDS, CDS and EDS (and an empty name table).
 	types map[string]*resourceMap
+	// vhosts holds the serialised form of every virtual host of the
+	// route configurations: an update regenerates a port's route
+	// configuration but shares the virtual hosts a change does not touch,
+	// and its bytes are put together from theirs (routeResource).
+	vhosts map[*routev3.VirtualHost][]byte
 }
 
 // outboundChange is a scope's new part and which names changed from base,
@@ -99,13 +106,19 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("scope %s: %w", key, err)
 	}
-	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs))}
+	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: map[*routev3.VirtualHost][]byte{}}
 	if o.types[resourcev3.ListenerType], err = serialised(lds, listenerName); err != nil {
 		return nil, err
 	}
-	if o.types[resourcev3.RouteType], err = serialised(rds, routeName); err != nil {
-		return nil, err
+	e := cowmap.New[string, *resource]().Edit()
+	for _, rc := range rds {
+		r, _, err := routeResource(rc, nil, o.vhosts)
+		if err != nil {
+			return nil, err
+		}
+		e.Set(r.name, r)
 	}
+	o.types[resourcev3.RouteType] = e.Map()
 	if o.types[resourcev3.ClusterType], err = serialised(cds, clusterName); err != nil {
 		return nil, err
 	}
@@ -154,14 +167,12 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 		return nil
 	}
 	var lds []*listenerv3.Listener
-	var rds []*routev3.RouteConfiguration
+	var freshHosts []*routev3.VirtualHost
+	vhosts := o.vhosts
 	if !d.EndpointsOnly() {
 		ports := portsOf(dirty, o.snap, s)
 		var err error
 		if lds, err = sidecar.OutboundListenersOf(v, ports); err != nil {
-			return nil, nil, err
-		}
-		if rds, err = sidecar.RoutesOf(v, ports); err != nil {
 			return nil, nil, err
 		}
 		for _, l := range lds {
@@ -169,9 +180,43 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 				return nil, nil, err
 			}
 		}
-		for _, r := range rds {
-			if err := add(resourcev3.RouteType, r.GetName(), r); err != nil {
+		var rds []*routev3.RouteConfiguration
+		if len(d.Services) == 0 {
+			// The same services: each port's route configuration keeps the
+			// virtual hosts of the hosts the change does not touch.
+			for p := range ports {
+				old, ok := o.types[resourcev3.RouteType].Get(sidecar.RouteName(p))
+				if !ok {
+					continue // no HTTP service on the port, then or now
+				}
+				rc, err := sidecar.UpdateRoute(v, old.msg.(*routev3.RouteConfiguration), dirty)
+				if err != nil {
+					return nil, nil, err
+				}
+				rds = append(rds, rc)
+			}
+		} else if rds, err = sidecar.RoutesOf(v, ports); err != nil {
+			return nil, nil, err
+		}
+		vhosts = make(map[*routev3.VirtualHost][]byte, len(o.vhosts))
+		for _, rc := range rds {
+			r, fh, err := routeResource(rc, o.vhosts, vhosts)
+			if err != nil {
 				return nil, nil, err
+			}
+			freshHosts = append(freshHosts, fh...)
+			if fresh[resourcev3.RouteType] == nil {
+				fresh[resourcev3.RouteType] = map[string]*resource{}
+			}
+			fresh[resourcev3.RouteType][r.name] = r
+		}
+		// The virtual hosts of the ports not regenerated are kept.
+		for name, r := range o.types[resourcev3.RouteType].All() {
+			if fresh[resourcev3.RouteType][name] != nil {
+				continue
+			}
+			for _, vh := range r.msg.(*routev3.RouteConfiguration).GetVirtualHosts() {
+				vhosts[vh] = o.vhosts[vh]
 			}
 		}
 		drop[resourcev3.ListenerType] = func(n string) bool {
@@ -200,7 +245,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	}
 	drop[resourcev3.ClusterType], drop[resourcev3.EndpointType] = byHost(resourcev3.ClusterType), byHost(resourcev3.EndpointType)
 
-	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: make(map[string]*resourceMap, len(typeURLs))}
+	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: vhosts}
 	changed := make(map[string]map[string]bool, len(typeURLs))
 	for _, t := range typeURLs {
 		old := o.types[t]
@@ -237,10 +282,13 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	has := func(t string) func(string) bool {
 		return func(name string) bool { _, ok := n.types[t].Get(name); return ok }
 	}
-	for _, m := range append(slices.Clone(asMessages(lds)), asMessages(rds)...) {
-		if err := sidecar.CheckReferences("scope "+o.key, m, has(resourcev3.RouteType), has(resourcev3.ClusterType)); err != nil {
+	for _, l := range lds {
+		if err := sidecar.CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), has(resourcev3.ClusterType)); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := routeClustersExist(freshHosts, has(resourcev3.ClusterType)); err != nil {
+		return nil, nil, fmt.Errorf("scope %s: %w", o.key, err)
 	}
 	for _, c := range cds {
 		if c.GetType() == clusterv3.Cluster_EDS && !has(resourcev3.EndpointType)(c.GetEdsClusterConfig().GetServiceName()) {
@@ -250,12 +298,98 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	return n, changed, nil
 }
 
-func asMessages[T proto.Message](ms []T) []proto.Message {
-	out := make([]proto.Message, len(ms))
-	for i, m := range ms {
-		out[i] = m
+// routeResource serialises a sidecar's route configuration from the
+// serialised form of its virtual hosts: a virtual host in prev (shared
+// with an earlier configuration) is not serialised again. Every virtual
+// host's bytes go into next; fresh are the virtual hosts serialised anew.
+// The bytes are what proto.Marshal makes of rc: the Go encoder writes
+// fields in number order and an embedded message as its own encoding, so
+// the configuration is its name (field 1), each virtual host (field 2),
+// then the rest.
+func routeResource(rc *routev3.RouteConfiguration, prev, next map[*routev3.VirtualHost][]byte) (*resource, []*routev3.VirtualHost, error) {
+	// Only the fields the sidecar generator sets can be put together so.
+	extra := false
+	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		switch fd.Number() {
+		case 1, 2, 7: // name, virtual_hosts, validate_clusters
+			return true
+		}
+		extra = true
+		return false
+	})
+	if extra {
+		r, err := newResource(rc.GetName(), rc)
+		return r, rc.GetVirtualHosts(), err
 	}
-	return out
+	opts := proto.MarshalOptions{Deterministic: true}
+	shell, err := opts.Marshal(&routev3.RouteConfiguration{Name: rc.GetName(), ValidateClusters: rc.GetValidateClusters()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
+	}
+	head := 0
+	if rc.GetName() != "" {
+		_, _, n := protowire.ConsumeField(shell)
+		if n < 0 {
+			return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), protowire.ParseError(n))
+		}
+		head = n
+	}
+	var fresh []*routev3.VirtualHost
+	size := len(shell)
+	parts := make([][]byte, len(rc.GetVirtualHosts()))
+	for i, vh := range rc.GetVirtualHosts() {
+		b, ok := prev[vh]
+		if !ok {
+			if b, err = opts.Marshal(vh); err != nil {
+				return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
+			}
+			fresh = append(fresh, vh)
+		}
+		next[vh] = b
+		parts[i] = b
+		size += 1 + protowire.SizeVarint(uint64(len(b))) + len(b)
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, shell[:head]...)
+	for _, b := range parts {
+		buf = protowire.AppendTag(buf, 2, protowire.BytesType)
+		buf = protowire.AppendBytes(buf, b)
+	}
+	buf = append(buf, shell[head:]...)
+	return resourceFromBytes(rc.GetName(), rc, buf), fresh, nil
+}
+
+// routeClustersExist checks that every cluster the routes of vhs name
+// exists.
+func routeClustersExist(vhs []*routev3.VirtualHost, has func(string) bool) error {
+	check := func(vh *routev3.VirtualHost, rt *routev3.Route, n string) error {
+		if n != "" && !has(n) {
+			return fmt.Errorf("virtual host %s route %s: cluster %q missing", vh.GetName(), rt.GetName(), n)
+		}
+		return nil
+	}
+	for _, vh := range vhs {
+		for _, rt := range vh.GetRoutes() {
+			a := rt.GetRoute()
+			if a == nil {
+				continue
+			}
+			if err := check(vh, rt, a.GetCluster()); err != nil {
+				return err
+			}
+			for _, wc := range a.GetWeightedClusters().GetClusters() {
+				if err := check(vh, rt, wc.GetName()); err != nil {
+					return err
+				}
+			}
+			for _, mp := range a.GetRequestMirrorPolicies() {
+				if err := check(vh, rt, mp.GetCluster()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // portsOf returns every port of the services of hosts in either snapshot.

@@ -73,6 +73,11 @@ func newResource(name string, m proto.Message) (*resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s: %w", name, err)
 	}
+	return resourceFromBytes(name, m, b), nil
+}
+
+// resourceFromBytes is newResource for m serialised as b.
+func resourceFromBytes(name string, m proto.Message, b []byte) *resource {
 	h := fnv.New64a()
 	h.Write(b)
 	return &resource{
@@ -80,7 +85,7 @@ func newResource(name string, m proto.Message) (*resource, error) {
 		msg:  m,
 		any:  &anypb.Any{TypeUrl: resourcev3.APITypePrefix + string(m.ProtoReflect().Descriptor().FullName()), Value: b},
 		hash: strconv.FormatUint(h.Sum64(), 36),
-	}, nil
+	}
 }
 
 // generation is the config of one proxy group at one model snapshot. Its

@@ -64,6 +64,48 @@ func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfigurati
 	return out, nil
 }
 
+// UpdateRoute returns the route configuration old (of one port, from an
+// earlier snapshot) for v, when no service differs between the two
+// snapshots (so every virtual host's domains and the order of the virtual
+// hosts are the same): the virtual hosts of hosts not in dirty are old's,
+// shared; those of dirty hosts are generated again. The result equals what
+// RoutesOf generates for the port.
+func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[string]bool) (*routev3.RouteConfiguration, error) {
+	sc := newScope(v)
+	n, err := strconv.ParseUint(old.GetName(), 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("route configuration %q: not a port", old.GetName())
+	}
+	port := uint32(n)
+	prev := make(map[string]*routev3.VirtualHost, len(old.GetVirtualHosts()))
+	for _, vh := range old.GetVirtualHosts() {
+		prev[vh.GetName()] = vh
+	}
+	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false)}
+	used := make(map[string]bool)
+	for _, t := range sc.targets {
+		if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
+			continue
+		}
+		if vh := prev[t.svc.Hostname+":"+itoa(port)]; vh != nil && !dirty[t.svc.Hostname] {
+			for _, d := range vh.GetDomains() {
+				used[d] = true
+			}
+			rc.VirtualHosts = append(rc.VirtualHosts, vh)
+			continue
+		}
+		vh, err := sc.virtualHost(t, used)
+		if err != nil {
+			return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
+		}
+		if vh != nil {
+			rc.VirtualHosts = append(rc.VirtualHosts, vh)
+		}
+	}
+	rc.VirtualHosts = append(rc.VirtualHosts, sc.catchAllHost())
+	return rc, nil
+}
+
 // httpPorts lists the outbound ports with an HTTP service, ascending.
 func (sc *scope) httpPorts() []uint32 {
 	var out []uint32

@@ -166,6 +166,11 @@ func (p *Proxy) Responses() int {
 func (p *Proxy) Watch(pr *Probe) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if pr.Requires.TypeURL != "" {
+		if _, ok := p.types[pr.Requires.TypeURL].held[pr.Requires.Name]; !ok {
+			return false
+		}
+	}
 	ts := p.types[pr.TypeURL]
 	for _, n := range pr.Names {
 		if _, ok := ts.held[n]; ok {
@@ -636,6 +641,11 @@ type Probe struct {
 	// TypeURL and Names are the resources the change alters.
 	TypeURL string
 	Names   []string
+	// Requires, when set, limits the probe to proxies that hold that
+	// resource: an Envoy sidecar's route configuration of a port changes
+	// with a service's routes only if it sees the service (holds its
+	// cluster).
+	Requires struct{ TypeURL, Name string }
 
 	mu    sync.Mutex
 	start time.Time

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -632,6 +633,9 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	rel := routingFile(c.size, svc)
 	if kind == ChangeRouting {
 		pr = NewProbe(resourcev3.RouteType, c.shape.routeProbeNames(c.src, svc)...)
+		if c.shape.sidecarShape() {
+			pr.Requires.TypeURL, pr.Requires.Name = resourcev3.ClusterType, xds.ClusterName(ServicePort, "", c.src.Host(svc))
+		}
 	} else {
 		pr = NewProbe(resourcev3.EndpointType, c.src.ChangedEndpointClusters(svc)...)
 		write = func() error { return WriteEndpoints(c.dir, c.size, c.src, svc, gen) }
