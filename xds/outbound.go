@@ -283,6 +283,11 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 		return func(name string) bool { _, ok := n.types[t].Get(name); return ok }
 	}
 	for _, l := range lds {
+		// An unchanged listener names what it named: the hosts it names
+		// were not touched, or it would have changed.
+		if !changed[resourcev3.ListenerType][l.GetName()] {
+			continue
+		}
 		if err := sidecar.CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), has(resourcev3.ClusterType)); err != nil {
 			return nil, nil, err
 		}
@@ -534,9 +539,9 @@ func ownChanges(prev, own ownPart) map[string]map[string]bool {
 }
 
 // composeSidecar puts a sidecar group's generation together from its
-// scope's part and its own, checking that its own listeners' references
-// resolve.
-func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart) (*generation, error) {
+// scope's part and its own, checking (when check is set) that its own
+// listeners' references resolve.
+func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart, check bool) (*generation, error) {
 	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: maps.Clone(out.types), inbound: map[string]*resource{}, out: out, own: own}
 	for t, rs := range own {
 		base := out.types[t]
@@ -550,6 +555,9 @@ func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, 
 		g.types[t] = e.Map()
 	}
 	for _, r := range own[resourcev3.ListenerType] {
+		if !check {
+			break
+		}
 		if err := sidecar.CheckReferences("listener "+r.name, r.msg, func(n string) bool { return g.get(resourcev3.RouteType, n) != nil },
 			func(n string) bool { return g.get(resourcev3.ClusterType, n) != nil }); err != nil {
 			return nil, fmt.Errorf("group %s: %w", key, err)
@@ -571,7 +579,7 @@ func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart)
 	if err != nil {
 		return nil, err
 	}
-	return composeSidecar(s, p, key, out, own)
+	return composeSidecar(s, p, key, out, own, true)
 }
 
 // updateSidecar brings sidecar group g to snapshot s on its scope's new
@@ -582,14 +590,17 @@ func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart)
 func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outboundChange) (*generation, *genDiff, error) {
 	own := g.own
 	var ownCh map[string]map[string]bool
-	if g.own == nil || !ownUnchanged(g.proxy.Workload(), g.snap, s, d) {
+	fresh := g.own == nil || !ownUnchanged(g.proxy.Workload(), g.snap, s, d)
+	if fresh {
 		var err error
 		if own, err = generateOwn(s, g.proxy); err != nil {
 			return nil, nil, err
 		}
 		ownCh = ownChanges(g.own, own)
 	}
-	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own)
+	// Kept, its listeners name its own clusters and the scope's
+	// InboundPassthroughCluster and BlackHoleCluster, there in every part.
+	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own, fresh)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,11 +40,12 @@ type scope struct {
 
 func newScope(v *model.View) *scope {
 	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
-	seen := map[target]bool{}
-	for _, c := range v.Clusters() {
+	cs := v.Clusters()
+	sc.targets = make([]target, 0, len(cs))
+	for _, c := range cs {
+		// A service port's subset clusters follow its own (View.ClustersOf).
 		t := target{svc: c.Service, port: c.Port}
-		if !seen[t] {
-			seen[t] = true
+		if n := len(sc.targets); n == 0 || sc.targets[n-1] != t {
 			sc.targets = append(sc.targets, t)
 		}
 	}

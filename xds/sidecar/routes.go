@@ -82,7 +82,7 @@ func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[strin
 		prev[vh.GetName()] = vh
 	}
 	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false)}
-	used := make(map[string]bool)
+	used := make(map[string]bool, 6*len(prev))
 	for _, t := range sc.targets {
 		if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
 			continue
