@@ -53,8 +53,21 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 // Name is the protobuf codec's name, so clients see no difference.
 func (c *requestCodec) Name() string { return c.proto.Name() }
 
-// Marshal is the protobuf codec's.
-func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+// Marshal is the protobuf codec's, except that responses reference their
+// resources' shared bytes instead of copying them (respcodec.go).
+func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *discoveryv3.DiscoveryResponse:
+		if b, ok := marshalResponse(m); ok {
+			return b, nil
+		}
+	case *discoveryv3.DeltaDiscoveryResponse:
+		if b, ok := marshalDeltaResponse(m); ok {
+			return b, nil
+		}
+	}
+	return c.proto.Marshal(v)
+}
 
 // Unmarshal decodes v, interning a DiscoveryRequest's resource names.
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
