@@ -241,6 +241,18 @@ func (w *watch) groupKey(s *model.Snapshot) string {
 	return w.group
 }
 
+// watchKeyLocked is w.groupKey(s), taken from its stream's membership when
+// that is keyed at s (a push keys every stream once, rather than each of
+// its watches). Callers hold c.mu.
+func (c *cache) watchKeyLocked(w *watch, s *model.Snapshot) string {
+	if w.groupSnap != s {
+		if m := c.members[w.ref()]; m != nil && m.keySnap == s {
+			w.group, w.groupSnap = m.key, s
+		}
+	}
+	return w.groupKey(s)
+}
+
 func newCache(logger *slog.Logger, m *metrics) *cache {
 	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
 		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{},
@@ -680,7 +692,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 		if oldSnap == nil {
 			break
 		}
-		if g := c.gens[w.groupKey(oldSnap)]; g != nil && !seen[g] {
+		if g := c.gens[c.watchKeyLocked(w, oldSnap)]; g != nil && !seen[g] {
 			seen[g] = true
 			live = append(live, g)
 		}
@@ -807,7 +819,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	for {
 		missing := map[string]*Proxy{}
 		for w := range c.watches {
-			key := w.groupKey(s)
+			key := c.watchKeyLocked(w, s)
 			if c.gens[key] == nil {
 				if _, failed := c.genErrs[key]; !failed {
 					missing[key] = w.proxy
@@ -827,7 +839,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	}
 	st := pushStats{edsOnly: md != nil && md.EndpointsOnly()}
 	for w := range c.watches {
-		g := c.gens[w.groupKey(s)]
+		g := c.gens[c.watchKeyLocked(w, s)]
 		if g == nil {
 			continue
 		}
