@@ -5,11 +5,13 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
@@ -202,10 +204,29 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				inc, gd := step(g0, s1, d)
-				checkIncremental(t, p, g0, inc, gd, s1, key, tc.wantChanged, p.ID == "envoy-a" && tc.wantChanged != nil && tc.wantChanged[0] == "7070")
+				// Through a push that changed nothing first (the scope part
+				// rebased), as a fleet's parts usually are.
+				sr := buildSnap(t, st, base)
+				gr, _, err := updateSidecar(g0, sr, model.Compare(s0, sr), rebaseOutbound(g0.out, sr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := model.Compare(sr, s1)
+				inc, gd := step(gr, s1, d)
+				checkIncremental(t, p, gr, inc, gd, s1, key, tc.wantChanged, p.ID == "envoy-a" && tc.wantChanged != nil && tc.wantChanged[0] == "7070")
 				back, _ := step(inc, s2, model.Compare(s1, s2))
 				checkSame(t, p, back, g0)
+				// Then a change on the other port (8080): its route
+				// configuration was carried through the updates above.
+				s3 := buildSnap(t, st, edit(base, filestore.KindVirtualService, "ns-0", "a-only", func(*filestore.Object) *filestore.Object {
+					return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "a-only"},
+						Spec: &networking.VirtualService{Hosts: []string{"a.other.internal"}, Http: []*networking.HTTPRoute{{
+							Timeout: durationpb.New(3 * time.Second),
+							Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a.other.internal"}}},
+						}}}}
+				}))
+				last, gd3 := step(back, s3, model.Compare(s2, s3))
+				checkIncremental(t, p, back, last, gd3, s3, key, nil, false)
 			}
 		})
 	}

@@ -132,7 +132,7 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 // rebaseOutbound is o at snapshot s when nothing the generators read
 // differs (model.Diff.Empty).
 func rebaseOutbound(o *outboundPart, s *model.Snapshot) *outboundChange {
-	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: o.types}
+	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: o.types, vhosts: o.vhosts}
 	ch := make(map[string]map[string]bool, len(typeURLs))
 	for _, t := range typeURLs {
 		ch[t] = map[string]bool{}
@@ -216,7 +216,9 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 				continue
 			}
 			for _, vh := range r.msg.(*routev3.RouteConfiguration).GetVirtualHosts() {
-				vhosts[vh] = o.vhosts[vh]
+				if b, ok := o.vhosts[vh]; ok {
+					vhosts[vh] = b
+				}
 			}
 		}
 		drop[resourcev3.ListenerType] = func(n string) bool {
