@@ -45,10 +45,17 @@ func newRequestCodec() *requestCodec {
 
 // GRPCServerOptions returns the options a gRPC server serving s (see
 // Register) should be built with: the request codec that interns
-// resource names.
+// resource names, and a write buffer of writeBufferSize taken from a pool
+// for each write (an Envoy sidecar's route configuration of a port is
+// hundreds of KB: gRPC's 32 KB buffer writes it in that many system calls,
+// each of which also runs the receiving side of loopback TCP; pooled, no
+// connection holds a buffer while idle).
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec)}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec), grpc.WriteBufferSize(writeBufferSize), grpc.SharedWriteBuffer(true)}
 }
+
+// writeBufferSize is the xDS servers' gRPC write buffer.
+const writeBufferSize = 256 << 10
 
 // Name is the protobuf codec's name, so clients see no difference.
 func (c *requestCodec) Name() string { return c.proto.Name() }
