@@ -45,13 +45,14 @@ func newRequestCodec() *requestCodec {
 
 // GRPCServerOptions returns the options a gRPC server serving s (see
 // Register) should be built with: the request codec that interns
-// resource names, and a write buffer of writeBufferSize taken from a pool
-// for each write (an Envoy sidecar's route configuration of a port is
-// hundreds of KB: gRPC's 32 KB buffer writes it in that many system calls,
-// each of which also runs the receiving side of loopback TCP; pooled, no
-// connection holds a buffer while idle).
+// resource names, and a write buffer of writeBufferSize (an Envoy
+// sidecar's route configuration of a port is hundreds of KB: gRPC's 32 KB
+// buffer writes it in that many system calls, each of which also runs the
+// receiving side of loopback TCP). gRPC takes write buffers from a pool for
+// each write (its default shared write buffer): no connection holds one
+// while idle.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec), grpc.WriteBufferSize(writeBufferSize), grpc.SharedWriteBuffer(true)}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec), grpc.WriteBufferSize(writeBufferSize)}
 }
 
 // writeBufferSize is the xDS servers' gRPC write buffer.

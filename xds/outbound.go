@@ -79,7 +79,6 @@ func serialised[T proto.Message](msgs []T, name func(T) string) (*resourceMap, e
 }
 
 func listenerName(l *listenerv3.Listener) string                { return l.GetName() }
-func routeName(r *routev3.RouteConfiguration) string            { return r.GetName() }
 func clusterName(c *clusterv3.Cluster) string                   { return c.GetName() }
 func assignmentName(a *endpointv3.ClusterLoadAssignment) string { return a.GetClusterName() }
 
