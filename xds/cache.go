@@ -747,6 +747,9 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 				oc.part, oc.changed, oc.err = updateOutbound(oc.base, s, md)
 			default:
 				oc.part, oc.err = generateOutbound(s, p, okey)
+				if oc.err == nil && oc.base != nil {
+					oc.changed = diffOutbound(oc.base, oc.part) // once per scope, not per VM
+				}
 			}
 			if oc.err != nil {
 				c.logger.Error("generating xDS config", "scope", okey, "version", Version(s), "error", oc.err)

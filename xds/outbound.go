@@ -139,6 +139,21 @@ func rebaseOutbound(o *outboundPart, s *model.Snapshot) *outboundChange {
 	return &outboundChange{part: n, base: o, changed: ch}
 }
 
+// diffOutbound returns the names whose resources differ between two parts
+// of a scope, by type.
+func diffOutbound(a, b *outboundPart) map[string]map[string]bool {
+	out := make(map[string]map[string]bool, len(typeURLs))
+	same := func(x, y *resource) bool { return x == y || x.hash == y.hash }
+	for _, t := range typeURLs {
+		ch := map[string]bool{}
+		for n := range cowmap.Changed(a.types[t], b.types[t], same) {
+			ch[n] = true
+		}
+		out[t] = ch
+	}
+	return out
+}
+
 // updateOutbound brings a scope's part from o's snapshot to s, given what
 // differs (a non-global diff): the listeners and route configurations of
 // the ports of the affected hosts (a route configuration holds every HTTP

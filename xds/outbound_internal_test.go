@@ -2,12 +2,17 @@ package xds
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/proto"
+	security "istio.io/api/security/v1beta1"
 )
 
 // TestRouteResourceIsProtoMarshal: a sidecar route configuration put
@@ -55,5 +60,57 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 	}
 	if want, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(rc); !bytes.Equal(r.any.Value, want) {
 		t.Error("a route configuration with internal_only_headers: bytes differ from proto.Marshal")
+	}
+}
+
+// TestSidecarGlobalChangeDiff: on a global change (an AuthorizationPolicy
+// selecting the VM, a mesh-wide PeerAuthentication mode) a sidecar group is
+// made from its scope's part generated anew and its own part made again;
+// the names reported changed (the scope's, compared once per scope, plus
+// its own) are exactly those that differ from the previous generation, and
+// the group equals a full generation.
+func TestSidecarGlobalChangeDiff(t *testing.T) {
+	base := incrementalBase()
+	st := filestore.NewStore()
+	s0 := buildSnap(t, st, base)
+	s1 := buildSnap(t, st, append(edit(base, filestore.KindPeerAuthentication, "istio-system", "default", func(*filestore.Object) *filestore.Object { return nil }),
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
+			Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{}}}}))
+	d := model.Compare(s0, s1)
+	if !d.Global {
+		t.Fatalf("diff %+v, want global", d)
+	}
+	p := &Proxy{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.1.2.3"}}
+	key := GroupKey(s0, p)
+	g0, err := generate(s0, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := generateOutbound(s1, p, model.OutboundKey(s1, p.Workload()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, gd, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: diffOutbound(g0.out, part)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gd == nil {
+		t.Fatal("no diff")
+	}
+	full, err := generate(s1, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := hashes(n), hashes(full)
+	for _, ty := range typeURLs {
+		if !maps.Equal(got[ty], want[ty]) {
+			t.Errorf("%s: differs from a full generation: only composed %v, only full %v, differ %v", shortType(ty), onlyIn(got[ty], want[ty]), onlyIn(want[ty], got[ty]), differ(got[ty], want[ty]))
+		}
+		if wantCh := diffGenerations(g0, full).changed[ty]; !maps.Equal(gd.changed[ty], wantCh) {
+			t.Errorf("%s: changed names %v, want %v", shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
+		}
+	}
+	if !gd.changed[resourcev3.ListenerType][sidecar.VirtualInboundListener] {
+		t.Error("virtualInbound (the new policy's RBAC) not among the changed names")
 	}
 }
