@@ -7,6 +7,7 @@
 //
 //	vmesh-load -services 1000 -endpoints 10 -virtual-services 100 -proxies 1000
 //	vmesh-load -proxies 10000 -delta 1 -envoy 0 -servers vmesh
+//	vmesh-load -proxies 100 -envoy 1 -shape sidecar-vm -servers vmesh   # Envoy sidecars, one VM (IP) each
 //	vmesh-load -source git -services 200 -proxies 100
 //	vmesh-load -source zookeeper -zookeeper 127.0.0.1:2181 -services 200 -proxies 100
 package main
