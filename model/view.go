@@ -103,6 +103,29 @@ func ViewKey(s *Snapshot, w Workload) string {
 	return keyOf(s, w, s.SidecarFor(w.Namespace, w.Labels))
 }
 
+// OutboundKey is the key of the part of w's config that depends only on its
+// scope, not on the workload itself: for an Envoy sidecar its outbound
+// listeners, routes, clusters and endpoints read the namespace, the
+// Sidecar, the labels (VirtualService sourceLabels) and the locality
+// (locality load balancing), never its IPs, workload name or the policies
+// that select it (those make its inbound side). Proxies with one
+// OutboundKey share that part; for proxyless gRPC it is the group key.
+func OutboundKey(s *Snapshot, w Workload) string {
+	sc := s.SidecarFor(w.Namespace, w.Labels)
+	if w.Kind != KindSidecar {
+		return keyOf(s, w, sc)
+	}
+	return outboundKeyOf(w, sc)
+}
+
+func outboundKeyOf(w Workload, sidecar *Sidecar) string {
+	sc := "-"
+	if sidecar != nil {
+		sc = sidecar.Key()
+	}
+	return string(w.Kind) + "|" + w.Namespace + "|" + sc + "|labels=" + LabelString(w.Labels) + "|locality=" + w.Locality
+}
+
 // visibleWorkload is what a View lets its generators read of w.
 func visibleWorkload(w Workload) Workload {
 	if w.Kind == KindSidecar {
@@ -242,6 +265,14 @@ func (v *View) Key() string {
 		v.key = keyOf(v.snap, v.whole, v.sidecar)
 	}
 	return v.key
+}
+
+// OutboundKey is the key of the View's scope-only part (see OutboundKey).
+func (v *View) OutboundKey() string {
+	if v.proxy.Kind != KindSidecar {
+		return v.Key()
+	}
+	return outboundKeyOf(v.whole, v.sidecar)
 }
 
 // Workload is what the generators may read about the proxy.

@@ -64,6 +64,18 @@ type cache struct {
 	// channel of each delta stream by id, for its close.
 	deltaRequests map[*discoveryv3.DeltaDiscoveryRequest]int64
 	deltaStreams  map[int64]chan cachev3.DeltaResponse
+	// outs are the Envoy sidecar scopes' parts for snap, by
+	// model.OutboundKey (outbound.go): every sidecar group of a scope is
+	// composed from its one part.
+	outs map[string]*outboundPart
+
+	// groupFlights and outFlights generate new groups and scope parts
+	// outside mu, one per key and snapshot (flight.go).
+	groupFlights flights[*generation]
+	outFlights   flights[*outboundPart]
+	// generating, when set (tests), is called with a group's key before
+	// the group is generated outside mu.
+	generating func(key string)
 }
 
 // streamKey names one type of one ADS stream: go-control-plane gives each
@@ -229,9 +241,22 @@ func (w *watch) groupKey(s *model.Snapshot) string {
 	return w.group
 }
 
+// watchKeyLocked is w.groupKey(s), taken from its stream's membership when
+// that is keyed at s (a push keys every stream once, rather than each of
+// its watches). Callers hold c.mu.
+func (c *cache) watchKeyLocked(w *watch, s *model.Snapshot) string {
+	if w.groupSnap != s {
+		if m := c.members[w.ref()]; m != nil && m.keySnap == s {
+			w.group, w.groupSnap = m.key, s
+		}
+	}
+	return w.groupKey(s)
+}
+
 func newCache(logger *slog.Logger, m *metrics) *cache {
 	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
-		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{}}
+		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{},
+		outs: map[string]*outboundPart{}}
 }
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
@@ -289,7 +314,7 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 		}
 	}
 	if c.snap != nil {
-		if g := c.generationForKeyLocked(w.proxy, w.groupKey(c.snap)); g != nil {
+		if g := c.ensureGenerationLocked(w); g != nil {
 			if !first {
 				w.seen = c.heldGeneration(w)
 			}
@@ -331,34 +356,114 @@ func (c *cache) closeWatchLocked(w *watch) {
 	}
 }
 
-// generationLocked returns the proxy's group generation for the current
-// snapshot, generating it on first use; nil when generation fails (the
-// error is logged once per group and snapshot). Callers hold c.mu.
-func (c *cache) generationLocked(p *Proxy) *generation {
-	return c.generationForKeyLocked(p, GroupKey(c.snap, p))
+// ensureGenerationLocked returns the group generation of w's proxy for
+// the current snapshot, generating it on first use; nil when generation
+// fails (the error is logged once per group and snapshot). A new group is
+// generated with c.mu released (other streams are answered meanwhile) and
+// the lock taken again; when a push installed a newer snapshot in between,
+// the group is looked up or generated at that one. Callers hold c.mu and
+// c.snap is not nil.
+func (c *cache) ensureGenerationLocked(w *watch) *generation {
+	for {
+		s := c.snap
+		key := w.groupKey(s)
+		if g := c.gens[key]; g != nil {
+			return g
+		}
+		if _, failed := c.genErrs[key]; failed {
+			return nil
+		}
+		c.mu.Unlock()
+		c.generateGroup(s, w.proxy, key)
+		c.mu.Lock()
+		if c.snap == s {
+			return c.gens[key]
+		}
+	}
 }
 
-// generationForKeyLocked is generationLocked for the proxy's group key at
-// the current snapshot. Callers hold c.mu.
-func (c *cache) generationForKeyLocked(p *Proxy, key string) *generation {
-	if g := c.gens[key]; g != nil {
-		return g
+// generateGroup generates the group key of proxy p at snapshot s, unless
+// another stream is generating it (then it waits for that), and installs it
+// (or its error) when s is still the cache's snapshot. Callers do not hold
+// c.mu.
+func (c *cache) generateGroup(s *model.Snapshot, p *Proxy, key string) {
+	_, _ = c.groupFlights.do(s, key, func() (*generation, error) {
+		c.mu.Lock()
+		g, done := c.gens[key], c.snap != s
+		c.mu.Unlock()
+		if g != nil || done {
+			return g, nil
+		}
+		if c.generating != nil {
+			c.generating(key)
+		}
+		start := time.Now()
+		g, err := c.build(s, p, key)
+		c.metrics.generations.Inc()
+		c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.snap != s {
+			return g, err // a push replaced the snapshot: its groups are its own
+		}
+		if err != nil {
+			c.genErrs[key] = err
+			c.logger.Error("generating xDS config", "group", key, "proxy", p.ID, "version", Version(s), "error", err)
+			return nil, err
+		}
+		if c.gens[key] == nil {
+			c.gens[key] = g
+			if g.out != nil && c.outs[g.out.key] == nil {
+				c.outs[g.out.key] = g.out
+			}
+		}
+		c.metrics.groups.Set(float64(len(c.gens)))
+		return g, nil
+	})
+}
+
+// build generates a group at s; a sidecar group on its scope's part at s
+// (outbound).
+func (c *cache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	if p.Kind != KindSidecar {
+		return generate(s, p, key)
 	}
-	if _, failed := c.genErrs[key]; failed {
-		return nil
-	}
-	start := time.Now()
-	g, err := generate(c.snap, p, key)
-	c.metrics.generations.Inc()
-	c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+	out, err := c.outbound(s, p)
 	if err != nil {
-		c.genErrs[key] = err
-		c.logger.Error("generating xDS config", "group", key, "proxy", p.ID, "version", Version(c.snap), "error", err)
-		return nil
+		return nil, err
 	}
-	c.gens[key] = g
-	c.metrics.groups.Set(float64(len(c.gens)))
-	return g
+	return generateSidecar(s, p, key, out)
+}
+
+// outbound returns the part of p's scope at s: the cache's, else
+// generated once (outFlights) and kept when s is still the cache's
+// snapshot. Callers do not hold c.mu.
+func (c *cache) outbound(s *model.Snapshot, p *Proxy) (*outboundPart, error) {
+	key := model.OutboundKey(s, p.Workload())
+	c.mu.Lock()
+	o := c.outs[key]
+	c.mu.Unlock()
+	if o != nil && o.snap == s {
+		return o, nil
+	}
+	return c.outFlights.do(s, key, func() (*outboundPart, error) {
+		c.mu.Lock()
+		o := c.outs[key]
+		c.mu.Unlock()
+		if o != nil && o.snap == s {
+			return o, nil
+		}
+		o, err := generateOutbound(s, p, key)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.snap == s {
+			c.outs[key] = o
+		}
+		c.mu.Unlock()
+		return o, nil
+	})
 }
 
 // respondLocked answers w from g when the proxy's view of the subscribed
@@ -568,8 +673,10 @@ type pushStats struct {
 // resources changed. Groups are brought forward from their previous
 // generation by what differs between the snapshots (model.Compare):
 // proxyless groups regenerate only the resources of the hosts whose inputs
-// differ (generation.update), sidecar groups regenerate in full unless
-// nothing differs. changed is when the first change of the push was seen,
+// differ (generation.update); sidecar groups are composed from their
+// scope's part, brought forward once per scope the same way
+// (updateOutbound), and their own part, kept unless what it reads differs
+// (updateSidecar). changed is when the first change of the push was seen,
 // for latency.
 func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	// Regenerate the groups with open watches outside the lock; watches keep
@@ -585,7 +692,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 		if oldSnap == nil {
 			break
 		}
-		if g := c.gens[w.groupKey(oldSnap)]; g != nil && !seen[g] {
+		if g := c.gens[c.watchKeyLocked(w, oldSnap)]; g != nil && !seen[g] {
 			seen[g] = true
 			live = append(live, g)
 		}
@@ -606,41 +713,81 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	}
 	var jobs []*job
 	keys := map[string]bool{}
+	// Sidecar scopes first: each scope's part once, then its groups on it.
+	scopes := map[string]*outboundChange{}
+	var scopeJobs []func()
 	for _, g := range live {
 		key := GroupKey(s, g.proxy)
 		if !keys[key] {
 			keys[key] = true
 			jobs = append(jobs, &job{key: key, old: g})
 		}
-	}
-	var wg sync.WaitGroup
-	next := make(chan *job)
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				start := time.Now()
-				switch {
-				case j.key == j.old.key && j.old.incremental(md):
-					j.gen, j.diff, j.err = j.old.update(s, md)
-				case j.key == j.old.key && md != nil && md.Empty():
-					j.gen, j.diff = j.old.rebase(s)
-				case j.key == j.old.key && md != nil && md.EndpointsOnly():
-					j.gen, _, j.err = j.old.withEndpoints(s)
-				default:
-					j.gen, j.err = generate(s, j.old.proxy, j.key)
-				}
-				c.metrics.generations.Inc()
-				c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+		if g.proxy.Kind != KindSidecar {
+			continue
+		}
+		okey := model.OutboundKey(s, g.proxy.Workload())
+		if oc := scopes[okey]; oc != nil {
+			if oc.base == nil && g.out != nil && g.out.key == okey {
+				oc.base = g.out
 			}
-		}()
+			continue
+		}
+		oc := &outboundChange{}
+		if g.out != nil && g.out.key == okey {
+			oc.base = g.out
+		}
+		scopes[okey] = oc
+		p := g.proxy
+		scopeJobs = append(scopeJobs, func() {
+			start := time.Now()
+			switch {
+			case oc.base != nil && md != nil && md.Empty():
+				*oc = *rebaseOutbound(oc.base, s)
+			case oc.base != nil && md != nil && !md.Global:
+				oc.part, oc.changed, oc.err = updateOutbound(oc.base, s, md)
+			default:
+				oc.part, oc.err = generateOutbound(s, p, okey)
+				if oc.err == nil && oc.base != nil {
+					oc.changed = diffOutbound(oc.base, oc.part) // once per scope, not per VM
+				}
+			}
+			if oc.err != nil {
+				c.logger.Error("generating xDS config", "scope", okey, "version", Version(s), "error", oc.err)
+			}
+			c.metrics.generations.Inc()
+			c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+		})
 	}
+	parallel(scopeJobs)
+	var groupJobs []func()
 	for _, j := range jobs {
-		next <- j
+		groupJobs = append(groupJobs, func() {
+			start := time.Now()
+			switch {
+			case j.old.proxy.Kind == KindSidecar:
+				oc := scopes[model.OutboundKey(s, j.old.proxy.Workload())]
+				switch {
+				case oc.err != nil:
+					j.err = oc.err
+				case j.key == j.old.key:
+					j.gen, j.diff, j.err = updateSidecar(j.old, s, md, oc)
+				default:
+					j.gen, j.err = generateSidecar(s, j.old.proxy, j.key, oc.part)
+				}
+			case j.key == j.old.key && j.old.incremental(md):
+				j.gen, j.diff, j.err = j.old.update(s, md)
+			case j.key == j.old.key && md != nil && md.Empty():
+				j.gen, j.diff = j.old.rebase(s)
+			case j.key == j.old.key && md != nil && md.EndpointsOnly():
+				j.gen, _, j.err = j.old.withEndpoints(s)
+			default:
+				j.gen, j.err = generate(s, j.old.proxy, j.key)
+			}
+			c.metrics.generations.Inc()
+			c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+		})
 	}
-	close(next)
-	wg.Wait()
+	parallel(groupJobs)
 	gens := make(map[string]*generation, len(jobs))
 	diffs := make(map[*generation]*genDiff, len(jobs))
 	errs := map[string]error{}
@@ -658,14 +805,44 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 			diffs[j.gen] = diffGenerations(j.old, j.gen)
 		}
 	}
+	outs := make(map[string]*outboundPart, len(scopes))
+	for k, oc := range scopes {
+		if oc.part != nil {
+			outs[k] = oc.part
+		}
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
+	c.snap, c.gens, c.genErrs, c.diffs, c.outs = s, gens, errs, diffs, outs
 	c.rekeyMembersLocked()
+	// Watches whose group has no generation yet (their proxy's group had
+	// none at the previous snapshot, or changed key): generated outside the
+	// lock, as on connect.
+	for {
+		missing := map[string]*Proxy{}
+		for w := range c.watches {
+			key := c.watchKeyLocked(w, s)
+			if c.gens[key] == nil {
+				if _, failed := c.genErrs[key]; !failed {
+					missing[key] = w.proxy
+				}
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		c.mu.Unlock()
+		var fill []func()
+		for key, p := range missing {
+			fill = append(fill, func() { c.generateGroup(s, p, key) })
+		}
+		parallel(fill)
+		c.mu.Lock()
+	}
 	st := pushStats{edsOnly: md != nil && md.EndpointsOnly()}
 	for w := range c.watches {
-		g := c.generationForKeyLocked(w.proxy, w.groupKey(s))
+		g := c.gens[c.watchKeyLocked(w, s)]
 		if g == nil {
 			continue
 		}
@@ -695,6 +872,26 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	return st
 }
 
+// parallel runs fns on GOMAXPROCS goroutines and waits for them.
+func parallel(fns []func()) {
+	next := make(chan func())
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(fns)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for fn := range next {
+				fn()
+			}
+		}()
+	}
+	for _, fn := range fns {
+		next <- fn
+	}
+	close(next)
+	wg.Wait()
+}
+
 // generationFor returns the current generation for a proxy, for debug output.
 func (c *cache) generationFor(p *Proxy) *generation {
 	c.mu.Lock()
@@ -702,7 +899,7 @@ func (c *cache) generationFor(p *Proxy) *generation {
 	if c.snap == nil {
 		return nil
 	}
-	return c.generationLocked(p)
+	return c.ensureGenerationLocked(&watch{proxy: p})
 }
 
 // groupKey returns the proxy's current group key, or "".

@@ -45,16 +45,37 @@ func newRequestCodec() *requestCodec {
 
 // GRPCServerOptions returns the options a gRPC server serving s (see
 // Register) should be built with: the request codec that interns
-// resource names.
+// resource names, and a write buffer of writeBufferSize (an Envoy
+// sidecar's route configuration of a port is hundreds of KB: gRPC's 32 KB
+// buffer writes it in that many system calls, each of which also runs the
+// receiving side of loopback TCP). gRPC takes write buffers from a pool for
+// each write (its default shared write buffer): no connection holds one
+// while idle.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec)}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec), grpc.WriteBufferSize(writeBufferSize)}
 }
+
+// writeBufferSize is the xDS servers' gRPC write buffer.
+const writeBufferSize = 256 << 10
 
 // Name is the protobuf codec's name, so clients see no difference.
 func (c *requestCodec) Name() string { return c.proto.Name() }
 
-// Marshal is the protobuf codec's.
-func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+// Marshal is the protobuf codec's, except that responses reference their
+// resources' shared bytes instead of copying them (respcodec.go).
+func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *discoveryv3.DiscoveryResponse:
+		if b, ok := marshalResponse(m); ok {
+			return b, nil
+		}
+	case *discoveryv3.DeltaDiscoveryResponse:
+		if b, ok := marshalDeltaResponse(m); ok {
+			return b, nil
+		}
+	}
+	return c.proto.Marshal(v)
+}
 
 // Unmarshal decodes v, interning a DiscoveryRequest's resource names.
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {

@@ -252,13 +252,19 @@ func resourceHost(typeURL, name string) string {
 // DestinationRules differ, since a route names the destination's clusters
 // only if its port and subset exist.
 func affectedHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
+	return affectedHostsBy(prev, next, d, routesToAny)
+}
+
+// affectedHostsBy is affectedHosts with routesTo saying whether a
+// VirtualService names a host of either set.
+func affectedHostsBy(prev, next *model.Snapshot, d *model.Diff, routesTo func(*model.VirtualService, map[string]bool, map[string]bool) bool) map[string]bool {
 	out := d.Hosts()
 	if len(d.Services) == 0 && len(d.DestinationRules) == 0 {
 		return out
 	}
 	for _, s := range []*model.Snapshot{prev, next} {
 		for _, vs := range s.VirtualServices {
-			if !routesToAny(vs, d.Services, d.DestinationRules) {
+			if !routesTo(vs, d.Services, d.DestinationRules) {
 				continue
 			}
 			for _, h := range vs.Hosts {

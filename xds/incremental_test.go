@@ -5,11 +5,13 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
@@ -107,6 +109,187 @@ func hashes(g *generation) map[string]map[string]string {
 // previous generation's serialised resources for what it did not touch.
 func TestIncrementalMatchesFull(t *testing.T) {
 	base := incrementalBase()
+	cases := incrementalCases(base)
+	proxies := []*Proxy{
+		{ID: "a", Kind: KindGRPC, Namespace: "ns-0"},
+		{ID: "b", Kind: KindGRPC, Namespace: "ns-1", Labels: map[string]string{"app": "x"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := filestore.NewStore()
+			s0 := buildSnap(t, st, base)
+			s1 := buildSnap(t, st, tc.objs)
+			d := model.Compare(s0, s1)
+			s2 := buildSnap(t, st, base)
+			if d.Global {
+				t.Fatalf("diff is global: %+v", d)
+			}
+			for _, p := range proxies {
+				key := GroupKey(s0, p)
+				g0, err := generate(s0, p, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inc, gd, err := g0.update(s1, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkIncremental(t, p, g0, inc, gd, s1, key, tc.wantChanged, p.ID == "a")
+				// And back: a second update, from an updated generation
+				// (its host index carried forward), restores the first.
+				back, _, err := inc.update(s2, model.Compare(s1, s2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSame(t, p, back, g0)
+			}
+		})
+	}
+}
+
+// TestSidecarIncrementalMatchesFull is TestIncrementalMatchesFull for Envoy
+// sidecar groups: their scope's part brought forward by updateOutbound and
+// their own part kept or made again (updateSidecar) yield exactly a full
+// generation's resources and report exactly the names that differ. The
+// sidecars own endpoints the changes move (their inbound side changes
+// too), one has a locality.
+func TestSidecarIncrementalMatchesFull(t *testing.T) {
+	base := incrementalBase()
+	cases := append(incrementalCases(base),
+		incrementalCase{"VirtualService mirror to another host", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+			v := protoClone(o.Spec.(*networking.VirtualService))
+			v.Http[0].Mirror = &networking.Destination{Host: modeltest.Host(14)}
+			o.Spec = v
+			return o
+		}), []string{"7070"}},
+		incrementalCase{"mirrored host removed", edit(edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+			v := protoClone(o.Spec.(*networking.VirtualService))
+			v.Http[0].Mirror = &networking.Destination{Host: modeltest.Host(14)}
+			o.Spec = v
+			return o
+		}), filestore.KindServiceEntry, "ns-2", "svc-0014", func(*filestore.Object) *filestore.Object { return nil }), []string{"7070"}},
+	)
+	proxies := []*Proxy{
+		{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.1.2.3"}},
+		{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-1", Labels: map[string]string{"app": "x"}, IPs: []string{"10.9.9.9"}, Locality: "r1/z1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := filestore.NewStore()
+			s0 := buildSnap(t, st, base)
+			s1 := buildSnap(t, st, tc.objs)
+			d := model.Compare(s0, s1)
+			s2 := buildSnap(t, st, base)
+			if d.Global {
+				t.Fatalf("diff is global: %+v", d)
+			}
+			step := func(g *generation, s *model.Snapshot, d *model.Diff) (*generation, *genDiff) {
+				t.Helper()
+				part, changed, err := updateOutbound(g.out, s, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, gd, err := updateSidecar(g, s, d, &outboundChange{part: part, base: g.out, changed: changed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gd == nil {
+					t.Fatal("no diff")
+				}
+				return n, gd
+			}
+			for _, p := range proxies {
+				key := GroupKey(s0, p)
+				g0, err := generate(s0, p, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Through a push that changed nothing first (the scope part
+				// rebased), as a fleet's parts usually are.
+				sr := buildSnap(t, st, base)
+				gr, _, err := updateSidecar(g0, sr, model.Compare(s0, sr), rebaseOutbound(g0.out, sr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := model.Compare(sr, s1)
+				inc, gd := step(gr, s1, d)
+				checkIncremental(t, p, gr, inc, gd, s1, key, tc.wantChanged, p.ID == "envoy-a" && tc.wantChanged != nil && tc.wantChanged[0] == "7070")
+				back, _ := step(inc, s2, model.Compare(s1, s2))
+				checkSame(t, p, back, g0)
+				// Then a change on the other port (8080): its route
+				// configuration was carried through the updates above.
+				s3 := buildSnap(t, st, edit(base, filestore.KindVirtualService, "ns-0", "a-only", func(*filestore.Object) *filestore.Object {
+					return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "a-only"},
+						Spec: &networking.VirtualService{Hosts: []string{"a.other.internal"}, Http: []*networking.HTTPRoute{{
+							Timeout: durationpb.New(3 * time.Second),
+							Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a.other.internal"}}},
+						}}}}
+				}))
+				last, gd3 := step(back, s3, model.Compare(s2, s3))
+				checkIncremental(t, p, back, last, gd3, s3, key, nil, false)
+			}
+		})
+	}
+}
+
+// checkIncremental compares an incremental generation inc (from g0, with
+// diff gd) with a full one at s1.
+func checkIncremental(t *testing.T, p *Proxy, g0, inc *generation, gd *genDiff, s1 *model.Snapshot, key string, wantChanged []string, mustSee bool) {
+	t.Helper()
+	full, err := generate(s1, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := hashes(inc), hashes(full)
+	for _, ty := range typeURLs {
+		if !maps.Equal(got[ty], want[ty]) {
+			t.Errorf("proxy %s %s: incremental differs from full:\nonly incremental: %v\nonly full: %v\nhash differs: %v",
+				p.ID, shortType(ty), onlyIn(got[ty], want[ty]), onlyIn(want[ty], got[ty]), differ(got[ty], want[ty]))
+		}
+		wantCh := diffGenerations(g0, full).changed[ty]
+		if !maps.Equal(gd.changed[ty], wantCh) {
+			t.Errorf("proxy %s %s: changed names %v, want %v", p.ID, shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
+		}
+		// Untouched resources are shared, not serialised again.
+		for n, r := range inc.types[ty].All() {
+			if !wantCh[n] && g0.get(ty, n) != nil && g0.get(ty, n) != r {
+				t.Errorf("proxy %s %s %s: unchanged resource not shared with the previous generation", p.ID, shortType(ty), n)
+			}
+		}
+	}
+	for _, n := range wantChanged {
+		seen := false
+		for _, ty := range typeURLs {
+			seen = seen || gd.changed[ty][n]
+		}
+		if !seen && mustSee {
+			t.Errorf("proxy %s: %s not among the changed resources", p.ID, n)
+		}
+	}
+}
+
+// checkSame checks that two generations hold the same resources.
+func checkSame(t *testing.T, p *Proxy, back, g0 *generation) {
+	t.Helper()
+	for _, ty := range typeURLs {
+		if got, want := hashes(back)[ty], hashes(g0)[ty]; !maps.Equal(got, want) {
+			t.Errorf("proxy %s %s: after reverting: only incremental %v, only full %v, differ %v", p.ID, shortType(ty), onlyIn(got, want), onlyIn(want, got), differ(got, want))
+		}
+	}
+}
+
+// incrementalCase is one change of the incremental tests.
+type incrementalCase struct {
+	name string
+	objs []*filestore.Object
+	// wantChanged are resource names that must be among the changed
+	// ones (a check that the change is seen at all).
+	wantChanged []string
+}
+
+// incrementalCases are the changes TestIncrementalMatchesFull and
+// TestSidecarIncrementalMatchesFull make to base.
+func incrementalCases(base []*filestore.Object) []incrementalCase {
 	se := func(f func(*networking.ServiceEntry)) func(o *filestore.Object) *filestore.Object {
 		return func(o *filestore.Object) *filestore.Object {
 			s := protoClone(o.Spec.(*networking.ServiceEntry))
@@ -132,13 +315,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		}
 	}
 	remove := func(*filestore.Object) *filestore.Object { return nil }
-	cases := []struct {
-		name string
-		objs []*filestore.Object
-		// wantChanged are resource names that must be among the changed
-		// ones (a check that the change is seen at all).
-		wantChanged []string
-	}{
+	return []incrementalCase{
 		{"VirtualService weights", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", vs(func(v *networking.VirtualService) {
 			v.Http[0].Route[0].Weight, v.Http[0].Route[1].Weight = 10, 90
 		})), []string{ListenerName(modeltest.Host(0), 7070)}},
@@ -185,74 +362,6 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
 				Spec: &networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "x"}}}
 		}), nil},
-	}
-	proxies := []*Proxy{
-		{ID: "a", Kind: KindGRPC, Namespace: "ns-0"},
-		{ID: "b", Kind: KindGRPC, Namespace: "ns-1", Labels: map[string]string{"app": "x"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			st := filestore.NewStore()
-			s0 := buildSnap(t, st, base)
-			s1 := buildSnap(t, st, tc.objs)
-			d := model.Compare(s0, s1)
-			s2 := buildSnap(t, st, base)
-			if d.Global {
-				t.Fatalf("diff is global: %+v", d)
-			}
-			for _, p := range proxies {
-				key := GroupKey(s0, p)
-				g0, err := generate(s0, p, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				inc, gd, err := g0.update(s1, d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				full, err := generate(s1, p, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, want := hashes(inc), hashes(full)
-				for _, ty := range typeURLs {
-					if !maps.Equal(got[ty], want[ty]) {
-						t.Errorf("proxy %s %s: incremental differs from full:\nonly incremental: %v\nonly full: %v\nhash differs: %v",
-							p.ID, shortType(ty), onlyIn(got[ty], want[ty]), onlyIn(want[ty], got[ty]), differ(got[ty], want[ty]))
-					}
-					wantCh := diffGenerations(g0, full).changed[ty]
-					if !maps.Equal(gd.changed[ty], wantCh) {
-						t.Errorf("proxy %s %s: changed names %v, want %v", p.ID, shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
-					}
-					// Untouched resources are shared, not serialised again.
-					for n, r := range inc.types[ty].All() {
-						if !wantCh[n] && g0.get(ty, n) != nil && g0.get(ty, n) != r {
-							t.Errorf("proxy %s %s %s: unchanged resource not shared with the previous generation", p.ID, shortType(ty), n)
-						}
-					}
-				}
-				// And back: a second update, from an updated generation
-				// (its host index carried forward), restores the first.
-				back, _, err := inc.update(s2, model.Compare(s1, s2))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, ty := range typeURLs {
-					if got, want := hashes(back)[ty], hashes(g0)[ty]; !maps.Equal(got, want) {
-						t.Errorf("proxy %s %s: after reverting: only incremental %v, only full %v, differ %v", p.ID, shortType(ty), onlyIn(got, want), onlyIn(want, got), differ(got, want))
-					}
-				}
-				for _, n := range tc.wantChanged {
-					seen := false
-					for _, ty := range typeURLs {
-						seen = seen || gd.changed[ty][n]
-					}
-					if !seen && p.ID == "a" {
-						t.Errorf("proxy %s: %s not among the changed resources", p.ID, n)
-					}
-				}
-			}
-		})
 	}
 }
 

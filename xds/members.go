@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"github.com/vmesh/vmesh/model"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
@@ -25,6 +27,8 @@ func (w *watch) ref() streamRef { return streamRef{sotw: w.sotw, delta: w.delta}
 type member struct {
 	proxy *Proxy
 	key   string
+	// keySnap is the snapshot key is for.
+	keySnap *model.Snapshot
 	// subs is the stream's subscription of each type it watches, for the
 	// debug dump of what it holds (held.go).
 	subs map[string]*subscription
@@ -40,7 +44,7 @@ func (c *cache) joinLocked(w *watch) {
 	}
 	m := c.members[ref]
 	if m == nil {
-		m = &member{proxy: w.proxy, key: key, subs: map[string]*subscription{}}
+		m = &member{proxy: w.proxy, key: key, keySnap: c.snap, subs: map[string]*subscription{}}
 		m.subs[w.typeURL] = w.sub
 		if w.deltaKnown {
 			c.deltaStreams[w.deltaID] = w.delta
@@ -51,6 +55,7 @@ func (c *cache) joinLocked(w *watch) {
 	}
 	m.proxy = w.proxy
 	m.subs[w.typeURL] = w.sub
+	m.keySnap = c.snap
 	if m.key != key {
 		c.leaveGroupLocked(m.key)
 		m.key = key
@@ -69,6 +74,7 @@ func (c *cache) leaveGroupLocked(key string) {
 	if g := c.gens[key]; g != nil {
 		delete(c.diffs, g)
 		delete(c.gens, key)
+		c.releaseOutboundLocked(g.out)
 	}
 	delete(c.genErrs, key)
 	c.metrics.groups.Set(float64(len(c.gens)))
@@ -79,7 +85,7 @@ func (c *cache) leaveGroupLocked(key string) {
 func (c *cache) rekeyMembersLocked() {
 	clear(c.groupStreams)
 	for _, m := range c.members {
-		m.key = GroupKey(c.snap, m.proxy)
+		m.key, m.keySnap = GroupKey(c.snap, m.proxy), c.snap
 		c.groupStreams[m.key]++
 	}
 }
@@ -131,4 +137,18 @@ func (c *cache) closeStreamLocked(ref streamRef) {
 		delete(c.members, ref)
 		c.leaveGroupLocked(m.key)
 	}
+}
+
+// releaseOutboundLocked drops a scope's part when no group of the cache
+// uses it any more. Callers hold c.mu.
+func (c *cache) releaseOutboundLocked(o *outboundPart) {
+	if o == nil || c.outs[o.key] != o {
+		return
+	}
+	for _, g := range c.gens {
+		if g.out == o {
+			return
+		}
+	}
+	delete(c.outs, o.key)
 }

@@ -75,6 +75,11 @@ func newResource(name string, m proto.Message) (*resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s: %w", name, err)
 	}
+	return resourceFromBytes(name, m, b), nil
+}
+
+// resourceFromBytes is newResource for m serialised as b.
+func resourceFromBytes(name string, m proto.Message, b []byte) *resource {
 	h := fnv.New64a()
 	h.Write(b)
 	return &resource{
@@ -82,7 +87,7 @@ func newResource(name string, m proto.Message) (*resource, error) {
 		msg:  m,
 		any:  &anypb.Any{TypeUrl: resourcev3.APITypePrefix + string(m.ProtoReflect().Descriptor().FullName()), Value: b},
 		hash: strconv.FormatUint(h.Sum64(), 36),
-	}, nil
+	}
 }
 
 // generation is the config of one proxy group at one model snapshot. Its
@@ -112,6 +117,12 @@ type generation struct {
 	// inboundRefused counts the server listener names not answered
 	// because inbound held maxInboundListeners already.
 	inboundRefused atomic.Int64
+
+	// out and own are an Envoy sidecar group's two parts (outbound.go):
+	// its scope's, shared with every group of the scope, and its own.
+	// nil for proxyless groups.
+	out *outboundPart
+	own ownPart
 }
 
 // resourceMap is one type's resources by name.
@@ -148,6 +159,9 @@ func (g *generation) count(typeURL string) int {
 
 // generate builds all resource types for a group.
 func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	if p.Kind == KindSidecar {
+		return generateSidecar(s, p, key, nil)
+	}
 	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
 	v := model.NewView(s, p.Workload())
 	gens, err := generatorsFor(v.Workload())

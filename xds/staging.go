@@ -386,7 +386,7 @@ func (c *cache) retryStagedLocked(st *stagedStream, req *watch) {
 		if w == nil || w == req || !st.waiting[t] {
 			continue
 		}
-		if g := c.generationForKeyLocked(w.proxy, w.groupKey(c.snap)); g != nil {
+		if g := c.gens[w.groupKey(c.snap)]; g != nil {
 			c.respondStagedLocked(w, g, st, false, time.Time{})
 		}
 	}

@@ -7,6 +7,7 @@
 //
 //	vmesh-load -services 1000 -endpoints 10 -virtual-services 100 -proxies 1000
 //	vmesh-load -proxies 10000 -delta 1 -envoy 0 -servers vmesh
+//	vmesh-load -proxies 100 -envoy 1 -shape sidecar-vm -servers vmesh   # Envoy sidecars, one VM (IP) each
 //	vmesh-load -source git -services 200 -proxies 100
 //	vmesh-load -source zookeeper -zookeeper 127.0.0.1:2181 -services 200 -proxies 100
 package main
@@ -59,6 +60,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long to wait for all proxies to sync")
 	fs.IntVar(&o.ConnectParallel, "connect-parallel", o.ConnectParallel, "proxies connecting at once")
 	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "serve /debug/pprof on vmesh's HTTP port")
+	shape := fs.String("shape", string(loadgen.ShapeMixed), "what the Envoy-like proxies are: mixed (proxyless gRPC nodes subscribing like Envoy), sidecar-vm (Envoy sidecars, one simulated VM each: own IP and workload name) or sidecar-shared (Envoy sidecars all on one IP)")
 	source := fs.String("source", string(o.Source), "where vmesh reads the services: dir (files it watches), git (a local bare repository; changes are commits, pushes and webhook calls) or zookeeper (endpoints as Dubbo providers; needs -zookeeper)")
 	fs.StringVar(&o.ZooKeeper, "zookeeper", "", "host:port of a running ZooKeeper, for -source zookeeper (the harness registers its providers under a root node of its own and deletes it at the end)")
 	kinds := fs.String("kinds", "virtualservice,endpoint", "kinds of change to measure, in order: virtualservice, endpoint")
@@ -72,6 +74,7 @@ func run(args []string) error {
 		return err
 	}
 	o.Source = loadgen.Source(*source)
+	o.Shape = loadgen.Shape(*shape)
 	o.Servers = strings.Split(*servers, ",")
 	o.Kinds = strings.Split(*kinds, ",")
 	if !*quiet {

@@ -28,7 +28,24 @@ import (
 // BlackHoleCluster and InboundPassthroughCluster; one outbound cluster per
 // visible service port and DestinationRule subset; one inbound cluster per
 // workload port.
+//
+// It is OutboundClusters followed by InboundClusters.
 func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
+	out, err := OutboundClusters(v)
+	if err != nil {
+		return nil, err
+	}
+	in, err := InboundClusters(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, in...), nil
+}
+
+// OutboundClusters returns the clusters that depend only on the proxy's
+// scope (model.View.OutboundKey): PassthroughCluster, BlackHoleCluster,
+// InboundPassthroughCluster and the outbound clusters.
+func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	sc := newScope(v)
 	out := []*clusterv3.Cluster{
 		sc.originalDst(PassthroughCluster),
@@ -39,9 +56,25 @@ func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 		},
 		sc.originalDst(InboundPassthroughCluster),
 	}
-	for _, ref := range sc.v.Clusters() {
+	return append(out, ClustersOf(v, sc.v.Clusters())...), nil
+}
+
+// ClustersOf returns the outbound clusters of refs, for an update that
+// regenerates the clusters of the hosts a change touches.
+func ClustersOf(v *model.View, refs []model.Cluster) []*clusterv3.Cluster {
+	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	out := make([]*clusterv3.Cluster, 0, len(refs))
+	for _, ref := range refs {
 		out = append(out, sc.outboundCluster(ref))
 	}
+	return out
+}
+
+// InboundClusters returns the clusters that depend on the proxy's own
+// workload: one inbound cluster per port it serves.
+func InboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
+	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	var out []*clusterv3.Cluster
 	for _, ip := range sc.inbound() {
 		out = append(out, sc.inboundCluster(ip))
 	}

@@ -19,16 +19,23 @@ import (
 // priorities (failover, when outlier detection is on, as Istio requires)
 // or weights (distribute).
 func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
-	sc := newScope(v)
+	return EndpointsOf(v, v.Clusters()), nil
+}
+
+// EndpointsOf returns the ClusterLoadAssignments of the EDS clusters among
+// refs, for an update that regenerates the hosts a change touches.
+// Endpoints depend only on the proxy's scope (model.View.OutboundKey).
+func EndpointsOf(v *model.View, refs []model.Cluster) []*endpointv3.ClusterLoadAssignment {
+	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
 	var out []*endpointv3.ClusterLoadAssignment
-	for _, ref := range sc.v.Clusters() {
+	for _, ref := range refs {
 		tp := ref.DestinationRule.TrafficPolicy(ref.Port.Number, ref.Subset)
 		if isPassthrough(ref, tp) || !usesEDS(ref.Service) {
 			continue
 		}
 		out = append(out, sc.loadAssignment(ref, tp))
 	}
-	return out, nil
+	return out
 }
 
 func (sc *scope) loadAssignment(ref model.Cluster, tp *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {

@@ -38,19 +38,53 @@ import (
 //   - virtualInbound on 0.0.0.0:15006 with one filter chain per workload
 //     port and mTLS mode (PeerAuthentication), RBAC from
 //     AuthorizationPolicies, to the inbound cluster.
+//
+// It is OutboundListeners followed by InboundListeners.
 func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
+	out, err := OutboundListeners(v)
+	if err != nil {
+		return nil, err
+	}
+	in, err := InboundListeners(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, in...), nil
+}
+
+// OutboundListeners returns the listeners that depend only on the proxy's
+// scope (model.View.OutboundKey): virtualOutbound and the per-port outbound
+// listeners. Every proxy of one scope gets the same ones.
+func OutboundListeners(v *model.View) ([]*listenerv3.Listener, error) {
+	return OutboundListenersOf(v, nil)
+}
+
+// OutboundListenersOf returns the per-port outbound listeners of the given
+// ports only (with virtualOutbound when ports is nil: every port), for an
+// update that regenerates the ports a change touches.
+func OutboundListenersOf(v *model.View, ports map[uint32]bool) ([]*listenerv3.Listener, error) {
 	sc := newScope(v)
-	out := []*listenerv3.Listener{sc.virtualOutbound()}
-	outbound, err := sc.outboundListeners()
+	var out []*listenerv3.Listener
+	if ports == nil {
+		out = append(out, sc.virtualOutbound())
+	}
+	outbound, err := sc.outboundListeners(ports)
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
-	out = append(out, outbound...)
+	return append(out, outbound...), nil
+}
+
+// InboundListeners returns the listeners that depend on the proxy's own
+// workload (its IPs, workload name, ports and the policies that select
+// it): virtualInbound.
+func InboundListeners(v *model.View) ([]*listenerv3.Listener, error) {
+	sc := newScope(v)
 	vi, err := sc.virtualInbound()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
-	return append(out, vi), nil
+	return []*listenerv3.Listener{vi}, nil
 }
 
 func (sc *scope) virtualOutbound() *listenerv3.Listener {
@@ -75,10 +109,10 @@ func outboundListener(addr string, port uint32) *listenerv3.Listener {
 	}
 }
 
-// outboundListeners builds the per-port listeners in port order; within a
-// listener, filter chains follow host order and the first service wins an
-// address.
-func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
+// outboundListeners builds the per-port listeners in port order (of the
+// given ports only, unless ports is nil); within a listener, filter chains
+// follow host order and the first service wins an address.
+func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listener, error) {
 	byName := make(map[string]*listenerv3.Listener)
 	var names []string
 	get := func(addr string, port uint32) *listenerv3.Listener {
@@ -94,6 +128,9 @@ func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
 	wildcardTaken := make(map[uint32]bool) // a chain without a match exists
 	cidrTaken := make(map[string]bool)
 	for _, port := range sc.httpPorts() {
+		if ports != nil && !ports[port] {
+			continue
+		}
 		l := get("0.0.0.0", port)
 		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 			Name:    "http_" + itoa(port),
@@ -102,7 +139,7 @@ func (sc *scope) outboundListeners() ([]*listenerv3.Listener, error) {
 		wildcardTaken[port] = true
 	}
 	for _, t := range sc.targets {
-		if isHTTP(t.port.Protocol) {
+		if isHTTP(t.port.Protocol) || ports != nil && !ports[t.port.Number] {
 			continue
 		}
 		dests := sc.tcpDestinations(t)

@@ -40,11 +40,12 @@ type scope struct {
 
 func newScope(v *model.View) *scope {
 	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
-	seen := map[target]bool{}
-	for _, c := range v.Clusters() {
+	cs := v.Clusters()
+	sc.targets = make([]target, 0, len(cs))
+	for _, c := range cs {
+		// A service port's subset clusters follow its own (View.ClustersOf).
 		t := target{svc: c.Service, port: c.Port}
-		if !seen[t] {
-			seen[t] = true
+		if n := len(sc.targets); n == 0 || sc.targets[n-1] != t {
 			sc.targets = append(sc.targets, t)
 		}
 	}
@@ -74,11 +75,15 @@ func (sc *scope) fallbackCluster() string {
 }
 
 // ownsEndpoint reports whether e is this proxy's workload.
-func (sc *scope) ownsEndpoint(e *model.Endpoint) bool {
-	if sc.p.WorkloadName != "" && e.Origin == sc.p.Namespace+"/"+sc.p.WorkloadName {
+func (sc *scope) ownsEndpoint(e *model.Endpoint) bool { return OwnsEndpoint(sc.p, e) }
+
+// OwnsEndpoint reports whether e is w's own (its inbound side serves it):
+// one of w's IPs, or the WorkloadEntry <namespace>/<workload name>.
+func OwnsEndpoint(w model.Workload, e *model.Endpoint) bool {
+	if w.WorkloadName != "" && e.Origin == w.Namespace+"/"+w.WorkloadName {
 		return true
 	}
-	return slices.Contains(sc.p.IPs, e.Address)
+	return slices.Contains(w.IPs, e.Address)
 }
 
 // inbound returns the ports the workload serves, sorted by port: the

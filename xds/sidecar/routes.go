@@ -31,9 +31,19 @@ import (
 // virtual host that passes unknown hosts through (allow_any) or answers
 // 502 (block_all, outboundTrafficPolicy REGISTRY_ONLY).
 func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
+	return RoutesOf(v, nil)
+}
+
+// RoutesOf returns the route configurations of the given ports only (every
+// port when ports is nil), for an update that regenerates the ports a change
+// touches. Routes depend only on the proxy's scope (model.View.OutboundKey).
+func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfiguration, error) {
 	sc := newScope(v)
 	var out []*routev3.RouteConfiguration
 	for _, port := range sc.httpPorts() {
+		if ports != nil && !ports[port] {
+			continue
+		}
 		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false)}
 		used := make(map[string]bool)
 		for _, t := range sc.targets {
@@ -52,6 +62,48 @@ func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
 		out = append(out, rc)
 	}
 	return out, nil
+}
+
+// UpdateRoute returns the route configuration old (of one port, from an
+// earlier snapshot) for v, when no service differs between the two
+// snapshots (so every virtual host's domains and the order of the virtual
+// hosts are the same): the virtual hosts of hosts not in dirty are old's,
+// shared; those of dirty hosts are generated again. The result equals what
+// RoutesOf generates for the port.
+func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[string]bool) (*routev3.RouteConfiguration, error) {
+	sc := newScope(v)
+	n, err := strconv.ParseUint(old.GetName(), 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("route configuration %q: not a port", old.GetName())
+	}
+	port := uint32(n)
+	prev := make(map[string]*routev3.VirtualHost, len(old.GetVirtualHosts()))
+	for _, vh := range old.GetVirtualHosts() {
+		prev[vh.GetName()] = vh
+	}
+	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false)}
+	used := make(map[string]bool, 6*len(prev))
+	for _, t := range sc.targets {
+		if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
+			continue
+		}
+		if vh := prev[t.svc.Hostname+":"+itoa(port)]; vh != nil && !dirty[t.svc.Hostname] {
+			for _, d := range vh.GetDomains() {
+				used[d] = true
+			}
+			rc.VirtualHosts = append(rc.VirtualHosts, vh)
+			continue
+		}
+		vh, err := sc.virtualHost(t, used)
+		if err != nil {
+			return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
+		}
+		if vh != nil {
+			rc.VirtualHosts = append(rc.VirtualHosts, vh)
+		}
+	}
+	rc.VirtualHosts = append(rc.VirtualHosts, sc.catchAllHost())
+	return rc, nil
 }
 
 // httpPorts lists the outbound ports with an HTTP service, ascending.

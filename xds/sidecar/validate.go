@@ -165,34 +165,7 @@ func (r *Resources) Consistent() error {
 		}
 	}
 	refs := func(where string, m proto.Message) error {
-		return walk(m.ProtoReflect(), nil, func(x proto.Message) error {
-			var names []string
-			switch v := x.(type) {
-			case *hcmv3.HttpConnectionManager:
-				if n := v.GetRds().GetRouteConfigName(); n != "" && !routes[n] {
-					return fmt.Errorf("%s: route configuration %q missing", where, n)
-				}
-			case *tcpproxyv3.TcpProxy:
-				names = append(names, v.GetCluster())
-				for _, wc := range v.GetWeightedClusters().GetClusters() {
-					names = append(names, wc.GetName())
-				}
-			case *routev3.RouteAction:
-				names = append(names, v.GetCluster())
-				for _, wc := range v.GetWeightedClusters().GetClusters() {
-					names = append(names, wc.GetName())
-				}
-				for _, mp := range v.GetRequestMirrorPolicies() {
-					names = append(names, mp.GetCluster())
-				}
-			}
-			for _, n := range names {
-				if n != "" && !clusters[n] {
-					return fmt.Errorf("%s: cluster %q missing", where, n)
-				}
-			}
-			return nil
-		})
+		return CheckReferences(where, m, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] })
 	}
 	seen := make(map[string]bool)
 	for _, l := range r.Listeners {
@@ -219,4 +192,40 @@ func (r *Resources) Consistent() error {
 		}
 	}
 	return nil
+}
+
+// CheckReferences checks that every route configuration (RDS) and cluster
+// that m (a listener or a route configuration) names exists by the given
+// lookups; where names m in the error. It is Consistent's check of one
+// resource, for config assembled from parts generated apart (a proxy's own
+// inbound listener and its scope's clusters).
+func CheckReferences(where string, m proto.Message, hasRoute, hasCluster func(string) bool) error {
+	return walk(m.ProtoReflect(), nil, func(x proto.Message) error {
+		var names []string
+		switch v := x.(type) {
+		case *hcmv3.HttpConnectionManager:
+			if n := v.GetRds().GetRouteConfigName(); n != "" && !hasRoute(n) {
+				return fmt.Errorf("%s: route configuration %q missing", where, n)
+			}
+		case *tcpproxyv3.TcpProxy:
+			names = append(names, v.GetCluster())
+			for _, wc := range v.GetWeightedClusters().GetClusters() {
+				names = append(names, wc.GetName())
+			}
+		case *routev3.RouteAction:
+			names = append(names, v.GetCluster())
+			for _, wc := range v.GetWeightedClusters().GetClusters() {
+				names = append(names, wc.GetName())
+			}
+			for _, mp := range v.GetRequestMirrorPolicies() {
+				names = append(names, mp.GetCluster())
+			}
+		}
+		for _, n := range names {
+			if n != "" && !hasCluster(n) {
+				return fmt.Errorf("%s: cluster %q missing", where, n)
+			}
+		}
+		return nil
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,12 @@ type ProxySpec struct {
 	Style Style
 	// Listeners are the LDS names a StyleGRPC proxy asks for.
 	Listeners []string
+	// Sidecar makes the proxy an Envoy sidecar (no GENERATOR) with IPs
+	// and WorkloadName (Shape); otherwise it is a proxyless gRPC node
+	// whose WORKLOAD_NAME is its ID.
+	Sidecar      bool
+	IPs          []string
+	WorkloadName string
 }
 
 // Shared is what all proxies of one run share: the decoded references of
@@ -101,6 +108,9 @@ type typeState struct {
 // NewProxy returns a proxy for spec; run it with Run.
 func NewProxy(spec ProxySpec, shared *Shared) *Proxy {
 	md := map[string]any{"GENERATOR": "grpc", "NAMESPACE": spec.Namespace, "WORKLOAD_NAME": spec.ID}
+	if spec.Sidecar {
+		md = map[string]any{"NAMESPACE": spec.Namespace, "WORKLOAD_NAME": spec.WorkloadName, "INSTANCE_IPS": strings.Join(spec.IPs, ",")}
+	}
 	if len(spec.Labels) > 0 {
 		l := map[string]any{}
 		for k, v := range spec.Labels {
@@ -156,6 +166,11 @@ func (p *Proxy) Responses() int {
 func (p *Proxy) Watch(pr *Probe) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if pr.Requires.TypeURL != "" {
+		if _, ok := p.types[pr.Requires.TypeURL].held[pr.Requires.Name]; !ok {
+			return false
+		}
+	}
 	ts := p.types[pr.TypeURL]
 	for _, n := range pr.Names {
 		if _, ok := ts.held[n]; ok {
@@ -626,6 +641,11 @@ type Probe struct {
 	// TypeURL and Names are the resources the change alters.
 	TypeURL string
 	Names   []string
+	// Requires, when set, limits the probe to proxies that hold that
+	// resource: an Envoy sidecar's route configuration of a port changes
+	// with a service's routes only if it sees the service (holds its
+	// cluster).
+	Requires struct{ TypeURL, Name string }
 
 	mu    sync.Mutex
 	start time.Time

@@ -13,6 +13,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	o := r.Options
 	fmt.Fprintf(w, "config: %d services x %d endpoints, %d VirtualServices+DestinationRules, %d namespaces; %d proxies (%.0f%% delta, %.0f%% Envoy-like, %d streams/conn)\n",
 		o.Size.Services, o.Size.Endpoints, o.Size.VirtualServices, o.Size.Namespaces, o.Proxies, 100*o.DeltaFraction, 100*o.EnvoyFraction, o.StreamsPerConn)
+	if o.Shape.sidecarShape() {
+		fmt.Fprintf(w, "shape: %s (the Envoy-like proxies are Envoy sidecars)\n", o.Shape)
+	}
 	switch o.Source {
 	case SourceGit:
 		fmt.Fprintln(w, "source: git (vmesh: each change is a commit + push to a bare repository + a signed webhook call, timed from before the commit; debounce = push debounce only); the baseline is fed by the harness as always (files + SetSnapshot)")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -61,6 +62,10 @@ type Options struct {
 	Source Source `json:"source"`
 	// ZooKeeper is host:port of a running ZooKeeper, for SourceZooKeeper.
 	ZooKeeper string `json:"zookeeper,omitempty"`
+	// Shape is what the Envoy-like proxies are (ShapeMixed when empty:
+	// proxyless nodes subscribing like Envoy; or Envoy sidecars, one VM
+	// each or sharing one IP).
+	Shape Shape `json:"shape,omitempty"`
 
 	// WorkDir holds the generated config; empty means a new temp dir.
 	WorkDir string `json:"-"`
@@ -111,6 +116,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("loadgen: unknown source %q (want %s, %s or %s)", o.Source, SourceDir, SourceGit, SourceZooKeeper)
 	case o.Source == SourceZooKeeper && o.ZooKeeper == "":
 		return fmt.Errorf("loadgen: source %s needs the host:port of a running ZooKeeper (-zookeeper)", SourceZooKeeper)
+	}
+	if err := o.Shape.validate(); err != nil {
+		return err
 	}
 	for _, s := range o.Servers {
 		if s != ServerVmesh && s != ServerBaseline {
@@ -243,6 +251,7 @@ func Specs(o Options) []ProxySpec {
 		}
 		if spread(i, 0.41421356237309515) < o.EnvoyFraction {
 			s.Style = StyleEnvoy
+			o.Shape.applyShape(o.Size, &s, i)
 		} else {
 			seen := map[int]bool{0: true, 1: true}
 			s.Listeners = []string{o.Source.RouteName(0), o.Source.RouteName(1)}
@@ -284,7 +293,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	if o.Pprof {
 		extra = append(extra, "-pprof")
 	}
-	cfg := changer{server: kind, src: o.Source, dir: cfgDir, size: o.Size, gens: map[string]int{}}
+	cfg := changer{server: kind, src: o.Source, dir: cfgDir, size: o.Size, gens: map[string]int{}, shape: o.Shape}
 	if kind == ServerVmesh {
 		cfg.quiet = o.DebounceQuiet
 	}
@@ -582,6 +591,7 @@ type changer struct {
 	quiet time.Duration
 	git   *gitRepo    // SourceGit (vmesh)
 	zk    *zkRegistry // SourceZooKeeper (vmesh)
+	shape Shape
 }
 
 // Debounce returns the deliberate waiting in a change of kind: for vmesh
@@ -622,7 +632,10 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	write := func() error { return WriteRouting(c.dir, c.size, c.src, svc, gen) }
 	rel := routingFile(c.size, svc)
 	if kind == ChangeRouting {
-		pr = NewProbe(resourcev3.RouteType, c.src.RouteName(svc))
+		pr = NewProbe(resourcev3.RouteType, c.shape.routeProbeNames(c.src, svc)...)
+		if c.shape.sidecarShape() {
+			pr.Requires.TypeURL, pr.Requires.Name = resourcev3.ClusterType, xds.ClusterName(ServicePort, "", c.src.Host(svc))
+		}
 	} else {
 		pr = NewProbe(resourcev3.EndpointType, c.src.ChangedEndpointClusters(svc)...)
 		write = func() error { return WriteEndpoints(c.dir, c.size, c.src, svc, gen) }

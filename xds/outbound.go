@@ -1,0 +1,645 @@
+package xds
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/internal/cowmap"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/sidecar"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// An Envoy sidecar's config is made of two parts (issue 20). What depends
+// only on its scope (model.OutboundKey: namespace, Sidecar, labels,
+// locality) — its outbound listeners, every route configuration, the
+// outbound clusters and every assignment — is an outboundPart, generated
+// and serialised once per scope and snapshot and shared by every VM of the
+// scope. What depends on the VM itself (its IPs, workload name, ports and
+// the policies that select it) — virtualInbound and the inbound clusters —
+// is its own part, small. A sidecar group's generation is the two put
+// together (composeSidecar): its listener and cluster maps are versions of
+// the scope's maps with the VM's few resources added, sharing everything
+// else (cowmap), and its route and endpoint maps are the scope's.
+
+// outboundPart is the scope-only part of an Envoy sidecar's config at one
+// snapshot. Immutable once made.
+type outboundPart struct {
+	snap *model.Snapshot
+	key  string // model.OutboundKey
+	// proxy is the proxy the part was first generated for: any proxy of
+	// the scope generates the same part.
+	proxy *Proxy
+	// types holds LDS, RDS, CDS and EDS (and an empty name table).
+	types map[string]*resourceMap
+	// vhosts holds the serialised form of every virtual host of the
+	// route configurations: an update regenerates a port's route
+	// configuration but shares the virtual hosts a change does not touch,
+	// and its bytes are put together from theirs (routeResource).
+	vhosts map[*routev3.VirtualHost][]byte
+}
+
+// outboundChange is a scope's new part and which names changed from base,
+// its part at the previous snapshot (nil when generated without one).
+type outboundChange struct {
+	part    *outboundPart
+	base    *outboundPart
+	changed map[string]map[string]bool // by type; nil: not known
+	err     error
+}
+
+// ownPart is the resources of a sidecar's own (per-VM) part, by type:
+// virtualInbound (LDS) and the inbound clusters (CDS).
+type ownPart map[string][]*resource
+
+// sidecarTypes are the types an outboundPart holds besides the name table.
+var sidecarTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+
+// serialised serialises msgs into a resource map.
+func serialised[T proto.Message](msgs []T, name func(T) string) (*resourceMap, error) {
+	e := cowmap.New[string, *resource]().Edit()
+	for _, m := range msgs {
+		r, err := newResource(name(m), m)
+		if err != nil {
+			return nil, err
+		}
+		e.Set(r.name, r)
+	}
+	return e.Map(), nil
+}
+
+func listenerName(l *listenerv3.Listener) string                { return l.GetName() }
+func clusterName(c *clusterv3.Cluster) string                   { return c.GetName() }
+func assignmentName(a *endpointv3.ClusterLoadAssignment) string { return a.GetClusterName() }
+
+// generateOutbound generates a scope's part in full, for proxy p of it.
+func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, error) {
+	v := model.NewView(s, p.Workload())
+	lds, err := sidecar.OutboundListeners(v)
+	if err != nil {
+		return nil, err
+	}
+	rds, err := sidecar.Routes(v)
+	if err != nil {
+		return nil, err
+	}
+	cds, err := sidecar.OutboundClusters(v)
+	if err != nil {
+		return nil, err
+	}
+	eds, err := sidecar.Endpoints(v)
+	if err != nil {
+		return nil, err
+	}
+	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds}
+	if err := r.Consistent(); err != nil {
+		return nil, fmt.Errorf("scope %s: %w", key, err)
+	}
+	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: map[*routev3.VirtualHost][]byte{}}
+	if o.types[resourcev3.ListenerType], err = serialised(lds, listenerName); err != nil {
+		return nil, err
+	}
+	e := cowmap.New[string, *resource]().Edit()
+	for _, rc := range rds {
+		r, _, err := routeResource(rc, nil, o.vhosts)
+		if err != nil {
+			return nil, err
+		}
+		e.Set(r.name, r)
+	}
+	o.types[resourcev3.RouteType] = e.Map()
+	if o.types[resourcev3.ClusterType], err = serialised(cds, clusterName); err != nil {
+		return nil, err
+	}
+	if o.types[resourcev3.EndpointType], err = serialised(eds, assignmentName); err != nil {
+		return nil, err
+	}
+	// Sidecars get no name table and no WorkloadGroups (their agents ask
+	// on a proxyless stream of their own): every type has a map.
+	o.types[NameTableType] = cowmap.New[string, *resource]()
+	o.types[WorkloadGroupType] = cowmap.New[string, *resource]()
+	return o, nil
+}
+
+// rebaseOutbound is o at snapshot s when nothing the generators read
+// differs (model.Diff.Empty).
+func rebaseOutbound(o *outboundPart, s *model.Snapshot) *outboundChange {
+	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: o.types, vhosts: o.vhosts}
+	ch := make(map[string]map[string]bool, len(typeURLs))
+	for _, t := range typeURLs {
+		ch[t] = map[string]bool{}
+	}
+	return &outboundChange{part: n, base: o, changed: ch}
+}
+
+// diffOutbound returns the names whose resources differ between two parts
+// of a scope, by type.
+func diffOutbound(a, b *outboundPart) map[string]map[string]bool {
+	out := make(map[string]map[string]bool, len(typeURLs))
+	same := func(x, y *resource) bool { return x == y || x.hash == y.hash }
+	for _, t := range typeURLs {
+		ch := map[string]bool{}
+		for n := range cowmap.Changed(a.types[t], b.types[t], same) {
+			ch[n] = true
+		}
+		out[t] = ch
+	}
+	return out
+}
+
+// updateOutbound brings a scope's part from o's snapshot to s, given what
+// differs (a non-global diff): the listeners and route configurations of
+// the ports of the affected hosts (a route configuration holds every HTTP
+// service of its port), and the clusters and assignments of the affected
+// hosts, are generated again; everything else is o's, shared with its
+// serialised form. With only endpoints differing, listeners and routes
+// (which do not read endpoints) are kept. The result equals
+// generateOutbound for s (TestSidecarIncrementalMatchesFull).
+func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboundPart, map[string]map[string]bool, error) {
+	dirty := affectedSidecarHosts(o.snap, s, d)
+	v := model.NewView(s, o.proxy.Workload())
+	svcs := v.ServicesOf(slices.Collect(maps.Keys(dirty)))
+	refs := v.ClustersOf(svcs)
+	fresh := make(map[string]map[string]*resource, len(sidecarTypes))
+	drop := make(map[string]func(string) bool, len(sidecarTypes))
+	add := func(t string, name string, m proto.Message) error {
+		r, err := newResource(name, m)
+		if err != nil {
+			return err
+		}
+		if fresh[t] == nil {
+			fresh[t] = map[string]*resource{}
+		}
+		fresh[t][name] = r
+		return nil
+	}
+	var lds []*listenerv3.Listener
+	var freshHosts []*routev3.VirtualHost
+	vhosts := o.vhosts
+	if !d.EndpointsOnly() {
+		ports := portsOf(dirty, o.snap, s)
+		var err error
+		if lds, err = sidecar.OutboundListenersOf(v, ports); err != nil {
+			return nil, nil, err
+		}
+		for _, l := range lds {
+			if err := add(resourcev3.ListenerType, l.GetName(), l); err != nil {
+				return nil, nil, err
+			}
+		}
+		var rds []*routev3.RouteConfiguration
+		if len(d.Services) == 0 {
+			// The same services: each port's route configuration keeps the
+			// virtual hosts of the hosts the change does not touch.
+			for p := range ports {
+				old, ok := o.types[resourcev3.RouteType].Get(sidecar.RouteName(p))
+				if !ok {
+					continue // no HTTP service on the port, then or now
+				}
+				rc, err := sidecar.UpdateRoute(v, old.msg.(*routev3.RouteConfiguration), dirty)
+				if err != nil {
+					return nil, nil, err
+				}
+				rds = append(rds, rc)
+			}
+		} else if rds, err = sidecar.RoutesOf(v, ports); err != nil {
+			return nil, nil, err
+		}
+		vhosts = make(map[*routev3.VirtualHost][]byte, len(o.vhosts))
+		for _, rc := range rds {
+			r, fh, err := routeResource(rc, o.vhosts, vhosts)
+			if err != nil {
+				return nil, nil, err
+			}
+			freshHosts = append(freshHosts, fh...)
+			if fresh[resourcev3.RouteType] == nil {
+				fresh[resourcev3.RouteType] = map[string]*resource{}
+			}
+			fresh[resourcev3.RouteType][r.name] = r
+		}
+		// The virtual hosts of the ports not regenerated are kept.
+		for name, r := range o.types[resourcev3.RouteType].All() {
+			if fresh[resourcev3.RouteType][name] != nil {
+				continue
+			}
+			for _, vh := range r.msg.(*routev3.RouteConfiguration).GetVirtualHosts() {
+				if b, ok := o.vhosts[vh]; ok {
+					vhosts[vh] = b
+				}
+			}
+		}
+		drop[resourcev3.ListenerType] = func(n string) bool {
+			i := strings.LastIndexByte(n, '_')
+			p, err := strconv.ParseUint(n[i+1:], 10, 32)
+			return i >= 0 && err == nil && ports[uint32(p)]
+		}
+		drop[resourcev3.RouteType] = func(n string) bool {
+			p, err := strconv.ParseUint(n, 10, 32)
+			return err == nil && ports[uint32(p)]
+		}
+	}
+	cds := sidecar.ClustersOf(v, refs)
+	for _, c := range cds {
+		if err := add(resourcev3.ClusterType, c.GetName(), c); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, a := range sidecar.EndpointsOf(v, refs) {
+		if err := add(resourcev3.EndpointType, a.GetClusterName(), a); err != nil {
+			return nil, nil, err
+		}
+	}
+	byHost := func(t string) func(string) bool {
+		return func(n string) bool { return strings.HasPrefix(n, "outbound|") && dirty[resourceHost(t, n)] }
+	}
+	drop[resourcev3.ClusterType], drop[resourcev3.EndpointType] = byHost(resourcev3.ClusterType), byHost(resourcev3.EndpointType)
+
+	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: vhosts}
+	changed := make(map[string]map[string]bool, len(typeURLs))
+	for _, t := range typeURLs {
+		old := o.types[t]
+		ch := map[string]bool{}
+		changed[t] = ch
+		for name, r := range fresh[t] {
+			if x, ok := old.Get(name); !ok || x.hash != r.hash {
+				ch[name] = true
+			}
+		}
+		if gone := drop[t]; gone != nil {
+			for name := range old.Keys() {
+				if fresh[t][name] == nil && gone(name) {
+					ch[name] = true
+				}
+			}
+		}
+		if len(ch) == 0 {
+			n.types[t] = old
+			continue
+		}
+		e := old.Edit()
+		for name := range ch {
+			if r := fresh[t][name]; r != nil {
+				e.Set(name, r)
+			} else {
+				e.Delete(name)
+			}
+		}
+		n.types[t] = e.Map()
+	}
+	// The regenerated resources' references resolve in the new part; the
+	// others' do too: they name only hosts the change did not touch.
+	has := func(t string) func(string) bool {
+		return func(name string) bool { _, ok := n.types[t].Get(name); return ok }
+	}
+	for _, l := range lds {
+		// An unchanged listener names what it named: the hosts it names
+		// were not touched, or it would have changed.
+		if !changed[resourcev3.ListenerType][l.GetName()] {
+			continue
+		}
+		if err := sidecar.CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), has(resourcev3.ClusterType)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := routeClustersExist(freshHosts, has(resourcev3.ClusterType)); err != nil {
+		return nil, nil, fmt.Errorf("scope %s: %w", o.key, err)
+	}
+	for _, c := range cds {
+		if c.GetType() == clusterv3.Cluster_EDS && !has(resourcev3.EndpointType)(c.GetEdsClusterConfig().GetServiceName()) {
+			return nil, nil, fmt.Errorf("scope %s: cluster %s: no endpoints resource", o.key, c.GetName())
+		}
+	}
+	return n, changed, nil
+}
+
+// routeResource serialises a sidecar's route configuration from the
+// serialised form of its virtual hosts: a virtual host in prev (shared
+// with an earlier configuration) is not serialised again. Every virtual
+// host's bytes go into next; fresh are the virtual hosts serialised anew.
+// The bytes are what proto.Marshal makes of rc: the Go encoder writes
+// fields in number order and an embedded message as its own encoding, so
+// the configuration is its name (field 1), each virtual host (field 2),
+// then the rest.
+func routeResource(rc *routev3.RouteConfiguration, prev, next map[*routev3.VirtualHost][]byte) (*resource, []*routev3.VirtualHost, error) {
+	// Only the fields the sidecar generator sets can be put together so.
+	extra := false
+	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		switch fd.Number() {
+		case 1, 2, 7: // name, virtual_hosts, validate_clusters
+			return true
+		}
+		extra = true
+		return false
+	})
+	if extra {
+		r, err := newResource(rc.GetName(), rc)
+		return r, rc.GetVirtualHosts(), err
+	}
+	opts := proto.MarshalOptions{Deterministic: true}
+	shell, err := opts.Marshal(&routev3.RouteConfiguration{Name: rc.GetName(), ValidateClusters: rc.GetValidateClusters()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
+	}
+	head := 0
+	if rc.GetName() != "" {
+		_, _, n := protowire.ConsumeField(shell)
+		if n < 0 {
+			return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), protowire.ParseError(n))
+		}
+		head = n
+	}
+	var fresh []*routev3.VirtualHost
+	size := len(shell)
+	parts := make([][]byte, len(rc.GetVirtualHosts()))
+	for i, vh := range rc.GetVirtualHosts() {
+		b, ok := prev[vh]
+		if !ok {
+			if b, err = opts.Marshal(vh); err != nil {
+				return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
+			}
+			fresh = append(fresh, vh)
+		}
+		next[vh] = b
+		parts[i] = b
+		size += 1 + protowire.SizeVarint(uint64(len(b))) + len(b)
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, shell[:head]...)
+	for _, b := range parts {
+		buf = protowire.AppendTag(buf, 2, protowire.BytesType)
+		buf = protowire.AppendBytes(buf, b)
+	}
+	buf = append(buf, shell[head:]...)
+	return resourceFromBytes(rc.GetName(), rc, buf), fresh, nil
+}
+
+// routeClustersExist checks that every cluster the routes of vhs name
+// exists.
+func routeClustersExist(vhs []*routev3.VirtualHost, has func(string) bool) error {
+	check := func(vh *routev3.VirtualHost, rt *routev3.Route, n string) error {
+		if n != "" && !has(n) {
+			return fmt.Errorf("virtual host %s route %s: cluster %q missing", vh.GetName(), rt.GetName(), n)
+		}
+		return nil
+	}
+	for _, vh := range vhs {
+		for _, rt := range vh.GetRoutes() {
+			a := rt.GetRoute()
+			if a == nil {
+				continue
+			}
+			if err := check(vh, rt, a.GetCluster()); err != nil {
+				return err
+			}
+			for _, wc := range a.GetWeightedClusters().GetClusters() {
+				if err := check(vh, rt, wc.GetName()); err != nil {
+					return err
+				}
+			}
+			for _, mp := range a.GetRequestMirrorPolicies() {
+				if err := check(vh, rt, mp.GetCluster()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// portsOf returns every port of the services of hosts in either snapshot.
+func portsOf(hosts map[string]bool, snaps ...*model.Snapshot) map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, s := range snaps {
+		for h := range hosts {
+			for _, svc := range s.ServicesForHost(h) {
+				for _, p := range svc.Ports {
+					out[p.Number] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// affectedSidecarHosts is affectedHosts for a sidecar: a route also names
+// clusters through its mirrors and TCP routes.
+func affectedSidecarHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
+	return affectedHostsBy(prev, next, d, sidecarRoutesToAny)
+}
+
+// sidecarRoutesToAny reports whether a route of vs (HTTP destination or
+// mirror, TCP destination) names a host of either set.
+func sidecarRoutesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
+	in := func(host string) bool {
+		if host == "" {
+			return false
+		}
+		h := model.DestinationHost(host, vs.Namespace)
+		return a[h] || b[h]
+	}
+	for _, hr := range vs.Spec.GetHttp() {
+		for _, dst := range hr.GetRoute() {
+			if in(dst.GetDestination().GetHost()) {
+				return true
+			}
+		}
+		if in(hr.GetMirror().GetHost()) {
+			return true
+		}
+		for _, m := range hr.GetMirrors() {
+			if in(m.GetDestination().GetHost()) {
+				return true
+			}
+		}
+	}
+	for _, tr := range vs.Spec.GetTcp() {
+		for _, dst := range tr.GetRoute() {
+			if in(dst.GetDestination().GetHost()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// generateOwn generates a sidecar's own part.
+func generateOwn(s *model.Snapshot, p *Proxy) (ownPart, error) {
+	v := model.NewView(s, p.Workload())
+	lds, err := sidecar.InboundListeners(v)
+	if err != nil {
+		return nil, err
+	}
+	cds, err := sidecar.InboundClusters(v)
+	if err != nil {
+		return nil, err
+	}
+	own := ownPart{}
+	for _, l := range lds {
+		r, err := newResource(l.GetName(), l)
+		if err != nil {
+			return nil, err
+		}
+		own[resourcev3.ListenerType] = append(own[resourcev3.ListenerType], r)
+	}
+	for _, c := range cds {
+		r, err := newResource(c.GetName(), c)
+		if err != nil {
+			return nil, err
+		}
+		own[resourcev3.ClusterType] = append(own[resourcev3.ClusterType], r)
+	}
+	return own, nil
+}
+
+// ownUnchanged reports whether a sidecar's own part is the same at s as at
+// prev, given what differs (a non-global diff): it reads the services only
+// through the endpoints it owns, so only a changed service with such an
+// endpoint in either snapshot can change it.
+func ownUnchanged(w model.Workload, prev, s *model.Snapshot, d *model.Diff) bool {
+	if d == nil || d.Global {
+		return false
+	}
+	for h := range d.Services {
+		for _, snap := range []*model.Snapshot{prev, s} {
+			for _, svc := range snap.ServicesForHost(h) {
+				for _, e := range svc.Endpoints {
+					if sidecar.OwnsEndpoint(w, e) {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+// ownChanges returns the names of own that differ from prev's; own's
+// resources that do not are replaced by prev's (shared, as the scope's
+// unchanged resources are).
+func ownChanges(prev, own ownPart) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, t := range []string{resourcev3.ListenerType, resourcev3.ClusterType} {
+		old := map[string]string{}
+		was := map[string]*resource{}
+		for _, r := range prev[t] {
+			old[r.name] = r.hash
+			was[r.name] = r
+		}
+		for i, r := range own[t] {
+			if h, ok := old[r.name]; ok && h == r.hash {
+				own[t][i] = was[r.name]
+			}
+			if h, ok := old[r.name]; !ok || h != r.hash {
+				if out[t] == nil {
+					out[t] = map[string]bool{}
+				}
+				out[t][r.name] = true
+			}
+			delete(old, r.name)
+		}
+		for n := range old {
+			if out[t] == nil {
+				out[t] = map[string]bool{}
+			}
+			out[t][n] = true
+		}
+	}
+	return out
+}
+
+// composeSidecar puts a sidecar group's generation together from its
+// scope's part and its own, checking (when check is set) that its own
+// listeners' references resolve.
+func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart, check bool) (*generation, error) {
+	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: maps.Clone(out.types), inbound: map[string]*resource{}, out: out, own: own}
+	for t, rs := range own {
+		base := out.types[t]
+		e := base.Edit()
+		for _, r := range rs {
+			if _, dup := base.Get(r.name); dup {
+				return nil, fmt.Errorf("group %s: %s %q is both the scope's and the proxy's own", key, shortType(t), r.name)
+			}
+			e.Set(r.name, r)
+		}
+		g.types[t] = e.Map()
+	}
+	for _, r := range own[resourcev3.ListenerType] {
+		if !check {
+			break
+		}
+		if err := sidecar.CheckReferences("listener "+r.name, r.msg, func(n string) bool { return g.get(resourcev3.RouteType, n) != nil },
+			func(n string) bool { return g.get(resourcev3.ClusterType, n) != nil }); err != nil {
+			return nil, fmt.Errorf("group %s: %w", key, err)
+		}
+	}
+	return g, nil
+}
+
+// generateSidecar generates a sidecar group in full: its scope's part
+// (out, or generated when nil) and its own.
+func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart) (*generation, error) {
+	if out == nil {
+		var err error
+		if out, err = generateOutbound(s, p, model.OutboundKey(s, p.Workload())); err != nil {
+			return nil, err
+		}
+	}
+	own, err := generateOwn(s, p)
+	if err != nil {
+		return nil, err
+	}
+	return composeSidecar(s, p, key, out, own, true)
+}
+
+// updateSidecar brings sidecar group g to snapshot s on its scope's new
+// part (ch, from g's scope part when ch.base is g.out): its own part is
+// kept when nothing it reads differs, and the names that changed are the
+// scope's changed names plus its own. The diff is nil when not known
+// (the cache then compares the generations).
+func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outboundChange) (*generation, *genDiff, error) {
+	own := g.own
+	var ownCh map[string]map[string]bool
+	fresh := g.own == nil || !ownUnchanged(g.proxy.Workload(), g.snap, s, d)
+	if fresh {
+		var err error
+		if own, err = generateOwn(s, g.proxy); err != nil {
+			return nil, nil, err
+		}
+		ownCh = ownChanges(g.own, own)
+	}
+	// Kept, its listeners name its own clusters and the scope's
+	// InboundPassthroughCluster and BlackHoleCluster, there in every part.
+	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own, fresh)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ch.changed == nil || ch.base != g.out || g.own == nil {
+		return n, nil, nil
+	}
+	// Sidecars have no listeners made on demand: the changed names cover
+	// every listener.
+	gd := &genDiff{prev: g, changed: ch.changed, inboundSame: true}
+	if len(ownCh) > 0 {
+		gd.changed = make(map[string]map[string]bool, len(ch.changed))
+		for t, names := range ch.changed {
+			if len(ownCh[t]) == 0 {
+				gd.changed[t] = names
+				continue
+			}
+			m := maps.Clone(names)
+			maps.Copy(m, ownCh[t])
+			gd.changed[t] = m
+		}
+	}
+	return n, gd, nil
+}

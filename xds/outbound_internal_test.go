@@ -1,0 +1,116 @@
+package xds
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"testing"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/sidecar"
+	"google.golang.org/protobuf/proto"
+	security "istio.io/api/security/v1beta1"
+)
+
+// TestRouteResourceIsProtoMarshal: a sidecar route configuration put
+// together from its virtual hosts' bytes (routeResource) is byte for byte
+// what proto.Marshal makes of it, whether the virtual hosts were
+// serialised anew or shared; and a configuration with a field the splice
+// does not know is marshalled whole.
+func TestRouteResourceIsProtoMarshal(t *testing.T) {
+	s := buildSnap(t, filestore.NewStore(), incrementalBase())
+	p := &Proxy{ID: "e", Kind: KindSidecar, Namespace: "ns-0"}
+	g, err := generate(s, p, GroupKey(s, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for name, r := range g.types[resourcev3.RouteType].All() {
+		rc := r.msg.(*routev3.RouteConfiguration)
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(r.any.Value, want) {
+			t.Errorf("route configuration %s: put-together bytes differ from proto.Marshal", name)
+		}
+		if len(rc.GetVirtualHosts()) < 2 {
+			t.Errorf("route configuration %s: %d virtual hosts, want several", name, len(rc.GetVirtualHosts()))
+		}
+		// Shared: every virtual host's bytes from the part's cache.
+		again, fresh, err := routeResource(rc, g.out.vhosts, map[*routev3.VirtualHost][]byte{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fresh) != 0 || !bytes.Equal(again.any.Value, want) || again.hash != r.hash {
+			t.Errorf("route configuration %s: from shared virtual hosts: %d serialised anew, bytes equal %v", name, len(fresh), bytes.Equal(again.any.Value, want))
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no route configuration")
+	}
+	rc := &routev3.RouteConfiguration{Name: "80", VirtualHosts: []*routev3.VirtualHost{{Name: "a", Domains: []string{"a"}}}, InternalOnlyHeaders: []string{"x-internal"}}
+	r, _, err := routeResource(rc, nil, map[*routev3.VirtualHost][]byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(rc); !bytes.Equal(r.any.Value, want) {
+		t.Error("a route configuration with internal_only_headers: bytes differ from proto.Marshal")
+	}
+}
+
+// TestSidecarGlobalChangeDiff: on a global change (an AuthorizationPolicy
+// selecting the VM, a mesh-wide PeerAuthentication mode) a sidecar group is
+// made from its scope's part generated anew and its own part made again;
+// the names reported changed (the scope's, compared once per scope, plus
+// its own) are exactly those that differ from the previous generation, and
+// the group equals a full generation.
+func TestSidecarGlobalChangeDiff(t *testing.T) {
+	base := incrementalBase()
+	st := filestore.NewStore()
+	s0 := buildSnap(t, st, base)
+	s1 := buildSnap(t, st, append(edit(base, filestore.KindPeerAuthentication, "istio-system", "default", func(*filestore.Object) *filestore.Object { return nil }),
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
+			Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{}}}}))
+	d := model.Compare(s0, s1)
+	if !d.Global {
+		t.Fatalf("diff %+v, want global", d)
+	}
+	p := &Proxy{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.1.2.3"}}
+	key := GroupKey(s0, p)
+	g0, err := generate(s0, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := generateOutbound(s1, p, model.OutboundKey(s1, p.Workload()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, gd, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: diffOutbound(g0.out, part)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gd == nil {
+		t.Fatal("no diff")
+	}
+	full, err := generate(s1, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := hashes(n), hashes(full)
+	for _, ty := range typeURLs {
+		if !maps.Equal(got[ty], want[ty]) {
+			t.Errorf("%s: differs from a full generation: only composed %v, only full %v, differ %v", shortType(ty), onlyIn(got[ty], want[ty]), onlyIn(want[ty], got[ty]), differ(got[ty], want[ty]))
+		}
+		if wantCh := diffGenerations(g0, full).changed[ty]; !maps.Equal(gd.changed[ty], wantCh) {
+			t.Errorf("%s: changed names %v, want %v", shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
+		}
+	}
+	if !gd.changed[resourcev3.ListenerType][sidecar.VirtualInboundListener] {
+		t.Error("virtualInbound (the new policy's RBAC) not among the changed names")
+	}
+}
