@@ -19,6 +19,9 @@ type VMBundleRequest struct {
 	// FailoverAddresses are the other replicas' secure ports, tried in
 	// order when DiscoveryAddress does not answer.
 	FailoverAddresses []string
+	// ProxyMetadata is MeshConfig defaultConfig.proxyMetadata, for the
+	// agent (bundle.Bundle.ProxyMetadata).
+	ProxyMetadata map[string]string
 	// TokenTTL and Audience of the bootstrap token; zero values take the
 	// CA's defaults.
 	TokenTTL time.Duration
@@ -40,6 +43,7 @@ func (c *CA) NewVMBundle(req VMBundleRequest) (*bundle.Bundle, error) {
 		Token:             tok,
 		DiscoveryAddress:  req.DiscoveryAddress,
 		FailoverAddresses: req.FailoverAddresses,
+		ProxyMetadata:     req.ProxyMetadata,
 		TrustDomain:       c.cfg.TrustDomain,
 		Namespace:         req.Namespace,
 		ServiceAccount:    req.ServiceAccount,

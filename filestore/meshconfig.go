@@ -196,7 +196,18 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 	root := doc.Content[0]
 	var out []ConfigError
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		k := root.Content[i]
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == "defaultConfig" && v.Kind == yaml.MappingNode {
+			// Applied in part: what the VMs' agents take through their
+			// bundles (vmesh vm bundle).
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				if sk := v.Content[j]; !defaultConfigApplied[sk.Value] {
+					out = append(out, ConfigError{File: file, Line: sk.Line, Field: "defaultConfig." + sk.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+						Message: fmt.Sprintf("MeshConfig defaultConfig.%s is read but not applied by vmesh (applied: defaultConfig.discoveryAddress and defaultConfig.proxyMetadata, through vmesh vm bundle)", sk.Value)})
+				}
+			}
+			continue
+		}
 		if meshConfigApplied[k.Value] {
 			continue
 		}
@@ -205,6 +216,12 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 	}
 	return out
 }
+
+// defaultConfigApplied are the defaultConfig (ProxyConfig) fields vmesh
+// applies: `vmesh vm bundle` takes the discovery address and writes the
+// proxy metadata into the bundle, whose agent puts ISTIO_META_* into its
+// node metadata.
+var defaultConfigApplied = map[string]bool{"discoveryAddress": true, "proxyMetadata": true}
 
 // locateMeshError finds the field protojson refused: the first key of the
 // mapping whose value alone does not decode, looked for again inside it

@@ -216,6 +216,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 	node := bootstrap.Node{
 		Namespace: b.Namespace, ServiceAccount: b.ServiceAccount, WorkloadName: cfg.WorkloadName,
 		Labels: b.Labels, IPs: cfg.IPs, WorkloadGroup: b.WorkloadGroup, WorkloadEntry: cfg.WorkloadEntry,
+		ExtraMetadata: nodeMetadata(b.ProxyMetadata, logger),
 	}
 	if err := node.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -593,4 +594,23 @@ func (a *Agent) takeGroupProbe(wg *networking.WorkloadGroup, prober *health.Prob
 	if err := prober.SetProbe(p); err != nil {
 		a.log.Warn("WorkloadGroup's readiness probe not usable; keeping the previous one", "group", a.node.WorkloadGroup, "error", err)
 	}
+}
+
+// nodeMetadata returns the node metadata of the mesh config's
+// proxyMetadata, as pilot-agent reads its environment: ISTIO_META_<KEY>
+// becomes <KEY>. Other entries are agent settings vmesh's agent does not
+// have; each is logged as not applied.
+func nodeMetadata(pm map[string]string, logger *slog.Logger) map[string]string {
+	out := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(pm)) {
+		if key, ok := strings.CutPrefix(k, "ISTIO_META_"); ok && key != "" {
+			out[key] = pm[k]
+			continue
+		}
+		logger.Warn("proxyMetadata entry not applied: vmesh's agent has no such setting", "key", k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -32,6 +32,9 @@ type Node struct {
 	// WorkloadEntry, when set, names the WorkloadEntry (in Namespace),
 	// defined in config, that the agent's health reports are for.
 	WorkloadEntry string
+	// ExtraMetadata is further node metadata (the bundle's proxyMetadata
+	// ISTIO_META_* entries, without the prefix); the fields above win.
+	ExtraMetadata map[string]string
 }
 
 // Validate checks the fields every node needs.
@@ -79,7 +82,7 @@ func (n Node) AgentIdentity() node.Identity {
 		labels = map[string]string{} // LABELS is always written
 	}
 	return node.Identity{ID: n.ID(), Cluster: n.Cluster(), Generator: GeneratorGRPC, Namespace: n.Namespace, Labels: labels,
-		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup, WorkloadEntry: n.WorkloadEntry}
+		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup, WorkloadEntry: n.WorkloadEntry, Extra: n.ExtraMetadata}
 }
 
 // Metadata returns a data plane's node metadata (Identity(generator).Metadata()).

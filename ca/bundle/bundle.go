@@ -68,6 +68,11 @@ type Bundle struct {
 	WorkloadGroup string `yaml:"workloadGroup,omitempty"`
 	// Labels are the workload's labels.
 	Labels map[string]string `yaml:"labels,omitempty"`
+	// ProxyMetadata is the mesh config's defaultConfig.proxyMetadata (as
+	// istioctl writes it into a VM's cluster.env): the agent puts every
+	// ISTIO_META_<KEY> into its nodes' metadata as <KEY>, as pilot-agent
+	// does, and reports the rest as not applied.
+	ProxyMetadata map[string]string `yaml:"proxyMetadata,omitempty"`
 	// TokenExpiry is when Token stops being accepted.
 	TokenExpiry time.Time `yaml:"tokenExpiry,omitempty"`
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -40,20 +41,32 @@ func cliLogger(cmd *cobra.Command) *slog.Logger {
 // fix, and nothing is minted. With no --trust-domain, the control plane's
 // is used.
 func (f *caFlags) check(cmd *cobra.Command, req controlplane.OnboardingRequest) error {
+	_, err := f.checked(cmd, req)
+	return err
+}
+
+// checked is check that also returns the control plane's answer (its
+// mesh config's defaults for VMs).
+func (f *caFlags) checked(cmd *cobra.Command, req controlplane.OnboardingRequest) (controlplane.OnboardingCheck, error) {
 	req.TrustDomain = f.trustDomain
 	var got controlplane.OnboardingCheck
 	if err := getJSON(f.server, "/debug/onboarding?"+req.Query().Encode(), &got); err != nil {
-		return fmt.Errorf("cannot check against the control plane (start vmesh serve, or pass --server with its HTTP address): %w", err)
+		return got, fmt.Errorf("cannot check against the control plane (start vmesh serve, or pass --server with its HTTP address): %w", err)
 	}
 	for _, p := range got.Problems {
 		fmt.Fprintf(cmd.ErrOrStderr(), "vmesh: %s: %s; fix: %s\n", p.Flag, p.Message, p.Fix)
 	}
 	if len(got.Problems) > 0 {
-		return exitError{code: 1}
+		return got, exitError{code: 1}
 	}
 	f.trustDomain = got.TrustDomain
-	return nil
+	return got, nil
 }
+
+// defaultDiscoveryAddress is `vmesh vm bundle`'s discovery address when
+// neither --discovery-address nor the mesh config's
+// defaultConfig.discoveryAddress names one.
+const defaultDiscoveryAddress = "127.0.0.1:15012"
 
 func newTokenCmd() *cobra.Command {
 	var cf caFlags
@@ -104,18 +117,31 @@ It runs on the control plane host and first asks the running control plane
 selecting it in the config being served, the group's service account, the
 trust domain, and a discovery address the secure port listens on and its
 certificate names. Each problem is one line naming the fix; nothing is
-written then.`,
+written then. The mesh config's defaultConfig gives the discovery address
+(when --discovery-address is not given) and the proxyMetadata the bundle
+carries to the agent.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if req.Labels, err = bundle.ParseLabels(labels); err != nil {
 				return err
 			}
-			if err := cf.check(cmd, controlplane.OnboardingRequest{
-				Namespace: req.Namespace, ServiceAccount: req.ServiceAccount, WorkloadGroup: req.WorkloadGroup, DiscoveryAddress: req.DiscoveryAddress,
-			}); err != nil {
+			onboarding := controlplane.OnboardingRequest{Namespace: req.Namespace, ServiceAccount: req.ServiceAccount, WorkloadGroup: req.WorkloadGroup}
+			if req.DiscoveryAddress == "" {
+				// The mesh config's defaultConfig.discoveryAddress, else
+				// the local secure port: ask first, then check it.
+				got, err := cf.checked(cmd, onboarding)
+				if err != nil {
+					return err
+				}
+				req.DiscoveryAddress = cmp.Or(got.DiscoveryAddress, defaultDiscoveryAddress)
+			}
+			onboarding.DiscoveryAddress = req.DiscoveryAddress
+			got, err := cf.checked(cmd, onboarding)
+			if err != nil {
 				return err
 			}
+			req.ProxyMetadata = got.ProxyMetadata
 			bn, err := ca.WriteVMBundle(cf.config(), cliLogger(cmd), out, req)
 			if err != nil {
 				return err
@@ -132,7 +158,7 @@ written then.`,
 	f.StringVar(&req.ServiceAccount, "service-account", "", "workload service account (required)")
 	f.StringVar(&req.WorkloadGroup, "workload-group", "", "WorkloadGroup the VM registers under (optional)")
 	f.StringVar(&labels, "labels", "", "workload labels, k=v,k2=v2")
-	f.StringVar(&req.DiscoveryAddress, "discovery-address", "127.0.0.1:15012", "host:port of the control plane's secure port")
+	f.StringVar(&req.DiscoveryAddress, "discovery-address", "", "host:port of the control plane's secure port (default: the mesh config's defaultConfig.discoveryAddress, else "+defaultDiscoveryAddress+")")
 	f.StringArrayVar(&req.FailoverAddresses, "failover-address", nil, "host:port of another replica's secure port, tried in order when the discovery address does not answer (repeatable)")
 	f.DurationVar(&req.TokenTTL, "token-ttl", 0, "bootstrap token lifetime (default 1h)")
 	_ = b.MarkFlagRequired("service-account")

@@ -64,12 +64,19 @@ type Identity struct {
 	Network       string
 	// Locality is "region/zone/subzone" (the node's locality field).
 	Locality string
+	// Extra is further metadata (the mesh config's proxyMetadata
+	// ISTIO_META_* entries, without the prefix). The keys above win over
+	// it; Parse does not fill it.
+	Extra map[string]string
 }
 
 // Metadata is the node metadata, as a bootstrap file carries it: only the
 // keys with a value, labels as a string map.
 func (id Identity) Metadata() map[string]any {
 	md := map[string]any{}
+	for k, v := range id.Extra {
+		md[k] = v
+	}
 	set := func(k, v string) {
 		if v != "" {
 			md[k] = v

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -81,6 +82,8 @@ type ControlPlane struct {
 	// the other replicas; stateSynced gates readiness like registriesSynced.
 	state       *sharedstate.State
 	stateSynced chan struct{}
+	// meshConfig is --mesh-config's MeshConfig, nil without one.
+	meshConfig *meshv1alpha1.MeshConfig
 	// webhookCalls holds a token per webhook call being read.
 	webhookCalls chan struct{}
 }
@@ -91,7 +94,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mesh, meshWarnings, err := cfg.meshSettings()
+	mesh, meshConfig, meshWarnings, err := cfg.meshSettings()
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +109,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		mux:      http.NewServeMux(),
 
 		webhookCalls: make(chan struct{}, maxWebhookCalls),
+		meshConfig:   meshConfig,
 	}
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

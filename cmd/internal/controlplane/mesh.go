@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"gopkg.in/yaml.v3"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
@@ -18,13 +19,13 @@ import (
 // a file the mesh is Istio's defaults with the CA settings.
 // The warnings are the file's fields vmesh reads but does not apply
 // (filestore.MeshConfigWarnings).
-func (c *Config) meshSettings() (model.Mesh, []filestore.ConfigError, error) {
+func (c *Config) meshSettings() (model.Mesh, *meshv1alpha1.MeshConfig, []filestore.ConfigError, error) {
 	if c.MeshConfig == "" {
-		return model.Mesh{RootNamespace: c.CA.RootNamespace, TrustDomain: c.CA.TrustDomain}, nil, nil
+		return model.Mesh{RootNamespace: c.CA.RootNamespace, TrustDomain: c.CA.TrustDomain}, nil, nil, nil
 	}
 	data, err := os.ReadFile(c.MeshConfig)
 	if err != nil {
-		return model.Mesh{}, nil, fmt.Errorf("mesh config: %w", err)
+		return model.Mesh{}, nil, nil, fmt.Errorf("mesh config: %w", err)
 	}
 	mc, errs := filestore.DecodeMeshConfig(c.MeshConfig, data)
 	if len(errs) > 0 {
@@ -32,7 +33,7 @@ func (c *Config) meshSettings() (model.Mesh, []filestore.ConfigError, error) {
 		for i, e := range errs {
 			all[i] = e
 		}
-		return model.Mesh{}, nil, fmt.Errorf("mesh config: %w", errors.Join(all...))
+		return model.Mesh{}, nil, nil, fmt.Errorf("mesh config: %w", errors.Join(all...))
 	}
 	var set map[string]any
 	_ = yaml.Unmarshal(data, &set) // decoded above: only which keys the file sets
@@ -48,13 +49,32 @@ func (c *Config) meshSettings() (model.Mesh, []filestore.ConfigError, error) {
 			continue
 		}
 		if *f.value != "" && *f.value != f.file {
-			return model.Mesh{}, nil, fmt.Errorf("mesh config %s sets %s %q but %s is %q: set it in one place", c.MeshConfig, f.key, f.file, f.flag, *f.value)
+			return model.Mesh{}, nil, nil, fmt.Errorf("mesh config %s sets %s %q but %s is %q: set it in one place", c.MeshConfig, f.key, f.file, f.flag, *f.value)
 		}
 		*f.value = f.file
 	}
 	m := model.MeshFromConfig(mc)
 	m.RootNamespace, m.TrustDomain = c.CA.RootNamespace, c.CA.TrustDomain
-	return m, filestore.MeshConfigWarnings(c.MeshConfig, data), nil
+	return m, mc, filestore.MeshConfigWarnings(c.MeshConfig, data), nil
+}
+
+// proxyDefaults returns what the mesh config's defaultConfig says VMs'
+// agents use: the discovery address (only when the mesh config sets one
+// other than Istio's default, istiod's Kubernetes name, which no VM can
+// dial) and proxyMetadata. The config source's mesh.yaml wins over
+// --mesh-config, as for the rest of the mesh settings.
+func (cp *ControlPlane) proxyDefaults() (discovery string, metadata map[string]string) {
+	mc := cp.meshConfig
+	if o := cp.store.Snapshot().Get(filestore.MeshConfigKey); o != nil {
+		if v, ok := o.Spec.(*meshv1alpha1.MeshConfig); ok {
+			mc = v
+		}
+	}
+	dc := mc.GetDefaultConfig()
+	if a := dc.GetDiscoveryAddress(); a != filestore.DefaultMeshConfig().GetDefaultConfig().GetDiscoveryAddress() {
+		discovery = a
+	}
+	return discovery, dc.GetProxyMetadata()
 }
 
 // publishMeshWarnings shows the mesh config's not-applied fields as the

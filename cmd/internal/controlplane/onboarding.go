@@ -47,6 +47,13 @@ type OnboardingCheck struct {
 	SecureAddr string `json:"secureAddr"`
 	// Problems is empty when the VM would join.
 	Problems []OnboardingProblem `json:"problems"`
+	// DiscoveryAddress is the mesh config's defaultConfig.discoveryAddress
+	// when it sets one (not Istio's default): `vmesh vm bundle` uses it when
+	// --discovery-address is not given.
+	DiscoveryAddress string `json:"discoveryAddress,omitempty"`
+	// ProxyMetadata is the mesh config's defaultConfig.proxyMetadata, which
+	// `vmesh vm bundle` writes into the bundle.
+	ProxyMetadata map[string]string `json:"proxyMetadata,omitempty"`
 }
 
 // OnboardingProblem is one reason a VM onboarded this way would not join.
@@ -65,6 +72,7 @@ type OnboardingProblem struct {
 // carries.
 func (cp *ControlPlane) CheckOnboarding(req OnboardingRequest) OnboardingCheck {
 	out := OnboardingCheck{TrustDomain: cp.ca.TrustDomain(), SecureAddr: cp.SecureAddr(), Problems: []OnboardingProblem{}}
+	out.DiscoveryAddress, out.ProxyMetadata = cp.proxyDefaults()
 	add := func(flag, fix, format string, args ...any) {
 		out.Problems = append(out.Problems, OnboardingProblem{Flag: flag, Message: fmt.Sprintf(format, args...), Fix: fix})
 	}
