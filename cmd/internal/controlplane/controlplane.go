@@ -40,9 +40,9 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/registries/jwks"
 	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/xds"
-	"github.com/vmesh/vmesh/xds/security/jwks"
 )
 
 // runner is one long-running part of the control plane.
