@@ -74,6 +74,7 @@ type replicaRun struct {
 	IdleRSS                 []int64         // per replica, before the proxies connect
 	PeakRSS, RSS            []int64         // per replica, at the end
 	HarnessConnectCPU       time.Duration   // the test process's own CPU while connecting
+	Listed                  []int           // the proxies of each replica in C's /debug/replicas
 	VMVisible               time.Duration   // the VMs registered through A all shared by B and C
 	ChangeP50, ChangeP99    time.Duration   // VirtualService change → ACKed by all 3,000
 	ChangeMax               time.Duration
@@ -318,6 +319,23 @@ func runReplicaLoad(t *testing.T, bin string, spec sharedstate.Spec) replicaRun 
 	time.Sleep(benchSteady) // a measuring window, not synchronisation
 	r.SteadyCPU = cpuSince(before)
 	t.Logf("%s: steady %s, replica CPU %v", spec.Type, benchSteady, roundAll(r.SteadyCPU))
+	// The shared state knows the three replicas and their proxies (each
+	// replica's heartbeat record carries its count): C's /debug/replicas.
+	waitFor(t, 30*time.Second, "C's /debug/replicas lists A, B and C with their proxies", func() bool {
+		var st sharedstate.Status
+		if getStatus(reps[2].httpAddr, &st) != nil || len(st.Replicas) != benchReplicas {
+			return false
+		}
+		counts := make([]int, 0, benchReplicas)
+		for _, rr := range st.Replicas {
+			if rr.Proxies < benchProxiesPerRep {
+				return false
+			}
+			counts = append(counts, rr.Proxies)
+		}
+		r.Listed = counts
+		return true
+	})
 
 	// VirtualService changes of service 0, which every proxy dials: one
 	// warm-up, then benchChanges measured.
@@ -591,9 +609,9 @@ func roundAll(ds []time.Duration) []time.Duration {
 
 func logRun(t *testing.T, r replicaRun) {
 	t.Helper()
-	t.Logf("RESULT %s: load %s → %s; connect %d streams %s (harness CPU %s); VMs shared %s; change → all ACKed p50 %s p99 %s max %s (%d/%d)",
+	t.Logf("RESULT %s: load %s → %s; connect %d streams %s (harness CPU %s); VMs shared %s; proxies per replica in C's /debug/replicas %v; change → all ACKed p50 %s p99 %s max %s (%d/%d)",
 		r.Backend, r.LoadBefore, r.LoadAfter, benchReplicas*benchProxiesPerRep, r.Connect.Round(time.Millisecond),
-		r.HarnessConnectCPU.Round(10*time.Millisecond), r.VMVisible.Round(time.Millisecond),
+		r.HarnessConnectCPU.Round(10*time.Millisecond), r.VMVisible.Round(time.Millisecond), r.Listed,
 		ms(r.ChangeP50), ms(r.ChangeP99), ms(r.ChangeMax), r.ChangeACKs, r.ChangeWants)
 	for i := range r.ConnectCPU {
 		t.Logf("RESULT %s replica %c: CPU connect %s, steady %s %s, per change %s; RSS %s → %s, peak %s",
