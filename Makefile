@@ -8,7 +8,7 @@ FUZZ_EXECS ?= 3000x
 SHELL       := bash
 .SHELLFLAGS := -eo pipefail -c
 
-.PHONY: build run test test-deps test-unit test-tools fuzz fault bench lint fmt demo clean package package-test print-ldflags
+.PHONY: build run test test-deps test-unit test-tools fuzz fault bench bench-replicas lint fmt demo clean package package-test print-ldflags
 
 # The build names itself (vmesh version, GET /version, vmesh_build_info):
 # internal/buildinfo reads these, else the Go toolchain's build info.
@@ -75,6 +75,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./internal/cowmap/ ./cmd/vmesh-load/internal/loadgen/
 	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
 	bin/vmesh-load -services 1000 -proxies 200 -changes 3 -json bench-load.json
+
+## bench-replicas: three `vmesh serve` processes sharing state through a real ZooKeeper, then a real
+## Consul, 1,000 proxyless gRPC proxies on each (build tag replicabench; ~1 min a run; REPLICA_RUNS=3 for medians)
+REPLICA_RUNS ?= 1
+bench-replicas: test-deps
+	PATH="$(CURDIR)/.bin:$$PATH" VMESH_REPLICA_RUNS=$(REPLICA_RUNS) $(GO) test -tags replicabench -count=1 -timeout 60m -run '^TestReplicaLoad$$' -v ./cmd/vmesh-load/internal/loadgen/
 
 ## lint: gofmt, go vet and staticcheck (pinned in tools/staticcheck, built into bin/)
 lint:
