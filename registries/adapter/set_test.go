@@ -132,3 +132,41 @@ func TestSetContestedKeyGoesToTheFirstGroup(t *testing.T) {
 		t.Fatalf("ServiceEntry reported removed while b still generates it: %v", c.RemovedServices)
 	}
 }
+
+func TestSameSpecKnowsEveryField(t *testing.T) {
+	var got []string
+	fields := (&networking.WorkloadEntry{}).ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		got = append(got, string(fields.Get(i).Name()))
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(adapter.WorkloadEntryFields))
+	if !slices.Equal(got, want) {
+		t.Fatalf("WorkloadEntry has fields %v; sameSpec compares %v: teach it the new ones", got, want)
+	}
+	base := func() *networking.WorkloadEntry {
+		return &networking.WorkloadEntry{Address: "10.0.0.1", Ports: map[string]uint32{"grpc": 7070}, Labels: map[string]string{"a": "b"},
+			Network: "n", Locality: "r/z", Weight: 3, ServiceAccount: "sa"}
+	}
+	if !adapter.SameSpec(base(), base()) {
+		t.Fatal("equal WorkloadEntries compare different")
+	}
+	for name, edit := range map[string]func(*networking.WorkloadEntry){
+		"address":         func(w *networking.WorkloadEntry) { w.Address = "10.0.0.2" },
+		"ports":           func(w *networking.WorkloadEntry) { w.Ports["grpc"] = 7071 },
+		"labels":          func(w *networking.WorkloadEntry) { w.Labels["a"] = "c" },
+		"network":         func(w *networking.WorkloadEntry) { w.Network = "m" },
+		"locality":        func(w *networking.WorkloadEntry) { w.Locality = "r" },
+		"weight":          func(w *networking.WorkloadEntry) { w.Weight = 4 },
+		"service_account": func(w *networking.WorkloadEntry) { w.ServiceAccount = "other" },
+	} {
+		w := base()
+		edit(w)
+		if adapter.SameSpec(base(), w) {
+			t.Errorf("a change of %s is not seen", name)
+		}
+	}
+	if adapter.SameSpec(base(), &networking.ServiceEntry{}) {
+		t.Error("a WorkloadEntry equals a ServiceEntry")
+	}
+}
