@@ -621,3 +621,39 @@ func TestDebouncePerSource(t *testing.T) {
 		}
 	}
 }
+
+// TestRunLinearWithSidecars runs vmesh and the LinearCache + MuxCache
+// baseline with Envoy-like proxies that are Envoy sidecars with distinct
+// IPs: every expected ACK of every change must arrive from both.
+func TestRunLinearWithSidecars(t *testing.T) {
+	o := smallRun(t, SourceDir)
+	o.Servers = []string{ServerVmesh, ServerLinear}
+	o.Sidecars, o.DistinctIPs = true, true
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkSmallRun(t, o, rep)
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"vmesh/linear", "Envoy sidecars with distinct IPs"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	specs := Specs(o)
+	ips := map[string]bool{}
+	for _, s := range specs {
+		ips[s.IP] = true
+		if s.Style == StyleEnvoy != s.Sidecar {
+			t.Errorf("%s: style %s, sidecar %v", s.ID, s.Style, s.Sidecar)
+		}
+	}
+	if len(ips) != len(specs) {
+		t.Errorf("%d distinct IPs for %d proxies", len(ips), len(specs))
+	}
+}

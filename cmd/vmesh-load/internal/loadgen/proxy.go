@@ -52,6 +52,23 @@ type ProxySpec struct {
 	Style Style
 	// Listeners are the LDS names a StyleGRPC proxy asks for.
 	Listeners []string
+	// IP is the proxy's address (in its node id and, for a sidecar,
+	// INSTANCE_IPS).
+	IP string
+	// Sidecar makes the proxy an Envoy sidecar to the server: no
+	// GENERATOR=grpc in its metadata.
+	Sidecar bool
+}
+
+// NodeID returns the proxy's node id in Istio's form
+// (type~IP~name.namespace~namespace.svc.cluster.local), which Istio
+// requires and vmesh takes as an opaque id.
+func (s ProxySpec) NodeID() string {
+	ip := s.IP
+	if ip == "" {
+		ip = "10.128.0.1"
+	}
+	return "sidecar~" + ip + "~" + s.ID + "." + s.Namespace + "~" + s.Namespace + ".svc.cluster.local"
 }
 
 // Shared is what all proxies of one run share: the decoded references of
@@ -101,6 +118,10 @@ type typeState struct {
 // NewProxy returns a proxy for spec; run it with Run.
 func NewProxy(spec ProxySpec, shared *Shared) *Proxy {
 	md := map[string]any{"GENERATOR": "grpc", "NAMESPACE": spec.Namespace, "WORKLOAD_NAME": spec.ID}
+	if spec.Sidecar {
+		delete(md, "GENERATOR")
+		md["INSTANCE_IPS"] = spec.IP
+	}
 	if len(spec.Labels) > 0 {
 		l := map[string]any{}
 		for k, v := range spec.Labels {
@@ -113,7 +134,7 @@ func NewProxy(spec ProxySpec, shared *Shared) *Proxy {
 		panic(err) // strings and string maps only
 	}
 	p := &Proxy{
-		spec: spec, shared: shared, node: &corev3.Node{Id: spec.ID, Cluster: spec.Namespace, Metadata: st},
+		spec: spec, shared: shared, node: &corev3.Node{Id: spec.NodeID(), Cluster: spec.Namespace, Metadata: st},
 		types: map[string]*typeState{}, probes: map[string][]*Probe{}, synced: make(chan struct{}),
 	}
 	for _, t := range proxyTypes {
@@ -157,9 +178,13 @@ func (p *Proxy) Watch(pr *Probe) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ts := p.types[pr.TypeURL]
-	for _, n := range pr.Names {
+	names := pr.Names
+	if pr.Visible != nil && pr.Visible(p.spec) {
+		names = append(slices.Clone(names), pr.Shared...)
+	}
+	for _, n := range names {
 		if _, ok := ts.held[n]; ok {
-			for _, m := range pr.Names {
+			for _, m := range names {
 				k := pr.TypeURL + "\x00" + m
 				p.probes[k] = append(p.probes[k], pr)
 			}
@@ -626,6 +651,11 @@ type Probe struct {
 	// TypeURL and Names are the resources the change alters.
 	TypeURL string
 	Names   []string
+	// Shared are names a change alters for the proxies for which Visible
+	// is true (a resource many services share, such as a per-port route
+	// configuration).
+	Shared  []string
+	Visible func(ProxySpec) bool
 
 	mu    sync.Mutex
 	start time.Time

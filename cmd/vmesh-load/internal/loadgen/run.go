@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -40,8 +41,21 @@ type Options struct {
 	StreamsPerConn int `json:"streamsPerConn"`
 	// Changes is how many changes of each kind to measure.
 	Changes int `json:"changes"`
-	// Servers lists the servers to measure, in order: "vmesh", "baseline".
+	// Servers lists the servers to measure, in order: ServerVmesh,
+	// ServerBaseline (go-control-plane's SnapshotCache), ServerLinear (its
+	// LinearCache + MuxCache), ServerIstio (Istio's DiscoveryServer, run
+	// from IstioServer).
 	Servers []string `json:"servers"`
+	// IstioServer is the path of the tools/istio-load-server binary, for
+	// ServerIstio.
+	IstioServer string `json:"istioServer,omitempty"`
+	// Sidecars makes the Envoy-like proxies Envoy sidecars to the server
+	// (no GENERATOR=grpc in their node metadata, an INSTANCE_IPS address);
+	// otherwise they ask for proxyless config with Envoy's subscriptions.
+	Sidecars bool `json:"sidecars,omitempty"`
+	// DistinctIPs gives every proxy its own address (one VM each);
+	// otherwise all share one.
+	DistinctIPs bool `json:"distinctIPs,omitempty"`
 	// Kinds are the kinds of change measured, in order (ChangeRouting,
 	// ChangeEndpoint); empty means both.
 	Kinds []string `json:"kinds,omitempty"`
@@ -113,8 +127,14 @@ func (o Options) Validate() error {
 		return fmt.Errorf("loadgen: source %s needs the host:port of a running ZooKeeper (-zookeeper)", SourceZooKeeper)
 	}
 	for _, s := range o.Servers {
-		if s != ServerVmesh && s != ServerBaseline {
-			return fmt.Errorf("loadgen: unknown server %q", s)
+		switch s {
+		case ServerVmesh, ServerBaseline, ServerLinear:
+		case ServerIstio:
+			if o.IstioServer == "" {
+				return fmt.Errorf("loadgen: server %s needs the path of the tools/istio-load-server binary (-istio-server)", ServerIstio)
+			}
+		default:
+			return fmt.Errorf("loadgen: unknown server %q (want %s, %s, %s or %s)", s, ServerVmesh, ServerBaseline, ServerLinear, ServerIstio)
 		}
 	}
 	return nil
@@ -240,9 +260,14 @@ func Specs(o Options) []ProxySpec {
 			Labels:    map[string]string{"app": fmt.Sprintf("client-%d", i%50), "tier": tier},
 			Delta:     spread(i, 0.6180339887498949) < o.DeltaFraction,
 			Style:     StyleGRPC,
+			IP:        "10.128.0.1",
+		}
+		if o.DistinctIPs {
+			s.IP = fmt.Sprintf("10.%d.%d.%d", 128+i/65536, i/256%256, i%256)
 		}
 		if spread(i, 0.41421356237309515) < o.EnvoyFraction {
 			s.Style = StyleEnvoy
+			s.Sidecar = o.Sidecars
 		} else {
 			seen := map[int]bool{0: true, 1: true}
 			s.Listeners = []string{o.Source.RouteName(0), o.Source.RouteName(1)}
@@ -290,7 +315,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	}
 	s0 := time.Now()
 	switch {
-	case kind == ServerBaseline || o.Source == SourceDir:
+	case kind != ServerVmesh || o.Source == SourceDir:
 		// The baseline is fed by the harness whatever vmesh's source: the
 		// same model, as files with the source's host names.
 		if err := Write(cfgDir, o.Size, o.Source); err != nil {
@@ -336,7 +361,11 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 			kind, o.Size.Services*o.Size.Endpoints, reg.base, o.ZooKeeper, time.Since(s0).Round(time.Millisecond))
 	}
 	t0 := time.Now()
-	child, err := StartChild(ctx, o.Spawn, kind, cfgDir, extra...)
+	spawn := o.Spawn
+	if kind == ServerIstio {
+		spawn = func(args []string) *exec.Cmd { return exec.Command(o.IstioServer, args...) }
+	}
+	child, err := StartChild(ctx, spawn, kind, cfgDir, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -623,6 +652,12 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	rel := routingFile(c.size, svc)
 	if kind == ChangeRouting {
 		pr = NewProbe(resourcev3.RouteType, c.src.RouteName(svc))
+		// Istio's Envoy sidecars hold one route configuration per port
+		// for every HTTP service on it: a proxy holding it is affected
+		// if its Sidecar scope lets it see the service.
+		ns := c.size.Namespace(svc)
+		pr.Shared = []string{strconv.Itoa(ServicePort)}
+		pr.Visible = func(s ProxySpec) bool { return s.Labels["tier"] != "batch" || s.Namespace == ns || ns == "ns-0" }
 	} else {
 		pr = NewProbe(resourcev3.EndpointType, c.src.ChangedEndpointClusters(svc)...)
 		write = func() error { return WriteEndpoints(c.dir, c.size, c.src, svc, gen) }
@@ -638,7 +673,7 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	// baseline builds its snapshots; a git change is edited in the clone).
 	apply := write
 	switch {
-	case c.server == ServerBaseline:
+	case c.server != ServerVmesh:
 		if err := write(); err != nil {
 			return m, err
 		}
