@@ -84,10 +84,11 @@ func run(args []string) error {
 		o.Progress = os.Stderr
 	}
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if n, err := loadgen.RaiseFileLimit(); err != nil {
+	need := loadgen.FileLimitNeed(o)
+	if n, err := loadgen.RaiseFileLimit(need); err != nil {
 		fmt.Fprintf(os.Stderr, "vmesh-load: raising the open-file limit: %v (limit %d)\n", err, n)
-	} else if need := uint64(o.Proxies/o.StreamsPerConn) + 256; n < need {
-		return fmt.Errorf("the open-file limit is %d; %d proxies need about %d (raise the hard limit: ulimit -Hn)", n, o.Proxies, need)
+	} else if n < need {
+		return fmt.Errorf("the open-file limit is %d; %d proxies need about %d (raise the hard limit: ulimit -Hn, or run as root)", n, o.Proxies, need)
 	}
 	if *profile != "" {
 		if !o.Pprof {

@@ -21,6 +21,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/vmesh/vmesh/xds"
 )
 
 // Options configure one harness run.
@@ -90,6 +92,11 @@ type Options struct {
 	OnServer func(ctx context.Context, c *Child) (done func()) `json:"-"`
 }
 
+// MaxProxies bounds a run's simulated proxies: each holds a loopback
+// connection (StreamsPerConn of them share one), and the harness raises its
+// own open-file limit for them.
+const MaxProxies = 100000
+
 // DefaultOptions returns the issue's scale: 1,000 services × 10 endpoints,
 // 100 VirtualServices, 1,000 proxies, vmesh then the baseline.
 func DefaultOptions() Options {
@@ -109,8 +116,8 @@ func (o Options) Validate() error {
 		return err
 	}
 	switch {
-	case o.Proxies < 1:
-		return fmt.Errorf("loadgen: need at least one proxy")
+	case o.Proxies < 1 || o.Proxies > MaxProxies:
+		return fmt.Errorf("loadgen: proxies must be within 1..%d, got %d", MaxProxies, o.Proxies)
 	case o.DeltaFraction < 0 || o.DeltaFraction > 1 || o.EnvoyFraction < 0 || o.EnvoyFraction > 1:
 		return fmt.Errorf("loadgen: fractions must be within 0..1")
 	case o.ListenersPerProxy < 2:
@@ -310,8 +317,8 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		extra = append(extra, "-pprof")
 	}
 	cfg := changer{server: kind, src: o.Source, dir: cfgDir, size: o.Size, gens: map[string]int{}}
-	if kind == ServerVmesh {
-		cfg.quiet = o.DebounceQuiet
+	if kind == ServerVmesh || kind == ServerIstio {
+		cfg.quiet = o.DebounceQuiet // Istio's push debounce is set to vmesh's
 	}
 	s0 := time.Now()
 	switch {
@@ -380,9 +387,13 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	fmt.Fprintf(o.Progress, "%s: serving %d services on %s after %s (rss %s)\n", kind, o.Size.Services, child.Addrs.XDS, sr.Startup.Round(time.Millisecond), MiB(idle.RSS))
 
 	// Connect the proxies.
-	var received atomic.Int64
+	var received, dialled atomic.Int64
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		// Loopback only; past connsPerSourceAddr connections, from the
+		// next loopback address (the server listens on 127.0.0.1).
+		k := dialled.Add(1) - 1
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+k/connsPerSourceAddr))}}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -607,19 +618,21 @@ type changer struct {
 	size  Size
 	child *Child
 	gens  map[string]int
-	// quiet is vmesh's push debounce (0 for the baseline).
+	// quiet is the push debounce of vmesh and Istio (0 for go-control-plane).
 	quiet time.Duration
 	git   *gitRepo    // SourceGit (vmesh)
 	zk    *zkRegistry // SourceZooKeeper (vmesh)
 }
 
-// Debounce returns the deliberate waiting in a change of kind: for vmesh
-// the push debounce, plus the directory source's quiet period when the
+// Debounce returns the deliberate waiting in a change of kind: for Istio
+// its push debounce (set to vmesh's); for vmesh the push debounce, plus the directory source's quiet period when the
 // change reaches vmesh as a file write (every change with SourceDir, the
 // VirtualService changes with SourceZooKeeper; a git commit arrives by
 // webhook and a ZooKeeper write by watch, neither debounced).
 func (c *changer) Debounce(kind string) time.Duration {
 	switch {
+	case c.server == ServerIstio:
+		return c.quiet // it is handed the objects: its push debounce only
 	case c.server != ServerVmesh:
 		return 0
 	case c.src == SourceGit, c.src == SourceZooKeeper && kind == ChangeEndpoint:
@@ -651,7 +664,9 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	write := func() error { return WriteRouting(c.dir, c.size, c.src, svc, gen) }
 	rel := routingFile(c.size, svc)
 	if kind == ChangeRouting {
-		pr = NewProbe(resourcev3.RouteType, c.src.RouteName(svc))
+		// vmesh names a proxyless route configuration host:port, Istio's
+		// grpcgen outbound|port||host.
+		pr = NewProbe(resourcev3.RouteType, c.src.RouteName(svc), xds.ClusterName(ServicePort, "", c.src.Host(svc)))
 		// Istio's Envoy sidecars hold one route configuration per port
 		// for every HTTP service on it: a proxy holding it is affected
 		// if its Sidecar scope lets it see the service.
