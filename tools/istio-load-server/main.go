@@ -34,8 +34,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"istio.io/istio/pilot/pkg/config/kube/crd"
-	"istio.io/istio/pkg/config"
 	xdsfake "istio.io/istio/pilot/test/xds"
+	"istio.io/istio/pkg/config"
 	istiolog "istio.io/istio/pkg/log"
 )
 
