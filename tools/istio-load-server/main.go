@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
 	"istio.io/istio/pilot/pkg/config/kube/crd"
@@ -68,6 +69,7 @@ func run(args []string) error {
 	debounce := fset.Duration("debounce-quiet", 100*time.Millisecond, "Istio's push debounce (PILOT_DEBOUNCE_AFTER)")
 	fset.Bool("pprof", false, "unused")
 	logs := fset.Bool("log", false, "show Istio's error logs")
+	requestLimit := fset.Float64("request-limit", 0, "Istio's limit on new xDS streams per second (PILOT_MAX_REQUESTS_PER_SECOND, 25 in istiod); 0 lifts it, since the harness's proxies do not retry a refused stream as Envoy would")
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
@@ -99,6 +101,7 @@ func run(args []string) error {
 			return l, err
 		},
 	})
+	s.Discovery.RequestRateLimit.SetLimit(rate.Limit(*requestLimit))
 	srv := &server{dir: *dir, fds: s, current: byKey(configs)}
 
 	ctl, err := net.Listen("tcp", "127.0.0.1:0")
