@@ -624,11 +624,13 @@ func TestDebouncePerSource(t *testing.T) {
 
 // TestRunLinearWithSidecars runs vmesh and the LinearCache + MuxCache
 // baseline with Envoy-like proxies that are Envoy sidecars with distinct
-// IPs: every expected ACK of every change must arrive from both.
+// IPs, connecting from several loopback source addresses: every expected
+// ACK of every change must arrive from both.
 func TestRunLinearWithSidecars(t *testing.T) {
 	o := smallRun(t, SourceDir)
 	o.Servers = []string{ServerVmesh, ServerLinear}
 	o.Sidecars, o.DistinctIPs = true, true
+	o.ConnsPerSourceAddr = 5 // 16 connections from 127.0.0.1 to 127.0.0.4
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, o)

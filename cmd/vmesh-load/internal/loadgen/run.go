@@ -78,6 +78,11 @@ type Options struct {
 	// ZooKeeper is host:port of a running ZooKeeper, for SourceZooKeeper.
 	ZooKeeper string `json:"zookeeper,omitempty"`
 
+	// ConnsPerSourceAddr is how many connections the harness opens from
+	// one loopback source address before it moves to the next (127.0.0.1,
+	// 127.0.0.2, ...); 0 means connsPerSourceAddr, below the kernel's
+	// ephemeral port range.
+	ConnsPerSourceAddr int `json:"-"`
 	// WorkDir holds the generated config; empty means a new temp dir.
 	WorkDir string `json:"-"`
 	// Spawn starts server children; nil means SelfSpawner.
@@ -387,12 +392,16 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	fmt.Fprintf(o.Progress, "%s: serving %d services on %s after %s (rss %s)\n", kind, o.Size.Services, child.Addrs.XDS, sr.Startup.Round(time.Millisecond), MiB(idle.RSS))
 
 	// Connect the proxies.
+	perAddr := o.ConnsPerSourceAddr
+	if perAddr <= 0 {
+		perAddr = connsPerSourceAddr
+	}
 	var received, dialled atomic.Int64
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
 		// Loopback only; past connsPerSourceAddr connections, from the
 		// next loopback address (the server listens on 127.0.0.1).
 		k := dialled.Add(1) - 1
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+k/connsPerSourceAddr))}}
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+k/int64(perAddr)))}}
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
