@@ -62,6 +62,19 @@ istio-verdicts:
 istio-xds:
 	cd tools/istio-xds-oracle && $(GO) run . -out $(CURDIR)/xds/testdata/istio-oracle
 
+.PHONY: istio-load-server bench-istio
+
+## istio-load-server: build the load harness's Istio server mode (tools/istio-load-server; downloads istio.io/istio) into bin/
+istio-load-server:
+	cd tools/istio-load-server && $(GO) build -o $(CURDIR)/bin/istio-load-server .
+
+## bench-istio: vmesh, Istio, and go-control-plane's SnapshotCache and LinearCache+MuxCache side by side, proxyless then Envoy sidecars (BENCHMARKS.md; ~15 min)
+BENCH_ISTIO_FLAGS ?= -services 1000 -endpoints 10 -virtual-services 100 -proxies 100 -changes 5
+bench-istio: istio-load-server
+	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
+	bin/vmesh-load $(BENCH_ISTIO_FLAGS) -servers vmesh,istio,baseline,linear -istio-server bin/istio-load-server -envoy 0 -json bin/bench-istio-proxyless.json
+	bin/vmesh-load $(BENCH_ISTIO_FLAGS) -servers vmesh,istio,baseline,linear -istio-server bin/istio-load-server -envoy 1 -shape sidecar-vm -json bin/bench-istio-sidecars.json
+
 # The fault-injection suite (also part of test-unit): bad input, registry and
 # control-plane outages, floods, churn, revocation and memory after departures.
 FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDirSourceFIFOLeavesFolderLive|TestDirSourceSymlinkLoopLeavesFolderLive|TestDirSourceProblemsAndLogsBounded|TestDecodeProblemsBoundedWithoutDocumentLimit|TestDirSourceEmptyFolderHeld|TestGitSourceRestartDuringOutage|TestGitSourceStalledRemote|TestGitSourceEmptyCommitHeld|TestGitSourceBlobLimits|TestServeRestartDuringGitOutage|TestServeStartsWithBadEntries|TestWebhookFloodBounded|TestWebhookConcurrencyLimited|TestSecureStreamsEndOnRevocationAndExpiry|TestSecureDeltaStreamEndsOnRevocation|TestDepartedProxiesAreFreed|TestInternedNamesAreReleased|TestClosedStreamsLeaveNothingInTheCache|TestTrafficShiftsFailNoCall)$$

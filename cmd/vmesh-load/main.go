@@ -1,15 +1,18 @@
 // Command vmesh-load is vmesh's load harness: it generates a config of S
-// services × E endpoints and V VirtualServices, serves it with vmesh (and,
-// for comparison, with go-control-plane's SnapshotCache serving the same
-// pre-built resources) in child processes, connects N simulated ADS proxies
-// over loopback and prints how long changes take to be ACKed by every
-// affected proxy, the bytes sent, and the server's CPU and memory.
+// services × E endpoints and V VirtualServices, serves it with vmesh and,
+// for comparison, with go-control-plane serving the same pre-built
+// resources (its SnapshotCache, and its LinearCache + MuxCache) and with
+// Istio's own DiscoveryServer (tools/istio-load-server), each in a child
+// process; connects N simulated ADS proxies over loopback and prints how
+// long changes take to be ACKed by every affected proxy, the bytes sent,
+// and the server's CPU and memory.
 //
 //	vmesh-load -services 1000 -endpoints 10 -virtual-services 100 -proxies 1000
 //	vmesh-load -proxies 10000 -delta 1 -envoy 0 -servers vmesh
 //	vmesh-load -proxies 100 -envoy 1 -shape sidecar-vm -servers vmesh   # Envoy sidecars, one VM (IP) each
 //	vmesh-load -source git -services 200 -proxies 100
 //	vmesh-load -source zookeeper -zookeeper 127.0.0.1:2181 -services 200 -proxies 100
+//	vmesh-load -servers vmesh,istio,baseline,linear -istio-server /tmp/istio-load-server -envoy 0
 package main
 
 import (
@@ -64,7 +67,8 @@ func run(args []string) error {
 	source := fs.String("source", string(o.Source), "where vmesh reads the services: dir (files it watches), git (a local bare repository; changes are commits, pushes and webhook calls) or zookeeper (endpoints as Dubbo providers; needs -zookeeper)")
 	fs.StringVar(&o.ZooKeeper, "zookeeper", "", "host:port of a running ZooKeeper, for -source zookeeper (the harness registers its providers under a root node of its own and deletes it at the end)")
 	kinds := fs.String("kinds", "virtualservice,endpoint", "kinds of change to measure, in order: virtualservice, endpoint")
-	servers := fs.String("servers", strings.Join(o.Servers, ","), "servers to measure, in order: vmesh, baseline")
+	servers := fs.String("servers", strings.Join(o.Servers, ","), "servers to measure, in order: vmesh, baseline (go-control-plane SnapshotCache), linear (go-control-plane LinearCache + MuxCache), istio (Istio's DiscoveryServer; needs -istio-server)")
+	fs.StringVar(&o.IstioServer, "istio-server", "", "path of the tools/istio-load-server binary, for -servers istio (make istio-load-server)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file (- for stdout)")
 	profile := fs.String("cpuprofile", "", "with -pprof: write a CPU profile of vmesh taken during the changes to this file")
 	heapProfile := fs.String("heapprofile", "", "with -pprof: write a heap profile of vmesh taken once its proxies are synced to this file")
@@ -81,10 +85,11 @@ func run(args []string) error {
 		o.Progress = os.Stderr
 	}
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if n, err := loadgen.RaiseFileLimit(); err != nil {
+	need := loadgen.FileLimitNeed(o)
+	if n, err := loadgen.RaiseFileLimit(need); err != nil {
 		fmt.Fprintf(os.Stderr, "vmesh-load: raising the open-file limit: %v (limit %d)\n", err, n)
-	} else if need := uint64(o.Proxies/o.StreamsPerConn) + 256; n < need {
-		return fmt.Errorf("the open-file limit is %d; %d proxies need about %d (raise the hard limit: ulimit -Hn)", n, o.Proxies, need)
+	} else if n < need {
+		return fmt.Errorf("the open-file limit is %d; %d proxies need about %d (raise the hard limit: ulimit -Hn, or run as root)", n, o.Proxies, need)
 	}
 	if *profile != "" {
 		if !o.Pprof {

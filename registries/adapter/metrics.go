@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Generated objects the registry currently hands to the Store, by kind."},
 			[]string{"registry", "kind"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "syncs_total",
-			Help: "Complete sets handed to the Store."}, []string{"registry"}),
+			Help: "Sets (the first, complete) and changes handed to the Store."}, []string{"registry"}),
 		lastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "last_sync_timestamp_seconds",
 			Help: "Unix time of the last set handed to the Store."}, []string{"registry"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "errors_total",

@@ -97,3 +97,12 @@ func (p *PortNumbers) Retain(objs []*filestore.Object) {
 	}
 	maps.DeleteFunc(p.services, func(service string, _ map[string]uint32) bool { return !keep[service] })
 }
+
+// Forget forgets the numbers of the named services: an adapter that hands
+// the Store only what changed calls it with Change.RemovedServices, the
+// incremental form of Retain.
+func (p *PortNumbers) Forget(services ...string) {
+	for _, s := range services {
+		delete(p.services, s)
+	}
+}

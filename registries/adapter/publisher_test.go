@@ -2,6 +2,7 @@ package adapter_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,18 +17,26 @@ func TestPublisherHoldsTheFirstSetUntilReadyOrTimedOut(t *testing.T) {
 	pub := adapter.NewPublisher()
 	var ready, sawTimeout atomic.Bool
 	var calls atomic.Int32
-	objs := []*filestore.Object{}
+	meta := sink.Meta()
+	set := adapter.NewSet()
+	set.Put("svc", []*filestore.Object{meta.ServiceEntry("svc", "o", []string{"svc.example"}, nil, nil)})
+	var mu sync.Mutex
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pub.Run(ctx, 300*time.Millisecond, sink, func(timedOut bool) ([]*filestore.Object, bool) {
+		pub.Run(ctx, 300*time.Millisecond, sink, func(timedOut bool) (adapter.Change, bool) {
 			calls.Add(1)
 			if timedOut {
 				sawTimeout.Store(true)
 			}
-			return objs, ready.Load() || timedOut
-		})
+			if !ready.Load() && !timedOut {
+				return adapter.Change{}, false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return set.Changes(), true
+		}, func() {})
 	}()
 	defer func() { cancel(); <-done }()
 
@@ -50,12 +59,21 @@ func TestPublisherHoldsTheFirstSetUntilReadyOrTimedOut(t *testing.T) {
 	if !sawTimeout.Load() {
 		t.Fatal("published without collect being told the initial wait was over")
 	}
+	if n := store.Snapshot().Len(); n != 1 {
+		t.Fatalf("the first set put %d objects in the Store, want 1", n)
+	}
 	ready.Store(true)
+	mu.Lock()
+	set.Put("other", []*filestore.Object{meta.ServiceEntry("other", "o", []string{"other.example"}, nil, nil)})
+	mu.Unlock()
 	pub.Mark()
 	for sink.Status().Syncs < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("a marked change was not published")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if n := store.Snapshot().Len(); n != 2 {
+		t.Fatalf("after the second change the Store holds %d objects, want 2", n)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,8 +30,8 @@ type Adapter struct {
 
 	mu        sync.Mutex
 	pub       *adapter.Publisher
-	ports     adapter.PortNumbers            // keeps each service's port numbers
-	services  map[string][]*filestore.Object // service → generated objects
+	ports     adapter.PortNumbers // keeps each service's port numbers
+	set       *adapter.Set        // generated objects by service
 	watches   map[string]context.CancelFunc
 	pending   map[string]bool
 	listed    bool
@@ -69,11 +68,11 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	}
 	return &Adapter{
 		cfg: cfg, sink: sink, client: client,
-		log:      logger.With("registry", sink.Meta().Name, "type", "consul"),
-		pub:      adapter.NewPublisher(),
-		services: map[string][]*filestore.Object{},
-		watches:  map[string]context.CancelFunc{},
-		pending:  map[string]bool{},
+		log:     logger.With("registry", sink.Meta().Name, "type", "consul"),
+		pub:     adapter.NewPublisher(),
+		set:     adapter.NewSet(),
+		watches: map[string]context.CancelFunc{},
+		pending: map[string]bool{},
 	}, nil
 }
 
@@ -88,7 +87,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		defer wg.Done()
 		a.watchCatalog(ctx, &wg)
 	}()
-	a.pub.Run(ctx, a.cfg.InitialSyncTimeout, a.sink, a.collect)
+	a.pub.Run(ctx, a.cfg.InitialSyncTimeout, a.sink, a.collect, a.resend)
 	cancel()
 	wg.Wait()
 	a.sink.SetConnected(false)
@@ -133,7 +132,7 @@ func (a *Adapter) watchCatalog(ctx context.Context, wg *sync.WaitGroup) {
 			if !want[name] {
 				stop()
 				delete(a.watches, name)
-				delete(a.services, name)
+				a.set.Delete(name)
 			}
 		}
 		for name := range want {
@@ -196,7 +195,7 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 		// with the set collect publishes.
 		a.mu.Lock()
 		if ctx.Err() == nil {
-			a.services[name] = a.serviceObjects(name, entries)
+			a.set.Put(name, a.serviceObjects(name, entries))
 			delete(a.pending, name)
 			a.pub.Mark()
 		}
@@ -289,24 +288,29 @@ func tagLabels(tags []string) map[string]string {
 	return out
 }
 
-// collect returns the set to publish: the first one waits until the
-// catalogue and every service have been read once (or InitialSyncTimeout),
-// and is never published before Consul answered at all.
-func (a *Adapter) collect(timedOut bool) ([]*filestore.Object, bool) {
+// collect returns the change to publish: the first, complete set waits
+// until the catalogue and every service have been read once (or
+// InitialSyncTimeout), and is never published before Consul answered at
+// all; later ones hold only the services that changed.
+func (a *Adapter) collect(timedOut bool) (adapter.Change, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.firstSent && (!a.listed || len(a.pending) > 0) {
 		if !timedOut || !a.listed {
-			return nil, false
+			return adapter.Change{}, false
 		}
 		a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
 	}
 	a.firstSent = true
 	clear(a.pending)
-	var objs []*filestore.Object
-	for _, name := range slices.Sorted(maps.Keys(a.services)) {
-		objs = append(objs, a.services[name]...)
-	}
-	a.ports.Retain(objs)
-	return objs, true
+	c := a.set.Changes()
+	a.ports.Forget(c.RemovedServices...)
+	return c, true
+}
+
+// resend makes the next change the complete set.
+func (a *Adapter) resend() {
+	a.mu.Lock()
+	a.set.Resend()
+	a.mu.Unlock()
 }

@@ -18,10 +18,14 @@ import (
 	"github.com/vmesh/vmesh/registries/zookeeper"
 )
 
-const (
-	benchInterfaces = 1000
-	benchProviders  = 10
-)
+// benchProviders is the providers per interface; the sizes are the
+// interfaces: 10,000 and 100,000 providers.
+const benchProviders = 10
+
+var benchSizes = []struct {
+	name       string
+	interfaces int
+}{{"10k", 1000}, {"100k", 10000}}
 
 func benchIface(i int) string { return fmt.Sprintf("com.acme.bench.Service%04d", i) }
 
@@ -92,10 +96,17 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkInitialSync measures a fresh adapter reading 1,000 Dubbo
-// interfaces × 10 providers from a real ZooKeeper until the complete set
-// (1,000 ServiceEntries, 10,000 WorkloadEntries) is in the Store.
+// BenchmarkInitialSync measures a fresh adapter reading Dubbo interfaces ×
+// 10 providers from a real ZooKeeper until the complete set (a
+// ServiceEntry per interface, a WorkloadEntry per provider) is in the
+// Store: 10,000 and 100,000 providers.
 func BenchmarkInitialSync(b *testing.B) {
+	for _, sz := range benchSizes {
+		b.Run(sz.name, func(b *testing.B) { benchInitialSync(b, sz.interfaces) })
+	}
+}
+
+func benchInitialSync(b *testing.B, benchInterfaces int) {
 	z := testenv.StartZooKeeper(b)
 	d := newDubboB(b, z.Addr)
 	populate(b, d, benchInterfaces, benchProviders)
@@ -116,11 +127,18 @@ func BenchmarkInitialSync(b *testing.B) {
 }
 
 // BenchmarkProviderChanges measures a stream of provider registrations
-// and deregistrations (one provider node each) against a registry of
-// 1,000 interfaces × 10 providers: how many changes per second reach the
-// Store, how many Store updates they take, and the CPU each costs in the
-// vmesh process (the ZooKeeper server's own CPU is not counted).
+// (one provider node each) against a registry of interfaces × 10
+// providers (10,000 and 100,000 providers): how many changes per second
+// reach the Store, how many Store updates they take, and the CPU each
+// costs in the vmesh process (the ZooKeeper server's own CPU is not
+// counted). A change should cost the same at both sizes.
 func BenchmarkProviderChanges(b *testing.B) {
+	for _, sz := range benchSizes {
+		b.Run(sz.name, func(b *testing.B) { benchProviderChanges(b, sz.interfaces) })
+	}
+}
+
+func benchProviderChanges(b *testing.B, benchInterfaces int) {
 	z := testenv.StartZooKeeper(b)
 	d := newDubboB(b, z.Addr)
 	populate(b, d, benchInterfaces, benchProviders)

@@ -40,7 +40,10 @@ type Adapter struct {
 	metadata   map[string]*metadataInfo        // "app/revision" → metadata
 	appObjs    map[serviceKey][]*filestore.Object
 	appDirty   bool
-	pending    map[string]bool // watches that have not reported yet, before the first set
+	set        *adapter.Set        // generated objects by service, as handed to the Store
+	ifaceKeys  map[serviceKey]int  // interface-level services: how many interfaces generate each
+	recheck    map[serviceKey]bool // services whose interface-level presence changed
+	pending    map[string]bool     // watches that have not reported yet, before the first set
 	firstSent  bool
 	badEntries map[string]bool // malformed records already logged
 }
@@ -55,7 +58,9 @@ type ifaceState struct {
 	// providers maps a provider node name to its parsed URL; nil marks a
 	// node that was skipped (malformed or not a provider).
 	providers map[string]*Provider
-	objs      map[serviceKey][]*filestore.Object
+	// objs are the objects generated from providers, by service (set with
+	// setInterfaceLocked, which keeps the Set in step).
+	objs map[serviceKey][]*filestore.Object
 }
 
 // New returns an adapter that publishes through sink. logger nil means
@@ -78,6 +83,9 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 		mapping:    map[string][]string{},
 		metadata:   map[string]*metadataInfo{},
 		appObjs:    map[serviceKey][]*filestore.Object{},
+		set:        adapter.NewSet(),
+		ifaceKeys:  map[serviceKey]int{},
+		recheck:    map[serviceKey]bool{},
 		pending:    map[string]bool{},
 		badEntries: map[string]bool{},
 	}, nil
@@ -115,7 +123,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		}}
 	ifaceSet := newWatchSet(&wg)
 	a.startTree(ctx, w, &wg, ifaceSet)
-	a.pub.Run(ctx, a.cfg.InitialSyncTimeout, a.sink, a.collect)
+	a.pub.Run(ctx, a.cfg.InitialSyncTimeout, a.sink, a.collect, a.resend)
 	cancel()
 	conn.Close()
 	wg.Wait()
@@ -148,6 +156,9 @@ func (a *Adapter) startTree(ctx context.Context, w *watcher, wg *sync.WaitGroup,
 			stopped := ifaceSet.sync(ctx, want, func(iface string) { a.beginLocked(a.providersPath(iface)) },
 				func(ctx context.Context, iface string) { a.watchProviders(ctx, w, iface) })
 			for _, iface := range stopped {
+				if st := a.ifaces[iface]; st != nil {
+					a.setInterfaceLocked(iface, st, nil)
+				}
 				delete(a.ifaces, iface)
 			}
 			a.doneLocked(root)
@@ -200,7 +211,7 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 			}
 		}
 		st.providers = next
-		st.objs = a.interfaceObjects(iface, next)
+		a.setInterfaceLocked(iface, st, a.interfaceObjects(iface, next))
 		a.doneLocked(p)
 		a.pub.Mark()
 	})
@@ -326,48 +337,95 @@ func (a *Adapter) beginLocked(p string) {
 
 func (a *Adapter) doneLocked(p string) { delete(a.pending, p) }
 
-// collect returns the set to publish: the first one waits until every watch
-// started so far has reported once (or InitialSyncTimeout), so the Store
-// never sees a half-read registry.
-func (a *Adapter) collect(timedOut bool) ([]*filestore.Object, bool) {
+// setInterfaceLocked replaces the objects one interface's providers
+// generate, service by service, in the Set.
+func (a *Adapter) setInterfaceLocked(iface string, st *ifaceState, objs map[serviceKey][]*filestore.Object) {
+	for k := range st.objs {
+		if _, ok := objs[k]; !ok {
+			a.set.Delete(interfaceGroup(iface, k))
+			if a.ifaceKeys[k]--; a.ifaceKeys[k] <= 0 {
+				delete(a.ifaceKeys, k)
+				a.recheck[k] = true
+			}
+		}
+	}
+	for k, o := range objs {
+		if _, ok := st.objs[k]; !ok {
+			if a.ifaceKeys[k]++; a.ifaceKeys[k] == 1 {
+				a.recheck[k] = true
+			}
+		}
+		a.set.Put(interfaceGroup(iface, k), o)
+	}
+	st.objs = objs
+}
+
+// Set groups: interface-level services sort first, so when two services
+// generate one key, the interface-level one keeps it.
+func interfaceGroup(iface string, k serviceKey) string { return "1\x00" + iface + "\x00" + k.String() }
+
+func applicationGroup(k serviceKey) string { return "2\x00" + k.String() }
+
+// String joins the key's parts.
+func (k serviceKey) String() string {
+	return k.iface + "\x00" + k.group + "\x00" + k.version + "\x00" + k.app
+}
+
+// collect returns the change to publish: the first, complete set waits
+// until every watch started so far has reported once (or
+// InitialSyncTimeout), so the Store never sees a half-read registry; later
+// ones hold only the services that changed.
+func (a *Adapter) collect(timedOut bool) (adapter.Change, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.firstSent && len(a.pending) > 0 {
 		if !timedOut {
-			return nil, false
+			return adapter.Change{}, false
 		}
 		a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
 	}
 	a.firstSent = true
 	clear(a.pending)
-	objs := a.collectLocked()
-	a.ports.Retain(objs)
-	return objs, true
+	a.applicationsLocked()
+	c := a.set.Changes()
+	a.ports.Forget(c.RemovedServices...)
+	return c, true
 }
 
-// collectLocked concatenates the generated objects: interface-level first;
-// an application-level service whose key is also registered at interface
+// resend makes the next change the complete set.
+func (a *Adapter) resend() {
+	a.mu.Lock()
+	a.set.Resend()
+	a.mu.Unlock()
+}
+
+// applicationsLocked puts the application-level services in the Set: an
+// application-level service whose key is also registered at interface
 // level (Dubbo 3's default register-mode=all) is left out, so one service
-// never gets two ServiceEntries.
-func (a *Adapter) collectLocked() []*filestore.Object {
+// never gets two ServiceEntries. They are regenerated when an application,
+// instance, mapping or metadata changed; otherwise only the services whose
+// interface-level presence changed are looked at again.
+func (a *Adapter) applicationsLocked() {
+	check := a.recheck
+	a.recheck = map[serviceKey]bool{}
 	if a.appDirty {
+		prev := a.appObjs
 		a.appObjs = a.applicationObjectsLocked()
 		a.appDirty = false
-	}
-	var out []*filestore.Object
-	have := map[serviceKey]bool{}
-	for _, st := range a.ifaces {
-		for k, objs := range st.objs {
-			have[k] = true
-			out = append(out, objs...)
+		for k := range prev {
+			check[k] = true
+		}
+		for k := range a.appObjs {
+			check[k] = true
 		}
 	}
-	for k, objs := range a.appObjs {
-		if !have[k] {
-			out = append(out, objs...)
+	for k := range check {
+		if objs := a.appObjs[k]; len(objs) > 0 && a.ifaceKeys[k] == 0 {
+			a.set.Put(applicationGroup(k), objs)
+		} else {
+			a.set.Delete(applicationGroup(k))
 		}
 	}
-	return out
 }
 
 // zkLogger sends the ZooKeeper client's log lines to slog at debug level.

@@ -431,3 +431,44 @@ func TestServicePortSurvivesItsProvider(t *testing.T) {
 		return equal(servicePorts(s, host), fmt.Sprintf("tcp-dubbo:%d", p[1])) && equal(endpoints(s, host), endpoint(1))
 	})
 }
+
+// TestProviderChangeHandsOverOnlyItsService checks that after the first
+// set, a provider change reaches the Store as a change of that one object
+// (Store.Update), not as the complete set again: an object the adapter did
+// not generate, put under the adapter's own source, survives the change
+// (Store.Replace would remove it), and only the changed key is notified.
+func TestProviderChangeHandsOverOnlyItsService(t *testing.T) {
+	z := testenv.StartZooKeeper(t)
+	d := newDubbo(t, z.Addr)
+	other := "org.apache.dubbo.demo.OtherService"
+	otherURL := strings.ReplaceAll(demoURL("10.0.0.5", ""), demo, other)
+	d.create(providerPath(demo, demoURL("10.0.0.1", "")), nil)
+	d.create(providerPath(other, otherURL), nil)
+	store, sink := run(t, zookeeper.Config{Servers: []string{z.Addr}})
+	host := "org.apache.dubbo.demo.demoservice"
+	eventually(t, store, "first set", func(s *filestore.Snapshot) bool {
+		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo") && len(s.List(filestore.KindWorkloadEntry)) == 2
+	})
+	<-sink.Synced()
+	marker := sink.Meta().ServiceEntry("marker", "test", []string{"marker.example"}, nil, nil)
+	if err := store.Update(sink.Meta().Source(), []*filestore.Object{marker}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sub := store.Subscribe()
+	defer sub.Close()
+
+	d.create(providerPath(demo, demoURL("10.0.0.2", "")), nil)
+	eventually(t, store, "second provider", func(s *filestore.Snapshot) bool {
+		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo", "10.0.0.2:20880/tcp-dubbo")
+	})
+	if store.Snapshot().Get(marker.Key) == nil {
+		t.Fatal("a provider change replaced the adapter's complete set (the marker object is gone)")
+	}
+	var changed []string
+	for k := range sub.Take().Keys {
+		changed = append(changed, k.String())
+	}
+	if want := "WorkloadEntry/dubbo/" + host + "-10.0.0.2-20880"; !equal(changed, want) {
+		t.Errorf("changed keys %v, want [%s]", changed, want)
+	}
+}

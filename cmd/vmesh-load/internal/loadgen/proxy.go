@@ -61,6 +61,17 @@ type ProxySpec struct {
 	WorkloadName string
 }
 
+// NodeID returns the proxy's node id in Istio's form
+// (type~IP~name.namespace~namespace.svc.cluster.local), which Istio
+// requires and vmesh takes as an opaque id.
+func (s ProxySpec) NodeID() string {
+	ip := "10.128.0.1"
+	if len(s.IPs) > 0 {
+		ip = s.IPs[0]
+	}
+	return "sidecar~" + ip + "~" + s.ID + "." + s.Namespace + "~" + s.Namespace + ".svc.cluster.local"
+}
+
 // Shared is what all proxies of one run share: the decoded references of
 // resources already seen (by content hash: proxies of one group receive
 // identical bytes), and counters.
@@ -123,7 +134,7 @@ func NewProxy(spec ProxySpec, shared *Shared) *Proxy {
 		panic(err) // strings and string maps only
 	}
 	p := &Proxy{
-		spec: spec, shared: shared, node: &corev3.Node{Id: spec.ID, Cluster: spec.Namespace, Metadata: st},
+		spec: spec, shared: shared, node: &corev3.Node{Id: spec.NodeID(), Cluster: spec.Namespace, Metadata: st},
 		types: map[string]*typeState{}, probes: map[string][]*Probe{}, synced: make(chan struct{}),
 	}
 	for _, t := range proxyTypes {
@@ -172,9 +183,10 @@ func (p *Proxy) Watch(pr *Probe) bool {
 		}
 	}
 	ts := p.types[pr.TypeURL]
-	for _, n := range pr.Names {
+	names := pr.Names
+	for _, n := range names {
 		if _, ok := ts.held[n]; ok {
-			for _, m := range pr.Names {
+			for _, m := range names {
 				k := pr.TypeURL + "\x00" + m
 				p.probes[k] = append(p.probes[k], pr)
 			}

@@ -8,7 +8,7 @@ import (
 )
 
 // WriteTable prints the report as one table: per server its connect phase
-// and each change kind, then vmesh/baseline ratios when both ran.
+// and each change kind, then the ratios vmesh/<server> for every other server that ran.
 func (r *Report) WriteTable(w io.Writer) error {
 	o := r.Options
 	fmt.Fprintf(w, "config: %d services x %d endpoints, %d VirtualServices+DestinationRules, %d namespaces; %d proxies (%.0f%% delta, %.0f%% Envoy-like, %d streams/conn)\n",
@@ -17,6 +17,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "shape: %s (the Envoy-like proxies are Envoy sidecars)\n", o.Shape)
 	}
 	switch o.Source {
+	case SourceDir, "":
+		fmt.Fprintln(w, "source: dir (vmesh: each change is a file write to the directory it watches; debounce = directory + push debounce); the go-control-plane and Istio servers are fed by the harness (files, then POST /prepare and the measured POST /apply)")
 	case SourceGit:
 		fmt.Fprintln(w, "source: git (vmesh: each change is a commit + push to a bare repository + a signed webhook call, timed from before the commit; debounce = push debounce only); the baseline is fed by the harness as always (files + SetSnapshot)")
 	case SourceZooKeeper:
@@ -35,8 +37,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 				Bytes(c.BytesPerChange), c.CPUPerChange.Round(time.Millisecond), c.HarnessCPUPerChange.Round(time.Millisecond))
 		}
 	}
-	if v, b := r.server(ServerVmesh), r.server(ServerBaseline); v != nil && b != nil {
-		fmt.Fprintf(tw, "vmesh/baseline\tconnect\t\t\t\t\t%s\t\t\t\t%s\t%s\t\trss/proxy %s, peak %s\t\n",
+	for _, other := range r.Servers {
+		v, b := r.server(ServerVmesh), &other
+		if v == nil || b.Server == ServerVmesh {
+			continue
+		}
+		name := "vmesh/" + b.Server
+		fmt.Fprintf(tw, "%s\tconnect\t\t\t\t\t%s\t\t\t\t%s\t%s\t\trss/proxy %s, peak %s\t\n", name,
 			ratio(float64(v.Connect.Duration), float64(b.Connect.Duration)), ratio(float64(v.Connect.Bytes), float64(b.Connect.Bytes)),
 			ratio(float64(v.Connect.CPU), float64(b.Connect.CPU)), ratio(float64(v.RSSPerProxy), float64(b.RSSPerProxy)),
 			ratio(float64(v.PeakRSS), float64(b.PeakRSS)))
@@ -45,7 +52,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				break
 			}
 			bc := b.Changes[i]
-			fmt.Fprintf(tw, "vmesh/baseline\t%s\t\t\t%s\t%s\t%s\t\t%s\t\t%s\t%s\t\t\t\n", vc.Kind,
+			fmt.Fprintf(tw, "%s\t%s\t\t\t%s\t%s\t%s\t\t%s\t\t%s\t%s\t\t\t\n", name, vc.Kind,
 				ratio(float64(vc.Latency.P50), float64(bc.Latency.P50)), ratio(float64(vc.Latency.P99), float64(bc.Latency.P99)),
 				ratio(float64(vc.Latency.Max), float64(bc.Latency.Max)),
 				ratio(float64(max(vc.Latency.P99-vc.Debounce, 0)), float64(bc.Latency.P99)),

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -18,9 +19,10 @@ import (
 	"time"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/vmesh/vmesh/xds"
 )
 
 // Options configure one harness run.
@@ -41,8 +43,14 @@ type Options struct {
 	StreamsPerConn int `json:"streamsPerConn"`
 	// Changes is how many changes of each kind to measure.
 	Changes int `json:"changes"`
-	// Servers lists the servers to measure, in order: "vmesh", "baseline".
+	// Servers lists the servers to measure, in order: ServerVmesh,
+	// ServerBaseline (go-control-plane's SnapshotCache), ServerLinear (its
+	// LinearCache + MuxCache), ServerIstio (Istio's DiscoveryServer, run
+	// from IstioServer).
 	Servers []string `json:"servers"`
+	// IstioServer is the path of the tools/istio-load-server binary, for
+	// ServerIstio.
+	IstioServer string `json:"istioServer,omitempty"`
 	// Kinds are the kinds of change measured, in order (ChangeRouting,
 	// ChangeEndpoint); empty means both.
 	Kinds []string `json:"kinds,omitempty"`
@@ -67,6 +75,11 @@ type Options struct {
 	// each or sharing one IP).
 	Shape Shape `json:"shape,omitempty"`
 
+	// ConnsPerSourceAddr is how many connections the harness opens from
+	// one loopback source address before it moves to the next (127.0.0.1,
+	// 127.0.0.2, ...); 0 means connsPerSourceAddr, below the kernel's
+	// ephemeral port range.
+	ConnsPerSourceAddr int `json:"-"`
 	// WorkDir holds the generated config; empty means a new temp dir.
 	WorkDir string `json:"-"`
 	// Spawn starts server children; nil means SelfSpawner.
@@ -80,6 +93,11 @@ type Options struct {
 	// is called after the changes, while the server still runs.
 	OnServer func(ctx context.Context, c *Child) (done func()) `json:"-"`
 }
+
+// MaxProxies bounds a run's simulated proxies: each holds a loopback
+// connection (StreamsPerConn of them share one), and the harness raises its
+// own open-file limit for them.
+const MaxProxies = 100000
 
 // DefaultOptions returns the issue's scale: 1,000 services × 10 endpoints,
 // 100 VirtualServices, 1,000 proxies, vmesh then the baseline.
@@ -100,8 +118,8 @@ func (o Options) Validate() error {
 		return err
 	}
 	switch {
-	case o.Proxies < 1:
-		return fmt.Errorf("loadgen: need at least one proxy")
+	case o.Proxies < 1 || o.Proxies > MaxProxies:
+		return fmt.Errorf("loadgen: proxies must be within 1..%d, got %d", MaxProxies, o.Proxies)
 	case o.DeltaFraction < 0 || o.DeltaFraction > 1 || o.EnvoyFraction < 0 || o.EnvoyFraction > 1:
 		return fmt.Errorf("loadgen: fractions must be within 0..1")
 	case o.ListenersPerProxy < 2:
@@ -121,8 +139,14 @@ func (o Options) Validate() error {
 		return err
 	}
 	for _, s := range o.Servers {
-		if s != ServerVmesh && s != ServerBaseline {
-			return fmt.Errorf("loadgen: unknown server %q", s)
+		switch s {
+		case ServerVmesh, ServerBaseline, ServerLinear:
+		case ServerIstio:
+			if o.IstioServer == "" {
+				return fmt.Errorf("loadgen: server %s needs the path of the tools/istio-load-server binary (-istio-server)", ServerIstio)
+			}
+		default:
+			return fmt.Errorf("loadgen: unknown server %q (want %s, %s, %s or %s)", s, ServerVmesh, ServerBaseline, ServerLinear, ServerIstio)
 		}
 	}
 	return nil
@@ -294,12 +318,12 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		extra = append(extra, "-pprof")
 	}
 	cfg := changer{server: kind, src: o.Source, dir: cfgDir, size: o.Size, gens: map[string]int{}, shape: o.Shape}
-	if kind == ServerVmesh {
-		cfg.quiet = o.DebounceQuiet
+	if kind == ServerVmesh || kind == ServerIstio {
+		cfg.quiet = o.DebounceQuiet // Istio's push debounce is set to vmesh's
 	}
 	s0 := time.Now()
 	switch {
-	case kind == ServerBaseline || o.Source == SourceDir:
+	case kind != ServerVmesh || o.Source == SourceDir:
 		// The baseline is fed by the harness whatever vmesh's source: the
 		// same model, as files with the source's host names.
 		if err := Write(cfgDir, o.Size, o.Source); err != nil {
@@ -345,7 +369,11 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 			kind, o.Size.Services*o.Size.Endpoints, reg.base, o.ZooKeeper, time.Since(s0).Round(time.Millisecond))
 	}
 	t0 := time.Now()
-	child, err := StartChild(ctx, o.Spawn, kind, cfgDir, extra...)
+	spawn := o.Spawn
+	if kind == ServerIstio {
+		spawn = func(args []string) *exec.Cmd { return exec.Command(o.IstioServer, args...) }
+	}
+	child, err := StartChild(ctx, spawn, kind, cfgDir, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -360,9 +388,17 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	fmt.Fprintf(o.Progress, "%s: serving %d services on %s after %s (rss %s)\n", kind, o.Size.Services, child.Addrs.XDS, sr.Startup.Round(time.Millisecond), MiB(idle.RSS))
 
 	// Connect the proxies.
-	var received atomic.Int64
+	perAddr := o.ConnsPerSourceAddr
+	if perAddr <= 0 {
+		perAddr = connsPerSourceAddr
+	}
+	var received, dialled atomic.Int64
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		// Loopback only; past connsPerSourceAddr connections, from the
+		// next loopback address (the server listens on 127.0.0.1).
+		k := dialled.Add(1) - 1
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+k/int64(perAddr)))}}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -587,20 +623,22 @@ type changer struct {
 	size  Size
 	child *Child
 	gens  map[string]int
-	// quiet is vmesh's push debounce (0 for the baseline).
+	// quiet is the push debounce of vmesh and Istio (0 for go-control-plane).
 	quiet time.Duration
 	git   *gitRepo    // SourceGit (vmesh)
 	zk    *zkRegistry // SourceZooKeeper (vmesh)
 	shape Shape
 }
 
-// Debounce returns the deliberate waiting in a change of kind: for vmesh
-// the push debounce, plus the directory source's quiet period when the
+// Debounce returns the deliberate waiting in a change of kind: for Istio
+// its push debounce (set to vmesh's); for vmesh the push debounce, plus the directory source's quiet period when the
 // change reaches vmesh as a file write (every change with SourceDir, the
 // VirtualService changes with SourceZooKeeper; a git commit arrives by
 // webhook and a ZooKeeper write by watch, neither debounced).
 func (c *changer) Debounce(kind string) time.Duration {
 	switch {
+	case c.server == ServerIstio:
+		return c.quiet // it is handed the objects: its push debounce only
 	case c.server != ServerVmesh:
 		return 0
 	case c.src == SourceGit, c.src == SourceZooKeeper && kind == ChangeEndpoint:
@@ -632,7 +670,9 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	write := func() error { return WriteRouting(c.dir, c.size, c.src, svc, gen) }
 	rel := routingFile(c.size, svc)
 	if kind == ChangeRouting {
-		pr = NewProbe(resourcev3.RouteType, c.shape.routeProbeNames(c.src, svc)...)
+		// vmesh names a proxyless route configuration host:port, Istio's
+		// grpcgen outbound|port||host.
+		pr = NewProbe(resourcev3.RouteType, append(c.shape.routeProbeNames(c.src, svc), xds.ClusterName(ServicePort, "", c.src.Host(svc)))...)
 		if c.shape.sidecarShape() {
 			pr.Requires.TypeURL, pr.Requires.Name = resourcev3.ClusterType, xds.ClusterName(ServicePort, "", c.src.Host(svc))
 		}
@@ -651,7 +691,7 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	// baseline builds its snapshots; a git change is edited in the clone).
 	apply := write
 	switch {
-	case c.server == ServerBaseline:
+	case c.server != ServerVmesh:
 		if err := write(); err != nil {
 			return m, err
 		}

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,8 +38,15 @@ import (
 
 // Server kinds the harness runs.
 const (
-	ServerVmesh    = "vmesh"
+	ServerVmesh = "vmesh"
+	// ServerBaseline is go-control-plane's SnapshotCache serving
+	// pre-built resources.
 	ServerBaseline = "baseline"
+	// ServerLinear is go-control-plane's LinearCache + MuxCache serving
+	// pre-built resources.
+	ServerLinear = "linear"
+	// ServerIstio is Istio's own DiscoveryServer (tools/istio-load-server).
+	ServerIstio = "istio"
 )
 
 // ChildCommand is the first argument that makes the harness binary run a
@@ -101,6 +109,8 @@ func ChildMain(args []string) error {
 		return RunVmesh(ctx, vo, report)
 	case ServerBaseline:
 		return RunBaseline(ctx, *dir, logger, report)
+	case ServerLinear:
+		return RunLinear(ctx, *dir, logger, report)
 	}
 	return fmt.Errorf("loadgen: unknown server kind %q", *kind)
 }
@@ -481,4 +491,240 @@ func (c *Child) Stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
+}
+
+// linear serves pre-built resources from go-control-plane's LinearCache,
+// the second baseline: one LinearCache per proxy group and type, built with
+// vmesh's generators when the group's first proxy asks. A MuxCache
+// classifies requests by type; each type's groupMux picks the group's
+// cache (MuxCache's own map of caches is fixed once it serves, and groups
+// appear as proxies connect). A change re-generates every group's
+// resources ahead of time (POST /prepare) and then hands each cache only
+// the resources whose bytes changed (POST /apply: UpdateResources), so the
+// cache sends only those.
+type linear struct {
+	dir string
+
+	mu      sync.Mutex
+	snap    *model.Snapshot
+	groups  map[string]*linearGroup
+	pending map[string]map[string]linearUpdate // group → type → update
+}
+
+type linearGroup struct {
+	proxy  *xds.Proxy
+	caches map[string]*cachev3.LinearCache
+	bytes  map[string]map[string][]byte // type → name → serialised resource
+}
+
+type linearUpdate struct {
+	set    map[string]types.Resource
+	remove []string
+	bytes  map[string][]byte
+}
+
+// RunLinear serves the config directory from LinearCaches behind a
+// MuxCache until ctx ends, calling ready once it serves.
+func RunLinear(ctx context.Context, dir string, logger *slog.Logger, ready func(Addrs)) error {
+	snap, err := loadModel(dir)
+	if err != nil {
+		return err
+	}
+	l := &linear{dir: dir, snap: snap, groups: map[string]*linearGroup{}}
+	mux := &cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches:        map[string]cachev3.Cache{},
+	}
+	for _, t := range proxyTypes {
+		mux.Caches[t] = &groupMux{l: l, typeURL: t}
+	}
+	srv := serverv3.NewServer(ctx, mux, nil)
+	return serveControlled(ctx, "linear", srv, l.prepare, func(context.Context) error { return l.apply() }, ready)
+}
+
+// serveControlled serves an ADS server and the control endpoints of a
+// harness-fed server (POST /prepare, /apply) until ctx ends.
+func serveControlled(ctx context.Context, name string, srv serverv3.Server, prepare func() error, apply func(context.Context) error, ready func(Addrs)) error {
+	gs := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("loadgen: %s: %w", name, err)
+	}
+	ctl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("loadgen: %s: %w", name, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /prepare", func(w http.ResponseWriter, _ *http.Request) {
+		if err := prepare(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.HandleFunc("POST /apply", func(w http.ResponseWriter, _ *http.Request) {
+		if err := apply(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ctl) }()
+	go func() { _ = gs.Serve(lis) }()
+	ready(Addrs{XDS: lis.Addr().String(), Control: ctl.Addr().String()})
+	<-ctx.Done()
+	gs.Stop()
+	_ = hs.Close()
+	return nil
+}
+
+// group returns the LinearCache group of a node, building it on its first
+// request.
+func (l *linear) group(n *corev3.Node) (*linearGroup, error) {
+	p, err := xds.ProxyFromNode(n)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := xds.GroupKey(l.snap, p)
+	if g := l.groups[key]; g != nil {
+		return g, nil
+	}
+	res, err := groupResources(l.snap, p)
+	if err != nil {
+		return nil, err
+	}
+	g := &linearGroup{proxy: p, caches: map[string]*cachev3.LinearCache{}, bytes: map[string]map[string][]byte{}}
+	for _, t := range proxyTypes {
+		byName := map[string]types.Resource{}
+		g.bytes[t] = map[string][]byte{}
+		for _, r := range res[t] {
+			name := cachev3.GetResourceName(r)
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+			if err != nil {
+				return nil, err
+			}
+			byName[name], g.bytes[t][name] = r, b
+		}
+		g.caches[t] = cachev3.NewLinearCache(t, cachev3.WithInitialResources(byName))
+	}
+	l.groups[key] = g
+	return g, nil
+}
+
+// prepare re-reads the directory and works out, per group and type, which
+// resources changed.
+func (l *linear) prepare() error {
+	snap, err := loadModel(l.dir)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pending := map[string]map[string]linearUpdate{}
+	for key, g := range l.groups {
+		res, err := groupResources(snap, g.proxy)
+		if err != nil {
+			return err
+		}
+		pending[key] = map[string]linearUpdate{}
+		for _, t := range proxyTypes {
+			u := linearUpdate{set: map[string]types.Resource{}, bytes: map[string][]byte{}}
+			for _, r := range res[t] {
+				name := cachev3.GetResourceName(r)
+				b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+				if err != nil {
+					return err
+				}
+				u.bytes[name] = b
+				if old, ok := g.bytes[t][name]; !ok || !bytes.Equal(old, b) {
+					u.set[name] = r
+				}
+			}
+			for name := range g.bytes[t] {
+				if _, ok := u.bytes[name]; !ok {
+					u.remove = append(u.remove, name)
+				}
+			}
+			pending[key][t] = u
+		}
+	}
+	l.snap, l.pending = snap, pending
+	return nil
+}
+
+// apply hands every cache its changed resources.
+func (l *linear) apply() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == nil {
+		return errors.New("nothing prepared")
+	}
+	for key, byType := range l.pending {
+		g := l.groups[key]
+		for t, u := range byType {
+			if len(u.set) > 0 || len(u.remove) > 0 {
+				if err := g.caches[t].UpdateResources(u.set, u.remove); err != nil {
+					return fmt.Errorf("loadgen: linear: %w", err)
+				}
+			}
+			g.bytes[t] = u.bytes
+		}
+	}
+	l.pending = nil
+	return nil
+}
+
+// groupResources generates one group's resources with vmesh's generators.
+func groupResources(s *model.Snapshot, p *xds.Proxy) (map[string][]types.Resource, error) {
+	lds, err := xds.Listeners(s, p)
+	if err != nil {
+		return nil, err
+	}
+	rds, err := xds.Routes(s, p)
+	if err != nil {
+		return nil, err
+	}
+	cds, err := xds.Clusters(s, p)
+	if err != nil {
+		return nil, err
+	}
+	eds, err := xds.Endpoints(s, p)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]types.Resource{
+		resourcev3.ListenerType: asResources(lds), resourcev3.RouteType: asResources(rds),
+		resourcev3.ClusterType: asResources(cds), resourcev3.EndpointType: asResources(eds),
+	}, nil
+}
+
+// groupMux is one type's cache for the MuxCache: it hands each request to
+// its proxy group's LinearCache.
+type groupMux struct {
+	l       *linear
+	typeURL string
+}
+
+var _ cachev3.Cache = (*groupMux)(nil)
+
+func (m *groupMux) CreateWatch(r *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	g, err := m.l.group(r.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	return g.caches[m.typeURL].CreateWatch(r, sub, ch)
+}
+
+func (m *groupMux) CreateDeltaWatch(r *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	g, err := m.l.group(r.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	return g.caches[m.typeURL].CreateDeltaWatch(r, sub, ch)
+}
+
+func (m *groupMux) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+	return nil, errors.New("loadgen: linear: fetch is not supported")
 }

@@ -11,13 +11,21 @@ import (
 	"time"
 )
 
-// RaiseFileLimit raises the soft open-file limit to the hard limit (each
-// simulated proxy holds a connection; server children inherit the limit)
-// and returns the resulting limit.
-func RaiseFileLimit() (uint64, error) {
+// RaiseFileLimit raises the open-file limit (each simulated proxy holds a
+// connection; server children inherit the limit): the soft limit to the
+// hard one, and when need is above the hard limit, both to need (which
+// needs CAP_SYS_RESOURCE, e.g. root, and is bounded by fs.nr_open). It
+// returns the resulting soft limit.
+func RaiseFileLimit(need uint64) (uint64, error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0, fmt.Errorf("loadgen: getrlimit: %w", err)
+	}
+	if need > rl.Max {
+		want := syscall.Rlimit{Cur: need, Max: need}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
+			return need, nil
+		}
 	}
 	if rl.Cur < rl.Max {
 		rl.Cur = rl.Max
@@ -27,6 +35,18 @@ func RaiseFileLimit() (uint64, error) {
 	}
 	return rl.Cur, nil
 }
+
+// FileLimitNeed is the open-file limit a run needs: one descriptor per
+// connection, in the harness and in the server child, and some to spare.
+func FileLimitNeed(o Options) uint64 {
+	return uint64((o.Proxies+o.StreamsPerConn-1)/o.StreamsPerConn) + 1024
+}
+
+// connsPerSourceAddr is how many connections the harness opens from one
+// loopback source address: below the kernel's ephemeral port range
+// (32768-60999 by default), so that more connections than ports to the one
+// server address spread over 127.0.0.1, 127.0.0.2, ...
+const connsPerSourceAddr = 20000
 
 // SelfCPU returns the CPU time (user and system) this process has used.
 func SelfCPU() time.Duration {

@@ -1,0 +1,7 @@
+package adapter
+
+// Exported for tests.
+var (
+	SameSpec            = sameSpec
+	WorkloadEntryFields = workloadEntryFields
+)
