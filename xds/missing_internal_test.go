@@ -304,4 +304,3 @@ func mdTCPClusters(t *testing.T, lds []*listenerv3.Listener, host string) []stri
 	t.Fatalf("no TCP chain for %s", host)
 	return nil
 }
-
