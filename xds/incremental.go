@@ -253,8 +253,10 @@ func resourceHost(typeURL, name string) string {
 // affectedHosts returns the hosts whose proxyless resources may differ
 // between prev and next: every host in the diff, and every host whose
 // VirtualService (in either snapshot) routes to a host whose services or
-// DestinationRules differ, since a route names the destination's clusters
-// only if its port and subset exist.
+// DestinationRules differ, since the cluster a route names for a
+// destination depends on the host's ports (a destination without a port
+// takes the host's only port) and on whether the cluster exists (the hash
+// policy is that of the first one that does).
 func affectedHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
 	return affectedHostsBy(prev, next, d, routesToAny)
 }
