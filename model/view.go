@@ -71,6 +71,9 @@ type View struct {
 	clusters []Cluster
 	resolved bool
 	drs      map[*Service]*DestinationRule
+	// missing are the cluster names RouteCluster returned for
+	// destinations the proxy has no cluster for.
+	missing map[string]bool
 }
 
 // Cluster is one outbound cluster of a proxy: a service port and a subset,
@@ -354,23 +357,59 @@ func DestinationHost(host, vsNamespace string) string {
 
 // Resolve finds the cluster a route destination of vs names when the route
 // serves port of host: its host qualified in the VirtualService's namespace,
-// its port (the destination's; else the route's own port when it is the
-// same host or the destination host has several ports, else that host's
-// only port) and subset. A destination whose host, port or subset the proxy
-// has no cluster for does not resolve (Istio drops it from the route).
+// its port (DestinationPort) and subset. ok is false when the proxy has no
+// cluster for that host, port or subset; the route keeps the destination
+// all the same, under RouteCluster's name.
 func (v *View) Resolve(host string, port uint32, vs *VirtualService, d *networking.Destination) (Cluster, bool) {
 	dh := DestinationHost(d.GetHost(), vs.Namespace)
-	dport := d.GetPort().GetNumber()
-	if dport == 0 {
-		dport = port
-		if dh != host {
-			if svc := v.ServiceFor(dh); svc != nil && len(svc.Ports) == 1 {
-				dport = svc.Ports[0].Number
-			}
+	return v.cluster(dh, v.DestinationPort(host, port, dh, d), d.GetSubset())
+}
+
+// DestinationPort is the port of the cluster a route destination names
+// when the route serves port of host (the listener's port), as Istio's
+// GetDestinationCluster picks it: the destination's port; else, for
+// another host that the proxy sees with exactly one port, that port; else
+// the route's own port. dh is the destination's qualified host.
+func (v *View) DestinationPort(host string, port uint32, dh string, d *networking.Destination) uint32 {
+	if p := d.GetPort().GetNumber(); p != 0 {
+		return p
+	}
+	if dh != host {
+		if svc := v.ServiceFor(dh); svc != nil && len(svc.Ports) == 1 {
+			return svc.Ports[0].Number
 		}
 	}
-	return v.cluster(dh, dport, d.GetSubset())
+	return port
 }
+
+// RouteCluster returns the name of the cluster a route destination of vs
+// names when the route serves port of host, with the cluster when the
+// proxy has it (Resolve). A destination whose host, port or subset the
+// proxy has no cluster for is kept under the name Istio gives it,
+// outbound|port|subset|host (GetDestinationCluster), which no cluster of
+// the proxy has: its share of the traffic fails, and the proxy reports the
+// missing cluster, as under Istio. Such names are recorded in the View
+// (MissingClusters), so that the checks of generated config can tell them
+// from a generator's dangling reference.
+func (v *View) RouteCluster(host string, port uint32, vs *VirtualService, d *networking.Destination) (string, Cluster, bool) {
+	dh := DestinationHost(d.GetHost(), vs.Namespace)
+	dport := v.DestinationPort(host, port, dh, d)
+	if c, ok := v.cluster(dh, dport, d.GetSubset()); ok {
+		return c.Name(), c, true
+	}
+	name := ClusterName(dport, d.GetSubset(), dh)
+	if v.missing == nil {
+		v.missing = map[string]bool{}
+	}
+	v.missing[name] = true
+	return name, Cluster{}, false
+}
+
+// MissingClusters is the set of cluster names RouteCluster has returned
+// for destinations the proxy has no cluster for: the only names a route
+// generated from this View may name without a cluster of that name. The
+// caller must not modify it.
+func (v *View) MissingClusters() map[string]bool { return v.missing }
 
 // cluster returns the cluster of host's port and subset, when the proxy
 // has one: the host is visible and of a kind it reaches, the port is the

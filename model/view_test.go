@@ -124,3 +124,48 @@ func TestViewKey(t *testing.T) {
 		t.Errorf("an Envoy View: key %q, workload %+v", v.Key(), v.Workload())
 	}
 }
+
+// TestViewRouteCluster: a destination the proxy has no cluster for keeps
+// the name Istio's GetDestinationCluster gives it (port: the
+// destination's, else the host's only port, else the route's), and the
+// View records exactly those names as missing; one it has is named as its
+// cluster and not recorded.
+func TestViewRouteCluster(t *testing.T) {
+	s := viewFixture(t)
+	vs := s.VirtualServiceFor("cart.shop.svc.cluster.local", "shop")
+	const cart, reviews = "cart.shop.svc.cluster.local", "reviews.shop.svc.cluster.local"
+	v := model.NewView(s, model.Workload{Kind: model.KindGRPC, Namespace: "shop"})
+	cases := []struct {
+		name     string
+		fromPort uint32
+		d        *networking.Destination
+		want     string
+		found    bool
+	}{
+		{"existing subset", 7070, &networking.Destination{Host: "cart", Subset: "v1"}, "outbound|7070|v1|" + cart, true},
+		{"unknown subset: the route's port", 7070, &networking.Destination{Host: "cart", Subset: "v9"}, "outbound|7070|v9|" + cart, false},
+		{"unknown subset of a one-port host: its port", 7070, &networking.Destination{Host: "billing.other.internal", Subset: "v2"}, "outbound|8000|v2|billing.other.internal", false},
+		{"unknown subset of a two-port host: the route's port", 9090, &networking.Destination{Host: "reviews", Subset: "v2"}, "outbound|9090|v2|" + reviews, false},
+		{"unknown port", 7070, &networking.Destination{Host: "reviews", Port: &networking.PortSelector{Number: 1234}}, "outbound|1234||" + reviews, false},
+		{"unknown short host: qualified, the route's port", 7070, &networking.Destination{Host: "nowhere"}, "outbound|7070||nowhere.shop.svc.cluster.local", false},
+	}
+	want := map[string]bool{}
+	for _, c := range cases {
+		name, cl, ok := v.RouteCluster(cart, c.fromPort, vs, c.d)
+		if name != c.want || ok != c.found || ok && cl.Name() != name {
+			t.Errorf("%s: RouteCluster = %q, %v (cluster %q), want %q, %v", c.name, name, ok, cl.Name(), c.want, c.found)
+		}
+		if !c.found {
+			want[c.want] = true
+		}
+	}
+	got := v.MissingClusters()
+	if len(got) != len(want) {
+		t.Errorf("missing clusters %v, want %v", got, want)
+	}
+	for n := range want {
+		if !got[n] {
+			t.Errorf("missing clusters %v lack %s", got, n)
+		}
+	}
+}

@@ -269,7 +269,7 @@ func TestGRPCGeneratorGolden(t *testing.T) {
 		edsNames[x.GetClusterName()] = true
 	}
 	add("EDS", e)
-	if err := xds.Consistent(lds, rds, cds, edsNames); err != nil {
+	if err := xds.Consistent(lds, rds, cds, edsNames, nil); err != nil {
 		t.Fatal(err)
 	}
 

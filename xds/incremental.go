@@ -142,7 +142,7 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 		n.hostIndex[t] = idx
 	}
 	g.mu.Unlock()
-	if err := n.consistentFresh(fresh); err != nil {
+	if err := n.consistentFresh(fresh, v.MissingClusters()); err != nil {
 		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
 	}
 	if err := g.updateNameTable(n, gd, dirty); err != nil {
@@ -210,7 +210,10 @@ func addFresh(m map[string]*resource, name string, msg proto.Message) error {
 // consistentFresh checks the references of the regenerated resources
 // against the whole new generation (unchanged resources were checked when
 // they were made, and their references are to hosts that did not change).
-func (g *generation) consistentFresh(fresh map[string]map[string]*resource) error {
+// missing are the clusters the regenerated routes name on purpose although
+// there is none (model.View.MissingClusters of the View they were made
+// from).
+func (g *generation) consistentFresh(fresh map[string]map[string]*resource, missing map[string]bool) error {
 	var lds []*listenerv3.Listener
 	var rds []*routev3.RouteConfiguration
 	var cds []*clusterv3.Cluster
@@ -226,7 +229,8 @@ func (g *generation) consistentFresh(fresh map[string]map[string]*resource) erro
 	has := func(t string) func(string) bool {
 		return func(n string) bool { return g.get(t, n) != nil }
 	}
-	return consistentWith(lds, rds, cds, has(resourcev3.RouteType), has(resourcev3.ClusterType), has(resourcev3.EndpointType))
+	cluster := func(n string) bool { return missing[n] || g.get(resourcev3.ClusterType, n) != nil }
+	return consistentWith(lds, rds, cds, has(resourcev3.RouteType), cluster, has(resourcev3.EndpointType))
 }
 
 // resourceHost returns the service host a proxyless resource belongs to:
@@ -249,8 +253,10 @@ func resourceHost(typeURL, name string) string {
 // affectedHosts returns the hosts whose proxyless resources may differ
 // between prev and next: every host in the diff, and every host whose
 // VirtualService (in either snapshot) routes to a host whose services or
-// DestinationRules differ, since a route names the destination's clusters
-// only if its port and subset exist.
+// DestinationRules differ, since the cluster a route names for a
+// destination depends on the host's ports (a destination without a port
+// takes the host's only port) and on whether the cluster exists (the hash
+// policy is that of the first one that does).
 func affectedHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
 	return affectedHostsBy(prev, next, d, routesToAny)
 }

@@ -21,8 +21,11 @@ import (
 // services over 3 namespaces, 10 with a VirtualService and DestinationRule,
 // plus a VirtualService routing svc-0011 to svc-0012 (a cross-host
 // destination), a wildcard VirtualService for *.other.internal routing to
-// svc-0013, and mesh-wide STRICT mTLS (so endpoints' service accounts reach
-// the clusters).
+// svc-0013, a VirtualService splitting svc-0017 between itself and two
+// destinations the proxies have no cluster for (a subset no
+// DestinationRule defines, a host no ServiceEntry declares: issue 15 item
+// 6), and mesh-wide STRICT mTLS (so endpoints' service accounts reach the
+// clusters).
 func incrementalBase() []*filestore.Object {
 	objs := modeltest.Objects(modeltest.Size{Services: 30, EndpointsPerService: 4, Routes: 10, Namespaces: 3})
 	for _, o := range objs {
@@ -51,11 +54,23 @@ func incrementalBase() []*filestore.Object {
 			Spec: &networking.VirtualService{Hosts: []string{"*.other.internal"}, Http: []*networking.HTTPRoute{{
 				Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: modeltest.Host(13), Port: &networking.PortSelector{Number: 7070}}}},
 			}}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-2", Name: "partial"},
+			Spec: &networking.VirtualService{Hosts: []string{modeltest.Host(17)}, Http: []*networking.HTTPRoute{{
+				Route: []*networking.HTTPRouteDestination{
+					{Destination: &networking.Destination{Host: modeltest.Host(17)}, Weight: 50},
+					{Destination: &networking.Destination{Host: modeltest.Host(17), Subset: "canary"}, Weight: 30},
+					{Destination: &networking.Destination{Host: lateHost}, Weight: 20},
+				},
+			}}}},
 		&filestore.Object{Key: filestore.Key{Kind: filestore.KindPeerAuthentication, Namespace: "istio-system", Name: "default"},
 			Spec: &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}},
 	)
 	return objs
 }
+
+// lateHost is the host incrementalBase routes to without a ServiceEntry
+// declaring it.
+const lateHost = "late.other.internal"
 
 // edit returns objs with the object of key replaced by f's result (f gets
 // a clone; nil removes it), or with add appended.
@@ -327,17 +342,38 @@ func incrementalCases(base []*filestore.Object) []incrementalCase {
 					Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: modeltest.Host(21)}}},
 				}}}}
 		}), []string{ListenerName(modeltest.Host(20), 7070)}},
+		// The route keeps naming the subset (issue 15 item 6): only the
+		// cluster goes.
 		{"DestinationRule subset removed (cross-host route)", edit(base, filestore.KindDestinationRule, "ns-0", "svc-0012", dr(func(d *networking.DestinationRule) {
 			d.Subsets = d.Subsets[:1]
-		})), []string{ListenerName(modeltest.Host(11), 7070), ClusterName(7070, "v2", modeltest.Host(12))}},
+		})), []string{ClusterName(7070, "v2", modeltest.Host(12))}},
+		{"DestinationRule defines a missing subset", edit(base, filestore.KindDestinationRule, "ns-2", "svc-0017", func(*filestore.Object) *filestore.Object {
+			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-2", Name: "svc-0017"},
+				Spec: &networking.DestinationRule{Host: modeltest.Host(17), Subsets: []*networking.Subset{{Name: "canary", Labels: map[string]string{"version": "v1"}}}}}
+		}), []string{ClusterName(7070, "canary", modeltest.Host(17))}},
+		// The destination names no port: the missing host's cluster was on
+		// the route's port, now it is on the host's only port.
+		{"ServiceEntry declares a missing host", edit(base, filestore.KindServiceEntry, "ns-1", "late", func(*filestore.Object) *filestore.Object {
+			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "late"},
+				Spec: &networking.ServiceEntry{Hosts: []string{lateHost}, Resolution: networking.ServiceEntry_STATIC,
+					Ports:     []*networking.ServicePort{{Name: "grpc", Number: 9443, Protocol: "GRPC"}},
+					Endpoints: []*networking.WorkloadEntry{{Address: "10.9.9.8"}}}}
+		}), []string{ListenerName(modeltest.Host(17), 7070), ClusterName(9443, "", lateHost)}},
 		{"DestinationRule hash policy", edit(base, filestore.KindDestinationRule, "ns-2", "svc-0002", dr(func(d *networking.DestinationRule) {
 			d.TrafficPolicy = &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_ConsistentHash{
 				ConsistentHash: &networking.LoadBalancerSettings_ConsistentHashLB{HashKey: &networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName{HttpHeaderName: "x-user"}}}}}
 		})), []string{ListenerName(modeltest.Host(2), 7070), ClusterName(7070, "", modeltest.Host(2))}},
+		// The wildcard route names port 7070, which no longer exists: it
+		// keeps naming it (issue 15 item 6).
 		{"ServiceEntry port renumbered (VirtualService destination)", edit(base, filestore.KindServiceEntry, "ns-1", "svc-0013", se(func(s *networking.ServiceEntry) {
 			s.Ports[0].Number = 9090
-		})), []string{ListenerName("a.other.internal", 8080), ListenerName(modeltest.Host(13), 9090)}},
-		{"ServiceEntry removed (cross-host destination)", edit(base, filestore.KindServiceEntry, "ns-0", "svc-0012", remove), []string{ListenerName(modeltest.Host(11), 7070)}},
+		})), []string{ListenerName(modeltest.Host(13), 9090), ClusterName(7070, "", modeltest.Host(13))}},
+		{"ServiceEntry removed (cross-host destination)", edit(base, filestore.KindServiceEntry, "ns-0", "svc-0012", remove), []string{ClusterName(7070, "v2", modeltest.Host(12))}},
+		// A destination the route names without a port, on a host whose
+		// only port changes: the route's cluster name follows the port.
+		{"ServiceEntry port renumbered (portless cross-host destination)", edit(base, filestore.KindServiceEntry, "ns-0", "svc-0012", se(func(s *networking.ServiceEntry) {
+			s.Ports[0].Number = 7171
+		})), []string{ListenerName(modeltest.Host(11), 7070), ClusterName(7171, "v2", modeltest.Host(12))}},
 		{"ServiceEntry added", edit(base, filestore.KindServiceEntry, "ns-0", "new", func(*filestore.Object) *filestore.Object {
 			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "new"},
 				Spec: &networking.ServiceEntry{Hosts: []string{"c.other.internal"}, Resolution: networking.ServiceEntry_DNS,

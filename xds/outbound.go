@@ -101,7 +101,7 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 	if err != nil {
 		return nil, err
 	}
-	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds}
+	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds, Missing: v.MissingClusters()}
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("scope %s: %w", key, err)
 	}
@@ -296,22 +296,26 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 		}
 		n.types[t] = e.Map()
 	}
-	// The regenerated resources' references resolve in the new part; the
-	// others' do too: they name only hosts the change did not touch.
+	// The regenerated resources' references resolve in the new part (or
+	// are among the clusters the View named for destinations the proxy has
+	// none for); the others' do too: they name only hosts the change did
+	// not touch.
 	has := func(t string) func(string) bool {
 		return func(name string) bool { _, ok := n.types[t].Get(name); return ok }
 	}
+	missing := v.MissingClusters()
+	routeCluster := func(name string) bool { return missing[name] || has(resourcev3.ClusterType)(name) }
 	for _, l := range lds {
 		// An unchanged listener names what it named: the hosts it names
 		// were not touched, or it would have changed.
 		if !changed[resourcev3.ListenerType][l.GetName()] {
 			continue
 		}
-		if err := sidecar.CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), has(resourcev3.ClusterType)); err != nil {
+		if err := sidecar.CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), routeCluster); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := routeClustersExist(freshHosts, has(resourcev3.ClusterType)); err != nil {
+	if err := routeClustersExist(freshHosts, routeCluster); err != nil {
 		return nil, nil, fmt.Errorf("scope %s: %w", o.key, err)
 	}
 	for _, c := range cds {

@@ -245,7 +245,12 @@ func (st *stagedStream) holdsClusters(g *generation, clusters map[string]bool) b
 	}
 	for cl := range clusters {
 		r := g.lookup(resourcev3.ClusterType, cl)
-		if r == nil || cds[cl] != r.hash {
+		if r == nil {
+			// A route destination g has no cluster for
+			// (model.View.RouteCluster): nothing to hold.
+			continue
+		}
+		if cds[cl] != r.hash {
 			return false
 		}
 		if e := g.lookup(resourcev3.EndpointType, cl); e != nil && (eds == nil || eds[cl] != e.hash) {
@@ -270,8 +275,11 @@ func (c *cache) stageRoute(st *stagedStream, g *generation, x *resource, held st
 	}
 	xr, hr := x.routeRefs(), h.routeRefs()
 	for cl := range xr.used {
-		if !hr.used[cl] && !hr.warm[cl] {
-			w := c.warmedRoute(h, x)
+		// A cluster g does not have (a route destination the proxy has no
+		// cluster for) has no balancer to build first: its RPCs fail
+		// either way.
+		if !hr.used[cl] && !hr.warm[cl] && g.lookup(resourcev3.ClusterType, cl) != nil {
+			w := c.warmedRoute(g, h, x)
 			if w != nil {
 				st.markers[w.routeRefs().marker] = false
 				return w
@@ -444,12 +452,13 @@ var (
 
 // warmedRoute returns h, a route configuration a client holds, with a
 // warming route (in place of h's own) naming the clusters of x that h's
-// routes do not use and a new marker cluster; nil if it cannot be made.
-func (c *cache) warmedRoute(h, x *resource) *resource {
+// routes do not use and g has, and a new marker cluster; nil if it cannot
+// be made.
+func (c *cache) warmedRoute(g *generation, h, x *resource) *resource {
 	hr := h.routeRefs()
 	var add []string
 	for cl := range x.routeRefs().used {
-		if !hr.used[cl] {
+		if !hr.used[cl] && g.lookup(resourcev3.ClusterType, cl) != nil {
 			add = append(add, cl)
 		}
 	}

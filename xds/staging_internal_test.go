@@ -51,9 +51,10 @@ func validAll(t *testing.T, m proto.Message) {
 // marker; warming again replaces that route rather than adding another.
 func TestWarmedRouteKeepsTheHeldRoutes(t *testing.T) {
 	c := newCache(testLog(t), mustMetrics(t))
+	gen := withClusters(t, "A", "B", "C")
 	held := routeTo(t, "A")
 	next := routeTo(t, "A", "B")
-	w := c.warmedRoute(held, next)
+	w := c.warmedRoute(gen, held, next)
 	if w == nil {
 		t.Fatal("no warming route configuration")
 	}
@@ -77,7 +78,7 @@ func TestWarmedRouteKeepsTheHeldRoutes(t *testing.T) {
 
 	// Warming on top of a warming version: its routes, one warming route,
 	// a new marker.
-	w2 := c.warmedRoute(w, routeTo(t, "B", "C"))
+	w2 := c.warmedRoute(gen, w, routeTo(t, "B", "C"))
 	r2 := w2.routeRefs()
 	if !maps.Equal(r2.used, refs.used) || !r2.warm["B"] || !r2.warm["C"] || len(r2.warm) != 3 || r2.marker == refs.marker {
 		t.Errorf("second warming: used %v, warm %v (marker %q after %q)", slices.Sorted(maps.Keys(r2.used)), slices.Sorted(maps.Keys(r2.warm)), r2.marker, refs.marker)
@@ -102,6 +103,57 @@ func TestWarmedRouteKeepsTheHeldRoutes(t *testing.T) {
 	}
 	if g.lookup(resourcev3.ClusterType, refs.marker) != cds {
 		t.Error("marker resources are made again on every lookup")
+	}
+}
+
+// withClusters is a proxyless generation holding (empty) clusters of the
+// given names.
+func withClusters(t *testing.T, names ...string) *generation {
+	t.Helper()
+	e := cowmap.New[string, *resource]().Edit()
+	for _, n := range names {
+		r, err := newResource(n, &clusterv3.Cluster{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Set(n, r)
+	}
+	return &generation{types: map[string]*resourceMap{resourcev3.ClusterType: e.Map()}, proxy: &Proxy{Kind: KindGRPC}}
+}
+
+// A route destination the proxy has no cluster for (issue 15 item 6) is
+// not warmed: there is no balancer to build before RPCs reach it, which
+// fail either way. A route whose only new cluster is such a one goes out
+// at once, and one naming it besides a new real cluster warms the real one
+// only and then follows without waiting for the missing one.
+func TestStagingSkipsMissingClusters(t *testing.T) {
+	c := newCache(testLog(t), mustMetrics(t))
+	gen := withClusters(t, "A", "B")
+	held := routeTo(t, "A")
+	// The stream holds the CDS of A, the held route's cluster.
+	cds := newSotwSubscription([]string{"A", "missing"}, false)
+	cds.held["A"] = gen.get(resourcev3.ClusterType, "A").hash
+	st := &stagedStream{
+		routes: map[string][]*resource{held.name: {held}}, markers: map[string]bool{}, cds: true,
+		open: map[string]*watch{resourcev3.ClusterType: {typeURL: resourcev3.ClusterType, sub: cds}},
+	}
+
+	x := routeTo(t, "A", "missing")
+	if got := c.stageRoute(st, gen, x, held.hash); got != x {
+		t.Fatalf("only a missing cluster is new: staged %v, want the route itself", got)
+	}
+
+	y := routeTo(t, "A", "B", "missing")
+	w := c.stageRoute(st, gen, y, held.hash)
+	if w == nil || w == y {
+		t.Fatalf("a new real cluster: staged %v, want a warming version", w)
+	}
+	refs := w.routeRefs()
+	if !refs.warm["B"] || refs.warm["missing"] || len(refs.warm) != 2 {
+		t.Errorf("warming route names %v, want B and the marker (not the missing cluster)", slices.Sorted(maps.Keys(refs.warm)))
+	}
+	if !maps.Equal(refs.used, held.routeRefs().used) {
+		t.Errorf("warming version routes RPCs to %v, want the held %v", refs.used, held.routeRefs().used)
 	}
 }
 

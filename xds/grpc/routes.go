@@ -75,9 +75,8 @@ func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.R
 
 // httpRoutes translates a VirtualService's HTTP routes for one service port.
 // Each match of a route becomes one Envoy route (Istio's expansion); a match
-// naming another port is skipped. Destinations the proxy cannot reach (an
-// unknown host or subset) are dropped; a route left without destinations is
-// dropped too. Redirects and direct responses have no gRPC equivalent and
+// naming another port is skipped. Destinations the proxy has no cluster
+// for are kept (routeAction). Redirects and direct responses have no gRPC equivalent and
 // are skipped; delegating routes arrive merged (model/delegate.go).
 func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
@@ -123,18 +122,22 @@ func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.Vi
 	return out, nil
 }
 
+// routeAction builds the action of an HTTP route: one cluster, or weighted
+// clusters with the route's weights (a destination of weight 0 beside
+// others is left out, as Istio does). A destination the proxy has no
+// cluster for keeps its place and weight under Istio's name for its cluster
+// (model.View.RouteCluster), which CDS does not have: grpc-go finds the
+// cluster does not exist and fails the RPCs picked for it (UNAVAILABLE), as
+// under Istio. The hash policy is that of the first destination the proxy
+// has a cluster for.
 func routeAction(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService, hr *networking.HTTPRoute) (*routev3.RouteAction, error) {
 	type dest struct {
 		cluster string
 		weight  uint32
 	}
 	var dests []dest
-	var first model.Cluster
+	var first *model.Cluster
 	for _, d := range hr.GetRoute() {
-		c, ok := v.Resolve(svc.Hostname, port.Number, vs, d.GetDestination())
-		if !ok {
-			continue
-		}
 		w := uint32(max(d.GetWeight(), 0))
 		if len(hr.GetRoute()) == 1 {
 			w = 100
@@ -142,10 +145,11 @@ func routeAction(v *model.View, svc *model.Service, port model.Port, vs *model.V
 		if w == 0 {
 			continue
 		}
-		if len(dests) == 0 {
-			first = c
+		name, c, ok := v.RouteCluster(svc.Hostname, port.Number, vs, d.GetDestination())
+		if ok && first == nil {
+			first = &c
 		}
-		dests = append(dests, dest{cluster: c.Name(), weight: w})
+		dests = append(dests, dest{cluster: name, weight: w})
 	}
 	if len(dests) == 0 {
 		return nil, nil
@@ -160,7 +164,9 @@ func routeAction(v *model.View, svc *model.Service, port model.Port, vs *model.V
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	a.HashPolicy = translate.HashPolicy(first.DestinationRule, first.Port.Number, first.Subset, translate.Proxyless)
+	if first != nil {
+		a.HashPolicy = translate.HashPolicy(first.DestinationRule, first.Port.Number, first.Subset, translate.Proxyless)
+	}
 	if t := hr.GetTimeout(); t != nil {
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
 	}

@@ -194,7 +194,8 @@ func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listene
 
 // tcpDestinations returns the clusters of a TCP service port: the first
 // TCP route of its VirtualService that matches the port (weighted when it
-// names several destinations), else the service's own cluster.
+// names several destinations, those the proxy has no cluster for
+// included), else the service's own cluster.
 func (sc *scope) tcpDestinations(t target) []weighted {
 	own := []weighted{{cluster: model.ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
 	vs := sc.v.VirtualServiceFor(t.svc.Hostname)
@@ -205,18 +206,17 @@ func (sc *scope) tcpDestinations(t target) []weighted {
 		if !tcpMatches(tr, t.port.Number, sc.p) {
 			continue
 		}
+		// A destination the proxy has no cluster for is kept under
+		// Istio's name for it, as Istio keeps it: its connections fail.
 		var out []weighted
 		for _, d := range tr.GetRoute() {
-			ref, ok := sc.resolve(t, vs, d.GetDestination())
-			if !ok {
-				continue
-			}
 			w := uint32(max(d.GetWeight(), 0))
 			if len(tr.GetRoute()) == 1 {
 				w = 100
 			}
 			if w > 0 {
-				out = append(out, weighted{cluster: ref.Name(), weight: w, ref: ref})
+				name, ref, _ := sc.routeCluster(t, vs, d.GetDestination())
+				out = append(out, weighted{cluster: name, weight: w, ref: ref})
 			}
 		}
 		if len(out) > 0 {

@@ -299,8 +299,8 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 	}
 	dests := sc.httpDestinations(t, vs, hr.GetRoute())
 	if len(dests) == 0 {
-		// Every destination is unknown to this proxy: answer as Envoy does
-		// for a missing cluster, without referencing one.
+		// Only destinations of weight 0 (validation refuses that): no
+		// traffic may go anywhere.
 		r.Action = &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 503}}
 		return r, nil
 	}
@@ -327,8 +327,12 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 		}
 		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	first := dests[0].ref
-	a.HashPolicy = translate.HashPolicy(first.DestinationRule, first.Port.Number, first.Subset, translate.Envoy)
+	for _, d := range dests {
+		if d.found {
+			a.HashPolicy = translate.HashPolicy(d.ref.DestinationRule, d.ref.Port.Number, d.ref.Subset, translate.Envoy)
+			break
+		}
+	}
 	if d := hr.GetTimeout(); d != nil {
 		a.Timeout = d
 	}
@@ -352,18 +356,19 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 
 type httpDest struct {
 	weighted
-	index int // in the HTTPRoute's destinations
+	index int  // in the HTTPRoute's destinations
+	found bool // the proxy has the cluster (ref is set)
 }
 
-// httpDestinations resolves route destinations to clusters this proxy
-// has; unknown hosts, ports and subsets are dropped.
+// httpDestinations names the clusters of route destinations: a destination
+// of weight 0 beside others is left out (as Istio does); one whose host,
+// port or subset the proxy has no cluster for keeps its place and weight
+// under Istio's name for its cluster (model.View.RouteCluster), which CDS
+// does not have, so that its share fails (503, "no cluster": NC) as under
+// Istio instead of going to the other destinations.
 func (sc *scope) httpDestinations(t target, vs *model.VirtualService, rds []*networking.HTTPRouteDestination) []httpDest {
 	var out []httpDest
 	for i, d := range rds {
-		ref, ok := sc.resolve(t, vs, d.GetDestination())
-		if !ok {
-			continue
-		}
 		w := uint32(max(d.GetWeight(), 0))
 		if len(rds) == 1 {
 			w = 100
@@ -371,15 +376,17 @@ func (sc *scope) httpDestinations(t target, vs *model.VirtualService, rds []*net
 		if w == 0 {
 			continue
 		}
-		out = append(out, httpDest{weighted: weighted{cluster: ref.Name(), weight: w, ref: ref}, index: i})
+		name, ref, ok := sc.routeCluster(t, vs, d.GetDestination())
+		out = append(out, httpDest{weighted: weighted{cluster: name, weight: w, ref: ref}, index: i, found: ok})
 	}
 	return out
 }
 
-// resolve finds the cluster of a route destination of the target's
-// VirtualService (model.View.Resolve).
-func (sc *scope) resolve(t target, vs *model.VirtualService, d *networking.Destination) (model.Cluster, bool) {
-	return sc.v.Resolve(t.svc.Hostname, t.port.Number, vs, d)
+// routeCluster names the cluster of a route destination of the target's
+// VirtualService, and returns it when the proxy has it
+// (model.View.RouteCluster).
+func (sc *scope) routeCluster(t target, vs *model.VirtualService, d *networking.Destination) (string, model.Cluster, bool) {
+	return sc.v.RouteCluster(t.svc.Hostname, t.port.Number, vs, d)
 }
 
 func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTPRoute) []*routev3.RouteAction_RequestMirrorPolicy {
@@ -400,12 +407,14 @@ func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTP
 	}
 	var out []*routev3.RouteAction_RequestMirrorPolicy
 	for _, m := range ms {
-		ref, ok := sc.resolve(t, vs, m.dest)
-		if !ok {
+		if m.dest == nil {
 			continue
 		}
+		// A mirror the proxy has no cluster for is kept, as Istio keeps it:
+		// Envoy mirrors nothing to a cluster it does not have.
+		name, _, _ := sc.routeCluster(t, vs, m.dest)
 		out = append(out, &routev3.RouteAction_RequestMirrorPolicy{
-			Cluster:         ref.Name(),
+			Cluster:         name,
 			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: translate.Percent(m.pct, 0)},
 		})
 	}

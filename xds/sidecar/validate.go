@@ -21,6 +21,11 @@ type Resources struct {
 	Routes    []*routev3.RouteConfiguration
 	Clusters  []*clusterv3.Cluster
 	Endpoints []*endpointv3.ClusterLoadAssignment
+	// Missing are the clusters routes name on purpose although Clusters
+	// does not hold them: destinations the proxy has no cluster for, named
+	// as Istio names them (model.View.MissingClusters of the View the
+	// resources were generated from). Any other absent cluster is an error.
+	Missing map[string]bool
 }
 
 // Generate returns all four resource types for a proxy, checked with
@@ -40,6 +45,7 @@ func Generate(v *model.View) (*Resources, error) {
 	if r.Endpoints, err = Endpoints(v); err != nil {
 		return nil, err
 	}
+	r.Missing = v.MissingClusters()
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
@@ -130,9 +136,10 @@ func walk(m protoreflect.Message, onAny, onMsg func(proto.Message) error) error 
 }
 
 // Consistent checks the references between resources: every RDS name a
-// listener uses exists, every cluster a listener or route names exists
-// (tcp_proxy, route, weighted clusters, mirrors), every EDS cluster has an
-// assignment and every assignment a cluster; names are unique per type.
+// listener uses exists, every cluster a listener or route names exists or
+// is in Missing (tcp_proxy, route, weighted clusters, mirrors), every EDS
+// cluster has an assignment and every assignment a cluster; names are
+// unique per type.
 func (r *Resources) Consistent() error {
 	routes := make(map[string]bool)
 	for _, x := range r.Routes {
@@ -165,7 +172,7 @@ func (r *Resources) Consistent() error {
 		}
 	}
 	refs := func(where string, m proto.Message) error {
-		return CheckReferences(where, m, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] })
+		return CheckReferences(where, m, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] || r.Missing[n] })
 	}
 	seen := make(map[string]bool)
 	for _, l := range r.Listeners {
