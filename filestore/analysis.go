@@ -285,12 +285,12 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 		path := dp.String()
 		sev, why := a.missingSeverity()
 		a.add(o, path+".host", sev, CodeReferencedResourceNotFound,
-			"Referenced host not found: %s: the destination is dropped from the route and the others take its weight (add a ServiceEntry, or fix the host)%s", quote(host), why)
+			"Referenced host not found: %s: its share of the route fails, as in Istio (the route names a cluster that does not exist) (add a ServiceEntry, or fix the host)%s", quote(host), why)
 		return
 	}
 	if port := d.GetPort().GetNumber(); port != 0 && !strings.HasPrefix(host, "*") && !a.hasPort(host, port) {
 		a.add(o, dp.String()+".port.number", SeverityWarning, CodeReferencedResourceNotFound,
-			"Referenced host:port not found: %s: no ServiceEntry for the host has port %d, so the destination is dropped from the route and the others take its weight (fix the port)", quote(fmt.Sprintf("%s:%d", host, port)), port)
+			"Referenced host:port not found: %s: no ServiceEntry for the host has port %d, so its share of the route fails, as in Istio (fix the port)", quote(fmt.Sprintf("%s:%d", host, port)), port)
 	}
 	subset := d.GetSubset()
 	if subset == "" || strings.HasPrefix(host, "*") {
@@ -300,7 +300,7 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 	dr := a.destinationRuleFor(host, o.Namespace)
 	if dr == nil {
 		a.add(o, path+".subset", SeverityWarning, CodeReferencedResourceNotFound,
-			"Referenced host+subset in destinationrule not found: %s: no DestinationRule is for host %s, so the destination is dropped from the route and the others take its weight (define the subset in a DestinationRule)", quote(host+"+"+subset), quote(host))
+			"Referenced host+subset in destinationrule not found: %s: no DestinationRule is for host %s, so its share of the route fails, as in Istio (define the subset in a DestinationRule)", quote(host+"+"+subset), quote(host))
 		return
 	}
 	for _, s := range dr.Spec.(*networking.DestinationRule).GetSubsets() {
@@ -309,7 +309,7 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 		}
 	}
 	a.add(o, path+".subset", SeverityWarning, CodeReferencedResourceNotFound,
-		"Referenced host+subset in destinationrule not found: %s: DestinationRule %s/%s has no subset %s, so the destination is dropped from the route and the others take its weight (add the subset, or fix the name)", quote(host+"+"+subset), dr.Namespace, dr.Name, quote(subset))
+		"Referenced host+subset in destinationrule not found: %s: DestinationRule %s/%s has no subset %s, so its share of the route fails, as in Istio (add the subset, or fix the name)", quote(host+"+"+subset), dr.Namespace, dr.Name, quote(subset))
 }
 
 // hasPort reports whether a ServiceEntry for host has port.

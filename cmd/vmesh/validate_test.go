@@ -161,7 +161,7 @@ func TestValidateGitRef(t *testing.T) {
 // validate only counts.
 func TestValidateWarningsAndStrict(t *testing.T) {
 	want := []string{
-		"testdata/warnings/mesh.yaml:40: VirtualService/shop/ratings: http[0].route[1].destination.subset: warning IST0101: Referenced host+subset in destinationrule not found: \"ratings.shop.internal+v2\": DestinationRule shop/ratings has no subset \"v2\", so the destination is dropped from the route and the others take its weight (add the subset, or fix the name)",
+		"testdata/warnings/mesh.yaml:40: VirtualService/shop/ratings: http[0].route[1].destination.subset: warning IST0101: Referenced host+subset in destinationrule not found: \"ratings.shop.internal+v2\": DestinationRule shop/ratings has no subset \"v2\", so its share of the route fails, as in Istio (add the subset, or fix the name)",
 		"testdata/warnings/telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: Telemetry is an Istio kind vmesh does not implement: the document is accepted and ignored",
 	}
 	out, code := runVMesh(t, "validate", "testdata/warnings")
