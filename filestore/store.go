@@ -383,7 +383,7 @@ func (s *Store) publish(touched map[Key]struct{}) {
 
 // sortedKind returns the sorted list of a kind's objects in byKey, given
 // the previous list and the keys that may have changed: the previous list
-// edited in place of a copy when few changed, else sorted anew.
+// merged with the changed keys when few changed, else sorted anew.
 func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []*Object {
 	var keys []Key
 	for k := range touched {
@@ -401,22 +401,27 @@ func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowm
 		slices.SortFunc(out, compareObjects)
 		return out
 	}
-	out := slices.Clone(prev)
+	// One merge pass over prev, the keys in list order: inserting and
+	// deleting each key in place would move the list's tail once per key.
+	slices.SortFunc(keys, func(a, b Key) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	out := make([]*Object, 0, len(prev)+len(keys))
+	i := 0
 	for _, k := range keys {
-		i, found := slices.BinarySearchFunc(out, k, func(o *Object, k Key) int {
+		j, found := slices.BinarySearchFunc(prev[i:], k, func(o *Object, k Key) int {
 			return cmp.Or(cmp.Compare(o.Namespace, k.Namespace), cmp.Compare(o.Name, k.Name))
 		})
-		o, _ := byKey.Get(k)
-		switch {
-		case o == nil && found:
-			out = slices.Delete(out, i, i+1)
-		case o != nil && found:
-			out[i] = o
-		case o != nil:
-			out = slices.Insert(out, i, o)
+		out = append(out, prev[i:i+j]...)
+		i += j
+		if found {
+			i++
+		}
+		if o, _ := byKey.Get(k); o != nil {
+			out = append(out, o)
 		}
 	}
-	return out
+	return append(out, prev[i:]...)
 }
 
 func compareObjects(a, b *Object) int {

@@ -180,11 +180,27 @@ func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) [
 	}
 	var out []*filestore.Object
 	for _, o := range cands {
-		if LabelsMatch(selector, workloadLabels(o, o.Spec.(*networking.WorkloadEntry))) {
+		if workloadMatches(selector, o, o.Spec.(*networking.WorkloadEntry)) {
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// workloadMatches is LabelsMatch(selector, workloadLabels(o, we)) without
+// building the merged labels (a selector scans every entry of a
+// namespace): the entry's spec labels win over its metadata labels.
+func workloadMatches(selector map[string]string, o *filestore.Object, we *networking.WorkloadEntry) bool {
+	for k, v := range selector {
+		lv, ok := we.GetLabels()[k]
+		if !ok {
+			lv, ok = o.Labels[k]
+		}
+		if !ok || lv != v {
+			return false
+		}
+	}
+	return true
 }
 
 // LabelsMatch reports whether labels carry every selector entry (an empty

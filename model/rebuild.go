@@ -55,23 +55,40 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 	all := fs.List(filestore.KindWorkloadEntry)
 	for ns := range namespaces {
 		lo, _ := slices.BinarySearchFunc(all, ns, func(o *filestore.Object, ns string) int { return cmp.Compare(o.Namespace, ns) })
-		hi := lo
-		for hi < len(all) && all[hi].Namespace == ns {
-			hi++
+		// The first entry past the namespace: searched, not walked (a
+		// namespace may hold 100,000 entries).
+		hi, _ := slices.BinarySearchFunc(all[lo:], ns, func(o *filestore.Object, ns string) int {
+			if o.Namespace == ns {
+				return -1
+			}
+			return cmp.Compare(o.Namespace, ns)
+		})
+		entries[ns] = all[lo : lo+hi]
+	}
+	// The changed entries as they are now, looked up once (not once per
+	// ServiceEntry).
+	type current struct {
+		o  *filestore.Object
+		we *networking.WorkloadEntry
+	}
+	now := make([]current, 0, len(changed))
+	for k := range changed {
+		if wo := fs.Get(k); wo != nil {
+			if we, ok := wo.Spec.(*networking.WorkloadEntry); ok {
+				now = append(now, current{wo, we})
+			}
 		}
-		entries[ns] = all[lo:hi]
 	}
 	for _, o := range fs.List(filestore.KindServiceEntry) {
+		if len(now) == 0 {
+			break
+		}
 		se, ok := o.Spec.(*networking.ServiceEntry)
 		if !ok || !namespaces[o.Namespace] || se.GetWorkloadSelector() == nil {
 			continue
 		}
-		for k := range changed {
-			wo := fs.Get(k)
-			if wo == nil || wo.Namespace != o.Namespace {
-				continue
-			}
-			if we, ok := wo.Spec.(*networking.WorkloadEntry); ok && LabelsMatch(se.GetWorkloadSelector().GetLabels(), workloadLabels(wo, we)) {
+		for _, c := range now {
+			if c.o.Namespace == o.Namespace && workloadMatches(se.GetWorkloadSelector().GetLabels(), c.o, c.we) {
 				ses[o.Key] = true
 				break
 			}
