@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
 )
 
@@ -46,45 +49,18 @@ func startVMApp(t *testing.T, addr string) func() {
 // another client reaches; a failing probe takes it out; stopping the agent
 // removes the WorkloadEntry after the grace period.
 func TestAgentAutoRegistration(t *testing.T) {
-	appLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appAddr := appLis.Addr().String()
-	appLis.Close()
-	_, appPort, _ := net.SplitHostPort(appAddr)
-
-	dir := t.TempDir()
-	cfgYAML := fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ledger, namespace: fin}
-spec:
-  hosts: [ledger.fin.internal]
-  ports: [{number: 7070, name: grpc, protocol: GRPC}]
-  resolution: STATIC
-  workloadSelector: {labels: {app: ledger}}
----
-apiVersion: networking.istio.io/v1
+	cp, appAddr, appPort := ledgerPlane(t, `apiVersion: networking.istio.io/v1
 kind: WorkloadGroup
 metadata: {name: ledger, namespace: fin}
 spec:
   metadata: {labels: {app: ledger}}
   template:
-    ports: {grpc: %s}
+    ports: {grpc: APP_PORT}
     serviceAccount: ledger
   probe:
     periodSeconds: 1
-    tcpSocket: {port: %s}
-`, appPort, appPort)
-	if err := os.WriteFile(filepath.Join(dir, "ledger.yaml"), []byte(cfgYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = dir
-	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
-	cfg.RegistrationGrace = time.Second
-	cp := start(t, cfg)
-	waitReady(t, cp)
+    tcpSocket: {port: APP_PORT}
+`)
 
 	// The VM's onboarding bundle, as `vmesh vm bundle` writes it.
 	bundleDir := filepath.Join(t.TempDir(), "bundle")
@@ -141,6 +117,37 @@ spec:
 	if since := time.Since(stopped); since < 900*time.Millisecond {
 		t.Fatalf("removed after %s, before the 1s grace period", since)
 	}
+}
+
+// ledgerPlane runs a ready control plane (1 s registration grace, a short
+// debounce) whose config is the ServiceEntry ledger.fin.internal selecting
+// app=ledger plus extra, with APP_PORT replaced by the port the VM's
+// application is to listen on; it returns the plane and that address.
+func ledgerPlane(t *testing.T, extra string) (cp *controlplane.ControlPlane, appAddr, appPort string) {
+	t.Helper()
+	appPort = strconv.Itoa(testenv.FreePort(t))
+	appAddr = net.JoinHostPort("127.0.0.1", appPort)
+	dir := t.TempDir()
+	cfgYAML := `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ledger, namespace: fin}
+spec:
+  hosts: [ledger.fin.internal]
+  ports: [{number: 7070, name: grpc, protocol: GRPC}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: ledger}}
+---
+` + strings.ReplaceAll(extra, "APP_PORT", appPort)
+	if err := os.WriteFile(filepath.Join(dir, "ledger.yaml"), []byte(cfgYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.DefaultConfig()
+	cfg.ConfigDir = dir
+	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
+	cfg.RegistrationGrace = time.Second
+	cp = start(t, cfg)
+	waitReady(t, cp)
+	return cp, appAddr, appPort
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

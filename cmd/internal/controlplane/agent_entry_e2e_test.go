@@ -2,9 +2,6 @@ package controlplane_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
 )
@@ -26,25 +22,7 @@ import (
 // grace period after the agent stops, its health is unknown and it is no
 // endpoint.
 func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
-	appLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appAddr := appLis.Addr().String()
-	appLis.Close()
-	_, appPort, _ := net.SplitHostPort(appAddr)
-
-	dir := t.TempDir()
-	cfgYAML := fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ledger, namespace: fin}
-spec:
-  hosts: [ledger.fin.internal]
-  ports: [{number: 7070, name: grpc, protocol: GRPC}]
-  resolution: STATIC
-  workloadSelector: {labels: {app: ledger}}
----
-apiVersion: networking.istio.io/v1
+	cp, appAddr, appPort := ledgerPlane(t, `apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
 metadata:
   name: ledger-vm-1
@@ -53,18 +31,9 @@ metadata:
 spec:
   address: 127.0.0.1
   labels: {app: ledger}
-  ports: {grpc: %s}
+  ports: {grpc: APP_PORT}
   serviceAccount: ledger
-`, appPort)
-	if err := os.WriteFile(filepath.Join(dir, "ledger.yaml"), []byte(cfgYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := controlplane.DefaultConfig()
-	cfg.ConfigDir = dir
-	cfg.DebounceQuiet, cfg.DebounceMax = 20*time.Millisecond, 200*time.Millisecond
-	cfg.RegistrationGrace = time.Second
-	cp := start(t, cfg)
-	waitReady(t, cp)
+`)
 	entry := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm-1"}
 	healthOf := func() *bool { return cp.Store().Snapshot().Get(entry).Healthy }
 	if h := healthOf(); h != nil {
