@@ -40,6 +40,8 @@ import (
 	"github.com/vmesh/vmesh/agents/sds"
 	"github.com/vmesh/vmesh/agents/xdsproxy"
 	"github.com/vmesh/vmesh/ca"
+	"google.golang.org/protobuf/types/known/anypb"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // seen is one request as the control plane saw it.
@@ -52,8 +54,10 @@ type seen struct {
 }
 
 // controlPlane is a recording ADS server on the CA's TLS port that
-// authenticates callers by their mesh certificate. It answers nothing:
-// the agent's part is to connect and report, not to be configured.
+// authenticates callers by their mesh certificate. It answers only the
+// agent's request for its WorkloadGroup, with a group without a probe
+// (the VM is then healthy): the agent's part is to connect and report,
+// not to be configured.
 type controlPlane struct {
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
 	ca   *ca.CA
@@ -75,6 +79,15 @@ func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscove
 			node = r.GetNode()
 		}
 		c.reqs <- seen{peer: id.String(), node: node, typeURL: r.GetTypeUrl(), healthy: r.GetErrorDetail() == nil, detail: r.GetErrorDetail().GetMessage()}
+		if r.GetTypeUrl() == xdsproxy.WorkloadGroupType && r.GetResponseNonce() == "" {
+			wg, err := anypb.New(&networking.WorkloadGroup{})
+			if err != nil {
+				return err
+			}
+			if err := s.Send(&discoveryv3.DiscoveryResponse{TypeUrl: r.GetTypeUrl(), VersionInfo: "1", Nonce: "1", Resources: []*anypb.Any{wg}}); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -331,7 +344,7 @@ func TestEnvoyVM(t *testing.T) {
 
 	// The agent's own stream, registering the VM.
 	var agentStream seen
-	for agentStream.node.GetMetadata().GetFields()["AUTO_REGISTER_GROUP"].GetStringValue() != "cart-vms" {
+	for !agentStream.healthy || agentStream.node.GetMetadata().GetFields()["AUTO_REGISTER_GROUP"].GetStringValue() != "cart-vms" {
 		agentStream = r.next(t, xdsproxy.HealthInfoType)
 	}
 

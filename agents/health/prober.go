@@ -61,8 +61,15 @@ func NewProber(p *Probe, defaultHost string, rep Reporter, logger *slog.Logger, 
 		defaultHost = "127.0.0.1"
 	}
 	pr := &Prober{host: defaultHost, rep: rep, log: logger, met: newMetrics(reg), changed: make(chan struct{}, 1)}
-	if err := pr.SetProbe(p); err != nil {
-		return nil, err
+	// Not SetProbe: that signals a change, and a nil probe's change
+	// reports the workload healthy before anything has said so (the
+	// agent waits for its WorkloadGroup first).
+	if p != nil {
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+		d := p.withDefaults()
+		pr.probe = &d
 	}
 	return pr, nil
 }
