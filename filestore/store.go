@@ -124,7 +124,7 @@ type Conflict struct {
 type Snapshot struct {
 	// Revision counts effective changes to the Store since it was created.
 	Revision int64
-	byKind   map[Kind][]*Object
+	byKind   map[Kind]*sortedList
 	byKey    *cowmap.Map[Key, *Object]
 	// Sources holds every source's status, sorted by name.
 	Sources []SourceStatus
@@ -134,7 +134,12 @@ type Snapshot struct {
 
 // List returns the objects of one kind sorted by namespace and name. The
 // slice is shared: do not modify it.
-func (s *Snapshot) List(kind Kind) []*Object { return s.byKind[kind] }
+func (s *Snapshot) List(kind Kind) []*Object {
+	if l := s.byKind[kind]; l != nil {
+		return l.get(s.byKey)
+	}
+	return nil
+}
 
 // Get returns the object with the key, or nil.
 func (s *Snapshot) Get(k Key) *Object {
@@ -199,7 +204,7 @@ type sourceState struct {
 func NewStore() *Store {
 	return &Store{
 		sources: make(map[string]*sourceState),
-		current: &Snapshot{byKind: map[Kind][]*Object{}, byKey: cowmap.New[Key, *Object]()},
+		current: &Snapshot{byKind: map[Kind]*sortedList{}, byKey: cowmap.New[Key, *Object]()},
 		subs:    make(map[*Subscription]struct{}),
 	}
 }
@@ -365,7 +370,7 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	if len(kindsDirty) > 0 {
 		next.byKind = maps.Clone(old.byKind)
 		for kind := range kindsDirty {
-			next.byKind[kind] = sortedKind(old.byKind[kind], kind, touched, byKey)
+			next.byKind[kind] = nextList(old.byKind[kind], kind, touched, byKey)
 		}
 	}
 	for _, st := range order {
@@ -379,49 +384,6 @@ func (s *Store) publish(touched map[Key]struct{}) {
 			sub.add(s.revision, changed)
 		}
 	}
-}
-
-// sortedKind returns the sorted list of a kind's objects in byKey, given
-// the previous list and the keys that may have changed: the previous list
-// merged with the changed keys when few changed, else sorted anew.
-func sortedKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []*Object {
-	var keys []Key
-	for k := range touched {
-		if k.Kind == kind {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys)*8 > len(prev) {
-		var out []*Object
-		for k, o := range byKey.All() {
-			if k.Kind == kind {
-				out = append(out, o)
-			}
-		}
-		slices.SortFunc(out, compareObjects)
-		return out
-	}
-	// One merge pass over prev, the keys in list order: inserting and
-	// deleting each key in place would move the list's tail once per key.
-	slices.SortFunc(keys, func(a, b Key) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	out := make([]*Object, 0, len(prev)+len(keys))
-	i := 0
-	for _, k := range keys {
-		j, found := slices.BinarySearchFunc(prev[i:], k, func(o *Object, k Key) int {
-			return cmp.Or(cmp.Compare(o.Namespace, k.Namespace), cmp.Compare(o.Name, k.Name))
-		})
-		out = append(out, prev[i:i+j]...)
-		i += j
-		if found {
-			i++
-		}
-		if o, _ := byKey.Get(k); o != nil {
-			out = append(out, o)
-		}
-	}
-	return append(out, prev[i:]...)
 }
 
 func compareObjects(a, b *Object) int {

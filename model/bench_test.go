@@ -1,11 +1,14 @@
 package model_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // BenchmarkBuild builds the model for 1,000 services x 10 endpoints with 100
@@ -44,35 +47,46 @@ func TestFixtureBuilds(t *testing.T) {
 	}
 }
 
-// BenchmarkRebuildOneEntry100k rebuilds the model after one WorkloadEntry
-// changed, among 10,000 services x 10 entries in one namespace (the shape
-// of 100,000 Dubbo providers): the changed service's selector scans the
-// namespace's entries.
-func BenchmarkRebuildOneEntry100k(b *testing.B) {
-	st := filestore.NewStore()
-	src := filestore.Source{Name: "bench", Class: filestore.ClassRegistry}
-	objs := modeltest.Objects(modeltest.Size{Services: 10000, EndpointsPerService: 10, Namespaces: 1})
-	if err := st.Replace(src, objs); err != nil {
-		b.Fatal(err)
-	}
-	prev := model.Build(st.Snapshot())
-	var entry *filestore.Object
-	for _, o := range objs {
-		if o.Kind == filestore.KindWorkloadEntry {
-			entry = o
-			break
-		}
-	}
-	sub := st.Subscribe()
-	defer sub.Close()
-	changed := []*filestore.Object{{Key: entry.Key, Labels: entry.Labels, Annotations: map[string]string{"rev": "1"}, Spec: entry.Spec}, entry}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		if err := st.Update(src, []*filestore.Object{changed[i%2]}, nil); err != nil {
-			b.Fatal(err)
-		}
-		ch := sub.Take()
-		prev = model.Rebuild(prev, st.Snapshot(), ch.Keys)
+// BenchmarkRebuildOneEntry rebuilds the model after one WorkloadEntry
+// moved to another address, among services x 10 entries in one namespace
+// (the shape of 10,000 and 100,000 Dubbo providers), and compares the
+// snapshots as the xDS cache does: the Store's update, model.Rebuild and
+// model.Compare. Its cost per change should not grow with the entries.
+func BenchmarkRebuildOneEntry(b *testing.B) {
+	for _, services := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("providers=%d", services*10), func(b *testing.B) {
+			st := filestore.NewStore()
+			src := filestore.Source{Name: "bench", Class: filestore.ClassRegistry}
+			objs := modeltest.Objects(modeltest.Size{Services: services, EndpointsPerService: 10, Namespaces: 1})
+			if err := st.Replace(src, objs); err != nil {
+				b.Fatal(err)
+			}
+			prev := model.Build(st.Snapshot())
+			var entry *filestore.Object
+			for _, o := range objs {
+				if o.Kind == filestore.KindWorkloadEntry {
+					entry = o
+					break
+				}
+			}
+			moved := proto.Clone(entry.Spec).(*networking.WorkloadEntry)
+			moved.Address = "10.255.0.1"
+			sub := st.Subscribe()
+			defer sub.Close()
+			changed := []*filestore.Object{{Key: entry.Key, Labels: entry.Labels, Spec: moved}, entry}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if err := st.Update(src, []*filestore.Object{changed[i%2]}, nil); err != nil {
+					b.Fatal(err)
+				}
+				ch := sub.Take()
+				next := model.Rebuild(prev, st.Snapshot(), ch.Keys)
+				if d := model.Compare(prev, next); len(d.Endpoints) != 1 {
+					b.Fatalf("%d hosts' endpoints changed, want 1", len(d.Endpoints))
+				}
+				prev = next
+			}
+		})
 	}
 }

@@ -33,7 +33,9 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 			Commit:     shortCommit(fs.Commit()),
 			Mesh:       meshOf(fs, mesh).withDefaults(),
 			baseMesh:   mesh,
-			byHost:     make(map[string][]*Service),
+			byHost:     make(map[string]hostRange),
+			id:         &snapshotID{},
+			source:     fs,
 			vsByHost:   make(map[string][]*VirtualService),
 			drByHost:   make(map[string][]*DestinationRule),
 			sidecarsNS: make(map[string][]*Sidecar),
@@ -49,9 +51,18 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 	slices.SortFunc(b.s.Services, func(a, c *Service) int {
 		return cmp.Or(cmp.Compare(a.Hostname, c.Hostname), cmp.Compare(a.Namespace, c.Namespace))
 	})
-	for _, svc := range b.s.Services {
-		b.s.byHost[svc.Hostname] = append(b.s.byHost[svc.Hostname], svc)
+	b.s.servicesOf = make(map[filestore.Key][]int)
+	for i, svc := range b.s.Services {
+		r, ok := b.s.byHost[svc.Hostname]
+		if !ok {
+			r.lo = i
+		}
+		r.hi = i + 1
+		b.s.byHost[svc.Hostname] = r
+		k := filestore.Key{Kind: filestore.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}
+		b.s.servicesOf[k] = append(b.s.servicesOf[k], i)
 	}
+	b.s.seIndex = indexSelectors(fs.List(filestore.KindServiceEntry))
 	assignVIPs(b.s.Services)
 	b.addRouting(fs)
 	for _, o := range fs.List(filestore.KindSidecar) {
@@ -273,9 +284,7 @@ func (b *builder) endpoints(o *filestore.Object, se *networking.ServiceEntry) []
 			eps = append(eps, endpointFrom(we, workloadLabels(wo, we), wo.Namespace+"/"+wo.Name))
 		}
 	}
-	slices.SortFunc(eps, func(a, c *Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Address, c.Address), cmp.Compare(a.Origin, c.Origin))
-	})
+	slices.SortFunc(eps, compareEndpoints)
 	return eps
 }
 

@@ -70,25 +70,16 @@ func Compare(prev, next *Snapshot) *Diff {
 		d.endpointsOnly = false
 		return d
 	}
-	for h, n := range next.byHost {
-		o := prev.byHost[h]
-		if len(o) != len(n) {
-			d.Services[h] = true
-			d.endpointsOnly = false
-			continue
+	if next.delta != nil && next.delta.from == prev.id {
+		// Rebuilt from prev by replacing the services of these hosts; the
+		// rest, routing included, is prev's.
+		for h := range next.delta.hosts {
+			d.compareHost(h, prev.ServicesForHost(h), next.ServicesForHost(h))
 		}
-		for i := range n {
-			if o[i] == n[i] {
-				continue
-			}
-			if !sameServiceBesidesEndpoints(o[i], n[i]) {
-				d.Services[h] = true
-				d.endpointsOnly = false
-			} else if !SameEndpoints(o[i].Endpoints, n[i].Endpoints) {
-				d.Services[h] = true
-				d.Endpoints[h] = true
-			}
-		}
+		return d
+	}
+	for h := range next.byHost {
+		d.compareHost(h, prev.ServicesForHost(h), next.ServicesForHost(h))
 	}
 	for h := range prev.byHost {
 		if _, ok := next.byHost[h]; !ok {
@@ -99,6 +90,28 @@ func Compare(prev, next *Snapshot) *Diff {
 	diffBound(prev.vsByHost, next.vsByHost, sameVirtualService, d.VirtualServices)
 	diffBound(prev.drByHost, next.drByHost, sameDestinationRule, d.DestinationRules)
 	return d
+}
+
+// compareHost adds host to the diff when its services o (prev's) and n
+// differ.
+func (d *Diff) compareHost(h string, o, n []*Service) {
+	if len(o) != len(n) {
+		d.Services[h] = true
+		d.endpointsOnly = false
+		return
+	}
+	for i := range n {
+		if o[i] == n[i] {
+			continue
+		}
+		if !sameServiceBesidesEndpoints(o[i], n[i]) {
+			d.Services[h] = true
+			d.endpointsOnly = false
+		} else if !SameEndpoints(o[i].Endpoints, n[i].Endpoints) {
+			d.Services[h] = true
+			d.Endpoints[h] = true
+		}
+	}
 }
 
 // diffBound adds to out the hosts whose bound lists differ.

@@ -6,6 +6,7 @@
 package model
 
 import (
+	"github.com/vmesh/vmesh/filestore"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -66,7 +67,10 @@ type Snapshot struct {
 	// Problems lists config that was ignored while building, sorted.
 	Problems []Problem
 
-	byHost     map[string][]*Service
+	// byHost maps a host to its services' range in Services (contiguous:
+	// Services is sorted by host), so a snapshot that replaces services in
+	// place (Rebuild) shares it.
+	byHost     map[string]hostRange
 	vsByHost   map[string][]*VirtualService
 	drByHost   map[string][]*DestinationRule
 	sidecarsNS map[string][]*Sidecar
@@ -79,6 +83,35 @@ type Snapshot struct {
 	raByNS   map[string][]*RequestAuthentication
 	// jwks holds the key sets fetched for jwksUris, by URI.
 	jwks map[string]JWKS
+
+	// id tells this snapshot apart from others built from the same Store
+	// revision; delta, when set, says what Rebuild changed from the
+	// snapshot whose id it names (Compare then looks at no more).
+	id    *snapshotID
+	delta *rebuildDelta
+	// source is the Store snapshot this one was built from: Rebuild reads
+	// the earlier versions of changed WorkloadEntries from it.
+	source *filestore.Snapshot
+	// seIndex finds the ServiceEntries whose selector may match a
+	// WorkloadEntry, and servicesOf each ServiceEntry's services (their
+	// indexes in Services); both are shared by the snapshots Rebuild
+	// makes without changing ServiceEntries.
+	seIndex    *selectorIndex
+	servicesOf map[filestore.Key][]int
+}
+
+// hostRange is the range [lo, hi) of Services holding one host.
+type hostRange struct{ lo, hi int }
+
+// snapshotID is a snapshot's identity (not zero-sized: distinct values
+// must have distinct addresses).
+type snapshotID struct{ _ byte }
+
+// rebuildDelta is what an endpoints-only Rebuild changed: the hosts whose
+// services it replaced, relative to the snapshot from.
+type rebuildDelta struct {
+	from  *snapshotID
+	hosts map[string]bool
 }
 
 // Problem is a piece of config the model could not use.
@@ -210,7 +243,13 @@ func (s *Sidecar) Key() string { return s.Namespace + "/" + s.Name }
 
 // ServicesForHost returns the services (one per defining namespace) for a
 // host, sorted by namespace.
-func (s *Snapshot) ServicesForHost(host string) []*Service { return s.byHost[host] }
+func (s *Snapshot) ServicesForHost(host string) []*Service {
+	r, ok := s.byHost[host]
+	if !ok {
+		return nil
+	}
+	return s.Services[r.lo:r.hi:r.hi]
+}
 
 // VirtualServicesForHost returns the VirtualServices whose hosts match host
 // exactly or by wildcard, exact matches first, then by namespace and name.

@@ -11,139 +11,199 @@ import (
 )
 
 // Rebuild returns the snapshot BuildWith(fs, mesh) would return, given
-// prev, built with BuildWith(_, mesh) from an earlier Store snapshot,
-// and changed, a superset of the keys whose objects differ between that
-// Store snapshot and fs. When every changed key is a WorkloadEntry it
-// recomputes only the endpoints of the services that held or now select
-// those entries; when every changed key is a VirtualService or
-// DestinationRule, only the routing. Everything else is shared with prev,
-// which stays unchanged, and unchanged services keep their pointers (so
-// Compare is cheap). Otherwise, or without prev, it builds in full.
+// prev, built with BuildWith(_, mesh) from an earlier Store snapshot (or
+// by Rebuild from one), and changed, a superset of the keys whose objects
+// differ between that Store snapshot and fs. When every changed key is a
+// WorkloadEntry it recomputes only the endpoints of the services whose
+// selectors matched those entries before or match them now, from those
+// services' previous endpoints: its cost follows what changed, not the
+// number of entries or services. When every changed key is a
+// VirtualService or DestinationRule, only the routing. Everything else is
+// shared with prev, which stays unchanged, and unchanged services keep
+// their pointers (so Compare is cheap). Otherwise, or without prev, it
+// builds in full.
 func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]struct{}) *Snapshot {
-	if prev == nil {
+	switch {
+	case prev == nil:
 		return Build(fs)
-	}
-	if onlyKinds(changed, filestore.KindVirtualService, filestore.KindDestinationRule) {
+	case onlyKinds(changed, filestore.KindVirtualService, filestore.KindDestinationRule):
 		return rebuildRouting(prev, fs)
-	}
-	if !onlyKinds(changed, filestore.KindWorkloadEntry) {
+	case onlyKinds(changed, filestore.KindWorkloadEntry) && prev.source != nil:
+		return rebuildEndpoints(prev, fs, changed)
+	default:
 		return BuildWith(fs, prev.baseMesh)
 	}
-	// The ServiceEntries whose endpoints may differ: those whose services
-	// held a changed entry, and those whose selector matches one now.
-	ses := map[filestore.Key]bool{}
-	origins := make(map[string]bool, len(changed))
-	namespaces := map[string]bool{}
-	for k := range changed {
-		origins[k.Namespace+"/"+k.Name] = true
-		namespaces[k.Namespace] = true
-	}
-	for _, svc := range prev.Services {
-		if !namespaces[svc.Namespace] {
-			continue
-		}
-		for _, e := range svc.Endpoints {
-			if origins[e.Origin] {
-				ses[filestore.Key{Kind: filestore.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}] = true
-				break
-			}
-		}
-	}
-	// The namespaces' entries: ranges of the list, which is sorted by
-	// namespace.
-	entries := map[string][]*filestore.Object{}
-	all := fs.List(filestore.KindWorkloadEntry)
-	for ns := range namespaces {
-		lo, _ := slices.BinarySearchFunc(all, ns, func(o *filestore.Object, ns string) int { return cmp.Compare(o.Namespace, ns) })
-		// The first entry past the namespace: searched, not walked (a
-		// namespace may hold 100,000 entries).
-		hi, _ := slices.BinarySearchFunc(all[lo:], ns, func(o *filestore.Object, ns string) int {
-			if o.Namespace == ns {
-				return -1
-			}
-			return cmp.Compare(o.Namespace, ns)
-		})
-		entries[ns] = all[lo : lo+hi]
-	}
-	// The changed entries as they are now, looked up once (not once per
-	// ServiceEntry).
-	type current struct {
-		o  *filestore.Object
-		we *networking.WorkloadEntry
-	}
-	now := make([]current, 0, len(changed))
-	for k := range changed {
-		if wo := fs.Get(k); wo != nil {
-			if we, ok := wo.Spec.(*networking.WorkloadEntry); ok {
-				now = append(now, current{wo, we})
-			}
-		}
-	}
-	for _, o := range fs.List(filestore.KindServiceEntry) {
-		if len(now) == 0 {
-			break
-		}
-		se, ok := o.Spec.(*networking.ServiceEntry)
-		if !ok || !namespaces[o.Namespace] || se.GetWorkloadSelector() == nil {
-			continue
-		}
-		for _, c := range now {
-			if c.o.Namespace == o.Namespace && workloadMatches(se.GetWorkloadSelector().GetLabels(), c.o, c.we) {
-				ses[o.Key] = true
-				break
-			}
-		}
-	}
+}
 
+// workloadVersion is one version of a changed WorkloadEntry.
+type workloadVersion struct {
+	o  *filestore.Object
+	we *networking.WorkloadEntry
+}
+
+// workloadEntryOf returns o as a WorkloadEntry version; ok is false when
+// o is nil or not a WorkloadEntry.
+func workloadEntryOf(o *filestore.Object) (workloadVersion, bool) {
+	if o == nil {
+		return workloadVersion{}, false
+	}
+	we, ok := o.Spec.(*networking.WorkloadEntry)
+	return workloadVersion{o, we}, ok
+}
+
+// rebuildEndpoints is Rebuild for changes to WorkloadEntries only.
+func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]struct{}) *Snapshot {
 	next := *prev
 	next.Revision = fs.Revision
 	next.Commit = shortCommit(fs.Commit())
+	next.id, next.source = &snapshotID{}, fs
+	delta := &rebuildDelta{from: prev.id, hosts: map[string]bool{}}
+	next.delta = delta
+
+	// The ServiceEntries whose endpoints may differ: those whose selector
+	// matched a changed entry as it was (their services hold it) or
+	// matches it as it is now.
+	origins := make(map[string]bool, len(changed))
+	var now []workloadVersion
+	ses := map[filestore.Key]*filestore.Object{}
+	for k := range changed {
+		origins[k.Namespace+"/"+k.Name] = true
+		old, _ := workloadEntryOf(prev.source.Get(k))
+		cur, ok := workloadEntryOf(fs.Get(k))
+		if ok {
+			now = append(now, cur)
+		}
+		for _, v := range []workloadVersion{old, cur} {
+			if v.o == nil {
+				continue
+			}
+			prev.seIndex.matching(v, func(se *filestore.Object) { ses[se.Key] = se })
+		}
+	}
 	if len(ses) == 0 {
 		return &next
 	}
-	// Few services change: their selectors scan the namespace's entries
-	// rather than index them all (selectWorkloadEntries without an index).
-	b := &builder{s: &next, weAll: entries}
-	eps := make(map[filestore.Key][]*Endpoint, len(ses))
-	for k := range ses {
-		if o := fs.Get(k); o != nil {
-			if se, ok := o.Spec.(*networking.ServiceEntry); ok {
-				eps[k] = b.endpoints(o, se)
-			}
+	slices.SortFunc(now, func(a, c workloadVersion) int {
+		return cmp.Compare(a.o.Namespace+"/"+a.o.Name, c.o.Namespace+"/"+c.o.Name)
+	})
+
+	next.Services = slices.Clone(prev.Services)
+	for k, o := range ses {
+		idx := prev.servicesOf[k]
+		se := o.Spec.(*networking.ServiceEntry)
+		if len(idx) == 0 || Resolution(se.GetResolution()) == ResolutionNone {
+			continue // no services, or services without endpoints
 		}
-	}
-	next.Services = make([]*Service, len(prev.Services))
-	next.byHost = maps.Clone(prev.byHost)
-	for i, svc := range prev.Services {
-		k := filestore.Key{Kind: filestore.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}
-		list, ok := eps[k]
-		if !ok {
-			next.Services[i] = svc
-			continue
+		// Every host of the entry has the same endpoints (hostEndpoints
+		// changes nothing for an entry with a selector but NONE).
+		eps := replaceEndpoints(prev.Services[idx[0]].Endpoints, origins, selectedNow(o, se, now))
+		for _, i := range idx {
+			n := *prev.Services[i]
+			n.Endpoints = eps
+			next.Services[i] = &n
+			delta.hosts[n.Hostname] = true
 		}
-		o := fs.Get(k)
-		n := *svc
-		n.Endpoints = hostEndpoints(o, o.Spec.(*networking.ServiceEntry), svc.Hostname, list)
-		next.Services[i] = &n
-		hs := make([]*Service, len(prev.byHost[svc.Hostname]))
-		for j, h := range prev.byHost[svc.Hostname] {
-			hs[j] = h
-			if h == svc {
-				hs[j] = &n
-			}
-		}
-		// A host defined in several namespaces may be replaced twice: keep
-		// the earlier replacements.
-		if cur := next.byHost[svc.Hostname]; len(cur) == len(hs) {
-			for j := range hs {
-				if cur[j] != prev.byHost[svc.Hostname][j] {
-					hs[j] = cur[j]
-				}
-			}
-		}
-		next.byHost[svc.Hostname] = hs
 	}
 	return &next
+}
+
+// selectedNow returns the endpoints of the changed entries, as they are
+// now, that the ServiceEntry o selects, sorted as endpoints are.
+func selectedNow(o *filestore.Object, se *networking.ServiceEntry, now []workloadVersion) []*Endpoint {
+	var out []*Endpoint
+	sel := se.GetWorkloadSelector().GetLabels()
+	for _, v := range now {
+		if v.o.Namespace != o.Namespace || !workloadMatches(sel, v.o, v.we) || !healthy(v.o) || v.we.GetAddress() == "" {
+			continue
+		}
+		out = append(out, endpointFrom(v.we, workloadLabels(v.o, v.we), v.o.Namespace+"/"+v.o.Name))
+	}
+	slices.SortFunc(out, compareEndpoints)
+	return out
+}
+
+// replaceEndpoints returns prev (sorted) without the endpoints of origins,
+// merged with add (sorted): one pass over prev.
+func replaceEndpoints(prev []*Endpoint, origins map[string]bool, add []*Endpoint) []*Endpoint {
+	out := make([]*Endpoint, 0, len(prev)+len(add))
+	for _, e := range prev {
+		if origins[e.Origin] {
+			continue
+		}
+		for len(add) > 0 && compareEndpoints(add[0], e) < 0 {
+			out = append(out, add[0])
+			add = add[1:]
+		}
+		out = append(out, e)
+	}
+	out = append(out, add...)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// compareEndpoints orders endpoints by address, then origin.
+func compareEndpoints(a, c *Endpoint) int {
+	return cmp.Or(cmp.Compare(a.Address, c.Address), cmp.Compare(a.Origin, c.Origin))
+}
+
+// selectorIndex finds the ServiceEntries whose workloadSelector may match
+// a WorkloadEntry without looking at the others: each entry with selector
+// labels is indexed under one of them (an entry it matches carries that
+// label), those with an empty selector under their namespace.
+type selectorIndex struct {
+	byLabel map[string]map[labelKV][]*filestore.Object
+	all     map[string][]*filestore.Object
+}
+
+// indexSelectors indexes the ServiceEntries with a workloadSelector.
+func indexSelectors(list []*filestore.Object) *selectorIndex {
+	x := &selectorIndex{byLabel: map[string]map[labelKV][]*filestore.Object{}, all: map[string][]*filestore.Object{}}
+	for _, o := range list {
+		se, ok := o.Spec.(*networking.ServiceEntry)
+		if !ok || se.GetWorkloadSelector() == nil {
+			continue
+		}
+		sel := se.GetWorkloadSelector().GetLabels()
+		if len(sel) == 0 {
+			x.all[o.Namespace] = append(x.all[o.Namespace], o)
+			continue
+		}
+		k := slices.Min(slices.Collect(maps.Keys(sel)))
+		m := x.byLabel[o.Namespace]
+		if m == nil {
+			m = map[labelKV][]*filestore.Object{}
+			x.byLabel[o.Namespace] = m
+		}
+		m[labelKV{k, sel[k]}] = append(m[labelKV{k, sel[k]}], o)
+	}
+	return x
+}
+
+// matching calls f with each ServiceEntry whose selector matches v.
+func (x *selectorIndex) matching(v workloadVersion, f func(*filestore.Object)) {
+	try := func(cands []*filestore.Object) {
+		for _, o := range cands {
+			if workloadMatches(o.Spec.(*networking.ServiceEntry).GetWorkloadSelector().GetLabels(), v.o, v.we) {
+				f(o)
+			}
+		}
+	}
+	try(x.all[v.o.Namespace])
+	m := x.byLabel[v.o.Namespace]
+	if m == nil {
+		return
+	}
+	// The entry's labels: spec labels win over metadata labels.
+	for k, val := range v.we.GetLabels() {
+		try(m[labelKV{k, val}])
+	}
+	for k, val := range v.o.Labels {
+		if _, ok := v.we.GetLabels()[k]; !ok {
+			try(m[labelKV{k, val}])
+		}
+	}
 }
 
 // onlyKinds reports whether every changed key is of one of the kinds.
@@ -164,6 +224,7 @@ func rebuildRouting(prev *Snapshot, fs *filestore.Snapshot) *Snapshot {
 	next := *prev
 	next.Revision = fs.Revision
 	next.Commit = shortCommit(fs.Commit())
+	next.id, next.source, next.delta = &snapshotID{}, fs, nil
 	next.VirtualServices, next.DestinationRules = nil, nil
 	next.vsByHost = make(map[string][]*VirtualService)
 	next.drByHost = make(map[string][]*DestinationRule)

@@ -1,8 +1,11 @@
 package model
 
 import (
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,7 +105,7 @@ func TestRebuildMatchesBuild(t *testing.T) {
 			}
 			got := Rebuild(prev, fs, keys)
 			want := Build(fs)
-			if !reflect.DeepEqual(got, want) {
+			if !sameSnapshot(got, want) {
 				t.Fatalf("Rebuild differs from Build:\n got %s\nwant %s", dump(got), dump(want))
 			}
 			if !reflect.DeepEqual(prev, before) {
@@ -142,8 +145,133 @@ func TestRebuildOtherKindsBuildInFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Rebuild(prev, st.Snapshot(), map[filestore.Key]struct{}{{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "dup"}: {}})
-	if want := Build(st.Snapshot()); !reflect.DeepEqual(got, want) {
+	if want := Build(st.Snapshot()); !sameSnapshot(got, want) {
 		t.Fatalf("got %s\nwant %s", dump(got), dump(want))
+	}
+}
+
+// sameSnapshot reports whether a and b hold the same model; what Rebuild
+// records of its own work (delta) is left out.
+func sameSnapshot(a, b *Snapshot) bool {
+	x, y := *a, *b
+	x.delta, y.delta = nil, nil
+	return reflect.DeepEqual(&x, &y)
+}
+
+// TestRebuildSequenceMatchesBuild runs a seeded sequence of WorkloadEntry
+// changes (addresses, labels in spec and metadata, health, additions and
+// removals, several at once), each rebuilt from the previous rebuild:
+// every step equals a full build, and Compare of the step (which uses what
+// Rebuild recorded) equals Compare without it.
+func TestRebuildSequenceMatchesBuild(t *testing.T) {
+	base := append(rebuildBase(),
+		// Selects every entry of ns-0.
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "everyone"},
+			Spec: &networking.ServiceEntry{Hosts: []string{"all.internal"}, Resolution: networking.ServiceEntry_STATIC,
+				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
+				WorkloadSelector: &networking.WorkloadSelector{}}},
+		// Selects on two labels, one only ever set in metadata.
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "canary"},
+			Spec: &networking.ServiceEntry{Hosts: []string{"canary.internal"}, Resolution: networking.ServiceEntry_STATIC,
+				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
+				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"track": "canary", "version": "v2"}}}},
+		// NONE resolution: never endpoints.
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "none"},
+			Spec: &networking.ServiceEntry{Hosts: []string{"none.internal"}, Resolution: networking.ServiceEntry_NONE,
+				Ports:            []*networking.ServicePort{{Name: "tcp", Number: 9000, Protocol: "TCP"}},
+				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0002"}}}},
+		// Inline endpoints beside selected ones.
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "mixed"},
+			Spec: &networking.ServiceEntry{Hosts: []string{"mixed.internal"}, Resolution: networking.ServiceEntry_STATIC,
+				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
+				Endpoints:        []*networking.WorkloadEntry{{Address: "10.7.0.1"}, {Address: "10.200.0.0"}},
+				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0005"}}}},
+	)
+	st := filestore.NewStore()
+	src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+	if err := st.Replace(src, base); err != nil {
+		t.Fatal(err)
+	}
+	sub := st.Subscribe()
+	defer sub.Close()
+	prev := Build(st.Snapshot())
+	rnd := rand.New(rand.NewPCG(20, 1))
+	yes, no := true, false
+	entries := func() []*filestore.Object { return st.Snapshot().List(filestore.KindWorkloadEntry) }
+	for step := range 200 {
+		var upserts []*filestore.Object
+		var removes []filestore.Key
+		list := entries()
+		for range 1 + rnd.IntN(3) {
+			if len(list) == 0 || rnd.IntN(8) == 0 {
+				ns := fmt.Sprintf("ns-%d", rnd.IntN(2))
+				upserts = append(upserts, modeltest.WorkloadEntry(ns, fmt.Sprintf("svc-%04d", rnd.IntN(12)), 100+step, fmt.Sprintf("10.%d.%d.%d", 100+rnd.IntN(3), rnd.IntN(4), rnd.IntN(4))))
+				continue
+			}
+			o := list[rnd.IntN(len(list))]
+			if rnd.IntN(10) == 0 {
+				removes = append(removes, o.Key)
+				continue
+			}
+			c := *o
+			w := proto.Clone(o.Spec).(*networking.WorkloadEntry)
+			c.Spec = w
+			c.Labels = maps.Clone(o.Labels)
+			if c.Labels == nil {
+				c.Labels = map[string]string{}
+			}
+			switch rnd.IntN(6) {
+			case 0:
+				w.Address = fmt.Sprintf("10.%d.%d.%d", 100+rnd.IntN(3), rnd.IntN(4), rnd.IntN(4))
+			case 1:
+				w.Labels["app"] = fmt.Sprintf("svc-%04d", rnd.IntN(12))
+			case 2:
+				c.Labels["track"] = []string{"canary", "stable"}[rnd.IntN(2)]
+			case 3:
+				// A metadata label hidden by, or freed from, the spec's.
+				if _, ok := w.Labels["version"]; ok {
+					delete(w.Labels, "version")
+					c.Labels["version"] = "v2"
+				} else {
+					w.Labels["version"] = "v1"
+				}
+			case 4:
+				c.Annotations = map[string]string{HealthChecksAnnotation: "true"}
+				c.Healthy = []*bool{&yes, &no, nil}[rnd.IntN(3)]
+			case 5:
+				w.Address = ""
+			}
+			upserts = append(upserts, &c)
+		}
+		// One change per key in an update.
+		byKey := map[filestore.Key]*filestore.Object{}
+		for _, o := range upserts {
+			byKey[o.Key] = o
+		}
+		upserts = upserts[:0]
+		for _, o := range byKey {
+			if !slices.Contains(removes, o.Key) {
+				upserts = append(upserts, o)
+			}
+		}
+		if err := st.Update(src, upserts, removes); err != nil {
+			t.Fatal(err)
+		}
+		ch := sub.Take()
+		fs := st.Snapshot()
+		got := Rebuild(prev, fs, ch.Keys)
+		if want := Build(fs); !sameSnapshot(got, want) {
+			t.Fatalf("step %d (%d changed): Rebuild differs from Build:\n got %s\nwant %s", step, len(ch.Keys), dump(got), dump(want))
+		}
+		if len(ch.Keys) > 0 && got.delta == nil {
+			t.Fatalf("step %d: an endpoints-only rebuild recorded no delta", step)
+		}
+		full := *got
+		full.delta = nil
+		if d, want := Compare(prev, got), Compare(prev, &full); !reflect.DeepEqual(d, want) {
+			t.Fatalf("step %d: Compare with the rebuild's delta %+v, without %+v", step, d, want)
+		}
+		prev = got
 	}
 }
 
@@ -211,7 +339,7 @@ func TestRebuildRoutingMatchesBuild(t *testing.T) {
 				keys[k] = struct{}{}
 			}
 			got, want := Rebuild(prev, st.Snapshot(), keys), Build(st.Snapshot())
-			if !reflect.DeepEqual(got, want) {
+			if !sameSnapshot(got, want) {
 				t.Fatalf("Rebuild differs from Build:\n got %s\nwant %s", dump(got), dump(want))
 			}
 			if !reflect.DeepEqual(prev, before) {

@@ -70,7 +70,7 @@ func (s *Snapshot) VisibleServices(ns string, sc *Sidecar) []*Service {
 
 // ServiceFor returns the service for host as seen from ns and sc, or nil.
 func (s *Snapshot) ServiceFor(host, ns string, sc *Sidecar) *Service {
-	return pickService(s.byHost[host], ns, sc)
+	return pickService(s.ServicesForHost(host), ns, sc)
 }
 
 func pickService(cands []*Service, ns string, sc *Sidecar) *Service {
