@@ -43,16 +43,10 @@ func computedList(list []*Object) *sortedList {
 	return l
 }
 
-// nextList returns the list of kind after the keys of touched that are of
-// that kind changed in byKey (the next snapshot's objects), given prev, the
-// kind's list before them (nil: none yet).
-func nextList(prev *sortedList, kind Kind, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) *sortedList {
-	var keys []Key
-	for k := range touched {
-		if k.Kind == kind {
-			keys = append(keys, k)
-		}
-	}
+// nextList returns the list of kind after its keys (distinct) changed in
+// byKey (the next snapshot's objects), given prev, the kind's list before
+// them (nil: none yet).
+func nextList(prev *sortedList, kind Kind, keys []Key, byKey *cowmap.Map[Key, *Object]) *sortedList {
 	if prev == nil {
 		prev = computedList(nil)
 	}
@@ -75,18 +69,27 @@ func nextList(prev *sortedList, kind Kind, touched map[Key]struct{}, byKey *cowm
 func (l *sortedList) get(byKey *cowmap.Map[Key, *Object]) []*Object {
 	l.once.Do(func() {
 		// The keys along the chain to the nearest computed list (a list
-		// whose parent is gone was computed meanwhile: done is set first).
-		touched := map[Key]struct{}{}
+		// whose parent is gone was computed meanwhile: done is set first);
+		// none needed when so many changed that the list is sorted anew.
+		var chain []*sortedList
 		cur := l
 		for !cur.done.Load() {
-			for _, k := range cur.keys {
-				touched[k] = struct{}{}
-			}
 			if p := cur.parent.Load(); p != nil {
+				chain = append(chain, cur)
 				cur = p
 			}
 		}
-		l.list = mergeKind(cur.list, l.kind, touched, byKey)
+		if l.pending*8 > len(cur.list) {
+			l.list = sortKind(l.kind, byKey)
+		} else {
+			touched := map[Key]struct{}{}
+			for _, c := range chain {
+				for _, k := range c.keys {
+					touched[k] = struct{}{}
+				}
+			}
+			l.list = mergeKind(cur.list, l.kind, touched, byKey)
+		}
 		l.done.Store(true)
 		l.parent.Store(nil)
 	})
@@ -99,14 +102,7 @@ func (l *sortedList) get(byKey *cowmap.Map[Key, *Object]) []*Object {
 // sorted anew.
 func mergeKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []*Object {
 	if len(touched)*8 > len(prev) {
-		var out []*Object
-		for k, o := range byKey.All() {
-			if k.Kind == kind {
-				out = append(out, o)
-			}
-		}
-		slices.SortFunc(out, compareObjects)
-		return out
+		return sortKind(kind, byKey)
 	}
 	keys := make([]Key, 0, len(touched))
 	for k := range touched {
@@ -133,4 +129,16 @@ func mergeKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowma
 		}
 	}
 	return append(out, prev[i:]...)
+}
+
+// sortKind returns a kind's objects in byKey, sorted.
+func sortKind(kind Kind, byKey *cowmap.Map[Key, *Object]) []*Object {
+	var out []*Object
+	for k, o := range byKey.All() {
+		if k.Kind == kind {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, compareObjects)
+	return out
 }

@@ -232,7 +232,7 @@ func (s *Store) Replace(src Source, objects []*Object) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.sourceLocked(src)
-	touched := make(map[Key]struct{})
+	touched := make(map[Key]struct{}, max(len(next), len(st.objects)))
 	for k, o := range st.objects {
 		if n, ok := next[k]; !ok || n != o {
 			touched[k] = struct{}{}
@@ -330,9 +330,9 @@ func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
 func (s *Store) publish(touched map[Key]struct{}) {
 	old := s.current
 	order := s.sourceOrder()
-	changed := make(map[Key]struct{})
+	changed := make(map[Key]struct{}, len(touched))
 	byKey := old.byKey
-	kindsDirty := make(map[Kind]bool)
+	kindsDirty := make(map[Kind][]Key) // the touched keys by kind
 	if len(touched) > 0 {
 		edit := old.byKey.Edit()
 		for k := range touched {
@@ -359,7 +359,7 @@ func (s *Store) publish(touched map[Key]struct{}) {
 					changed[k] = struct{}{}
 				}
 			}
-			kindsDirty[k.Kind] = true
+			kindsDirty[k.Kind] = append(kindsDirty[k.Kind], k)
 		}
 		byKey = edit.Map()
 	}
@@ -369,8 +369,8 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	next := &Snapshot{Revision: s.revision, byKey: byKey, byKind: old.byKind}
 	if len(kindsDirty) > 0 {
 		next.byKind = maps.Clone(old.byKind)
-		for kind := range kindsDirty {
-			next.byKind[kind] = nextList(old.byKind[kind], kind, touched, byKey)
+		for kind, keys := range kindsDirty {
+			next.byKind[kind] = nextList(old.byKind[kind], kind, keys, byKey)
 		}
 	}
 	for _, st := range order {
@@ -392,8 +392,11 @@ func compareObjects(a, b *Object) int {
 
 // conflicts recomputes the conflict list for touched keys, keeping the rest.
 func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []Conflict {
-	if len(touched) == 0 {
+	switch {
+	case len(touched) == 0:
 		return prev
+	case len(order) < 2:
+		return nil // one source defines each key once
 	}
 	var out []Conflict
 	for _, c := range prev {

@@ -43,12 +43,16 @@ func IsLabelKey(k string) bool {
 }
 
 func isDNSSubdomain(s string) bool {
-	for _, l := range strings.Split(s, ".") {
+	for {
+		l, rest, more := strings.Cut(s, ".")
 		if !isDNSLabel(l) {
 			return false
 		}
+		if !more {
+			return true
+		}
+		s = rest
 	}
-	return true
 }
 
 func isDNSLabel(l string) bool {
@@ -73,6 +77,9 @@ func isAlnum(c byte) bool {
 // longer than 63 characters is cut and given a hash of s so distinct inputs
 // stay distinct. It returns "x" for an input with no usable character.
 func DNSLabel(s string) string {
+	if isDNSLabel(s) {
+		return s
+	}
 	b := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -99,6 +106,9 @@ func DNSLabel(s string) string {
 // dropping empty labels. A result longer than 253 characters is cut and
 // hashed.
 func DNSName(s string) string {
+	if len(s) <= 253 && isDNSSubdomain(s) {
+		return s // already one: most registry names are
+	}
 	parts := strings.Split(s, ".")
 	out := make([]string, 0, len(parts))
 	for _, p := range parts {

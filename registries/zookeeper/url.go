@@ -61,13 +61,7 @@ func ParseProviderURL(node string) (*Provider, error) {
 	if err != nil || port == 0 || host == "" {
 		return nil, fmt.Errorf("%q: bad address %q", raw, u.Host)
 	}
-	q := u.Query()
-	params := make(map[string]string, len(q))
-	for k, v := range q {
-		if len(v) > 0 {
-			params[k] = v[0]
-		}
-	}
+	params := firstValues(u.RawQuery)
 	p := &Provider{
 		Protocol:    strings.ToLower(u.Scheme),
 		Host:        host,
@@ -100,6 +94,42 @@ func ParseProviderURL(node string) (*Provider, error) {
 		return nil, fmt.Errorf("enabled=false: %w", errNotProvider)
 	}
 	return p, nil
+}
+
+// firstValues is url.ParseQuery's reading of a query, keeping each key's
+// first value, without the lists ParseQuery builds (a registry of 100,000
+// providers parses that many URLs on its first read): pairs with ';' and
+// pairs that do not unescape are left out, as there.
+func firstValues(query string) map[string]string {
+	out := make(map[string]string, strings.Count(query, "&")+1)
+	for query != "" {
+		var pair string
+		pair, query, _ = strings.Cut(query, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		k, err := unescapeQuery(k)
+		if err != nil {
+			continue
+		}
+		if v, err = unescapeQuery(v); err != nil {
+			continue
+		}
+		if _, seen := out[k]; !seen {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// unescapeQuery is url.QueryUnescape, without its copy when s has nothing
+// to unescape.
+func unescapeQuery(s string) (string, error) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, nil
+	}
+	return url.QueryUnescape(s)
 }
 
 func firstNonEmpty(s ...string) string {

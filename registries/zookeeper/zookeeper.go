@@ -55,9 +55,6 @@ type serviceKey struct {
 }
 
 type ifaceState struct {
-	// providers maps a provider node name to its parsed URL; nil marks a
-	// node that was skipped (malformed or not a provider).
-	providers map[string]*Provider
 	// objs are the objects generated from providers, by service (set with
 	// setInterfaceLocked, which keeps the Set in step).
 	objs map[serviceKey][]*filestore.Object
@@ -175,23 +172,22 @@ func (a *Adapter) providersPath(iface string) string {
 	return "/" + a.cfg.Root + "/" + iface + "/providers"
 }
 
-// watchProviders keeps one interface's providers.
+// watchProviders keeps one interface's providers. Each report is parsed
+// and its WorkloadEntries generated outside the adapter's lock (the
+// interfaces' watches run side by side: the first read of a large
+// registry parses every provider at once); only the ports of the
+// ServiceEntries and the Set are updated under it.
 func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) {
 	p := a.providersPath(iface)
+	// known maps each provider node to its parsed URL (nil: skipped,
+	// malformed or not a provider); only this watch reads and writes it.
+	var known map[string]*Provider
 	w.children(ctx, p, func(children []string, _ bool) {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		st := a.ifaces[iface]
-		if st == nil {
-			st = &ifaceState{providers: map[string]*Provider{}}
-			a.ifaces[iface] = st
-		}
 		next := make(map[string]*Provider, len(children))
+		var malformed []error
+		var bad []string
 		for _, c := range children {
-			if prov, ok := st.providers[c]; ok {
+			if prov, ok := known[c]; ok {
 				next[c] = prov
 				continue
 			}
@@ -201,17 +197,35 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 				prov = nil
 			case err != nil:
 				prov = nil
-				a.malformedLocked(p+"/"+c, "malformed_url", "skipping malformed Dubbo provider URL", err)
+				bad, malformed = append(bad, c), append(malformed, err)
 			}
 			next[c] = prov
 		}
-		for c := range st.providers {
+		prepared := a.prepareInterface(iface, next)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		st := a.ifaces[iface]
+		if st == nil {
+			st = &ifaceState{}
+			a.ifaces[iface] = st
+		}
+		for i, c := range bad {
+			a.malformedLocked(p+"/"+c, "malformed_url", "skipping malformed Dubbo provider URL", malformed[i])
+		}
+		for c := range known {
 			if _, ok := next[c]; !ok {
 				delete(a.badEntries, p+"/"+c)
 			}
 		}
-		st.providers = next
-		a.setInterfaceLocked(iface, st, a.interfaceObjects(iface, next))
+		known = next
+		objs := make(map[serviceKey][]*filestore.Object, len(prepared))
+		for k, ps := range prepared {
+			objs[k] = a.finishServiceLocked(ps)
+		}
+		a.setInterfaceLocked(iface, st, objs)
 		a.doneLocked(p)
 		a.pub.Mark()
 	})
@@ -227,9 +241,10 @@ func (a *Adapter) malformedLocked(where, reason, msg string, err error) {
 	a.sink.Skip(reason)
 }
 
-// interfaceObjects generates one ServiceEntry per (group, version) of an
-// interface and one WorkloadEntry per provider.
-func (a *Adapter) interfaceObjects(iface string, provs map[string]*Provider) map[serviceKey][]*filestore.Object {
+// prepareInterface prepares one ServiceEntry per (group, version) of an
+// interface and one WorkloadEntry per provider (finishServiceLocked
+// completes them). It needs no lock.
+func (a *Adapter) prepareInterface(iface string, provs map[string]*Provider) map[serviceKey]*preparedService {
 	byKey := map[serviceKey][]member{}
 	for _, p := range provs {
 		if p == nil {
@@ -241,10 +256,10 @@ func (a *Adapter) interfaceObjects(iface string, provs map[string]*Provider) map
 			labels: p.Labels(), weight: p.Weight, origin: p.raw, order: p.Timestamp,
 		})
 	}
-	out := make(map[serviceKey][]*filestore.Object, len(byKey))
+	out := make(map[serviceKey]*preparedService, len(byKey))
 	for k, ms := range byKey {
 		host := InterfaceHost(k.iface, k.group, k.version, a.cfg.HostSuffix)
-		out[k] = a.serviceObjects(host, a.providersPath(iface), ms)
+		out[k] = a.prepareService(host, a.providersPath(iface), ms)
 	}
 	return out
 }
@@ -267,10 +282,23 @@ type Endpoint struct {
 }
 
 // serviceObjects builds a ServiceEntry for host and a WorkloadEntry per
-// member address. Each protocol is one port, numbered by a.ports (the
-// members' most common port when the service first appears, then kept);
-// each WorkloadEntry maps the port name to its own. It runs with a.mu held.
+// member address. It runs with a.mu held.
 func (a *Adapter) serviceObjects(host, origin string, members []member) []*filestore.Object {
+	return a.finishServiceLocked(a.prepareService(host, origin, members))
+}
+
+// preparedService is a service's objects but for its ServiceEntry, whose
+// port numbers are the adapter's (a.ports) to choose.
+type preparedService struct {
+	host, origin, seName string
+	candidates           []adapter.PortCandidate
+	entries              []*filestore.Object
+}
+
+// prepareService groups members by address and builds their
+// WorkloadEntries: each protocol is one port, and each WorkloadEntry maps
+// the port name to its own. It needs no lock.
+func (a *Adapter) prepareService(host, origin string, members []member) *preparedService {
 	meta := a.sink.Meta()
 	ports := map[string]*adapter.PortCandidate{}
 	type chosen struct {
@@ -302,24 +330,35 @@ func (a *Adapter) serviceObjects(host, origin string, members []member) []*files
 		}
 		byName[name] = chosen{m: m, ports: pm}
 	}
+	ps := &preparedService{host: host, origin: origin, seName: adapter.DNSName(host)}
 	if len(byName) == 0 {
-		return nil
+		return ps
 	}
-	var candidates []adapter.PortCandidate
 	for _, c := range ports {
-		candidates = append(candidates, *c)
+		ps.candidates = append(ps.candidates, *c)
 	}
-	seName := adapter.DNSName(host)
-	sePorts := a.ports.Ports(seName, candidates)
-	objs := make([]*filestore.Object, 0, len(byName)+1)
-	objs = append(objs, meta.ServiceEntry(seName, origin, []string{host}, sePorts, nil))
+	ps.entries = make([]*filestore.Object, 0, len(byName))
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		c := byName[name]
-		objs = append(objs, meta.WorkloadEntry(name, c.m.origin, seName, &networking.WorkloadEntry{
+		ps.entries = append(ps.entries, meta.WorkloadEntry(name, c.m.origin, ps.seName, &networking.WorkloadEntry{
 			Address: c.m.address, Ports: c.ports, Labels: c.m.labels, Weight: c.m.weight,
 		}, nil))
 	}
-	return objs
+	return ps
+}
+
+// finishServiceLocked returns the prepared service's objects: its
+// ServiceEntry, its ports numbered by a.ports (the members' most common
+// port when the service first appears, then kept), then its
+// WorkloadEntries; none without members. It runs with a.mu held.
+func (a *Adapter) finishServiceLocked(ps *preparedService) []*filestore.Object {
+	if len(ps.entries) == 0 {
+		return nil
+	}
+	sePorts := a.ports.Ports(ps.seName, ps.candidates)
+	objs := make([]*filestore.Object, 0, len(ps.entries)+1)
+	objs = append(objs, a.sink.Meta().ServiceEntry(ps.seName, ps.origin, []string{ps.host}, sePorts, nil))
+	return append(objs, ps.entries...)
 }
 
 // begin marks a watch whose first report the first set waits for.
