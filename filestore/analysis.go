@@ -528,11 +528,13 @@ func labelString(l map[string]string) string {
 }
 
 // Analysis returns the analysis of snap, a snapshot of this Store (every
-// source's objects, so complete), computed once per revision.
+// source's objects, so complete), computed again only after a change it
+// reads: a registry's endpoint changes (WorkloadEntries from no file) do
+// not make the Store analyse its 100,000 objects again.
 func (s *Store) Analysis(snap *Snapshot) []ConfigError {
 	s.analysisMu.Lock()
 	defer s.analysisMu.Unlock()
-	if s.analysisOf != nil && s.analysisOf.Revision == snap.Revision {
+	if s.analysisOf != nil && s.analysisOf.analysisRevision == snap.analysisRevision {
 		return s.analysis
 	}
 	objs := make([]*Object, 0, snap.Len())

@@ -124,6 +124,10 @@ type Conflict struct {
 type Snapshot struct {
 	// Revision counts effective changes to the Store since it was created.
 	Revision int64
+	// analysisRevision is the Revision of the last change the analysis
+	// reads (Analyze): every change but to WorkloadEntries no file
+	// defines, before or after, which it does not look at.
+	analysisRevision int64
 	byKind   map[Kind]*sortedList
 	byKey    *cowmap.Map[Key, *Object]
 	// Sources holds every source's status, sorted by name.
@@ -333,6 +337,7 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	changed := make(map[Key]struct{}, len(touched))
 	byKey := old.byKey
 	kindsDirty := make(map[Kind][]Key) // the touched keys by kind
+	analysed := false                  // a change the analysis reads
 	if len(touched) > 0 {
 		edit := old.byKey.Edit()
 		for k := range touched {
@@ -359,6 +364,9 @@ func (s *Store) publish(touched map[Key]struct{}) {
 					changed[k] = struct{}{}
 				}
 			}
+			if _, ok := changed[k]; ok && !analysed {
+				analysed = k.Kind != KindWorkloadEntry || (prev != nil && prev.Origin.File != "") || (winner != nil && winner.Origin.File != "")
+			}
 			kindsDirty[k.Kind] = append(kindsDirty[k.Kind], k)
 		}
 		byKey = edit.Map()
@@ -366,7 +374,10 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	if len(changed) > 0 {
 		s.revision++
 	}
-	next := &Snapshot{Revision: s.revision, byKey: byKey, byKind: old.byKind}
+	next := &Snapshot{Revision: s.revision, analysisRevision: old.analysisRevision, byKey: byKey, byKind: old.byKind}
+	if analysed {
+		next.analysisRevision = s.revision
+	}
 	if len(kindsDirty) > 0 {
 		next.byKind = maps.Clone(old.byKind)
 		for kind, keys := range kindsDirty {
