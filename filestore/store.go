@@ -128,8 +128,8 @@ type Snapshot struct {
 	// reads (Analyze): every change but to WorkloadEntries no file
 	// defines, before or after, which it does not look at.
 	analysisRevision int64
-	byKind   map[Kind]*sortedList
-	byKey    *cowmap.Map[Key, *Object]
+	byKind           map[Kind]*sortedList
+	byKey            *cowmap.Map[Key, *Object]
 	// Sources holds every source's status, sorted by name.
 	Sources []SourceStatus
 	// Conflicts lists objects defined by more than one source, sorted by key.
