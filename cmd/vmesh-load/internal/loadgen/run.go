@@ -445,10 +445,15 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	}()
 	for i, spec := range specs {
 		if i%o.StreamsPerConn == 0 {
-			cc, err := grpc.NewClient("passthrough:///"+child.Addrs.XDS,
+			opts := []grpc.DialOption{
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithContextDialer(dial),
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(newClientCodec())))
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(newClientCodec())),
+			}
+			if spec.Style == StyleEnvoy {
+				opts = append(opts, envoyWindows()...)
+			}
+			cc, err := grpc.NewClient("passthrough:///"+child.Addrs.XDS, opts...)
 			if err != nil {
 				return nil, fmt.Errorf("loadgen: %w", err)
 			}
@@ -741,3 +746,12 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+// envoyWindows are the HTTP/2 flow-control windows Envoy advertises on
+// its connection to the control plane (Http2ProtocolOptions' defaults:
+// 16 MiB per stream, 24 MiB per connection), so an Envoy-like proxy
+// receives a sidecar's hundreds of KB of routes as Envoy would, not in
+// grpc-go's 64 KB steps.
+func envoyWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(16 << 20), grpc.WithInitialConnWindowSize(24 << 20)}
+}
