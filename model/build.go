@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -84,6 +85,7 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 // to the services' hosts.
 func (b *builder) addRouting(fs *filestore.Snapshot) {
 	vss := fs.List(filestore.KindVirtualService)
+	b.s.sourceLabelKeys = sourceLabelKeys(vss)
 	ds := delegates{}
 	for _, o := range vss {
 		if vs, ok := o.Spec.(*networking.VirtualService); ok && len(vs.GetHosts()) == 0 {
@@ -97,6 +99,41 @@ func (b *builder) addRouting(fs *filestore.Snapshot) {
 		b.addDestinationRule(o)
 	}
 	b.bindHosts()
+}
+
+// sourceLabelKeys returns the label keys the sourceLabels of the
+// VirtualServices' HTTP, TLS and TCP matches name (delegates included),
+// sorted.
+func sourceLabelKeys(vss []*filestore.Object) []string {
+	keys := map[string]bool{}
+	for _, o := range vss {
+		vs, ok := o.Spec.(*networking.VirtualService)
+		if !ok {
+			continue
+		}
+		for _, r := range vs.GetHttp() {
+			for _, m := range r.GetMatch() {
+				for k := range m.GetSourceLabels() {
+					keys[k] = true
+				}
+			}
+		}
+		for _, r := range vs.GetTls() {
+			for _, m := range r.GetMatch() {
+				for k := range m.GetSourceLabels() {
+					keys[k] = true
+				}
+			}
+		}
+		for _, r := range vs.GetTcp() {
+			for _, m := range r.GetMatch() {
+				for k := range m.GetSourceLabels() {
+					keys[k] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
 }
 
 func (b *builder) sortProblems() {

@@ -98,6 +98,9 @@ type Snapshot struct {
 	// makes without changing ServiceEntries.
 	seIndex    *selectorIndex
 	servicesOf map[filestore.Key][]int
+	// sourceLabelKeys are the label keys any VirtualService's sourceLabels
+	// name, sorted: the only labels a sidecar's outbound part reads.
+	sourceLabelKeys []string
 }
 
 // hostRange is the range [lo, hi) of Services holding one host.

@@ -109,24 +109,30 @@ func ViewKey(s *Snapshot, w Workload) string {
 // OutboundKey is the key of the part of w's config that depends only on its
 // scope, not on the workload itself: for an Envoy sidecar its outbound
 // listeners, routes, clusters and endpoints read the namespace, the
-// Sidecar, the labels (VirtualService sourceLabels) and the locality
-// (locality load balancing), never its IPs, workload name or the policies
-// that select it (those make its inbound side). Proxies with one
-// OutboundKey share that part; for proxyless gRPC it is the group key.
+// Sidecar, the labels that VirtualService sourceLabels name (no other) and
+// the locality (locality load balancing), never its IPs, workload name or
+// the policies that select it (those make its inbound side). Proxies with
+// one OutboundKey share that part; for proxyless gRPC it is the group key.
 func OutboundKey(s *Snapshot, w Workload) string {
 	sc := s.SidecarFor(w.Namespace, w.Labels)
 	if w.Kind != KindSidecar {
 		return keyOf(s, w, sc)
 	}
-	return outboundKeyOf(w, sc)
+	return outboundKeyOf(s, w, sc)
 }
 
-func outboundKeyOf(w Workload, sidecar *Sidecar) string {
+func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	sc := "-"
 	if sidecar != nil {
 		sc = sidecar.Key()
 	}
-	return string(w.Kind) + "|" + w.Namespace + "|" + sc + "|labels=" + LabelString(w.Labels) + "|locality=" + w.Locality
+	read := map[string]string{}
+	for _, k := range s.sourceLabelKeys {
+		if v, ok := w.Labels[k]; ok {
+			read[k] = v
+		}
+	}
+	return string(w.Kind) + "|" + w.Namespace + "|" + sc + "|labels=" + LabelString(read) + "|locality=" + w.Locality
 }
 
 // visibleWorkload is what a View lets its generators read of w.
@@ -275,7 +281,7 @@ func (v *View) OutboundKey() string {
 	if v.proxy.Kind != KindSidecar {
 		return v.Key()
 	}
-	return outboundKeyOf(v.whole, v.sidecar)
+	return outboundKeyOf(v.snap, v.whole, v.sidecar)
 }
 
 // Workload is what the generators may read about the proxy.

@@ -125,6 +125,41 @@ func TestViewKey(t *testing.T) {
 	}
 }
 
+// TestOutboundKeyReadsOnlySourceLabels: sidecars of one namespace and
+// Sidecar share their outbound part unless a VirtualService's sourceLabels
+// name a label they differ on; IPs and other labels never split it.
+func TestOutboundKeyReadsOnlySourceLabels(t *testing.T) {
+	web := model.Workload{ID: "a", Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "front"}, IPs: []string{"10.0.0.1"}}
+	batch := model.Workload{ID: "b", Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "batch", "tier": "front"}, IPs: []string{"10.0.0.2"}}
+	other := model.Workload{ID: "c", Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "back"}, IPs: []string{"10.0.0.3"}}
+	s := viewFixture(t)
+	if model.OutboundKey(s, web) != model.OutboundKey(s, batch) {
+		t.Errorf("no sourceLabels anywhere, yet labels split the outbound part: %q vs %q", model.OutboundKey(s, web), model.OutboundKey(s, batch))
+	}
+	if model.NewView(s, web).OutboundKey() != model.OutboundKey(s, web) {
+		t.Error("View.OutboundKey differs from OutboundKey")
+	}
+	scoped := web
+	scoped.Labels = map[string]string{"scope": "local"}
+	if model.OutboundKey(s, web) == model.OutboundKey(s, scoped) {
+		t.Error("labels selecting another Sidecar did not split the outbound part")
+	}
+	withSource := build(t,
+		obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+			Ports: []*networking.ServicePort{{Number: 7070, Name: "http", Protocol: "HTTP"}}}),
+		obj(filestore.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}, Http: []*networking.HTTPRoute{{
+			Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"app": "web"}}},
+			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "cart"}}},
+		}}}),
+	)
+	if model.OutboundKey(withSource, web) == model.OutboundKey(withSource, batch) {
+		t.Error("sidecars whose app label a sourceLabels match reads share an outbound part")
+	}
+	if model.OutboundKey(withSource, web) != model.OutboundKey(withSource, other) {
+		t.Errorf("a label no sourceLabels names (tier) split the outbound part: %q vs %q", model.OutboundKey(withSource, web), model.OutboundKey(withSource, other))
+	}
+}
+
 // TestViewRouteCluster: a destination the proxy has no cluster for keeps
 // the name Istio's GetDestinationCluster gives it (port: the
 // destination's, else the host's only port, else the route's), and the

@@ -136,15 +136,20 @@ func marshalDeltaResponse(m *discoveryv3.DeltaDiscoveryResponse) (mem.BufferSlic
 		return nil, false
 	}
 	w := &responseWriter{cur: head}
+	var rb []byte
 	for _, r := range m.GetResources() {
-		rs, ok := without(r, body, &discoveryv3.Resource{})
 		a := r.GetResource()
-		if !ok || a != nil && !plainAny(a) {
+		if a != nil && !plainAny(a) {
 			return nil, false
 		}
-		rb, err := opts.Marshal(rs)
-		if err != nil {
-			return nil, false
+		if rb, ok = appendPlainResource(rb[:0], r); !ok {
+			rs, ok := without(r, body, &discoveryv3.Resource{})
+			if !ok {
+				return nil, false
+			}
+			if rb, err = opts.Marshal(rs); err != nil {
+				return nil, false
+			}
 		}
 		size := len(rb)
 		if a != nil {
@@ -158,4 +163,28 @@ func marshalDeltaResponse(m *discoveryv3.DeltaDiscoveryResponse) (mem.BufferSlic
 		}
 	}
 	return w.done(), true
+}
+
+// appendPlainResource appends r's fields but its body (version, name,
+// aliases: proto.Marshal's encoding of them, in field order) to b when
+// those are all r has besides its body — every Resource vmesh sends — so
+// that a response of thousands of resources needs no reflection per
+// resource; ok is false for any other Resource.
+func appendPlainResource(b []byte, r *discoveryv3.Resource) ([]byte, bool) {
+	if r.GetTtl() != nil || r.GetCacheControl() != nil || r.GetMetadata() != nil || len(r.ProtoReflect().GetUnknown()) > 0 {
+		return b, false
+	}
+	if v := r.GetVersion(); v != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, v)
+	}
+	if n := r.GetName(); n != "" {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendString(b, n)
+	}
+	for _, al := range r.GetAliases() {
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		b = protowire.AppendString(b, al)
+	}
+	return b, true
 }

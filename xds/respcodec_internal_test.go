@@ -57,6 +57,27 @@ func TestResponseCodecDecodesAsProto(t *testing.T) {
 			{Name: "c", Version: "2", Resource: small},
 			{Name: "d", Version: "3"},
 		}}, &discoveryv3.DeltaDiscoveryResponse{})
+	// A resource without its body encodes its other fields as proto.Marshal
+	// does, the fast way or not.
+	for _, r := range []*discoveryv3.Resource{
+		{Name: "a", Version: "1", Aliases: []string{"b", ""}},
+		{Name: "only"},
+		{Version: "v"},
+		{Name: "n", Ttl: durationpb.New(5)},
+		{},
+	} {
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendPlainResource(nil, r)
+		if ok != (r.GetTtl() == nil) {
+			t.Errorf("%v: plain %v", r, ok)
+		}
+		if ok && !bytes.Equal(got, want) {
+			t.Errorf("%v: encoded %x, proto.Marshal %x", r, got, want)
+		}
+	}
 	// Nothing to share: the protobuf codec's encoding.
 	if bs, err := c.Marshal(&discoveryv3.DiscoveryResponse{VersionInfo: "r1", TypeUrl: small.TypeUrl}); err != nil || bs.Len() == 0 {
 		t.Fatalf("empty response: %v, %d bytes", err, bs.Len())
