@@ -167,7 +167,8 @@ func (s *Snapshot) Commit() string {
 // Changes is the set of keys whose winning object changed, up to a revision.
 type Changes struct {
 	Revision int64
-	Keys     map[Key]struct{}
+	// Keys may be shared with other subscribers: read it, never modify it.
+	Keys map[Key]struct{}
 }
 
 // Kinds reports which kinds appear in the changes.
@@ -450,6 +451,9 @@ type Subscription struct {
 	c       chan struct{}
 	mu      sync.Mutex
 	pending Changes
+	// shared says pending.Keys is a publication's own set (every
+	// subscriber's, never written again), to be copied before adding.
+	shared bool
 }
 
 // Subscribe registers for change notifications. Call Close when done.
@@ -469,7 +473,7 @@ func (sub *Subscription) Take() Changes {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	c := sub.pending
-	sub.pending = Changes{}
+	sub.pending, sub.shared = Changes{}, false
 	return c
 }
 
@@ -482,11 +486,18 @@ func (sub *Subscription) Close() {
 
 func (sub *Subscription) add(rev int64, keys map[Key]struct{}) {
 	sub.mu.Lock()
-	if sub.pending.Keys == nil {
-		sub.pending.Keys = make(map[Key]struct{}, len(keys))
-	}
-	for k := range keys {
-		sub.pending.Keys[k] = struct{}{}
+	switch {
+	case sub.pending.Keys == nil:
+		// The publication's set as it is: a registry's first set is
+		// 100,000 keys, and every subscriber would copy it.
+		sub.pending.Keys, sub.shared = keys, true
+	default:
+		if sub.shared {
+			sub.pending.Keys, sub.shared = maps.Clone(sub.pending.Keys), false
+		}
+		for k := range keys {
+			sub.pending.Keys[k] = struct{}{}
+		}
 	}
 	sub.pending.Revision = rev
 	sub.mu.Unlock()

@@ -86,3 +86,30 @@ func TestStoreUpdateMatchesReplace(t *testing.T) {
 		t.Fatal("a key set twice in one update was accepted")
 	}
 }
+
+// TestSubscribersShareNoWrites checks that subscribers handed one
+// publication's key set never see each other's later additions: a set
+// taken by one stays as it was while the other's grows.
+func TestSubscribersShareNoWrites(t *testing.T) {
+	s := filestore.NewStore()
+	a, b := s.Subscribe(), s.Subscribe()
+	defer a.Close()
+	defer b.Close()
+	src := filestore.Source{Name: "registry:t", Class: filestore.ClassRegistry}
+	if err := s.Update(src, []*filestore.Object{we("ns", "one", "10.0.0.1", filestore.Origin{})}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := a.Take()
+	if err := s.Update(src, []*filestore.Object{we("ns", "two", "10.0.0.2", filestore.Origin{})}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Keys) != 1 {
+		t.Fatalf("a's first change set grew to %v", first.Keys)
+	}
+	if got := b.Take(); len(got.Keys) != 2 {
+		t.Fatalf("b's changes %v, want both keys", got.Keys)
+	}
+	if got := a.Take(); len(got.Keys) != 1 || got.Revision != 2 {
+		t.Fatalf("a's second change set %+v, want the second key at revision 2", got)
+	}
+}

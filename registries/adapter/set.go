@@ -144,7 +144,16 @@ func (c Change) Empty() bool { return !c.Full && len(c.Set) == 0 && len(c.Remove
 // handed over. It costs what the groups Put since then hold (the first
 // call, or one after Resend, hands over every object).
 func (s *Set) Changes() Change {
-	touched := map[filestore.Key]struct{}{}
+	n := 0
+	for name := range s.dirty {
+		n += len(s.groups[name].objs) + len(s.groups[name].sent)
+	}
+	touched := make(map[filestore.Key]struct{}, n)
+	if len(s.published) == 0 && len(s.claims) == 0 {
+		// The first set: sized once rather than grown through every power
+		// of two on the way to 100,000 keys.
+		s.claims, s.published = make(map[filestore.Key]claimSet, n), make(map[filestore.Key]*filestore.Object, n)
+	}
 	for name := range s.dirty {
 		g := s.groups[name]
 		now := make(map[filestore.Key]*filestore.Object, len(g.objs))
@@ -212,6 +221,10 @@ func (s *Set) Changes() Change {
 		}
 		s.published[k] = w.obj
 		c.Set = append(c.Set, w.obj)
+	}
+	if s.full && len(c.Remove) == 0 && len(c.Set) == len(s.published) {
+		s.full = false // every object is in c.Set already (the first set)
+		c.Full = true
 	}
 	if s.full {
 		s.full = false
