@@ -74,8 +74,8 @@ func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filest
 			now = append(now, cur)
 		}
 		for _, v := range []workloadVersion{old, cur} {
-			if v.o == nil {
-				continue
+			if v.we == nil {
+				continue // absent, or not a WorkloadEntry (Build skips it too)
 			}
 			prev.seIndex.matching(v, func(se *filestore.Object) { ses[se.Key] = se })
 		}
@@ -83,10 +83,6 @@ func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filest
 	if len(ses) == 0 {
 		return &next
 	}
-	slices.SortFunc(now, func(a, c workloadVersion) int {
-		return cmp.Compare(a.o.Namespace+"/"+a.o.Name, c.o.Namespace+"/"+c.o.Name)
-	})
-
 	next.Services = slices.Clone(prev.Services)
 	for k, o := range ses {
 		idx := prev.servicesOf[k]

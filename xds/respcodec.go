@@ -171,7 +171,7 @@ func marshalDeltaResponse(m *discoveryv3.DeltaDiscoveryResponse) (mem.BufferSlic
 // that a response of thousands of resources needs no reflection per
 // resource; ok is false for any other Resource.
 func appendPlainResource(b []byte, r *discoveryv3.Resource) ([]byte, bool) {
-	if r.GetTtl() != nil || r.GetCacheControl() != nil || r.GetMetadata() != nil || len(r.ProtoReflect().GetUnknown()) > 0 {
+	if r.GetTtl() != nil || r.GetCacheControl() != nil || r.GetMetadata() != nil || r.GetResourceName() != nil || len(r.ProtoReflect().GetUnknown()) > 0 {
 		return b, false
 	}
 	if v := r.GetVersion(); v != "" {
