@@ -106,6 +106,11 @@ func (b *builder) addRouting(fs *filestore.Snapshot) {
 // sorted.
 func sourceLabelKeys(vss []*filestore.Object) []string {
 	keys := map[string]bool{}
+	add := func(l map[string]string) {
+		for k := range l {
+			keys[k] = true
+		}
+	}
 	for _, o := range vss {
 		vs, ok := o.Spec.(*networking.VirtualService)
 		if !ok {
@@ -113,23 +118,17 @@ func sourceLabelKeys(vss []*filestore.Object) []string {
 		}
 		for _, r := range vs.GetHttp() {
 			for _, m := range r.GetMatch() {
-				for k := range m.GetSourceLabels() {
-					keys[k] = true
-				}
+				add(m.GetSourceLabels())
 			}
 		}
 		for _, r := range vs.GetTls() {
 			for _, m := range r.GetMatch() {
-				for k := range m.GetSourceLabels() {
-					keys[k] = true
-				}
+				add(m.GetSourceLabels())
 			}
 		}
 		for _, r := range vs.GetTcp() {
 			for _, m := range r.GetMatch() {
-				for k := range m.GetSourceLabels() {
-					keys[k] = true
-				}
+				add(m.GetSourceLabels())
 			}
 		}
 	}

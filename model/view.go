@@ -126,13 +126,22 @@ func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	if sidecar != nil {
 		sc = sidecar.Key()
 	}
-	read := map[string]string{}
+	// LabelString of the labels sourceLabels read (their keys are sorted),
+	// built as the push computes it for every group.
+	var b strings.Builder
+	b.WriteString(string(w.Kind) + "|" + w.Namespace + "|" + sc + "|labels=")
+	first := true
 	for _, k := range s.sourceLabelKeys {
 		if v, ok := w.Labels[k]; ok {
-			read[k] = v
+			if !first {
+				b.WriteByte(',')
+			}
+			b.WriteString(k + "=" + v)
+			first = false
 		}
 	}
-	return string(w.Kind) + "|" + w.Namespace + "|" + sc + "|labels=" + LabelString(read) + "|locality=" + w.Locality
+	b.WriteString("|locality=" + w.Locality)
+	return b.String()
 }
 
 // visibleWorkload is what a View lets its generators read of w.

@@ -151,33 +151,10 @@ func TestFromIstio(t *testing.T) {
 // FailureThreshold failures in a row; nothing is reported without a change.
 func TestProberReportsTransitions(t *testing.T) {
 	a := newApp(t)
-	reports := make(chan health.Status, 16)
-	pr, err := health.NewProber(&health.Probe{
+	pr, reports := runProber(t, &health.Probe{
 		HTTP: &health.HTTPGet{Port: a.port(t), Path: "/ready"}, Period: 20 * time.Millisecond, FailureThreshold: 3,
-	}, "127.0.0.1", health.ReporterFunc(func(_ context.Context, s health.Status) error {
-		reports <- s
-		return nil
-	}), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- pr.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	next := func() health.Status {
-		t.Helper()
-		select {
-		case s := <-reports:
-			return s
-		case <-time.After(5 * time.Second):
-			t.Fatal("no report")
-			return health.Status{}
-		}
-	}
+	})
+	next := func() health.Status { t.Helper(); return nextReport(t, reports) }
 	if s := next(); s.Healthy || s.Message == "" {
 		t.Fatalf("first report %+v, want unhealthy with a reason", s)
 	}
@@ -285,31 +262,8 @@ func TestGRPCProbe(t *testing.T) {
 func TestProberFollowsSetProbe(t *testing.T) {
 	a := newApp(t)
 	a.ready.Store(true)
-	reports := make(chan health.Status, 16)
-	pr, err := health.NewProber(nil, "127.0.0.1", health.ReporterFunc(func(_ context.Context, s health.Status) error {
-		reports <- s
-		return nil
-	}), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- pr.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	next := func() health.Status {
-		t.Helper()
-		select {
-		case s := <-reports:
-			return s
-		case <-time.After(5 * time.Second):
-			t.Fatal("no report")
-			return health.Status{}
-		}
-	}
+	pr, reports := runProber(t, nil)
+	next := func() health.Status { t.Helper(); return nextReport(t, reports) }
 	closed := closedPort(t)
 	if err := pr.SetProbe(&health.Probe{TCP: &health.TCPSocket{Port: closed}, Period: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -337,6 +291,40 @@ func TestProberFollowsSetProbe(t *testing.T) {
 	}
 	if err := pr.SetProbe(&health.Probe{}); err == nil {
 		t.Fatal("a probe without a method was accepted")
+	}
+}
+
+// runProber runs a prober of p (nil: none yet) on loopback until the test
+// ends, and returns it with the channel of its reports.
+func runProber(t *testing.T, p *health.Probe) (*health.Prober, <-chan health.Status) {
+	t.Helper()
+	reports := make(chan health.Status, 16)
+	pr, err := health.NewProber(p, "127.0.0.1", health.ReporterFunc(func(_ context.Context, s health.Status) error {
+		reports <- s
+		return nil
+	}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pr.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return pr, reports
+}
+
+// nextReport waits for the next report on reports.
+func nextReport(t *testing.T, reports <-chan health.Status) health.Status {
+	t.Helper()
+	select {
+	case s := <-reports:
+		return s
+	case <-time.After(5 * time.Second):
+		t.Fatal("no report")
+		return health.Status{}
 	}
 }
 

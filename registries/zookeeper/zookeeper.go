@@ -184,8 +184,11 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 	var known map[string]*Provider
 	w.children(ctx, p, func(children []string, _ bool) {
 		next := make(map[string]*Provider, len(children))
-		var malformed []error
-		var bad []string
+		type malformed struct {
+			node string
+			err  error
+		}
+		var bad []malformed
 		for _, c := range children {
 			if prov, ok := known[c]; ok {
 				next[c] = prov
@@ -197,7 +200,7 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 				prov = nil
 			case err != nil:
 				prov = nil
-				bad, malformed = append(bad, c), append(malformed, err)
+				bad = append(bad, malformed{c, err})
 			}
 			next[c] = prov
 		}
@@ -212,8 +215,8 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 			st = &ifaceState{}
 			a.ifaces[iface] = st
 		}
-		for i, c := range bad {
-			a.malformedLocked(p+"/"+c, "malformed_url", "skipping malformed Dubbo provider URL", malformed[i])
+		for _, b := range bad {
+			a.malformedLocked(p+"/"+b.node, "malformed_url", "skipping malformed Dubbo provider URL", b.err)
 		}
 		for c := range known {
 			if _, ok := next[c]; !ok {
