@@ -102,7 +102,7 @@ func (s *Store) setHealth(key Key, healthy *bool, remote, remove bool) {
 		tier = &s.health.remote
 	}
 	if setReport(tier, key, healthy, remove) {
-		s.publish(map[Key]struct{}{key: {}})
+		s.publish([]Key{key})
 	}
 }
 

@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,13 +110,13 @@ func mergeKind(prev []*Object, kind Kind, touched map[Key]struct{}, byKey *cowma
 	// One merge pass over prev, the keys in list order: inserting and
 	// deleting each key in place would move the list's tail once per key.
 	slices.SortFunc(keys, func(a, b Key) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		return compareNames(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	out := make([]*Object, 0, len(prev)+len(keys))
 	i := 0
 	for _, k := range keys {
 		j, found := slices.BinarySearchFunc(prev[i:], k, func(o *Object, k Key) int {
-			return cmp.Or(cmp.Compare(o.Namespace, k.Namespace), cmp.Compare(o.Name, k.Name))
+			return compareNames(o.Namespace, o.Name, k.Namespace, k.Name)
 		})
 		out = append(out, prev[i:i+j]...)
 		i += j

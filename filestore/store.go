@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,24 +229,26 @@ func (s *Store) Snapshot() *Snapshot {
 func (s *Store) Replace(src Source, objects []*Object) error {
 	next := make(map[Key]*Object, len(objects))
 	for _, o := range objects {
-		if prev, dup := next[o.Key]; dup {
-			return fmt.Errorf("source %s: %s defined twice: %s and %s", src.Name, o.Key, prev.Origin, o.Origin)
+		n := len(next)
+		if next[o.Key] = o; len(next) == n {
+			return duplicateError(src, objects, o)
 		}
-		next[o.Key] = o
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.sourceLocked(src)
-	touched := make(map[Key]struct{}, max(len(next), len(st.objects)))
+	// The keys whose object changed, each once: those gone or replaced,
+	// then those new.
+	touched := make([]Key, 0, max(len(next), len(st.objects)))
 	for k, o := range st.objects {
 		if n, ok := next[k]; !ok || n != o {
-			touched[k] = struct{}{}
+			touched = append(touched, k)
 		}
 	}
-	for k, o := range next {
-		if old, ok := st.objects[k]; !ok || old != o {
-			touched[k] = struct{}{}
+	for k := range next {
+		if _, ok := st.objects[k]; !ok {
+			touched = append(touched, k)
 		}
 	}
 	st.objects = next
@@ -253,6 +256,19 @@ func (s *Store) Replace(src Source, objects []*Object) error {
 	st.status.LastUpdate = time.Now()
 	s.publish(touched)
 	return nil
+}
+
+// duplicateError names the two objects of objects with dup's key (dup
+// being the second of them).
+func duplicateError(src Source, objects []*Object, dup *Object) error {
+	first := dup
+	for _, o := range objects {
+		if o.Key == dup.Key {
+			first = o
+			break
+		}
+	}
+	return fmt.Errorf("source %s: %s defined twice: %s and %s", src.Name, dup.Key, first.Origin, dup.Origin)
 }
 
 // Update changes part of one source's object set: it adds or replaces the
@@ -263,10 +279,10 @@ func (s *Store) Replace(src Source, objects []*Object) error {
 func (s *Store) Update(src Source, set []*Object, remove []Key) error {
 	seen := make(map[Key]*Object, len(set)+len(remove))
 	for _, o := range set {
-		if prev, dup := seen[o.Key]; dup {
-			return fmt.Errorf("source %s: %s defined twice: %s and %s", src.Name, o.Key, prev.Origin, o.Origin)
+		n := len(seen)
+		if seen[o.Key] = o; len(seen) == n {
+			return duplicateError(src, set, o)
 		}
-		seen[o.Key] = o
 	}
 	for _, k := range remove {
 		if o, dup := seen[k]; dup {
@@ -280,17 +296,19 @@ func (s *Store) Update(src Source, set []*Object, remove []Key) error {
 	if st.objects == nil {
 		st.objects = map[Key]*Object{}
 	}
-	touched := make(map[Key]struct{}, len(set)+len(remove))
+	// Each key once: set's are distinct and not in remove, and a key
+	// removed twice is found only the first time.
+	touched := make([]Key, 0, len(set)+len(remove))
 	for _, o := range set {
 		if st.objects[o.Key] != o {
 			st.objects[o.Key] = o
-			touched[o.Key] = struct{}{}
+			touched = append(touched, o.Key)
 		}
 	}
 	for _, k := range remove {
 		if _, ok := st.objects[k]; ok {
 			delete(st.objects, k)
-			touched[k] = struct{}{}
+			touched = append(touched, k)
 		}
 	}
 	st.status.Objects = len(st.objects)
@@ -330,9 +348,9 @@ func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
 	s.publish(nil)
 }
 
-// publish builds the next snapshot after the keys in touched may have changed.
-// Callers hold s.mu.
-func (s *Store) publish(touched map[Key]struct{}) {
+// publish builds the next snapshot after the keys in touched (each named
+// once) may have changed. Callers hold s.mu.
+func (s *Store) publish(touched []Key) {
 	old := s.current
 	order := s.sourceOrder()
 	changed := make(map[Key]struct{}, len(touched))
@@ -341,7 +359,8 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	analysed := false                  // a change the analysis reads
 	if len(touched) > 0 {
 		edit := old.byKey.Edit()
-		for k := range touched {
+		wasEmpty := old.byKey.Len() == 0 // a first set: no previous object to look up
+		for _, k := range touched {
 			var winner *Object
 			for _, st := range order {
 				if o := st.objects[k]; o != nil {
@@ -352,21 +371,23 @@ func (s *Store) publish(touched map[Key]struct{}) {
 			if winner != nil {
 				winner = s.withHealth(winner)
 			}
-			prev, _ := old.byKey.Get(k)
+			var prev *Object
+			if !wasEmpty {
+				prev, _ = old.byKey.Get(k)
+			}
 			switch {
 			case winner == nil && prev == nil:
 				continue
 			case winner == nil:
 				edit.Delete(k)
-				changed[k] = struct{}{}
 			default:
 				edit.Set(k, winner)
-				if prev == nil || !sameContent(prev, winner) {
-					changed[k] = struct{}{}
-				}
 			}
-			if _, ok := changed[k]; ok && !analysed {
-				analysed = k.Kind != KindWorkloadEntry || (prev != nil && prev.Origin.File != "") || (winner != nil && winner.Origin.File != "")
+			if winner == nil || prev == nil || !sameContent(prev, winner) {
+				changed[k] = struct{}{}
+				if !analysed {
+					analysed = k.Kind != KindWorkloadEntry || (prev != nil && prev.Origin.File != "") || (winner != nil && winner.Origin.File != "")
+				}
 			}
 			kindsDirty[k.Kind] = append(kindsDirty[k.Kind], k)
 		}
@@ -398,12 +419,21 @@ func (s *Store) publish(touched map[Key]struct{}) {
 	}
 }
 
-func compareObjects(a, b *Object) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+// compareObjects orders objects by namespace, then name.
+func compareObjects(a, b *Object) int { return compareNames(a.Namespace, a.Name, b.Namespace, b.Name) }
+
+// compareNames orders (namespace, name) pairs. Namespaces are nearly
+// always equal, so they are tested for equality first: one comparison
+// per pair where cmp.Compare makes two.
+func compareNames(ns1, name1, ns2, name2 string) int {
+	if ns1 != ns2 {
+		return strings.Compare(ns1, ns2)
+	}
+	return strings.Compare(name1, name2)
 }
 
 // conflicts recomputes the conflict list for touched keys, keeping the rest.
-func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key]struct{}, byKey *cowmap.Map[Key, *Object]) []Conflict {
+func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched []Key, byKey *cowmap.Map[Key, *Object]) []Conflict {
 	switch {
 	case len(touched) == 0:
 		return prev
@@ -411,12 +441,18 @@ func (s *Store) conflicts(order []*sourceState, prev []Conflict, touched map[Key
 		return nil // one source defines each key once
 	}
 	var out []Conflict
-	for _, c := range prev {
-		if _, ok := touched[c.Key]; !ok {
-			out = append(out, c)
+	if len(prev) > 0 {
+		retold := make(map[Key]bool, len(touched))
+		for _, k := range touched {
+			retold[k] = true
+		}
+		for _, c := range prev {
+			if !retold[c.Key] {
+				out = append(out, c)
+			}
 		}
 	}
-	for k := range touched {
+	for _, k := range touched {
 		var losers []Origin
 		winner, _ := byKey.Get(k)
 		for _, st := range order {

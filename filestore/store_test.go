@@ -1,6 +1,7 @@
 package filestore_test
 
 import (
+	"strings"
 	"testing"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -71,6 +72,10 @@ func TestStoreRejectsDuplicateKeys(t *testing.T) {
 	err := s.Replace(src, []*filestore.Object{we("ns", "a", "1.1.1.1", filestore.Origin{File: "a.yaml", Line: 1}), we("ns", "a", "1.1.1.2", filestore.Origin{File: "b.yaml", Line: 3})})
 	if err == nil || s.Snapshot().Len() != 0 {
 		t.Fatalf("duplicate accepted: %v", err)
+	}
+	// The error names the first definition, then the second.
+	if i, j := strings.Index(err.Error(), "a.yaml"), strings.Index(err.Error(), "b.yaml"); i < 0 || j < i {
+		t.Fatalf("error %q does not name a.yaml, then b.yaml", err)
 	}
 }
 

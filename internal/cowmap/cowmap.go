@@ -107,10 +107,9 @@ func (e *Editor[K, V]) own(i int) map[K]V {
 // Set sets k to v.
 func (e *Editor[K, V]) Set(k K, v V) {
 	s := e.own(e.base.shard(k))
-	if _, ok := s[k]; !ok {
-		e.n++
-	}
+	n := len(s)
 	s[k] = v
+	e.n += len(s) - n // one hash: a new key grows the shard
 }
 
 // Delete removes k.

@@ -57,6 +57,19 @@ func (c claimSet) winner() claim {
 	return w
 }
 
+// has reports whether group claims the key.
+func (c claimSet) has(group string) bool {
+	if c.first.obj != nil && c.first.group == group {
+		return true
+	}
+	for _, o := range c.more {
+		if o.group == group {
+			return true
+		}
+	}
+	return false
+}
+
 func (c claimSet) without(group string) (claimSet, bool) {
 	all := append([]claim{c.first}, c.more...)
 	out := make([]claim, 0, len(all))
@@ -148,12 +161,10 @@ func (s *Set) Changes() Change {
 	for name := range s.dirty {
 		n += len(s.groups[name].objs) + len(s.groups[name].sent)
 	}
-	touched := make(map[filestore.Key]struct{}, n)
-	if len(s.published) == 0 && len(s.claims) == 0 {
-		// The first set: sized once rather than grown through every power
-		// of two on the way to 100,000 keys.
-		s.claims, s.published = make(map[filestore.Key]claimSet, n), make(map[filestore.Key]*filestore.Object, n)
+	if s.full && len(s.published) == 0 && len(s.claims) == 0 {
+		return s.firstChanges(n)
 	}
+	touched := make(map[filestore.Key]struct{}, n)
 	for name := range s.dirty {
 		g := s.groups[name]
 		now := make(map[filestore.Key]*filestore.Object, len(g.objs))
@@ -203,16 +214,7 @@ func (s *Set) Changes() Change {
 			continue
 		}
 		w := cs.winner()
-		if len(cs.more) > 0 {
-			if c.Contested == nil {
-				c.Contested = map[filestore.Key][]string{}
-			}
-			for _, o := range append([]claim{cs.first}, cs.more...) {
-				if o.group != w.group {
-					c.Contested[k] = append(c.Contested[k], o.group)
-				}
-			}
-		}
+		c.contest(k, cs, w)
 		switch {
 		case prev == nil:
 			s.count(k.Kind, 1)
@@ -236,6 +238,57 @@ func (s *Set) Changes() Change {
 	}
 	c.ServiceEntries, c.WorkloadEntries = s.ses, s.wes
 	return c
+}
+
+// firstChanges is Changes for a complete set when nothing was handed over
+// and no group holds a claim, so that every group is new and dirty (n: the
+// objects they hold): each object is claimed once and the winners are the
+// set, with nothing to compare them against. The maps are sized once
+// rather than grown through every power of two on the way to 100,000 keys.
+func (s *Set) firstChanges(n int) Change {
+	s.claims, s.published = make(map[filestore.Key]claimSet, n), make(map[filestore.Key]*filestore.Object, n)
+	for name := range s.dirty {
+		g := s.groups[name]
+		for _, o := range g.objs {
+			cs, ok := s.claims[o.Key]
+			if ok && cs.has(name) {
+				continue // a group's own duplicate: its first wins
+			}
+			s.claims[o.Key] = cs.with(claim{group: name, obj: o})
+		}
+		if len(g.objs) == 0 {
+			delete(s.groups, name)
+		} else {
+			g.sent = g.objs
+		}
+	}
+	clear(s.dirty)
+	s.full = false
+	c := Change{Full: true, Set: make([]*filestore.Object, 0, len(s.claims))}
+	for k, cs := range s.claims {
+		w := cs.winner()
+		c.contest(k, cs, w)
+		s.published[k] = w.obj
+		s.count(k.Kind, 1)
+		c.Set = append(c.Set, w.obj)
+	}
+	c.ServiceEntries, c.WorkloadEntries = s.ses, s.wes
+	return c
+}
+
+// contest records on c the groups that lost key k (claimed by cs) to w.
+func (c *Change) contest(k filestore.Key, cs claimSet, w claim) {
+	if len(cs.more) == 0 {
+		return
+	}
+	if c.Contested == nil {
+		c.Contested = map[filestore.Key][]string{}
+	}
+	for _, o := range append([]claim{cs.first}, cs.more...) {
+		if o.group != w.group {
+			c.Contested[k] = append(c.Contested[k], o.group)
+		}
+	}
 }
 
 func (s *Set) count(k filestore.Kind, d int) {

@@ -170,3 +170,64 @@ func TestSameSpecKnowsEveryField(t *testing.T) {
 		t.Error("a WorkloadEntry equals a ServiceEntry")
 	}
 }
+
+// TestFirstChangesAsLaterChanges checks the first complete set (computed
+// without comparing against anything sent) against the same groups handed
+// over by a later Changes: the same winners, contests and counts, with
+// keys two groups generate and a group generating one key twice.
+func TestFirstChangesAsLaterChanges(t *testing.T) {
+	groups := map[string][]*filestore.Object{}
+	for i := range 40 {
+		name := fmt.Sprintf("svc%d", i%25) // groups 25..39 contest 0..14's keys
+		objs := service(name, fmt.Sprintf("10.0.%d.1", i), "10.0.0.9")
+		if i%7 == 0 {
+			objs = append(objs, service(name, "10.0.0.5")...) // its own ServiceEntry again
+		}
+		groups[fmt.Sprintf("g%02d", i)] = objs
+	}
+	put := func(s *adapter.Set) {
+		for g, objs := range groups {
+			s.Put(g, objs)
+		}
+	}
+	first := adapter.NewSet()
+	put(first)
+	a := first.Changes()
+	later := adapter.NewSet()
+	later.Changes() // nothing: the next Changes is not the first set
+	put(later)
+	b := later.Changes()
+	if !a.Full || b.Full {
+		t.Fatalf("full: first %v, later %v", a.Full, b.Full)
+	}
+	origins := func(objs []*filestore.Object) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, fmt.Sprintf("%s@%p", o.Key, o)) // the very object: which copy won
+		}
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(origins(a.Set), origins(b.Set)) {
+		t.Fatalf("first set %v\nlater %v", origins(a.Set), origins(b.Set))
+	}
+	if len(a.Contested) == 0 || len(a.Contested) != len(b.Contested) {
+		t.Fatalf("contested: first %v, later %v", a.Contested, b.Contested)
+	}
+	for k, losers := range b.Contested {
+		x, y := slices.Sorted(slices.Values(a.Contested[k])), slices.Sorted(slices.Values(losers))
+		if !slices.Equal(x, y) {
+			t.Fatalf("%s lost by %v in the first set, by %v later", k, x, y)
+		}
+	}
+	if a.ServiceEntries != b.ServiceEntries || a.WorkloadEntries != b.WorkloadEntries || first.Len() != later.Len() {
+		t.Fatalf("counts: first %d/%d (%d), later %d/%d (%d)", a.ServiceEntries, a.WorkloadEntries, first.Len(),
+			b.ServiceEntries, b.WorkloadEntries, later.Len())
+	}
+	// Both Sets go on alike: a group gone.
+	first.Delete("g03")
+	later.Delete("g03")
+	if x, y := first.Changes(), later.Changes(); !slices.Equal(keyNames(x.Remove), keyNames(y.Remove)) || !slices.Equal(origins(x.Set), origins(y.Set)) {
+		t.Fatalf("after a delete: %v/%v vs %v/%v", origins(x.Set), keyNames(x.Remove), origins(y.Set), keyNames(y.Remove))
+	}
+}
