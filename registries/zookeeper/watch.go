@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"sync"
 	"time"
 
@@ -18,17 +19,25 @@ import (
 // reports what it finds. While ZooKeeper is unreachable nothing is
 // reported, so the last known state stays.
 type watcher struct {
-	conn    *zk.Conn
+	// conns are the adapter's sessions; each path is always read through
+	// the same one (connFor), so its watch re-arms where it was set.
+	conns   []*zk.Conn
 	onError func(path string, err error)
 	// retryMax bounds each watch loop's backoff (retry.New).
 	retryMax time.Duration
+}
+
+// connFor returns the session path is read through: the paths are spread
+// over the sessions by a hash of the path.
+func (w *watcher) connFor(path string) *zk.Conn {
+	return w.conns[crc32.ChecksumIEEE([]byte(path))%uint32(len(w.conns))]
 }
 
 // children reports path's children each time they change, until ctx is
 // done. A missing node reports exists=false and waits for its creation.
 func (w *watcher) children(ctx context.Context, path string, report func(children []string, exists bool)) {
 	w.loop(ctx, path, func() (<-chan zk.Event, error) {
-		children, _, ch, err := w.conn.ChildrenW(path)
+		children, _, ch, err := w.connFor(path).ChildrenW(path)
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +49,7 @@ func (w *watcher) children(ctx context.Context, path string, report func(childre
 // data reports path's data each time it changes, until ctx is done.
 func (w *watcher) data(ctx context.Context, path string, report func(data []byte, exists bool)) {
 	w.loop(ctx, path, func() (<-chan zk.Event, error) {
-		data, _, ch, err := w.conn.GetW(path)
+		data, _, ch, err := w.connFor(path).GetW(path)
 		if err != nil {
 			return nil, err
 		}
@@ -56,7 +65,7 @@ func (w *watcher) loop(ctx context.Context, path string, read func() (<-chan zk.
 		if errors.Is(err, zk.ErrNoNode) {
 			missing()
 			var ok bool
-			ok, _, ch, err = w.conn.ExistsW(path)
+			ok, _, ch, err = w.connFor(path).ExistsW(path)
 			if err == nil && ok {
 				continue // created between the two calls
 			}

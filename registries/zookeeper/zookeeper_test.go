@@ -291,6 +291,13 @@ func TestWatchesSurviveSessionExpiryAndRestart(t *testing.T) {
 	eventually(t, store, "change after session expiry", func(s *filestore.Snapshot) bool {
 		return len(endpoints(s, host)) == 3
 	})
+	// A new interface: the root's watch, on the adapter's other session
+	// (TestPathsSpreadOverSessions), re-armed too.
+	const greeter = "org.apache.dubbo.demo.GreeterService"
+	d.create(providerPath(greeter, "dubbo://10.0.1.1:20880/"+greeter+"?interface="+greeter+"&side=provider"), nil)
+	eventually(t, store, "new interface after session expiry", func(s *filestore.Snapshot) bool {
+		return equal(endpoints(s, "org.apache.dubbo.demo.greeterservice"), "10.0.1.1:20880/tcp-dubbo")
+	})
 
 	z.Restart()
 	d.create(providerPath(demo, demoURL("10.0.0.4", "")), nil)
