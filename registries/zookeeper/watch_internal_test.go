@@ -13,8 +13,8 @@ import (
 // both sessions re-arm after expiry).
 func TestPathsSpreadOverSessions(t *testing.T) {
 	w := &watcher{conns: []*zk.Conn{new(zk.Conn), new(zk.Conn)}}
-	if sessions != len(w.conns) {
-		t.Fatalf("sessions = %d; this test assumes %d", sessions, len(w.conns))
+	if Sessions != len(w.conns) {
+		t.Fatalf("Sessions = %d; this test assumes %d", Sessions, len(w.conns))
 	}
 	if w.connFor("/dubbo") == w.connFor("/dubbo/org.apache.dubbo.demo.DemoService/providers") {
 		t.Error("the root and the demo interface's providers are read through one session")

@@ -92,9 +92,9 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 // unreachable is not an error: the last known set keeps serving while the
 // client reconnects.
 func (a *Adapter) Run(ctx context.Context) error {
-	conns := make([]*zk.Conn, sessions)
+	conns := make([]*zk.Conn, Sessions)
 	var connMu sync.Mutex
-	up := make([]bool, sessions)
+	up := make([]bool, Sessions)
 	closeAll := func() {
 		for _, c := range conns {
 			if c != nil {
@@ -144,12 +144,12 @@ func (a *Adapter) Run(ctx context.Context) error {
 	return nil
 }
 
-// sessions is how many ZooKeeper sessions an adapter reads through (its
+// Sessions is how many ZooKeeper sessions an adapter reads through (its
 // watches spread over them by path). Each session's replies come back one
 // at a time: the first read of 10,000 interfaces' providers took 2.1–2.5 s
 // through one session and 1.4–1.7 s through two, on 2 cores with the
 // server beside it (BENCHMARKS.md).
-const sessions = 2
+const Sessions = 2
 
 // startTree starts the root watches.
 func (a *Adapter) startTree(ctx context.Context, w *watcher, wg *sync.WaitGroup, ifaceSet *watchSet) {

@@ -384,11 +384,11 @@ func TestFaultZooKeeperSessionExpiry(t *testing.T) {
 	proxy := testenv.StartProxy(t, z.Addr)
 	logs, logger := newLogRecorder()
 	cp, w, bs, c := zkPlane(t, proxy.Addr, z.Addr, zookeeper.Config{SessionTimeout: 800 * time.Millisecond, RetryMax: 300 * time.Millisecond}, logger)
-	waitUntil(t, 20*time.Second, "ZooKeeper to hold vmesh's session only", func() bool { return zkSessions(z.Addr) == 1 })
+	waitUntil(t, 20*time.Second, "ZooKeeper to hold vmesh's sessions only", func() bool { return zkSessions(z.Addr) == zookeeper.Sessions })
 
 	eds := edsAcked(t, cp, "client")
 	proxy.Cut()
-	waitUntil(t, 20*time.Second, "ZooKeeper to expire vmesh's session", func() bool { return zkSessions(z.Addr) == 0 })
+	waitUntil(t, 20*time.Second, "ZooKeeper to expire vmesh's sessions", func() bool { return zkSessions(z.Addr) == 0 })
 	w.provide(t, bs[1])
 	c.waitCalls(t, 50, "while vmesh's session is expired")
 	if got := edsAcked(t, cp, "client"); got != eds {
@@ -399,7 +399,7 @@ func TestFaultZooKeeperSessionExpiry(t *testing.T) {
 	}
 	proxy.Restore()
 	waitUntil(t, 20*time.Second, "the adapter to see the expiry", func() bool {
-		return logs.count("zookeeper session expired; re-arming every watch") > 0
+		return logs.count("zookeeper session expired; re-arming its watches") >= zookeeper.Sessions
 	})
 	c.waitServer(t, "b2", 10, "registered while the session was expired")
 	w.provide(t, bs[2])
