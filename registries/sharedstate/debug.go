@@ -3,7 +3,9 @@ package sharedstate
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -21,6 +23,18 @@ type Status struct {
 	Written int `json:"written"`
 	// Error is the backend's last write error, or the listing's.
 	Error string `json:"error,omitempty"`
+	// Unreadable lists the shared records this replica cannot read and
+	// skips: registrations by backend key, then revocations.
+	Unreadable []UnreadableRecord `json:"unreadable,omitempty"`
+}
+
+// UnreadableRecord is a shared record this replica skips because it
+// cannot read it (written by hand, or by a replica of another version).
+type UnreadableRecord struct {
+	Kind string `json:"kind"` // UnreadableRegistration or UnreadableRevocation
+	// Key is a registration's backend key.
+	Key   string `json:"key,omitempty"`
+	Error string `json:"error"`
 }
 
 // Status reads the replicas the shared state knows.
@@ -30,6 +44,12 @@ func (s *State) Status(ctx context.Context) Status {
 	st.Shared, st.Written = len(s.remote), len(s.written)
 	if s.health != nil {
 		st.Error = s.health.Error()
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.unreadableEntries)) {
+		st.Unreadable = append(st.Unreadable, UnreadableRecord{Kind: UnreadableRegistration, Key: k, Error: s.unreadableEntries[k]})
+	}
+	for _, e := range s.unreadableRevocations {
+		st.Unreadable = append(st.Unreadable, UnreadableRecord{Kind: UnreadableRevocation, Error: e})
 	}
 	s.mu.Unlock()
 	rs, err := s.Replicas(ctx)

@@ -248,6 +248,12 @@ type State struct {
 	synced          chan struct{}
 	isSynced        bool
 	health          error
+	// unreadableEntries holds the registrations that cannot be read, by
+	// backend key (their error), and unreadableRevocations the
+	// revocations' errors: they are skipped, and shown in Status and the
+	// metrics.
+	unreadableEntries     map[string]string
+	unreadableRevocations []string
 }
 
 // New returns a State sharing store's registrations through the backend
@@ -278,9 +284,27 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 	if err != nil {
 		return nil, err
 	}
-	return &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
+	s := &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
 		written: map[string][]byte{}, writtenFrom: map[string]*filestore.Object{}, remote: map[filestore.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[filestore.Key]bool{},
-		shared: map[string]ca.Revocation{}, synced: make(chan struct{})}, nil
+		shared: map[string]ca.Revocation{}, synced: make(chan struct{})}
+	return s, nil
+}
+
+// The kinds of UnreadableRecord.
+const (
+	UnreadableRegistration = "registration"
+	UnreadableRevocation   = "revocation"
+)
+
+// Unreadable counts the shared records of kind (UnreadableRegistration or
+// UnreadableRevocation) this replica cannot read and skips now.
+func (s *State) Unreadable(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kind == UnreadableRevocation {
+		return len(s.unreadableRevocations)
+	}
+	return len(s.unreadableEntries)
 }
 
 func newBackend(s Spec, id string, log *slog.Logger) (backend, error) {
@@ -544,8 +568,9 @@ type parsedRecord struct {
 // onEntries takes every replica's entries from the backend.
 func (s *State) onEntries(values map[string][]byte) {
 	s.mu.Lock()
-	cache := s.parsed
+	cache, wasUnreadable := s.parsed, s.unreadableEntries
 	s.mu.Unlock()
+	unreadable := map[string]string{}
 	parsed := make(map[string]*parsedRecord, len(values))
 	remote := map[filestore.Key]*parsedRecord{}
 	health := map[filestore.Key]record{}
@@ -561,7 +586,10 @@ func (s *State) onEntries(values map[string][]byte) {
 				p.obj, err = p.rec.object()
 			}
 			if err != nil {
-				s.log.Warn("skipping an unreadable shared registration", "key", name, "error", err)
+				unreadable[name] = err.Error()
+				if wasUnreadable[name] != err.Error() { // logged once; listed in /debug/replicas while it lasts
+					s.log.Warn("skipping an unreadable shared registration", "key", name, "error", err)
+				}
 				continue
 			}
 		}
@@ -582,7 +610,7 @@ func (s *State) onEntries(values map[string][]byte) {
 		remote[p.obj.Key] = p
 	}
 	s.mu.Lock()
-	s.remote, s.parsed, s.remoteHealth = remote, parsed, health
+	s.remote, s.parsed, s.remoteHealth, s.unreadableEntries = remote, parsed, health, unreadable
 	s.mu.Unlock()
 	s.publishRemote()
 	s.applyRemoteHealth()
@@ -688,15 +716,24 @@ func escape(v string) string {
 // onRevocations applies every shared revocation to the CA.
 func (s *State) onRevocations(values [][]byte) {
 	var rvs []ca.Revocation
+	var unreadable []string
 	for _, data := range values {
 		var rv ca.Revocation
-		if err := json.Unmarshal(data, &rv); err != nil || (rv.Serial == "" && rv.Identity == "" && rv.Token == "") {
-			s.log.Warn("skipping an unreadable shared revocation", "error", err)
+		err := json.Unmarshal(data, &rv)
+		if err == nil && rv.Serial == "" && rv.Identity == "" && rv.Token == "" {
+			err = errors.New("names no serial, identity or token")
+		}
+		if err != nil {
+			unreadable = append(unreadable, err.Error())
 			continue
 		}
 		rvs = append(rvs, rv)
 	}
 	s.mu.Lock()
+	if len(unreadable) > len(s.unreadableRevocations) {
+		s.log.Error("skipping unreadable shared revocations: what they revoke is still accepted here", "unreadable", len(unreadable), "first", unreadable[0])
+	}
+	s.unreadableRevocations = unreadable
 	for _, rv := range rvs {
 		name := revocationName(rv)
 		if cur, ok := s.shared[name]; !ok || rv.RevokedAt.After(cur.RevokedAt) {

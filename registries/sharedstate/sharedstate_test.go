@@ -10,6 +10,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
@@ -297,4 +298,62 @@ func TestConsulRestartWithTheSameID(t *testing.T) {
 		rs, err := watcher.state.Replicas(context.Background())
 		return err == nil && len(rs) == 2 && rs[0].ID == "R" && rs[0].Registered == 1
 	})
+}
+
+// TestUnreadableSharedRecords: a registration and a revocation in the
+// shared state that a replica cannot read (written by hand here) are
+// skipped, listed in its status and counted (vmesh_shared_state_unreadable_records
+// reads State.Unreadable), while the
+// readable ones are served; once they are gone, so are the list and the
+// counts.
+func TestUnreadableSharedRecords(t *testing.T) {
+	z := testenv.StartZooKeeper(t)
+	spec := sharedstate.Spec{Type: sharedstate.TypeZooKeeper, Prefix: "vmesh/unreadable", TTL: 2 * time.Second}
+	a := startReplica(t, "A", spec, z.Addr)
+	b := startReplica(t, "B", spec, z.Addr)
+	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-10.0.0.7"}
+	if err := a.store.Replace(localSource, []*filestore.Object{entry("fin", key.Name, "10.0.0.7", true)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "B serves A's registration", func() bool { return b.store.Snapshot().Get(key) != nil })
+
+	conn, _, err := zk.Connect([]string{z.Addr}, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	open := zk.WorldACL(zk.PermAll)
+	if _, err := conn.Create("/vmesh/unreadable/revocations", nil, 0, open); err != nil && err != zk.ErrNodeExists {
+		t.Fatal(err)
+	}
+	badEntry, badRevocation := "/vmesh/unreadable/registrations/by-hand~0000000001", "/vmesh/unreadable/revocations/by-hand~0000000001"
+	for p, data := range map[string]string{badEntry: `{"replica": "X", "name": `, badRevocation: `{"reason": "names nothing"}`} {
+		if _, err := conn.Create(p, []byte(data), 0, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gauge := func(kind string) float64 { return float64(b.state.Unreadable(kind)) }
+	listed := func() []sharedstate.UnreadableRecord { return b.state.Status(context.Background()).Unreadable }
+	eventually(t, 10*time.Second, "B lists both unreadable records", func() bool { return len(listed()) == 2 })
+	got := listed()
+	if got[0].Kind != sharedstate.UnreadableRegistration || got[0].Key != "by-hand" || got[0].Error == "" ||
+		got[1].Kind != sharedstate.UnreadableRevocation || !strings.Contains(got[1].Error, "no serial, identity or token") {
+		t.Fatalf("unreadable %+v", got)
+	}
+	if r, v := gauge(sharedstate.UnreadableRegistration), gauge(sharedstate.UnreadableRevocation); r != 1 || v != 1 {
+		t.Fatalf("gauges: registrations %v, revocations %v", r, v)
+	}
+	if b.store.Snapshot().Get(key) == nil {
+		t.Fatal("A's registration no longer served beside an unreadable one")
+	}
+
+	for _, p := range []string{badEntry, badRevocation} {
+		if err := conn.Delete(p, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "B lists none once they are gone", func() bool { return len(listed()) == 0 })
+	if r, v := gauge(sharedstate.UnreadableRegistration), gauge(sharedstate.UnreadableRevocation); r != 0 || v != 0 {
+		t.Fatalf("gauges after: registrations %v, revocations %v", r, v)
+	}
 }

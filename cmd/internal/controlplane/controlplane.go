@@ -115,6 +115,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cp.metricNames.MustRegister(filestore.NewCollector(cp.store), newBuildInfoMetric(buildinfo.Get()))
 	cp.metricNames.MustRegister(newGitMetrics(func() *filestore.GitSource { return cp.git })...)
+	cp.metricNames.MustRegister(newStateMetrics(func() *sharedstate.State { return cp.state })...)
 	cfg.publishMeshWarnings(cp.store, meshWarnings)
 	if err := cp.addSources(); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
+	"github.com/vmesh/vmesh/registries/sharedstate"
 )
 
 // newBuildInfoMetric is vmesh_build_info{version,revision,dirty,goversion} 1.
@@ -50,6 +51,25 @@ func newGitMetrics(git func() *filestore.GitSource) []prometheus.Collector {
 			Help: "How long the git fetch under way has run; 0 when none is.",
 		}, func() float64 { return status().Running.Seconds() }),
 	}
+}
+
+// newStateMetrics are the shared state's metrics, read at scrape time;
+// zero without a shared state, so they exist from the start.
+func newStateMetrics(state func() *sharedstate.State) []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, kind := range []string{sharedstate.UnreadableRegistration, sharedstate.UnreadableRevocation} {
+		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "vmesh", Subsystem: "shared_state", Name: "unreadable_records",
+			Help:        "Records in the shared state this replica cannot read and skips, by kind (registration, revocation); listed in /debug/replicas.",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 {
+			if st := state(); st != nil {
+				return float64(st.Unreadable(kind))
+			}
+			return 0
+		}))
+	}
+	return out
 }
 
 // namingRegisterer records the name of every metric registered through it,
