@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ xdsAddr: 10.0.0.1:15010
 debounceQuiet: 300ms
 git: {ref: main}
 ca: {trustDomain: corp.example}
+jwksBlockedCIDRs: [169.254.0.0/16]
 registries:
 - type: static
   static: {file: /etc/inventory.yaml}
@@ -43,6 +45,9 @@ registries:
 	}
 	if got.HTTPAddr != "127.0.0.1:9999" {
 		t.Errorf("flag did not win: http addr %s", got.HTTPAddr)
+	}
+	if !slices.Equal(got.JWKSBlockedCIDRs, []string{"169.254.0.0/16"}) {
+		t.Errorf("jwksBlockedCIDRs from the file: %v", got.JWKSBlockedCIDRs)
 	}
 	if got.DebounceMax != time.Second || got.SecureAddr != "127.0.0.1:15012" {
 		t.Errorf("defaults lost: %+v", got)
@@ -77,12 +82,15 @@ func TestServeLimitsAndAllowEmpty(t *testing.T) {
 		got = cfg
 		return nil
 	})
-	cmd.SetArgs([]string{"--config-dir", "/etc/mesh", "--allow-empty", "--git-timeout", "3s"})
+	cmd.SetArgs([]string{"--config-dir", "/etc/mesh", "--allow-empty", "--git-timeout", "3s", "--jwks-blocked-cidr", "10.0.0.0/8", "--jwks-blocked-cidr", "127.0.0.0/8"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
 	if got.MaxFileBytes != 4<<20 || got.MaxDocuments != 5000 || got.MaxProblems != 20 || !got.AllowEmpty || got.Git.Timeout != 3*time.Second {
 		t.Errorf("defaults and flags: %+v", got)
+	}
+	if !slices.Equal(got.JWKSBlockedCIDRs, []string{"10.0.0.0/8", "127.0.0.0/8"}) {
+		t.Errorf("--jwks-blocked-cidr: %v", got.JWKSBlockedCIDRs)
 	}
 	bad := controlplane.DefaultConfig()
 	bad.ConfigDir, bad.MaxProblems = "/etc/mesh", 0

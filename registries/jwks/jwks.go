@@ -21,10 +21,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
@@ -59,6 +62,13 @@ type Settings struct {
 	// Client does the requests; nil: an http.Client with the system's
 	// roots. Tests give one that trusts their CA.
 	Client *http.Client
+	// BlockedCIDRs are address ranges key sets are never fetched from: a
+	// jwksUri, issuer or redirect whose host resolves into one fails the
+	// fetch (so the key set fails closed), as with istiod's
+	// BLOCKED_CIDRS_IN_JWKS_URIS. Without it, whoever may write a
+	// RequestAuthentication makes the control plane fetch from any address
+	// it reaches (a cloud metadata endpoint, an admin port).
+	BlockedCIDRs []netip.Prefix
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
 	// After are the config sources' ready channels: the first fetch waits
@@ -129,7 +139,47 @@ func New(store *filestore.Store, s Settings) (*Fetcher, error) {
 	if store == nil {
 		return nil, errors.New("jwks: nil store")
 	}
-	return &Fetcher{store: store, settings: s.withDefaults(), entries: map[string]*entry{}, synced: make(chan struct{})}, nil
+	s = s.withDefaults()
+	if len(s.BlockedCIDRs) > 0 {
+		c, err := blockingClient(s.Client, s.BlockedCIDRs)
+		if err != nil {
+			return nil, err
+		}
+		s.Client = c
+	}
+	return &Fetcher{store: store, settings: s, entries: map[string]*entry{}, synced: make(chan struct{})}, nil
+}
+
+// blockingClient returns c with a transport that refuses to connect to an
+// address in blocked: the check runs on each address the dialer connects
+// to, after name resolution, so neither a name nor a redirect gets past it.
+func blockingClient(c *http.Client, blocked []netip.Prefix) (*http.Client, error) {
+	var t *http.Transport
+	switch base := c.Transport.(type) {
+	case nil:
+		t = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		t = base.Clone()
+	default:
+		return nil, fmt.Errorf("jwks: blocked CIDRs need an *http.Transport, the client has a %T", c.Transport)
+	}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("jwks: dialing %q: %w", address, err)
+			}
+			for _, p := range blocked {
+				if p.Contains(ap.Addr().Unmap()) {
+					return fmt.Errorf("jwks: %s is in the blocked range %s (jwksBlockedCIDRs)", ap.Addr(), p)
+				}
+			}
+			return nil
+		}}
+	t.DialContext = dialer.DialContext
+	out := *c
+	out.Transport = t
+	return &out, nil
 }
 
 // Synced is closed once the key sets of the first complete config (after

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -177,7 +178,12 @@ func storeWith(t *testing.T, yaml string) *filestore.Store {
 
 func runFetcher(t *testing.T, st *filestore.Store, client *http.Client, refresh time.Duration) {
 	t.Helper()
-	f, err := jwks.New(st, jwks.Settings{Client: client, Refresh: refresh, RetryAfterFailure: refresh, Timeout: 10 * time.Second})
+	runFetcherWith(t, st, jwks.Settings{Client: client, Refresh: refresh, RetryAfterFailure: refresh, Timeout: 10 * time.Second})
+}
+
+func runFetcherWith(t *testing.T, st *filestore.Store, settings jwks.Settings) {
+	t.Helper()
+	f, err := jwks.New(st, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,6 +434,38 @@ func TestUntrustedKeyServerFailsClosed(t *testing.T) {
 			t.Errorf("provider %s: a token verifies against the fail-closed key set", p.GetIssuer())
 		}
 	}
+}
+
+// BlockedCIDRs keep the fetcher off the ranges they name: the key server
+// on loopback is refused when 127.0.0.0/8 is blocked (the fetch fails, the
+// error names the address and the range, the key set is the fail-closed
+// one) and reached when only another range is.
+func TestBlockedCIDRsFailClosed(t *testing.T) {
+	signer := newSigner(t, "k1")
+	ks := newKeyServer(t, signer.jwks)
+	blocked := storeWith(t, configYAML(ks.URL))
+	runFetcherWith(t, blocked, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
+		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8")}})
+	fs := waitFor(t, blocked, "a refused fetch", func(s *filestore.Snapshot) bool {
+		_, e, _ := jwksValue(s, ks.URL+"/keys")
+		return e != ""
+	})
+	if _, e, _ := jwksValue(fs, ks.URL+"/keys"); !strings.Contains(e, "127.0.0.1 is in the blocked range 127.0.0.0/8") {
+		t.Errorf("error %q, want the blocked address and range", e)
+	}
+	for _, p := range jwtConfig(t, inboundHTTPFilters(t, model.Build(fs))).GetProviders() {
+		if p.GetLocalJwks().GetInlineString() != security.FailClosedJWKS {
+			t.Errorf("provider %s: JWKS %q, want the fail-closed key set", p.GetIssuer(), p.GetLocalJwks().GetInlineString())
+		}
+	}
+
+	allowed := storeWith(t, configYAML(ks.URL))
+	runFetcherWith(t, allowed, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
+		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	waitFor(t, allowed, "the key set fetched past a range it is not in", func(s *filestore.Snapshot) bool {
+		v, e, _ := jwksValue(s, ks.URL+"/keys")
+		return e == "" && v == signer.jwks
+	})
 }
 
 // A rule without jwksUri finds its keys by OpenID discovery from the

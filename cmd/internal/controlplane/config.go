@@ -4,6 +4,7 @@ package controlplane
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -41,6 +42,10 @@ type Config struct {
 	// retries, outbound traffic policy, connect timeout, and trustDomain
 	// and rootNamespace when CA leaves them empty.
 	MeshConfig string `yaml:"meshConfig"`
+	// JWKSBlockedCIDRs are address ranges RequestAuthentication key sets
+	// are never fetched from (Istio's BLOCKED_CIDRS_IN_JWKS_URIS): a
+	// jwksUri or issuer resolving into one fails closed.
+	JWKSBlockedCIDRs []string `yaml:"jwksBlockedCIDRs"`
 	// Registries lists the registry adapters (see registries.Spec); the
 	// --registry flag adds "consul=ADDR", "zookeeper=ADDR[,ADDR]" or
 	// "static=FILE" entries.
@@ -170,8 +175,24 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if _, err := c.jwksBlockedCIDRs(); err != nil {
+		return err
+	}
 	if strings.ContainsAny(c.ReplicaID, "/~ ") {
 		return fmt.Errorf("replicaID %q must not contain '/', '~' or spaces", c.ReplicaID)
 	}
 	return registries.Validate(c.Registries)
+}
+
+// jwksBlockedCIDRs parses JWKSBlockedCIDRs.
+func (c Config) jwksBlockedCIDRs() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, v := range c.JWKSBlockedCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("jwksBlockedCIDRs[%d] %q: not a CIDR range (e.g. 169.254.0.0/16): %w", i, v, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

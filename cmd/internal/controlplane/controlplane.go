@@ -143,7 +143,11 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	// RequestAuthentication key sets (jwksUri) are fetched here and inlined
 	// into the JWT filters, as istiod does by default; xDS starts once the
 	// first complete config's key sets were tried.
-	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready)})
+	blocked, err := cfg.jwksBlockedCIDRs()
+	if err != nil {
+		return nil, err
+	}
+	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready), BlockedCIDRs: blocked})
 	if err != nil {
 		return nil, err
 	}
