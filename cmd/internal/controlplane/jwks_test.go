@@ -25,13 +25,7 @@ func TestServeFetchesJWKS(t *testing.T) {
 	cfg.ConfigDir = dir
 	cp := start(t, cfg)
 	waitReady(t, cp)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, body := get(t, "http://"+cp.HTTPAddr()+"/debug/config?kind=JWKS")
-		var dc filestore.DebugConfig
-		if err := json.Unmarshal([]byte(body), &dc); err != nil {
-			t.Fatal(err)
-		}
+	waitJWKSConfig(t, cp, "the key set fetched and the 404 warned", func(dc filestore.DebugConfig) bool {
 		var fetched, warned bool
 		for _, o := range dc.Objects {
 			fetched = fetched || (o.Kind == filestore.KindJWKS && o.Name == url+"/keys" && strings.Contains(string(o.Spec), "0xObjM0Uv"))
@@ -39,11 +33,26 @@ func TestServeFetchesJWKS(t *testing.T) {
 		for _, w := range dc.Warnings {
 			warned = warned || (w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[1].jwksUri")
 		}
-		if fetched && warned {
+		return fetched && warned
+	})
+}
+
+// waitJWKSConfig polls /debug/config?kind=JWKS until cond holds, with a
+// deadline.
+func waitJWKSConfig(t *testing.T, cp *controlplane.ControlPlane, what string, cond func(filestore.DebugConfig) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := get(t, "http://"+cp.HTTPAddr()+"/debug/config?kind=JWKS")
+		var dc filestore.DebugConfig
+		if err := json.Unmarshal([]byte(body), &dc); err != nil {
+			t.Fatal(err)
+		}
+		if cond(dc) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("fetched %v, warned %v:\n%s", fetched, warned, body)
+			t.Fatalf("timed out waiting for %s:\n%s", what, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -91,31 +100,20 @@ func TestServeBlocksJWKSCIDRs(t *testing.T) {
 	cfg.JWKSBlockedCIDRs = []string{"127.0.0.0/8"}
 	cp := start(t, cfg)
 	waitReady(t, cp)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, body := get(t, "http://"+cp.HTTPAddr()+"/debug/config?kind=JWKS")
-		var dc filestore.DebugConfig
-		if err := json.Unmarshal([]byte(body), &dc); err != nil {
-			t.Fatal(err)
-		}
-		blocked := false
-		for _, w := range dc.Warnings {
-			blocked = blocked || (w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[0].jwksUri" &&
-				strings.Contains(w.Message, "in the blocked range 127.0.0.0/8"))
-		}
+	waitJWKSConfig(t, cp, "a VM1012 warning naming the blocked range", func(dc filestore.DebugConfig) bool {
 		for _, o := range dc.Objects {
 			if strings.Contains(string(o.Spec), "0xObjM0Uv") {
 				t.Fatalf("a key set was fetched from a blocked range: %s", o.Name)
 			}
 		}
-		if blocked {
-			break
+		for _, w := range dc.Warnings {
+			if w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[0].jwksUri" &&
+				strings.Contains(w.Message, "in the blocked range 127.0.0.0/8") {
+				return true
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no VM1012 warning naming the blocked range:\n%s", body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 
 	cfg.JWKSBlockedCIDRs = []string{"10.0.0.0/8", "169.254.0/16"}
 	if _, err := controlplane.New(cfg, nil); err == nil || !strings.Contains(err.Error(), `jwksBlockedCIDRs[1] "169.254.0/16"`) {
