@@ -81,6 +81,17 @@ type Registrar struct {
 	// report, and checkedBy their streams.
 	checked   map[filestore.Key]*checkedEntry
 	checkedBy map[int64]filestore.Key
+	// unchecked are the streams of agents naming a config-defined
+	// WorkloadEntry that is not health-checked: their reports are ignored
+	// (as Istio's), counted in ignoredReports and logged once per stream.
+	unchecked      map[int64]*uncheckedStream
+	ignoredReports int64
+}
+
+// uncheckedStream is an agent's stream whose health reports are ignored.
+type uncheckedStream struct {
+	key    filestore.Key
+	logged bool
 }
 
 // checkedEntry is a config-defined, health-checked WorkloadEntry with the
@@ -125,7 +136,16 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) *Registrar {
 	}
 	return &Registrar{cfg: cfg, store: store, log: logger.With("component", "autoregister"),
 		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{},
-		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}}
+		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}, unchecked: map[int64]*uncheckedStream{}}
+}
+
+// IgnoredHealthReports counts the health reports ignored since start
+// because the config-defined WorkloadEntry the agent names is not
+// health-checked (vmesh_registrations_ignored_health_reports_total).
+func (r *Registrar) IgnoredHealthReports() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ignoredReports
 }
 
 // EntryName is Istio's auto-registered WorkloadEntry name:
@@ -203,6 +223,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.unchecked, stream)
 	if key, ok := r.checkedBy[stream]; ok {
 		r.releaseEntryLocked(stream, key)
 		return
@@ -238,6 +259,15 @@ func (r *Registrar) Health(stream int64, _ *xds.Proxy, healthy bool, message str
 	if key, ok := r.checkedBy[stream]; ok {
 		r.log.Info("health reported", "entry", key.String(), "healthy", healthy, "reason", message)
 		r.store.SetHealth(key, &healthy)
+		return
+	}
+	if u := r.unchecked[stream]; u != nil {
+		r.ignoredReports++
+		if !u.logged {
+			u.logged = true
+			r.log.Warn("health reports ignored: the WorkloadEntry is not health-checked, so it stays an endpoint whatever its agent reports",
+				"entry", u.key.String(), "fix", "annotate it "+filestore.HealthChecksAnnotation+": \"true\"")
+		}
 		return
 	}
 	e := r.entries[r.byStream[stream]]
@@ -364,8 +394,9 @@ func (r *Registrar) controlEntry(ctx context.Context, stream int64, p *xds.Proxy
 			"add WorkloadEntry "+key.Name+" in namespace "+key.Namespace+" to the config, or start the agent with the --workload-entry that exists", false)
 	}
 	if !filestore.HealthChecksEnabled(o) {
-		r.log.Info("WorkloadEntry is not health-checked; the agent's health reports are ignored", "entry", key.String(), "proxy", p.ID,
-			"annotation", filestore.HealthChecksAnnotation)
+		r.mu.Lock()
+		r.unchecked[stream] = &uncheckedStream{key: key}
+		r.mu.Unlock()
 		return nil
 	}
 	if r.cfg.Authenticate != nil {

@@ -117,6 +117,16 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	if eps := ratingsEndpoints(t, store); !eps["10.2.0.6"] {
 		t.Fatalf("an unchecked entry followed its agent's report: %v", eps)
 	}
+	// ... and they are counted as ignored (the checked entry's were not).
+	r.Health(2, plain, true, "")
+	if n := r.IgnoredHealthReports(); n != 2 {
+		t.Fatalf("%d reports counted as ignored, want the unchecked entry's 2", n)
+	}
+	r.StreamClosed(2, plain)
+	r.Health(2, plain, false, "after close")
+	if n := r.IgnoredHealthReports(); n != 2 {
+		t.Fatalf("a closed stream's report counted: %d", n)
+	}
 }
 
 // TestConfigDefinedEntryRefusals: an agent naming an entry that does not

@@ -140,6 +140,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		},
 	}, logger)
 	cp.runners = append(cp.runners, registrar)
+	cp.metricNames.MustRegister(newRegistrationMetrics(registrar))
 	// RequestAuthentication key sets (jwksUri) are fetched here and inlined
 	// into the JWT filters, as istiod does by default; xDS starts once the
 	// first complete config's key sets were tried.

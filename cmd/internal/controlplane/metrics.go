@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
+	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/registries/sharedstate"
 )
 
@@ -70,6 +71,14 @@ func newStateMetrics(state func() *sharedstate.State) []prometheus.Collector {
 		}))
 	}
 	return out
+}
+
+// newRegistrationMetrics are the registrar's metrics, read at scrape time.
+func newRegistrationMetrics(r *autoregister.Registrar) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "vmesh", Subsystem: "registrations", Name: "ignored_health_reports_total",
+		Help: "Agents' health reports ignored because the config-defined WorkloadEntry they name is not health-checked (annotation proxy.istio.io/health-checks-enabled).",
+	}, func() float64 { return float64(r.IgnoredHealthReports()) })
 }
 
 // namingRegisterer records the name of every metric registered through it,
