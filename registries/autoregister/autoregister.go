@@ -86,6 +86,9 @@ type Registrar struct {
 	// (as Istio's), counted in ignoredReports and logged once per stream.
 	unchecked      map[int64]*uncheckedStream
 	ignoredReports int64
+	// ignoring counts, by entry, the streams whose reports were ignored:
+	// each such entry is warning VM1013 on the source's status.
+	ignoring map[filestore.Key]int
 }
 
 // uncheckedStream is an agent's stream whose health reports are ignored.
@@ -136,7 +139,25 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) *Registrar {
 	}
 	return &Registrar{cfg: cfg, store: store, log: logger.With("component", "autoregister"),
 		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{},
-		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}, unchecked: map[int64]*uncheckedStream{}}
+		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}, unchecked: map[int64]*uncheckedStream{}, ignoring: map[filestore.Key]int{}}
+}
+
+// warnLocked puts warning VM1013 on the source's status for each entry
+// whose agents' reports are ignored, at the entry's file and line. Callers
+// hold r.mu.
+func (r *Registrar) warnLocked() {
+	snap := r.store.Snapshot()
+	var warnings []filestore.ConfigError
+	for _, key := range slices.SortedFunc(maps.Keys(r.ignoring), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
+		w := filestore.ConfigError{Object: key.String(), Field: "metadata.annotations", Severity: filestore.SeverityWarning,
+			Code:    filestore.CodeHealthReportsIgnored,
+			Message: fmt.Sprintf("its agent reports its health, which is ignored: the entry is not health-checked, so it stays an endpoint whatever the agent reports; annotate it %s: \"true\" to make it an endpoint only while healthy", filestore.HealthChecksAnnotation)}
+		if o := snap.Get(key); o != nil {
+			w.File, w.Line, w.Commit, w.Source = o.Origin.File, o.Origin.Line, o.Origin.Commit, o.Origin.Source
+		}
+		warnings = append(warnings, w)
+	}
+	r.store.SetStatus(Source, "", warnings)
 }
 
 // IgnoredHealthReports counts the health reports ignored since start
@@ -223,7 +244,15 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.unchecked, stream)
+	if u := r.unchecked[stream]; u != nil {
+		delete(r.unchecked, stream)
+		if u.logged {
+			if r.ignoring[u.key]--; r.ignoring[u.key] <= 0 {
+				delete(r.ignoring, u.key)
+			}
+			r.warnLocked()
+		}
+	}
 	if key, ok := r.checkedBy[stream]; ok {
 		r.releaseEntryLocked(stream, key)
 		return
@@ -265,8 +294,8 @@ func (r *Registrar) Health(stream int64, _ *xds.Proxy, healthy bool, message str
 		r.ignoredReports++
 		if !u.logged {
 			u.logged = true
-			r.log.Warn("health reports ignored: the WorkloadEntry is not health-checked, so it stays an endpoint whatever its agent reports",
-				"entry", u.key.String(), "fix", "annotate it "+filestore.HealthChecksAnnotation+": \"true\"")
+			r.ignoring[u.key]++
+			r.warnLocked()
 		}
 		return
 	}

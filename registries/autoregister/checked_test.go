@@ -117,16 +117,36 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	if eps := ratingsEndpoints(t, store); !eps["10.2.0.6"] {
 		t.Fatalf("an unchecked entry followed its agent's report: %v", eps)
 	}
-	// ... and they are counted as ignored (the checked entry's were not).
+	// ... and they are counted as ignored (the checked entry's were not),
+	// and warning VM1013 names the entry's file, line and field while
+	// its agent is connected.
 	r.Health(2, plain, true, "")
 	if n := r.IgnoredHealthReports(); n != 2 {
 		t.Fatalf("%d reports counted as ignored, want the unchecked entry's 2", n)
+	}
+	if w := registrationWarnings(store); len(w) != 1 || w[0].Code != filestore.CodeHealthReportsIgnored || w[0].File != "vms.yaml" ||
+		w[0].Line != 21 || w[0].Object != "WorkloadEntry/demo/plain-vm" || w[0].Field != "metadata.annotations" {
+		t.Fatalf("warnings while ignoring: %+v", w)
 	}
 	r.StreamClosed(2, plain)
 	r.Health(2, plain, false, "after close")
 	if n := r.IgnoredHealthReports(); n != 2 {
 		t.Fatalf("a closed stream's report counted: %d", n)
 	}
+	if w := registrationWarnings(store); len(w) != 0 {
+		t.Fatalf("warnings after the agent left: %+v", w)
+	}
+}
+
+// registrationWarnings returns the warnings on the registration source's
+// status.
+func registrationWarnings(store *filestore.Store) []filestore.ConfigError {
+	for _, st := range store.Snapshot().Sources {
+		if st.Source == autoregister.Source.Name {
+			return st.Warnings
+		}
+	}
+	return nil
 }
 
 // TestConfigDefinedEntryRefusals: an agent naming an entry that does not
