@@ -83,18 +83,16 @@ type Registrar struct {
 	checkedBy map[int64]filestore.Key
 	// unchecked are the streams of agents naming a config-defined
 	// WorkloadEntry that is not health-checked: their reports are ignored
-	// (as Istio's), counted in ignoredReports and logged once per stream.
+	// (as Istio's), counted in ignoredReports, and the entry of each that
+	// has reported is warning VM1013 on the source's status.
 	unchecked      map[int64]*uncheckedStream
 	ignoredReports int64
-	// ignoring counts, by entry, the streams whose reports were ignored:
-	// each such entry is warning VM1013 on the source's status.
-	ignoring map[filestore.Key]int
 }
 
 // uncheckedStream is an agent's stream whose health reports are ignored.
 type uncheckedStream struct {
-	key    filestore.Key
-	logged bool
+	key      filestore.Key
+	reported bool // a report was ignored
 }
 
 // checkedEntry is a config-defined, health-checked WorkloadEntry with the
@@ -139,16 +137,22 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) *Registrar {
 	}
 	return &Registrar{cfg: cfg, store: store, log: logger.With("component", "autoregister"),
 		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{},
-		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}, unchecked: map[int64]*uncheckedStream{}, ignoring: map[filestore.Key]int{}}
+		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}, unchecked: map[int64]*uncheckedStream{}}
 }
 
 // warnLocked puts warning VM1013 on the source's status for each entry
 // whose agents' reports are ignored, at the entry's file and line. Callers
 // hold r.mu.
 func (r *Registrar) warnLocked() {
+	ignoring := map[filestore.Key]bool{}
+	for _, u := range r.unchecked {
+		if u.reported {
+			ignoring[u.key] = true
+		}
+	}
 	snap := r.store.Snapshot()
 	var warnings []filestore.ConfigError
-	for _, key := range slices.SortedFunc(maps.Keys(r.ignoring), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
+	for _, key := range slices.SortedFunc(maps.Keys(ignoring), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
 		w := filestore.ConfigError{Object: key.String(), Field: "metadata.annotations", Severity: filestore.SeverityWarning,
 			Code:    filestore.CodeHealthReportsIgnored,
 			Message: fmt.Sprintf("its agent reports its health, which is ignored: the entry is not health-checked, so it stays an endpoint whatever the agent reports; annotate it %s: \"true\" to make it an endpoint only while healthy", filestore.HealthChecksAnnotation)}
@@ -246,10 +250,7 @@ func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
 	defer r.mu.Unlock()
 	if u := r.unchecked[stream]; u != nil {
 		delete(r.unchecked, stream)
-		if u.logged {
-			if r.ignoring[u.key]--; r.ignoring[u.key] <= 0 {
-				delete(r.ignoring, u.key)
-			}
+		if u.reported {
 			r.warnLocked()
 		}
 	}
@@ -292,9 +293,8 @@ func (r *Registrar) Health(stream int64, _ *xds.Proxy, healthy bool, message str
 	}
 	if u := r.unchecked[stream]; u != nil {
 		r.ignoredReports++
-		if !u.logged {
-			u.logged = true
-			r.ignoring[u.key]++
+		if !u.reported {
+			u.reported = true
 			r.warnLocked()
 		}
 		return

@@ -284,10 +284,9 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 	if err != nil {
 		return nil, err
 	}
-	s := &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
+	return &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
 		written: map[string][]byte{}, writtenFrom: map[string]*filestore.Object{}, remote: map[filestore.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[filestore.Key]bool{},
-		shared: map[string]ca.Revocation{}, synced: make(chan struct{})}
-	return s, nil
+		shared: map[string]ca.Revocation{}, synced: make(chan struct{})}, nil
 }
 
 // The kinds of UnreadableRecord.
