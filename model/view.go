@@ -70,7 +70,12 @@ type View struct {
 	services []*Service
 	clusters []Cluster
 	resolved bool
-	drs      map[*Service]*DestinationRule
+	// clustered: clusters holds ClustersOf(services).
+	clustered bool
+	reachable []ServicePort
+	// reached: reachable holds ReachablePorts' answer.
+	reached bool
+	drs     map[*Service]*DestinationRule
 	// missing are the cluster names RouteCluster returned for
 	// destinations the proxy has no cluster for.
 	missing map[string]bool
@@ -184,7 +189,6 @@ func (v *View) resolve() {
 			v.services = append(v.services, svc)
 		}
 	}
-	v.clusters = v.ClustersOf(v.services)
 }
 
 // ServicesOf returns the services among hosts the proxy sees and its kind
@@ -315,8 +319,35 @@ func (v *View) AllServices() []*Service { return v.snap.Services }
 
 // Clusters are the proxy's outbound clusters: ClustersOf(Services()).
 func (v *View) Clusters() []Cluster {
-	v.resolve()
+	if !v.clustered {
+		v.clusters = v.ClustersOf(v.Services())
+		v.clustered = true
+	}
 	return v.clusters
+}
+
+// ServicePort is one port of a service.
+type ServicePort struct {
+	Service *Service
+	Port    Port
+}
+
+// ReachablePorts are the service ports of the proxy's outbound clusters
+// without their subsets, in the order of Clusters; they need no
+// DestinationRule. The slice is shared: callers must not change it.
+func (v *View) ReachablePorts() []ServicePort {
+	if v.reached {
+		return v.reachable
+	}
+	v.reached = true
+	for _, svc := range v.Services() {
+		for _, port := range svc.Ports {
+			if v.reaches(svc, port.Number) {
+				v.reachable = append(v.reachable, ServicePort{Service: svc, Port: port})
+			}
+		}
+	}
+	return v.reachable
 }
 
 // ServiceFor returns the service for host as the proxy sees it, or nil.

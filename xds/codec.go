@@ -50,13 +50,26 @@ func newRequestCodec() *requestCodec {
 // buffer writes it in that many system calls, each of which also runs the
 // receiving side of loopback TCP). gRPC takes write buffers from a pool for
 // each write (its default shared write buffer): no connection holds one
-// while idle.
+// while idle. The receive windows are fixed at 1 MiB, as Istio's are: a
+// window gRPC sizes itself (its default) costs a PING and a WINDOW_UPDATE
+// write for nearly every request an xDS client sends, and those requests
+// are small.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(s.codec), grpc.WriteBufferSize(writeBufferSize)}
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(s.codec),
+		grpc.WriteBufferSize(writeBufferSize),
+		grpc.InitialWindowSize(receiveWindow),
+		grpc.InitialConnWindowSize(receiveWindow),
+	}
 }
 
-// writeBufferSize is the xDS servers' gRPC write buffer.
-const writeBufferSize = 256 << 10
+const (
+	// writeBufferSize is the xDS servers' gRPC write buffer.
+	writeBufferSize = 256 << 10
+	// receiveWindow is the xDS servers' HTTP/2 receive window, of each
+	// stream and of each connection.
+	receiveWindow = 1 << 20
+)
 
 // Name is the protobuf codec's name, so clients see no difference.
 func (c *requestCodec) Name() string { return c.proto.Name() }

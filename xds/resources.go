@@ -2,7 +2,6 @@ package xds
 
 import (
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -10,19 +9,20 @@ import (
 	"sync"
 	"sync/atomic"
 
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"github.com/vmesh/vmesh/xds/sidecar"
-
+	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
+	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
 // The resource types vmesh serves, in push order.
@@ -80,13 +80,11 @@ func newResource(name string, m proto.Message) (*resource, error) {
 
 // resourceFromBytes is newResource for m serialised as b.
 func resourceFromBytes(name string, m proto.Message, b []byte) *resource {
-	h := fnv.New64a()
-	h.Write(b)
 	return &resource{
 		name: name,
 		msg:  m,
 		any:  &anypb.Any{TypeUrl: resourcev3.APITypePrefix + string(m.ProtoReflect().Descriptor().FullName()), Value: b},
-		hash: strconv.FormatUint(h.Sum64(), 36),
+		hash: strconv.FormatUint(xxhash.Sum64(b), 36),
 	}
 }
 

@@ -40,14 +40,10 @@ type scope struct {
 
 func newScope(v *model.View) *scope {
 	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
-	cs := v.Clusters()
-	sc.targets = make([]target, 0, len(cs))
-	for _, c := range cs {
-		// A service port's subset clusters follow its own (View.ClustersOf).
-		t := target{svc: c.Service, port: c.Port}
-		if n := len(sc.targets); n == 0 || sc.targets[n-1] != t {
-			sc.targets = append(sc.targets, t)
-		}
+	sps := v.ReachablePorts()
+	sc.targets = make([]target, len(sps))
+	for i, sp := range sps {
+		sc.targets[i] = target{svc: sp.Service, port: sp.Port}
 	}
 	slices.SortStableFunc(sc.targets, func(a, b target) int {
 		return cmp.Or(cmp.Compare(a.port.Number, b.port.Number), cmp.Compare(a.svc.Hostname, b.svc.Hostname))

@@ -77,23 +77,35 @@ func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[strin
 		return nil, fmt.Errorf("route configuration %q: not a port", old.GetName())
 	}
 	port := uint32(n)
-	prev := make(map[string]*routev3.VirtualHost, len(old.GetVirtualHosts()))
-	for _, vh := range old.GetVirtualHosts() {
-		prev[vh.GetName()] = vh
-	}
+	portName := itoa(port)
+	// The same services give the same virtual hosts in the same order, so
+	// old's are walked alongside the targets. A regenerated host may not
+	// claim a domain an earlier host claims: used holds the domains of the
+	// hosts before it, filled only when a host is regenerated.
+	olds := old.GetVirtualHosts()
+	next := 0
 	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false)}
-	used := make(map[string]bool, 6*len(prev))
+	used := map[string]bool{}
+	claimed := 0
 	for _, t := range sc.targets {
 		if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
 			continue
 		}
-		if vh := prev[t.svc.Hostname+":"+itoa(port)]; vh != nil && !dirty[t.svc.Hostname] {
+		var prev *routev3.VirtualHost
+		if next < len(olds) && isVirtualHostOf(olds[next].GetName(), t.svc.Hostname, portName) {
+			prev = olds[next]
+			next++
+		}
+		if prev != nil && !dirty[t.svc.Hostname] {
+			rc.VirtualHosts = append(rc.VirtualHosts, prev)
+			continue
+		}
+		for _, vh := range rc.VirtualHosts[claimed:] {
 			for _, d := range vh.GetDomains() {
 				used[d] = true
 			}
-			rc.VirtualHosts = append(rc.VirtualHosts, vh)
-			continue
 		}
+		claimed = len(rc.VirtualHosts)
 		vh, err := sc.virtualHost(t, used)
 		if err != nil {
 			return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
@@ -104,6 +116,12 @@ func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[strin
 	}
 	rc.VirtualHosts = append(rc.VirtualHosts, sc.catchAllHost())
 	return rc, nil
+}
+
+// isVirtualHostOf reports whether name is the virtual host name of host
+// and port: "host:port".
+func isVirtualHostOf(name, host, port string) bool {
+	return len(name) == len(host)+1+len(port) && strings.HasPrefix(name, host) && name[len(host)] == ':' && strings.HasSuffix(name, port)
 }
 
 // httpPorts lists the outbound ports with an HTTP service, ascending.

@@ -32,8 +32,16 @@ import (
 )
 
 // TestMain lets the test binary act as a server child, as the vmesh-load
-// binary does, so the end-to-end test runs real child processes.
+// binary does, so the end-to-end test runs real child processes, and as
+// BenchmarkLoopbackSendFloor's reader.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == loopbackReaderCommand {
+		if err := loopbackReader(os.Args[2:]); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == ChildCommand {
 		if err := ChildMain(os.Args[2:]); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
