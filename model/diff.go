@@ -41,6 +41,12 @@ func (d *Diff) Empty() bool {
 	return !d.Global && len(d.Services) == 0 && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
 }
 
+// SameViewKeys reports whether every workload's ViewKey is the same at
+// both snapshots: a key reads only the Sidecars and the workload policies
+// (PeerAuthentications, AuthorizationPolicies, RequestAuthentications), and
+// any difference in those makes the diff Global.
+func (d *Diff) SameViewKeys() bool { return d != nil && !d.Global }
+
 // EndpointsOnly reports whether nothing but endpoint lists of services
 // differ.
 func (d *Diff) EndpointsOnly() bool {

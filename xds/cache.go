@@ -687,14 +687,18 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	c.mu.Lock()
 	oldSnap := c.snap
 	var live []*generation
-	seen := map[*generation]bool{}
+	// liveKeys are the live groups' keys at oldSnap.
+	liveKeys := map[*generation]string{}
 	for w := range c.watches {
 		if oldSnap == nil {
 			break
 		}
-		if g := c.gens[c.watchKeyLocked(w, oldSnap)]; g != nil && !seen[g] {
-			seen[g] = true
-			live = append(live, g)
+		key := c.watchKeyLocked(w, oldSnap)
+		if g := c.gens[key]; g != nil {
+			if _, ok := liveKeys[g]; !ok {
+				liveKeys[g] = key
+				live = append(live, g)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -717,7 +721,10 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	scopes := map[string]*outboundChange{}
 	var scopeJobs []func()
 	for _, g := range live {
-		key := GroupKey(s, g.proxy)
+		key := liveKeys[g]
+		if !md.SameViewKeys() {
+			key = GroupKey(s, g.proxy)
+		}
 		if !keys[key] {
 			keys[key] = true
 			jobs = append(jobs, &job{key: key, old: g})
@@ -815,7 +822,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.snap, c.gens, c.genErrs, c.diffs, c.outs = s, gens, errs, diffs, outs
-	c.rekeyMembersLocked()
+	c.rekeyMembersLocked(oldSnap, md)
 	// Watches whose group has no generation yet (their proxy's group had
 	// none at the previous snapshot, or changed key): generated outside the
 	// lock, as on connect.

@@ -81,11 +81,17 @@ func (c *cache) leaveGroupLocked(key string) {
 }
 
 // rekeyMembersLocked recomputes every stream's group at the cache's new
-// snapshot (a push may move proxies between groups). Callers hold c.mu.
-func (c *cache) rekeyMembersLocked() {
+// snapshot (a push may move proxies between groups). A member keyed at
+// prev keeps its key when d, prev's diff to the new snapshot, leaves every
+// key as it was. Callers hold c.mu.
+func (c *cache) rekeyMembersLocked(prev *model.Snapshot, d *model.Diff) {
 	clear(c.groupStreams)
+	same := d.SameViewKeys()
 	for _, m := range c.members {
-		m.key, m.keySnap = GroupKey(c.snap, m.proxy), c.snap
+		if !same || m.keySnap != prev {
+			m.key = GroupKey(c.snap, m.proxy)
+		}
+		m.keySnap = c.snap
 		c.groupStreams[m.key]++
 	}
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -259,6 +260,20 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 			return nil, nil, err
 		}
 	}
+	// The clusters and endpoints the part may drop are the touched hosts'
+	// at the part's snapshot (a part is what generating at its snapshot
+	// gives), not every one it holds; listeners and routes are few.
+	ov := model.NewView(o.snap, o.proxy.Workload())
+	var oldNames []string
+	for _, ref := range ov.ClustersOf(ov.ServicesOf(slices.Collect(maps.Keys(dirty)))) {
+		oldNames = append(oldNames, ref.Name())
+	}
+	dropCandidates := func(t string, old *resourceMap) iter.Seq[string] {
+		if t == resourcev3.ClusterType || t == resourcev3.EndpointType {
+			return slices.Values(oldNames)
+		}
+		return old.Keys()
+	}
 	byHost := func(t string) func(string) bool {
 		return func(n string) bool { return strings.HasPrefix(n, "outbound|") && dirty[resourceHost(t, n)] }
 	}
@@ -276,8 +291,8 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 			}
 		}
 		if gone := drop[t]; gone != nil {
-			for name := range old.Keys() {
-				if fresh[t][name] == nil && gone(name) {
+			for name := range dropCandidates(t, old) {
+				if _, had := old.Get(name); had && fresh[t][name] == nil && gone(name) {
 					ch[name] = true
 				}
 			}

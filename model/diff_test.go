@@ -1,0 +1,108 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/vmesh/vmesh/filestore"
+	networking "istio.io/api/networking/v1alpha3"
+	securityv1beta1 "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
+)
+
+// TestSameViewKeys checks Diff.SameViewKeys against the keys themselves:
+// whenever a diff says every ViewKey stays, each workload's key is the
+// same at both snapshots, and the changes that do move a workload to
+// another group are Global.
+func TestSameViewKeys(t *testing.T) {
+	base := append(rebuildBase(),
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindSidecar, Namespace: "ns-0", Name: "web"},
+			Spec: &networking.Sidecar{WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"tier": "web"}},
+				Egress: []*networking.IstioEgressListener{{Hosts: []string{"./*"}}}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindPeerAuthentication, Namespace: "ns-0", Name: "strict"},
+			Spec: &securityv1beta1.PeerAuthentication{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"tier": "web"}},
+				Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: securityv1beta1.PeerAuthentication_MutualTLS_STRICT}}},
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-1", Name: "deny"},
+			Spec: &securityv1beta1.AuthorizationPolicy{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"tier": "batch"}},
+				Action: securityv1beta1.AuthorizationPolicy_DENY, Rules: []*securityv1beta1.Rule{{}}}},
+	)
+	var vs, dr, se *filestore.Object
+	for _, o := range base {
+		switch {
+		case vs == nil && o.Kind == filestore.KindVirtualService:
+			vs = o
+		case dr == nil && o.Kind == filestore.KindDestinationRule:
+			dr = o
+		case se == nil && o.Kind == filestore.KindServiceEntry:
+			se = o
+		}
+	}
+	var workloads []Workload
+	for _, ns := range []string{"ns-0", "ns-1"} {
+		for _, tier := range []string{"web", "batch", ""} {
+			for _, kind := range []ProxyKind{KindSidecar, KindGRPC} {
+				workloads = append(workloads, Workload{ID: ns + tier, Kind: kind, Namespace: ns, Labels: map[string]string{"tier": tier, "app": "x"}, IPs: []string{"10.0.0.9"}})
+			}
+		}
+	}
+	cases := []struct {
+		name string
+		edit func([]*filestore.Object) []*filestore.Object
+		// moves: some workload's key differs after the edit.
+		moves bool
+	}{
+		{"VirtualService weights", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) {
+			for _, r := range o.Spec.(*networking.VirtualService).GetHttp()[0].GetRoute() {
+				r.Weight = 50
+			}
+		}), false},
+		{"DestinationRule removed", editObject(dr.Kind, dr.Namespace, dr.Name, func(o *filestore.Object) { o.Spec = nil }), false},
+		{"ServiceEntry port added", editObject(se.Kind, se.Namespace, se.Name, func(o *filestore.Object) {
+			e := o.Spec.(*networking.ServiceEntry)
+			e.Ports = append(e.Ports, &networking.ServicePort{Name: "http", Number: 8080, Protocol: "HTTP"})
+		}), false},
+		{"Sidecar selects batch too", editObject(filestore.KindSidecar, "ns-0", "web", func(o *filestore.Object) {
+			o.Spec.(*networking.Sidecar).WorkloadSelector = nil
+		}), true},
+		{"PeerAuthentication selects batch", editObject(filestore.KindPeerAuthentication, "ns-0", "strict", func(o *filestore.Object) {
+			o.Spec.(*securityv1beta1.PeerAuthentication).Selector.MatchLabels = map[string]string{"tier": "batch"}
+		}), true},
+		{"AuthorizationPolicy removed", editObject(filestore.KindAuthorizationPolicy, "ns-1", "deny", func(o *filestore.Object) { o.Spec = nil }), true},
+	}
+	build := func(t *testing.T, objs []*filestore.Object) *Snapshot {
+		t.Helper()
+		st := filestore.NewStore()
+		if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+			t.Fatal(err)
+		}
+		return Build(st.Snapshot())
+	}
+	s0 := build(t, base)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s1 := build(t, tc.edit(base))
+			d := Compare(s0, s1)
+			if d.Empty() {
+				t.Fatal("the edit changed nothing the generators read")
+			}
+			moved := false
+			for _, w := range workloads {
+				if ViewKey(s0, w) != ViewKey(s1, w) {
+					moved = true
+					if d.SameViewKeys() {
+						t.Errorf("%s (%s): key %q -> %q, but SameViewKeys", w.ID, w.Kind, ViewKey(s0, w), ViewKey(s1, w))
+					}
+				}
+			}
+			if moved != tc.moves {
+				t.Errorf("some key moved: %v, want %v", moved, tc.moves)
+			}
+			if d.SameViewKeys() == tc.moves {
+				t.Errorf("SameViewKeys = %v for an edit that moves keys: %v", d.SameViewKeys(), tc.moves)
+			}
+		})
+	}
+	var none *Diff
+	if none.SameViewKeys() {
+		t.Error("no diff (no previous snapshot) says the keys stay")
+	}
+}
