@@ -123,7 +123,7 @@ func BenchmarkProxyApplyEDS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp := sotwResponse(b, eds)
+	resp := edsResponse(b, eds)
 	px := NewProxy(ProxySpec{ID: "p", Namespace: "ns-1", Style: StyleEnvoy}, NewShared())
 	px.applySotW(resp)
 	b.ReportAllocs()
@@ -132,7 +132,7 @@ func BenchmarkProxyApplyEDS(b *testing.B) {
 	}
 }
 
-func sotwResponse[T proto.Message](b *testing.B, in []T) *discoveryv3.DiscoveryResponse {
+func edsResponse[T proto.Message](b *testing.B, in []T) *discoveryv3.DiscoveryResponse {
 	resp := &discoveryv3.DiscoveryResponse{TypeUrl: resourcev3.EndpointType, VersionInfo: "v"}
 	for _, m := range in {
 		a, err := anypb.New(m)

@@ -232,14 +232,15 @@ func (p *Proxy) runSotW(ctx context.Context, ads discoveryv3.AggregatedDiscovery
 			return err
 		}
 	}
+	var in sotwResponse
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(&in); err != nil {
 			if errors.Is(err, io.EOF) {
 				return errors.New("stream closed by server")
 			}
 			return err
 		}
+		resp := &in.msg
 		fire, next := p.applySotW(resp)
 		if err := send(resp.GetTypeUrl()); err != nil { // the ACK
 			return err
@@ -307,14 +308,15 @@ func (p *Proxy) runDelta(ctx context.Context, ads discoveryv3.AggregatedDiscover
 			return err
 		}
 	}
+	var in deltaResponse
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(&in); err != nil {
 			if errors.Is(err, io.EOF) {
 				return errors.New("stream closed by server")
 			}
 			return err
 		}
+		resp := &in.msg
 		fire, subs := p.applyDelta(resp)
 		if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
 			return err
