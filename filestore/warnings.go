@@ -85,6 +85,7 @@ const (
 	CodeMeshConfigNotApplied       = "VM1011"  // a MeshConfig field vmesh reads but does not apply
 	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched: its tokens are rejected
 	CodeHealthReportsIgnored       = "VM1013"  // an agent reports the health of a WorkloadEntry that is not health-checked: it stays an endpoint
+	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched with no blocked address ranges set (Istio's IST0175)
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -112,6 +113,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeMeshConfigNotApplied, Name: "MeshConfigFieldNotApplied"},
 	{Code: CodeJWKSFetchFailed, Name: "JwksFetchFailed"},
 	{Code: CodeHealthReportsIgnored, Name: "HealthReportsIgnored"},
+	{Code: CodeJWKSFetchUnrestricted, Name: "JwksUriFetchUnrestricted"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},

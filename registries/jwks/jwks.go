@@ -332,6 +332,15 @@ func (f *Fetcher) publish() {
 			}
 		}
 		objects = append(objects, e.object)
+		if len(f.settings.BlockedCIDRs) == 0 {
+			for _, u := range e.users {
+				warnings = append(warnings, filestore.ConfigError{
+					File: u.origin.File, Line: u.origin.Line, Commit: u.origin.Commit, Object: u.object, Field: u.field,
+					Severity: filestore.SeverityWarning, Code: filestore.CodeJWKSFetchUnrestricted, Source: u.origin.Source,
+					Message: fmt.Sprintf("JWKS %s is fetched from wherever it resolves: no blocked address ranges are set (jwksBlockedCIDRs, --jwks-blocked-cidr), so whoever may write a RequestAuthentication can make the control plane fetch from any address it reaches", k),
+				})
+			}
+		}
 		if e.err == nil {
 			continue
 		}

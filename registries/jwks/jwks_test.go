@@ -468,6 +468,48 @@ func TestBlockedCIDRsFailClosed(t *testing.T) {
 	})
 }
 
+// unrestricted returns the VM1014 warnings of the jwks source, as
+// "file:line field".
+func unrestricted(fs *filestore.Snapshot) []string {
+	var out []string
+	for _, src := range fs.Sources {
+		for _, w := range src.Warnings {
+			if src.Source == jwks.SourceName && w.Code == filestore.CodeJWKSFetchUnrestricted {
+				out = append(out, fmt.Sprintf("%s:%d %s %s", w.File, w.Line, w.Object, w.Field))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestUnrestrictedFetchesWarn checks VM1014, Istio's IST0175: while no
+// blocked ranges are set, each rule whose key set the control plane
+// fetches is a warning at its file, line and field; with ranges set (here
+// ones the key server is not in, so the fetches succeed) none is.
+func TestUnrestrictedFetchesWarn(t *testing.T) {
+	signer := newSigner(t, "k1")
+	ks := newKeyServer(t, signer.jwks)
+	open := storeWith(t, configYAML(ks.URL))
+	runFetcher(t, open, ks.Client(), time.Minute)
+	fs := waitFor(t, open, "both rules warned", func(s *filestore.Snapshot) bool { return len(unrestricted(s)) == 2 })
+	want := []string{"jwt.yaml:11 RequestAuthentication/shop/jwt jwtRules[0].jwksUri", "jwt.yaml:11 RequestAuthentication/shop/jwt jwtRules[1].jwksUri"}
+	if got := unrestricted(fs); !slices.Equal(got, want) {
+		t.Errorf("VM1014 warnings %q, want %q", got, want)
+	}
+
+	guarded := storeWith(t, configYAML(ks.URL))
+	runFetcherWith(t, guarded, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
+		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}})
+	fs = waitFor(t, guarded, "the key set fetched", func(s *filestore.Snapshot) bool {
+		v, e, _ := jwksValue(s, ks.URL+"/keys")
+		return e == "" && v == signer.jwks
+	})
+	if got := unrestricted(fs); len(got) > 0 {
+		t.Errorf("VM1014 warnings %q with blocked ranges set", got)
+	}
+}
+
 // A rule without jwksUri finds its keys by OpenID discovery from the
 // issuer, as Istio does; a RequestAuthentication removed from the Store
 // takes its key set with it.

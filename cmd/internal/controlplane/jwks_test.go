@@ -18,7 +18,8 @@ import (
 // vmesh serve fetches a RequestAuthentication's jwksUri (the fetcher is
 // wired in as a Store source): the key set appears as a JWKS object in
 // /debug/config?kind=JWKS, and a URI that fails is warning VM1012 with the
-// RequestAuthentication's file and field.
+// RequestAuthentication's file and field. With no blocked ranges set, each
+// fetched rule is warning VM1014 in /debug and vmesh_config_warnings.
 func TestServeFetchesJWKS(t *testing.T) {
 	dir, url := jwksConfig(t)
 	cfg := controlplane.DefaultConfig()
@@ -26,15 +27,19 @@ func TestServeFetchesJWKS(t *testing.T) {
 	cp := start(t, cfg)
 	waitReady(t, cp)
 	waitJWKSConfig(t, cp, "the key set fetched and the 404 warned", func(dc filestore.DebugConfig) bool {
-		var fetched, warned bool
+		var fetched, warned, unrestricted bool
 		for _, o := range dc.Objects {
 			fetched = fetched || (o.Kind == filestore.KindJWKS && o.Name == url+"/keys" && strings.Contains(string(o.Spec), "0xObjM0Uv"))
 		}
 		for _, w := range dc.Warnings {
 			warned = warned || (w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[1].jwksUri")
+			unrestricted = unrestricted || (w.Code == filestore.CodeJWKSFetchUnrestricted && w.File == "jwt.yaml" && w.Field == "jwtRules[0].jwksUri")
 		}
-		return fetched && warned
+		return fetched && warned && unrestricted
 	})
+	if _, body := get(t, "http://"+cp.HTTPAddr()+"/metrics"); !strings.Contains(body, `vmesh_config_warnings{code="VM1014",source="jwks"} 2`) {
+		t.Errorf("metrics do not count the two VM1014 warnings of the jwks source:\n%s", grepLines(body, "vmesh_config_warnings"))
+	}
 }
 
 // waitJWKSConfig polls /debug/config?kind=JWKS until cond holds, with a
