@@ -94,30 +94,29 @@ func materialize(buf []byte, data mem.BufferSlice) []byte {
 	return buf
 }
 
-// fields calls f with each field of the message b, its value's bytes
-// (length-delimited fields) or varint; it stops at f's first error.
-func fields(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
+// fields calls f with each length-delimited field of the message b (the
+// only kind the proxies read), skipping the others; it stops at f's first
+// error.
+func fields(b []byte, f func(num protowire.Number, v []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		var v []byte
-		var x uint64
-		switch typ {
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		case protowire.VarintType:
-			x, n = protowire.ConsumeVarint(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+		if typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
 		}
+		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if err := f(num, typ, v, x); err != nil {
+		if err := f(num, v); err != nil {
 			return err
 		}
 	}
@@ -127,10 +126,7 @@ func fields(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte,
 // decodeAny reads an Any into a, its value aliasing b.
 func decodeAny(b []byte, a *anypb.Any) error {
 	a.TypeUrl, a.Value = "", nil
-	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
+	return fields(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			a.TypeUrl = string(v)
@@ -145,10 +141,7 @@ func (r *sotwResponse) decode(data mem.BufferSlice) error {
 	r.buf = materialize(r.buf, data)
 	m := &r.msg
 	m.VersionInfo, m.TypeUrl, m.Nonce, m.Resources = "", "", "", m.Resources[:0]
-	err := fields(r.buf, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
+	err := fields(r.buf, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			m.VersionInfo = string(v)
@@ -176,10 +169,7 @@ func (r *deltaResponse) decode(data mem.BufferSlice) error {
 	r.buf = materialize(r.buf, data)
 	m := &r.msg
 	m.SystemVersionInfo, m.TypeUrl, m.Nonce, m.Resources, m.RemovedResources = "", "", "", m.Resources[:0], nil
-	err := fields(r.buf, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
+	err := fields(r.buf, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			m.SystemVersionInfo = string(v)
@@ -210,10 +200,7 @@ func (r *deltaResponse) decode(data mem.BufferSlice) error {
 func decodeResource(b []byte, res *discoveryv3.Resource) error {
 	body := res.Resource
 	res.Name, res.Version, res.Aliases, res.Resource = "", "", nil, nil
-	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
+	return fields(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			res.Version = string(v)
