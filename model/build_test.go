@@ -194,37 +194,77 @@ func TestRoutingBindingAndSidecarScope(t *testing.T) {
 	}
 }
 
+// TestTrafficPolicyMerge checks Istio's merge of a DestinationRule's levels
+// (pilot/pkg/networking/util MergeSubsetTrafficPolicy): a port-level entry
+// replaces loadBalancer, connectionPool, outlierDetection and tls together,
+// without inheriting what it leaves out; a subset's policy replaces the
+// fields it sets, all four when it has an entry for the port.
 func TestTrafficPolicyMerge(t *testing.T) {
+	simple := func(lb networking.LoadBalancerSettings_SimpleLB) *networking.LoadBalancerSettings {
+		return &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: lb}}
+	}
+	pool := func(n int32) *networking.ConnectionPoolSettings {
+		return &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: n}}
+	}
+	simpleTLS := &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE}
 	s := build(t,
-		obj(filestore.KindServiceEntry, "a", "svc", &networking.ServiceEntry{Hosts: []string{"svc.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}}, Resolution: networking.ServiceEntry_STATIC}),
+		obj(filestore.KindServiceEntry, "a", "svc", &networking.ServiceEntry{Hosts: []string{"svc.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}, {Name: "grpc-b", Number: 81}, {Name: "https", Number: 443}}, Resolution: networking.ServiceEntry_STATIC}),
 		obj(filestore.KindDestinationRule, "a", "dr", &networking.DestinationRule{
 			Host: "svc.a",
 			TrafficPolicy: &networking.TrafficPolicy{
-				LoadBalancer:   &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_ROUND_ROBIN}},
-				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 10}},
-				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{
-					Port:         &networking.PortSelector{Number: 80},
-					LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_LEAST_REQUEST}},
+				LoadBalancer:   simple(networking.LoadBalancerSettings_ROUND_ROBIN),
+				ConnectionPool: pool(10),
+				Tls:            simpleTLS,
+				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{
+					{Port: &networking.PortSelector{Number: 80}, LoadBalancer: simple(networking.LoadBalancerSettings_LEAST_REQUEST)},
+					{Port: &networking.PortSelector{Number: 443}, Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL}},
+				},
+			},
+			Subsets: []*networking.Subset{
+				{Name: "v2", Labels: map[string]string{"version": "v2"}, TrafficPolicy: &networking.TrafficPolicy{ConnectionPool: pool(2)}},
+				{Name: "v3", Labels: map[string]string{"version": "v3"}, TrafficPolicy: &networking.TrafficPolicy{
+					ConnectionPool: pool(3),
+					PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{
+						{Port: &networking.PortSelector{Number: 81}, LoadBalancer: simple(networking.LoadBalancerSettings_RANDOM)},
+					},
 				}},
 			},
-			Subsets: []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"}, TrafficPolicy: &networking.TrafficPolicy{
-				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 2}},
-			}}},
 		}),
 	)
 	dr := s.DestinationRuleFor("svc.a", "a", "a")
-	tp := dr.TrafficPolicy(80, "")
-	if tp.GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_LEAST_REQUEST || tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests() != 10 {
-		t.Errorf("port 80 policy = %v", tp)
+	type want struct {
+		lb   networking.LoadBalancerSettings_SimpleLB // 0 (UNSPECIFIED): none
+		pool int32                                    // 0: none
+		tls  networking.ClientTLSSettings_TLSmode     // 0 (DISABLE): none
 	}
-	if tp := dr.TrafficPolicy(81, ""); tp.GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_ROUND_ROBIN {
-		t.Errorf("port 81 policy = %v", tp)
+	for _, c := range []struct {
+		port   uint32
+		subset string
+		want   want
+	}{
+		// The port entry sets only loadBalancer: connectionPool and tls are not inherited.
+		{80, "", want{lb: networking.LoadBalancerSettings_LEAST_REQUEST}},
+		{81, "", want{networking.LoadBalancerSettings_ROUND_ROBIN, 10, networking.ClientTLSSettings_SIMPLE}},
+		// The port entry sets only tls: the top-level ROUND_ROBIN is not inherited (Istio's default applies).
+		{443, "", want{tls: networking.ClientTLSSettings_ISTIO_MUTUAL}},
+		// A subset's connectionPool replaces only that field of the port's policy.
+		{80, "v2", want{lb: networking.LoadBalancerSettings_LEAST_REQUEST, pool: 2}},
+		{81, "v2", want{networking.LoadBalancerSettings_ROUND_ROBIN, 2, networking.ClientTLSSettings_SIMPLE}},
+		// The subset's own entry for 81 replaces all four fields, its top-level pool included.
+		{81, "v3", want{lb: networking.LoadBalancerSettings_RANDOM}},
+		{80, "v3", want{lb: networking.LoadBalancerSettings_LEAST_REQUEST, pool: 3}},
+	} {
+		tp := dr.TrafficPolicy(c.port, c.subset)
+		got := want{tp.GetLoadBalancer().GetSimple(), tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(), dr.ClientTLS(c.port, c.subset).GetMode()}
+		if got != c.want {
+			t.Errorf("port %d subset %q: got %+v, want %+v", c.port, c.subset, got, c.want)
+		}
 	}
-	if tp := dr.TrafficPolicy(80, "v2"); tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests() != 2 || tp.GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_LEAST_REQUEST {
-		t.Errorf("subset policy = %v", tp)
-	}
-	if dr.Spec.GetTrafficPolicy().GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_ROUND_ROBIN {
+	if dr.Spec.GetTrafficPolicy().GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_ROUND_ROBIN || dr.Spec.GetTrafficPolicy().GetConnectionPool().GetHttp().GetHttp2MaxRequests() != 10 {
 		t.Errorf("input modified")
+	}
+	if tp := dr.TrafficPolicy(443, ""); tp != nil {
+		t.Errorf("port 443 has only tls, TrafficPolicy = %v, want nil", tp)
 	}
 }
 

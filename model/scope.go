@@ -162,47 +162,78 @@ func (dr *DestinationRule) SubsetNames() []string {
 }
 
 // TrafficPolicy returns the effective policy for a service port and subset
-// ("" for none), merging as Istio does: the rule's top-level policy, overlaid
-// by its port-level settings for the port, then the subset's policy and its
-// port-level settings. Each of loadBalancer, connectionPool and
-// outlierDetection is replaced whole by the more specific level. The result
-// is a new message (nil when there is no policy); inputs are not modified.
+// ("" for none), merged as Istio merges it: the rule's top-level policy,
+// replaced by its port-level settings for the port when it has an entry for
+// it, then overlaid by the subset's policy (itself replaced by the subset's
+// port-level entry for the port). Port-level settings do not inherit: an
+// entry for the port replaces loadBalancer, connectionPool, outlierDetection
+// and tls together, so a field it leaves out takes its default even when the
+// level above sets it (the API's documented meaning). A subset's policy
+// replaces each field it sets. The result holds loadBalancer,
+// connectionPool and outlierDetection as new messages (nil when none is
+// set); inputs are not modified.
 func (dr *DestinationRule) TrafficPolicy(port uint32, subset string) *networking.TrafficPolicy {
-	if dr == nil {
+	p := dr.policy(port, subset)
+	if p.lb == nil && p.cp == nil && p.od == nil {
 		return nil
 	}
-	var out *networking.TrafficPolicy
-	apply := func(tp *networking.TrafficPolicy) {
-		if tp == nil {
-			return
-		}
-		if out == nil {
-			out = &networking.TrafficPolicy{}
-		}
-		overlay(out, tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection())
-		for _, pl := range tp.GetPortLevelSettings() {
-			if pl.GetPort().GetNumber() == port {
-				overlay(out, pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection())
-			}
-		}
+	out := &networking.TrafficPolicy{}
+	if p.lb != nil {
+		out.LoadBalancer = proto.Clone(p.lb).(*networking.LoadBalancerSettings)
 	}
-	apply(dr.Spec.GetTrafficPolicy())
-	if ss := dr.Subset(subset); ss != nil {
-		apply(ss.GetTrafficPolicy())
+	if p.cp != nil {
+		out.ConnectionPool = proto.Clone(p.cp).(*networking.ConnectionPoolSettings)
+	}
+	if p.od != nil {
+		out.OutlierDetection = proto.Clone(p.od).(*networking.OutlierDetection)
 	}
 	return out
 }
 
-func overlay(out *networking.TrafficPolicy, lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings, od *networking.OutlierDetection) {
-	if lb != nil {
-		out.LoadBalancer = proto.Clone(lb).(*networking.LoadBalancerSettings)
+// policyFields are the parts of a traffic policy that a port-level entry
+// replaces together.
+type policyFields struct {
+	lb  *networking.LoadBalancerSettings
+	cp  *networking.ConnectionPoolSettings
+	od  *networking.OutlierDetection
+	tls *networking.ClientTLSSettings
+}
+
+// levelFields returns tp's fields for port: those of tp's port-level entry
+// for the port when it has one (and true), else tp's own.
+func levelFields(tp *networking.TrafficPolicy, port uint32) (policyFields, bool) {
+	for _, pl := range tp.GetPortLevelSettings() {
+		if pl.GetPort().GetNumber() == port {
+			return policyFields{pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls()}, true
+		}
 	}
-	if cp != nil {
-		out.ConnectionPool = proto.Clone(cp).(*networking.ConnectionPoolSettings)
+	return policyFields{tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls()}, false
+}
+
+// policy merges the rule's levels for port and subset (see TrafficPolicy).
+func (dr *DestinationRule) policy(port uint32, subset string) policyFields {
+	if dr == nil {
+		return policyFields{}
 	}
-	if od != nil {
-		out.OutlierDetection = proto.Clone(od).(*networking.OutlierDetection)
+	out, _ := levelFields(dr.Spec.GetTrafficPolicy(), port)
+	ss := dr.Subset(subset)
+	if ss.GetTrafficPolicy() == nil {
+		return out
 	}
+	sub, portLevel := levelFields(ss.GetTrafficPolicy(), port)
+	if sub.lb != nil || portLevel {
+		out.lb = sub.lb
+	}
+	if sub.cp != nil || portLevel {
+		out.cp = sub.cp
+	}
+	if sub.od != nil || portLevel {
+		out.od = sub.od
+	}
+	if sub.tls != nil || portLevel {
+		out.tls = sub.tls
+	}
+	return out
 }
 
 // SubsetEndpoints returns the service endpoints that carry every label of

@@ -437,29 +437,11 @@ type UpstreamTLS struct {
 }
 
 // ClientTLS returns the DestinationRule TLS settings for a service port and
-// subset: the rule's top-level settings, overridden by its port-level
-// settings for the port, then by the subset's and the subset's port-level
-// settings. nil when none applies.
+// subset, merged as TrafficPolicy merges the other fields: a port-level
+// entry for the port replaces the level's tls (nil when the entry sets
+// none), and a subset's tls replaces the rule's. nil when none applies.
 func (dr *DestinationRule) ClientTLS(port uint32, subset string) *networking.ClientTLSSettings {
-	if dr == nil {
-		return nil
-	}
-	var out *networking.ClientTLSSettings
-	apply := func(tp *networking.TrafficPolicy) {
-		if t := tp.GetTls(); t != nil {
-			out = t
-		}
-		for _, pl := range tp.GetPortLevelSettings() {
-			if pl.GetPort().GetNumber() == port && pl.GetTls() != nil {
-				out = pl.GetTls()
-			}
-		}
-	}
-	apply(dr.Spec.GetTrafficPolicy())
-	if ss := dr.Subset(subset); ss != nil {
-		apply(ss.GetTrafficPolicy())
-	}
-	return out
+	return dr.policy(port, subset).tls
 }
 
 // UpstreamTLS decides how a client reaches the cluster of svc's port and
