@@ -1201,8 +1201,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "inbound cluster: Istio's is ORIGINAL_DST (CLUSTER_PROVIDED, bind 127.0.0.6, unlimited breakers), vmesh's STATIC to 127.0.0.1:port"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|\d+\|\|`, Path: `/circuitBreakers/.*|/typedExtensionProtocolOptions(/.*)?`, Case: `docs-circuit-breaking`,
 		Reason: "Istio applies the connection pool of the DestinationRule of the workload's own service to its inbound cluster; vmesh does not"},
-	{Proxy: "sidecar", Type: "CDS", Path: `/edsClusterConfig/edsConfig|.*/sdsConfig/initialFetchTimeout`,
-		Reason: "Istio disables the initial fetch timeout of EDS and SDS (initial_fetch_timeout 0s: wait forever); vmesh keeps Envoy's 15 s"},
 	{Proxy: "sidecar", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
 		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,

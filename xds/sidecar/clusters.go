@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmesh/vmesh/xds/translate"
-
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -138,7 +136,7 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 		c = sc.originalDst(name)
 	case usesEDS(ref.Service):
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: translate.ADSConfigSource(), ServiceName: name}
+		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: waitingADS(), ServiceName: name}
 	case ref.Service.Resolution == model.ResolutionDNSRoundRobin:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY

@@ -259,7 +259,7 @@ func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: "outbound_0.0.0.0_" + itoa(port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource:    translate.ADSConfigSource(),
+			ConfigSource:    waitingADS(),
 			RouteConfigName: RouteName(port),
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{
@@ -410,4 +410,14 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 		HttpFilters: hf,
 	}
 	return []*listenerv3.Filter{networkFilter(hcmFilter, hcm)}, nil
+}
+
+// waitingADS names the ADS stream for a sidecar's RDS and EDS with no
+// initial fetch timeout, as Istio's sidecars have: Envoy keeps a listener
+// or cluster warming until its routes or endpoints arrive rather than
+// activate it empty after 15 s (a cluster with no endpoints answers 503).
+func waitingADS() *corev3.ConfigSource {
+	src := translate.ADSConfigSource()
+	src.InitialFetchTimeout = durationpb.New(0)
+	return src
 }

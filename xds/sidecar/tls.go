@@ -2,10 +2,12 @@ package sidecar
 
 import (
 	"cmp"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -19,11 +21,21 @@ var (
 
 // sdsSecret references a secret the agent serves over SDS on its Unix
 // socket, reached through the bootstrap's static cluster SDSCluster.
-func sdsSecret(name string) *tlsv3.SdsSecretConfig {
+// Envoy waits for the workload's own certificate and root (wait: no
+// initial fetch timeout, as Istio's sidecars do) rather than bring up a
+// listener or cluster without them; a DestinationRule's credentialName
+// keeps Envoy's 15 s timeout, as Istio's does, so a secret that does not
+// exist fails only the connections that need it.
+func sdsSecret(name string, wait bool) *tlsv3.SdsSecretConfig {
+	var timeout *durationpb.Duration
+	if wait {
+		timeout = durationpb.New(0)
+	}
 	return &tlsv3.SdsSecretConfig{
 		Name: name,
 		SdsConfig: &corev3.ConfigSource{
-			ResourceApiVersion: corev3.ApiVersion_V3,
+			ResourceApiVersion:  corev3.ApiVersion_V3,
+			InitialFetchTimeout: timeout,
 			ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
 				ApiType:                   corev3.ApiConfigSource_GRPC,
 				TransportApiVersion:       corev3.ApiVersion_V3,
@@ -53,10 +65,10 @@ func sanMatchers(sans []string) []*tlsv3.SubjectAltNameMatcher {
 func meshCommonTLS(alpn []string, sans []string) *tlsv3.CommonTlsContext {
 	return &tlsv3.CommonTlsContext{
 		AlpnProtocols:                  alpn,
-		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(SecretDefault)},
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(SecretDefault, true)},
 		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 			DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sanMatchers(sans)},
-			ValidationContextSdsSecretConfig: sdsSecret(SecretRootCA),
+			ValidationContextSdsSecretConfig: sdsSecret(SecretRootCA, true),
 		}},
 	}
 }
@@ -114,12 +126,12 @@ func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *core
 	switch {
 	case t.GetCredentialName() != "":
 		if t.GetMode() == networking.ClientTLSSettings_MUTUAL {
-			ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(t.GetCredentialName())}
+			ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(t.GetCredentialName(), false)}
 		}
 		if cvc != nil {
 			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         cvc,
-				ValidationContextSdsSecretConfig: sdsSecret(t.GetCredentialName() + "-cacert"),
+				ValidationContextSdsSecretConfig: sdsSecret(t.GetCredentialName()+"-cacert", false),
 			}}
 		}
 	default:
