@@ -274,8 +274,6 @@ func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
 				set  bool
 			}{
 				{"queryParams", len(m.GetQueryParams()) > 0}, {"scheme", m.GetScheme() != nil},
-				{"sourceLabels", len(m.GetSourceLabels()) > 0}, {"sourceNamespace", m.GetSourceNamespace() != ""},
-				{"gateways", len(m.GetGateways()) > 0},
 			} {
 				if f.set {
 					w.info(mpath+f.name, CodeProxylessIgnores, "proxyless gRPC clients ignore %s, so the match applies to every one of them; Envoy sidecars apply it", f.name)

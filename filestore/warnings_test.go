@@ -106,9 +106,12 @@ spec:
   hosts: [web.shop.internal]
   http:
   - match:
-    - sourceLabels: {app: canary}
+    - queryParams: {q: {exact: x}}
     route: [{destination: {host: web.shop.internal}}]
     mirror: {host: web-shadow.shop.internal}
+  - match:
+    - sourceLabels: {app: canary}
+    route: [{destination: {host: web.shop.internal}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -118,8 +121,8 @@ spec:
   trafficPolicy:
     loadBalancer: {simple: LEAST_CONN}
     outlierDetection: {consecutive5xxErrors: 5}
-`, want: []where{{10, "http[0].mirror", filestore.CodeProxylessIgnores}, {8, "http[0].match[0].sourceLabels", filestore.CodeProxylessIgnores},
-			{18, "trafficPolicy.loadBalancer.simple", filestore.CodeProxylessIgnores}, {19, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}}},
+`, want: []where{{10, "http[0].mirror", filestore.CodeProxylessIgnores}, {8, "http[0].match[0].queryParams", filestore.CodeProxylessIgnores},
+			{21, "trafficPolicy.loadBalancer.simple", filestore.CodeProxylessIgnores}, {22, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 type Diff struct {
 	// Global is set when an input that is not bound to hosts differs: the
 	// mesh settings, Sidecars, PeerAuthentications, AuthorizationPolicies,
-	// RequestAuthentications or fetched JWKS. (WorkloadGroups feed only the
+	// RequestAuthentications or fetched JWKS, or the set of label keys that
+	// VirtualService sourceLabels name (group keys read it). (WorkloadGroups feed only the
 	// agents' WorkloadGroup resources: see SameWorkloadGroups.)
 	// Anything may then differ; the host sets are left empty.
 	Global bool
@@ -42,9 +43,10 @@ func (d *Diff) Empty() bool {
 }
 
 // SameViewKeys reports whether every workload's ViewKey is the same at
-// both snapshots: a key reads only the Sidecars and the workload policies
-// (PeerAuthentications, AuthorizationPolicies, RequestAuthentications), and
-// any difference in those makes the diff Global.
+// both snapshots: a key reads only the Sidecars, the workload policies
+// (PeerAuthentications, AuthorizationPolicies, RequestAuthentications) and
+// the label keys sourceLabels name, and any difference in those makes the
+// diff Global.
 func (d *Diff) SameViewKeys() bool { return d != nil && !d.Global }
 
 // EndpointsOnly reports whether nothing but endpoint lists of services
@@ -71,7 +73,8 @@ func Compare(prev, next *Snapshot) *Diff {
 		!slices.EqualFunc(prev.Sidecars, next.Sidecars, sameSidecar) ||
 		!slices.EqualFunc(prev.PeerAuthentications, next.PeerAuthentications, samePeerAuthentication) ||
 		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) ||
-		!sameAuthn(prev, next) {
+		!sameAuthn(prev, next) ||
+		!slices.Equal(prev.sourceLabelKeys, next.sourceLabelKeys) {
 		d.Global = true
 		d.endpointsOnly = false
 		return d

@@ -50,8 +50,10 @@ type Workload struct {
 //
 // Proxies with equal Keys get identical config from one snapshot. The key is
 // derived from what the View exposes: for proxyless gRPC, Workload returns
-// the kind, namespace and id only, and the labels act solely through the
-// Sidecar and the workload policies, which are in the key; an Envoy
+// the kind, namespace and id and only those labels whose keys some
+// VirtualService's sourceLabels name (they are in the key); the other
+// labels act solely through the Sidecar and the workload policies, which
+// are in the key too. An Envoy
 // sidecar's generators read its labels, IPs, workload name and locality,
 // so those are in its key.
 //
@@ -150,11 +152,27 @@ func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 }
 
 // visibleWorkload is what a View lets its generators read of w.
-func visibleWorkload(w Workload) Workload {
+func visibleWorkload(s *Snapshot, w Workload) Workload {
 	if w.Kind == KindSidecar {
 		return w
 	}
-	return Workload{ID: w.ID, Kind: w.Kind, Namespace: w.Namespace}
+	return Workload{ID: w.ID, Kind: w.Kind, Namespace: w.Namespace, Labels: sourceLabels(s, w.Labels)}
+}
+
+// sourceLabels returns the labels among l whose keys VirtualService
+// sourceLabels name (nil when none): all a proxyless client's routes read
+// of its labels.
+func sourceLabels(s *Snapshot, l map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range s.sourceLabelKeys {
+		if v, ok := l[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // keyOf is the group key of w, scoped by sidecar.
@@ -169,6 +187,8 @@ func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	}
 	if w.Kind == KindSidecar {
 		key += "|labels=" + LabelString(w.Labels) + "|ips=" + strings.Join(w.IPs, ",") + "|workload=" + w.WorkloadName + "|locality=" + w.Locality
+	} else if l := sourceLabels(s, w.Labels); l != nil {
+		key += "|labels=" + LabelString(l)
 	}
 	return key
 }
@@ -176,7 +196,7 @@ func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 // NewView returns w's View of s. What it needs of the snapshot is
 // resolved on first use.
 func NewView(s *Snapshot, w Workload) *View {
-	return &View{snap: s, proxy: visibleWorkload(w), whole: w, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
+	return &View{snap: s, proxy: visibleWorkload(s, w), whole: w, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
 }
 
 func (v *View) resolve() {

@@ -160,6 +160,48 @@ func TestOutboundKeyReadsOnlySourceLabels(t *testing.T) {
 	}
 }
 
+// TestProxylessKeyReadsSourceLabels: once a VirtualService's sourceLabels
+// name a label key, proxyless clients that differ on it get different
+// keys and their View exposes that label (and no other), so the route
+// generator can leave out the routes that are not theirs, as Istio does; a
+// change to the set of such keys makes the diff Global, since it moves
+// clients between groups.
+func TestProxylessKeyReadsSourceLabels(t *testing.T) {
+	v1 := model.Workload{ID: "a", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "x"}}
+	v2 := model.Workload{ID: "b", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"version": "v2", "app": "x"}}
+	otherApp := model.Workload{ID: "c", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "y"}}
+	cart := obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+		Ports: []*networking.ServicePort{{Number: 7070, Name: "grpc", Protocol: "GRPC"}}})
+	plain := build(t, cart)
+	withSource := build(t, cart,
+		obj(filestore.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}, Http: []*networking.HTTPRoute{{
+			Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"version": "v1"}}},
+			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "cart"}}},
+		}}}),
+	)
+	if model.ViewKey(plain, v1) != model.ViewKey(plain, v2) {
+		t.Errorf("no sourceLabels anywhere, yet labels split proxyless clients: %q vs %q", model.ViewKey(plain, v1), model.ViewKey(plain, v2))
+	}
+	if w := model.NewView(plain, v1).Workload(); w.Labels != nil {
+		t.Errorf("no sourceLabels anywhere, yet the proxyless View exposes labels %v", w.Labels)
+	}
+	if model.ViewKey(withSource, v1) == model.ViewKey(withSource, v2) {
+		t.Error("proxyless clients differing on a label sourceLabels names share a key")
+	}
+	if model.ViewKey(withSource, v1) != model.ViewKey(withSource, otherApp) {
+		t.Errorf("a label no sourceLabels names (app) split proxyless clients: %q vs %q", model.ViewKey(withSource, v1), model.ViewKey(withSource, otherApp))
+	}
+	if v := model.NewView(withSource, v1); v.Key() != model.ViewKey(withSource, v1) || len(v.Workload().Labels) != 1 || v.Workload().Labels["version"] != "v1" {
+		t.Errorf("proxyless View: key %q, labels %v; want only version=v1", v.Key(), v.Workload().Labels)
+	}
+	if d := model.Compare(plain, withSource); !d.Global || d.SameViewKeys() {
+		t.Errorf("a VirtualService adding a sourceLabels key: Global %v, SameViewKeys %v; want a global diff", d.Global, d.SameViewKeys())
+	}
+	if d := model.Compare(withSource, withSource); d.Global {
+		t.Error("an unchanged snapshot compares as global")
+	}
+}
+
 // TestViewRouteCluster: a destination the proxy has no cluster for keeps
 // the name Istio's GetDestinationCluster gives it (port: the
 // destination's, else the host's only port, else the route's), and the

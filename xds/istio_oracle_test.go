@@ -1142,10 +1142,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "consistentHash httpCookie: Istio sends a cookie hash policy (grpc-go ignores it), vmesh omits it"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[0\]/route/hashPolicy\[0\]/(connectionProperties|filterState)`, Case: `docs-consistent-hash-header`,
 		Reason: "useSourceIp: Istio sends connection_properties.source_ip (grpc-go does not support it), vmesh filter_state io.grpc.channel_id (per-channel affinity)"},
-	{Proxy: "grpc", Case: `testdata-rule-regex-route|testdata-rule-fault-injection`, Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[\d+\](/match/headers|/route/cluster|/typedPerFilterConfig)?`,
-		Reason: "sourceLabels version=v1: Istio drops the route for a client without those labels, vmesh ignores sourceLabels for proxyless clients (fault-injection: its route to the missing host c, kept since issue 15 item 6)"},
-	{Proxy: "grpc", Case: `testdata-rule-regex-route`, Type: "CDS|EDS", Resource: `outbound\|9003\|v2\|regex\.extsvc\.com`,
-		Reason: "the v2 cluster is requested only because vmesh keeps the sourceLabels route (above)"},
 	// ---- Envoy sidecar: listeners ----
 	{Proxy: "sidecar", Type: "LDS", Resource: `0\.0\.0\.0_443|240\.240\.[0-9.]+_443`, Path: ``,
 		Reason: "HTTPS port of a DNS ServiceEntry: Istio listens on 0.0.0.0_443, vmesh on the ServiceEntry's auto-allocated VIP"},

@@ -75,14 +75,28 @@ func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.R
 
 // httpRoutes translates a VirtualService's HTTP routes for one service port.
 // Each match of a route becomes one Envoy route (Istio's expansion); a match
-// naming another port is skipped. Destinations the proxy has no cluster
+// naming another port, or whose sourceLabels, sourceNamespace or gateways
+// leave this client out (translate.SourceMatches), is skipped. Destinations the proxy has no cluster
 // for are kept (routeAction). Redirects and direct responses have no gRPC equivalent and
 // are skipped; delegating routes arrive merged (model/delegate.go).
 func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
+	w := v.Workload()
 	for i, hr := range vs.Spec.GetHttp() {
 		if len(hr.GetRoute()) == 0 {
 			continue
+		}
+		var matches []*networking.HTTPMatchRequest
+		for _, m := range hr.GetMatch() {
+			if (m.GetPort() == 0 || m.GetPort() == port.Number) && translate.SourceMatches(m, w.Labels, w.Namespace) {
+				matches = append(matches, m)
+			}
+		}
+		switch {
+		case len(hr.GetMatch()) == 0:
+			matches = []*networking.HTTPMatchRequest{nil}
+		case len(matches) == 0:
+			continue // no match is for this client on this port
 		}
 		action, err := routeAction(v, svc, port, vs, hr)
 		if err != nil {
@@ -95,15 +109,7 @@ func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.Vi
 		if f := hr.GetFault(); f != nil {
 			filterCfg = map[string]*anypb.Any{faultFilterName: translate.MustAny(translate.Fault(f))}
 		}
-		matches := hr.GetMatch()
-		if len(matches) == 0 {
-			matches = []*networking.HTTPMatchRequest{nil}
-		}
 		for _, m := range matches {
-			if m.GetPort() != 0 && m.GetPort() != port.Number {
-				continue
-			}
-			rm := translate.RouteMatch(m, translate.Proxyless)
 			name := hr.GetName()
 			if name == "" {
 				name = strconv.Itoa(i)
@@ -113,7 +119,7 @@ func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.Vi
 			}
 			out = append(out, &routev3.Route{
 				Name:                 name,
-				Match:                rm,
+				Match:                translate.RouteMatch(m, translate.Proxyless),
 				Action:               &routev3.Route_Route{Route: action},
 				TypedPerFilterConfig: filterCfg,
 			})

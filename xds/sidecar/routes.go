@@ -276,18 +276,7 @@ func (sc *scope) matchApplies(m *networking.HTTPMatchRequest, port uint32) bool 
 	if m.GetPort() != 0 && m.GetPort() != port {
 		return false
 	}
-	if gw := m.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
-		return false
-	}
-	if ns := m.GetSourceNamespace(); ns != "" && ns != sc.p.Namespace {
-		return false
-	}
-	for k, v := range m.GetSourceLabels() {
-		if sc.p.Labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return translate.SourceMatches(m, sc.p.Labels, sc.p.Namespace)
 }
 
 // routeBody builds everything of a route but its name and match.

@@ -39,6 +39,28 @@ const (
 	Proxyless
 )
 
+// SourceMatches reports whether an HTTP match can select requests of a
+// mesh client (an Envoy sidecar or a proxyless gRPC client) with these
+// labels in this namespace, as Istio decides it: a match naming gateways
+// applies when "mesh" is among them, whatever its sourceLabels and
+// sourceNamespace say; otherwise its sourceLabels must all be the
+// client's and its sourceNamespace, when set, the client's namespace. A
+// nil match applies to every client. (A match's port is checked apart.)
+func SourceMatches(m *networking.HTTPMatchRequest, labels map[string]string, namespace string) bool {
+	if m == nil {
+		return true
+	}
+	if gw := m.GetGateways(); len(gw) > 0 {
+		return slices.Contains(gw, "mesh")
+	}
+	for k, v := range m.GetSourceLabels() {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return m.GetSourceNamespace() == "" || m.GetSourceNamespace() == namespace
+}
+
 // RouteMatch translates one Istio match; nil matches every request. Header
 // names are lower-cased; a string match without a type means "present".
 func RouteMatch(m *networking.HTTPMatchRequest, c Client) *routev3.RouteMatch {
