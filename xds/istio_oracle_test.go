@@ -1122,9 +1122,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "vmesh adds the first label of a non-Kubernetes host (www for www.googleapis.com) as a short domain; Istio adds short names only for <name>.<ns>.svc.<domain> hosts"},
 	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/weighted\.static(\.svc)?(:\d+)?`, Case: `testdata-static-weighted-se`,
 		Reason: "host weighted.static.svc.cluster.local declared in namespace default: Istio takes short names from the host's own form (namespace static), vmesh from the declaring namespace"},
-	// ---- both kinds: routes ----
-	{Type: "RDS", Path: `/virtualHosts\[details[^\]]*\]/routes\[1\]`, Case: `bookinfo-fault-details-v1`,
-		Reason: "a route after a catch-all route (no match): Istio drops the unreachable rest, vmesh keeps it (never matched)"},
 	// ---- proxyless gRPC ----
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts`, Resource: `(www\.googleapis\.com|edition\.cnn\.com):443|tcp-echo\.default\.svc\.cluster\.local:900[01]|my-mongo\.tcp\.svc:27017`,
 		Reason: "non-HTTP port (HTTPS, TCP, MONGO): Istio's route builder makes no virtual host for it (the proxyless route configuration is empty), vmesh routes it as for HTTP"},

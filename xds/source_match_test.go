@@ -15,9 +15,14 @@ import (
 // builder's sourceMatchHTTP, which Istio's gRPC generator shares with
 // sidecars): sourceLabels must all be the client's, sourceNamespace its
 // namespace, and a match naming gateways applies when "mesh" is one of them
-// whatever its sourceLabels say. The same holds for an Envoy sidecar.
+// whatever its sourceLabels say. A client's routes end at the first that
+// takes every request of its (Istio's IsCatchAllRoute). The same holds for
+// an Envoy sidecar.
 func TestProxylessRoutesFollowSourceMatches(t *testing.T) {
 	store := filestore.NewStore()
+	prefix := func(p string) *networking.StringMatch {
+		return &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p}}
+	}
 	dest := func(subset string) []*networking.HTTPRouteDestination {
 		return []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "shop.internal", Subset: subset}}}
 	}
@@ -32,15 +37,18 @@ func TestProxylessRoutesFollowSourceMatches(t *testing.T) {
 			{Name: "v1", Labels: map[string]string{"version": "v1"}}, {Name: "v2", Labels: map[string]string{"version": "v2"}},
 		}}),
 		o(filestore.KindVirtualService, "shop", &networking.VirtualService{Hosts: []string{"shop.internal"}, Http: []*networking.HTTPRoute{
-			{Name: "canary", Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"track": "canary"}}}, Route: dest("v2")},
-			{Name: "from-ops", Match: []*networking.HTTPMatchRequest{{SourceNamespace: "ops"}}, Route: dest("v2")},
-			{Name: "mesh-wins", Match: []*networking.HTTPMatchRequest{{Gateways: []string{"mesh"}, SourceLabels: map[string]string{"track": "none"}}}, Route: dest("v1")},
+			{Name: "canary", Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"track": "canary"}, Uri: prefix("/c")}}, Route: dest("v2")},
+			{Name: "from-ops", Match: []*networking.HTTPMatchRequest{{SourceNamespace: "ops", Uri: prefix("/o")}}, Route: dest("v2")},
+			{Name: "mesh-wins", Match: []*networking.HTTPMatchRequest{{Gateways: []string{"mesh"}, SourceLabels: map[string]string{"track": "none"}, Uri: prefix("/m")}}, Route: dest("v1")},
 			{Name: "gateway-only", Match: []*networking.HTTPMatchRequest{{Gateways: []string{"edge"}}}, Route: dest("v1")},
 			{Name: "two", Match: []*networking.HTTPMatchRequest{
-				{Name: "canary", SourceLabels: map[string]string{"track": "canary"}, Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/a"}}},
-				{Name: "any", Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/b"}}},
+				{Name: "canary", SourceLabels: map[string]string{"track": "canary"}, Uri: prefix("/a")},
+				{Name: "any", Uri: prefix("/b")},
 			}, Route: dest("v1")},
+			// For stable clients this match takes every request: their routes end here.
+			{Name: "stable-all", Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"track": "stable"}}}, Route: dest("v1")},
 			{Name: "rest", Route: dest("")},
+			{Name: "unreachable", Route: dest("v2")},
 		}}),
 	}
 	if err := store.Replace(testSource, objs); err != nil {
@@ -74,7 +82,7 @@ func TestProxylessRoutesFollowSourceMatches(t *testing.T) {
 		{"canary in default", &xds.Proxy{ID: "a", Kind: xds.KindGRPC, Namespace: "default", Labels: map[string]string{"track": "canary"}},
 			[]string{"canary", "mesh-wins", "two.canary", "two.any", "rest"}},
 		{"stable in default", &xds.Proxy{ID: "b", Kind: xds.KindGRPC, Namespace: "default", Labels: map[string]string{"track": "stable"}},
-			[]string{"mesh-wins", "two.any", "rest"}},
+			[]string{"mesh-wins", "two.any", "stable-all"}},
 		{"unlabelled in ops", &xds.Proxy{ID: "c", Kind: xds.KindGRPC, Namespace: "ops"},
 			[]string{"from-ops", "mesh-wins", "two.any", "rest"}},
 	} {

@@ -76,33 +76,36 @@ func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.R
 // httpRoutes translates a VirtualService's HTTP routes for one service port.
 // Each match of a route becomes one Envoy route (Istio's expansion); a match
 // naming another port, or whose sourceLabels, sourceNamespace or gateways
-// leave this client out (translate.SourceMatches), is skipped. Destinations the proxy has no cluster
+// leave this client out (translate.SourceMatches), is skipped. The routes
+// end at the first that selects every request (a route without matches,
+// or a match translate.CatchAll calls so), as Istio's do. Destinations the proxy has no cluster
 // for are kept (routeAction). Redirects and direct responses have no gRPC equivalent and
 // are skipped; delegating routes arrive merged (model/delegate.go).
 func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
 	w := v.Workload()
 	for i, hr := range vs.Spec.GetHttp() {
-		if len(hr.GetRoute()) == 0 {
-			continue
-		}
+		last := len(hr.GetMatch()) == 0 // a route without matches takes every request
 		var matches []*networking.HTTPMatchRequest
 		for _, m := range hr.GetMatch() {
 			if (m.GetPort() == 0 || m.GetPort() == port.Number) && translate.SourceMatches(m, w.Labels, w.Namespace) {
 				matches = append(matches, m)
 			}
 		}
-		switch {
-		case len(hr.GetMatch()) == 0:
+		if last {
 			matches = []*networking.HTTPMatchRequest{nil}
-		case len(matches) == 0:
-			continue // no match is for this client on this port
 		}
-		action, err := routeAction(v, svc, port, vs, hr)
-		if err != nil {
-			return nil, fmt.Errorf("http[%d]: %w", i, err)
+		var action *routev3.RouteAction
+		if len(hr.GetRoute()) > 0 && len(matches) > 0 {
+			var err error
+			if action, err = routeAction(v, svc, port, vs, hr); err != nil {
+				return nil, fmt.Errorf("http[%d]: %w", i, err)
+			}
 		}
 		if action == nil {
+			if last {
+				break
+			}
 			continue
 		}
 		var filterCfg map[string]*anypb.Any
@@ -117,12 +120,19 @@ func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.Vi
 			if m.GetName() != "" {
 				name += "." + m.GetName()
 			}
-			out = append(out, &routev3.Route{
+			r := &routev3.Route{
 				Name:                 name,
 				Match:                translate.RouteMatch(m, translate.Proxyless),
 				Action:               &routev3.Route_Route{Route: action},
 				TypedPerFilterConfig: filterCfg,
-			})
+			}
+			out = append(out, r)
+			if translate.CatchAll(r.Match) {
+				return out, nil // nothing after it is reached (Istio leaves the rest out)
+			}
+		}
+		if last {
+			break
 		}
 	}
 	return out, nil

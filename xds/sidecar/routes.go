@@ -228,6 +228,8 @@ func (sc *scope) defaultRoute(t target) *routev3.Route {
 // httpRoutes translates a VirtualService's HTTP routes for one service
 // port. Each match becomes one Envoy route (Istio's expansion); matches for
 // another port, other source labels or only other gateways are skipped.
+// The routes end at the first that selects every request (a route without
+// matches, or a match translate.CatchAll calls so), as Istio's do.
 // Delegating routes are merged by the model (model/delegate.go); one still
 // delegating here is skipped.
 func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Route, error) {
@@ -255,6 +257,12 @@ func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Rout
 			}
 			r.Match = translate.RouteMatch(m, translate.Envoy)
 			out = append(out, r)
+			if translate.CatchAll(r.Match) {
+				return out, nil // nothing after it is reached (Istio leaves the rest out)
+			}
+		}
+		if len(hr.GetMatch()) == 0 {
+			return out, nil
 		}
 	}
 	return out, nil

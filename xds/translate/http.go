@@ -61,6 +61,24 @@ func SourceMatches(m *networking.HTTPMatchRequest, labels map[string]string, nam
 	return m.GetSourceNamespace() == "" || m.GetSourceNamespace() == namespace
 }
 
+// CatchAll reports whether a route match selects every request, as
+// Istio's IsCatchAllRoute decides: path prefix "/" (or path-separated
+// prefix "/", or regex ".*") with no header, query parameter or metadata
+// condition. Routes after such a route are never reached; Istio leaves
+// them out.
+func CatchAll(m *routev3.RouteMatch) bool {
+	var all bool
+	switch p := m.GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Prefix:
+		all = p.Prefix == "/"
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		all = p.PathSeparatedPrefix == "/"
+	case *routev3.RouteMatch_SafeRegex:
+		all = p.SafeRegex.GetRegex() == ".*"
+	}
+	return all && len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0 && len(m.GetDynamicMetadata()) == 0
+}
+
 // RouteMatch translates one Istio match; nil matches every request. Header
 // names are lower-cased; a string match without a type means "present".
 func RouteMatch(m *networking.HTTPMatchRequest, c Client) *routev3.RouteMatch {

@@ -47,3 +47,35 @@ func TestFaultGRPCStatus(t *testing.T) {
 		t.Errorf("abort = %v, want gRPC status 14", f.GetAbort())
 	}
 }
+
+// TestCatchAll: a translated match takes every request exactly when Istio's
+// IsCatchAllRoute says so: path "/" as prefix (an empty match, a bare
+// sourceLabels or port match, uri prefix "/") or regex ".*", and no header
+// or query condition (method and authority are headers).
+func TestCatchAll(t *testing.T) {
+	prefix := func(p string) *networking.StringMatch {
+		return &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p}}
+	}
+	for _, c := range []struct {
+		name string
+		m    *networking.HTTPMatchRequest
+		want bool
+	}{
+		{"no match", nil, true},
+		{"sourceLabels only", &networking.HTTPMatchRequest{SourceLabels: map[string]string{"app": "a"}}, true},
+		{"port only", &networking.HTTPMatchRequest{Port: 80}, true},
+		{"uri prefix /", &networking.HTTPMatchRequest{Uri: prefix("/")}, true},
+		{"uri prefix / ignoring case", &networking.HTTPMatchRequest{Uri: prefix("/"), IgnoreUriCase: true}, true},
+		{"uri regex .*", &networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: ".*"}}}, true},
+		{"uri prefix /api", &networking.HTTPMatchRequest{Uri: prefix("/api")}, false},
+		{"uri exact /", &networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: "/"}}}, false},
+		{"header", &networking.HTTPMatchRequest{Headers: map[string]*networking.StringMatch{"x-user": prefix("a")}}, false},
+		{"method", &networking.HTTPMatchRequest{Method: &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: "GET"}}}, false},
+		{"authority", &networking.HTTPMatchRequest{Authority: prefix("a")}, false},
+		{"query", &networking.HTTPMatchRequest{QueryParams: map[string]*networking.StringMatch{"v": prefix("1")}}, false},
+	} {
+		if got := translate.CatchAll(translate.RouteMatch(c.m, translate.Envoy)); got != c.want {
+			t.Errorf("%s: CatchAll = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
