@@ -1188,8 +1188,8 @@ var istioOracleKnown = []oracleKnown{
 	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[headers\.test\.istio\.io:80\]`, Case: `testdata-rule-weighted-content-route`,
 		Reason: "VirtualService for a host no ServiceEntry declares: Istio builds a virtual host on the destination's port, vmesh skips it"},
 	// ---- Envoy sidecar: clusters ----
-	{Proxy: "sidecar", Type: "CDS", Resource: `PassthroughCluster|InboundPassthroughCluster`, Path: `/circuitBreakers|/typedExtensionProtocolOptions|/upstreamBindConfig`,
-		Reason: "Istio's passthrough clusters: unlimited circuit breakers, HTTP protocol options, inbound bind to 127.0.0.6; vmesh keeps Envoy's defaults (1024 connections/requests)"},
+	{Proxy: "sidecar", Type: "CDS", Resource: `InboundPassthroughCluster`, Path: `/upstreamBindConfig`,
+		Reason: "Istio binds InboundPassthroughCluster's upstream connections to 127.0.0.6, which its iptables rules exempt from capture; vmesh's capture exempts the sidecar's own user instead, so it binds nothing"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|\d+\|\|`, Path: `/type|/lbPolicy|/cleanupInterval|/loadAssignment|/upstreamBindConfig|/circuitBreakers`,
 		Reason: "inbound cluster: Istio's is ORIGINAL_DST (CLUSTER_PROVIDED, bind 127.0.0.6, unlimited breakers), vmesh's STATIC to 127.0.0.1:port"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|\d+\|\|`, Path: `/circuitBreakers/.*|/typedExtensionProtocolOptions(/.*)?`, Case: `docs-circuit-breaking`,

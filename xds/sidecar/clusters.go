@@ -46,13 +46,13 @@ func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	sc := newScope(v)
 	out := []*clusterv3.Cluster{
-		sc.originalDst(PassthroughCluster),
+		sc.passthrough(PassthroughCluster),
 		{
 			Name:                 BlackHoleCluster,
 			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 			ConnectTimeout:       sc.connectTimeout(),
 		},
-		sc.originalDst(InboundPassthroughCluster),
+		sc.passthrough(InboundPassthroughCluster),
 	}
 	return append(out, ClustersOf(v, sc.v.Clusters())...), nil
 }
@@ -101,6 +101,26 @@ func (sc *scope) originalDst(name string) *clusterv3.Cluster {
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       sc.connectTimeout(),
 	}
+}
+
+// passthrough is PassthroughCluster or InboundPassthroughCluster as Istio
+// builds them: the original destination, with no circuit breaking (every
+// threshold at its maximum: Envoy's default of 1,024 connections or
+// requests would cap all traffic to hosts no ServiceEntry names), and HTTP
+// sent upstream in the version it arrived in, so an HTTP/2 or gRPC request
+// the allow_any virtual host passes through stays HTTP/2; idle upstream
+// connections close after 5 minutes.
+func (sc *scope) passthrough(name string) *clusterv3.Cluster {
+	c := sc.originalDst(name)
+	c.CircuitBreakers = circuitBreakers(nil)
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOpts: mustAny(&httpv3.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(5 * time.Minute)},
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+			HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},
+			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		}},
+	})}
+	return c
 }
 
 // usesEDS reports whether a service's endpoints go over EDS: every
