@@ -1183,8 +1183,6 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: routes ----
 	{Proxy: "sidecar", Type: "RDS", Path: `/ignorePortInHostMatching`,
 		Reason: "Istio sets ignore_port_in_host_matching and lists domains without ports; vmesh lists host and host:port (same matches; domains are compared without ports)"},
-	{Proxy: "sidecar", Type: "RDS", Path: `/maxDirectResponseBodySizeBytes`,
-		Reason: "Istio raises the direct response body limit to 1 MiB; vmesh keeps Envoy's 4 KiB"},
 	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[headers\.test\.istio\.io:80\]`, Case: `testdata-rule-weighted-content-route`,
 		Reason: "VirtualService for a host no ServiceEntry declares: Istio builds a virtual host on the destination's port, vmesh skips it"},
 	// ---- Envoy sidecar: clusters ----

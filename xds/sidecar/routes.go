@@ -25,6 +25,12 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
+// maxDirectResponseBody is the largest VirtualService directResponse body
+// an outbound route configuration carries: 1 MiB, as Istio sets it (Envoy's
+// default of 4 KiB would make Envoy reject the port's whole route
+// configuration for one larger body).
+const maxDirectResponseBody = 1 << 20
+
 // Routes returns one route configuration per outbound HTTP port, named by
 // the port: a virtual host per HTTP service on that port (domains: the
 // host, its short names, its VIPs, each also with ":port") and a catch-all
@@ -44,7 +50,7 @@ func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfigurati
 		if ports != nil && !ports[port] {
 			continue
 		}
-		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false)}
+		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false), MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(maxDirectResponseBody)}
 		used := make(map[string]bool)
 		for _, t := range sc.targets {
 			if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
@@ -84,7 +90,7 @@ func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[strin
 	// hosts before it, filled only when a host is regenerated.
 	olds := old.GetVirtualHosts()
 	next := 0
-	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false)}
+	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false), MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(maxDirectResponseBody)}
 	used := map[string]bool{}
 	claimed := 0
 	for _, t := range sc.targets {
