@@ -1154,10 +1154,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio's inbound HTTP chains also carry the fault and cors filters (no-ops without route config) and, for AUDIT policies, an RBAC LOG filter; vmesh has RBAC deny/allow (when policies apply) and router only"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
 		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("alpn":"istio",)?"destinationPort":\d+,"transportProtocol":"tls"\}(/.*)?`, Case: `testdata-peer-authn-strict|docs-peerauthn-modes`,
-		Reason: "STRICT: Istio's mTLS chain matches any TLS on the port (no ALPN condition), vmesh's only Istio's mesh ALPNs"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("destinationPort":\d+(,"transportProtocol":"raw_buffer")?)\}`, Case: `docs-peerauthn-disable|docs-peerauthn-modes`,
-		Reason: "DISABLE: Istio's plaintext chain matches transport raw_buffer, vmesh's matches any transport on the port"},
 	// ---- Envoy sidecar: AuthorizationPolicy (RBAC filters of the inbound chains) ----
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/[^/]*/hcm/rbac/ALLOW/rules/policies/ns\[default\]-policy\[allow-nothing\]-rule\[0\]`, Case: `docs-authz-http`,
 		Reason: "ALLOW policy without rules (allow-nothing): Istio adds a policy matching nothing (not any), vmesh adds none; both allow nothing"},

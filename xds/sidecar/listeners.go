@@ -301,23 +301,30 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 		}
 		name := "inbound|" + itoa(ip.port)
 		if mode != model.MTLSDisable {
+			// PERMISSIVE tells mesh mTLS from other TLS by Istio's ALPN
+			// values; under STRICT every TLS connection must be mesh mTLS,
+			// whatever ALPN it offers (a proxyless gRPC client offers h2), as
+			// in Istio.
+			match := &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: "tls"}
+			if mode != model.MTLSStrict {
+				match.ApplicationProtocols = inboundALP
+			}
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-				Name: name + "|mtls",
-				FilterChainMatch: &listenerv3.FilterChainMatch{
-					DestinationPort:      wrapperspb.UInt32(ip.port),
-					TransportProtocol:    "tls",
-					ApplicationProtocols: inboundALP,
-				},
-				TransportSocket: inboundMTLS(http),
-				Filters:         filters,
+				Name:             name + "|mtls",
+				FilterChainMatch: match,
+				TransportSocket:  inboundMTLS(http),
+				Filters:          filters,
 			})
 		}
 		switch mode {
 		case model.MTLSStrict:
 		case model.MTLSDisable:
+			// Plaintext only, as Istio's chain: TLS the client brings
+			// itself is not parsed as the port's protocol but passed
+			// through by the default chain, under the same network RBAC.
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 				Name:             name + "|plaintext",
-				FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port)},
+				FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(ip.port), TransportProtocol: "raw_buffer"},
 				Filters:          cloneFilters(filters),
 			})
 		default:
