@@ -1144,8 +1144,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "HTTPS port of a DNS ServiceEntry: Istio listens on 0.0.0.0_443, vmesh on the ServiceEntry's auto-allocated VIP"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `0\.0\.0\.0_27017|192\.0\.2\.10_27017`, Path: ``, Case: `docs-egress-tcp`,
 		Reason: "TCP ServiceEntry with address 192.0.2.10/32: Istio listens on 192.0.2.10_27017, vmesh on 0.0.0.0_27017 with a prefix-range chain for the CIDR"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `0\.0\.0\.0_\d+`, Path: `/defaultFilterChain|/listenerFilters|/filterChains/(\{\}|\{"alpn":\["h2c","http/1.1"\],"transportProtocol":"raw_buffer"\})`,
-		Reason: "outbound HTTP port: Istio sniffs (http_inspector) and matches ALPN h2c/http1.1 on raw_buffer, other traffic goes to PassthroughCluster; vmesh sends all traffic of the port to its HCM"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualOutbound|virtualInbound`, Path: `/filterChains/\{"destinationPort":1500[16]\}`,
 		Reason: "Istio's loop guard (traffic to 15001/15006 itself goes to BlackHoleCluster); vmesh has none"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/defaultFilterChain|/filterChains/\{("alpn":"istio",)?"transportProtocol":"(tls|raw_buffer)"\}|/filterChains/\{"alpn":\["h2c","http/1.1"\],"transportProtocol":"raw_buffer"\}|/listenerFilters(\[\d+\])?`,

@@ -15,6 +15,7 @@ import (
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -100,6 +101,22 @@ func (sc *scope) virtualOutbound() *listenerv3.Listener {
 	}
 }
 
+// sniffedHTTP are the application protocols Envoy's HTTP inspector reports
+// for plaintext HTTP/1.1 and HTTP/2 with prior knowledge (gRPC).
+var sniffedHTTP = []string{"http/1.1", "h2c"}
+
+// sniffHTTP makes an outbound listener of an HTTP port tell HTTP from other
+// traffic, as Istio's do: Envoy's HTTP inspector reads the first bytes
+// (waiting as long as they take), the HTTP chain takes what it recognises,
+// and anything else (TLS, a server-first or binary protocol to an address
+// no ServiceEntry names) goes to the default chain, passed through as TCP
+// rather than parsed as HTTP and reset.
+func sniffHTTP(l *listenerv3.Listener) {
+	l.ListenerFilters = []*listenerv3.ListenerFilter{{Name: httpInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&httpinspectorv3.HttpInspector{})}}}
+	l.ListenerFiltersTimeout = durationpb.New(0)
+	l.ContinueOnListenerFiltersTimeout = true
+}
+
 func outboundListener(addr string, port uint32) *listenerv3.Listener {
 	return &listenerv3.Listener{
 		Name:             ListenerName(addr, port),
@@ -132,10 +149,16 @@ func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listene
 			continue
 		}
 		l := get("0.0.0.0", port)
+		sniffHTTP(l)
 		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-			Name:    "http_" + itoa(port),
-			Filters: []*listenerv3.Filter{networkFilter(hcmFilter, sc.outboundHCM(port))},
+			Name:             "http_" + itoa(port),
+			FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: sniffedHTTP},
+			Filters:          []*listenerv3.Filter{networkFilter(hcmFilter, sc.outboundHCM(port))},
 		})
+		l.DefaultFilterChain = &listenerv3.FilterChain{
+			Name:    "PassthroughFilterChain",
+			Filters: []*listenerv3.Filter{tcpProxy(sc.fallbackCluster(), []weighted{{cluster: sc.fallbackCluster()}})},
+		}
 		wildcardTaken[port] = true
 	}
 	for _, t := range sc.targets {

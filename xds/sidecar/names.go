@@ -53,6 +53,7 @@ const (
 	routerFilter      = "envoy.filters.http.router"
 	originalDstFilter = "envoy.filters.listener.original_dst"
 	tlsInspector      = "envoy.filters.listener.tls_inspector"
+	httpInspector     = "envoy.filters.listener.http_inspector"
 	tlsTransport      = "envoy.transport_sockets.tls"
 	rawTransport      = "envoy.transport_sockets.raw_buffer"
 	httpProtocolOpts  = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
