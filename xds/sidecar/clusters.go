@@ -312,7 +312,8 @@ func autoSNI(c *clusterv3.Cluster, t *networking.ClientTLSSettings) {
 
 // httpOptions sets the upstream HTTP version (HTTP/2 for gRPC and HTTP2
 // ports or h2UpgradePolicy UPGRADE) and the connection pool's idle timeout,
-// requests per connection and concurrent streams.
+// requests per connection and concurrent streams; nil for HTTP/1.1 with
+// none of those (Envoy's default upstream protocol).
 func httpOptions(protocol string, h *networking.ConnectionPoolSettings_HTTPSettings) map[string]*anypb.Any {
 	opts := &httpv3.HttpProtocolOptions{}
 	if h.GetIdleTimeout() != nil || h.GetMaxRequestsPerConnection() > 0 {
@@ -330,6 +331,9 @@ func httpOptions(protocol string, h *networking.ConnectionPoolSettings_HTTPSetti
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2},
 		}}
 	} else {
+		if opts.CommonHttpProtocolOptions == nil {
+			return nil // HTTP/1.1 with Envoy's defaults: nothing to say, as Istio says nothing
+		}
 		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
 		}}
