@@ -1144,8 +1144,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "HTTPS port of a DNS ServiceEntry: Istio listens on 0.0.0.0_443, vmesh on the ServiceEntry's auto-allocated VIP"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `0\.0\.0\.0_27017|192\.0\.2\.10_27017`, Path: ``, Case: `docs-egress-tcp`,
 		Reason: "TCP ServiceEntry with address 192.0.2.10/32: Istio listens on 192.0.2.10_27017, vmesh on 0.0.0.0_27017 with a prefix-range chain for the CIDR"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualOutbound|virtualInbound`, Path: `/filterChains/\{"destinationPort":1500[16]\}`,
-		Reason: "Istio's loop guard (traffic to 15001/15006 itself goes to BlackHoleCluster); vmesh has none"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/defaultFilterChain|/filterChains/\{("alpn":"istio",)?"transportProtocol":"(tls|raw_buffer)"\}|/filterChains/\{"alpn":\["h2c","http/1.1"\],"transportProtocol":"raw_buffer"\}|/listenerFilters(\[\d+\])?`,
 		Reason: "inbound to ports that are no service port: Istio has catch-all chains (mTLS, TLS, plaintext, sniffed HTTP) to InboundPassthroughCluster with the network RBAC filter of the workload's policies; vmesh one default chain to InboundPassthroughCluster under the same network RBAC (BlackHoleCluster under STRICT, where Istio passes mTLS through) and no http_inspector"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{(("alpn":"istio",)?"destinationPort":\d+,"transportProtocol":"(tls|raw_buffer)")\}/hcm/httpFilters(\[\d+\])?`,

@@ -93,11 +93,27 @@ func (sc *scope) virtualOutbound() *listenerv3.Listener {
 		Name:           VirtualOutboundListener,
 		Address:        address("0.0.0.0", OutboundPort),
 		UseOriginalDst: boolValue(true),
-		FilterChains: []*listenerv3.FilterChain{{
-			Name:    "virtualOutbound-catchall-tcp",
-			Filters: []*listenerv3.Filter{tcpProxy(sc.fallbackCluster(), []weighted{{cluster: sc.fallbackCluster()}})},
-		}},
+		FilterChains: []*listenerv3.FilterChain{
+			loopGuard(VirtualOutboundListener, OutboundPort),
+			{
+				Name:    "virtualOutbound-catchall-tcp",
+				Filters: []*listenerv3.Filter{tcpProxy(sc.fallbackCluster(), []weighted{{cluster: sc.fallbackCluster()}})},
+			},
+		},
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+	}
+}
+
+// loopGuard is the chain of a capture listener for connections whose
+// original destination is that listener's own port (a client dialling
+// 15001 or 15006 directly): they go to BlackHoleCluster, as in Istio,
+// where passing them through would connect Envoy to itself again and
+// again.
+func loopGuard(listener string, port uint32) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{
+		Name:             listener + "-blackhole",
+		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port)},
+		Filters:          []*listenerv3.Filter{tcpProxy(BlackHoleCluster, []weighted{{cluster: BlackHoleCluster}})},
 	}
 }
 
@@ -314,6 +330,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 		},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}
+	l.FilterChains = append(l.FilterChains, loopGuard(VirtualInboundListener, InboundPort))
 	policies := security.ForEnvoy(sc.v)
 	for _, ip := range sc.inbound() {
 		mode := sc.v.PeerAuthenticationMode(ip.port)

@@ -143,8 +143,13 @@ func TestOutboundLayout(t *testing.T) {
 	if !vo.GetUseOriginalDst().GetValue() || vo.GetAddress().GetSocketAddress().GetPortValue() != sidecar.OutboundPort {
 		t.Errorf("virtualOutbound: %v", vo)
 	}
-	if got := tcpCluster(t, vo.GetFilterChains()[0]); got != sidecar.BlackHoleCluster {
+	chains := vo.GetFilterChains()
+	if got := tcpCluster(t, chains[len(chains)-1]); got != sidecar.BlackHoleCluster {
 		t.Errorf("REGISTRY_ONLY fallback = %s", got)
+	}
+	// The loop guard: a connection to 15001 itself goes nowhere.
+	if guard := chains[0]; guard.GetFilterChainMatch().GetDestinationPort().GetValue() != sidecar.OutboundPort || tcpCluster(t, guard) != sidecar.BlackHoleCluster {
+		t.Errorf("virtualOutbound's first chain = %v, want port %d to BlackHoleCluster", guard, sidecar.OutboundPort)
 	}
 	mongo := listener(t, ls, "10.96.0.10_27017")
 	if mongo.GetBindToPort().GetValue() {
@@ -185,8 +190,12 @@ func TestOutboundLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tcpCluster(t, listener(t, ls, sidecar.VirtualOutboundListener).GetFilterChains()[0]); got != sidecar.PassthroughCluster {
+	chains = listener(t, ls, sidecar.VirtualOutboundListener).GetFilterChains()
+	if got := tcpCluster(t, chains[len(chains)-1]); got != sidecar.PassthroughCluster {
 		t.Errorf("ALLOW_ANY fallback = %s", got)
+	}
+	if guard := chains[0]; guard.GetFilterChainMatch().GetDestinationPort().GetValue() != sidecar.OutboundPort || tcpCluster(t, guard) != sidecar.BlackHoleCluster {
+		t.Errorf("ALLOW_ANY: virtualOutbound's first chain = %v, want the loop guard", guard)
 	}
 	rs, err := sidecar.Routes(model.NewView(snap, p))
 	if err != nil {
