@@ -1190,6 +1190,4 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
 	{Proxy: "sidecar", Type: "CDS", Path: `/dnsJitter|/dnsRefreshRate|/respectDnsTtl|/typedDnsResolverConfig|/loadAssignment/endpoints\[\d+\]/(loadBalancingWeight|locality)`,
 		Reason: "DNS clusters: both refresh every 60 s with 100 ms jitter and respect TTLs; Istio also sets the c-ares resolver and locality weight 1, vmesh keeps Envoy's defaults for those"},
-	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|9000\|\|ext-authz\.default\.svc\.cluster\.local`, Path: `/transportSocketMatches\[tlsMode-istio\]/transportSocket/typedConfig/commonTlsContext/alpnProtocols\[2\]`, Case: `authz-custom-.*`,
-		Reason: "automatic mTLS to a GRPC port: Istio adds h2 to the ALPN list of the mesh TLS context, vmesh offers istio-peer-exchange and istio only (a separate, pre-existing difference the CUSTOM case shows)"},
 }

@@ -205,19 +205,22 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 			c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: float64(p)}
 		}
 	}
-	sc.applyTLS(c, ref)
+	h2 := isHTTP(ref.Port.Protocol) && (isHTTP2(ref.Port.Protocol) || tp.GetConnectionPool().GetHttp().GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE)
+	sc.applyTLS(c, ref, h2)
 	return c
 }
 
 // applyTLS sets the cluster's transport socket: the DestinationRule's TLS
 // mode, else (auto mTLS) mesh mTLS toward endpoints labelled
 // security.istio.io/tlsMode=istio and plaintext toward the rest, for
-// mesh-internal services, unless the mesh turns automatic mTLS off.
-func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster) {
+// mesh-internal services, unless the mesh turns automatic mTLS off. Mesh
+// mTLS of an HTTP/2 cluster (h2) also offers ALPN h2, as Istio's does: a
+// proxyless gRPC server accepts only connections that negotiate it.
+func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster, h2 bool) {
 	sni := SNI(ref.Port.Number, ref.Subset, ref.Service.Hostname)
 	sans := sc.v.ServiceIdentities(ref.Service)
 	if t := ref.DestinationRule.ClientTLS(ref.Port.Number, ref.Subset); t != nil {
-		c.TransportSocket = clientTLS(t, sni, sans)
+		c.TransportSocket = clientTLS(t, sni, sans, h2)
 		autoSNI(c, t)
 		return
 	}
@@ -228,7 +231,7 @@ func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster) {
 		{
 			Name:            "tlsMode-istio",
 			Match:           &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(tlsModeIstio)}},
-			TransportSocket: istioMutual(sni, sans),
+			TransportSocket: istioMutual(sni, sans, h2),
 		},
 		{
 			Name:            "tlsMode-disabled",

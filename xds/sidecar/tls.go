@@ -16,6 +16,7 @@ import (
 // listener picks mesh mTLS connections by them.
 var (
 	mtlsALPN   = []string{"istio-peer-exchange", "istio"}
+	mtlsH2ALPN = []string{"istio-peer-exchange", "istio", "h2"}
 	inboundALP = []string{"istio-peer-exchange", "istio", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
 )
 
@@ -74,8 +75,12 @@ func meshCommonTLS(alpn []string, sans []string) *tlsv3.CommonTlsContext {
 }
 
 // istioMutual is the client side of mesh mTLS.
-func istioMutual(sni string, sans []string) *corev3.TransportSocket {
-	common := meshCommonTLS(mtlsALPN, sans)
+func istioMutual(sni string, sans []string, h2 bool) *corev3.TransportSocket {
+	alpn := mtlsALPN
+	if h2 {
+		alpn = mtlsH2ALPN
+	}
+	common := meshCommonTLS(alpn, sans)
 	common.TlsParams = clientTLSVersions()
 	return tlsSocket(&tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: common})
 }
@@ -103,8 +108,9 @@ func inboundMTLS(http bool) *corev3.TransportSocket {
 // means plaintext. ISTIO_MUTUAL uses the SDS secrets; SIMPLE and MUTUAL
 // use the files named in the rule (the system's roots when it names no
 // caCertificates), or the SDS secret credentialName (and
-// "<credentialName>-cacert" for the root).
-func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *corev3.TransportSocket {
+// "<credentialName>-cacert" for the root). h2: the cluster speaks HTTP/2
+// (ISTIO_MUTUAL then offers ALPN h2 too).
+func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string, h2 bool) *corev3.TransportSocket {
 	switch t.GetMode() {
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
 		if len(t.GetSubjectAltNames()) > 0 {
@@ -113,7 +119,7 @@ func clientTLS(t *networking.ClientTLSSettings, sni string, sans []string) *core
 		if t.GetSni() != "" {
 			sni = t.GetSni()
 		}
-		return istioMutual(sni, sans)
+		return istioMutual(sni, sans, h2)
 	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
 	default:
 		return nil
