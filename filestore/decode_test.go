@@ -62,7 +62,7 @@ func TestDecodeFields(t *testing.T) {
 	if got := dr.TrafficPolicy.OutlierDetection.Interval.AsDuration().String(); got != "5m0s" {
 		t.Errorf("interval = %s (Istio's 5m must decode)", got)
 	}
-	if objs[0].Namespace != "bookinfo" || objs[0].Origin.Line != 1 || objs[1].Origin.Line != 117 {
+	if objs[0].Namespace != "bookinfo" || objs[0].Origin.Line != 1 || objs[1].Origin.Line != 118 {
 		t.Errorf("metadata/origin: %+v %+v", objs[0].Key, objs[1].Origin)
 	}
 	sec, _ := os.ReadFile("testdata/valid/security.yaml")

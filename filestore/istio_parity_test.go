@@ -29,6 +29,7 @@ type istioVerdict struct {
 	Name     string   `json:"name"`
 	Accepted bool     `json:"accepted"`
 	Errors   []string `json:"errors"`
+	Warnings []string `json:"warnings"` // istio_warning_parity_test.go
 }
 
 // The two directions of a disagreement, as the exceptions file names them.

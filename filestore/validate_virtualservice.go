@@ -157,13 +157,7 @@ func vsHasSNI(vs *networking.VirtualService) bool {
 // checkSNIHost: an SNI host must be a (wildcard) domain within one of the
 // VirtualService's hosts; an IP address is allowed (Istio warns).
 func checkSNIHost(v *validator, field, h string, vs *networking.VirtualService) {
-	var msg string
-	if !slices.Contains(vs.Gateways, "mesh") {
-		msg = checkGatewayDomain(true, h)
-	} else {
-		msg = checkWildcardDomain(h)
-	}
-	if msg != "" {
+	if msg := sniHostProblem(h, vs); msg != "" {
 		if !isIP(h) {
 			v.add(field, "%s", msg)
 		}
@@ -175,6 +169,16 @@ func checkSNIHost(v *validator, field, h string, vs *networking.VirtualService) 
 		}
 	}
 	v.add(field, "SNI host %s is not within any of the VirtualService's hosts [%s]", quote(h), strings.Join(vs.Hosts, ", "))
+}
+
+// sniHostProblem says why an SNI host is not a domain name a TLS route of
+// the VirtualService may match (bound to gateways, or to the mesh too);
+// "" when it is one.
+func sniHostProblem(h string, vs *networking.VirtualService) string {
+	if !slices.Contains(vs.Gateways, "mesh") {
+		return checkGatewayDomain(true, h)
+	}
+	return checkWildcardDomain(h)
 }
 
 func checkL4Match(v *validator, path string, subnets []string, port uint32, sourceLabels map[string]string, gateways []string) {

@@ -72,6 +72,9 @@ const (
 	CodeReferencedResourceNotFound = "IST0101" // a subset, host or gateway a route names does not exist
 	CodeConflictingVirtualServices = "IST0109" // two VirtualServices for the same host (mesh gateway)
 	CodeSidecarsWithoutSelector    = "IST0111" // two Sidecars without a workloadSelector in one namespace
+	CodeUnreachableRule            = "IST0130" // a VirtualService rule (or match) no request reaches: an earlier rule takes them all
+	CodeIneffectiveMatch           = "IST0131" // an info: a VirtualService match that repeats, or falls within, an earlier one
+	CodeSchemaWarning              = "IST0133" // config Istio's own validation accepts with a warning (schema_warnings.go)
 	CodeKindNotImplemented         = "VM1001"  // an Istio kind vmesh does not implement: ignored
 	CodePolicyTargetRefs           = "VM1002"  // AuthorizationPolicy or RequestAuthentication targetRef(s): the policy is ignored
 	CodeRuleNotEnforced            = "VM1003"  // requestPrincipals, request.auth.* and other conditions vmesh cannot enforce
@@ -100,6 +103,9 @@ var WarningCodes = []WarningCode{
 	{Code: CodeReferencedResourceNotFound, Name: "ReferencedResourceNotFound"},
 	{Code: CodeConflictingVirtualServices, Name: "ConflictingMeshGatewayVirtualServiceHosts"},
 	{Code: CodeSidecarsWithoutSelector, Name: "MultipleSidecarsWithoutWorkloadSelectors"},
+	{Code: CodeUnreachableRule, Name: "VirtualServiceUnreachableRule"},
+	{Code: CodeIneffectiveMatch, Name: "VirtualServiceIneffectiveMatch", Info: true},
+	{Code: CodeSchemaWarning, Name: "SchemaWarning"},
 	{Code: CodeKindNotImplemented, Name: "KindNotImplemented"},
 	{Code: CodePolicyTargetRefs, Name: "PolicyTargetRefsIgnored"},
 	{Code: CodeRuleNotEnforced, Name: "RuleNotEnforced"},
@@ -235,6 +241,7 @@ func objectWarnings(o *Object) []Problem {
 			}
 		}
 	}
+	schemaWarnings(w, o)
 	return w.problems
 }
 

@@ -739,8 +739,302 @@ spec:
 	if len(d.Errors) > 0 {
 		t.Fatal(d.Errors)
 	}
-	want := []where{{10, "endpoints[1]", filestore.CodeEndpointWithoutAddress}, {16, "address", filestore.CodeEndpointWithoutAddress}}
+	want := []where{{10, "endpoints[1]", filestore.CodeEndpointWithoutAddress}, {10, "endpoints[1].address", filestore.CodeSchemaWarning},
+		{16, "address", filestore.CodeEndpointWithoutAddress}, {16, "address", filestore.CodeSchemaWarning}}
 	if got := wheres(d.Warnings); !slices.Equal(got, want) {
 		t.Errorf("warnings = %v, want %v", got, want)
+	}
+}
+
+// The warnings Istio's validation gives (IST0133, and IST0130/IST0131 for
+// VirtualService rules) are warnings with their line, field and code;
+// near misses give none. istio_warning_parity_test.go checks them on
+// Istio's own YAML.
+func TestIstioValidationWarnings(t *testing.T) {
+	const (
+		unreachable = filestore.CodeUnreachableRule
+		ineffective = filestore.CodeIneffectiveMatch
+		schema      = filestore.CodeSchemaWarning
+	)
+	cases := []struct {
+		name string
+		doc  string
+		want []where
+	}{
+		{name: "DENY rules with only HTTP attributes", doc: `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny, namespace: shop}
+spec:
+  action: DENY
+  rules:
+  - to: [{operation: {methods: [DELETE]}}]
+  - to: [{operation: {methods: [DELETE], ports: ["8080"]}}]
+  - from: [{source: {namespaces: [legacy]}}]
+  - from: [{source: {requestPrincipals: [issuer/sub]}}]
+    to: [{operation: {ports: ["8080"]}}]
+  - from: [{source: {principals: [cluster.local/ns/a/sa/b]}}]
+    to: [{operation: {paths: [/admin]}}]
+  - when: [{key: "request.headers[x-debug]", values: ["1"]}]
+`, want: []where{{10, "rules[3].from[0].source.requestPrincipals", filestore.CodeRuleNotEnforced}, {7, "rules[0]", schema}, {12, "rules[4]", schema}}},
+		{name: "an ALLOW rule with only HTTP attributes is no warning", doc: `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: allow, namespace: shop}
+spec:
+  rules: [{to: [{operation: {methods: [GET]}}]}]
+`},
+		{name: "selectors without labels", doc: `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: pa, namespace: shop}
+spec:
+  selector: {}
+  mtls: {mode: STRICT}
+---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: ra, namespace: shop}
+spec:
+  selector: {matchLabels: {}}
+  jwtRules: [{issuer: x}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: dr, namespace: shop}
+spec:
+  host: web.shop.internal
+  workloadSelector: {}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: sc, namespace: shop}
+spec:
+  workloadSelector: {labels: {}}
+  egress: [{hosts: ["./*"]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: labelled, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+`, want: []where{{5, "selector", schema}, {12, "selector", schema}, {20, "workloadSelector", schema}, {26, "workloadSelector", schema}}},
+		{name: "ServiceEntry", doc: `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: none, namespace: shop}
+spec:
+  hosts: ["*x.example.com", "*.example.com"]
+  ports: [{number: 80, name: http, protocol: HTTP}, {number: 5432, name: db}]
+  resolution: NONE
+  workloadSelector: {labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pair, namespace: shop}
+spec:
+  hosts: [a.example.com, b.example.com]
+  addresses: [10.1.0.1]
+  ports:
+  - {number: 80, name: http, protocol: HTTP}
+  - {number: 443, name: tls, protocol: TLS}
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: fine, namespace: shop}
+spec:
+  hosts: [c.example.com, d.example.com]
+  addresses: [10.1.0.2]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: allocated, namespace: shop}
+spec:
+  hosts: [e.example.com]
+  ports: [{number: 5432, name: db, protocol: TCP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: selected, namespace: shop}
+spec:
+  hosts: [f.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: f}}
+`, want: []where{{6, "ports[1]", schema}, {5, "hosts[0]", schema}, {8, "workloadSelector", schema}, {18, "ports[1]", schema}}},
+		{name: "DestinationRule", doc: `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: old, namespace: shop}
+spec:
+  host: web.shop.internal
+  trafficPolicy:
+    outlierDetection: {consecutiveErrors: 5}
+    loadBalancer:
+      consistentHash: {httpHeaderName: x-user, minimumRingSize: 1024}
+  subsets:
+  - name: v1
+    labels: {version: v1}
+    trafficPolicy: {outlierDetection: {consecutiveErrors: 5}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: failover, namespace: shop}
+spec:
+  host: web.shop.internal
+  trafficPolicy:
+    loadBalancer:
+      localityLbSetting:
+        failover: [{from: us-east, to: eu-west}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ejecting, namespace: shop}
+spec:
+  host: web.shop.internal
+  trafficPolicy:
+    outlierDetection: {consecutive5xxErrors: 5}
+    loadBalancer:
+      localityLbSetting:
+        failover: [{from: us-east, to: eu-west}]
+`, want: []where{{7, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}, {13, "subsets[0].trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores},
+			{7, "trafficPolicy.outlierDetection.consecutiveErrors", schema}, {9, "trafficPolicy.loadBalancer.consistentHash.minimumRingSize", schema},
+			{23, "trafficPolicy.loadBalancer.localityLbSetting.failover", schema}, {31, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}}},
+		{name: "Sidecar", doc: `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: shop}
+spec:
+  ingress:
+  - port: {number: 9000, name: db, protocol: TCP}
+    defaultEndpoint: 127.0.0.1:9000
+    connectionPool: {http: {maxRetries: 3}, tcp: {maxConnections: 10}}
+  - port: {number: 8080, name: http, protocol: HTTP}
+    defaultEndpoint: 127.0.0.1:8080
+    connectionPool: {http: {maxRetries: 3}}
+  egress:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: [shop/*, ./web.shop.internal, ~shop/web.shop.internal, other/a.example.com]
+  - hosts: ["*/*", "istio-system/*"]
+`, want: []where{{8, "ingress[0].connectionPool.http", schema}, {14, "egress[0].hosts[1]", schema}, {15, "egress[1].hosts[0]", schema}}},
+		{name: "Gateway TLS", doc: `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  servers:
+  - port: {number: 443, name: passthrough, protocol: TLS}
+    hosts: ["*.example.com"]
+    tls: {mode: PASSTHROUGH, credentialName: edge-cert}
+  - port: {number: 8443, name: https, protocol: HTTPS}
+    hosts: ["*.example.com"]
+    tls:
+      mode: SIMPLE
+      credentialName: edge-cert
+      httpsRedirect: true
+      minProtocolVersion: TLSV1_0
+  - port: {number: 9443, name: https-2, protocol: HTTPS}
+    hosts: ["*.example.com"]
+    tls:
+      mode: SIMPLE
+      credentialName: edge-cert
+      minProtocolVersion: TLSV1_1
+      cipherSuites: [ECDHE-RSA-AES128-SHA, not-a-suite, ECDHE-RSA-AES128-SHA, "-AES128-SHA"]
+  - port: {number: 10443, name: https-3, protocol: HTTPS}
+    hosts: ["*.example.com"]
+    tls: {mode: SIMPLE, credentialName: edge-cert, minProtocolVersion: TLSV1_2, cipherSuites: [AES128-SHA, ECDHE-RSA-AES128-SHA]}
+`, want: []where{{1, "", filestore.CodeGatewayNotServed}, {8, "servers[0].tls.credentialName", schema},
+			{15, "servers[1].tls.minProtocolVersion", schema}, {14, "servers[1].tls.httpsRedirect", schema},
+			{22, "servers[2].tls.cipherSuites[1]", schema}, {22, "servers[2].tls.cipherSuites[2]", schema}}},
+		{name: "VirtualService fields", doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.internal]
+  gateways: [edge.shop, mesh]
+  http:
+  - route: [{destination: {host: web.shop.internal}}]
+    mirror: {host: web-shadow.shop.internal}
+    mirrorPercent: 10
+  tls:
+  - match: [{sniHosts: [10.0.0.1], port: 443}]
+    route: [{destination: {host: web.shop.internal}}]
+`, want: []where{{9, "http[0].mirror", filestore.CodeProxylessIgnores}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
+			{12, "tls[0].match[0].sniHosts[0]", schema}}},
+		{name: "a large direct response", doc: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: big, namespace: shop}\nspec:\n  hosts: [big.shop.internal]\n  http:\n  - directResponse:\n      status: 200\n      body: {string: " + strings.Repeat("x", 100<<10+1) + "}\n",
+			want: []where{{7, "http[0].directResponse", filestore.CodeProxylessIgnores}, {9, "http[0].directResponse.body", schema}}},
+		{name: "private keys in an inline jwks", doc: `apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: jwt, namespace: shop}
+spec:
+  jwtRules:
+  - issuer: a
+    jwks: '{"keys": [{"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}, {"kty": "oct", "k": "c2VjcmV0"}]}'
+  - issuer: b
+    jwks: '{"keys": [{"kty": "EC", "crv": "P-256", "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}'
+`, want: []where{{7, "jwtRules[0].jwks", schema}}},
+		{name: "unreachable rules and ineffective matches", doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: rules, namespace: shop}
+spec:
+  hosts: [rules.shop.internal]
+  http:
+  - name: api
+    match:
+    - uri: {prefix: /api}
+    - uri: {prefix: /api/v1}
+    - uri: {prefix: /api/v2}
+      headers: {x-canary: {exact: "1"}}
+    route: [{destination: {host: rules.shop.internal}}]
+  - match:
+    - name: same
+      uri: {prefix: /api}
+    route: [{destination: {host: rules.shop.internal}}]
+  - match: [{uri: {exact: /health}}]
+    route: [{destination: {host: rules.shop.internal}}]
+  - route: [{destination: {host: rules.shop.internal}}]
+  - route: [{destination: {host: rules.shop.internal}}]
+  - match: [{uri: {exact: /late}}, {uri: {exact: /later}}]
+    route: [{destination: {host: rules.shop.internal}}]
+  tcp:
+  - route: [{destination: {host: rules.shop.internal}}]
+  - match: [{port: 5432}]
+    route: [{destination: {host: rules.shop.internal}}]
+`, want: []where{{15, "http[1].match[0]", ineffective}, {14, "http[1]", unreachable}, {21, "http[4]", unreachable},
+			{22, "http[5].match[0]", unreachable}, {22, "http[5].match[1]", unreachable}, {10, "http[0].match[1]", ineffective},
+			{26, "tcp[1].match[0]", unreachable}}},
+		{name: "rules that are reached", doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: fine, namespace: shop}
+spec:
+  hosts: [fine.shop.internal]
+  http:
+  - match: [{uri: {prefix: /api/v1}}, {uri: {prefix: /api}, headers: {x-user: {exact: a}}}]
+    route: [{destination: {host: fine.shop.internal}}]
+  - match: [{uri: {prefix: /api}, port: 8080}, {uri: {prefix: /api}}]
+    route: [{destination: {host: fine.shop.internal}}]
+  - route: [{destination: {host: fine.shop.internal}}]
+`},
+	}
+	infos := map[string]bool{}
+	for _, c := range filestore.WarningCodes {
+		infos[c.Code] = c.Info
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := filestore.DecodeFile("w.yaml", []byte(c.doc), filestore.Limits{})
+			if len(d.Errors) > 0 || len(d.Objects) == 0 {
+				t.Fatalf("objects %d, errors %v", len(d.Objects), d.Errors)
+			}
+			if got := wheres(d.Warnings); !slices.Equal(got, c.want) {
+				t.Errorf("warnings %v, want %v\n%v", got, c.want, d.Warnings)
+			}
+			for _, w := range d.Warnings {
+				sev := filestore.SeverityWarning
+				if infos[w.Code] {
+					sev = filestore.SeverityInfo
+				}
+				if w.Severity != sev || w.Message == "" {
+					t.Errorf("%s: severity %s, want %s: %v", w.Field, w.Severity, sev, w)
+				}
+			}
+		})
 	}
 }
