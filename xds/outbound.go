@@ -521,25 +521,39 @@ func generateOwn(s *model.Snapshot, p *Proxy) (ownPart, error) {
 }
 
 // ownUnchanged reports whether a sidecar's own part is the same at s as at
-// prev, given what differs (a non-global diff): it reads the services only
-// through the endpoints it owns, so only a changed service with such an
-// endpoint in either snapshot can change it.
+// prev, given what differs (a non-global diff): it reads the services and
+// their DestinationRules only through the endpoints it owns, so only a
+// changed service or DestinationRule of a host with such an endpoint in
+// either snapshot can change it.
 func ownUnchanged(w model.Workload, prev, s *model.Snapshot, d *model.Diff) bool {
 	if d == nil || d.Global {
 		return false
 	}
-	for h := range d.Services {
+	// Its inbound clusters read its services and their DestinationRules
+	// (the connection pool, applied server-side).
+	for _, hosts := range []map[string]bool{d.Services, d.DestinationRules} {
+		if ownsAny(w, hosts, prev, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownsAny reports whether w has an endpoint in a service of one of hosts
+// at either snapshot.
+func ownsAny(w model.Workload, hosts map[string]bool, prev, s *model.Snapshot) bool {
+	for h := range hosts {
 		for _, snap := range []*model.Snapshot{prev, s} {
 			for _, svc := range snap.ServicesForHost(h) {
 				for _, e := range svc.Endpoints {
 					if sidecar.OwnsEndpoint(w, e) {
-						return false
+						return true
 					}
 				}
 			}
 		}
 	}
-	return true
+	return false
 }
 
 // ownChanges returns the names of own that differ from prev's; own's

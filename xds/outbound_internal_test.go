@@ -6,10 +6,14 @@ import (
 	"slices"
 	"testing"
 
+	networking "istio.io/api/networking/v1alpha3"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/modeltest"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/proto"
 	security "istio.io/api/security/v1beta1"
@@ -112,5 +116,67 @@ func TestSidecarGlobalChangeDiff(t *testing.T) {
 	}
 	if !gd.changed[resourcev3.ListenerType][sidecar.VirtualInboundListener] {
 		t.Error("virtualInbound (the new policy's RBAC) not among the changed names")
+	}
+}
+
+// TestSidecarOwnDestinationRuleChange: the connection pool of the
+// DestinationRule of a VM's own service is applied to its inbound cluster
+// (server side, as Istio does), so a change to that rule alone (not a
+// global diff) makes the VM's own part again: the group equals a full
+// generation, inbound|7070|| among the changed names with the new limit.
+// A sidecar owning no endpoint of that service keeps its own part.
+func TestSidecarOwnDestinationRuleChange(t *testing.T) {
+	base := incrementalBase()
+	st := filestore.NewStore()
+	s0 := buildSnap(t, st, base)
+	s1 := buildSnap(t, st, edit(base, filestore.KindDestinationRule, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+		dr := proto.Clone(o.Spec).(*networking.DestinationRule)
+		dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}}}
+		o.Spec = dr
+		return o
+	}))
+	d := model.Compare(s0, s1)
+	if d.Global || !d.DestinationRules[modeltest.Host(0)] {
+		t.Fatalf("diff %+v, want the DestinationRule of %s only", d, modeltest.Host(0))
+	}
+	owner := &Proxy{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.0.0.2"}}
+	other := &Proxy{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}}
+	for _, p := range []*Proxy{owner, other} {
+		key := GroupKey(s0, p)
+		g0, err := generate(s0, p, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, changed, err := updateOutbound(g0.out, s1, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, gd, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: changed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := generate(s1, p, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := hashes(n), hashes(full)
+		for _, ty := range typeURLs {
+			if !maps.Equal(got[ty], want[ty]) {
+				t.Errorf("%s %s: differs from a full generation: differ %v", p.ID, shortType(ty), differ(got[ty], want[ty]))
+			}
+		}
+		inbound := sidecar.InboundClusterName(7070)
+		c, ok := n.types[resourcev3.ClusterType].Get(inbound)
+		if !ok {
+			t.Fatalf("%s: no %s", p.ID, inbound)
+		}
+		limit := c.msg.(*clusterv3.Cluster).GetCircuitBreakers().GetThresholds()[0].GetMaxConnections().GetValue()
+		changedInbound := gd != nil && gd.changed[resourcev3.ClusterType][inbound]
+		if p == owner && (limit != 7 || !changedInbound) {
+			t.Errorf("owner: %s max connections %d, changed %v; want 7 and changed", inbound, limit, changedInbound)
+		}
+		if p == other && (limit == 7 || changedInbound) {
+			t.Errorf("other: %s max connections %d, changed %v; want its own service's (unlimited), unchanged", inbound, limit, changedInbound)
+		}
 	}
 }

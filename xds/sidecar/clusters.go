@@ -168,9 +168,6 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 		c.LoadAssignment = dnsAssignment(name, ref, 0)
 		sc.dnsRefresh(c)
 	}
-	if d := tp.GetConnectionPool().GetTcp().GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
-		c.ConnectTimeout = d
-	}
 	if c.GetType() != clusterv3.Cluster_ORIGINAL_DST {
 		applyLB(c, tp.GetLoadBalancer())
 		if w := sc.localityWeights(ref, tp); w != nil {
@@ -179,23 +176,7 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 			}}
 		}
 	}
-	c.CircuitBreakers = circuitBreakers(tp.GetConnectionPool())
-	if ka := tp.GetConnectionPool().GetTcp().GetTcpKeepalive(); ka != nil {
-		k := &corev3.TcpKeepalive{}
-		if ka.GetProbes() > 0 {
-			k.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
-		}
-		if t := ka.GetTime(); t != nil {
-			k.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
-		}
-		if t := ka.GetInterval(); t != nil {
-			k.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
-		}
-		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
-	}
-	if isHTTP(ref.Port.Protocol) {
-		c.TypedExtensionProtocolOptions = httpOptions(ref.Port.Protocol, tp.GetConnectionPool().GetHttp())
-	}
+	applyPool(c, ref.Port.Protocol, tp.GetConnectionPool())
 	if od := tp.GetOutlierDetection(); od != nil {
 		c.OutlierDetection = outlierDetection(od)
 		if p := od.GetMinHealthPercent(); p > 0 {
@@ -208,6 +189,32 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 	h2 := isHTTP(ref.Port.Protocol) && (isHTTP2(ref.Port.Protocol) || tp.GetConnectionPool().GetHttp().GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE)
 	sc.applyTLS(c, ref, h2)
 	return c
+}
+
+// applyPool applies a DestinationRule connection pool (nil: none) to a
+// cluster of a port with that protocol: its connect timeout, circuit
+// breakers, TCP keepalive and (HTTP ports) HTTP protocol options.
+func applyPool(c *clusterv3.Cluster, protocol string, cp *networking.ConnectionPoolSettings) {
+	if d := cp.GetTcp().GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
+		c.ConnectTimeout = d
+	}
+	c.CircuitBreakers = circuitBreakers(cp)
+	if ka := cp.GetTcp().GetTcpKeepalive(); ka != nil {
+		k := &corev3.TcpKeepalive{}
+		if ka.GetProbes() > 0 {
+			k.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
+		}
+		if t := ka.GetTime(); t != nil {
+			k.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+		}
+		if t := ka.GetInterval(); t != nil {
+			k.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+		}
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
+	}
+	if isHTTP(protocol) {
+		c.TypedExtensionProtocolOptions = httpOptions(protocol, cp.GetHttp())
+	}
 }
 
 // applyTLS sets the cluster's transport socket: the DestinationRule's TLS
@@ -405,16 +412,13 @@ func (sc *scope) inboundCluster(ip inboundPort) *clusterv3.Cluster {
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 		ConnectTimeout:       sc.connectTimeout(),
 		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
-		CircuitBreakers:      circuitBreakers(nil),
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
 			LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 				Address: address(ip.host, ip.hostPort),
 			}}}},
 		}}},
 	}
-	if isHTTP(ip.protocol) {
-		c.TypedExtensionProtocolOptions = httpOptions(ip.protocol, nil)
-	}
+	applyPool(c, ip.protocol, ip.pool)
 	return c
 }
 

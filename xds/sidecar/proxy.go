@@ -26,6 +26,12 @@ type inboundPort struct {
 	// socket path from a Sidecar ingress defaultEndpoint.
 	host     string
 	hostPort uint32
+	// pool is the connection pool of its inbound cluster, set server-side
+	// as Istio sets it so the workload gets the capacity its clients are
+	// given: the Sidecar's (its ingress listener's for the port, else
+	// inboundConnectionPool), else the one the DestinationRule of the
+	// workload's service gives the service port. nil: none.
+	pool *networking.ConnectionPoolSettings
 }
 
 // scope is the proxy's View with what the Envoy generators derive from it
@@ -100,6 +106,10 @@ func (sc *scope) inbound() []inboundPort {
 				ip.hostPort = tp
 			}
 			ip.host, ip.hostPort = defaultEndpoint(l.GetDefaultEndpoint(), ip.hostPort)
+			ip.pool = l.GetConnectionPool()
+			if ip.pool == nil {
+				ip.pool = sc.inboundPool(n)
+			}
 			out = append(out, ip)
 		}
 	} else {
@@ -114,13 +124,40 @@ func (sc *scope) inbound() []inboundPort {
 						continue
 					}
 					seen[wp] = true
-					out = append(out, inboundPort{port: wp, protocol: port.Protocol, host: "127.0.0.1", hostPort: wp})
+					pool := sc.spec.GetInboundConnectionPool()
+					if pool == nil {
+						pool = sc.v.DestinationRule(svc).TrafficPolicy(port.Number, "").GetConnectionPool()
+					}
+					out = append(out, inboundPort{port: wp, protocol: port.Protocol, host: "127.0.0.1", hostPort: wp, pool: pool})
 				}
 			}
 		}
 	}
 	slices.SortFunc(out, func(a, b inboundPort) int { return cmp.Compare(a.port, b.port) })
 	return out
+}
+
+// inboundPool is the connection pool of a Sidecar ingress port without
+// one of its own: the Sidecar's inboundConnectionPool, else that of the
+// DestinationRule of the first service (in host order) with an endpoint
+// of this workload on the port, for that service port.
+func (sc *scope) inboundPool(port uint32) *networking.ConnectionPoolSettings {
+	if cp := sc.spec.GetInboundConnectionPool(); cp != nil {
+		return cp
+	}
+	for _, svc := range sc.v.AllServices() {
+		for _, e := range svc.Endpoints {
+			if !sc.ownsEndpoint(e) {
+				continue
+			}
+			for _, sp := range svc.Ports {
+				if e.PortFor(sp) == port {
+					return sc.v.DestinationRule(svc).TrafficPolicy(sp.Number, "").GetConnectionPool()
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // defaultEndpoint parses a Sidecar ingress defaultEndpoint: "IP:port",
