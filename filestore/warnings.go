@@ -89,6 +89,7 @@ const (
 	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched: its tokens are rejected
 	CodeHealthReportsIgnored       = "VM1013"  // an agent reports the health of a WorkloadEntry that is not health-checked: it stays an endpoint
 	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched with no blocked address ranges set (Istio's IST0175)
+	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -120,6 +121,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeJWKSFetchFailed, Name: "JwksFetchFailed"},
 	{Code: CodeHealthReportsIgnored, Name: "HealthReportsIgnored"},
 	{Code: CodeJWKSFetchUnrestricted, Name: "JwksUriFetchUnrestricted"},
+	{Code: CodeSidecarFieldNotApplied, Name: "SidecarFieldNotApplied"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},
@@ -239,6 +241,14 @@ func objectWarnings(o *Object) []Problem {
 					w.add(fmt.Sprintf("egress[%d].hosts[%d]", i, j), CodeSidecarEgressHostIgnored, "egress host %s is ignored: write it as namespace/host (./%s, */%s)", quote(h), h, h)
 				}
 			}
+			sidecarListenerNotApplied(w, fmt.Sprintf("egress[%d]", i), l.GetBind(), l.GetCaptureMode())
+		}
+		for i, l := range spec.GetIngress() {
+			path := fmt.Sprintf("ingress[%d]", i)
+			if l.GetTls() != nil {
+				w.add(path+".tls", CodeSidecarFieldNotApplied, "not applied: vmesh's sidecars terminate only mesh mTLS on inbound ports, so TLS from a client outside the mesh reaches the workload undecrypted (PERMISSIVE) or is refused (STRICT)")
+			}
+			sidecarListenerNotApplied(w, path, l.GetBind(), l.GetCaptureMode())
 		}
 	}
 	schemaWarnings(w, o)
@@ -308,6 +318,20 @@ func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy
 	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection())
 	for i, pl := range tp.GetPortLevelSettings() {
 		check(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetOutlierDetection())
+	}
+}
+
+// sidecarListenerNotApplied warns about a Sidecar listener's bind address
+// and capture mode NONE, which vmesh's sidecars do not apply: the agent
+// captures every port of the VM with iptables (agents/capture, what
+// IPTABLES and DEFAULT mean), and the listeners take the traffic it
+// redirects.
+func sidecarListenerNotApplied(w *warner, path, bind string, mode networking.CaptureMode) {
+	if bind != "" {
+		w.add(path+".bind", CodeSidecarFieldNotApplied, "not applied: the listener takes the traffic the VM's capture redirects, whatever its address (bind %s)", quote(bind))
+	}
+	if mode == networking.CaptureMode_NONE {
+		w.add(path+".captureMode", CodeSidecarFieldNotApplied, "not applied: the VM's agent captures every port with iptables, so the listener's traffic is captured all the same (captureMode NONE is not honoured)")
 	}
 }
 

@@ -99,6 +99,30 @@ spec:
   gateways: [edge]
   http: [{route: [{destination: {host: web.shop.internal}}]}]
 `, want: []where{{6, "gateways", filestore.CodeGatewayOnlyRoutes}}},
+		{name: "Sidecar fields not applied", objects: 1, doc: `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: vm, namespace: shop}
+spec:
+  workloadSelector: {labels: {app: vm}}
+  ingress:
+  - port: {number: 9443, protocol: HTTPS, name: https}
+    defaultEndpoint: 127.0.0.1:9080
+    tls: {mode: SIMPLE, serverCertificate: /etc/vm/cert.pem, privateKey: /etc/vm/key.pem}
+  - port: {number: 9090, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:9090
+    bind: 10.0.0.5
+    captureMode: NONE
+  - port: {number: 9091, protocol: HTTP, name: plain}
+    defaultEndpoint: 127.0.0.1:9091
+    captureMode: DEFAULT
+  - port: {number: 9092, protocol: HTTP, name: captured}
+    defaultEndpoint: 127.0.0.1:9092
+    captureMode: IPTABLES
+  egress:
+  - hosts: ["./*"]
+    bind: 127.0.0.2
+`, want: []where{{22, "egress[0].bind", filestore.CodeSidecarFieldNotApplied}, {9, "ingress[0].tls", filestore.CodeSidecarFieldNotApplied},
+			{12, "ingress[1].bind", filestore.CodeSidecarFieldNotApplied}, {13, "ingress[1].captureMode", filestore.CodeSidecarFieldNotApplied}}},
 		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: shop}

@@ -30,7 +30,8 @@ import (
 //
 //   - virtualOutbound on 0.0.0.0:15001 with use_original_dst: connections
 //     go to the listener for their original destination, the rest through
-//     PassthroughCluster (BlackHoleCluster with REGISTRY_ONLY);
+//     PassthroughCluster (the cluster of the Sidecar's egressProxy when it
+//     names one; BlackHoleCluster with REGISTRY_ONLY);
 //   - per outbound port (bind_to_port false): "<VIP>_<port>" with a
 //     tcp_proxy for each TCP service VIP, and "0.0.0.0_<port>" holding the
 //     HTTP services of the port (HttpConnectionManager, RDS "<port>"), TCP

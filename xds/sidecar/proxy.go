@@ -68,10 +68,17 @@ func (sc *scope) registryOnly() bool {
 	return sc.v.Mesh().RegistryOnly
 }
 
-// fallbackCluster is where unmatched outbound traffic goes.
+// fallbackCluster is where unmatched outbound traffic goes: nowhere under
+// REGISTRY_ONLY; else the cluster of the Sidecar's outboundTrafficPolicy
+// egressProxy when it names one (Istio's outbound|port|subset|host for it:
+// unknown traffic leaves through that egress proxy, and fails when the
+// Sidecar does not import its host), else the original destination.
 func (sc *scope) fallbackCluster() string {
 	if sc.registryOnly() {
 		return BlackHoleCluster
+	}
+	if ep := sc.spec.GetOutboundTrafficPolicy().GetEgressProxy(); ep.GetHost() != "" {
+		return model.ClusterName(ep.GetPort().GetNumber(), ep.GetSubset(), ep.GetHost())
 	}
 	return PassthroughCluster
 }

@@ -153,7 +153,7 @@ func (sc *scope) catchAllHost() *routev3.VirtualHost {
 		Name:  "allow_any",
 		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: PassthroughCluster},
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: sc.fallbackCluster()},
 			Timeout:          durationpb.New(0),
 			MaxGrpcTimeout:   grpcTimeout(nil),
 		}},
