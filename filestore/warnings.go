@@ -90,6 +90,7 @@ const (
 	CodeHealthReportsIgnored       = "VM1013"  // an agent reports the health of a WorkloadEntry that is not health-checked: it stays an endpoint
 	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched with no blocked address ranges set (Istio's IST0175)
 	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
+	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel, proxyProtocol
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -122,6 +123,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeHealthReportsIgnored, Name: "HealthReportsIgnored"},
 	{Code: CodeJWKSFetchUnrestricted, Name: "JwksUriFetchUnrestricted"},
 	{Code: CodeSidecarFieldNotApplied, Name: "SidecarFieldNotApplied"},
+	{Code: CodeTrafficPolicyNotApplied, Name: "TrafficPolicyFieldNotApplied"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},
@@ -311,9 +313,21 @@ func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy
 		if od.GetConsecutive_5XxErrors() != nil || od.GetConsecutiveGatewayErrors() != nil || od.GetConsecutiveErrors() > 0 {
 			w.info(path+".outlierDetection", CodeProxylessIgnores, "proxyless gRPC clients eject no endpoint on consecutive errors (grpc-go ejects on success rate and failure percentage only); Envoy sidecars do")
 		}
+		if lb.GetWarmup() != nil || lb.GetWarmupDurationSecs() != nil {
+			w.info(path+".loadBalancer.warmup", CodeProxylessIgnores, "proxyless gRPC clients give a new endpoint its full share at once (grpc-go has no slow start); Envoy sidecars ramp it up")
+		}
 	}
 	if tp == nil {
 		return
+	}
+	if tp.GetRetryBudget() != nil {
+		w.info(path+".retryBudget", CodeProxylessIgnores, "proxyless gRPC clients bound retries only by each route's retry policy (grpc-go has no retry budget); Envoy sidecars apply it")
+	}
+	if tp.GetTunnel() != nil {
+		w.add(path+".tunnel", CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies do not tunnel upstream connections (HTTP CONNECT or POST), so traffic goes to the endpoints directly")
+	}
+	if tp.GetProxyProtocol() != nil {
+		w.add(path+".proxyProtocol", CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies send no PROXY protocol header upstream, so the endpoints see the proxy's address as the client's")
 	}
 	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection())
 	for i, pl := range tp.GetPortLevelSettings() {

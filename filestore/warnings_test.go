@@ -123,6 +123,24 @@ spec:
     bind: 127.0.0.2
 `, want: []where{{22, "egress[0].bind", filestore.CodeSidecarFieldNotApplied}, {9, "ingress[0].tls", filestore.CodeSidecarFieldNotApplied},
 			{12, "ingress[1].bind", filestore.CodeSidecarFieldNotApplied}, {13, "ingress[1].captureMode", filestore.CodeSidecarFieldNotApplied}}},
+		{name: "traffic policy fields: not applied, proxyless infos", objects: 1, doc: `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: web, namespace: shop}
+spec:
+  host: web.shop.internal
+  trafficPolicy:
+    loadBalancer:
+      simple: ROUND_ROBIN
+      warmup: {duration: 30s}
+    retryBudget: {percent: 15}
+    proxyProtocol: {version: V1}
+  subsets:
+  - name: v1
+    labels: {version: v1}
+    trafficPolicy:
+      tunnel: {protocol: CONNECT, targetHost: egress.internal, targetPort: 8443}
+`, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeTrafficPolicyNotApplied},
+			{9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores}, {16, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
 		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: shop}

@@ -162,7 +162,9 @@ func (dr *DestinationRule) SubsetNames() []string {
 }
 
 // TrafficPolicy returns the effective policy for a service port and subset
-// ("" for none), merged as Istio merges it: the rule's top-level policy,
+// ("" for none), merged as Istio merges it (retryBudget too: a level's,
+// replaced by the subset's when it sets one; a port-level entry has none,
+// so one for the port drops its level's): the rule's top-level policy,
 // replaced by its port-level settings for the port when it has an entry for
 // it, then overlaid by the subset's policy (itself replaced by the subset's
 // port-level entry for the port). Port-level settings do not inherit: an
@@ -174,10 +176,13 @@ func (dr *DestinationRule) SubsetNames() []string {
 // set); inputs are not modified.
 func (dr *DestinationRule) TrafficPolicy(port uint32, subset string) *networking.TrafficPolicy {
 	p := dr.policy(port, subset)
-	if p.lb == nil && p.cp == nil && p.od == nil {
+	if p.lb == nil && p.cp == nil && p.od == nil && p.rb == nil {
 		return nil
 	}
 	out := &networking.TrafficPolicy{}
+	if p.rb != nil {
+		out.RetryBudget = proto.Clone(p.rb).(*networking.TrafficPolicy_RetryBudget)
+	}
 	if p.lb != nil {
 		out.LoadBalancer = proto.Clone(p.lb).(*networking.LoadBalancerSettings)
 	}
@@ -197,6 +202,7 @@ type policyFields struct {
 	cp  *networking.ConnectionPoolSettings
 	od  *networking.OutlierDetection
 	tls *networking.ClientTLSSettings
+	rb  *networking.TrafficPolicy_RetryBudget // not part of a port-level entry
 }
 
 // levelFields returns tp's fields for port: those of tp's port-level entry
@@ -204,10 +210,10 @@ type policyFields struct {
 func levelFields(tp *networking.TrafficPolicy, port uint32) (policyFields, bool) {
 	for _, pl := range tp.GetPortLevelSettings() {
 		if pl.GetPort().GetNumber() == port {
-			return policyFields{pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls()}, true
+			return policyFields{pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls(), nil}, true
 		}
 	}
-	return policyFields{tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls()}, false
+	return policyFields{tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls(), tp.GetRetryBudget()}, false
 }
 
 // policy merges the rule's levels for port and subset (see TrafficPolicy).
@@ -232,6 +238,9 @@ func (dr *DestinationRule) policy(port uint32, subset string) policyFields {
 	}
 	if sub.tls != nil || portLevel {
 		out.tls = sub.tls
+	}
+	if sub.rb != nil {
+		out.rb = sub.rb
 	}
 	return out
 }

@@ -177,6 +177,7 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 		}
 	}
 	applyPool(c, ref.Port.Protocol, tp.GetConnectionPool())
+	applyRetryBudget(c, tp.GetRetryBudget())
 	if od := tp.GetOutlierDetection(); od != nil {
 		c.OutlierDetection = outlierDetection(od)
 		if p := od.GetMinHealthPercent(); p > 0 {
@@ -189,6 +190,27 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 	h2 := isHTTP(ref.Port.Protocol) && (isHTTP2(ref.Port.Protocol) || tp.GetConnectionPool().GetHttp().GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE)
 	sc.applyTLS(c, ref, h2)
 	return c
+}
+
+// applyRetryBudget bounds the cluster's concurrent retries by a share of
+// its active requests, as Istio maps a DestinationRule retryBudget: 20 %
+// and at least 3 concurrent retries unless set.
+func applyRetryBudget(c *clusterv3.Cluster, rb *networking.TrafficPolicy_RetryBudget) {
+	if rb == nil {
+		return
+	}
+	b := &clusterv3.CircuitBreakers_Thresholds_RetryBudget{
+		BudgetPercent:       &typev3.Percent{Value: 20},
+		BudgetInterval:      rb.GetBudgetInterval(),
+		MinRetryConcurrency: wrapperspb.UInt32(3),
+	}
+	if p := rb.GetPercent(); p != nil {
+		b.BudgetPercent = &typev3.Percent{Value: p.GetValue()}
+	}
+	if n := rb.GetMinRetryConcurrency(); n > 0 {
+		b.MinRetryConcurrency = wrapperspb.UInt32(n)
+	}
+	c.CircuitBreakers.GetThresholds()[0].RetryBudget = b
 }
 
 // applyPool applies a DestinationRule connection pool (nil: none) to a
@@ -276,9 +298,42 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings) {
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_ROUND_ROBIN:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+		if ss := slowStart(lb); ss != nil {
+			c.LbConfig = &clusterv3.Cluster_RoundRobinLbConfig_{RoundRobinLbConfig: &clusterv3.Cluster_RoundRobinLbConfig{SlowStartConfig: ss}}
+		}
+		return
 	case networking.LoadBalancerSettings_RANDOM:
 		c.LbPolicy = clusterv3.Cluster_RANDOM
+		return
 	}
+	if ss := slowStart(lb); ss != nil && c.LbPolicy == clusterv3.Cluster_LEAST_REQUEST {
+		c.LbConfig = &clusterv3.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &clusterv3.Cluster_LeastRequestLbConfig{SlowStartConfig: ss}}
+	}
+}
+
+// slowStart maps a load balancer's warmup as Istio does, for ROUND_ROBIN
+// and LEAST_REQUEST: a new endpoint's share ramps up over the duration,
+// linearly (aggression 1) from 10 % of its weight unless set; the
+// deprecated warmupDurationSecs gives the window alone. nil: none.
+func slowStart(lb *networking.LoadBalancerSettings) *clusterv3.Cluster_SlowStartConfig {
+	if w := lb.GetWarmup(); w != nil {
+		aggression, minPercent := 1.0, 10.0
+		if a := w.GetAggression(); a != nil {
+			aggression = a.GetValue()
+		}
+		if m := w.GetMinimumPercent(); m != nil {
+			minPercent = m.GetValue()
+		}
+		return &clusterv3.Cluster_SlowStartConfig{
+			SlowStartWindow:  w.GetDuration(),
+			Aggression:       &corev3.RuntimeDouble{DefaultValue: aggression, RuntimeKey: "("},
+			MinWeightPercent: &typev3.Percent{Value: minPercent},
+		}
+	}
+	if d := lb.GetWarmupDurationSecs(); d != nil {
+		return &clusterv3.Cluster_SlowStartConfig{SlowStartWindow: d}
+	}
+	return nil
 }
 
 // circuitBreakers maps the connection pool; unset limits are Istio's

@@ -1,0 +1,72 @@
+package xds_test
+
+import (
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// TestSidecarWarmupAndRetryBudget: a DestinationRule's loadBalancer warmup
+// becomes Envoy's slow start on ROUND_ROBIN and LEAST_REQUEST clusters
+// (Istio's defaults: aggression 1, minimum 10 %), and its retryBudget the
+// circuit breakers' retry budget (20 %, at least 3, unless set). A
+// port-level entry for the port has no retryBudget, so that port's
+// cluster has none (Istio's merge).
+func TestSidecarWarmupAndRetryBudget(t *testing.T) {
+	store := filestore.NewStore()
+	objs := []*filestore.Object{
+		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
+			Ports:     []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}, {Name: "http", Number: 8080, Protocol: "HTTP"}, {Name: "admin", Number: 9090, Protocol: "HTTP"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1"}},
+		}),
+		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", TrafficPolicy: &networking.TrafficPolicy{
+			LoadBalancer: &networking.LoadBalancerSettings{
+				LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_ROUND_ROBIN},
+				Warmup:   &networking.WarmupConfiguration{Duration: durationpb.New(30e9), MinimumPercent: wrapperspb.Double(25)},
+			},
+			RetryBudget: &networking.TrafficPolicy_RetryBudget{Percent: wrapperspb.Double(15)},
+			PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{
+				{Port: &networking.PortSelector{Number: 8080}, LoadBalancer: &networking.LoadBalancerSettings{Warmup: &networking.WarmupConfiguration{Duration: durationpb.New(10e9)}}},
+				{Port: &networking.PortSelector{Number: 9090}, LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_RANDOM}}},
+			},
+		}}),
+	}
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	s := model.Build(store.Snapshot())
+	cds, err := xds.Clusters(s, &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*clusterv3.Cluster{}
+	for _, c := range cds {
+		byName[c.GetName()] = c
+	}
+	rr := byName["outbound|7070||shop.internal"]
+	ss := rr.GetRoundRobinLbConfig().GetSlowStartConfig()
+	if rr.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN || ss.GetSlowStartWindow().AsDuration() != 30e9 || ss.GetMinWeightPercent().GetValue() != 25 || ss.GetAggression().GetDefaultValue() != 1 {
+		t.Errorf("7070: lb %v slow start %v; want ROUND_ROBIN, 30 s from 25 %%, aggression 1", rr.GetLbPolicy(), ss)
+	}
+	if b := rr.GetCircuitBreakers().GetThresholds()[0].GetRetryBudget(); b.GetBudgetPercent().GetValue() != 15 || b.GetMinRetryConcurrency().GetValue() != 3 {
+		t.Errorf("7070: retry budget %v; want 15 %%, at least 3", b)
+	}
+	lr := byName["outbound|8080||shop.internal"]
+	ss = lr.GetLeastRequestLbConfig().GetSlowStartConfig()
+	if lr.GetLbPolicy() != clusterv3.Cluster_LEAST_REQUEST || ss.GetSlowStartWindow().AsDuration() != 10e9 || ss.GetMinWeightPercent().GetValue() != 10 {
+		t.Errorf("8080: lb %v slow start %v; want LEAST_REQUEST (the port entry's default), 10 s from 10 %%", lr.GetLbPolicy(), ss)
+	}
+	if b := lr.GetCircuitBreakers().GetThresholds()[0].GetRetryBudget(); b != nil {
+		t.Errorf("8080: retry budget %v; a port-level entry has none", b)
+	}
+	if random := byName["outbound|9090||shop.internal"]; random.GetLbPolicy() != clusterv3.Cluster_RANDOM || random.GetLbConfig() != nil {
+		t.Errorf("9090: lb %v config %v; want RANDOM without slow start", random.GetLbPolicy(), random.GetLbConfig())
+	}
+}
