@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 )
@@ -303,7 +305,10 @@ func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
 }
 
 func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy) {
-	check := func(path string, lb *networking.LoadBalancerSettings, od *networking.OutlierDetection) {
+	check := func(path string, lb *networking.LoadBalancerSettings, od *networking.OutlierDetection, cp *networking.ConnectionPoolSettings) {
+		if cp != nil && (cp.GetTcp() != nil || onlyMaxRequests(cp.GetHttp()) != nil) {
+			w.info(path+".connectionPool", CodeProxylessIgnores, "proxyless gRPC clients apply only connectionPool.http.http2MaxRequests (a circuit breaker on concurrent requests); Envoy sidecars apply the rest")
+		}
 		switch lb.GetSimple() {
 		//lint:ignore SA1019 Istio still accepts LEAST_CONN
 		case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH, networking.LoadBalancerSettings_LEAST_CONN:
@@ -329,10 +334,24 @@ func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy
 	if tp.GetProxyProtocol() != nil {
 		w.add(path+".proxyProtocol", CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies send no PROXY protocol header upstream, so the endpoints see the proxy's address as the client's")
 	}
-	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection())
+	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection(), tp.GetConnectionPool())
 	for i, pl := range tp.GetPortLevelSettings() {
-		check(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetOutlierDetection())
+		check(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetOutlierDetection(), pl.GetConnectionPool())
 	}
+}
+
+// onlyMaxRequests returns h without http2MaxRequests, nil when nothing
+// else is set: the HTTP pool settings proxyless gRPC clients ignore.
+func onlyMaxRequests(h *networking.ConnectionPoolSettings_HTTPSettings) *networking.ConnectionPoolSettings_HTTPSettings {
+	if h == nil {
+		return nil
+	}
+	rest := proto.Clone(h).(*networking.ConnectionPoolSettings_HTTPSettings)
+	rest.Http2MaxRequests = 0
+	if proto.Size(rest) == 0 {
+		return nil
+	}
+	return rest
 }
 
 // sidecarListenerNotApplied warns about a Sidecar listener's bind address

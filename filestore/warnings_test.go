@@ -134,13 +134,20 @@ spec:
       warmup: {duration: 30s}
     retryBudget: {percent: 15}
     proxyProtocol: {version: V1}
+    connectionPool: {http: {http2MaxRequests: 10, idleTimeout: 30s}}
+    portLevelSettings:
+    - port: {number: 80}
+      connectionPool: {http: {http2MaxRequests: 10}}
+    - port: {number: 81}
+      connectionPool: {tcp: {maxConnections: 5}}
   subsets:
   - name: v1
     labels: {version: v1}
     trafficPolicy:
       tunnel: {protocol: CONNECT, targetHost: egress.internal, targetPort: 8443}
 `, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeTrafficPolicyNotApplied},
-			{9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores}, {16, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
+			{12, "trafficPolicy.connectionPool", filestore.CodeProxylessIgnores}, {9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores},
+			{17, "trafficPolicy.portLevelSettings[1].connectionPool", filestore.CodeProxylessIgnores}, {22, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
 		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: shop}

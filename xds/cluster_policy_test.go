@@ -3,6 +3,8 @@ package xds_test
 import (
 	"testing"
 
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
@@ -68,5 +70,63 @@ func TestSidecarWarmupAndRetryBudget(t *testing.T) {
 	}
 	if random := byName["outbound|9090||shop.internal"]; random.GetLbPolicy() != clusterv3.Cluster_RANDOM || random.GetLbConfig() != nil {
 		t.Errorf("9090: lb %v config %v; want RANDOM without slow start", random.GetLbPolicy(), random.GetLbConfig())
+	}
+}
+
+// TestSidecarConnectionPoolHTTPOptions: the connection pool fields Istio
+// maps into a cluster's HTTP protocol options: tcp maxConnectionDuration
+// and idleTimeout (when http sets none), http2KeepAlive and
+// maxConcurrentStreams on an HTTP/2 port, and useClientProtocol (the
+// client's HTTP version upstream).
+func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
+	store := filestore.NewStore()
+	objs := []*filestore.Object{
+		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
+			Ports:     []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}, {Name: "http", Number: 8080, Protocol: "HTTP"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1"}},
+		}),
+		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", TrafficPolicy: &networking.TrafficPolicy{
+			ConnectionPool: &networking.ConnectionPoolSettings{
+				Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnectionDuration: durationpb.New(600e9), IdleTimeout: durationpb.New(60e9)},
+				Http: &networking.ConnectionPoolSettings_HTTPSettings{MaxConcurrentStreams: 50,
+					Http2KeepAlive: &networking.ConnectionPoolSettings_HTTPSettings_ConnectionKeepalive{Interval: durationpb.New(20e9), Timeout: durationpb.New(5e9)}},
+			},
+			PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 8080},
+				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{UseClientProtocol: true}}}},
+		}}),
+	}
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	s := model.Build(store.Snapshot())
+	cds, err := xds.Clusters(s, &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := func(name string) *httpv3.HttpProtocolOptions {
+		t.Helper()
+		for _, c := range cds {
+			if c.GetName() == name {
+				o := &httpv3.HttpProtocolOptions{}
+				if a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]; a == nil || a.UnmarshalTo(o) != nil {
+					t.Fatalf("%s: no HTTP protocol options", name)
+				}
+				return o
+			}
+		}
+		t.Fatalf("no cluster %s", name)
+		return nil
+	}
+	grpc := opts("outbound|7070||shop.internal")
+	common, h2 := grpc.GetCommonHttpProtocolOptions(), grpc.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
+	if common.GetMaxConnectionDuration().AsDuration() != 600e9 || common.GetIdleTimeout().AsDuration() != 60e9 {
+		t.Errorf("7070 common options %v; want 600 s lifetime, 60 s idle (tcp's)", common)
+	}
+	if h2.GetMaxConcurrentStreams().GetValue() != 50 || h2.GetConnectionKeepalive().GetInterval().AsDuration() != 20e9 || h2.GetConnectionKeepalive().GetTimeout().AsDuration() != 5e9 {
+		t.Errorf("7070 HTTP/2 options %v; want 50 streams, keepalive every 20 s with 5 s timeout", h2)
+	}
+	if http := opts("outbound|8080||shop.internal"); http.GetUseDownstreamProtocolConfig() == nil || http.GetExplicitHttpConfig() != nil {
+		t.Errorf("8080 options %v; want the client's protocol upstream", http)
 	}
 }

@@ -235,7 +235,7 @@ func applyPool(c *clusterv3.Cluster, protocol string, cp *networking.ConnectionP
 		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
 	}
 	if isHTTP(protocol) {
-		c.TypedExtensionProtocolOptions = httpOptions(protocol, cp.GetHttp())
+		c.TypedExtensionProtocolOptions = httpOptions(protocol, cp)
 	}
 }
 
@@ -376,26 +376,43 @@ func autoSNI(c *clusterv3.Cluster, t *networking.ClientTLSSettings) {
 }
 
 // httpOptions sets the upstream HTTP version (HTTP/2 for gRPC and HTTP2
-// ports or h2UpgradePolicy UPGRADE) and the connection pool's idle timeout,
-// requests per connection and concurrent streams; nil for HTTP/1.1 with
-// none of those (Envoy's default upstream protocol).
-func httpOptions(protocol string, h *networking.ConnectionPoolSettings_HTTPSettings) map[string]*anypb.Any {
+// ports or h2UpgradePolicy UPGRADE; the client's own with
+// useClientProtocol) and, from the connection pool as Istio maps it, the
+// idle timeout (http's, else tcp's), requests per connection, connection
+// lifetime (tcp maxConnectionDuration), and for HTTP/2 the concurrent
+// streams and keepalive pings (http2KeepAlive); nil for HTTP/1.1 with none
+// of those (Envoy's default upstream protocol).
+func httpOptions(protocol string, cp *networking.ConnectionPoolSettings) map[string]*anypb.Any {
+	h := cp.GetHttp()
 	opts := &httpv3.HttpProtocolOptions{}
-	if h.GetIdleTimeout() != nil || h.GetMaxRequestsPerConnection() > 0 {
-		opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: h.GetIdleTimeout()}
+	idle := h.GetIdleTimeout()
+	if idle == nil {
+		idle = cp.GetTcp().GetIdleTimeout()
+	}
+	if idle != nil || h.GetMaxRequestsPerConnection() > 0 || cp.GetTcp().GetMaxConnectionDuration() != nil {
+		opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: idle, MaxConnectionDuration: cp.GetTcp().GetMaxConnectionDuration()}
 		if n := h.GetMaxRequestsPerConnection(); n > 0 {
 			opts.CommonHttpProtocolOptions.MaxRequestsPerConnection = wrapperspb.UInt32(uint32(n))
 		}
 	}
-	if isHTTP2(protocol) || h.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE {
-		h2 := &corev3.Http2ProtocolOptions{}
-		if n := h.GetMaxConcurrentStreams(); n > 0 {
-			h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
-		}
+	h2 := &corev3.Http2ProtocolOptions{}
+	if n := h.GetMaxConcurrentStreams(); n > 0 {
+		h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
+	}
+	if ka := h.GetHttp2KeepAlive(); ka != nil {
+		h2.ConnectionKeepalive = &corev3.KeepaliveSettings{Interval: ka.GetInterval(), Timeout: ka.GetTimeout()}
+	}
+	switch {
+	case h.GetUseClientProtocol():
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+			HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},
+			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		}}
+	case isHTTP2(protocol) || h.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
 		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2},
 		}}
-	} else {
+	default:
 		if opts.CommonHttpProtocolOptions == nil {
 			return nil // HTTP/1.1 with Envoy's defaults: nothing to say, as Istio says nothing
 		}
