@@ -92,7 +92,7 @@ const (
 	CodeHealthReportsIgnored       = "VM1013"  // an agent reports the health of a WorkloadEntry that is not health-checked: it stays an endpoint
 	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched with no blocked address ranges set (Istio's IST0175)
 	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
-	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel, proxyProtocol
+	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -332,7 +332,7 @@ func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy
 		w.add(path+".tunnel", CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies do not tunnel upstream connections (HTTP CONNECT or POST), so traffic goes to the endpoints directly")
 	}
 	if tp.GetProxyProtocol() != nil {
-		w.add(path+".proxyProtocol", CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies send no PROXY protocol header upstream, so the endpoints see the proxy's address as the client's")
+		w.info(path+".proxyProtocol", CodeProxylessIgnores, "proxyless gRPC clients send no PROXY protocol header (grpc-go has none), so the endpoints see no client address from it; Envoy sidecars send it")
 	}
 	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection(), tp.GetConnectionPool())
 	for i, pl := range tp.GetPortLevelSettings() {

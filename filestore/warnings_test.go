@@ -145,7 +145,7 @@ spec:
     labels: {version: v1}
     trafficPolicy:
       tunnel: {protocol: CONNECT, targetHost: egress.internal, targetPort: 8443}
-`, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeTrafficPolicyNotApplied},
+`, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeProxylessIgnores},
 			{12, "trafficPolicy.connectionPool", filestore.CodeProxylessIgnores}, {9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores},
 			{17, "trafficPolicy.portLevelSettings[1].connectionPool", filestore.CodeProxylessIgnores}, {22, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
 		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1

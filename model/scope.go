@@ -162,9 +162,9 @@ func (dr *DestinationRule) SubsetNames() []string {
 }
 
 // TrafficPolicy returns the effective policy for a service port and subset
-// ("" for none), merged as Istio merges it (retryBudget too: a level's,
-// replaced by the subset's when it sets one; a port-level entry has none,
-// so one for the port drops its level's): the rule's top-level policy,
+// ("" for none), merged as Istio merges it (retryBudget and proxyProtocol
+// too: a level's, replaced by the subset's when it sets one; a port-level
+// entry has neither, so one for the port drops its level's): the rule's top-level policy,
 // replaced by its port-level settings for the port when it has an entry for
 // it, then overlaid by the subset's policy (itself replaced by the subset's
 // port-level entry for the port). Port-level settings do not inherit: an
@@ -176,10 +176,13 @@ func (dr *DestinationRule) SubsetNames() []string {
 // set); inputs are not modified.
 func (dr *DestinationRule) TrafficPolicy(port uint32, subset string) *networking.TrafficPolicy {
 	p := dr.policy(port, subset)
-	if p.lb == nil && p.cp == nil && p.od == nil && p.rb == nil {
+	if p.lb == nil && p.cp == nil && p.od == nil && p.rb == nil && p.pp == nil {
 		return nil
 	}
 	out := &networking.TrafficPolicy{}
+	if p.pp != nil {
+		out.ProxyProtocol = proto.Clone(p.pp).(*networking.TrafficPolicy_ProxyProtocol)
+	}
 	if p.rb != nil {
 		out.RetryBudget = proto.Clone(p.rb).(*networking.TrafficPolicy_RetryBudget)
 	}
@@ -202,7 +205,8 @@ type policyFields struct {
 	cp  *networking.ConnectionPoolSettings
 	od  *networking.OutlierDetection
 	tls *networking.ClientTLSSettings
-	rb  *networking.TrafficPolicy_RetryBudget // not part of a port-level entry
+	rb  *networking.TrafficPolicy_RetryBudget   // not part of a port-level entry
+	pp  *networking.TrafficPolicy_ProxyProtocol // nor this
 }
 
 // levelFields returns tp's fields for port: those of tp's port-level entry
@@ -210,10 +214,10 @@ type policyFields struct {
 func levelFields(tp *networking.TrafficPolicy, port uint32) (policyFields, bool) {
 	for _, pl := range tp.GetPortLevelSettings() {
 		if pl.GetPort().GetNumber() == port {
-			return policyFields{pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls(), nil}, true
+			return policyFields{pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls(), nil, nil}, true
 		}
 	}
-	return policyFields{tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls(), tp.GetRetryBudget()}, false
+	return policyFields{tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls(), tp.GetRetryBudget(), tp.GetProxyProtocol()}, false
 }
 
 // policy merges the rule's levels for port and subset (see TrafficPolicy).
@@ -241,6 +245,9 @@ func (dr *DestinationRule) policy(port uint32, subset string) policyFields {
 	}
 	if sub.rb != nil {
 		out.rb = sub.rb
+	}
+	if sub.pp != nil {
+		out.pp = sub.pp
 	}
 	return out
 }

@@ -3,6 +3,9 @@ package xds_test
 import (
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -128,5 +131,81 @@ func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
 	}
 	if http := opts("outbound|8080||shop.internal"); http.GetUseDownstreamProtocolConfig() == nil || http.GetExplicitHttpConfig() != nil {
 		t.Errorf("8080 options %v; want the client's protocol upstream", http)
+	}
+}
+
+// TestSidecarProxyProtocol: a DestinationRule's proxyProtocol wraps every
+// transport socket of the cluster in Envoy's upstream PROXY protocol
+// socket, as Istio does: automatic mTLS's per-endpoint sockets and a
+// plaintext cluster's raw buffer alike; a subset's replaces the rule's,
+// and a port-level entry for the port has none.
+func TestSidecarProxyProtocol(t *testing.T) {
+	store := filestore.NewStore()
+	objs := []*filestore.Object{
+		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
+			Ports:     []*networking.ServicePort{{Name: "tcp", Number: 5000, Protocol: "TCP"}, {Name: "tcp-b", Number: 6000, Protocol: "TCP"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1", Labels: map[string]string{"version": "v2"}}},
+		}),
+		o(filestore.KindServiceEntry, "ext", &networking.ServiceEntry{
+			Hosts: []string{"ext.example.com"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_EXTERNAL,
+			Ports:     []*networking.ServicePort{{Name: "tcp", Number: 5000, Protocol: "TCP"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "192.0.2.1"}},
+		}),
+		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal",
+			TrafficPolicy: &networking.TrafficPolicy{
+				ProxyProtocol:     &networking.TrafficPolicy_ProxyProtocol{Version: networking.TrafficPolicy_ProxyProtocol_V2},
+				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 6000}, LoadBalancer: &networking.LoadBalancerSettings{}}},
+			},
+			Subsets: []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"},
+				TrafficPolicy: &networking.TrafficPolicy{ProxyProtocol: &networking.TrafficPolicy_ProxyProtocol{Version: networking.TrafficPolicy_ProxyProtocol_V1}}}},
+		}),
+		o(filestore.KindDestinationRule, "ext", &networking.DestinationRule{Host: "ext.example.com",
+			TrafficPolicy: &networking.TrafficPolicy{ProxyProtocol: &networking.TrafficPolicy_ProxyProtocol{}}}),
+	}
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	s := model.Build(store.Snapshot())
+	cds, err := xds.Clusters(s, &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*clusterv3.Cluster{}
+	for _, c := range cds {
+		byName[c.GetName()] = c
+	}
+	// version of the PROXY socket ts is, and the name of the socket inside; -1: not a PROXY socket.
+	proxied := func(ts *corev3.TransportSocket) (int, string) {
+		pp := &proxyprotocolv3.ProxyProtocolUpstreamTransport{}
+		if ts.GetName() != "envoy.transport_sockets.upstream_proxy_protocol" || ts.GetTypedConfig().UnmarshalTo(pp) != nil {
+			return -1, ""
+		}
+		return int(pp.GetConfig().GetVersion()), pp.GetTransportSocket().GetName()
+	}
+	mesh := byName["outbound|5000||shop.internal"]
+	if len(mesh.GetTransportSocketMatches()) != 2 {
+		t.Fatalf("5000: %d transport socket matches, want automatic mTLS's 2", len(mesh.GetTransportSocketMatches()))
+	}
+	for _, m := range mesh.GetTransportSocketMatches() {
+		if v, inner := proxied(m.GetTransportSocket()); v != int(corev3.ProxyProtocolConfig_V2) || inner == "" {
+			t.Errorf("5000 match %s: PROXY version %d around %q; want V2 around the match's socket", m.GetName(), v, inner)
+		}
+	}
+	if v, _ := proxied(byName["outbound|5000|v2|shop.internal"].GetTransportSocketMatches()[0].GetTransportSocket()); v != int(corev3.ProxyProtocolConfig_V1) {
+		t.Errorf("subset v2: PROXY version %d, want the subset's V1", v)
+	}
+	if c := byName["outbound|6000||shop.internal"]; c.GetTransportSocket() != nil || func() bool {
+		for _, m := range c.GetTransportSocketMatches() {
+			if v, _ := proxied(m.GetTransportSocket()); v >= 0 {
+				return true
+			}
+		}
+		return false
+	}() {
+		t.Errorf("6000 (a port-level entry): wrapped in PROXY; a port-level entry has no proxyProtocol")
+	}
+	if v, inner := proxied(byName["outbound|5000||ext.example.com"].GetTransportSocket()); v != int(corev3.ProxyProtocolConfig_V1) || inner != "envoy.transport_sockets.raw_buffer" {
+		t.Errorf("external plaintext cluster: PROXY version %d around %q; want V1 around raw_buffer", v, inner)
 	}
 }

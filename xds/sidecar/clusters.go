@@ -11,6 +11,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -189,7 +190,35 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 	}
 	h2 := isHTTP(ref.Port.Protocol) && (isHTTP2(ref.Port.Protocol) || tp.GetConnectionPool().GetHttp().GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE)
 	sc.applyTLS(c, ref, h2)
+	applyProxyProtocol(c, tp.GetProxyProtocol())
 	return c
+}
+
+// applyProxyProtocol makes the cluster open each upstream connection with
+// a PROXY protocol header of the version asked (the client's address for
+// the endpoint), as Istio does: the cluster's transport sockets (TLS,
+// automatic mTLS's matches, else plaintext) are wrapped in Envoy's
+// upstream PROXY protocol socket.
+func applyProxyProtocol(c *clusterv3.Cluster, pp *networking.TrafficPolicy_ProxyProtocol) {
+	if pp == nil {
+		return
+	}
+	wrap := func(inner *corev3.TransportSocket) *corev3.TransportSocket {
+		return &corev3.TransportSocket{Name: proxyProtocolTransport, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(&proxyprotocolv3.ProxyProtocolUpstreamTransport{
+			Config:          &corev3.ProxyProtocolConfig{Version: corev3.ProxyProtocolConfig_Version(pp.GetVersion())},
+			TransportSocket: inner,
+		})}}
+	}
+	if c.TransportSocket == nil && len(c.TransportSocketMatches) == 0 {
+		c.TransportSocket = wrap(&corev3.TransportSocket{Name: rawTransport, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(&rawbufferv3.RawBuffer{})}})
+		return
+	}
+	if c.TransportSocket != nil {
+		c.TransportSocket = wrap(c.TransportSocket)
+	}
+	for _, m := range c.TransportSocketMatches {
+		m.TransportSocket = wrap(m.TransportSocket)
+	}
 }
 
 // applyRetryBudget bounds the cluster's concurrent retries by a share of

@@ -46,17 +46,18 @@ const (
 
 // Filter and extension names.
 const (
-	hcmFilter         = "envoy.filters.network.http_connection_manager"
-	tcpProxyFilter    = "envoy.filters.network.tcp_proxy"
-	faultFilter       = "envoy.filters.http.fault"
-	corsFilter        = "envoy.filters.http.cors"
-	routerFilter      = "envoy.filters.http.router"
-	originalDstFilter = "envoy.filters.listener.original_dst"
-	tlsInspector      = "envoy.filters.listener.tls_inspector"
-	httpInspector     = "envoy.filters.listener.http_inspector"
-	tlsTransport      = "envoy.transport_sockets.tls"
-	rawTransport      = "envoy.transport_sockets.raw_buffer"
-	httpProtocolOpts  = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+	hcmFilter              = "envoy.filters.network.http_connection_manager"
+	tcpProxyFilter         = "envoy.filters.network.tcp_proxy"
+	faultFilter            = "envoy.filters.http.fault"
+	corsFilter             = "envoy.filters.http.cors"
+	routerFilter           = "envoy.filters.http.router"
+	originalDstFilter      = "envoy.filters.listener.original_dst"
+	tlsInspector           = "envoy.filters.listener.tls_inspector"
+	httpInspector          = "envoy.filters.listener.http_inspector"
+	tlsTransport           = "envoy.transport_sockets.tls"
+	rawTransport           = "envoy.transport_sockets.raw_buffer"
+	proxyProtocolTransport = "envoy.transport_sockets.upstream_proxy_protocol"
+	httpProtocolOpts       = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
 // InboundClusterName returns Istio's inbound cluster name for a workload
