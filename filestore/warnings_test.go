@@ -148,6 +148,18 @@ spec:
 `, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeProxylessIgnores},
 			{12, "trafficPolicy.connectionPool", filestore.CodeProxylessIgnores}, {9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores},
 			{17, "trafficPolicy.portLevelSettings[1].connectionPool", filestore.CodeProxylessIgnores}, {22, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
+		{name: "TLS routes and destinationSubnets not applied", objects: 1, doc: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: edge, namespace: shop}
+spec:
+  hosts: [a.example.com]
+  tls:
+  - match: [{sniHosts: [a.example.com], port: 443}]
+    route: [{destination: {host: a.example.com}}]
+  tcp:
+  - match: [{port: 5000}, {destinationSubnets: [10.0.0.0/8]}]
+    route: [{destination: {host: a.example.com}}]
+`, want: []where{{7, "tls[0]", filestore.CodeL4RouteNotApplied}, {10, "tcp[0].match[1].destinationSubnets", filestore.CodeL4RouteNotApplied}}},
 		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: shop}
@@ -1005,7 +1017,7 @@ spec:
   tls:
   - match: [{sniHosts: [10.0.0.1], port: 443}]
     route: [{destination: {host: web.shop.internal}}]
-`, want: []where{{9, "http[0].mirror", filestore.CodeProxylessIgnores}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
+`, want: []where{{9, "http[0].mirror", filestore.CodeProxylessIgnores}, {12, "tls[0]", filestore.CodeL4RouteNotApplied}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
 			{12, "tls[0].match[0].sniHosts[0]", schema}}},
 		{name: "a large direct response", doc: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: big, namespace: shop}\nspec:\n  hosts: [big.shop.internal]\n  http:\n  - directResponse:\n      status: 200\n      body: {string: " + strings.Repeat("x", 100<<10+1) + "}\n",
 			want: []where{{7, "http[0].directResponse", filestore.CodeProxylessIgnores}, {9, "http[0].directResponse.body", schema}}},
