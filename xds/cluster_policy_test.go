@@ -24,7 +24,6 @@ import (
 // port-level entry for the port has no retryBudget, so that port's
 // cluster has none (Istio's merge).
 func TestSidecarWarmupAndRetryBudget(t *testing.T) {
-	store := filestore.NewStore()
 	objs := []*filestore.Object{
 		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
@@ -43,18 +42,7 @@ func TestSidecarWarmupAndRetryBudget(t *testing.T) {
 			},
 		}}),
 	}
-	if err := store.Replace(testSource, objs); err != nil {
-		t.Fatal(err)
-	}
-	s := model.Build(store.Snapshot())
-	cds, err := xds.Clusters(s, &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*clusterv3.Cluster{}
-	for _, c := range cds {
-		byName[c.GetName()] = c
-	}
+	byName := sidecarClusters(t, objs)
 	rr := byName["outbound|7070||shop.internal"]
 	ss := rr.GetRoundRobinLbConfig().GetSlowStartConfig()
 	if rr.GetLbPolicy() != clusterv3.Cluster_ROUND_ROBIN || ss.GetSlowStartWindow().AsDuration() != 30e9 || ss.GetMinWeightPercent().GetValue() != 25 || ss.GetAggression().GetDefaultValue() != 1 {
@@ -82,7 +70,6 @@ func TestSidecarWarmupAndRetryBudget(t *testing.T) {
 // maxConcurrentStreams on an HTTP/2 port, and useClientProtocol (the
 // client's HTTP version upstream).
 func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
-	store := filestore.NewStore()
 	objs := []*filestore.Object{
 		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
@@ -99,27 +86,18 @@ func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
 				ConnectionPool: &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{UseClientProtocol: true}}}},
 		}}),
 	}
-	if err := store.Replace(testSource, objs); err != nil {
-		t.Fatal(err)
-	}
-	s := model.Build(store.Snapshot())
-	cds, err := xds.Clusters(s, &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	byName := sidecarClusters(t, objs)
 	opts := func(name string) *httpv3.HttpProtocolOptions {
 		t.Helper()
-		for _, c := range cds {
-			if c.GetName() == name {
-				o := &httpv3.HttpProtocolOptions{}
-				if a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]; a == nil || a.UnmarshalTo(o) != nil {
-					t.Fatalf("%s: no HTTP protocol options", name)
-				}
-				return o
-			}
+		c, ok := byName[name]
+		if !ok {
+			t.Fatalf("no cluster %s", name)
 		}
-		t.Fatalf("no cluster %s", name)
-		return nil
+		o := &httpv3.HttpProtocolOptions{}
+		if a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]; a == nil || a.UnmarshalTo(o) != nil {
+			t.Fatalf("%s: no HTTP protocol options", name)
+		}
+		return o
 	}
 	grpc := opts("outbound|7070||shop.internal")
 	common, h2 := grpc.GetCommonHttpProtocolOptions(), grpc.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
@@ -140,7 +118,6 @@ func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
 // plaintext cluster's raw buffer alike; a subset's replaces the rule's,
 // and a port-level entry for the port has none.
 func TestSidecarProxyProtocol(t *testing.T) {
-	store := filestore.NewStore()
 	objs := []*filestore.Object{
 		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
@@ -163,18 +140,7 @@ func TestSidecarProxyProtocol(t *testing.T) {
 		o(filestore.KindDestinationRule, "ext", &networking.DestinationRule{Host: "ext.example.com",
 			TrafficPolicy: &networking.TrafficPolicy{ProxyProtocol: &networking.TrafficPolicy_ProxyProtocol{}}}),
 	}
-	if err := store.Replace(testSource, objs); err != nil {
-		t.Fatal(err)
-	}
-	s := model.Build(store.Snapshot())
-	cds, err := xds.Clusters(s, &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*clusterv3.Cluster{}
-	for _, c := range cds {
-		byName[c.GetName()] = c
-	}
+	byName := sidecarClusters(t, objs)
 	// version of the PROXY socket ts is, and the name of the socket inside; -1: not a PROXY socket.
 	proxied := func(ts *corev3.TransportSocket) (int, string) {
 		pp := &proxyprotocolv3.ProxyProtocolUpstreamTransport{}
@@ -208,4 +174,23 @@ func TestSidecarProxyProtocol(t *testing.T) {
 	if v, inner := proxied(byName["outbound|5000||ext.example.com"].GetTransportSocket()); v != int(corev3.ProxyProtocolConfig_V1) || inner != "envoy.transport_sockets.raw_buffer" {
 		t.Errorf("external plaintext cluster: PROXY version %d around %q; want V1 around raw_buffer", v, inner)
 	}
+}
+
+// sidecarClusters returns, by name, the clusters an Envoy sidecar on a VM
+// in namespace default gets from objs.
+func sidecarClusters(t *testing.T, objs []*filestore.Object) map[string]*clusterv3.Cluster {
+	t.Helper()
+	store := filestore.NewStore()
+	if err := store.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	cds, err := xds.Clusters(model.Build(store.Snapshot()), &xds.Proxy{ID: "vm", Kind: xds.KindSidecar, Namespace: "default", IPs: []string{"10.1.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*clusterv3.Cluster{}
+	for _, c := range cds {
+		byName[c.GetName()] = c
+	}
+	return byName
 }
