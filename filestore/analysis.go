@@ -210,6 +210,9 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 			}
 		}
 	}
+	if mesh {
+		a.tcpOnTLSPorts(o, vs)
+	}
 	for i, r := range vs.GetHttp() {
 		if r.GetDelegate() != nil {
 			a.delegate(o, i, r)
@@ -310,6 +313,34 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 	}
 	a.add(o, path+".subset", SeverityWarning, CodeReferencedResourceNotFound,
 		"Referenced host+subset in destinationrule not found: %s: DestinationRule %s/%s has no subset %s, so its share of the route fails, as in Istio (add the subset, or fix the name)", quote(host+"+"+subset), dr.Namespace, dr.Name, quote(subset))
+}
+
+// tcpOnTLSPorts warns about a tcp route that would take a TLS or HTTPS port
+// of a host the VirtualService names: sidecars route such a port by the
+// tls routes only (as Istio's do), so the tcp route has no effect on it.
+func (a *analysis) tcpOnTLSPorts(o *Object, vs *networking.VirtualService) {
+routes:
+	for i, r := range vs.GetTcp() {
+		applies := func(port uint32) bool {
+			if len(r.GetMatch()) == 0 {
+				return true
+			}
+			return slices.ContainsFunc(r.GetMatch(), func(m *networking.L4MatchAttributes) bool { return m.GetPort() == 0 || m.GetPort() == port })
+		}
+		for _, h := range vs.GetHosts() {
+			host := qualifyHost(h, o.Namespace)
+			for _, se := range a.hosts[host] {
+				for _, p := range se.Spec.(*networking.ServiceEntry).GetPorts() {
+					if isTLSProtocol(p.GetProtocol()) && applies(p.GetNumber()) {
+						a.add(o, at("tcp", i), SeverityWarning, CodeL4RouteNotApplied,
+							"not applied to port %d of %s: it is a %s port, which sidecars route by the VirtualService's tls routes only, as Istio's do (write a tls route with sniHosts for it)",
+							p.GetNumber(), quote(host), strings.ToUpper(p.GetProtocol()))
+						continue routes
+					}
+				}
+			}
+		}
+	}
 }
 
 // hasPort reports whether a ServiceEntry for host has port.

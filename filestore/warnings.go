@@ -93,7 +93,7 @@ const (
 	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched with no blocked address ranges set (Istio's IST0175)
 	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
 	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel
-	CodeL4RouteNotApplied          = "VM1017"  // a VirtualService tls route or destinationSubnets match, which vmesh's proxies do not apply
+	CodeL4RouteNotApplied          = "VM1017"  // a VirtualService tcp route that would take a TLS or HTTPS port, which sidecars route by tls routes only
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -197,7 +197,7 @@ func lineKept(path string) bool {
 		leaf = leaf[:i]
 	}
 	switch leaf {
-	case "host", "hosts", "subset", "port", "gateways", "workloadSelector", "metadata", "template", "delegate":
+	case "host", "hosts", "subset", "port", "gateways", "workloadSelector", "metadata", "template", "delegate", "tcp":
 		return true
 	}
 	return false
@@ -225,7 +225,6 @@ func objectWarnings(o *Object) []Problem {
 			break
 		}
 		proxylessVirtualService(w, spec)
-		l4RoutesNotApplied(w, spec)
 	case *networking.DestinationRule:
 		proxylessTrafficPolicy(w, "trafficPolicy", spec.GetTrafficPolicy())
 		for i, ss := range spec.GetSubsets() {
@@ -340,24 +339,6 @@ func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy
 	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection(), tp.GetConnectionPool())
 	for i, pl := range tp.GetPortLevelSettings() {
 		check(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetOutlierDetection(), pl.GetConnectionPool())
-	}
-}
-
-// l4RoutesNotApplied warns about the parts of a VirtualService's TCP and
-// TLS routing vmesh's proxies do not apply: tls routes (SNI matching; a
-// sidecar sends a TLS port's traffic to the service's own cluster, or the
-// VirtualService's tcp route) and destinationSubnets (the match applies
-// whatever the destination address).
-func l4RoutesNotApplied(w *warner, vs *networking.VirtualService) {
-	for i := range vs.GetTls() {
-		w.add(fmt.Sprintf("tls[%d]", i), CodeL4RouteNotApplied, "not applied: vmesh's sidecars do not route TLS by SNI, so a TLS port's connections go to the service's own cluster (or the VirtualService's tcp route); proxyless gRPC clients have no TLS routes")
-	}
-	for i, r := range vs.GetTcp() {
-		for j, m := range r.GetMatch() {
-			if len(m.GetDestinationSubnets()) > 0 {
-				w.add(fmt.Sprintf("tcp[%d].match[%d].destinationSubnets", i, j), CodeL4RouteNotApplied, "not applied: the match applies whatever the destination address")
-			}
-		}
 	}
 }
 

@@ -148,7 +148,7 @@ spec:
 `, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeProxylessIgnores},
 			{12, "trafficPolicy.connectionPool", filestore.CodeProxylessIgnores}, {9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores},
 			{17, "trafficPolicy.portLevelSettings[1].connectionPool", filestore.CodeProxylessIgnores}, {22, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
-		{name: "TLS routes and destinationSubnets not applied", objects: 1, doc: `apiVersion: networking.istio.io/v1
+		{name: "TLS routes and destinationSubnets are applied", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}
 spec:
@@ -159,7 +159,7 @@ spec:
   tcp:
   - match: [{port: 5000}, {destinationSubnets: [10.0.0.0/8]}]
     route: [{destination: {host: a.example.com}}]
-`, want: []where{{7, "tls[0]", filestore.CodeL4RouteNotApplied}, {10, "tcp[0].match[1].destinationSubnets", filestore.CodeL4RouteNotApplied}}},
+`, want: nil},
 		{name: "what proxyless gRPC ignores: infos", objects: 2, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: shop}
@@ -417,6 +417,65 @@ func TestAnalyze(t *testing.T) {
 		}
 		if w.Severity != wantSev {
 			t.Errorf("partial: %s: severity %s, want %s", w.Error(), w.Severity, wantSev)
+		}
+	}
+}
+
+// A tcp route that would take a TLS or HTTPS port of its host is not
+// applied there (sidecars route such ports by tls routes only, as Istio's
+// do): VM1017 at the route. One on a TCP port only, or on a host without a
+// TLS port, is applied.
+func TestAnalyzeTCPRouteOnTLSPort(t *testing.T) {
+	objs, errs := filestore.Decode("l4.yaml", []byte(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: edge, namespace: shop}
+spec:
+  hosts: [edge.example.com]
+  ports:
+  - {number: 443, name: tls, protocol: TLS}
+  - {number: 5000, name: tcp, protocol: TCP}
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: shop}
+spec:
+  hosts: [db.example.com]
+  ports:
+  - {number: 5432, name: tcp, protocol: TCP}
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: edge, namespace: shop}
+spec:
+  hosts: [edge.example.com]
+  tcp:
+  - match: [{port: 5000}]
+    route: [{destination: {host: edge.example.com}}]
+  - match: [{port: 443}]
+    route: [{destination: {host: edge.example.com}}]
+  - route: [{destination: {host: edge.example.com}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: db, namespace: shop}
+spec:
+  hosts: [db.example.com]
+  tcp:
+  - route: [{destination: {host: db.example.com}}]
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := filestore.Analyze(objs, true)
+	want := []where{{28, "tcp[1]", filestore.CodeL4RouteNotApplied}, {30, "tcp[2]", filestore.CodeL4RouteNotApplied}}
+	if !slices.Equal(wheres(got), want) {
+		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
+	}
+	for _, w := range got {
+		if !strings.Contains(w.Message, "port 443") {
+			t.Errorf("%s: want the TLS port named", w.Error())
 		}
 	}
 }
@@ -1017,7 +1076,7 @@ spec:
   tls:
   - match: [{sniHosts: [10.0.0.1], port: 443}]
     route: [{destination: {host: web.shop.internal}}]
-`, want: []where{{9, "http[0].mirror", filestore.CodeProxylessIgnores}, {12, "tls[0]", filestore.CodeL4RouteNotApplied}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
+`, want: []where{{9, "http[0].mirror", filestore.CodeProxylessIgnores}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
 			{12, "tls[0].match[0].sniHosts[0]", schema}}},
 		{name: "a large direct response", doc: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: big, namespace: shop}\nspec:\n  hosts: [big.shop.internal]\n  http:\n  - directResponse:\n      status: 200\n      body: {string: " + strings.Repeat("x", 100<<10+1) + "}\n",
 			want: []where{{7, "http[0].directResponse", filestore.CodeProxylessIgnores}, {9, "http[0].directResponse.body", schema}}},

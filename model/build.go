@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -276,6 +277,7 @@ func (b *builder) addServiceEntry(o *filestore.Object) {
 	eps := b.endpoints(o, se)
 	res := Resolution(se.GetResolution())
 	exportTo := normaliseExportTo(exportTo(se.GetExportTo(), b.s.Mesh.ExportTo.Services), o.Namespace)
+	addrs := singleAddresses(se.GetAddresses())
 	for _, h := range se.GetHosts() {
 		svc := &Service{
 			Hostname:        h,
@@ -285,13 +287,31 @@ func (b *builder) addServiceEntry(o *filestore.Object) {
 			Resolution:      res,
 			MeshExternal:    se.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL,
 			ExportTo:        exportTo,
-			Addresses:       se.GetAddresses(),
+			Addresses:       addrs,
 			Endpoints:       eps,
 			SubjectAltNames: se.GetSubjectAltNames(),
 		}
 		svc.Endpoints = hostEndpoints(o, se, h, eps)
 		b.s.Services = append(b.s.Services, svc)
 	}
+}
+
+// singleAddresses returns a ServiceEntry's addresses with a prefix of one
+// address (192.0.2.10/32) written as that address, as Istio converts them:
+// the service listens on the address rather than on 0.0.0.0 with a match.
+func singleAddresses(addrs []string) []string {
+	out := addrs
+	for i, a := range addrs {
+		p, err := netip.ParsePrefix(a)
+		if err != nil || p.Bits() != p.Addr().BitLen() {
+			continue
+		}
+		if &out[0] == &addrs[0] {
+			out = slices.Clone(addrs)
+		}
+		out[i] = p.Addr().String()
+	}
+	return out
 }
 
 // endpoints returns a ServiceEntry's endpoints before per-host rules: its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,8 +170,25 @@ func TestIncrementalMatchesFull(t *testing.T) {
 // sidecars own endpoints the changes move (their inbound side changes
 // too), one has a locality.
 func TestSidecarIncrementalMatchesFull(t *testing.T) {
-	base := incrementalBase()
+	// A TLS ServiceEntry with a VIP routed by SNI (tls routes), for the
+	// changes to its VirtualService below.
+	edge := &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "edge"},
+		Spec: &networking.ServiceEntry{Hosts: []string{"a.edge.example", "b.edge.example"}, Addresses: []string{"192.0.2.50"}, Resolution: networking.ServiceEntry_DNS,
+			Location: networking.ServiceEntry_MESH_EXTERNAL, Ports: []*networking.ServicePort{{Name: "tls", Number: 443, Protocol: "TLS"}}}}
+	sni := func(dest string) *filestore.Object {
+		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "edge"},
+			Spec: &networking.VirtualService{Hosts: []string{"a.edge.example"}, Tls: []*networking.TLSRoute{{
+				Match: []*networking.TLSMatchAttributes{{Port: 443, SniHosts: []string{"a.edge.example", "b.edge.example"}}},
+				Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: dest}}},
+			}}}}
+	}
+	base := append(incrementalBase(), edge, sni("a.edge.example"))
 	cases := append(incrementalCases(base),
+		incrementalCase{"tls route to another host", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object {
+			return sni("b.edge.example")
+		}), []string{"192.0.2.50_443"}},
+		incrementalCase{"tls route removed", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object { return nil }),
+			[]string{"192.0.2.50_443"}},
 		incrementalCase{"VirtualService mirror to another host", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
 			v := protoClone(o.Spec.(*networking.VirtualService))
 			v.Http[0].Mirror = &networking.Destination{Host: modeltest.Host(14)}
@@ -228,7 +246,7 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 				}
 				d := model.Compare(sr, s1)
 				inc, gd := step(gr, s1, d)
-				checkIncremental(t, p, gr, inc, gd, s1, key, tc.wantChanged, p.ID == "envoy-a" && tc.wantChanged != nil && tc.wantChanged[0] == "7070")
+				checkIncremental(t, p, gr, inc, gd, s1, key, tc.wantChanged, p.ID == "envoy-a" && tc.wantChanged != nil && (tc.wantChanged[0] == "7070" || strings.HasSuffix(tc.wantChanged[0], "_443")))
 				back, _ := step(inc, s2, model.Compare(s1, s2))
 				checkSame(t, p, back, g0)
 				// Then a change on the other port (8080): its route

@@ -457,7 +457,7 @@ func affectedSidecarHosts(prev, next *model.Snapshot, d *model.Diff) map[string]
 }
 
 // sidecarRoutesToAny reports whether a route of vs (HTTP destination or
-// mirror, TCP destination) names a host of either set.
+// mirror, TCP or TLS destination) names a host of either set.
 func sidecarRoutesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
 	in := func(host string) bool {
 		if host == "" {
@@ -482,6 +482,13 @@ func sidecarRoutesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
 		}
 	}
 	for _, tr := range vs.Spec.GetTcp() {
+		for _, dst := range tr.GetRoute() {
+			if in(dst.GetDestination().GetHost()) {
+				return true
+			}
+		}
+	}
+	for _, tr := range vs.Spec.GetTls() {
 		for _, dst := range tr.GetRoute() {
 			if in(dst.GetDestination().GetHost()) {
 				return true

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	networking "istio.io/api/networking/v1alpha3"
 )
 
 // Listeners returns a sidecar's listeners:
@@ -160,12 +159,14 @@ func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listene
 		return l
 	}
 	wildcardTaken := make(map[uint32]bool) // a chain without a match exists
+	httpListener := make(map[string]bool)
 	cidrTaken := make(map[string]bool)
 	for _, port := range sc.httpPorts() {
 		if ports != nil && !ports[port] {
 			continue
 		}
 		l := get("0.0.0.0", port)
+		httpListener[l.Name] = true
 		sniffHTTP(l)
 		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 			Name:             "http_" + itoa(port),
@@ -178,24 +179,38 @@ func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listene
 		}
 		wildcardTaken[port] = true
 	}
+	// add puts a service's chains on a listener that other services may
+	// share: a chain whose match an earlier one has is left out, as Istio
+	// leaves it (Envoy refuses two equal matches).
+	keys := make(map[string]map[string]bool)
+	add := func(l *listenerv3.Listener, port uint32, chains []l4Chain) {
+		if httpListener[l.Name] {
+			return
+		}
+		if keys[l.Name] == nil {
+			keys[l.Name] = map[string]bool{}
+		}
+		for _, c := range chains {
+			if keys[l.Name][c.key()] {
+				continue
+			}
+			keys[l.Name][c.key()] = true
+			if c.matchAll() {
+				wildcardTaken[port] = true
+			}
+			l.FilterChains = append(l.FilterChains, c.filterChain())
+		}
+	}
 	for _, t := range sc.targets {
 		if isHTTP(t.port.Protocol) || ports != nil && !ports[t.port.Number] {
 			continue
 		}
-		dests := sc.tcpDestinations(t)
-		if len(dests) == 0 {
-			continue
-		}
-		stat := "outbound|" + itoa(t.port.Number) + "||" + t.svc.Hostname
-		chain := func(name string) *listenerv3.FilterChain {
-			return &listenerv3.FilterChain{Name: name, Filters: []*listenerv3.Filter{tcpProxy(stat, dests)}}
-		}
 		placed := false
 		for _, a := range t.svc.Addresses {
 			if ip, err := netip.ParseAddr(a); err == nil {
-				l := get(ip.String(), t.port.Number)
-				if len(l.FilterChains) == 0 {
-					l.FilterChains = []*listenerv3.FilterChain{chain(stat)}
+				// The first service with the address has its listener.
+				if l := get(ip.String(), t.port.Number); len(l.FilterChains) == 0 {
+					add(l, t.port.Number, sc.l4Chains(t, nil, false))
 				}
 				placed = true
 				continue
@@ -205,93 +220,43 @@ func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listene
 				continue
 			}
 			cidrTaken[pfx.String()+"|"+itoa(t.port.Number)] = true
-			c := chain(stat + "|" + pfx.String())
-			c.FilterChainMatch = &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{{AddressPrefix: pfx.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(pfx.Bits()))}}}
-			l := get("0.0.0.0", t.port.Number)
-			l.FilterChains = append(l.FilterChains, c)
+			add(get("0.0.0.0", t.port.Number), t.port.Number, sc.l4Chains(t, []string{pfx.String()}, false))
 			placed = true
 		}
-		if !placed && !wildcardTaken[t.port.Number] {
-			l := get("0.0.0.0", t.port.Number)
-			l.FilterChains = append(l.FilterChains, chain(stat))
-			wildcardTaken[t.port.Number] = true
+		if !placed {
+			add(get("0.0.0.0", t.port.Number), t.port.Number, sc.l4Chains(t, nil, true))
 		}
 	}
 	slices.Sort(names)
 	var out []*listenerv3.Listener
 	for _, n := range names {
 		l := byName[n]
-		if a := l.GetAddress().GetSocketAddress(); a.GetAddress() == "0.0.0.0" && !wildcardTaken[a.GetPortValue()] {
-			l.DefaultFilterChain = &listenerv3.FilterChain{
-				Name:    "default",
-				Filters: []*listenerv3.Filter{tcpProxy(sc.fallbackCluster(), []weighted{{cluster: sc.fallbackCluster()}})},
-			}
+		if !httpListener[n] {
+			finishL4(l, sc.fallbackCluster())
 		}
 		out = append(out, l)
 	}
 	return out, nil
 }
 
-// tcpDestinations returns the clusters of a TCP service port: the first
-// TCP route of its VirtualService that matches the port (weighted when it
-// names several destinations, those the proxy has no cluster for
-// included), else the service's own cluster.
-func (sc *scope) tcpDestinations(t target) []weighted {
-	own := []weighted{{cluster: model.ClusterName(t.port.Number, "", t.svc.Hostname), weight: 100}}
-	vs := sc.v.VirtualServiceFor(t.svc.Hostname)
-	if vs == nil {
-		return own
-	}
-	for _, tr := range vs.Spec.GetTcp() {
-		if !tcpMatches(tr, t.port.Number, sc.p) {
-			continue
-		}
-		// A destination the proxy has no cluster for is kept under
-		// Istio's name for it, as Istio keeps it: its connections fail.
-		var out []weighted
-		for _, d := range tr.GetRoute() {
-			w := uint32(max(d.GetWeight(), 0))
-			if len(tr.GetRoute()) == 1 {
-				w = 100
-			}
-			if w > 0 {
-				name, ref, _ := sc.routeCluster(t, vs, d.GetDestination())
-				out = append(out, weighted{cluster: name, weight: w, ref: ref})
-			}
-		}
-		if len(out) > 0 {
-			return out
-		}
-		return own
-	}
-	return own
-}
-
-func tcpMatches(tr *networking.TCPRoute, port uint32, p model.Workload) bool {
-	if len(tr.GetMatch()) == 0 {
-		return true
-	}
-	for _, m := range tr.GetMatch() {
-		if m.GetPort() != 0 && m.GetPort() != port {
-			continue
-		}
-		if gw := m.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
-			continue
-		}
-		if ns := m.GetSourceNamespace(); ns != "" && ns != p.Namespace {
-			continue
-		}
-		ok := true
-		for k, v := range m.GetSourceLabels() {
-			if p.Labels[k] != v {
-				ok = false
-			}
-		}
-		if ok {
-			return true
+// finishL4 completes a TCP or TLS listener as Istio's buildListenerFromEntry
+// does: among several chains, the one that matches every connection becomes
+// the default chain; without such a chain, connections no chain matches go
+// to the fallback cluster (PassthroughCluster, or BlackHoleCluster under
+// REGISTRY_ONLY); a chain matching SNI names needs the TLS inspector.
+func finishL4(l *listenerv3.Listener, fallback string) {
+	i := slices.IndexFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool { return fc.FilterChainMatch == nil })
+	switch {
+	case i >= 0 && len(l.FilterChains) > 1:
+		l.DefaultFilterChain = l.FilterChains[i]
+		l.FilterChains = slices.Delete(l.FilterChains, i, i+1)
+	case i < 0:
+		l.DefaultFilterChain = &listenerv3.FilterChain{
+			Name:    "default",
+			Filters: []*listenerv3.Filter{tcpProxy(fallback, []weighted{{cluster: fallback}})},
 		}
 	}
-	return false
+	inspectTLS(l)
 }
 
 // outboundHCM is the HttpConnectionManager of an outbound HTTP port.

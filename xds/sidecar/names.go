@@ -48,6 +48,7 @@ const (
 const (
 	hcmFilter              = "envoy.filters.network.http_connection_manager"
 	tcpProxyFilter         = "envoy.filters.network.tcp_proxy"
+	mongoProxyFilter       = "envoy.filters.network.mongo_proxy"
 	faultFilter            = "envoy.filters.http.fault"
 	corsFilter             = "envoy.filters.http.cors"
 	routerFilter           = "envoy.filters.http.router"

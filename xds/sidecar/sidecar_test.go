@@ -1,6 +1,8 @@
 package sidecar_test
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -155,8 +157,14 @@ func TestOutboundLayout(t *testing.T) {
 	if mongo.GetBindToPort().GetValue() {
 		t.Error("service listener binds its port")
 	}
+	// A MONGO port: Envoy's mongo_proxy (statistics) before the tcp_proxy,
+	// as Istio's.
+	mf := mongo.GetFilterChains()[0].GetFilters()
+	if len(mf) != 2 || mf[0].GetName() != "envoy.filters.network.mongo_proxy" {
+		t.Fatalf("mongo filters = %v, want mongo_proxy then tcp_proxy", mf)
+	}
 	tp := &tcpproxyv3.TcpProxy{}
-	if err := mongo.GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(tp); err != nil {
+	if err := mf[1].GetTypedConfig().UnmarshalTo(tp); err != nil {
 		t.Fatal(err)
 	}
 	wc := tp.GetWeightedClusters().GetClusters()
@@ -472,5 +480,93 @@ func TestSimpleTLSVerifiesAgainstSystemRoots(t *testing.T) {
 		if !found {
 			t.Fatal("no cluster outbound|443||api.example.com")
 		}
+	}
+}
+
+// TestTLSRoutesBySNI: a TLS port is routed by the VirtualService's tls
+// routes on SNI (Istio's sidecar layout): one chain per match, the first of
+// equal matches kept, connections no chain matches to the fallback
+// (BlackHoleCluster under the features config's REGISTRY_ONLY), the TLS
+// inspector on the listener; a tcp route does not apply to a TLS port;
+// tcp matches with destinationSubnets become prefix-range chains before
+// the service's own.
+func TestTLSRoutesBySNI(t *testing.T) {
+	se := func(host, addr, protocol string, port uint32) *networking.ServiceEntry {
+		return &networking.ServiceEntry{Hosts: []string{host}, Addresses: []string{addr}, Resolution: networking.ServiceEntry_DNS,
+			Location: networking.ServiceEntry_MESH_EXTERNAL, Ports: []*networking.ServicePort{{Name: "p", Number: port, Protocol: protocol}}}
+	}
+	dest := func(host string, weight int32) *networking.RouteDestination {
+		return &networking.RouteDestination{Destination: &networking.Destination{Host: host}, Weight: weight}
+	}
+	snap := loadEdited(t, featuresDir, nil,
+		object(filestore.KindServiceEntry, "shop", "sni-api", se("pay.example.net", "192.0.2.30", "TLS", 443)),
+		object(filestore.KindServiceEntry, "shop", "sni-backup", se("paybackup.example.net", "192.0.2.31", "TLS", 443)),
+		object(filestore.KindServiceEntry, "shop", "sni-db", se("store.example.net", "192.0.2.40", "TCP", 5432)),
+		object(filestore.KindVirtualService, "shop", "sni-api", &networking.VirtualService{Hosts: []string{"pay.example.net"},
+			Tls: []*networking.TLSRoute{
+				{Match: []*networking.TLSMatchAttributes{{Port: 443, SniHosts: []string{"pay.example.net", "www.example.net"}}},
+					Route: []*networking.RouteDestination{dest("pay.example.net", 90), dest("paybackup.example.net", 10)}},
+				// Same SNI again: never reached, left out.
+				{Match: []*networking.TLSMatchAttributes{{SniHosts: []string{"pay.example.net", "www.example.net"}}},
+					Route: []*networking.RouteDestination{dest("paybackup.example.net", 0)}},
+				// Not for this proxy's labels.
+				{Match: []*networking.TLSMatchAttributes{{SniHosts: []string{"other.example.net"}, SourceLabels: map[string]string{"app": "reviews"}}},
+					Route: []*networking.RouteDestination{dest("paybackup.example.net", 0)}},
+			},
+			Tcp: []*networking.TCPRoute{{Route: []*networking.RouteDestination{dest("paybackup.example.net", 0)}}},
+		}),
+		object(filestore.KindVirtualService, "shop", "sni-db", &networking.VirtualService{Hosts: []string{"store.example.net"},
+			Tcp: []*networking.TCPRoute{{Match: []*networking.L4MatchAttributes{{DestinationSubnets: []string{"192.0.2.0/28"}}, {DestinationSubnets: []string{"192.0.2.40"}}},
+				Route: []*networking.RouteDestination{dest("paybackup.example.net", 0)}}},
+		}),
+	)
+	ls, err := sidecar.OutboundListeners(model.NewView(snap, productpage()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := listener(t, ls, "192.0.2.30_443")
+	if fcs := api.GetFilterChains(); len(fcs) != 1 {
+		t.Fatalf("api chains = %v, want one (the duplicate match and the other proxy's left out)", fcs)
+	}
+	fc := api.GetFilterChains()[0]
+	if got := fc.GetFilterChainMatch().GetServerNames(); !slices.Equal(got, []string{"pay.example.net", "www.example.net"}) {
+		t.Errorf("server_names = %v", got)
+	}
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(tp); err != nil {
+		t.Fatal(err)
+	}
+	var split []string
+	for _, c := range tp.GetWeightedClusters().GetClusters() {
+		split = append(split, c.GetName()+"="+strconv.Itoa(int(c.GetWeight())))
+	}
+	if want := []string{"outbound|443||pay.example.net=90", "outbound|443||paybackup.example.net=10"}; !slices.Equal(split, want) {
+		t.Errorf("tls route split = %v, want %v (the tcp route does not apply to a TLS port)", split, want)
+	}
+	if got := tcpCluster(t, api.GetDefaultFilterChain()); got != "BlackHoleCluster" {
+		t.Errorf("unmatched SNI goes to %q, want BlackHoleCluster (REGISTRY_ONLY)", got)
+	}
+	if lf := api.GetListenerFilters(); len(lf) != 1 || lf[0].GetName() != "envoy.filters.listener.tls_inspector" {
+		t.Errorf("listener filters = %v, want the TLS inspector", lf)
+	}
+	// Without a tls route, a TLS port on its VIP goes to its own cluster
+	// whatever the SNI.
+	backup := listener(t, ls, "192.0.2.31_443")
+	if fcs := backup.GetFilterChains(); len(fcs) != 1 || fcs[0].GetFilterChainMatch() != nil || tcpCluster(t, fcs[0]) != "outbound|443||paybackup.example.net" || backup.GetDefaultFilterChain() != nil {
+		t.Errorf("backup listener = %v", backup)
+	}
+	db := listener(t, ls, "192.0.2.40_5432")
+	if fcs := db.GetFilterChains(); len(fcs) != 1 || tcpCluster(t, fcs[0]) != "outbound|443||paybackup.example.net" { // its only port
+		t.Fatalf("db chains = %v, want the subnet route's chain", fcs)
+	}
+	var ranges []string
+	for _, r := range db.GetFilterChains()[0].GetFilterChainMatch().GetPrefixRanges() {
+		ranges = append(ranges, r.GetAddressPrefix()+"/"+strconv.Itoa(int(r.GetPrefixLen().GetValue())))
+	}
+	if want := []string{"192.0.2.0/28", "192.0.2.40/32"}; !slices.Equal(ranges, want) {
+		t.Errorf("prefix ranges = %v, want %v", ranges, want)
+	}
+	if got := tcpCluster(t, db.GetDefaultFilterChain()); got != "outbound|5432||store.example.net" {
+		t.Errorf("db default chain to %q, want the service's own cluster", got)
 	}
 }
