@@ -357,16 +357,33 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 				})
 		}
 	}
-	fallback := InboundPassthroughCluster
-	if sc.v.PeerAuthenticationMode(0) == model.MTLSStrict {
-		fallback = BlackHoleCluster
-	}
 	// Connections to other ports are the workload's too: its policies'
 	// network RBAC applies to them as on a TCP port (Istio's passthrough
 	// chains), so an ALLOW policy admits only what it allows on any port.
 	catchAll, err := policies.NetworkFilters()
 	if err != nil {
 		return nil, fmt.Errorf("inbound passthrough: %w", err)
+	}
+	// Mesh mTLS to such a port is terminated and passed to the workload,
+	// as in Istio: under STRICT any TLS must be mesh mTLS, under PERMISSIVE
+	// Istio's ALPN values tell it from TLS the client brings itself, which
+	// passes through undecrypted with plaintext. STRICT refuses plaintext.
+	mode := sc.v.PeerAuthenticationMode(0)
+	if mode != model.MTLSDisable {
+		match := &listenerv3.FilterChainMatch{TransportProtocol: "tls"}
+		if mode != model.MTLSStrict {
+			match.ApplicationProtocols = inboundALP
+		}
+		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+			Name:             "virtualInbound-catchall|mtls",
+			FilterChainMatch: match,
+			TransportSocket:  inboundMTLS(false),
+			Filters:          append(cloneFilters(catchAll), tcpProxy(InboundPassthroughCluster, []weighted{{cluster: InboundPassthroughCluster}})),
+		})
+	}
+	fallback := InboundPassthroughCluster
+	if mode == model.MTLSStrict {
+		fallback = BlackHoleCluster
 	}
 	l.DefaultFilterChain = &listenerv3.FilterChain{
 		Name:    "virtualInbound-catchall",

@@ -218,7 +218,9 @@ func TestOutboundLayout(t *testing.T) {
 // The inbound chains follow the model's PeerAuthentication mode of each
 // workload port: mesh < namespace < workload policy, UNSET inherits,
 // portLevelMtls overrides; the catch-all is blocked only when the
-// workload-level mode is STRICT.
+// workload-level mode is STRICT. Mesh mTLS to a port that is no service
+// port is terminated and passed through (as Istio's catch-all chains): any
+// TLS under STRICT, Istio's ALPNs under PERMISSIVE, none under DISABLE.
 func TestInboundMTLSModes(t *testing.T) {
 	pa := func(ns, name string, sel map[string]string, mode securityv1beta1.PeerAuthentication_MutualTLS_Mode, ports map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode) *filestore.Object {
 		spec := &securityv1beta1.PeerAuthentication{Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: mode}}
@@ -247,16 +249,19 @@ func TestInboundMTLSModes(t *testing.T) {
 		pas      []*filestore.Object
 		chains   []string // for port 8080
 		fallback string
+		// catchAll is the catch-all mTLS chain's ALPN match: "any" TLS,
+		// "istio" (Istio's ALPNs) or "" (no such chain).
+		catchAll string
 	}{
-		{"none is permissive", nil, permissiveChains, sidecar.InboundPassthroughCluster},
-		{"mesh strict", []*filestore.Object{meshStrict}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+		{"none is permissive", nil, permissiveChains, sidecar.InboundPassthroughCluster, "istio"},
+		{"mesh strict", []*filestore.Object{meshStrict}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster, "any"},
 		{"workload overrides mesh", []*filestore.Object{meshStrict, pa("shop", "pp", app, disable, nil)},
-			[]string{"inbound|8080|plaintext"}, sidecar.InboundPassthroughCluster},
-		{"unset inherits", []*filestore.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster},
+			[]string{"inbound|8080|plaintext"}, sidecar.InboundPassthroughCluster, ""},
+		{"unset inherits", []*filestore.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster, "any"},
 		{"port level overrides", []*filestore.Object{pa("shop", "pp", app, permissive, map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode{8080: strict})},
-			[]string{"inbound|8080|mtls"}, sidecar.InboundPassthroughCluster},
+			[]string{"inbound|8080|mtls"}, sidecar.InboundPassthroughCluster, "istio"},
 		{"another workload's policy", []*filestore.Object{pa("shop", "reviews", map[string]string{"app": "reviews"}, strict, nil)},
-			permissiveChains, sidecar.InboundPassthroughCluster},
+			permissiveChains, sidecar.InboundPassthroughCluster, "istio"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,6 +288,27 @@ func TestInboundMTLSModes(t *testing.T) {
 			}
 			if c := tcpCluster(t, vi.GetDefaultFilterChain()); c != tc.fallback {
 				t.Errorf("fallback = %s, want %s", c, tc.fallback)
+			}
+			got = nil
+			for _, fc := range vi.GetFilterChains() {
+				m := fc.GetFilterChainMatch()
+				if m.GetDestinationPort() != nil || m.GetTransportProtocol() != "tls" {
+					continue
+				}
+				alpn := "any"
+				if len(m.GetApplicationProtocols()) > 0 {
+					alpn = "istio"
+					if !slices.Contains(m.GetApplicationProtocols(), "istio") {
+						t.Errorf("catch-all mTLS ALPNs %v", m.GetApplicationProtocols())
+					}
+				}
+				got = append(got, alpn)
+				if fc.GetTransportSocket() == nil || tcpCluster(t, fc) != sidecar.InboundPassthroughCluster {
+					t.Errorf("catch-all mTLS chain %s: transport socket %v, cluster %s; want mTLS terminated, to %s", fc.GetName(), fc.GetTransportSocket(), tcpCluster(t, fc), sidecar.InboundPassthroughCluster)
+				}
+			}
+			if want := []string{tc.catchAll}; strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("catch-all mTLS chains %v, want %v", got, want)
 			}
 		})
 	}
