@@ -206,7 +206,7 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 			if !a.hostDefined(o, at("hosts", i), h) {
 				sev, why := a.missingSeverity()
 				a.add(o, at("hosts", i), sev, CodeHostNotDefined,
-					"no ServiceEntry defines host %s: the VirtualService has no effect for it (add a ServiceEntry, or fix the host)%s", quote(qualifyHost(h, o.Namespace)), why)
+					"no ServiceEntry defines host %s: only Envoy sidecars use it, for requests with that Host on the HTTP ports of the VirtualService's other hosts (port 80 without them), as Istio's do; proxyless gRPC clients never (add a ServiceEntry, or fix the host)%s", quote(qualifyHost(h, o.Namespace)), why)
 			}
 		}
 	}

@@ -187,6 +187,18 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 		incrementalCase{"tls route to another host", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object {
 			return sni("b.edge.example")
 		}), []string{"192.0.2.50_443"}},
+		incrementalCase{"VirtualService gains a host no service has", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+			v := protoClone(o.Spec.(*networking.VirtualService))
+			v.Hosts = append(v.Hosts, "alias.example.org")
+			o.Spec = v
+			return o
+		}), []string{"7070"}},
+		incrementalCase{"VirtualService with a host no service has loses its service", edit(edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+			v := protoClone(o.Spec.(*networking.VirtualService))
+			v.Hosts = append(v.Hosts, "alias.example.org")
+			o.Spec = v
+			return o
+		}), filestore.KindServiceEntry, "ns-0", "svc-0000", func(*filestore.Object) *filestore.Object { return nil }), []string{"7070"}},
 		incrementalCase{"tls route removed", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object { return nil }),
 			[]string{"192.0.2.50_443"}},
 		incrementalCase{"VirtualService mirror to another host", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {

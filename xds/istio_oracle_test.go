@@ -1177,8 +1177,6 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: routes ----
 	{Proxy: "sidecar", Type: "RDS", Path: `/ignorePortInHostMatching`,
 		Reason: "Istio sets ignore_port_in_host_matching and lists domains without ports; vmesh lists host and host:port (same matches; domains are compared without ports)"},
-	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[headers\.test\.istio\.io:80\]`, Case: `testdata-rule-weighted-content-route`,
-		Reason: "VirtualService for a host no ServiceEntry declares: Istio builds a virtual host on the destination's port, vmesh skips it"},
 	// ---- Envoy sidecar: clusters ----
 	{Proxy: "sidecar", Type: "CDS", Resource: `InboundPassthroughCluster`, Path: `/upstreamBindConfig`,
 		Reason: "Istio binds InboundPassthroughCluster's upstream connections to 127.0.0.6, which its iptables rules exempt from capture; vmesh's capture exempts the sidecar's own user instead, so it binds nothing"},

@@ -435,14 +435,30 @@ func routeClustersExist(vhs []*routev3.VirtualHost, has func(string) bool) error
 	return nil
 }
 
-// portsOf returns every port of the services of hosts in either snapshot.
+// portsOf returns every port of the services of hosts in either snapshot,
+// and port 80 where a VirtualService host that no service has is involved.
 func portsOf(hosts map[string]bool, snaps ...*model.Snapshot) map[uint32]bool {
 	out := map[uint32]bool{}
 	for _, s := range snaps {
 		for h := range hosts {
-			for _, svc := range s.ServicesForHost(h) {
+			svcs := s.ServicesForHost(h)
+			for _, svc := range svcs {
 				for _, p := range svc.Ports {
 					out[p.Number] = true
+				}
+			}
+			// A VirtualService host that no service has routes on port 80
+			// when its VirtualService is bound to no HTTP service
+			// (sidecar.RoutesOf), so its changes and its VirtualService's
+			// (bound services come and go) touch port 80 too.
+			if len(svcs) == 0 {
+				out[80] = true
+			}
+			for _, vs := range s.VirtualServicesForHost(h) {
+				for _, vh := range vs.Hosts {
+					if len(s.ServicesForHost(vh)) == 0 {
+						out[80] = true
+					}
 				}
 			}
 		}

@@ -1,12 +1,14 @@
 package sidecar_test
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
@@ -594,5 +596,55 @@ func TestTLSRoutesBySNI(t *testing.T) {
 	}
 	if got := tcpCluster(t, db.GetDefaultFilterChain()); got != "outbound|5432||store.example.net" {
 		t.Errorf("db default chain to %q, want the service's own cluster", got)
+	}
+}
+
+// TestVirtualServiceHostsWithoutService: a VirtualService host that no
+// service has gets a virtual host as in Istio: on the HTTP ports of the
+// services the VirtualService is bound to (ratings: 9080 and 7070), or on
+// port 80 when it is bound to none; none when the Sidecar's egress hides
+// the VirtualService's namespace, and none that takes an earlier domain.
+func TestVirtualServiceHostsWithoutService(t *testing.T) {
+	route := func(host string) []*networking.HTTPRoute {
+		return []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host}}}}}
+	}
+	snap := loadEdited(t, featuresDir, func(o *filestore.Object) *filestore.Object {
+		if o.Kind == filestore.KindVirtualService && slices.Contains(o.Spec.(*networking.VirtualService).GetHosts(), "ratings.shop.svc.cluster.local") {
+			return nil
+		}
+		return o
+	},
+		object(filestore.KindVirtualService, "shop", "ratings-alias", &networking.VirtualService{Hosts: []string{"ratings.shop.svc.cluster.local", "ratings.example.org"}, Http: route("ratings.shop.svc.cluster.local")}),
+		object(filestore.KindVirtualService, "shop", "edge", &networking.VirtualService{Hosts: []string{"edge.example.org", "ratings.example.org"}, Http: route("httpbin.org")}),
+		object(filestore.KindVirtualService, "shop", "edge2", &networking.VirtualService{Hosts: []string{"edge.example.org"}, Http: route("ratings.shop.svc.cluster.local")}),
+		object(filestore.KindVirtualService, "finance", "hidden", &networking.VirtualService{Hosts: []string{"hidden.example.org"}, Http: route("httpbin.org")}),
+	)
+	rcs, err := sidecar.Routes(model.NewView(snap, productpage()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*routev3.VirtualHost{}
+	for _, rc := range rcs {
+		for _, vh := range rc.GetVirtualHosts() {
+			if strings.Contains(vh.GetName(), ".example.org") {
+				got[rc.GetName()+" "+vh.GetName()] = vh
+			}
+		}
+	}
+	// ratings.example.org is also edge's, which is bound to no service: port
+	// 80 too. edge2's edge.example.org comes after edge's: left out.
+	want := []string{"7070 ratings.example.org:7070", "80 edge.example.org:80", "80 ratings.example.org:80", "9080 ratings.example.org:9080"}
+	if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, want) {
+		t.Fatalf("virtual hosts of unregistered hosts = %v, want %v", names, want)
+	}
+	vh := got["9080 ratings.example.org:9080"]
+	if d := vh.GetDomains(); !slices.Equal(d, []string{"ratings.example.org", "ratings.example.org:9080"}) {
+		t.Errorf("domains = %v", d)
+	}
+	if c := vh.GetRoutes()[0].GetRoute().GetCluster(); c != "outbound|9080||ratings.shop.svc.cluster.local" {
+		t.Errorf("route cluster = %q, want the bound service's on the port", c)
+	}
+	if c := got["80 edge.example.org:80"].GetRoutes()[0].GetRoute().GetCluster(); c != "outbound|80||httpbin.org" {
+		t.Errorf("edge route cluster = %q, want edge's (not edge2's)", c)
 	}
 }

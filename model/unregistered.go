@@ -1,0 +1,65 @@
+package model
+
+import "strings"
+
+// UnregisteredHost is a host of a mesh VirtualService the proxy sees that
+// no service it sees has (an alias such as api.example.com, or a wildcard
+// that matches no service). Istio's sidecars route requests whose Host is
+// such a name by the VirtualService, on the HTTP ports of the services the
+// VirtualService is bound to, or on port 80 when it is bound to none.
+type UnregisteredHost struct {
+	Host           string
+	VirtualService *VirtualService
+	// Services are the services the VirtualService is bound to for the
+	// proxy (its other hosts'), whose HTTP ports carry the host.
+	Services []*Service
+}
+
+// UnregisteredHosts returns the proxy's UnregisteredHosts in VirtualService
+// order: of every mesh VirtualService exported to the proxy's namespace, the
+// hosts that name no service the proxy sees. An exact host binds the
+// VirtualService to its service; a wildcard to the services it matches for
+// which it is the proxy's VirtualService (Istio's most specific wildcard).
+func (v *View) UnregisteredHosts() []UnregisteredHost {
+	var out []UnregisteredHost
+	for _, vs := range v.snap.VirtualServices {
+		if !Visible(vs.ExportTo, v.proxy.Namespace) {
+			continue
+		}
+		var hosts []string
+		var bound []*Service
+		for _, h := range vs.Hosts {
+			if !strings.HasPrefix(h, "*") {
+				if svc := v.ServiceFor(h); svc != nil {
+					bound = append(bound, svc)
+				} else {
+					hosts = append(hosts, h)
+				}
+				continue
+			}
+			matched := false
+			for _, svc := range v.Services() {
+				if !HostMatches(h, svc.Hostname) {
+					continue
+				}
+				matched = true
+				if v.VirtualServiceFor(svc.Hostname) == vs {
+					bound = append(bound, svc)
+				}
+			}
+			if !matched {
+				hosts = append(hosts, h)
+			}
+		}
+		for _, h := range hosts {
+			out = append(out, UnregisteredHost{Host: h, VirtualService: vs, Services: bound})
+		}
+	}
+	return out
+}
+
+// EgressAllows reports whether the proxy's Sidecar lets its clients reach
+// host of namespace ns on port (every host without a Sidecar egress).
+func (v *View) EgressAllows(ns, host string, port uint32) bool {
+	return v.proxy.Kind != KindSidecar || egressAllows(v.sidecar, v.proxy.Namespace, &Service{Namespace: ns, Hostname: host}, port)
+}
