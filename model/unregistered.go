@@ -20,7 +20,12 @@ type UnregisteredHost struct {
 // hosts that name no service the proxy sees. An exact host binds the
 // VirtualService to its service; a wildcard to the services it matches for
 // which it is the proxy's VirtualService (Istio's most specific wildcard).
+// The slice is shared: callers must not change it.
 func (v *View) UnregisteredHosts() []UnregisteredHost {
+	if v.unregisteredListed {
+		return v.unregistered
+	}
+	v.unregisteredListed = true
 	var out []UnregisteredHost
 	for _, vs := range v.snap.VirtualServices {
 		if !Visible(vs.ExportTo, v.proxy.Namespace) {
@@ -55,6 +60,7 @@ func (v *View) UnregisteredHosts() []UnregisteredHost {
 			out = append(out, UnregisteredHost{Host: h, VirtualService: vs, Services: bound})
 		}
 	}
+	v.unregistered = out
 	return out
 }
 

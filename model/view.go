@@ -81,6 +81,9 @@ type View struct {
 	// missing are the cluster names RouteCluster returned for
 	// destinations the proxy has no cluster for.
 	missing map[string]bool
+	// unregistered holds UnregisteredHosts' answer once listed.
+	unregistered       []UnregisteredHost
+	unregisteredListed bool
 }
 
 // Cluster is one outbound cluster of a proxy: a service port and a subset,

@@ -64,7 +64,7 @@ func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfigurati
 				rc.VirtualHosts = append(rc.VirtualHosts, vh)
 			}
 		}
-		extra, err := sc.unregisteredHosts(port, used)
+		extra, err := sc.unregisteredHosts(port, sc.unregisteredOn(port), used)
 		if err != nil {
 			return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
 		}
@@ -127,32 +127,55 @@ func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[strin
 	}
 	// The hosts of VirtualServices that no service has come after the
 	// services' and are generated again (they are few).
-	for _, vh := range rc.VirtualHosts[claimed:] {
-		for _, d := range vh.GetDomains() {
-			used[d] = true
+	if cands := sc.unregisteredOn(port); len(cands) > 0 {
+		for _, vh := range rc.VirtualHosts[claimed:] {
+			for _, d := range vh.GetDomains() {
+				used[d] = true
+			}
 		}
+		extra, err := sc.unregisteredHosts(port, cands, used)
+		if err != nil {
+			return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, extra...)
 	}
-	extra, err := sc.unregisteredHosts(port, used)
-	if err != nil {
-		return nil, fmt.Errorf("proxy %s: route %s: %w", v.Workload().ID, rc.Name, err)
-	}
-	rc.VirtualHosts = append(rc.VirtualHosts, extra...)
 	rc.VirtualHosts = append(rc.VirtualHosts, sc.catchAllHost())
 	return rc, nil
 }
 
-// unregisteredHosts returns the virtual hosts of port for the hosts of
-// VirtualServices that no service the proxy sees has (model.View's
-// UnregisteredHosts), as Istio's sidecars have them: on the HTTP ports of
-// the services the VirtualService is bound to, or on port 80 when it is
-// bound to none; domains the host and host:port, routes the
-// VirtualService's for the port (none: no virtual host). A domain an
-// earlier virtual host has is not taken again.
-func (sc *scope) unregisteredHosts(port uint32, used map[string]bool) ([]*routev3.VirtualHost, error) {
-	var out []*routev3.VirtualHost
+// unregisteredOn returns the hosts of VirtualServices that no service the
+// proxy sees has (model.View's UnregisteredHosts) that Istio's sidecars
+// route on port: the HTTP ports of the services the VirtualService is
+// bound to, or port 80 when it is bound to none, where the Sidecar's
+// egress lets the proxy reach the host.
+func (sc *scope) unregisteredOn(port uint32) []model.UnregisteredHost {
+	var out []model.UnregisteredHost
 	for _, u := range sc.v.UnregisteredHosts() {
+		on, anyHTTP := false, false
+		for _, svc := range u.Services {
+			for _, p := range svc.Ports {
+				if isHTTP(p.Protocol) {
+					anyHTTP = true
+					on = on || p.Number == port
+				}
+			}
+		}
+		if (on || !anyHTTP && port == 80) && sc.v.EgressAllows(u.VirtualService.Namespace, u.Host, port) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// unregisteredHosts returns the virtual hosts of port for hosts
+// unregisteredOn gave, as Istio's: domains the host and host:port, routes
+// the VirtualService's for the port (none: no virtual host). A domain an
+// earlier virtual host has is not taken again.
+func (sc *scope) unregisteredHosts(port uint32, hosts []model.UnregisteredHost, used map[string]bool) ([]*routev3.VirtualHost, error) {
+	var out []*routev3.VirtualHost
+	for _, u := range hosts {
 		name := u.Host + ":" + itoa(port)
-		if !unregisteredOn(u, port) || used[u.Host] || used[name] || !sc.v.EgressAllows(u.VirtualService.Namespace, u.Host, port) {
+		if used[u.Host] || used[name] {
 			continue
 		}
 		t := target{svc: &model.Service{Hostname: u.Host, Namespace: u.VirtualService.Namespace}, port: model.Port{Number: port, Protocol: "HTTP"}}
@@ -167,24 +190,6 @@ func (sc *scope) unregisteredHosts(port uint32, used map[string]bool) ([]*routev
 		out = append(out, &routev3.VirtualHost{Name: name, Domains: []string{u.Host, name}, Routes: routes})
 	}
 	return out, nil
-}
-
-// unregisteredOn reports whether an unregistered host has a virtual host on
-// port: a port of a service its VirtualService is bound to that is HTTP,
-// else port 80.
-func unregisteredOn(u model.UnregisteredHost, port uint32) bool {
-	anyHTTP := false
-	for _, svc := range u.Services {
-		for _, p := range svc.Ports {
-			if isHTTP(p.Protocol) {
-				if p.Number == port {
-					return true
-				}
-				anyHTTP = true
-			}
-		}
-	}
-	return !anyHTTP && port == 80
 }
 
 // isVirtualHostOf reports whether name is the virtual host name of host
