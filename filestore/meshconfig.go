@@ -183,6 +183,7 @@ var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
 	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
+	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that
@@ -208,6 +209,11 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 			}
 			continue
 		}
+		if k.Value == "accessLogFormat" && v.Kind == yaml.ScalarNode && v.Value != "" && jsonEncoding(root) && !isJSONObject(v.Value) {
+			out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+				Message: "MeshConfig accessLogFormat is not a JSON object of field names to format strings, which accessLogEncoding JSON needs: Envoy sidecars log in Istio's default JSON format instead, as Istio's do"})
+			continue
+		}
 		if meshConfigApplied[k.Value] {
 			continue
 		}
@@ -215,6 +221,24 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: %s)", k.Value, strings.Join(slices.Sorted(maps.Keys(meshConfigApplied)), ", "))})
 	}
 	return out
+}
+
+// jsonEncoding reports whether a mesh config's root mapping sets
+// accessLogEncoding JSON.
+func jsonEncoding(root *yaml.Node) bool {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "accessLogEncoding" {
+			return strings.EqualFold(root.Content[i+1].Value, "JSON")
+		}
+	}
+	return false
+}
+
+// isJSONObject reports whether s is a non-empty JSON object (a JSON access
+// log format: field names to format strings).
+func isJSONObject(s string) bool {
+	var m map[string]any
+	return json.Unmarshal([]byte(s), &m) == nil && len(m) > 0
 }
 
 // defaultConfigApplied are the defaultConfig (ProxyConfig) fields vmesh

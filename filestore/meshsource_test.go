@@ -3,6 +3,7 @@ package filestore_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,5 +134,31 @@ func TestRootMeshYAMLOfResourcesStaysConfig(t *testing.T) {
 	objs, errs, err := filestore.LoadPath(dir)
 	if err != nil || len(errs) > 0 || len(objs) != 1 || objs[0].Kind != filestore.KindWorkloadEntry {
 		t.Fatalf("objects %v, errors %v %v: want the WorkloadEntry", objs, errs, err)
+	}
+}
+
+// The access log fields are applied (no VM1011); a JSON format that is not
+// a JSON object, which Envoy sidecars replace by Istio's default, warns at
+// its line.
+func TestMeshConfigAccessLogWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want []int // lines of warnings
+	}{
+		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"code\": \"%RESPONSE_CODE%\"}'\n", nil},
+		{"accessLogFile: /dev/stdout\naccessLogFormat: '[%START_TIME%] %RESPONSE_CODE%'\n", nil},
+		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '[%START_TIME%] %RESPONSE_CODE%'\n", []int{3}},
+		{"accessLogFile: /dev/stdout\nenableTracing: true\n", []int{2}},
+	} {
+		var got []int
+		for _, w := range filestore.MeshConfigWarnings("mesh.yaml", []byte(tc.doc)) {
+			if w.Code != filestore.CodeMeshConfigNotApplied {
+				t.Errorf("%q: code %s", tc.doc, w.Code)
+			}
+			got = append(got, w.Line)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: warnings at lines %v, want %v", tc.doc, got, tc.want)
+		}
 	}
 }

@@ -52,6 +52,21 @@ type Mesh struct {
 	// ExtensionProviders are MeshConfig's extensionProviders: the external
 	// authorizers CUSTOM AuthorizationPolicies name; nil: none.
 	ExtensionProviders *ExtensionProviders
+	// AccessLog is MeshConfig's accessLogFile, accessLogEncoding and
+	// accessLogFormat: the access log of Envoy sidecars.
+	AccessLog AccessLog
+}
+
+// AccessLog is where and how Envoy sidecars log the connections and
+// requests they handle; zero: no access log (Istio's default).
+type AccessLog struct {
+	// File is the path Envoy writes to ("" logs nothing).
+	File string
+	// JSON is accessLogEncoding JSON (else TEXT).
+	JSON bool
+	// Format is accessLogFormat: for TEXT Envoy's format string, for JSON
+	// a JSON object of field names to format strings; "" is Istio's.
+	Format string
 }
 
 // ExportToDefaults are the exportTo lists of ServiceEntries,

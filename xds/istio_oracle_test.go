@@ -894,6 +894,9 @@ func oracleNormSidecarListener(side string, o oracleJsonObj) oracleJsonObj {
 	if b, ok := o["bindToPort"]; ok {
 		out["bindToPort"] = b
 	}
+	if al := o["accessLog"]; al != nil {
+		out["accessLog"] = al
+	}
 	chains := oracleJsonObj{}
 	for _, fc := range oracleList(o["filterChains"]) {
 		m := oracleObj(oracleSortStrings(oracleObj(fc)["filterChainMatch"]))
@@ -983,12 +986,19 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 			if rc := oracleObj(tc["routeConfig"]); rc != nil {
 				h["inlineRoutes"] = oracleRouteClusters(rc)
 			}
+			// MeshConfig accessLogFile: the access logs in full.
+			if al := tc["accessLog"]; al != nil {
+				h["accessLog"] = al
+			}
 			s["hcm"] = h
 		case strings.HasSuffix(oracleStr(tc["@type"]), "TcpProxy"):
 			if c := tc["cluster"]; c != nil {
 				s["tcpProxy"] = c
 			} else {
 				s["tcpProxy"] = tc["weightedClusters"]
+			}
+			if al := tc["accessLog"]; al != nil {
+				s["tcpProxyAccessLog"] = al
 			}
 		}
 	}

@@ -73,7 +73,11 @@ func OutboundListenersOf(v *model.View, ports map[uint32]bool) ([]*listenerv3.Li
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
-	return append(out, outbound...), nil
+	out = append(out, outbound...)
+	if err := withAccessLog(out, v.Mesh().AccessLog); err != nil {
+		return nil, fmt.Errorf("proxy %s: access log: %w", v.Workload().ID, err)
+	}
+	return out, nil
 }
 
 // InboundListeners returns the listeners that depend on the proxy's own
@@ -85,7 +89,11 @@ func InboundListeners(v *model.View) ([]*listenerv3.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
-	return []*listenerv3.Listener{vi}, nil
+	out := []*listenerv3.Listener{vi}
+	if err := withAccessLog(out, v.Mesh().AccessLog); err != nil {
+		return nil, fmt.Errorf("proxy %s: access log: %w", v.Workload().ID, err)
+	}
+	return out, nil
 }
 
 func (sc *scope) virtualOutbound() *listenerv3.Listener {
@@ -111,11 +119,15 @@ func (sc *scope) virtualOutbound() *listenerv3.Listener {
 // again.
 func loopGuard(listener string, port uint32) *listenerv3.FilterChain {
 	return &listenerv3.FilterChain{
-		Name:             listener + "-blackhole",
+		Name:             listener + loopGuardSuffix,
 		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port)},
 		Filters:          []*listenerv3.Filter{tcpProxy(BlackHoleCluster, []weighted{{cluster: BlackHoleCluster}})},
 	}
 }
+
+// loopGuardSuffix ends the names of the loop guard chains, which log
+// nothing (as Istio's).
+const loopGuardSuffix = "-blackhole"
 
 // sniffedHTTP are the application protocols Envoy's HTTP inspector reports
 // for plaintext HTTP/1.1 and HTTP/2 with prior knowledge (gRPC).
