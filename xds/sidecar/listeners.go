@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/vmesh/vmesh/xds/security"
 
@@ -19,6 +20,7 @@ import (
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	mongov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/mongo_proxy/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -424,6 +426,11 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 		fs, err := policies.NetworkFilters()
 		if err != nil {
 			return nil, err
+		}
+		if strings.EqualFold(ip.protocol, "MONGO") {
+			// Statistics of the Mongo wire protocol, after the RBAC
+			// filters, as Istio's.
+			fs = append(fs, networkFilter(mongoProxyFilter, &mongov3.MongoProxy{StatPrefix: cluster}))
 		}
 		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}})), nil
 	}
