@@ -183,7 +183,7 @@ var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
 	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
-	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true,
+	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true, "h2UpgradePolicy": true, "tcpKeepalive": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that

@@ -182,5 +182,8 @@ func sameMesh(a, b Mesh) bool {
 	if proto.Equal(a.LocalityLB, b.LocalityLB) {
 		a.LocalityLB = b.LocalityLB
 	}
+	if proto.Equal(a.TCPKeepalive, b.TCPKeepalive) {
+		a.TCPKeepalive = b.TCPKeepalive
+	}
 	return a == b
 }

@@ -55,6 +55,14 @@ type Mesh struct {
 	// AccessLog is MeshConfig's accessLogFile, accessLogEncoding and
 	// accessLogFormat: the access log of Envoy sidecars.
 	AccessLog AccessLog
+	// H2Upgrade is MeshConfig's h2UpgradePolicy UPGRADE: Envoy sidecars
+	// speak HTTP/2 to the endpoints of HTTP/1.1 ports whose
+	// DestinationRule does not say otherwise.
+	H2Upgrade bool
+	// TCPKeepalive is MeshConfig's tcpKeepalive: the keepalive of Envoy
+	// sidecars' upstream connections, which a DestinationRule's overrides
+	// field by field; nil: none.
+	TCPKeepalive *networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive
 }
 
 // AccessLog is where and how Envoy sidecars log the connections and

@@ -114,6 +114,7 @@ func (sc *scope) originalDst(name string) *clusterv3.Cluster {
 func (sc *scope) passthrough(name string) *clusterv3.Cluster {
 	c := sc.originalDst(name)
 	c.CircuitBreakers = circuitBreakers(nil)
+	applyKeepalive(c, sc.v.Mesh().TCPKeepalive)
 	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOpts: mustAny(&httpv3.HttpProtocolOptions{
 		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(5 * time.Minute)},
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
@@ -177,7 +178,8 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 			}}
 		}
 	}
-	applyPool(c, ref.Port.Protocol, tp.GetConnectionPool())
+	upgrade := h2Upgrade(ref.Port.Protocol, tp.GetConnectionPool(), sc.v.Mesh().H2Upgrade)
+	applyPool(c, ref.Port.Protocol, tp.GetConnectionPool(), upgrade, sc.v.Mesh().TCPKeepalive)
 	applyRetryBudget(c, tp.GetRetryBudget())
 	if od := tp.GetOutlierDetection(); od != nil {
 		c.OutlierDetection = outlierDetection(od)
@@ -188,7 +190,7 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 			c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: float64(p)}
 		}
 	}
-	h2 := isHTTP(ref.Port.Protocol) && (isHTTP2(ref.Port.Protocol) || tp.GetConnectionPool().GetHttp().GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE)
+	h2 := isHTTP(ref.Port.Protocol) && (isHTTP2(ref.Port.Protocol) || upgrade)
 	sc.applyTLS(c, ref, h2)
 	applyProxyProtocol(c, tp.GetProxyProtocol())
 	return c
@@ -244,28 +246,59 @@ func applyRetryBudget(c *clusterv3.Cluster, rb *networking.TrafficPolicy_RetryBu
 
 // applyPool applies a DestinationRule connection pool (nil: none) to a
 // cluster of a port with that protocol: its connect timeout, circuit
-// breakers, TCP keepalive and (HTTP ports) HTTP protocol options.
-func applyPool(c *clusterv3.Cluster, protocol string, cp *networking.ConnectionPoolSettings) {
+// breakers, TCP keepalive (the mesh's, field by field overridden by the
+// pool's) and (HTTP ports) HTTP protocol options, HTTP/2 when upgrade.
+func applyPool(c *clusterv3.Cluster, protocol string, cp *networking.ConnectionPoolSettings, upgrade bool, meshKeepalive *networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive) {
 	if d := cp.GetTcp().GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
 		c.ConnectTimeout = d
 	}
 	c.CircuitBreakers = circuitBreakers(cp)
-	if ka := cp.GetTcp().GetTcpKeepalive(); ka != nil {
-		k := &corev3.TcpKeepalive{}
-		if ka.GetProbes() > 0 {
-			k.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
-		}
-		if t := ka.GetTime(); t != nil {
-			k.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
-		}
-		if t := ka.GetInterval(); t != nil {
-			k.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
-		}
-		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
-	}
+	applyKeepalive(c, meshKeepalive)
+	applyKeepalive(c, cp.GetTcp().GetTcpKeepalive())
 	if isHTTP(protocol) {
-		c.TypedExtensionProtocolOptions = httpOptions(protocol, cp)
+		c.TypedExtensionProtocolOptions = httpOptions(protocol, cp, upgrade)
 	}
+}
+
+// applyKeepalive sets a cluster's upstream TCP keepalive from Istio's
+// settings (nil: unchanged), as Istio's setKeepAliveSettings: SO_KEEPALIVE
+// with the system's values, then each field that is set.
+func applyKeepalive(c *clusterv3.Cluster, ka *networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive) {
+	if ka == nil {
+		return
+	}
+	if c.UpstreamConnectionOptions == nil {
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}}
+	}
+	k := c.UpstreamConnectionOptions.TcpKeepalive
+	if ka.GetProbes() > 0 {
+		k.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
+	}
+	if t := ka.GetTime(); t != nil {
+		k.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+	}
+	if t := ka.GetInterval(); t != nil {
+		k.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration() / time.Second))
+	}
+}
+
+// h2Upgrade reports whether an outbound cluster speaks HTTP/2 to its
+// endpoints beyond the ports that are HTTP/2 anyway, as Istio's
+// shouldH2Upgrade: never with useClientProtocol; as the DestinationRule's
+// h2UpgradePolicy says when it says; else for an HTTP port when the mesh's
+// h2UpgradePolicy is UPGRADE.
+func h2Upgrade(protocol string, cp *networking.ConnectionPoolSettings, mesh bool) bool {
+	h := cp.GetHttp()
+	if h.GetUseClientProtocol() {
+		return false
+	}
+	switch h.GetH2UpgradePolicy() {
+	case networking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
+		return true
+	case networking.ConnectionPoolSettings_HTTPSettings_DO_NOT_UPGRADE:
+		return false
+	}
+	return isHTTP(protocol) && mesh
 }
 
 // applyTLS sets the cluster's transport socket: the DestinationRule's TLS
@@ -405,13 +438,13 @@ func autoSNI(c *clusterv3.Cluster, t *networking.ClientTLSSettings) {
 }
 
 // httpOptions sets the upstream HTTP version (HTTP/2 for gRPC and HTTP2
-// ports or h2UpgradePolicy UPGRADE; the client's own with
+// ports or when upgrade, h2Upgrade's answer; the client's own with
 // useClientProtocol) and, from the connection pool as Istio maps it, the
 // idle timeout (http's, else tcp's), requests per connection, connection
 // lifetime (tcp maxConnectionDuration), and for HTTP/2 the concurrent
 // streams and keepalive pings (http2KeepAlive); nil for HTTP/1.1 with none
 // of those (Envoy's default upstream protocol).
-func httpOptions(protocol string, cp *networking.ConnectionPoolSettings) map[string]*anypb.Any {
+func httpOptions(protocol string, cp *networking.ConnectionPoolSettings, upgrade bool) map[string]*anypb.Any {
 	h := cp.GetHttp()
 	opts := &httpv3.HttpProtocolOptions{}
 	idle := h.GetIdleTimeout()
@@ -437,7 +470,7 @@ func httpOptions(protocol string, cp *networking.ConnectionPoolSettings) map[str
 			HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},
 			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
 		}}
-	case isHTTP2(protocol) || h.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
+	case isHTTP2(protocol) || upgrade:
 		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2},
 		}}
@@ -519,7 +552,7 @@ func (sc *scope) inboundCluster(ip inboundPort) *clusterv3.Cluster {
 			}}}},
 		}}},
 	}
-	applyPool(c, ip.protocol, ip.pool)
+	applyPool(c, ip.protocol, ip.pool, false, sc.v.Mesh().TCPKeepalive) // Istio upgrades outbound clusters only
 	return c
 }
 
