@@ -31,36 +31,56 @@ func (v *View) UnregisteredHosts() []UnregisteredHost {
 		if !Visible(vs.ExportTo, v.proxy.Namespace) {
 			continue
 		}
-		var hosts []string
-		var bound []*Service
+		first := len(out)
 		for _, h := range vs.Hosts {
-			if !strings.HasPrefix(h, "*") {
-				if svc := v.ServiceFor(h); svc != nil {
-					bound = append(bound, svc)
-				} else {
-					hosts = append(hosts, h)
-				}
-				continue
-			}
-			matched := false
-			for _, svc := range v.Services() {
-				if !HostMatches(h, svc.Hostname) {
-					continue
-				}
-				matched = true
-				if v.VirtualServiceFor(svc.Hostname) == vs {
-					bound = append(bound, svc)
-				}
-			}
-			if !matched {
-				hosts = append(hosts, h)
+			if !v.namesService(h) {
+				out = append(out, UnregisteredHost{Host: h, VirtualService: vs})
 			}
 		}
-		for _, h := range hosts {
-			out = append(out, UnregisteredHost{Host: h, VirtualService: vs, Services: bound})
+		if len(out) == first {
+			continue // every host names a service: the usual case
+		}
+		bound := v.boundServices(vs)
+		for i := first; i < len(out); i++ {
+			out[i].Services = bound
 		}
 	}
 	v.unregistered = out
+	return out
+}
+
+// namesService reports whether a VirtualService host names a service the
+// proxy sees: exactly, or as a wildcard that matches one.
+func (v *View) namesService(h string) bool {
+	if !strings.HasPrefix(h, "*") {
+		return v.ServiceFor(h) != nil
+	}
+	for _, svc := range v.Services() {
+		if HostMatches(h, svc.Hostname) {
+			return true
+		}
+	}
+	return false
+}
+
+// boundServices are the services a VirtualService is bound to for the
+// proxy: those its exact hosts name, and those its wildcards match for
+// which it is the proxy's VirtualService.
+func (v *View) boundServices(vs *VirtualService) []*Service {
+	var out []*Service
+	for _, h := range vs.Hosts {
+		if !strings.HasPrefix(h, "*") {
+			if svc := v.ServiceFor(h); svc != nil {
+				out = append(out, svc)
+			}
+			continue
+		}
+		for _, svc := range v.Services() {
+			if HostMatches(h, svc.Hostname) && v.VirtualServiceFor(svc.Hostname) == vs {
+				out = append(out, svc)
+			}
+		}
+	}
 	return out
 }
 
