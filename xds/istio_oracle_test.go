@@ -1196,6 +1196,4 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
-	{Proxy: "sidecar", Type: "CDS", Path: `/dnsJitter|/dnsRefreshRate|/respectDnsTtl|/typedDnsResolverConfig|/loadAssignment/endpoints\[\d+\]/(loadBalancingWeight|locality)`,
-		Reason: "DNS clusters: both refresh every 60 s with 100 ms jitter and respect TTLs; Istio also sets the c-ares resolver and locality weight 1, vmesh keeps Envoy's defaults for those"},
 }

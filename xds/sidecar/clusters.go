@@ -11,6 +11,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -82,11 +83,21 @@ func InboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 
 // dnsRefresh sets a DNS cluster's resolution as Istio does: the answer's
 // TTL, else the mesh's dnsRefreshRate (60 s by default), with 100 ms of
-// jitter so the sidecars of a fleet do not resolve in step.
+// jitter so the sidecars of a fleet do not resolve in step, by c-ares.
 func (sc *scope) dnsRefresh(c *clusterv3.Cluster) {
 	c.RespectDnsTtl = true
 	c.DnsRefreshRate = durationpb.New(sc.v.Mesh().DNSRefreshRate)
 	c.DnsJitter = durationpb.New(100 * time.Millisecond)
+	c.TypedDnsResolverConfig = caresResolver()
+}
+
+// caresResolver is Istio's DNS resolver of DNS clusters: c-ares with at
+// most 100 queries on one UDP socket, so that the source port changes
+// often enough to make answers hard to spoof.
+func caresResolver() *corev3.TypedExtensionConfig {
+	return &corev3.TypedExtensionConfig{Name: "envoy.network.dns_resolver.cares", TypedConfig: mustAny(&caresv3.CaresDnsResolverConfig{
+		UdpMaxQueries: wrapperspb.UInt32(100),
+	})}
 }
 
 // connectTimeout is the mesh's cluster connect timeout (MeshConfig
@@ -162,12 +173,12 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 	case ref.Service.Resolution == model.ResolutionDNSRoundRobin:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
-		c.LoadAssignment = dnsAssignment(name, ref, 1)
+		c.LoadAssignment = firstEndpoint(sc.loadAssignment(ref, tp))
 		sc.dnsRefresh(c)
 	default:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
-		c.LoadAssignment = dnsAssignment(name, ref, 0)
+		c.LoadAssignment = sc.loadAssignment(ref, tp)
 		sc.dnsRefresh(c)
 	}
 	if c.GetType() != clusterv3.Cluster_ORIGINAL_DST {
@@ -521,20 +532,17 @@ func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetecti
 	return out
 }
 
-// dnsAssignment lists a DNS cluster's hosts inline; limit 1 for
-// LOGICAL_DNS, which takes exactly one.
-func dnsAssignment(name string, ref model.Cluster, limit int) *endpointv3.ClusterLoadAssignment {
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
-	lle := &endpointv3.LocalityLbEndpoints{}
-	for _, e := range ref.Service.SubsetEndpoints(ref.SubsetLabels) {
-		if limit > 0 && len(lle.LbEndpoints) == limit {
-			break
-		}
-		lle.LbEndpoints = append(lle.LbEndpoints, lbEndpoint(e, e.PortFor(ref.Port)))
+// firstEndpoint keeps a load assignment's first endpoint only: a
+// LOGICAL_DNS cluster has exactly one (Envoy refuses more), resolved anew
+// for each connection.
+func firstEndpoint(cla *endpointv3.ClusterLoadAssignment) *endpointv3.ClusterLoadAssignment {
+	if len(cla.Endpoints) == 0 {
+		return cla
 	}
-	if len(lle.LbEndpoints) > 0 {
-		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{lle}
-	}
+	lle := cla.Endpoints[0]
+	lle.LbEndpoints = lle.LbEndpoints[:1]
+	lle.LoadBalancingWeight = lle.LbEndpoints[0].GetLoadBalancingWeight()
+	cla.Endpoints = cla.Endpoints[:1]
 	return cla
 }
 
