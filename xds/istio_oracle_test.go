@@ -897,6 +897,14 @@ func oracleNormSidecarListener(side string, o oracleJsonObj) oracleJsonObj {
 	if al := o["accessLog"]; al != nil {
 		out["accessLog"] = al
 	}
+	// How long the listener filters wait for a connection's first bytes,
+	// and what then: a timeout closes connections whose client says
+	// nothing first (server-first protocols, pre-opened pools).
+	for _, k := range []string{"listenerFiltersTimeout", "continueOnListenerFiltersTimeout"} {
+		if v, ok := o[k]; ok {
+			out[k] = v
+		}
+	}
 	chains := oracleJsonObj{}
 	for _, fc := range oracleList(o["filterChains"]) {
 		m := oracleObj(oracleSortStrings(oracleObj(fc)["filterChainMatch"]))

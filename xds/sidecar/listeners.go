@@ -21,6 +21,7 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	mongov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/mongo_proxy/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -147,12 +148,19 @@ func sniffHTTP(l *listenerv3.Listener) {
 	l.ContinueOnListenerFiltersTimeout = true
 }
 
+// outboundListener is a service port's listener. Its listener filters (a
+// TLS or HTTP inspector, when it has them) wait for the client's first
+// bytes as long as it takes, as Istio's: a timeout would close connections
+// whose client speaks second (server-first protocols) or late (pools that
+// open connections ahead of use).
 func outboundListener(addr string, port uint32) *listenerv3.Listener {
 	return &listenerv3.Listener{
-		Name:             ListenerName(addr, port),
-		Address:          address(addr, port),
-		BindToPort:       boolValue(false),
-		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		Name:                             ListenerName(addr, port),
+		Address:                          address(addr, port),
+		BindToPort:                       boolValue(false),
+		TrafficDirection:                 corev3.TrafficDirection_OUTBOUND,
+		ListenerFiltersTimeout:           durationpb.New(0),
+		ContinueOnListenerFiltersTimeout: true,
 	}
 }
 
@@ -304,11 +312,22 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	l := &listenerv3.Listener{
 		Name:    VirtualInboundListener,
 		Address: address("0.0.0.0", InboundPort),
+		// The TLS inspector peeks at 512 bytes, enough for a ClientHello's
+		// SNI and ALPN, and skips connections to 15006 itself (the loop
+		// guard's); it waits for the client's first bytes as long as it
+		// takes (Envoy's 15 s timeout would close connections of clients
+		// that speak second or late), as Istio's.
 		ListenerFilters: []*listenerv3.ListenerFilter{
 			{Name: originalDstFilter, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originaldstv3.OriginalDst{})}},
-			{Name: tlsInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}},
+			{
+				Name:           tlsInspector,
+				ConfigType:     &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})},
+				FilterDisabled: &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{DestinationPortRange: &typev3.Int32Range{Start: InboundPort, End: InboundPort + 1}}},
+			},
 		},
-		TrafficDirection: corev3.TrafficDirection_INBOUND,
+		ListenerFiltersTimeout:           durationpb.New(0),
+		ContinueOnListenerFiltersTimeout: true,
+		TrafficDirection:                 corev3.TrafficDirection_INBOUND,
 	}
 	l.FilterChains = append(l.FilterChains, loopGuard(VirtualInboundListener, InboundPort))
 	policies := security.ForEnvoy(sc.v)
