@@ -998,6 +998,16 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 			if al := tc["accessLog"]; al != nil {
 				h["accessLog"] = al
 			}
+			// The connection manager's other settings in full (timeouts,
+			// upgrades, path normalisation, client certificate headers, ...),
+			// but for its stat prefix.
+			for k, v := range tc {
+				switch k {
+				case "@type", "httpFilters", "rds", "routeConfig", "statPrefix", "accessLog":
+				default:
+					h["settings/"+k] = v
+				}
+			}
 			s["hcm"] = h
 		case strings.HasSuffix(oracleStr(tc["@type"]), "TcpProxy"):
 			if c := tc["cluster"]; c != nil {
@@ -1168,6 +1178,8 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio's inbound HTTP chains also carry the fault and cors filters (no-ops without route config) and, for AUDIT policies, an RBAC LOG filter; vmesh has RBAC deny/allow (when policies apply) and router only"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
 		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
+	{Proxy: "sidecar", Type: "LDS", Path: `/filterChains/.*/hcm/settings/tracing`,
+		Reason: "tracing: Istio's connection managers carry a tracing block (MeshConfig enableTracing, default on: sampling and Istio's custom tags), which sends nothing without a tracing provider (the corpus has none); vmesh has no tracing (MeshConfig enableTracing and the tracing fields are VM1011)"},
 	// ---- Envoy sidecar: AuthorizationPolicy (RBAC filters of the inbound chains) ----
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"alpn":"istio","transportProtocol":"tls"\}/(filters\[[01]\]|rbac)`, Case: `authz-custom-ext-authz`,
 		Reason: "CUSTOM with an HTTP ext_authz provider, mesh mTLS to a port that is no service port: Istio's passthrough chain applies nothing, vmesh denies what the policy's rules match (it cannot ask an HTTP provider about a TCP connection: fail closed, as on its TCP ports)"},

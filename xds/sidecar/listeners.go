@@ -283,7 +283,7 @@ func finishL4(l *listenerv3.Listener, fallback string) {
 
 // outboundHCM is the HttpConnectionManager of an outbound HTTP port.
 func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
-	return &hcmv3.HttpConnectionManager{
+	return istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: "outbound_0.0.0.0_" + itoa(port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    waitingADS(),
@@ -294,7 +294,7 @@ func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
 			httpFilter(corsFilter, &corsv3.Cors{}),
 			httpFilter(routerFilter, &routerv3.Router{}),
 		},
-	}
+	}, false)
 }
 
 func httpFilter(name string, m proto.Message) *hcmv3.HttpFilter {
@@ -458,7 +458,7 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 		return nil, err
 	}
 	hf = append(hf, httpFilter(routerFilter, &routerv3.Router{}))
-	hcm := &hcmv3.HttpConnectionManager{
+	hcm := istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: "inbound_0.0.0.0_" + itoa(ip.port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
 			Name: cluster,
@@ -476,7 +476,7 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 			}},
 		}},
 		HttpFilters: hf,
-	}
+	}, true)
 	return []*listenerv3.Filter{networkFilter(hcmFilter, hcm)}, nil
 }
 

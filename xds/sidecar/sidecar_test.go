@@ -648,3 +648,44 @@ func TestVirtualServiceHostsWithoutService(t *testing.T) {
 		t.Errorf("edge route cluster = %q, want edge's (not edge2's)", c)
 	}
 }
+
+// TestConnectionManagerSettings: every HTTP connection manager takes
+// WebSocket upgrades, resets no idle stream, normalises paths before
+// routing and authorization; an inbound one also tells the workload its
+// client's identity (x-forwarded-client-cert), as Istio's.
+func TestConnectionManagerSettings(t *testing.T) {
+	snap, p := features(t)
+	ls, err := sidecar.Listeners(model.NewView(snap, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[bool]bool{}
+	for _, l := range ls {
+		for _, fc := range l.GetFilterChains() {
+			for _, f := range fc.GetFilters() {
+				h := &hcmv3.HttpConnectionManager{}
+				if f.GetTypedConfig().UnmarshalTo(h) != nil {
+					continue
+				}
+				inbound := l.GetName() == sidecar.VirtualInboundListener
+				seen[inbound] = true
+				where := l.GetName() + " " + fc.GetName()
+				if u := h.GetUpgradeConfigs(); len(u) != 1 || u[0].GetUpgradeType() != "websocket" {
+					t.Errorf("%s: upgrades %v, want websocket", where, u)
+				}
+				if d := h.GetStreamIdleTimeout(); d == nil || d.AsDuration() != 0 {
+					t.Errorf("%s: stream idle timeout %v, want 0 (none)", where, d)
+				}
+				if !h.GetNormalizePath().GetValue() || h.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_KEEP_UNCHANGED {
+					t.Errorf("%s: paths not normalised", where)
+				}
+				if got := h.GetForwardClientCertDetails() == hcmv3.HttpConnectionManager_APPEND_FORWARD && h.GetSetCurrentClientCertDetails().GetUri(); got != inbound {
+					t.Errorf("%s: x-forwarded-client-cert appended %v, want %v", where, got, inbound)
+				}
+			}
+		}
+	}
+	if !seen[true] || !seen[false] {
+		t.Fatalf("connection managers seen (inbound: %v, outbound: %v), want both", seen[true], seen[false])
+	}
+}
