@@ -993,6 +993,15 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 			}
 			if rc := oracleObj(tc["routeConfig"]); rc != nil {
 				h["inlineRoutes"] = oracleRouteClusters(rc)
+				// In full but for the names of the configuration and its
+				// virtual hosts (labels; vmesh's proxyless servers name
+				// theirs by address, Istio's "inbound").
+				rc = oracleNormCommon(rc).(oracleJsonObj)
+				delete(rc, "name")
+				for _, vh := range oracleList(rc["virtualHosts"]) {
+					delete(oracleObj(vh), "name")
+				}
+				h["inlineRouteConfig"] = rc
 			}
 			// MeshConfig accessLogFile: the access logs in full.
 			if al := tc["accessLog"]; al != nil {

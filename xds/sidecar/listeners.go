@@ -461,16 +461,23 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 	hcm := istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: "inbound_0.0.0.0_" + itoa(ip.port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
-			Name: cluster,
+			Name:             cluster,
+			ValidateClusters: wrapperspb.Bool(false),
 			VirtualHosts: []*routev3.VirtualHost{{
 				Name:    "inbound|http|" + itoa(ip.port),
 				Domains: []string{"*"},
 				Routes: []*routev3.Route{{
 					Name:  "default",
 					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					// As Istio's inbound route: no timeout but the client's
+					// grpc-timeout, and two retries of a request whose
+					// connection to the workload reset before it was sent
+					// (a workload restarting).
 					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-						ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster},
-						Timeout:          durationpb.New(0),
+						ClusterSpecifier:  &routev3.RouteAction_Cluster{Cluster: cluster},
+						Timeout:           durationpb.New(0),
+						RetryPolicy:       &routev3.RetryPolicy{RetryOn: "reset-before-request", NumRetries: wrapperspb.UInt32(2)},
+						MaxStreamDuration: &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(0), GrpcTimeoutHeaderMax: durationpb.New(0)},
 					}},
 				}},
 			}},
