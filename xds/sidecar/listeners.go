@@ -312,18 +312,9 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	l := &listenerv3.Listener{
 		Name:    VirtualInboundListener,
 		Address: address("0.0.0.0", InboundPort),
-		// The TLS inspector peeks at 512 bytes, enough for a ClientHello's
-		// SNI and ALPN, and skips connections to 15006 itself (the loop
-		// guard's); it waits for the client's first bytes as long as it
-		// takes (Envoy's 15 s timeout would close connections of clients
-		// that speak second or late), as Istio's.
+		// The inspectors follow the chains (inspectInbound).
 		ListenerFilters: []*listenerv3.ListenerFilter{
 			{Name: originalDstFilter, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originaldstv3.OriginalDst{})}},
-			{
-				Name:           tlsInspector,
-				ConfigType:     &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})},
-				FilterDisabled: &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{DestinationPortRange: &typev3.Int32Range{Start: InboundPort, End: InboundPort + 1}}},
-			},
 		},
 		ListenerFiltersTimeout:           durationpb.New(0),
 		ContinueOnListenerFiltersTimeout: true,
@@ -390,39 +381,107 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 				})
 		}
 	}
-	// Connections to other ports are the workload's too: its policies'
-	// network RBAC applies to them as on a TCP port (Istio's passthrough
-	// chains), so an ALLOW policy admits only what it allows on any port.
-	catchAll, err := policies.NetworkFilters()
-	if err != nil {
-		return nil, fmt.Errorf("inbound passthrough: %w", err)
+	if err := sc.passthroughChains(l, policies); err != nil {
+		return nil, err
 	}
-	// Mesh mTLS to such a port is terminated and passed to the workload,
-	// as in Istio: under STRICT any TLS must be mesh mTLS, under PERMISSIVE
-	// Istio's ALPN values tell it from TLS the client brings itself, which
-	// passes through undecrypted with plaintext. STRICT refuses plaintext.
-	mode := sc.v.PeerAuthenticationMode(0)
-	if mode != model.MTLSDisable {
-		match := &listenerv3.FilterChainMatch{TransportProtocol: "tls"}
-		if mode != model.MTLSStrict {
-			match.ApplicationProtocols = inboundALP
+	inspectInbound(l, sc.inbound())
+	return l, nil
+}
+
+// passthroughChains are virtualInbound's chains for ports that are no
+// workload port, as Istio's: connections pass to the workload
+// (InboundPassthroughCluster) under its policies, the HTTP ones (sniffed, or
+// mesh mTLS offering Istio's HTTP ALPNs) through an HTTP connection manager
+// with the HTTP filters, the others under the network RBAC (so an ALLOW
+// policy admits there only what it allows on a TCP port). Mesh mTLS is
+// terminated unless the workload's mode is DISABLE; PERMISSIVE also passes
+// plaintext and TLS the client brings itself (undecrypted), STRICT refuses
+// them (no chain matches), DISABLE takes plaintext only.
+func (sc *scope) passthroughChains(l *listenerv3.Listener, policies security.Envoy) error {
+	network, err := policies.NetworkFilters()
+	if err != nil {
+		return fmt.Errorf("inbound passthrough: %w", err)
+	}
+	tcp := func() []*listenerv3.Filter {
+		return append(cloneFilters(network), tcpProxy(InboundPassthroughCluster, []weighted{{cluster: InboundPassthroughCluster}}))
+	}
+	hcm, err := inboundHCM(InboundPassthroughCluster, InboundPassthroughCluster, "inbound|http|0", policies)
+	if err != nil {
+		return fmt.Errorf("inbound passthrough: %w", err)
+	}
+	httpf := func() []*listenerv3.Filter { return []*listenerv3.Filter{proto.Clone(hcm).(*listenerv3.Filter)} }
+	chain := func(name, transport string, alpn []string, mtls bool, fs []*listenerv3.Filter) *listenerv3.FilterChain {
+		fc := &listenerv3.FilterChain{Name: name, FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: transport, ApplicationProtocols: alpn}, Filters: fs}
+		if mtls {
+			fc.TransportSocket = inboundMTLS(false)
 		}
-		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-			Name:             "virtualInbound-catchall|mtls",
-			FilterChainMatch: match,
-			TransportSocket:  inboundMTLS(false),
-			Filters:          append(cloneFilters(catchAll), tcpProxy(InboundPassthroughCluster, []weighted{{cluster: InboundPassthroughCluster}})),
+		return fc
+	}
+	const httpName, tcpName = "virtualInbound-catchall-http", "virtualInbound-catchall"
+	switch sc.v.PeerAuthenticationMode(0) {
+	case model.MTLSStrict:
+		l.FilterChains = append(l.FilterChains,
+			chain(httpName+"|mtls", "tls", meshHTTPALPN, true, httpf()),
+			chain(tcpName+"|mtls", "tls", nil, true, tcp()))
+	case model.MTLSDisable:
+		l.FilterChains = append(l.FilterChains,
+			chain(httpName, "raw_buffer", sniffedHTTP, false, httpf()),
+			chain(tcpName, "raw_buffer", nil, false, tcp()))
+	default:
+		l.FilterChains = append(l.FilterChains,
+			chain(httpName+"|mtls", "tls", meshHTTPALPN, true, httpf()),
+			chain(httpName, "raw_buffer", sniffedHTTP, false, httpf()),
+			chain(tcpName+"|mtls", "tls", meshTCPALPN, true, tcp()),
+			chain(tcpName, "raw_buffer", nil, false, tcp()),
+			chain(tcpName+"|tls", "tls", nil, false, tcp()))
+	}
+	return nil
+}
+
+// inspectInbound gives virtualInbound the listener filters its chains need,
+// as Istio's: the TLS inspector when a chain matches TLS (peeking at 512
+// bytes, enough for a ClientHello's SNI and ALPN), the HTTP inspector when a
+// chain matches sniffed HTTP (not on the workload's own ports, whose
+// protocol is known); neither on 15006 itself (the loop guard's). They wait
+// for the client's first bytes as long as it takes: Envoy's 15 s timeout
+// would close connections of clients that speak second or late.
+func inspectInbound(l *listenerv3.Listener, ports []inboundPort) {
+	self := func() *listenerv3.ListenerFilterChainMatchPredicate {
+		return &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{
+			DestinationPortRange: &typev3.Int32Range{Start: InboundPort, End: InboundPort + 1}}}
+	}
+	needTLS := slices.ContainsFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool { return fc.GetFilterChainMatch().GetTransportProtocol() == "tls" })
+	needHTTP := slices.ContainsFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool {
+		return fc.GetFilterChainMatch().GetTransportProtocol() == "raw_buffer" && len(fc.GetFilterChainMatch().GetApplicationProtocols()) > 0
+	})
+	if needTLS {
+		l.ListenerFilters = append(l.ListenerFilters, &listenerv3.ListenerFilter{
+			Name:           tlsInspector,
+			ConfigType:     &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})},
+			FilterDisabled: self(),
 		})
 	}
-	fallback := InboundPassthroughCluster
-	if mode == model.MTLSStrict {
-		fallback = BlackHoleCluster
+	if needHTTP {
+		rules := []*listenerv3.ListenerFilterChainMatchPredicate{self()}
+		seen := map[uint32]bool{}
+		for _, ip := range ports {
+			if !seen[ip.port] {
+				seen[ip.port] = true
+				rules = append(rules, &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_DestinationPortRange{
+					DestinationPortRange: &typev3.Int32Range{Start: int32(ip.port), End: int32(ip.port) + 1}}})
+			}
+		}
+		disabled := rules[0]
+		if len(rules) > 1 {
+			disabled = &listenerv3.ListenerFilterChainMatchPredicate{Rule: &listenerv3.ListenerFilterChainMatchPredicate_OrMatch{
+				OrMatch: &listenerv3.ListenerFilterChainMatchPredicate_MatchSet{Rules: rules}}}
+		}
+		l.ListenerFilters = append(l.ListenerFilters, &listenerv3.ListenerFilter{
+			Name:           httpInspector,
+			ConfigType:     &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&httpinspectorv3.HttpInspector{})},
+			FilterDisabled: disabled,
+		})
 	}
-	l.DefaultFilterChain = &listenerv3.FilterChain{
-		Name:    "virtualInbound-catchall",
-		Filters: append(catchAll, tcpProxy(fallback, []weighted{{cluster: fallback}})),
-	}
-	return l, nil
 }
 
 // cloneFilters copies filters placed in a second chain, so that every
@@ -453,26 +512,35 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 		}
 		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}})), nil
 	}
+	f, err := inboundHCM("inbound_0.0.0.0_"+itoa(ip.port), cluster, "inbound|http|"+itoa(ip.port), policies)
+	if err != nil {
+		return nil, err
+	}
+	return []*listenerv3.Filter{f}, nil
+}
+
+// inboundHCM is an inbound HTTP connection manager: the workload's HTTP
+// filters (authentication, authorization) and one route to cluster, as
+// Istio's: no timeout but the client's grpc-timeout, and two retries of a
+// request whose connection to the workload reset before it was sent (a
+// workload restarting).
+func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy) (*listenerv3.Filter, error) {
 	hf, err := policies.HTTPFilters()
 	if err != nil {
 		return nil, err
 	}
 	hf = append(hf, httpFilter(routerFilter, &routerv3.Router{}))
 	hcm := istioHCM(&hcmv3.HttpConnectionManager{
-		StatPrefix: "inbound_0.0.0.0_" + itoa(ip.port),
+		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
 			Name:             cluster,
 			ValidateClusters: wrapperspb.Bool(false),
 			VirtualHosts: []*routev3.VirtualHost{{
-				Name:    "inbound|http|" + itoa(ip.port),
+				Name:    vhost,
 				Domains: []string{"*"},
 				Routes: []*routev3.Route{{
 					Name:  "default",
 					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-					// As Istio's inbound route: no timeout but the client's
-					// grpc-timeout, and two retries of a request whose
-					// connection to the workload reset before it was sent
-					// (a workload restarting).
 					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 						ClusterSpecifier:  &routev3.RouteAction_Cluster{Cluster: cluster},
 						Timeout:           durationpb.New(0),
@@ -484,7 +552,7 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 		}},
 		HttpFilters: hf,
 	}, true)
-	return []*listenerv3.Filter{networkFilter(hcmFilter, hcm)}, nil
+	return networkFilter(hcmFilter, hcm), nil
 }
 
 // waitingADS names the ADS stream for a sidecar's RDS and EDS with no

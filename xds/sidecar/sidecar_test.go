@@ -219,10 +219,11 @@ func TestOutboundLayout(t *testing.T) {
 
 // The inbound chains follow the model's PeerAuthentication mode of each
 // workload port: mesh < namespace < workload policy, UNSET inherits,
-// portLevelMtls overrides; the catch-all is blocked only when the
-// workload-level mode is STRICT. Mesh mTLS to a port that is no service
-// port is terminated and passed through (as Istio's catch-all chains): any
-// TLS under STRICT, Istio's ALPNs under PERMISSIVE, none under DISABLE.
+// portLevelMtls overrides. Ports that are no workload port get Istio's
+// catch-all chains for the workload-level mode, to InboundPassthroughCluster:
+// mesh mTLS terminated (HTTP ALPNs through an HCM) unless DISABLE, plaintext
+// (sniffed HTTP through an HCM) unless STRICT, other TLS passed undecrypted
+// under PERMISSIVE; no default chain (under STRICT plaintext matches none).
 func TestInboundMTLSModes(t *testing.T) {
 	pa := func(ns, name string, sel map[string]string, mode securityv1beta1.PeerAuthentication_MutualTLS_Mode, ports map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode) *filestore.Object {
 		spec := &securityv1beta1.PeerAuthentication{Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: mode}}
@@ -246,24 +247,29 @@ func TestInboundMTLSModes(t *testing.T) {
 	app := map[string]string{"app": "productpage"}
 	meshStrict := pa("istio-system", "default", nil, strict, nil)
 	permissiveChains := []string{"inbound|8080|mtls", "inbound|8080|tls", "inbound|8080|raw_buffer"}
+	// Chain name, transport, ALPN kind (mesh HTTP, mesh TCP, sniffed HTTP,
+	// any).
+	permissivePass := []string{"virtualInbound-catchall-http|mtls tls istio-http", "virtualInbound-catchall-http raw_buffer http",
+		"virtualInbound-catchall|mtls tls istio", "virtualInbound-catchall raw_buffer any", "virtualInbound-catchall|tls tls any"}
+	strictPass := []string{"virtualInbound-catchall-http|mtls tls istio-http", "virtualInbound-catchall|mtls tls any"}
+	disablePass := []string{"virtualInbound-catchall-http raw_buffer http", "virtualInbound-catchall raw_buffer any"}
 	cases := []struct {
 		name     string
 		pas      []*filestore.Object
 		chains   []string // for port 8080
-		fallback string
-		// catchAll is the catch-all mTLS chain's ALPN match: "any" TLS,
-		// "istio" (Istio's ALPNs) or "" (no such chain).
-		catchAll string
+		// passthrough are the chains for ports that are no workload
+		// port: Istio's catch-all chains for the workload-level mode.
+		passthrough []string
 	}{
-		{"none is permissive", nil, permissiveChains, sidecar.InboundPassthroughCluster, "istio"},
-		{"mesh strict", []*filestore.Object{meshStrict}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster, "any"},
+		{"none is permissive", nil, permissiveChains, permissivePass},
+		{"mesh strict", []*filestore.Object{meshStrict}, []string{"inbound|8080|mtls"}, strictPass},
 		{"workload overrides mesh", []*filestore.Object{meshStrict, pa("shop", "pp", app, disable, nil)},
-			[]string{"inbound|8080|plaintext"}, sidecar.InboundPassthroughCluster, ""},
-		{"unset inherits", []*filestore.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, sidecar.BlackHoleCluster, "any"},
+			[]string{"inbound|8080|plaintext"}, disablePass},
+		{"unset inherits", []*filestore.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, strictPass},
 		{"port level overrides", []*filestore.Object{pa("shop", "pp", app, permissive, map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode{8080: strict})},
-			[]string{"inbound|8080|mtls"}, sidecar.InboundPassthroughCluster, "istio"},
+			[]string{"inbound|8080|mtls"}, permissivePass},
 		{"another workload's policy", []*filestore.Object{pa("shop", "reviews", map[string]string{"app": "reviews"}, strict, nil)},
-			permissiveChains, sidecar.InboundPassthroughCluster, "istio"},
+			permissiveChains, permissivePass},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -288,29 +294,43 @@ func TestInboundMTLSModes(t *testing.T) {
 			if strings.Join(got, " ") != strings.Join(tc.chains, " ") {
 				t.Errorf("chains = %v, want %v", got, tc.chains)
 			}
-			if c := tcpCluster(t, vi.GetDefaultFilterChain()); c != tc.fallback {
-				t.Errorf("fallback = %s, want %s", c, tc.fallback)
+			if d := vi.GetDefaultFilterChain(); d != nil {
+				t.Errorf("default chain %s: want none (every connection has its chain, or none under STRICT)", d.GetName())
 			}
 			got = nil
 			for _, fc := range vi.GetFilterChains() {
-				m := fc.GetFilterChainMatch()
-				if m.GetDestinationPort() != nil || m.GetTransportProtocol() != "tls" {
+				if !strings.HasPrefix(fc.GetName(), "virtualInbound-catchall") {
 					continue
 				}
+				m := fc.GetFilterChainMatch()
 				alpn := "any"
-				if len(m.GetApplicationProtocols()) > 0 {
+				switch ap := m.GetApplicationProtocols(); {
+				case slices.Contains(ap, "istio-h2"):
+					alpn = "istio-http"
+				case slices.Contains(ap, "istio"):
 					alpn = "istio"
-					if !slices.Contains(m.GetApplicationProtocols(), "istio") {
-						t.Errorf("catch-all mTLS ALPNs %v", m.GetApplicationProtocols())
-					}
+				case slices.Contains(ap, "h2c"):
+					alpn = "http"
 				}
-				got = append(got, alpn)
-				if fc.GetTransportSocket() == nil || tcpCluster(t, fc) != sidecar.InboundPassthroughCluster {
-					t.Errorf("catch-all mTLS chain %s: transport socket %v, cluster %s; want mTLS terminated, to %s", fc.GetName(), fc.GetTransportSocket(), tcpCluster(t, fc), sidecar.InboundPassthroughCluster)
+				got = append(got, fc.GetName()+" "+m.GetTransportProtocol()+" "+alpn)
+				if (fc.GetTransportSocket() != nil) != strings.HasSuffix(fc.GetName(), "|mtls") {
+					t.Errorf("chain %s: transport socket %v, want mTLS terminated exactly on |mtls chains", fc.GetName(), fc.GetTransportSocket())
+				}
+				last := fc.GetFilters()[len(fc.GetFilters())-1]
+				h := &hcmv3.HttpConnectionManager{}
+				if strings.Contains(fc.GetName(), "-http") {
+					if err := last.GetTypedConfig().UnmarshalTo(h); err != nil {
+						t.Fatalf("chain %s: %v", fc.GetName(), err)
+					}
+					if c := h.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster(); c != sidecar.InboundPassthroughCluster {
+						t.Errorf("chain %s routes to %s", fc.GetName(), c)
+					}
+				} else if c := tcpCluster(t, fc); c != sidecar.InboundPassthroughCluster {
+					t.Errorf("chain %s to %s, want %s", fc.GetName(), c, sidecar.InboundPassthroughCluster)
 				}
 			}
-			if want := []string{tc.catchAll}; strings.Join(got, " ") != strings.Join(want, " ") {
-				t.Errorf("catch-all mTLS chains %v, want %v", got, want)
+			if strings.Join(got, ", ") != strings.Join(tc.passthrough, ", ") {
+				t.Errorf("passthrough chains:\n%v\nwant\n%v", got, tc.passthrough)
 			}
 		})
 	}
@@ -358,7 +378,12 @@ func TestRBACOnTCPPort(t *testing.T) {
 	// the same network RBAC: the ALLOW policy admits there only what it
 	// allows on a TCP port (Istio's passthrough chains; not a way around
 	// the policy).
-	catchAll := listener(t, ls, sidecar.VirtualInboundListener).GetDefaultFilterChain()
+	var catchAll *listenerv3.FilterChain
+	for _, fc := range listener(t, ls, sidecar.VirtualInboundListener).GetFilterChains() {
+		if strings.HasPrefix(fc.GetName(), "virtualInbound-catchall") && !strings.Contains(fc.GetName(), "-http") && catchAll == nil {
+			catchAll = fc // the first TCP passthrough chain
+		}
+	}
 	if fs := catchAll.GetFilters(); len(fs) != 3 || fs[0].GetName() != security.NetworkFilterName || fs[1].GetName() != security.NetworkFilterName {
 		t.Fatalf("catch-all chain filters = %v, want the deny and allow RBAC filters before the tcp_proxy", fs)
 	}

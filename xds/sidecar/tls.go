@@ -18,6 +18,10 @@ var (
 	mtlsALPN   = []string{"istio-peer-exchange", "istio"}
 	mtlsH2ALPN = []string{"istio-peer-exchange", "istio", "h2"}
 	inboundALP = []string{"istio-peer-exchange", "istio", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
+	// meshHTTPALPN and meshTCPALPN split them: what an Istio client offers
+	// for HTTP, and for TCP.
+	meshHTTPALPN = []string{"istio-http/1.0", "istio-http/1.1", "istio-h2"}
+	meshTCPALPN  = []string{"istio-peer-exchange", "istio"}
 )
 
 // sdsSecret references a secret the agent serves over SDS on its Unix
