@@ -254,9 +254,9 @@ func TestInboundMTLSModes(t *testing.T) {
 	strictPass := []string{"virtualInbound-catchall-http|mtls tls istio-http", "virtualInbound-catchall|mtls tls any"}
 	disablePass := []string{"virtualInbound-catchall-http raw_buffer http", "virtualInbound-catchall raw_buffer any"}
 	cases := []struct {
-		name     string
-		pas      []*filestore.Object
-		chains   []string // for port 8080
+		name   string
+		pas    []*filestore.Object
+		chains []string // for port 8080
 		// passthrough are the chains for ports that are no workload
 		// port: Istio's catch-all chains for the workload-level mode.
 		passthrough []string
