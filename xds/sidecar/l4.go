@@ -246,7 +246,14 @@ func inspectTLS(l *listenerv3.Listener) {
 	if !slices.ContainsFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool { return len(fc.GetFilterChainMatch().GetServerNames()) > 0 }) {
 		return
 	}
-	l.ListenerFilters = append(l.ListenerFilters, &listenerv3.ListenerFilter{Name: tlsInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}})
+	l.ListenerFilters = append(l.ListenerFilters, tlsInspectorFilter())
 	l.ListenerFiltersTimeout = durationpb.New(0)
 	l.ContinueOnListenerFiltersTimeout = true
+}
+
+// tlsInspectorFilter is Istio's TLS inspector: it peeks at 512 bytes,
+// enough for a ClientHello's SNI and ALPN.
+func tlsInspectorFilter() *listenerv3.ListenerFilter {
+	return &listenerv3.ListenerFilter{Name: tlsInspector, ConfigType: &listenerv3.ListenerFilter_TypedConfig{
+		TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})}}
 }

@@ -18,7 +18,6 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
-	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	mongov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/mongo_proxy/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -439,8 +438,7 @@ func (sc *scope) passthroughChains(l *listenerv3.Listener, policies security.Env
 }
 
 // inspectInbound gives virtualInbound the listener filters its chains need,
-// as Istio's: the TLS inspector when a chain matches TLS (peeking at 512
-// bytes, enough for a ClientHello's SNI and ALPN), the HTTP inspector when a
+// as Istio's: the TLS inspector when a chain matches TLS, the HTTP inspector when a
 // chain matches sniffed HTTP (not on the workload's own ports, whose
 // protocol is known); neither on 15006 itself (the loop guard's). They wait
 // for the client's first bytes as long as it takes: Envoy's 15 s timeout
@@ -455,11 +453,9 @@ func inspectInbound(l *listenerv3.Listener, ports []inboundPort) {
 		return fc.GetFilterChainMatch().GetTransportProtocol() == "raw_buffer" && len(fc.GetFilterChainMatch().GetApplicationProtocols()) > 0
 	})
 	if needTLS {
-		l.ListenerFilters = append(l.ListenerFilters, &listenerv3.ListenerFilter{
-			Name:           tlsInspector,
-			ConfigType:     &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})},
-			FilterDisabled: self(),
-		})
+		ti := tlsInspectorFilter()
+		ti.FilterDisabled = self()
+		l.ListenerFilters = append(l.ListenerFilters, ti)
 	}
 	if needHTTP {
 		rules := []*listenerv3.ListenerFilterChainMatchPredicate{self()}
