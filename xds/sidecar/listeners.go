@@ -211,12 +211,14 @@ func (sc *scope) outboundListeners(ports map[uint32]bool) ([]*listenerv3.Listene
 		if keys[l.Name] == nil {
 			keys[l.Name] = map[string]bool{}
 		}
+		taken := keys[l.Name]
 		for _, c := range chains {
-			if keys[l.Name][c.key()] {
+			k := c.key()
+			if taken[k] {
 				continue
 			}
-			keys[l.Name][c.key()] = true
-			if c.matchAll() {
+			taken[k] = true
+			if k == "" { // matches every connection
 				wildcardTaken[port] = true
 			}
 			l.FilterChains = append(l.FilterChains, c.filterChain())
