@@ -786,23 +786,9 @@ func oracleNormGRPCRoute(side string, o oracleJsonObj) oracleJsonObj {
 	return oracleNormCommon(o).(oracleJsonObj)
 }
 
-// oracleNormSidecarRoute: Istio sets ignore_port_in_host_matching and lists
-// domains without ports; vmesh lists each domain with and without :port.
-// Both match the same Host headers, so domains are compared without ports.
+// oracleNormSidecarRoute: the common rules (both sides ignore the Host
+// header's port and list domains without one).
 func oracleNormSidecarRoute(side string, o oracleJsonObj) oracleJsonObj {
-	for _, vh := range oracleList(o["virtualHosts"]) {
-		var d []any
-		for _, e := range oracleList(oracleObj(vh)["domains"]) {
-			h := oracleStr(e)
-			if i := strings.LastIndex(h, ":"); i > 0 && !strings.Contains(h[i+1:], "]") && strings.Count(h, ":") == 1 {
-				h = h[:i]
-			}
-			d = append(d, h)
-		}
-		if d != nil {
-			oracleObj(vh)["domains"] = d
-		}
-	}
 	return oracleNormCommon(o).(oracleJsonObj)
 }
 
@@ -1149,8 +1135,8 @@ func oracleRbacCanon(v any) any {
 // (regular expressions, anchored; empty matches anything).
 var istioOracleKnown = []oracleKnown{
 	// ---- both kinds: route domains ----
-	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/.*\.(:\d+)?`,
-		Reason: "Istio also lists each FQDN with a trailing dot (host. and host.:port); vmesh does not"},
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/.*\.(:\d+)?`,
+		Reason: "Istio also lists each FQDN with a trailing dot (host. and host.:port) for proxyless clients; vmesh does not (grpc-go matches the name it dialled, which has no trailing dot)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/[0-9.]+(:\d+)?`,
 		Reason: "Istio lists the service's VIP (and VIP:port) as proxyless domains; vmesh does not (grpc-go matches the dialled name)"},
 	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/240\.240\.[0-9.]+(:\d+)?`,
@@ -1212,8 +1198,6 @@ var istioOracleKnown = []oracleKnown{
 	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/(rbac|httpFilters\[[01]\])`, Case: `authz-custom-.*`,
 		Reason: "CUSTOM on a proxyless server: Istio's grpcgen ignores the policy (what it matches is allowed); vmesh denies what it matches (grpc-go has no ext_authz: fail closed, VM1005)"},
 	// ---- Envoy sidecar: routes ----
-	{Proxy: "sidecar", Type: "RDS", Path: `/ignorePortInHostMatching`,
-		Reason: "Istio sets ignore_port_in_host_matching and lists domains without ports; vmesh lists host and host:port (same matches; domains are compared without ports)"},
 	// ---- Envoy sidecar: clusters ----
 	{Proxy: "sidecar", Type: "CDS", Resource: `InboundPassthroughCluster`, Path: `/upstreamBindConfig`,
 		Reason: "Istio binds InboundPassthroughCluster's upstream connections to 127.0.0.6, which its iptables rules exempt from capture; vmesh's capture exempts the sidecar's own user instead, so it binds nothing"},

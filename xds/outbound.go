@@ -354,7 +354,7 @@ func routeResource(rc *routev3.RouteConfiguration, prev, next map[*routev3.Virtu
 	extra := false
 	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 		switch fd.Number() {
-		case 1, 2, 7, 11: // name, virtual_hosts, validate_clusters, max_direct_response_body_size_bytes
+		case 1, 2, 7, 11, 14: // name, virtual_hosts, validate_clusters, max_direct_response_body_size_bytes, ignore_port_in_host_matching
 			return true
 		}
 		extra = true
@@ -365,7 +365,7 @@ func routeResource(rc *routev3.RouteConfiguration, prev, next map[*routev3.Virtu
 		return r, rc.GetVirtualHosts(), err
 	}
 	opts := proto.MarshalOptions{Deterministic: true}
-	shell, err := opts.Marshal(&routev3.RouteConfiguration{Name: rc.GetName(), ValidateClusters: rc.GetValidateClusters(), MaxDirectResponseBodySizeBytes: rc.GetMaxDirectResponseBodySizeBytes()})
+	shell, err := opts.Marshal(&routev3.RouteConfiguration{Name: rc.GetName(), ValidateClusters: rc.GetValidateClusters(), MaxDirectResponseBodySizeBytes: rc.GetMaxDirectResponseBodySizeBytes(), IgnorePortInHostMatching: rc.GetIgnorePortInHostMatching()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
 	}

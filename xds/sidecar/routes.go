@@ -33,7 +33,8 @@ const maxDirectResponseBody = 1 << 20
 
 // Routes returns one route configuration per outbound HTTP port, named by
 // the port: a virtual host per HTTP service on that port (domains: the
-// host, its short names, its VIPs, each also with ":port") and a catch-all
+// host, the host with a trailing dot, its short names, its VIPs; Envoy
+// ignores the Host header's port, as in Istio's sidecars) and a catch-all
 // virtual host that passes unknown hosts through (allow_any) or answers
 // 502 (block_all, outboundTrafficPolicy REGISTRY_ONLY).
 func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
@@ -50,7 +51,7 @@ func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfigurati
 		if ports != nil && !ports[port] {
 			continue
 		}
-		rc := &routev3.RouteConfiguration{Name: RouteName(port), ValidateClusters: wrapperspb.Bool(false), MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(maxDirectResponseBody)}
+		rc := outboundRouteConfig(RouteName(port))
 		used := make(map[string]bool)
 		for _, t := range sc.targets {
 			if t.port.Number != port || !isHTTP(t.port.Protocol) || t.svc.Hostname == "*" {
@@ -95,7 +96,7 @@ func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[strin
 	// hosts before it, filled only when a host is regenerated.
 	olds := old.GetVirtualHosts()
 	next := 0
-	rc := &routev3.RouteConfiguration{Name: old.GetName(), ValidateClusters: wrapperspb.Bool(false), MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(maxDirectResponseBody)}
+	rc := outboundRouteConfig(old.GetName())
 	used := map[string]bool{}
 	claimed := 0
 	for _, t := range sc.targets {
@@ -168,14 +169,14 @@ func (sc *scope) unregisteredOn(port uint32) []model.UnregisteredHost {
 }
 
 // unregisteredHosts returns the virtual hosts of port for hosts
-// unregisteredOn gave, as Istio's: domains the host and host:port, routes
+// unregisteredOn gave, as Istio's: the host its one domain, routes
 // the VirtualService's for the port (none: no virtual host). A domain an
 // earlier virtual host has is not taken again.
 func (sc *scope) unregisteredHosts(port uint32, hosts []model.UnregisteredHost, used map[string]bool) ([]*routev3.VirtualHost, error) {
 	var out []*routev3.VirtualHost
 	for _, u := range hosts {
 		name := u.Host + ":" + itoa(port)
-		if used[u.Host] || used[name] {
+		if used[u.Host] {
 			continue
 		}
 		t := target{svc: &model.Service{Hostname: u.Host, Namespace: u.VirtualService.Namespace}, port: model.Port{Number: port, Protocol: "HTTP"}}
@@ -186,10 +187,23 @@ func (sc *scope) unregisteredHosts(port uint32, hosts []model.UnregisteredHost, 
 		if len(routes) == 0 {
 			continue
 		}
-		used[u.Host], used[name] = true, true
-		out = append(out, &routev3.VirtualHost{Name: name, Domains: []string{u.Host, name}, Routes: routes})
+		used[u.Host] = true
+		out = append(out, &routev3.VirtualHost{Name: name, Domains: []string{u.Host}, Routes: routes})
 	}
 	return out, nil
+}
+
+// outboundRouteConfig is the empty route configuration of an outbound port,
+// with Istio's settings: clusters not validated (a route may name a cluster
+// that is not sent yet), direct responses up to maxDirectResponseBody, and
+// the Host header's port ignored when matching domains.
+func outboundRouteConfig(name string) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{
+		Name:                           name,
+		ValidateClusters:               wrapperspb.Bool(false),
+		MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(maxDirectResponseBody),
+		IgnorePortInHostMatching:       true,
+	}
 }
 
 // isVirtualHostOf reports whether name is the virtual host name of host
@@ -228,14 +242,21 @@ func (sc *scope) catchAllHost() *routev3.VirtualHost {
 	}}}
 }
 
-// domains returns the names a client may use for a service port: the host;
-// for host name.ns.svc.cluster.local also name.ns and name.ns.svc, and name
-// from the same namespace; for other hosts the first label from the same
-// namespace; the service's IP addresses. Each also with ":port". Names an
-// earlier virtual host took are skipped (Envoy rejects duplicates).
+// domains returns the names a client may use for a service port, as
+// Istio's sidecars list them: the host and, for a host that is no IP
+// address, the host with a trailing dot (an absolute name); for host
+// name.ns.svc.cluster.local also name.ns and name.ns.svc, and name from the
+// same namespace; for other hosts the first label from the same namespace;
+// the service's IP addresses (IPv6 in brackets, as a Host header has them).
+// No name carries a port: the route configuration ignores the Host
+// header's. Names an earlier virtual host took are skipped (Envoy rejects
+// duplicates).
 func (sc *scope) domains(t target, used map[string]bool) []string {
 	h := t.svc.Hostname
 	names := []string{h}
+	if _, err := netip.ParseAddr(h); err != nil {
+		names = append(names, h+".")
+	}
 	if name, ok := strings.CutSuffix(h, "."+t.svc.Namespace+"."+model.DefaultDomainSuffix); ok {
 		if t.svc.Namespace == sc.p.Namespace {
 			names = append(names, name)
@@ -246,16 +267,17 @@ func (sc *scope) domains(t target, used map[string]bool) []string {
 	}
 	for _, a := range t.svc.Addresses {
 		if _, err := netip.ParseAddr(a); err == nil {
+			if strings.Contains(a, ":") {
+				a = "[" + a + "]"
+			}
 			names = append(names, a)
 		}
 	}
 	var out []string
-	for _, n := range names {
-		for _, d := range []string{n, n + ":" + itoa(t.port.Number)} {
-			if !used[d] {
-				used[d] = true
-				out = append(out, d)
-			}
+	for _, d := range names {
+		if !used[d] {
+			used[d] = true
+			out = append(out, d)
 		}
 	}
 	return out

@@ -629,6 +629,45 @@ func TestTLSRoutesBySNI(t *testing.T) {
 // services the VirtualService is bound to (ratings: 9080 and 7070), or on
 // port 80 when it is bound to none; none when the Sidecar's egress hides
 // the VirtualService's namespace, and none that takes an earlier domain.
+// A service's virtual host lists the names a client may send, as Istio's
+// sidecars do: the host, its absolute form (trailing dot), the Kubernetes
+// short forms, the VIPs (IPv6 in brackets, as Host headers carry them), no
+// ports (the route configuration ignores the Host header's port), and no
+// name an earlier virtual host took.
+func TestVirtualHostDomains(t *testing.T) {
+	se := func(host string, addrs ...string) *networking.ServiceEntry {
+		return &networking.ServiceEntry{Hosts: []string{host}, Addresses: addrs, Resolution: networking.ServiceEntry_STATIC,
+			Ports: []*networking.ServicePort{{Name: "http", Number: 8000, Protocol: "HTTP"}}}
+	}
+	snap := loadEdited(t, featuresDir, nil,
+		object(filestore.KindServiceEntry, "shop", "echo", se("echo.shop.svc.cluster.local", "10.96.7.7", "2001:db8::7")),
+		object(filestore.KindServiceEntry, "shop", "echo2", se("echo2.shop.svc.cluster.local", "10.96.7.7")),
+	)
+	rcs, err := sidecar.Routes(model.NewView(snap, productpage()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, rc := range rcs {
+		if !rc.GetIgnorePortInHostMatching() {
+			t.Errorf("route configuration %s: ignore_port_in_host_matching unset", rc.GetName())
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			got[rc.GetName()+" "+vh.GetName()] = vh.GetDomains()
+		}
+	}
+	want := map[string][]string{
+		"8000 echo.shop.svc.cluster.local:8000": {"echo.shop.svc.cluster.local", "echo.shop.svc.cluster.local.", "echo", "echo.shop", "echo.shop.svc", "10.96.7.7", "[2001:db8::7]"},
+		// The shared VIP is echo's, which comes first.
+		"8000 echo2.shop.svc.cluster.local:8000": {"echo2.shop.svc.cluster.local", "echo2.shop.svc.cluster.local.", "echo2", "echo2.shop", "echo2.shop.svc"},
+	}
+	for name, w := range want {
+		if d := got[name]; !slices.Equal(d, w) {
+			t.Errorf("%s: domains = %q, want %q", name, d, w)
+		}
+	}
+}
+
 func TestVirtualServiceHostsWithoutService(t *testing.T) {
 	route := func(host string) []*networking.HTTPRoute {
 		return []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host}}}}}
@@ -663,8 +702,8 @@ func TestVirtualServiceHostsWithoutService(t *testing.T) {
 		t.Fatalf("virtual hosts of unregistered hosts = %v, want %v", names, want)
 	}
 	vh := got["9080 ratings.example.org:9080"]
-	if d := vh.GetDomains(); !slices.Equal(d, []string{"ratings.example.org", "ratings.example.org:9080"}) {
-		t.Errorf("domains = %v", d)
+	if d := vh.GetDomains(); !slices.Equal(d, []string{"ratings.example.org"}) {
+		t.Errorf("domains = %v, want the host alone (Istio's: the route configuration ignores the port)", d)
 	}
 	if c := vh.GetRoutes()[0].GetRoute().GetCluster(); c != "outbound|9080||ratings.shop.svc.cluster.local" {
 		t.Errorf("route cluster = %q, want the bound service's on the port", c)
