@@ -184,6 +184,7 @@ var meshConfigApplied = map[string]bool{
 	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true, "h2UpgradePolicy": true, "tcpKeepalive": true,
+	"inboundTrafficPolicy": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that

@@ -37,6 +37,7 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 	m.LocalityLB = mc.GetLocalityLbSetting()
 	m.H2Upgrade = mc.GetH2UpgradePolicy() == meshv1alpha1.MeshConfig_UPGRADE
 	m.TCPKeepalive = mc.GetTcpKeepalive()
+	m.InboundLocalhost = mc.GetInboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_InboundTrafficPolicy_LOCALHOST
 	m.AccessLog = AccessLog{File: mc.GetAccessLogFile(), JSON: mc.GetAccessLogEncoding() == meshv1alpha1.MeshConfig_JSON, Format: mc.GetAccessLogFormat()}
 	m.ExportTo = ExportToDefaults{
 		Services:         strings.Join(mc.GetDefaultServiceExportTo(), ","),

@@ -63,6 +63,12 @@ type Mesh struct {
 	// sidecars' upstream connections, which a DestinationRule's overrides
 	// field by field; nil: none.
 	TCPKeepalive *networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive
+	// InboundLocalhost is MeshConfig's inboundTrafficPolicy LOCALHOST: an
+	// Envoy sidecar forwards inbound traffic to 127.0.0.1 on the workload
+	// port. Istio's default, PASSTHROUGH (false), forwards it to the
+	// address it was sent to (the VM's), so a service listening on
+	// loopback only is not exposed to the mesh.
+	InboundLocalhost bool
 }
 
 // AccessLog is where and how Envoy sidecars log the connections and

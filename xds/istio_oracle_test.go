@@ -1199,10 +1199,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "CUSTOM on a proxyless server: Istio's grpcgen ignores the policy (what it matches is allowed); vmesh denies what it matches (grpc-go has no ext_authz: fail closed, VM1005)"},
 	// ---- Envoy sidecar: routes ----
 	// ---- Envoy sidecar: clusters ----
-	{Proxy: "sidecar", Type: "CDS", Resource: `InboundPassthroughCluster`, Path: `/upstreamBindConfig`,
-		Reason: "Istio binds InboundPassthroughCluster's upstream connections to 127.0.0.6, which its iptables rules exempt from capture; vmesh's capture exempts the sidecar's own user instead, so it binds nothing"},
-	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|\d+\|\|`, Path: `/type|/lbPolicy|/cleanupInterval|/loadAssignment|/upstreamBindConfig|/circuitBreakers`,
-		Reason: "inbound cluster: Istio's is ORIGINAL_DST (CLUSTER_PROVIDED, bind 127.0.0.6, unlimited breakers), vmesh's STATIC to 127.0.0.1:port"},
 	{Proxy: "sidecar", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
 		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,

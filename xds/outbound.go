@@ -673,8 +673,8 @@ func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outbound
 		}
 		ownCh = ownChanges(g.own, own)
 	}
-	// Kept, its listeners name its own clusters and the scope's
-	// InboundPassthroughCluster and BlackHoleCluster, there in every part.
+	// Kept, its listeners name its own clusters (InboundPassthroughCluster
+	// among them) and the scope's BlackHoleCluster, there in every part.
 	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own, fresh)
 	if err != nil {
 		return nil, nil, err

@@ -132,7 +132,8 @@ func testCapture(t *testing.T, mode string) {
 	peerDirect := accepted(peer.Listen(t, "0.0.0.0:7000"))
 	peerExcluded := accepted(peer.Listen(t, "0.0.0.0:7001"))
 	peerCP := accepted(peer.Listen(t, "0.0.0.0:15012"))
-	vm.Listen(t, vmAddr+":9090") // a workload port excluded from inbound capture
+	vm.Listen(t, vmAddr+":9090")                 // a workload port excluded from inbound capture
+	app := remotes(vm.Listen(t, vmAddr+":7070")) // the workload, on the VM's address
 
 	cfg := capture.Defaults()
 	cfg.Mode = mode
@@ -168,6 +169,16 @@ func testCapture(t *testing.T, mode string) {
 		t.Fatalf("excluded inbound port 9090 captured (%v)", d)
 	case <-time.After(200 * time.Millisecond):
 	}
+
+	// The sidecar's own connections to the VM's address (its inbound
+	// clusters forward there, to the connection's original destination):
+	// from 127.0.0.6 they reach the workload, as with istio-iptables; from
+	// any other source they are captured back to 15006 (Istio's rule for
+	// a workload calling its own address through its sidecar).
+	dialAsProxy(t, vm, "127.0.0.6", vmAddr+":7070")
+	expect(t, "the sidecar's connection from 127.0.0.6 to the VM's address", app, "127.0.0.6")
+	dialAsProxy(t, vm, "", vmAddr+":7070")
+	expect(t, "the sidecar's connection from the VM's address to itself", inbound, netip.MustParseAddrPort(vmAddr+":7070"))
 
 	// Without the exclusion, the peer's address is captured...
 	cfg.ExcludeOutboundIPRanges = nil
@@ -294,6 +305,63 @@ func TestPermitted(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "CAP_NET_ADMIN, CAP_SETUID, CAP_SETGID") {
 		t.Errorf("without capabilities: %v\n%s", err, out)
 	}
+}
+
+// remotes accepts on l and sends each connection's source address.
+func remotes(l net.Listener) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			ch <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+			c.Close()
+		}
+	}()
+	return ch
+}
+
+// dialAsProxy connects to addr from inside ns as the sidecar's user (UID
+// and GID 1337), from source address from when it is set: this test
+// binary, run again as TestDialAsProxyHelper, changes its user and dials.
+func dialAsProxy(t *testing.T, ns *netnstest.NS, from, addr string) {
+	t.Helper()
+	cmd := ns.Command(agenttest.Context(t, time.Minute), os.Args[0], "-test.run=^TestDialAsProxyHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), "VMESH_TEST_DIAL="+addr, "VMESH_TEST_DIAL_FROM="+from)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "dialled "+addr) {
+		t.Fatalf("dial %s from %q as UID 1337: %v\n%s", addr, from, err, out)
+	}
+}
+
+// TestDialAsProxyHelper is dialAsProxy's helper: with VMESH_TEST_DIAL set,
+// it becomes UID/GID 1337 and connects there (from VMESH_TEST_DIAL_FROM
+// when set); otherwise it does nothing.
+func TestDialAsProxyHelper(t *testing.T) {
+	addr := os.Getenv("VMESH_TEST_DIAL")
+	if addr == "" {
+		return
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setgid(1337); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setuid(1337); err != nil {
+		t.Fatal(err)
+	}
+	d := net.Dialer{Timeout: 3 * time.Second}
+	if from := os.Getenv("VMESH_TEST_DIAL_FROM"); from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	t.Logf("dialled %s", addr)
 }
 
 // TestPermittedHelper prints Permitted's verdict (run by TestPermitted).

@@ -24,10 +24,10 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// Clusters returns a sidecar's clusters: PassthroughCluster,
-// BlackHoleCluster and InboundPassthroughCluster; one outbound cluster per
-// visible service port and DestinationRule subset; one inbound cluster per
-// workload port.
+// Clusters returns a sidecar's clusters: PassthroughCluster and
+// BlackHoleCluster; one outbound cluster per visible service port and
+// DestinationRule subset; InboundPassthroughCluster and one inbound cluster
+// per workload port.
 //
 // It is OutboundClusters followed by InboundClusters.
 func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
@@ -43,8 +43,8 @@ func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 }
 
 // OutboundClusters returns the clusters that depend only on the proxy's
-// scope (model.View.OutboundKey): PassthroughCluster, BlackHoleCluster,
-// InboundPassthroughCluster and the outbound clusters.
+// scope (model.View.OutboundKey): PassthroughCluster, BlackHoleCluster and
+// the outbound clusters.
 func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	sc := newScope(v)
 	out := []*clusterv3.Cluster{
@@ -54,7 +54,6 @@ func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 			ConnectTimeout:       sc.connectTimeout(),
 		},
-		sc.passthrough(InboundPassthroughCluster),
 	}
 	return append(out, ClustersOf(v, sc.v.Clusters())...), nil
 }
@@ -71,10 +70,14 @@ func ClustersOf(v *model.View, refs []model.Cluster) []*clusterv3.Cluster {
 }
 
 // InboundClusters returns the clusters that depend on the proxy's own
-// workload: one inbound cluster per port it serves.
+// workload: InboundPassthroughCluster (to ports that are no workload port,
+// from the passthrough source its IP family has) and one inbound cluster
+// per port it serves.
 func InboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
-	var out []*clusterv3.Cluster
+	ipt := sc.passthrough(InboundPassthroughCluster)
+	ipt.UpstreamBindConfig = sc.passthroughBind()
+	out := []*clusterv3.Cluster{ipt}
 	for _, ip := range sc.inbound() {
 		out = append(out, sc.inboundCluster(ip))
 	}
@@ -549,19 +552,47 @@ func firstEndpoint(cla *endpointv3.ClusterLoadAssignment) *endpointv3.ClusterLoa
 // inboundCluster forwards to the workload itself.
 func (sc *scope) inboundCluster(ip inboundPort) *clusterv3.Cluster {
 	name := InboundClusterName(ip.port)
-	c := &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		ConnectTimeout:       sc.connectTimeout(),
-		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
-		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
-			LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-				Address: address(ip.host, ip.hostPort),
-			}}}},
-		}}},
+	var c *clusterv3.Cluster
+	if ip.host == "" {
+		// The address the connection was sent to; Envoy never drops the
+		// hosts it learns (Istio's maximal cleanup interval).
+		c = sc.originalDst(name)
+		c.CleanupInterval = durationpb.New(maxCleanupInterval)
+	} else {
+		c = &clusterv3.Cluster{
+			Name:                 name,
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       sc.connectTimeout(),
+			LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+			LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: address(ip.host, ip.hostPort),
+				}}}},
+			}}},
+		}
 	}
 	applyPool(c, ip.protocol, ip.pool, false, sc.v.Mesh().TCPKeepalive) // Istio upgrades outbound clusters only
+	if ip.host != "127.0.0.1" && ip.host != "::1" && !strings.HasPrefix(ip.host, "unix://") {
+		// To the VM's own address: from the source the capture lets
+		// through. (Istio binds a unix socket's cluster too; no capture
+		// sees a unix socket, and an IP source cannot be bound to one.)
+		c.UpstreamBindConfig = sc.passthroughBind()
+	}
 	return c
+}
+
+// maxCleanupInterval is the largest duration protobuf's Duration holds
+// in whole seconds, Istio's cleanup interval of inbound ORIGINAL_DST
+// clusters (in effect: never).
+const maxCleanupInterval = 9223372035 * time.Second
+
+// passthroughBind binds a cluster's upstream connections to
+// passthroughSource.
+func (sc *scope) passthroughBind() *corev3.BindConfig {
+	return &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
+		Address:       sc.passthroughSource(),
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
+	}}
 }
 
 // lbEndpoint is one endpoint; a unix:// address becomes a pipe.

@@ -4,7 +4,8 @@
 // listeners by original destination, an inbound virtual listener on 15006
 // with one filter chain per workload port, outbound clusters named
 // "outbound|port|subset|host" over EDS (ADS) with TLS from SDS, and inbound
-// clusters "inbound|port||" to the workload on 127.0.0.1.
+// clusters "inbound|port||" to the workload at the address each connection
+// was sent to (bound to 127.0.0.6, which the capture lets through).
 //
 // Every function here is pure: it reads a model.Snapshot and a Proxy and
 // returns new messages. The package does not import xds; xds dispatches to

@@ -22,8 +22,11 @@ type target struct {
 type inboundPort struct {
 	port     uint32 // the port traffic arrives on
 	protocol string
-	// endpoint is where the sidecar forwards: "127.0.0.1:port", or a unix
-	// socket path from a Sidecar ingress defaultEndpoint.
+	// host and hostPort are where the sidecar forwards: empty host for the
+	// address the connection was sent to (Istio's passthrough, an
+	// ORIGINAL_DST cluster), else an IP address (127.0.0.1, or the VM's own
+	// from a Sidecar ingress defaultEndpoint 0.0.0.0:port) or a unix socket
+	// path ("unix:///path", no port).
 	host     string
 	hostPort uint32
 	// pool is the connection pool of its inbound cluster, set server-side
@@ -108,11 +111,11 @@ func (sc *scope) inbound() []inboundPort {
 				continue
 			}
 			seen[n] = true
-			ip := inboundPort{port: n, protocol: strings.ToUpper(l.GetPort().GetProtocol()), host: "127.0.0.1", hostPort: n}
+			ip := inboundPort{port: n, protocol: strings.ToUpper(l.GetPort().GetProtocol()), hostPort: n}
 			if tp := l.GetPort().GetTargetPort(); tp != 0 {
 				ip.hostPort = tp
 			}
-			ip.host, ip.hostPort = defaultEndpoint(l.GetDefaultEndpoint(), ip.hostPort)
+			ip.host, ip.hostPort = sc.defaultEndpoint(l.GetDefaultEndpoint(), ip.hostPort)
 			ip.pool = l.GetConnectionPool()
 			if ip.pool == nil {
 				ip.pool = sc.inboundPool(n)
@@ -135,7 +138,7 @@ func (sc *scope) inbound() []inboundPort {
 					if pool == nil {
 						pool = sc.v.DestinationRule(svc).TrafficPolicy(port.Number, "").GetConnectionPool()
 					}
-					out = append(out, inboundPort{port: wp, protocol: port.Protocol, host: "127.0.0.1", hostPort: wp, pool: pool})
+					out = append(out, inboundPort{port: wp, protocol: port.Protocol, host: sc.inboundHost(), hostPort: wp, pool: pool})
 				}
 			}
 		}
@@ -167,22 +170,79 @@ func (sc *scope) inboundPool(port uint32) *networking.ConnectionPoolSettings {
 	return nil
 }
 
-// defaultEndpoint parses a Sidecar ingress defaultEndpoint: "IP:port",
-// "0.0.0.0:port" (meaning loopback for a sidecar) or "unix:///path".
-// Empty means 127.0.0.1 on the given port.
-func defaultEndpoint(s string, port uint32) (string, uint32) {
+// inboundHost is where the sidecar forwards the traffic of a workload port
+// that no Sidecar ingress listener declares, as Istio's inbound clusters:
+// under MeshConfig's inboundTrafficPolicy PASSTHROUGH (the default) the
+// address the connection was sent to (""), under LOCALHOST the loopback
+// address of the proxy's IP family.
+func (sc *scope) inboundHost() string {
+	if !sc.v.Mesh().InboundLocalhost {
+		return ""
+	}
+	if sc.ipv6Only() {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+// ipv6Only reports whether every IP address of the proxy is IPv6 (and it
+// has one): Istio's IPv6 IP mode, whose loopback is ::1 and whose
+// passthrough source ::6.
+func (sc *scope) ipv6Only() bool {
+	six := false
+	for _, ip := range sc.p.IPs {
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue
+		}
+		if a.Is4() || a.Is4In6() {
+			return false
+		}
+		six = true
+	}
+	return six
+}
+
+// passthroughSource is the source address of the connections a sidecar
+// opens to its own workload for traffic sent to the VM's address: Istio's
+// 127.0.0.6 (::6 on an IPv6-only VM), which the capture rules let through
+// (agents/capture); from any other address, a connection of the sidecar's
+// user to the VM's own address is captured back to the sidecar's inbound
+// port.
+func (sc *scope) passthroughSource() string {
+	if sc.ipv6Only() {
+		return "::6"
+	}
+	return "127.0.0.6"
+}
+
+// defaultEndpoint parses a Sidecar ingress defaultEndpoint, as Istio reads
+// it: empty for the address the connection was sent to (""), "127.0.0.1:port"
+// or "[::1]:port" for loopback, "0.0.0.0:port" ("[::]:port") for the VM's
+// first IPv4 (IPv6) address, loopback when it has none, another IP as
+// given, "unix:///path" for a unix socket.
+func (sc *scope) defaultEndpoint(s string, port uint32) (string, uint32) {
 	if s == "" {
-		return "127.0.0.1", port
+		return "", port
 	}
 	if path, ok := strings.CutPrefix(s, "unix://"); ok {
 		return "unix://" + path, 0
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		host := ap.Addr().String()
-		if ap.Addr().IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		return host, uint32(ap.Port())
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return "", port
 	}
-	return "127.0.0.1", port
+	a := ap.Addr()
+	if a.IsUnspecified() {
+		for _, ip := range sc.p.IPs {
+			if own, err := netip.ParseAddr(ip); err == nil && own.Is4() == a.Is4() {
+				return own.String(), uint32(ap.Port())
+			}
+		}
+		if a.Is4() {
+			return "127.0.0.1", uint32(ap.Port())
+		}
+		return "::1", uint32(ap.Port())
+	}
+	return a.String(), uint32(ap.Port())
 }
