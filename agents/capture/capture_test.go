@@ -67,7 +67,19 @@ func standIn(t *testing.T, l net.Listener) <-chan netip.AddrPort {
 	return ch
 }
 
+// accepted accepts on l and sends each connection's local address (the
+// address and port it was accepted on).
 func accepted(l net.Listener) <-chan string {
+	return acceptEach(l, func(c net.Conn) string { return c.LocalAddr().String() })
+}
+
+// remotes accepts on l and sends each connection's source address.
+func remotes(l net.Listener) <-chan string {
+	return acceptEach(l, func(c net.Conn) string { return c.RemoteAddr().(*net.TCPAddr).IP.String() })
+}
+
+// acceptEach accepts on l and sends what of each connection says.
+func acceptEach(l net.Listener, what func(net.Conn) string) <-chan string {
 	ch := make(chan string, 16)
 	go func() {
 		for {
@@ -75,7 +87,7 @@ func accepted(l net.Listener) <-chan string {
 			if err != nil {
 				return
 			}
-			ch <- c.LocalAddr().String()
+			ch <- what(c)
 			c.Close()
 		}
 	}()
@@ -305,22 +317,6 @@ func TestPermitted(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "CAP_NET_ADMIN, CAP_SETUID, CAP_SETGID") {
 		t.Errorf("without capabilities: %v\n%s", err, out)
 	}
-}
-
-// remotes accepts on l and sends each connection's source address.
-func remotes(l net.Listener) <-chan string {
-	ch := make(chan string, 16)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			ch <- c.RemoteAddr().(*net.TCPAddr).IP.String()
-			c.Close()
-		}
-	}()
-	return ch
 }
 
 // dialAsProxy connects to addr from inside ns as the sidecar's user (UID
