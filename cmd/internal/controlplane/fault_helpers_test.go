@@ -491,10 +491,13 @@ func (w *dubboWriter) session(t *testing.T) *zk.Conn {
 			return c
 		}
 		c.Close()
+		// The client may still report states while it closes: read them
+		// under the callback's lock.
 		mu.Lock()
-		tried = append(tried, fmt.Sprint(states))
+		seen := fmt.Sprint(states)
 		mu.Unlock()
-		t.Logf("no ZooKeeper session with %s within 8 s (states %v); connecting again", w.addr, states)
+		tried = append(tried, seen)
+		t.Logf("no ZooKeeper session with %s within 8 s (states %s); connecting again", w.addr, seen)
 	}
 	t.Fatalf("no ZooKeeper session with %s: states seen %v", w.addr, tried)
 	return nil
