@@ -1167,8 +1167,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "HTTPS port of a DNS ServiceEntry: Istio listens on 0.0.0.0_443, vmesh on the ServiceEntry's auto-allocated VIP"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `192\.0\.2\.2[01]_443`, Path: `/filterChains/\{("prefixRanges":\[\{"addressPrefix":"192\.0\.2\.0","prefixLen":24\}\],)?"serverNames":\["api\.facebook\.com"\]\}`, Case: `testdata-se-example-sni-vip`,
 		Reason: "tls match without destinationSubnets after one with them: Istio's chain for it keeps the earlier match's subnets (its loop overwrites the service's CIDRs with a match's and never restores them), vmesh's matches its own (none)"},
-	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{(("alpn":"istio",)?"destinationPort":\d+,"transportProtocol":"(tls|raw_buffer)"|"alpn":("istio"|\["h2c","http/1.1"\]),"transportProtocol":"(tls|raw_buffer)")\}/hcm/httpFilters(\[\d+\])?`,
-		Reason: "Istio's inbound HTTP chains also carry the fault and cors filters (no-ops without route config) and, for AUDIT policies, an RBAC LOG filter; vmesh has RBAC deny/allow (when policies apply) and router only"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
 		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
 	{Proxy: "sidecar", Type: "LDS", Path: `/filterChains/.*/hcm/settings/tracing`,

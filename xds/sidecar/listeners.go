@@ -527,7 +527,9 @@ func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy) (*li
 	if err != nil {
 		return nil, err
 	}
-	hf = append(hf, httpFilter(routerFilter, &routerv3.Router{}))
+	// Istio's inbound chains carry the fault and CORS filters too (no-ops
+	// without route configuration for them), after the security filters.
+	hf = append(hf, httpFilter(faultFilter, &faultv3.HTTPFault{}), httpFilter(corsFilter, &corsv3.Cors{}), httpFilter(routerFilter, &routerv3.Router{}))
 	hcm := istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
