@@ -255,6 +255,10 @@ func Install(ctx context.Context, cfg Config, logger *slog.Logger) (*Capture, er
 			return nil, fmt.Errorf("capture: %w", err)
 		}
 	}
+	if err := addPassthroughV6(ctx, logger); err != nil {
+		_ = Remove(ctx, logger)
+		return nil, fmt.Errorf("capture: %w", err)
+	}
 	logger.Info("traffic capture installed", "mode", mode, "outbound", cfg.OutboundPort, "inbound", cfg.InboundPort, "dns", cfg.CaptureDNS)
 	return &Capture{mode: mode, log: logger}, nil
 }
@@ -286,10 +290,54 @@ func Remove(ctx context.Context, logger *slog.Logger) error {
 			}
 		}
 	}
+	if err := removePassthroughV6(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("capture: removing rules: %w", err)
 	}
 	return nil
+}
+
+// PassthroughV6 is the source address of Envoy's connections to its own
+// VM's IPv6 addresses (Istio's ::6, where its inbound clusters bind; the
+// rules let it through as they let 127.0.0.6 through). Unlike 127.0.0.6
+// it is no address of the loopback interface until one puts it there:
+// Install adds it to lo when the VM has IPv6, Remove takes it away.
+const PassthroughV6 = "::6/128"
+
+// ipv6On reports whether the loopback interface has IPv6.
+func ipv6On() bool {
+	b, err := os.ReadFile("/proc/sys/net/ipv6/conf/lo/disable_ipv6")
+	return err == nil && strings.TrimSpace(string(b)) == "0"
+}
+
+// addPassthroughV6 puts PassthroughV6 on lo (again, if it is there). A
+// VM without iproute2's ip keeps its IPv4 capture, with a warning: Envoy's
+// inbound connections to its IPv6 addresses then fail.
+func addPassthroughV6(ctx context.Context, logger *slog.Logger) error {
+	if !ipv6On() {
+		return nil
+	}
+	if !have("ip") {
+		logger.Warn("traffic capture: no ip binary (iproute2) to put "+PassthroughV6+" on lo; Envoy cannot forward inbound IPv6 connections to the workload", "address", PassthroughV6)
+		return nil
+	}
+	_, err := run(ctx, nil, "ip", "-6", "addr", "replace", PassthroughV6, "dev", "lo", "nodad")
+	return err
+}
+
+// removePassthroughV6 takes PassthroughV6 off lo when it is there.
+func removePassthroughV6(ctx context.Context) error {
+	if !ipv6On() || !have("ip") {
+		return nil
+	}
+	out, err := run(ctx, nil, "ip", "-6", "addr", "show", "dev", "lo")
+	if err != nil || !strings.Contains(string(out), " "+PassthroughV6+" ") {
+		return err
+	}
+	_, err = run(ctx, nil, "ip", "-6", "addr", "del", PassthroughV6, "dev", "lo")
+	return err
 }
 
 func have(bin string) bool {

@@ -45,6 +45,7 @@ const (
 	vmAddr   = "169.254.1.2"
 	peerAddr = "169.254.1.1"
 	vip      = "240.240.0.5"
+	vmAddr6  = "::7"
 )
 
 // standIn accepts on l and sends each connection's original destination.
@@ -146,6 +147,10 @@ func testCapture(t *testing.T, mode string) {
 	peerCP := accepted(peer.Listen(t, "0.0.0.0:15012"))
 	vm.Listen(t, vmAddr+":9090")                 // a workload port excluded from inbound capture
 	app := remotes(vm.Listen(t, vmAddr+":7070")) // the workload, on the VM's address
+	// An IPv6 address of the VM's own (on lo: no packet can leave), and the
+	// workload on it.
+	netnstest.Run(t, "ip", "-n", vm.Name, "-6", "addr", "add", vmAddr6+"/128", "dev", "lo", "nodad")
+	app6 := remotes(vm.Listen(t, "["+vmAddr6+"]:7071"))
 
 	cfg := capture.Defaults()
 	cfg.Mode = mode
@@ -191,6 +196,9 @@ func testCapture(t *testing.T, mode string) {
 	expect(t, "the sidecar's connection from 127.0.0.6 to the VM's address", app, "127.0.0.6")
 	dialAsProxy(t, vm, "", vmAddr+":7070")
 	expect(t, "the sidecar's connection from the VM's address to itself", inbound, netip.MustParseAddrPort(vmAddr+":7070"))
+	// IPv6: the capture puts ::6 on lo, so that Envoy can bind it.
+	dialAsProxy(t, vm, "::6", "["+vmAddr6+"]:7071")
+	expect(t, "the sidecar's connection from ::6 to the VM's IPv6 address", app6, "::6")
 
 	// Without the exclusion, the peer's address is captured...
 	cfg.ExcludeOutboundIPRanges = nil
@@ -257,6 +265,9 @@ func testCapture(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	assertClean(t, vm)
+	if addrs := vm.Output(t, "ip", "-6", "addr", "show", "dev", "lo"); strings.Contains(addrs, capture.PassthroughV6) {
+		t.Fatalf("%s left on lo after removal:\n%s", capture.PassthroughV6, addrs)
+	}
 	if err := vm.Do(func() (err error) { _, err = capture.Install(ctx, cfg, nil); return err }); err != nil {
 		t.Fatal(err)
 	}

@@ -587,12 +587,18 @@ func (sc *scope) inboundCluster(ip inboundPort) *clusterv3.Cluster {
 const maxCleanupInterval = 9223372035 * time.Second
 
 // passthroughBind binds a cluster's upstream connections to
-// passthroughSource.
+// passthroughSources: the first, and the others as extra source addresses
+// (Envoy picks the one of the upstream's family).
 func (sc *scope) passthroughBind() *corev3.BindConfig {
-	return &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
-		Address:       sc.passthroughSource(),
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
-	}}
+	srcs := sc.passthroughSources()
+	addr := func(a string) *corev3.SocketAddress {
+		return &corev3.SocketAddress{Address: a, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0}}
+	}
+	b := &corev3.BindConfig{SourceAddress: addr(srcs[0])}
+	for _, a := range srcs[1:] {
+		b.ExtraSourceAddresses = append(b.ExtraSourceAddresses, &corev3.ExtraSourceAddress{Address: addr(a)})
+	}
+	return b
 }
 
 // lbEndpoint is one endpoint; a unix:// address becomes a pipe.

@@ -70,6 +70,15 @@ func TestInboundClustersAsIstio(t *testing.T) {
 	if to, from := inboundAt(t, clusterNamed(t, v, sidecar.InboundPassthroughCluster)); to != "original" || from != "::6" {
 		t.Errorf("IPv6-only VM: InboundPassthroughCluster to %s from %q, want ::6", to, from)
 	}
+	// Dual stack: 127.0.0.6, and ::6 for IPv6 destinations (Envoy binds
+	// the source of the upstream's family).
+	dual := productpage()
+	dual.IPs = []string{"10.0.0.5", "fd00::5"}
+	v = meshFieldsViewOf(t, "", dual)
+	b := clusterNamed(t, v, "inbound|8080||").GetUpstreamBindConfig()
+	if b.GetSourceAddress().GetAddress() != "127.0.0.6" || len(b.GetExtraSourceAddresses()) != 1 || b.GetExtraSourceAddresses()[0].GetAddress().GetAddress() != "::6" {
+		t.Errorf("dual-stack VM: inbound bind %v, want 127.0.0.6 and extra ::6", b)
+	}
 	v = meshFieldsViewOf(t, "inboundTrafficPolicy: {mode: LOCALHOST}\n", six)
 	if to, _ := inboundAt(t, clusterNamed(t, v, "inbound|8080||")); to != "[::1]:8080" {
 		t.Errorf("IPv6-only VM, LOCALHOST: inbound|8080|| to %s, want ::1", to)

@@ -185,35 +185,48 @@ func (sc *scope) inboundHost() string {
 	return "127.0.0.1"
 }
 
-// ipv6Only reports whether every IP address of the proxy is IPv6 (and it
-// has one): Istio's IPv6 IP mode, whose loopback is ::1 and whose
-// passthrough source ::6.
-func (sc *scope) ipv6Only() bool {
-	six := false
+// families reports which IP families the proxy's addresses have.
+func (sc *scope) families() (v4, v6 bool) {
 	for _, ip := range sc.p.IPs {
 		a, err := netip.ParseAddr(ip)
 		if err != nil {
 			continue
 		}
 		if a.Is4() || a.Is4In6() {
-			return false
+			v4 = true
+		} else {
+			v6 = true
 		}
-		six = true
 	}
-	return six
+	return v4, v6
 }
 
-// passthroughSource is the source address of the connections a sidecar
-// opens to its own workload for traffic sent to the VM's address: Istio's
-// 127.0.0.6 (::6 on an IPv6-only VM), which the capture rules let through
+// ipv6Only reports whether every IP address of the proxy is IPv6 (and it
+// has one): Istio's IPv6 IP mode, whose loopback is ::1 and whose
+// passthrough source ::6.
+func (sc *scope) ipv6Only() bool {
+	v4, v6 := sc.families()
+	return v6 && !v4
+}
+
+// passthroughSources are the source addresses of the connections a
+// sidecar opens to its own workload for traffic sent to the VM's address,
+// Istio's: 127.0.0.6 for IPv4 and ::6 for IPv6 (the capture puts ::6 on
+// the loopback interface), which the capture rules let through
 // (agents/capture); from any other address, a connection of the sidecar's
 // user to the VM's own address is captured back to the sidecar's inbound
-// port.
-func (sc *scope) passthroughSource() string {
-	if sc.ipv6Only() {
-		return "::6"
+// port. The first is the VM's first family (IPv4 when it has none); a
+// dual-stack VM gets both, and Envoy binds the one of the destination's
+// family (Istio's dual-stack mode).
+func (sc *scope) passthroughSources() []string {
+	v4, v6 := sc.families()
+	switch {
+	case v4 && v6:
+		return []string{"127.0.0.6", "::6"}
+	case v6:
+		return []string{"::6"}
 	}
-	return "127.0.0.6"
+	return []string{"127.0.0.6"}
 }
 
 // defaultEndpoint parses a Sidecar ingress defaultEndpoint, as Istio reads
