@@ -1197,6 +1197,8 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "CUSTOM on a proxyless server: Istio's grpcgen ignores the policy (what it matches is allowed); vmesh denies what it matches (grpc-go has no ext_authz: fail closed, VM1005)"},
 	// ---- Envoy sidecar: routes ----
 	// ---- Envoy sidecar: clusters ----
+	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|9082\|\|`, Path: `/upstreamBindConfig`, Case: `docs-sidecar-ingress-endpoints`,
+		Reason: "Sidecar ingress defaultEndpoint unix://: Istio binds the inbound cluster to 127.0.0.6 as for an IP endpoint, vmesh binds nothing (no capture sees a unix socket, and an IP source address cannot be bound to one)"},
 	{Proxy: "sidecar", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
 		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
 	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
