@@ -215,9 +215,9 @@ func (sc *scope) ipv6Only() bool {
 // the loopback interface), which the capture rules let through
 // (agents/capture); from any other address, a connection of the sidecar's
 // user to the VM's own address is captured back to the sidecar's inbound
-// port. The first is the VM's first family (IPv4 when it has none); a
-// dual-stack VM gets both, and Envoy binds the one of the destination's
-// family (Istio's dual-stack mode).
+// port. A dual-stack VM gets both, IPv4 first, and Envoy binds the one of
+// the destination's family (Istio's dual-stack mode); a VM without
+// addresses gets IPv4's.
 func (sc *scope) passthroughSources() []string {
 	v4, v6 := sc.families()
 	switch {
