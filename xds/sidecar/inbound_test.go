@@ -113,15 +113,12 @@ func TestSidecarIngressDefaultEndpoints(t *testing.T) {
 	}
 }
 
-// meshFieldsViewOf is meshFieldsView for workload w, whose service (a
-// WorkloadEntry of productpage, port 8080) is added to meshFieldsYAML.
+// meshFieldsViewOf is w's View of meshFieldsYAML with w's own service (a
+// ServiceEntry of productpage, port 9080 to workload port 8080, one
+// endpoint at w's first IP) under a MeshConfig.
 func meshFieldsViewOf(t *testing.T, meshYAML string, w model.Workload) *model.View {
 	t.Helper()
-	mc, errs := filestore.DecodeMeshConfig("mesh.yaml", []byte(meshYAML))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	objs, derrs := filestore.Decode("config.yaml", []byte(meshFieldsYAML+`---
+	return meshView(t, meshYAML, meshFieldsYAML+`---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: productpage, namespace: shop}
@@ -130,13 +127,5 @@ spec:
   ports: [{number: 9080, name: http, protocol: HTTP, targetPort: 8080}]
   resolution: STATIC
   endpoints: [{address: `+w.IPs[0]+`}]
-`))
-	if len(derrs) > 0 {
-		t.Fatal(derrs)
-	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
-		t.Fatal(err)
-	}
-	return model.NewView(model.BuildWith(st.Snapshot(), model.MeshFromConfig(mc)), w)
+`, w)
 }

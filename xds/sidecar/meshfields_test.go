@@ -44,11 +44,19 @@ spec:
 // meshFieldsYAML under a MeshConfig.
 func meshFieldsView(t *testing.T, meshYAML string) *model.View {
 	t.Helper()
+	w := productpage()
+	w.Locality = "us-east/zone-a"
+	return meshView(t, meshYAML, meshFieldsYAML, w)
+}
+
+// meshView builds w's View of the config configYAML under a MeshConfig.
+func meshView(t *testing.T, meshYAML, configYAML string, w model.Workload) *model.View {
+	t.Helper()
 	mc, errs := filestore.DecodeMeshConfig("mesh.yaml", []byte(meshYAML))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	objs, derrs := filestore.Decode("config.yaml", []byte(meshFieldsYAML))
+	objs, derrs := filestore.Decode("config.yaml", []byte(configYAML))
 	if len(derrs) > 0 {
 		t.Fatal(derrs)
 	}
@@ -56,8 +64,6 @@ func meshFieldsView(t *testing.T, meshYAML string) *model.View {
 	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
-	w := productpage()
-	w.Locality = "us-east/zone-a"
 	return model.NewView(model.BuildWith(st.Snapshot(), model.MeshFromConfig(mc)), w)
 }
 
