@@ -615,7 +615,7 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 	for i, r := range rs {
 		anys[i] = r.any
 	}
-	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info, controlPlane: c.controlPlane}
+	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info, delivered: new(atomic.Bool), controlPlane: c.controlPlane}
 	seq := w.sub.seq
 	select {
 	case w.sotw <- resp:
@@ -623,7 +623,7 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 		c.logger.Error("xDS watch channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.sent[w.key()] = &sentState{gen: g, sub: w.sub, seq: seq, delivered: &resp.delivered, names: w.req.GetResourceNames(), push: c.pushSeq}
+	c.sent[w.key()] = &sentState{gen: g, sub: w.sub, seq: seq, delivered: resp.delivered, names: w.req.GetResourceNames(), push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	c.closeWatchLocked(w)
 	return true
@@ -640,7 +640,7 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 		send[i] = &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any}
 	}
 	slices.Sort(removed)
-	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u, controlPlane: c.controlPlane}
+	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u, delivered: new(atomic.Bool), controlPlane: c.controlPlane}
 	seq := w.sub.seq
 	select {
 	case w.delta <- resp:
@@ -648,7 +648,7 @@ func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed
 		c.logger.Error("xDS delta channel full; dropping response", "proxy", w.proxy.ID, "type", shortType(w.typeURL))
 		return false
 	}
-	c.sent[w.key()] = &sentState{gen: g, sub: w.sub, seq: seq, delivered: &resp.delivered, push: c.pushSeq}
+	c.sent[w.key()] = &sentState{gen: g, sub: w.sub, seq: seq, delivered: resp.delivered, push: c.pushSeq}
 	c.observePush(w.typeURL, string(w.proxy.Kind), changed)
 	c.closeWatchLocked(w)
 	return true
@@ -928,7 +928,10 @@ type sotwResponse struct {
 	returned  map[string]string
 	update    *heldUpdate // nil: returned is a new map
 	staging   *routeStaging
-	delivered atomic.Bool
+	// delivered is set once the server sent the answer; the cache's
+	// sentState shares it. It is its own allocation so that sentState
+	// does not keep the answer (its resources) alive after the send.
+	delivered *atomic.Bool
 	// controlPlane is shared by every response: never modified.
 	controlPlane *corev3.ControlPlane
 }
@@ -965,7 +968,8 @@ type deltaResponse struct {
 	removed   []string
 	next      map[string]string
 	update    *heldUpdate // nil: next is a new map
-	delivered atomic.Bool
+	// delivered is as sotwResponse's.
+	delivered *atomic.Bool
 	// controlPlane is shared by every response: never modified.
 	controlPlane *corev3.ControlPlane
 }

@@ -3,8 +3,10 @@ package xds
 import (
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -120,4 +122,59 @@ func TestAckStartsFromHeldState(t *testing.T) {
 
 func testLog(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// TestSentAnswersAreNotKept checks that the cache's record of a delivered
+// answer does not keep the answer itself (its resource list, one entry per
+// resource a sidecar holds) alive: only whether it was delivered.
+func TestSentAnswersAreNotKept(t *testing.T) {
+	objs := modeltest.Objects(modeltest.Size{Services: 6, EndpointsPerService: 2, Routes: 2, Namespaces: 1})
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(testLog(t), m)
+	c.push(buildSnap(t, filestore.NewStore(), objs), time.Time{})
+	names := []string{ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))}
+	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
+	for _, delta := range []bool{false, true} {
+		w := &watch{proxy: p, typeURL: resourcev3.EndpointType}
+		sotw, dch := make(chan cachev3.Response, 1), make(chan cachev3.DeltaResponse, 1)
+		if delta {
+			w.sub = newDeltaSubscription(names, nil, nil, false)
+			w.dreq = &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}
+			w.delta = dch
+		} else {
+			w.sub = newSotwSubscription(names, false)
+			w.req = &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: names}
+			w.sotw = sotw
+		}
+		if _, err := c.open(w, true); err != nil {
+			t.Fatal(err)
+		}
+		// reachable reports whether the answer is still reachable after a
+		// collection; the test's own reference is the weak pointer.
+		var reachable func() bool
+		select {
+		case r := <-sotw:
+			a := r.(*sotwResponse)
+			w.sub.deliver(a)
+			kept := weak.Make(a)
+			reachable = func() bool { runtime.GC(); return kept.Value() != nil }
+		case r := <-dch:
+			a := r.(*deltaResponse)
+			w.sub.deliver(a)
+			kept := weak.Make(a)
+			reachable = func() bool { runtime.GC(); return kept.Value() != nil }
+		default:
+			t.Fatalf("delta %v: no answer", delta)
+		}
+		if reachable() {
+			t.Errorf("delta %v: the delivered answer is still reachable", delta)
+		}
+		st := c.sent[w.key()]
+		if st == nil || !st.delivered.Load() {
+			t.Errorf("delta %v: the cache lost that the answer was delivered: %+v", delta, st)
+		}
+	}
 }

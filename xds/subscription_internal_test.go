@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,7 +157,7 @@ func TestDeltaADSStreamRules(t *testing.T) {
 	node := &corev3.Node{Id: "p1"}
 	st.in <- &discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"a", "b"}}
 	first := rec.next(t)
-	first.ch <- &deltaResponse{req: first.req, version: "v1", resources: []*discoveryv3.Resource{{Name: "a", Version: "1"}}, next: map[string]string{"a": "1"}}
+	first.ch <- &deltaResponse{req: first.req, version: "v1", resources: []*discoveryv3.Resource{{Name: "a", Version: "1"}}, next: map[string]string{"a": "1"}, delivered: new(atomic.Bool)}
 	r1 := <-st.out
 	if r1.GetNonce() != "1" || r1.GetSystemVersionInfo() != "v1" {
 		t.Fatalf("first response %v", r1)
