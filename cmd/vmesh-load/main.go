@@ -71,6 +71,7 @@ func run(args []string) error {
 	fs.StringVar(&o.IstioServer, "istio-server", "", "path of the tools/istio-load-server binary, for -servers istio (make istio-load-server)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file (- for stdout)")
 	profile := fs.String("cpuprofile", "", "with -pprof: write a CPU profile of vmesh taken during the changes to this file")
+	heapAfter := fs.String("heapprofile-after", "", "with -pprof: write a heap profile of vmesh taken once the changes are done to this file (against -heapprofile's: what the changes allocated)")
 	heapProfile := fs.String("heapprofile", "", "with -pprof: write a heap profile of vmesh taken once its proxies are synced to this file")
 	harnessProfile := fs.String("harness-cpuprofile", "", "write a CPU profile of the harness (the simulated proxies) taken during vmesh's changes to this file")
 	quiet := fs.Bool("q", false, "no progress lines")
@@ -110,6 +111,16 @@ func run(args []string) error {
 			return err
 		}
 		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.HeapProfileWhenSynced(path, o.Progress))
+	}
+	if *heapAfter != "" {
+		if !o.Pprof {
+			return fmt.Errorf("-heapprofile-after needs -pprof")
+		}
+		path, err := filepath.Abs(*heapAfter)
+		if err != nil {
+			return err
+		}
+		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.HeapProfileAfterChanges(path, o.Progress))
 	}
 	if *harnessProfile != "" {
 		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.ProfileHarnessDuringChanges(*harnessProfile, 20*time.Second, o.Progress))

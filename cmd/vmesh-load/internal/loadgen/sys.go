@@ -89,17 +89,38 @@ func HeapProfileWhenSynced(path string, progress io.Writer) func(context.Context
 		progress = io.Discard
 	}
 	return func(ctx context.Context, c *Child) func() {
+		if c.Kind == ServerVmesh {
+			writeHeapProfile(ctx, c, path, progress)
+		}
+		return nil
+	}
+}
+
+// HeapProfileAfterChanges returns an Options.OnServer hook that writes a
+// heap profile of the vmesh child (which must run with pprof) to path once
+// the changes are done. With a profile from HeapProfileWhenSynced as the
+// base (go tool pprof -sample_index=alloc_space -diff_base), it shows what
+// the changes allocated: both profiles follow a forced collection, so
+// neither lags behind the allocations.
+func HeapProfileAfterChanges(path string, progress io.Writer) func(context.Context, *Child) func() {
+	if progress == nil {
+		progress = io.Discard
+	}
+	return func(ctx context.Context, c *Child) func() {
 		if c.Kind != ServerVmesh {
 			return nil
 		}
-		url := fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", c.Addrs.HTTP)
-		if err := fetch(ctx, url, path); err != nil {
-			fmt.Fprintf(progress, "vmesh: heap profile: %v\n", err)
-			return nil
-		}
-		fmt.Fprintf(progress, "vmesh: heap profile written to %s\n", path)
-		return nil
+		return func() { writeHeapProfile(ctx, c, path, progress) }
 	}
+}
+
+func writeHeapProfile(ctx context.Context, c *Child, path string, progress io.Writer) {
+	url := fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", c.Addrs.HTTP)
+	if err := fetch(ctx, url, path); err != nil {
+		fmt.Fprintf(progress, "vmesh: heap profile: %v\n", err)
+		return
+	}
+	fmt.Fprintf(progress, "vmesh: heap profile written to %s\n", path)
 }
 
 func fetchProfile(ctx context.Context, httpAddr, path string, d time.Duration) error {
