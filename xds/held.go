@@ -87,7 +87,11 @@ func (c *cache) bodyLocked(ref streamRef, group string, sent *generation, typeUR
 			continue
 		}
 		if r := g.lookup(typeURL, name); r != nil && r.hash == version {
-			return r.msg
+			m, err := r.message()
+			if err != nil {
+				c.logger.Error("held resource", "group", group, "type", shortType(typeURL), "error", err)
+			}
+			return m
 		}
 	}
 	if ref.sotw != nil {

@@ -66,11 +66,32 @@ type ownPart map[string][]*resource
 // sidecarTypes are the types an outboundPart holds besides the name table.
 var sidecarTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
 
-// serialised serialises msgs into a resource map.
-func serialised[T proto.Message](msgs []T, name func(T) string) (*resourceMap, error) {
+// outboundResource makes a scope part's resource of type typeURL. Its
+// clusters and assignments keep only their serialised form: once the part
+// is checked nothing reads them as messages (updates regenerate the ones
+// that change, the debug dump decodes), and every VM of the scope shares
+// them, so their messages would be most of what a fleet of sidecars holds
+// (and most of what the collector scans). Listeners and route
+// configurations keep theirs: composing a VM's group checks the listeners'
+// references, and updates edit route configurations in place of
+// regenerating them.
+func outboundResource(typeURL, name string, m proto.Message) (*resource, error) {
+	r, err := newResource(name, m)
+	if err != nil {
+		return nil, err
+	}
+	if typeURL == resourcev3.ClusterType || typeURL == resourcev3.EndpointType {
+		r.msg = nil
+	}
+	return r, nil
+}
+
+// serialised serialises msgs of type typeURL into a scope part's resource
+// map.
+func serialised[T proto.Message](typeURL string, msgs []T, name func(T) string) (*resourceMap, error) {
 	e := cowmap.New[string, *resource]().Edit()
 	for _, m := range msgs {
-		r, err := newResource(name(m), m)
+		r, err := outboundResource(typeURL, name(m), m)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +128,7 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 		return nil, fmt.Errorf("scope %s: %w", key, err)
 	}
 	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: map[*routev3.VirtualHost][]byte{}}
-	if o.types[resourcev3.ListenerType], err = serialised(lds, listenerName); err != nil {
+	if o.types[resourcev3.ListenerType], err = serialised(resourcev3.ListenerType, lds, listenerName); err != nil {
 		return nil, err
 	}
 	e := cowmap.New[string, *resource]().Edit()
@@ -119,10 +140,10 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 		e.Set(r.name, r)
 	}
 	o.types[resourcev3.RouteType] = e.Map()
-	if o.types[resourcev3.ClusterType], err = serialised(cds, clusterName); err != nil {
+	if o.types[resourcev3.ClusterType], err = serialised(resourcev3.ClusterType, cds, clusterName); err != nil {
 		return nil, err
 	}
-	if o.types[resourcev3.EndpointType], err = serialised(eds, assignmentName); err != nil {
+	if o.types[resourcev3.EndpointType], err = serialised(resourcev3.EndpointType, eds, assignmentName); err != nil {
 		return nil, err
 	}
 	// Sidecars get no name table and no WorkloadGroups (their agents ask
@@ -174,7 +195,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	fresh := make(map[string]map[string]*resource, len(sidecarTypes))
 	drop := make(map[string]func(string) bool, len(sidecarTypes))
 	add := func(t string, name string, m proto.Message) error {
-		r, err := newResource(name, m)
+		r, err := outboundResource(t, name, m)
 		if err != nil {
 			return err
 		}

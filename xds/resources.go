@@ -61,8 +61,11 @@ func Version(s *model.Snapshot) string {
 // response that carries it.
 type resource struct {
 	name string
-	msg  proto.Message
-	any  *anypb.Any
+	// msg is the resource as generated; nil for a resource kept only in
+	// its serialised form (outboundResource). Read it through message
+	// where it may be nil.
+	msg proto.Message
+	any *anypb.Any
 	// hash is the resource's version: a hash of its serialised form.
 	hash string
 	// refs are the clusters a route configuration names, made on first
@@ -76,6 +79,19 @@ func newResource(name string, m proto.Message) (*resource, error) {
 		return nil, fmt.Errorf("marshal %s: %w", name, err)
 	}
 	return resourceFromBytes(name, m, b), nil
+}
+
+// message returns the resource as a message: msg, or decoded from its
+// serialised form when only that is kept.
+func (r *resource) message() (proto.Message, error) {
+	if r.msg != nil {
+		return r.msg, nil
+	}
+	m, err := r.any.UnmarshalNew()
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", r.name, err)
+	}
+	return m, nil
 }
 
 // resourceFromBytes is newResource for m serialised as b.
