@@ -636,10 +636,16 @@ func ownChanges(prev, own ownPart) map[string]map[string]bool {
 
 // composeSidecar puts a sidecar group's generation together from its
 // scope's part and its own, checking (when check is set) that its own
-// listeners' references resolve.
-func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart, check bool) (*generation, error) {
+// listeners' references resolve. kept holds, by type, maps already
+// composed from this own part and resources of out's equal to the part
+// they were composed on (see updateSidecar); they are taken as they are.
+func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart, check bool, kept map[string]*resourceMap) (*generation, error) {
 	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: maps.Clone(out.types), inbound: map[string]*resource{}, out: out, own: own}
 	for t, rs := range own {
+		if m := kept[t]; m != nil {
+			g.types[t] = m
+			continue
+		}
 		base := out.types[t]
 		e := base.Edit()
 		for _, r := range rs {
@@ -675,7 +681,7 @@ func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart)
 	if err != nil {
 		return nil, err
 	}
-	return composeSidecar(s, p, key, out, own, true)
+	return composeSidecar(s, p, key, out, own, true, nil)
 }
 
 // updateSidecar brings sidecar group g to snapshot s on its scope's new
@@ -695,8 +701,20 @@ func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outbound
 		ownCh = ownChanges(g.own, own)
 	}
 	// Kept, its listeners name its own clusters (InboundPassthroughCluster
-	// among them) and the scope's BlackHoleCluster, there in every part.
-	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own, fresh)
+	// among them) and the scope's BlackHoleCluster, there in every part;
+	// and a type the scope's change leaves alone keeps g's composed map
+	// (a change of route configurations only, the common one, then copies
+	// nothing per VM).
+	var kept map[string]*resourceMap
+	if !fresh && ch.changed != nil && ch.base == g.out {
+		kept = map[string]*resourceMap{}
+		for t := range own {
+			if len(ch.changed[t]) == 0 {
+				kept[t] = g.types[t]
+			}
+		}
+	}
+	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own, fresh, kept)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -262,3 +262,67 @@ func TestScopeClustersKeepOnlyTheirBytes(t *testing.T) {
 		t.Errorf("held dump showed %d clusters and assignments, want %d (and some)", shown, n)
 	}
 }
+
+// TestSidecarRouteChangeKeepsComposedMaps: a VirtualService change alters
+// only the scope's route configurations, so a VM whose own part is kept
+// keeps its composed listener and cluster maps as they are (no per-VM
+// copy), while a DestinationRule change of a host it calls gives it a new
+// cluster map; either way the group equals a full generation.
+func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
+	base := incrementalBase()
+	st := filestore.NewStore()
+	s0 := buildSnap(t, st, base)
+	weights := edit(base, filestore.KindVirtualService, "ns-2", "cross", func(o *filestore.Object) *filestore.Object {
+		vs := proto.Clone(o.Spec).(*networking.VirtualService)
+		vs.Http[0].Route[0].Weight, vs.Http[0].Route[1].Weight = 70, 30
+		o.Spec = vs
+		return o
+	})
+	pool := edit(base, filestore.KindDestinationRule, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+		dr := proto.Clone(o.Spec).(*networking.DestinationRule)
+		dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}}}
+		o.Spec = dr
+		return o
+	})
+	p := &Proxy{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}}
+	for _, c := range []struct {
+		name         string
+		objs         []*filestore.Object
+		keepClusters bool
+	}{{"VirtualService weights", weights, true}, {"DestinationRule pool", pool, false}} {
+		s1 := buildSnap(t, st, c.objs)
+		d := model.Compare(s0, s1)
+		key := GroupKey(s0, p)
+		g0, err := generate(s0, p, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, changed, err := updateOutbound(g0.out, s1, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: changed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.own == nil || &n.own[resourcev3.ListenerType][0] != &g0.own[resourcev3.ListenerType][0] {
+			t.Fatalf("%s: the VM's own part was made again; want it kept", c.name)
+		}
+		if n.types[resourcev3.ListenerType] != g0.types[resourcev3.ListenerType] {
+			t.Errorf("%s: the listener map was composed again; want the previous one kept", c.name)
+		}
+		if kept := n.types[resourcev3.ClusterType] == g0.types[resourcev3.ClusterType]; kept != c.keepClusters {
+			t.Errorf("%s: cluster map kept %v, want %v", c.name, kept, c.keepClusters)
+		}
+		full, err := generate(s1, p, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := hashes(n), hashes(full)
+		for _, ty := range typeURLs {
+			if !maps.Equal(got[ty], want[ty]) {
+				t.Errorf("%s %s: differs from a full generation: differ %v", c.name, shortType(ty), differ(got[ty], want[ty]))
+			}
+		}
+	}
+}
