@@ -261,13 +261,13 @@ func newCache(logger *slog.Logger, m *metrics) *cache {
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
 func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
-	p, err := ProxyFromNode(req.GetNode())
-	if err != nil {
-		return nil, err
-	}
 	own, ok := sub.(*subscription)
 	if !ok {
 		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
+	}
+	p, err := own.proxyOf(req.GetNode())
+	if err != nil {
+		return nil, err
 	}
 	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, req: req, sotw: ch}
 	return c.open(w, req.GetResponseNonce() == "")
@@ -275,17 +275,17 @@ func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
 func (c *cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
-	p, err := ProxyFromNode(req.GetNode())
 	c.mu.Lock()
 	id, known := c.deltaRequests[req]
 	delete(c.deltaRequests, req)
 	c.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	own, ok := sub.(*subscription)
 	if !ok {
 		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
+	}
+	p, err := own.proxyOf(req.GetNode())
+	if err != nil {
+		return nil, err
 	}
 	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, dreq: req, delta: ch, deltaID: id, deltaKnown: known}
 	return c.open(w, false)

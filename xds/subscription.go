@@ -3,6 +3,8 @@ package xds
 import (
 	"maps"
 	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
 
 // subscription is one stream's state for one type: the names it asks for,
@@ -31,6 +33,27 @@ type subscription struct {
 	// seq counts the changes of held, so the cache can tell whether the
 	// stream holds what it last answered and nothing else happened since.
 	seq uint64
+	// node is the node the stream's last watch of the type was read from
+	// and proxy the Proxy read from it. go-control-plane hands a request
+	// that carries no node the stream's first one (Envoy under Istio's
+	// bootstrap and gRPC send it once), so an ACK is not parsed again.
+	// Only the stream's goroutine touches them.
+	node  *corev3.Node
+	proxy *Proxy
+}
+
+// proxyOf returns the Proxy of node n (ProxyFromNode), read once for as
+// long as the stream's requests carry the same node.
+func (s *subscription) proxyOf(n *corev3.Node) (*Proxy, error) {
+	if s.proxy != nil && s.node == n {
+		return s.proxy, nil
+	}
+	p, err := ProxyFromNode(n)
+	if err != nil {
+		return nil, err
+	}
+	s.node, s.proxy = n, p
+	return p, nil
 }
 
 const explicitWildcard = "*"

@@ -17,7 +17,46 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 )
+
+// TestSubscriptionReadsItsNodeOnce: the requests of a stream carry its
+// first node (the servers fill it in), which a subscription reads into a
+// Proxy once; a request with another node is read again, and a node that
+// does not parse is an error that keeps the last Proxy from being reused
+// for it.
+func TestSubscriptionReadsItsNodeOnce(t *testing.T) {
+	node := func(ns string) *corev3.Node {
+		md, err := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &corev3.Node{Id: "p-1", Metadata: md}
+	}
+	s := newSotwSubscription(nil, true)
+	first := node("ns-a")
+	p1, err := s.proxyOf(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.proxyOf(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1 != p2 || p1.Namespace != "ns-a" || p1.Kind != KindGRPC {
+		t.Errorf("the same node: proxies %p (%s, %s) and %p, want one proxy of ns-a, gRPC", p1, p1.Namespace, p1.Kind, p2)
+	}
+	p3, err := s.proxyOf(node("ns-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3 == p1 || p3.Namespace != "ns-b" {
+		t.Errorf("another node: proxy %p of %s, want a new one of ns-b", p3, p3.Namespace)
+	}
+	if _, err := s.proxyOf(&corev3.Node{}); err == nil {
+		t.Error("a node without an id: no error")
+	}
+}
 
 // The subscription rules of the xDS protocol, as go-control-plane v0.14's
 // stream.Subscription has them, on vmesh's own subscription: what a stream
