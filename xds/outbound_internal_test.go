@@ -145,29 +145,7 @@ func TestSidecarOwnDestinationRuleChange(t *testing.T) {
 	owner := &Proxy{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.0.0.2"}}
 	other := &Proxy{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}}
 	for _, p := range []*Proxy{owner, other} {
-		key := GroupKey(s0, p)
-		g0, err := generate(s0, p, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		part, changed, err := updateOutbound(g0.out, s1, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, gd, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: changed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		full, err := generate(s1, p, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, want := hashes(n), hashes(full)
-		for _, ty := range typeURLs {
-			if !maps.Equal(got[ty], want[ty]) {
-				t.Errorf("%s %s: differs from a full generation: differ %v", p.ID, shortType(ty), differ(got[ty], want[ty]))
-			}
-		}
+		_, n, gd := sidecarStep(t, p.ID, s0, s1, p)
 		inbound := sidecar.InboundClusterName(7070)
 		c, ok := n.types[resourcev3.ClusterType].Get(inbound)
 		if !ok {
@@ -290,21 +268,7 @@ func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
 		objs         []*filestore.Object
 		keepClusters bool
 	}{{"VirtualService weights", weights, true}, {"DestinationRule pool", pool, false}} {
-		s1 := buildSnap(t, st, c.objs)
-		d := model.Compare(s0, s1)
-		key := GroupKey(s0, p)
-		g0, err := generate(s0, p, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		part, changed, err := updateOutbound(g0.out, s1, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: changed})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g0, n, _ := sidecarStep(t, c.name, s0, buildSnap(t, st, c.objs), p)
 		if n.own == nil || &n.own[resourcev3.ListenerType][0] != &g0.own[resourcev3.ListenerType][0] {
 			t.Fatalf("%s: the VM's own part was made again; want it kept", c.name)
 		}
@@ -314,15 +278,37 @@ func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
 		if kept := n.types[resourcev3.ClusterType] == g0.types[resourcev3.ClusterType]; kept != c.keepClusters {
 			t.Errorf("%s: cluster map kept %v, want %v", c.name, kept, c.keepClusters)
 		}
-		full, err := generate(s1, p, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, want := hashes(n), hashes(full)
-		for _, ty := range typeURLs {
-			if !maps.Equal(got[ty], want[ty]) {
-				t.Errorf("%s %s: differs from a full generation: differ %v", c.name, shortType(ty), differ(got[ty], want[ty]))
-			}
+	}
+}
+
+// sidecarStep generates p's group at s0 and updates it to s1 as the cache
+// does (its scope's part by updateOutbound, then updateSidecar), failing
+// the test (named name) when the result differs from a full generation at
+// s1.
+func sidecarStep(t *testing.T, name string, s0, s1 *model.Snapshot, p *Proxy) (g0, n *generation, gd *genDiff) {
+	t.Helper()
+	d := model.Compare(s0, s1)
+	key := GroupKey(s0, p)
+	g0, err := generate(s0, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, changed, err := updateOutbound(g0.out, s1, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, gd, err = updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: changed}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := generate(s1, p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := hashes(n), hashes(full)
+	for _, ty := range typeURLs {
+		if !maps.Equal(got[ty], want[ty]) {
+			t.Errorf("%s %s: differs from a full generation: differ %v", name, shortType(ty), differ(got[ty], want[ty]))
 		}
 	}
+	return g0, n, gd
 }
