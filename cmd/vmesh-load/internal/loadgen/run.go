@@ -344,7 +344,7 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		extra = append(extra, "-git-repo", repo.Bare, "-git-secret", repo.Secret)
 		fmt.Fprintf(o.Progress, "%s: config committed to %s in %s\n", kind, repo.Bare, time.Since(s0).Round(time.Millisecond))
 	case o.Source == SourceZooKeeper:
-		reg, err := dialZooKeeper(o.ZooKeeper, o.Size, o.Logger)
+		reg, err := dialZooKeeper(ctx, o.ZooKeeper, o.Size, o.Logger)
 		if err != nil {
 			return nil, err
 		}

@@ -36,21 +36,29 @@ type zkRegistry struct {
 	sz   Size
 }
 
+// sessionWait bounds how long dialZooKeeper waits for a session. A
+// ZooKeeper creates a session only once it is written to its log, which on
+// a busy machine (a test suite on two cores) took more than 15 s; the wait
+// is only there to name an address where no ZooKeeper answers.
+const sessionWait = time.Minute
+
 // dialZooKeeper connects to the ZooKeeper at addr and picks a root node
-// name no other run uses.
-func dialZooKeeper(addr string, sz Size, logger *slog.Logger) (*zkRegistry, error) {
+// name no other run uses. It waits for a session until ctx is done or
+// sessionWait has passed.
+func dialZooKeeper(ctx context.Context, addr string, sz Size, logger *slog.Logger) (*zkRegistry, error) {
 	conn, ev, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLog{logger}))
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: zookeeper %s: %w", addr, err)
 	}
-	deadline := time.After(15 * time.Second)
+	wait, cancel := context.WithTimeout(ctx, sessionWait)
+	defer cancel()
 	for connected := false; !connected; {
 		select {
 		case e := <-ev:
 			connected = e.State == zk.StateHasSession
-		case <-deadline:
+		case <-wait.Done():
 			conn.Close()
-			return nil, fmt.Errorf("loadgen: zookeeper %s: no session after 15s (is ZooKeeper running there?)", addr)
+			return nil, fmt.Errorf("loadgen: zookeeper %s: no session after %s (is ZooKeeper running there?): %w", addr, sessionWait, context.Cause(wait))
 		}
 	}
 	go func() { // the event channel must be drained
