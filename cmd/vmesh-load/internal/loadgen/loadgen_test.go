@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"hash/maphash"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,6 +201,36 @@ func TestSpecsMix(t *testing.T) {
 	}
 	if delta < 190 || delta > 210 || envoy < 190 || envoy > 210 || batch != 100 || len(ns) != 10 {
 		t.Errorf("mix: %d delta, %d envoy, %d batch of 400, %d namespaces", delta, envoy, batch, len(ns))
+	}
+}
+
+func TestSharedRefsConcurrentAskersGetTheFirstDecode(t *testing.T) {
+	// Proxies of a group ask for the same bytes at once: every one gets the
+	// clusters, and the shared entry holds one answer.
+	rc := &routev3.RouteConfiguration{Name: "7070", VirtualHosts: []*routev3.VirtualHost{{Routes: []*routev3.Route{{
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "c2"}}},
+	}, {
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "c1"}}},
+	}}}}}
+	b, err := proto.Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewShared()
+	h := maphash.Bytes(s.seed, b)
+	got := make([][]string, 16)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i] = s.refs(resourcev3.RouteType, h, b) })
+	}
+	wg.Wait()
+	for i, g := range got {
+		if !slices.Equal(g, []string{"c1", "c2"}) {
+			t.Errorf("asker %d: refs = %q, want [c1 c2]", i, g)
+		}
+	}
+	if len(s.deps) != 1 {
+		t.Errorf("%d shared entries for one resource, want 1", len(s.deps))
 	}
 }
 
