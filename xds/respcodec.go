@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"encoding/binary"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -27,15 +29,36 @@ import (
 // costs more than the copy).
 const inlineValue = 2048
 
-// responseWriter builds a response's encoding as buffers.
+// responseWriter builds a response's encoding as buffers. left is how
+// many bytes are still to be copied into buffers (the resources' headers
+// and small bodies), so that each buffer is allocated once at its final
+// size: a sidecar's first response of 1,000 clusters, grown by append,
+// spent a fifth of a connection storm's CPU copying and clearing.
 type responseWriter struct {
-	out mem.BufferSlice
-	cur []byte
+	out  mem.BufferSlice
+	cur  []byte
+	left int
+}
+
+// newResponseWriter returns a writer whose first buffer starts with head
+// and has room for inline more bytes.
+func newResponseWriter(head []byte, inline int) *responseWriter {
+	return &responseWriter{cur: append(make([]byte, 0, len(head)+inline), head...), left: inline}
+}
+
+// appendInline copies b into the current buffer, allocating it with room
+// for everything left if there is none.
+func (w *responseWriter) appendInline(b []byte) {
+	if w.cur == nil {
+		w.cur = make([]byte, 0, max(w.left, len(b)))
+	}
+	w.cur = append(w.cur, b...)
+	w.left -= len(b)
 }
 
 func (w *responseWriter) bytes(b []byte) {
 	if len(b) < inlineValue {
-		w.cur = append(w.cur, b...)
+		w.appendInline(b)
 		return
 	}
 	if len(w.cur) > 0 {
@@ -64,19 +87,36 @@ func anySize(a *anypb.Any) int {
 	return n
 }
 
+// anyInline is how many bytes writeAny copies for a (field tag and length
+// included): all of it but a body of inlineValue or more.
+func anyInline(a *anypb.Any) int {
+	n := anySize(a)
+	if v := a.GetValue(); len(v) >= inlineValue {
+		n -= len(v)
+	}
+	return protowire.SizeTag(1) + protowire.SizeVarint(uint64(anySize(a))) + n
+}
+
 // writeAny writes field num holding a.
 func (w *responseWriter) writeAny(num protowire.Number, a *anypb.Any) {
-	w.cur = protowire.AppendTag(w.cur, num, protowire.BytesType)
-	w.cur = protowire.AppendVarint(w.cur, uint64(anySize(a)))
+	var hb [32]byte
+	h := protowire.AppendTag(hb[:0], num, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(anySize(a)))
 	if tu := a.GetTypeUrl(); tu != "" {
-		w.cur = protowire.AppendTag(w.cur, 1, protowire.BytesType)
-		w.cur = protowire.AppendString(w.cur, tu)
+		h = protowire.AppendTag(h, 1, protowire.BytesType)
+		h = protowire.AppendVarint(h, uint64(len(tu)))
+		w.appendInline(h)
+		w.appendInline([]byte(tu))
+		h = hb[:0]
 	}
 	if v := a.GetValue(); len(v) > 0 {
-		w.cur = protowire.AppendTag(w.cur, 2, protowire.BytesType)
-		w.cur = protowire.AppendVarint(w.cur, uint64(len(v)))
+		h = protowire.AppendTag(h, 2, protowire.BytesType)
+		h = protowire.AppendVarint(h, uint64(len(v)))
+		w.appendInline(h)
 		w.bytes(v)
+		return
 	}
+	w.appendInline(h)
 }
 
 // plainAny reports whether a is an Any with nothing but its two fields.
@@ -112,11 +152,15 @@ func marshalResponse(m *discoveryv3.DiscoveryResponse) (mem.BufferSlice, bool) {
 	if err != nil {
 		return nil, false
 	}
-	w := &responseWriter{cur: head}
+	inline := 0
 	for _, a := range m.GetResources() {
 		if !plainAny(a) {
 			return nil, false
 		}
+		inline += anyInline(a)
+	}
+	w := newResponseWriter(head, inline)
+	for _, a := range m.GetResources() {
 		w.writeAny(resources, a)
 	}
 	return w.done(), true
@@ -135,13 +179,26 @@ func marshalDeltaResponse(m *discoveryv3.DeltaDiscoveryResponse) (mem.BufferSlic
 	if err != nil {
 		return nil, false
 	}
-	w := &responseWriter{cur: head}
-	var rb []byte
+	inline := 0
 	for _, r := range m.GetResources() {
 		a := r.GetResource()
 		if a != nil && !plainAny(a) {
 			return nil, false
 		}
+		// An upper bound of the resource's header: its tag, length and
+		// name fields (appendPlainResource), and its body's share.
+		inline += 2*binary.MaxVarintLen64 + protowire.SizeBytes(len(r.GetVersion())) + protowire.SizeBytes(len(r.GetName())) + 2
+		for _, al := range r.GetAliases() {
+			inline += 1 + protowire.SizeBytes(len(al))
+		}
+		if a != nil {
+			inline += anyInline(a)
+		}
+	}
+	w := newResponseWriter(head, inline)
+	var rb []byte
+	for _, r := range m.GetResources() {
+		a := r.GetResource()
 		if rb, ok = appendPlainResource(rb[:0], r); !ok {
 			rs, ok := without(r, body, &discoveryv3.Resource{})
 			if !ok {
@@ -155,9 +212,10 @@ func marshalDeltaResponse(m *discoveryv3.DeltaDiscoveryResponse) (mem.BufferSlic
 		if a != nil {
 			size += 1 + protowire.SizeBytes(anySize(a))
 		}
-		w.cur = protowire.AppendTag(w.cur, resources, protowire.BytesType)
-		w.cur = protowire.AppendVarint(w.cur, uint64(size))
-		w.cur = append(w.cur, rb...)
+		var hb [2 * binary.MaxVarintLen64]byte
+		h := protowire.AppendTag(hb[:0], resources, protowire.BytesType)
+		w.appendInline(protowire.AppendVarint(h, uint64(size)))
+		w.appendInline(rb)
 		if a != nil {
 			w.writeAny(body, a)
 		}
