@@ -73,6 +73,7 @@ func run(args []string) error {
 	profile := fs.String("cpuprofile", "", "with -pprof: write a CPU profile of vmesh taken during the changes to this file")
 	heapAfter := fs.String("heapprofile-after", "", "with -pprof: write a heap profile of vmesh taken once the changes are done to this file (against -heapprofile's: what the changes allocated)")
 	heapProfile := fs.String("heapprofile", "", "with -pprof: write a heap profile of vmesh taken once its proxies are synced to this file")
+	connectProfile := fs.String("connect-cpuprofile", "", "with -pprof: write a CPU profile of vmesh taken from the first proxy's connection for 10 s (the connection storm) to this file")
 	harnessProfile := fs.String("harness-cpuprofile", "", "write a CPU profile of the harness (the simulated proxies) taken during vmesh's changes to this file")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +101,17 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		o.OnServer = loadgen.ProfileDuringChanges(path, 20*time.Second, o.Progress)
+		o.OnServer = loadgen.ProfileServer(path, 20*time.Second, o.Progress)
+	}
+	if *connectProfile != "" {
+		if !o.Pprof {
+			return fmt.Errorf("-connect-cpuprofile needs -pprof")
+		}
+		path, err := filepath.Abs(*connectProfile)
+		if err != nil {
+			return err
+		}
+		o.OnConnect = loadgen.ProfileServer(path, 10*time.Second, o.Progress)
 	}
 	if *heapProfile != "" {
 		if !o.Pprof {

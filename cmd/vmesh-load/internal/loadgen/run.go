@@ -92,6 +92,10 @@ type Options struct {
 	// before the changes (e.g. to start a profile); the function it returns
 	// is called after the changes, while the server still runs.
 	OnServer func(ctx context.Context, c *Child) (done func()) `json:"-"`
+	// OnConnect, when set, is called as a server's proxies start to
+	// connect (e.g. to profile the connection storm); the function it
+	// returns is called once they are synced.
+	OnConnect func(ctx context.Context, c *Child) (done func()) `json:"-"`
 }
 
 // MaxProxies bounds a run's simulated proxies: each holds a loopback
@@ -418,6 +422,10 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 	defer func() { stopProxies(); wg.Wait() }()
 	var errMu sync.Mutex
 	var failed int
+	var connectDone func()
+	if o.OnConnect != nil {
+		connectDone = o.OnConnect(ctx, child)
+	}
 	connectStart, harness0 := time.Now(), SelfCPU()
 	sem := make(chan struct{}, o.ConnectParallel)
 	var synced atomic.Int64
@@ -504,6 +512,9 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		}
 	}
 	connectTook := time.Since(connectStart)
+	if connectDone != nil {
+		connectDone()
+	}
 	close(stopProgress)
 	<-progressDone
 	connected, err := child.Stats()

@@ -57,10 +57,11 @@ func SelfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// ProfileDuringChanges returns an Options.OnServer hook that takes a CPU
-// profile of the vmesh child (which must run with pprof) over the given
-// duration, starting when its proxies are synced, and writes it to path.
-func ProfileDuringChanges(path string, d time.Duration, progress io.Writer) func(context.Context, *Child) func() {
+// ProfileServer returns an Options.OnServer or OnConnect hook that takes a
+// CPU profile of the vmesh child (which must run with pprof) over the given
+// duration from when the hook is called (as the changes start, or as the
+// proxies start to connect), and writes it to path.
+func ProfileServer(path string, d time.Duration, progress io.Writer) func(context.Context, *Child) func() {
 	if progress == nil {
 		progress = io.Discard
 	}
