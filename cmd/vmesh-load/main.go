@@ -93,45 +93,41 @@ func run(args []string) error {
 	} else if n < need {
 		return fmt.Errorf("the open-file limit is %d; %d proxies need about %d (raise the hard limit: ulimit -Hn, or run as root)", n, o.Proxies, need)
 	}
-	if *profile != "" {
-		if !o.Pprof {
-			return fmt.Errorf("-cpuprofile needs -pprof")
-		}
-		path, err := filepath.Abs(*profile)
-		if err != nil {
-			return err
-		}
-		o.OnServer = loadgen.ProfileServer(path, 20*time.Second, o.Progress)
+	// Profiles of vmesh are fetched from its /debug/pprof: each needs -pprof.
+	profiles := []struct {
+		flag, path string
+		hook       func(path string) func(context.Context, *loadgen.Child) func()
+		onConnect  bool
+	}{
+		{"cpuprofile", *profile, func(p string) func(context.Context, *loadgen.Child) func() {
+			return loadgen.ProfileServer(p, 20*time.Second, o.Progress)
+		}, false},
+		{"connect-cpuprofile", *connectProfile, func(p string) func(context.Context, *loadgen.Child) func() {
+			return loadgen.ProfileServer(p, 10*time.Second, o.Progress)
+		}, true},
+		{"heapprofile", *heapProfile, func(p string) func(context.Context, *loadgen.Child) func() {
+			return loadgen.HeapProfileWhenSynced(p, o.Progress)
+		}, false},
+		{"heapprofile-after", *heapAfter, func(p string) func(context.Context, *loadgen.Child) func() {
+			return loadgen.HeapProfileAfterChanges(p, o.Progress)
+		}, false},
 	}
-	if *connectProfile != "" {
-		if !o.Pprof {
-			return fmt.Errorf("-connect-cpuprofile needs -pprof")
+	for _, pr := range profiles {
+		if pr.path == "" {
+			continue
 		}
-		path, err := filepath.Abs(*connectProfile)
+		if !o.Pprof {
+			return fmt.Errorf("-%s needs -pprof", pr.flag)
+		}
+		path, err := filepath.Abs(pr.path)
 		if err != nil {
 			return err
 		}
-		o.OnConnect = loadgen.ProfileServer(path, 10*time.Second, o.Progress)
-	}
-	if *heapProfile != "" {
-		if !o.Pprof {
-			return fmt.Errorf("-heapprofile needs -pprof")
+		if pr.onConnect {
+			o.OnConnect = loadgen.BothHooks(o.OnConnect, pr.hook(path))
+		} else {
+			o.OnServer = loadgen.BothHooks(o.OnServer, pr.hook(path))
 		}
-		path, err := filepath.Abs(*heapProfile)
-		if err != nil {
-			return err
-		}
-		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.HeapProfileWhenSynced(path, o.Progress))
-	}
-	if *heapAfter != "" {
-		if !o.Pprof {
-			return fmt.Errorf("-heapprofile-after needs -pprof")
-		}
-		path, err := filepath.Abs(*heapAfter)
-		if err != nil {
-			return err
-		}
-		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.HeapProfileAfterChanges(path, o.Progress))
 	}
 	if *harnessProfile != "" {
 		o.OnServer = loadgen.BothHooks(o.OnServer, loadgen.ProfileHarnessDuringChanges(*harnessProfile, 20*time.Second, o.Progress))
