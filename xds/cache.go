@@ -68,6 +68,8 @@ type cache struct {
 	// model.OutboundKey (outbound.go): every sidecar group of a scope is
 	// composed from its one part.
 	outs map[string]*outboundPart
+	// memo is the sidecar scopes' shared clusters at its snapshot.
+	memo *clusterMemo
 
 	// groupFlights and outFlights generate new groups and scope parts
 	// outside mu, one per key and snapshot (flight.go).
@@ -453,7 +455,7 @@ func (c *cache) outbound(s *model.Snapshot, p *Proxy) (*outboundPart, error) {
 		if o != nil && o.snap == s {
 			return o, nil
 		}
-		o, err := generateOutbound(s, p, key)
+		o, err := generateOutbound(s, p, key, c.clusterMemoFor(s))
 		if err != nil {
 			return nil, err
 		}
@@ -719,6 +721,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	keys := map[string]bool{}
 	// Sidecar scopes first: each scope's part once, then its groups on it.
 	scopes := map[string]*outboundChange{}
+	memo := c.clusterMemoFor(s)
 	var scopeJobs []func()
 	for _, g := range live {
 		key := liveKeys[g]
@@ -753,7 +756,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 			case oc.base != nil && md != nil && !md.Global:
 				oc.part, oc.changed, oc.err = updateOutbound(oc.base, s, md)
 			default:
-				oc.part, oc.err = generateOutbound(s, p, okey)
+				oc.part, oc.err = generateOutbound(s, p, okey, memo)
 				if oc.err == nil && oc.base != nil {
 					oc.changed = diffOutbound(oc.base, oc.part) // once per scope, not per VM
 				}

@@ -104,8 +104,9 @@ func listenerName(l *listenerv3.Listener) string                { return l.GetNa
 func clusterName(c *clusterv3.Cluster) string                   { return c.GetName() }
 func assignmentName(a *endpointv3.ClusterLoadAssignment) string { return a.GetClusterName() }
 
-// generateOutbound generates a scope's part in full, for proxy p of it.
-func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, error) {
+// generateOutbound generates a scope's part in full, for proxy p of it,
+// taking the clusters other scopes generated at s from memo (nil: none).
+func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo) (*outboundPart, error) {
 	v := model.NewView(s, p.Workload())
 	lds, err := sidecar.OutboundListeners(v)
 	if err != nil {
@@ -115,13 +116,18 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 	if err != nil {
 		return nil, err
 	}
-	cds, err := sidecar.OutboundClusters(v)
+	fixed := sidecar.FixedClusters(v)
+	mcs, err := memo.of(v, s, v.Clusters())
 	if err != nil {
 		return nil, err
 	}
-	eds, err := sidecar.Endpoints(v)
-	if err != nil {
-		return nil, err
+	cds := append(make([]*clusterv3.Cluster, 0, len(fixed)+len(mcs)), fixed...)
+	var eds []*endpointv3.ClusterLoadAssignment
+	for _, mc := range mcs {
+		cds = append(cds, mc.cluster)
+		if mc.cla != nil {
+			eds = append(eds, mc.cla)
+		}
 	}
 	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds, Missing: v.MissingClusters()}
 	if err := r.Consistent(); err != nil {
@@ -140,12 +146,22 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string) (*outboundPart, e
 		e.Set(r.name, r)
 	}
 	o.types[resourcev3.RouteType] = e.Map()
-	if o.types[resourcev3.ClusterType], err = serialised(resourcev3.ClusterType, cds, clusterName); err != nil {
-		return nil, err
+	ce := cowmap.New[string, *resource]().Edit()
+	for _, c := range fixed {
+		res, err := outboundResource(resourcev3.ClusterType, c.GetName(), c)
+		if err != nil {
+			return nil, err
+		}
+		ce.Set(res.name, res)
 	}
-	if o.types[resourcev3.EndpointType], err = serialised(resourcev3.EndpointType, eds, assignmentName); err != nil {
-		return nil, err
+	ee := cowmap.New[string, *resource]().Edit()
+	for _, mc := range mcs {
+		ce.Set(mc.clusterRes.name, mc.clusterRes)
+		if mc.claRes != nil {
+			ee.Set(mc.claRes.name, mc.claRes)
+		}
 	}
+	o.types[resourcev3.ClusterType], o.types[resourcev3.EndpointType] = ce.Map(), ee.Map()
 	// Sidecars get no name table and no WorkloadGroups (their agents ask
 	// on a proxyless stream of their own): every type has a map.
 	o.types[NameTableType] = cowmap.New[string, *resource]()
@@ -673,7 +689,7 @@ func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, 
 func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart) (*generation, error) {
 	if out == nil {
 		var err error
-		if out, err = generateOutbound(s, p, model.OutboundKey(s, p.Workload())); err != nil {
+		if out, err = generateOutbound(s, p, model.OutboundKey(s, p.Workload()), nil); err != nil {
 			return nil, err
 		}
 	}

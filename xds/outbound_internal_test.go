@@ -93,7 +93,7 @@ func TestSidecarGlobalChangeDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	part, err := generateOutbound(s1, p, model.OutboundKey(s1, p.Workload()))
+	part, err := generateOutbound(s1, p, model.OutboundKey(s1, p.Workload()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

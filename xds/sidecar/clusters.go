@@ -46,8 +46,14 @@ func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 // scope (model.View.OutboundKey): PassthroughCluster, BlackHoleCluster and
 // the outbound clusters.
 func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
-	sc := newScope(v)
-	out := []*clusterv3.Cluster{
+	return append(FixedClusters(v), ClustersOf(v, v.Clusters())...), nil
+}
+
+// FixedClusters returns the outbound clusters every sidecar has whatever
+// its services: PassthroughCluster and BlackHoleCluster.
+func FixedClusters(v *model.View) []*clusterv3.Cluster {
+	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	return []*clusterv3.Cluster{
 		sc.passthrough(PassthroughCluster),
 		{
 			Name:                 BlackHoleCluster,
@@ -55,11 +61,13 @@ func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 			ConnectTimeout:       sc.connectTimeout(),
 		},
 	}
-	return append(out, ClustersOf(v, sc.v.Clusters())...), nil
 }
 
 // ClustersOf returns the outbound clusters of refs, for an update that
-// regenerates the clusters of the hosts a change touches.
+// regenerates the clusters of the hosts a change touches. A cluster
+// depends on its ref (service, port, subset, DestinationRule), the
+// snapshot (mesh config, service identities) and the proxy's locality
+// only: scopes may share it (xds's clusterMemo).
 func ClustersOf(v *model.View, refs []model.Cluster) []*clusterv3.Cluster {
 	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
 	out := make([]*clusterv3.Cluster, 0, len(refs))

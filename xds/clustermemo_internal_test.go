@@ -1,0 +1,78 @@
+package xds
+
+import (
+	"maps"
+	"testing"
+
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/modeltest"
+)
+
+// TestClusterMemoSharesOnlyWhatScopesSeeAlike: scope parts generated on one
+// memo equal parts generated alone, cluster for cluster and assignment for
+// assignment; scopes that see a service through the same DestinationRule
+// from the same locality share its serialised cluster, while a namespace
+// with a rule of its own for that host, or a proxy in another locality,
+// gets its own.
+func TestClusterMemoSharesOnlyWhatScopesSeeAlike(t *testing.T) {
+	objs := append(incrementalBase(),
+		&filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "svc-0012-local"},
+			Spec: &networking.DestinationRule{Host: modeltest.Host(12), ExportTo: []string{"."}, TrafficPolicy: &networking.TrafficPolicy{
+				ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}},
+			}}})
+	s := buildSnap(t, filestore.NewStore(), objs)
+	proxies := map[string]*Proxy{
+		"ns-0":    {ID: "a", Kind: KindSidecar, Namespace: "ns-0", Locality: "r1/z1", WorkloadName: "vm-a", IPs: []string{"10.1.0.1"}},
+		"ns-2":    {ID: "b", Kind: KindSidecar, Namespace: "ns-2", Locality: "r1/z1", WorkloadName: "vm-b", IPs: []string{"10.1.0.2"}},
+		"ns-1":    {ID: "c", Kind: KindSidecar, Namespace: "ns-1", Locality: "r1/z1", WorkloadName: "vm-c", IPs: []string{"10.1.0.3"}},
+		"ns-0-r2": {ID: "d", Kind: KindSidecar, Namespace: "ns-0", Locality: "r2/z1", WorkloadName: "vm-d", IPs: []string{"10.1.0.4"}},
+	}
+	memo := newClusterMemo(s)
+	parts := map[string]*outboundPart{}
+	for _, name := range []string{"ns-0", "ns-2", "ns-1", "ns-0-r2"} {
+		p := proxies[name]
+		key := model.OutboundKey(s, p.Workload())
+		shared, err := generateOutbound(s, p, key, memo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, err := generateOutbound(s, p, key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ty := range []string{resourcev3.ClusterType, resourcev3.EndpointType} {
+			got, want := map[string]string{}, map[string]string{}
+			for n, r := range shared.types[ty].All() {
+				got[n] = r.hash
+			}
+			for n, r := range alone.types[ty].All() {
+				want[n] = r.hash
+			}
+			if len(want) == 0 || !maps.Equal(got, want) {
+				t.Errorf("%s %s: on the memo %d resources, alone %d, differ %v", name, shortType(ty), len(got), len(want), differ(got, want))
+			}
+		}
+		parts[name] = shared
+	}
+	c12 := ClusterName(7070, "", modeltest.Host(12))
+	res := func(part, ty, name string) *resource {
+		r, ok := parts[part].types[ty].Get(name)
+		if !ok {
+			t.Fatalf("%s: no %s %s", part, shortType(ty), name)
+		}
+		return r
+	}
+	if res("ns-0", resourcev3.ClusterType, c12) != res("ns-2", resourcev3.ClusterType, c12) {
+		t.Errorf("ns-0 and ns-2 see %s through one rule from one locality but do not share it", c12)
+	}
+	if a, b := res("ns-0", resourcev3.ClusterType, c12), res("ns-1", resourcev3.ClusterType, c12); a == b || a.hash == b.hash {
+		t.Errorf("ns-1's own DestinationRule for %s is not in its cluster (shared %v)", c12, a == b)
+	}
+	if res("ns-0", resourcev3.EndpointType, c12) == res("ns-0-r2", resourcev3.EndpointType, c12) {
+		t.Errorf("a proxy in another locality shares the assignment of %s", c12)
+	}
+}
