@@ -100,9 +100,7 @@ func serialised[T proto.Message](typeURL string, msgs []T, name func(T) string) 
 	return e.Map(), nil
 }
 
-func listenerName(l *listenerv3.Listener) string                { return l.GetName() }
-func clusterName(c *clusterv3.Cluster) string                   { return c.GetName() }
-func assignmentName(a *endpointv3.ClusterLoadAssignment) string { return a.GetClusterName() }
+func listenerName(l *listenerv3.Listener) string { return l.GetName() }
 
 // generateOutbound generates a scope's part in full, for proxy p of it,
 // taking the clusters other scopes generated at s from memo (nil: none).
