@@ -38,7 +38,11 @@ type clusterKey struct {
 
 // memoCluster is one cluster, serialised and as a message (the scope's
 // consistency check reads it), and its load assignment when it has one.
+// ready is closed once the scope that claimed it has generated it (or
+// failed: err).
 type memoCluster struct {
+	ready      chan struct{}
+	err        error
 	cluster    *clusterv3.Cluster
 	clusterRes *resource
 	cla        *endpointv3.ClusterLoadAssignment
@@ -49,64 +53,63 @@ func newClusterMemo(s *model.Snapshot) *clusterMemo {
 	return &clusterMemo{snap: s, m: map[clusterKey]*memoCluster{}}
 }
 
-// of returns the clusters of refs as v sees them, in refs' order, each
-// from the memo or generated (and kept) when v's snapshot is the memo's;
-// m may be nil (nothing is kept).
+// of returns the clusters of refs as v (of snapshot s) sees them, in refs'
+// order. With a memo of s, each comes from the memo: the scopes of a
+// fleet's first connections start together, so a scope claims the
+// clusters no other has, generates those, and waits for the others' (a
+// scope generates what it claimed before it waits: no two wait on each
+// other). With m nil, or of another snapshot, all are generated here.
 func (m *clusterMemo) of(v *model.View, s *model.Snapshot, refs []model.Cluster) ([]*memoCluster, error) {
 	out := make([]*memoCluster, len(refs))
-	keys := make([]clusterKey, len(refs))
-	var miss []int
-	shared := m != nil && m.snap == s
-	locality := v.Workload().Locality
-	if shared {
+	var claimed []int
+	if m == nil || m.snap != s {
+		for i := range refs {
+			out[i] = &memoCluster{ready: make(chan struct{})}
+			claimed = append(claimed, i)
+		}
+	} else {
+		locality := v.Workload().Locality
 		m.mu.Lock()
-	}
-	for i, ref := range refs {
-		keys[i] = clusterKey{svc: ref.Service, port: ref.Port.Number, subset: ref.Subset, dr: ref.DestinationRule, locality: locality}
-		if shared {
-			out[i] = m.m[keys[i]]
-		}
-		if out[i] == nil {
-			miss = append(miss, i)
-		}
-	}
-	if shared {
-		m.mu.Unlock()
-	}
-	if len(miss) == 0 {
-		return out, nil
-	}
-	missRefs := make([]model.Cluster, len(miss))
-	for j, i := range miss {
-		missRefs[j] = refs[i]
-	}
-	cds := sidecar.ClustersOf(v, missRefs)
-	for j, i := range miss {
-		mc := &memoCluster{cluster: cds[j]}
-		var err error
-		if mc.clusterRes, err = outboundResource(resourcev3.ClusterType, cds[j].GetName(), cds[j]); err != nil {
-			return nil, err
-		}
-		if eds := sidecar.EndpointsOf(v, missRefs[j:j+1]); len(eds) == 1 {
-			mc.cla = eds[0]
-			if mc.claRes, err = outboundResource(resourcev3.EndpointType, mc.cla.GetClusterName(), mc.cla); err != nil {
-				return nil, err
+		for i, ref := range refs {
+			k := clusterKey{svc: ref.Service, port: ref.Port.Number, subset: ref.Subset, dr: ref.DestinationRule, locality: locality}
+			if out[i] = m.m[k]; out[i] == nil {
+				out[i] = &memoCluster{ready: make(chan struct{})}
+				m.m[k] = out[i]
+				claimed = append(claimed, i)
 			}
 		}
-		out[i] = mc
-	}
-	if shared {
-		m.mu.Lock()
-		for _, i := range miss {
-			if had := m.m[keys[i]]; had != nil {
-				out[i] = had // another scope's, generated meanwhile: share one
-				continue
-			}
-			m.m[keys[i]] = out[i]
-		}
 		m.mu.Unlock()
+	}
+	if len(claimed) > 0 {
+		generateClaimed(v, refs, out, claimed)
+	}
+	for _, mc := range out {
+		<-mc.ready
+		if mc.err != nil {
+			return nil, mc.err
+		}
 	}
 	return out, nil
+}
+
+// generateClaimed generates the clusters (and assignments) of
+// refs[claimed] into out and marks each ready.
+func generateClaimed(v *model.View, refs []model.Cluster, out []*memoCluster, claimed []int) {
+	crefs := make([]model.Cluster, len(claimed))
+	for j, i := range claimed {
+		crefs[j] = refs[i]
+	}
+	cds := sidecar.ClustersOf(v, crefs)
+	for j, i := range claimed {
+		mc := out[i]
+		mc.cluster = cds[j]
+		mc.clusterRes, mc.err = outboundResource(resourcev3.ClusterType, cds[j].GetName(), cds[j])
+		if eds := sidecar.EndpointsOf(v, crefs[j:j+1]); mc.err == nil && len(eds) == 1 {
+			mc.cla = eds[0]
+			mc.claRes, mc.err = outboundResource(resourcev3.EndpointType, mc.cla.GetClusterName(), mc.cla)
+		}
+		close(mc.ready)
+	}
 }
 
 // clusterMemoFor returns the cache's memo for snapshot s, a new one when

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"maps"
+	"sync"
 	"testing"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -17,7 +18,7 @@ import (
 // assignment; scopes that see a service through the same DestinationRule
 // from the same locality share its serialised cluster, while a namespace
 // with a rule of its own for that host, or a proxy in another locality,
-// gets its own.
+// gets its own — the scopes generating at the same time.
 func TestClusterMemoSharesOnlyWhatScopesSeeAlike(t *testing.T) {
 	objs := append(incrementalBase(),
 		&filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "svc-0012-local"},
@@ -31,16 +32,29 @@ func TestClusterMemoSharesOnlyWhatScopesSeeAlike(t *testing.T) {
 		"ns-1":    {ID: "c", Kind: KindSidecar, Namespace: "ns-1", Locality: "r1/z1", WorkloadName: "vm-c", IPs: []string{"10.1.0.3"}},
 		"ns-0-r2": {ID: "d", Kind: KindSidecar, Namespace: "ns-0", Locality: "r2/z1", WorkloadName: "vm-d", IPs: []string{"10.1.0.4"}},
 	}
+	// The scopes generate at once, as a fleet's first connections do: each
+	// claims what no other has and waits for the rest.
 	memo := newClusterMemo(s)
 	parts := map[string]*outboundPart{}
+	errs := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, p := range proxies {
+		wg.Go(func() {
+			part, err := generateOutbound(s, p, model.OutboundKey(s, p.Workload()), memo)
+			mu.Lock()
+			defer mu.Unlock()
+			parts[name], errs[name] = part, err
+		})
+	}
+	wg.Wait()
 	for _, name := range []string{"ns-0", "ns-2", "ns-1", "ns-0-r2"} {
 		p := proxies[name]
-		key := model.OutboundKey(s, p.Workload())
-		shared, err := generateOutbound(s, p, key, memo)
-		if err != nil {
-			t.Fatal(err)
+		if errs[name] != nil {
+			t.Fatal(errs[name])
 		}
-		alone, err := generateOutbound(s, p, key, nil)
+		shared := parts[name]
+		alone, err := generateOutbound(s, p, model.OutboundKey(s, p.Workload()), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +70,6 @@ func TestClusterMemoSharesOnlyWhatScopesSeeAlike(t *testing.T) {
 				t.Errorf("%s %s: on the memo %d resources, alone %d, differ %v", name, shortType(ty), len(got), len(want), differ(got, want))
 			}
 		}
-		parts[name] = shared
 	}
 	c12 := ClusterName(7070, "", modeltest.Host(12))
 	res := func(part, ty, name string) *resource {
