@@ -92,10 +92,16 @@ func (sc *scope) ownsEndpoint(e *model.Endpoint) bool { return OwnsEndpoint(sc.p
 // OwnsEndpoint reports whether e is w's own (its inbound side serves it):
 // one of w's IPs, or the WorkloadEntry <namespace>/<workload name>.
 func OwnsEndpoint(w model.Workload, e *model.Endpoint) bool {
-	if w.WorkloadName != "" && e.Origin == w.Namespace+"/"+w.WorkloadName {
+	if w.WorkloadName != "" && isOrigin(e.Origin, w.Namespace, w.WorkloadName) {
 		return true
 	}
 	return slices.Contains(w.IPs, e.Address)
+}
+
+// isOrigin reports whether origin is "<ns>/<name>", without building that
+// string: a sidecar's inbound ports look at every endpoint of the mesh.
+func isOrigin(origin, ns, name string) bool {
+	return len(origin) == len(ns)+1+len(name) && origin[len(ns)] == '/' && strings.HasPrefix(origin, ns) && strings.HasSuffix(origin, name)
 }
 
 // inbound returns the ports the workload serves, sorted by port: the
