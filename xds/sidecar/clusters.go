@@ -52,7 +52,7 @@ func OutboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
 // FixedClusters returns the outbound clusters every sidecar has whatever
 // its services: PassthroughCluster and BlackHoleCluster.
 func FixedClusters(v *model.View) []*clusterv3.Cluster {
-	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	sc := baseScope(v)
 	return []*clusterv3.Cluster{
 		sc.passthrough(PassthroughCluster),
 		{
@@ -69,7 +69,7 @@ func FixedClusters(v *model.View) []*clusterv3.Cluster {
 // snapshot (mesh config, service identities) and the proxy's locality
 // only: scopes may share it (xds's clusterMemo).
 func ClustersOf(v *model.View, refs []model.Cluster) []*clusterv3.Cluster {
-	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	sc := baseScope(v)
 	out := make([]*clusterv3.Cluster, 0, len(refs))
 	for _, ref := range refs {
 		out = append(out, sc.outboundCluster(ref))
@@ -82,7 +82,7 @@ func ClustersOf(v *model.View, refs []model.Cluster) []*clusterv3.Cluster {
 // from the passthrough source its IP family has) and one inbound cluster
 // per port it serves.
 func InboundClusters(v *model.View) ([]*clusterv3.Cluster, error) {
-	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	sc := baseScope(v)
 	ipt := sc.passthrough(InboundPassthroughCluster)
 	ipt.UpstreamBindConfig = sc.passthroughBind()
 	out := []*clusterv3.Cluster{ipt}

@@ -26,7 +26,7 @@ func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
 // refs, for an update that regenerates the hosts a change touches.
 // Endpoints depend only on the proxy's scope (model.View.OutboundKey).
 func EndpointsOf(v *model.View, refs []model.Cluster) []*endpointv3.ClusterLoadAssignment {
-	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	sc := baseScope(v)
 	var out []*endpointv3.ClusterLoadAssignment
 	for _, ref := range refs {
 		tp := ref.DestinationRule.TrafficPolicy(ref.Port.Number, ref.Subset)

@@ -86,7 +86,7 @@ func OutboundListenersOf(v *model.View, ports map[uint32]bool) ([]*listenerv3.Li
 // workload (its IPs, workload name, ports and the policies that select
 // it): virtualInbound.
 func InboundListeners(v *model.View) ([]*listenerv3.Listener, error) {
-	sc := newScope(v)
+	sc := baseScope(v) // the inbound side reads no outbound target
 	vi, err := sc.virtualInbound()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)

@@ -47,8 +47,16 @@ type scope struct {
 	targets []target // sorted by port, then host
 }
 
+// baseScope is the proxy's scope without its outbound targets: what the
+// generators of clusters, endpoints and the inbound side read.
+func baseScope(v *model.View) *scope {
+	return &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+}
+
+// newScope is the proxy's scope with its outbound targets, for listeners
+// and routes.
 func newScope(v *model.View) *scope {
-	sc := &scope{v: v, p: v.Workload(), spec: v.Sidecar().GetSpec()}
+	sc := baseScope(v)
 	sps := v.ReachablePorts()
 	sc.targets = make([]target, len(sps))
 	for i, sp := range sps {
