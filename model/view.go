@@ -363,6 +363,7 @@ func (v *View) ReachablePorts() []ServicePort {
 		return v.reachable
 	}
 	v.reached = true
+	v.reachable = make([]ServicePort, 0, len(v.Services())) // most services have one port
 	for _, svc := range v.Services() {
 		for _, port := range svc.Ports {
 			if v.reaches(svc, port.Number) {

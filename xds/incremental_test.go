@@ -182,7 +182,19 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 				Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: dest}}},
 			}}}}
 	}
-	base := append(incrementalBase(), edge, sni("a.edge.example"))
+	// A TCP service with a VIP routed by a tcp route, and a second one.
+	db := func(name, addr string) *filestore.Object {
+		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: name},
+			Spec: &networking.ServiceEntry{Hosts: []string{name + ".db.example"}, Addresses: []string{addr}, Resolution: networking.ServiceEntry_DNS,
+				Location: networking.ServiceEntry_MESH_EXTERNAL, Ports: []*networking.ServicePort{{Name: "pg", Number: 5432, Protocol: "TCP"}}}}
+	}
+	tcp := func(dest string) *filestore.Object {
+		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "db"},
+			Spec: &networking.VirtualService{Hosts: []string{"a.db.example"}, Tcp: []*networking.TCPRoute{{
+				Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: dest}}},
+			}}}}
+	}
+	base := append(incrementalBase(), edge, sni("a.edge.example"), db("a", "192.0.2.60"), db("b", "192.0.2.61"), tcp("a.db.example"))
 	cases := append(incrementalCases(base),
 		incrementalCase{"tls route to another host", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object {
 			return sni("b.edge.example")
@@ -199,6 +211,9 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 			o.Spec = v
 			return o
 		}), filestore.KindServiceEntry, "ns-0", "svc-0000", func(*filestore.Object) *filestore.Object { return nil }), []string{"7070"}},
+		incrementalCase{"tcp route to another host", edit(base, filestore.KindVirtualService, "ns-0", "db", func(*filestore.Object) *filestore.Object {
+			return tcp("b.db.example")
+		}), []string{"192.0.2.60_5432"}},
 		incrementalCase{"tls route removed", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object { return nil }),
 			[]string{"192.0.2.50_443"}},
 		incrementalCase{"VirtualService mirror to another host", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {

@@ -196,7 +196,8 @@ func diffOutbound(a, b *outboundPart) map[string]map[string]bool {
 // updateOutbound brings a scope's part from o's snapshot to s, given what
 // differs (a non-global diff): the listeners and route configurations of
 // the ports of the affected hosts (a route configuration holds every HTTP
-// service of its port), and the clusters and assignments of the affected
+// service of its port; with the same services, only the listeners of their
+// TCP and TLS ports), and the clusters and assignments of the affected
 // hosts, are generated again; everything else is o's, shared with its
 // serialised form. With only endpoints differing, listeners and routes
 // (which do not read endpoints) are kept. The result equals
@@ -224,9 +225,20 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	vhosts := o.vhosts
 	if !d.EndpointsOnly() {
 		ports := portsOf(dirty, o.snap, s)
+		// With the same services (so the same targets), a listener differs
+		// only where it reads the touched hosts' VirtualServices: the ports
+		// where they have TCP or TLS services. A change of HTTP routes
+		// regenerates no listener.
+		lports := ports
+		if len(d.Services) == 0 {
+			lports = listenerRoutedPorts(dirty, s)
+		}
+		gen := sidecar.NewOutbound(v)
 		var err error
-		if lds, err = sidecar.OutboundListenersOf(v, ports); err != nil {
-			return nil, nil, err
+		if len(lports) > 0 {
+			if lds, err = gen.Listeners(lports); err != nil {
+				return nil, nil, err
+			}
 		}
 		for _, l := range lds {
 			if err := add(resourcev3.ListenerType, l.GetName(), l); err != nil {
@@ -242,13 +254,13 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 				if !ok {
 					continue // no HTTP service on the port, then or now
 				}
-				rc, err := sidecar.UpdateRoute(v, old.msg.(*routev3.RouteConfiguration), dirty)
+				rc, err := gen.UpdateRoute(old.msg.(*routev3.RouteConfiguration), dirty)
 				if err != nil {
 					return nil, nil, err
 				}
 				rds = append(rds, rc)
 			}
-		} else if rds, err = sidecar.RoutesOf(v, ports); err != nil {
+		} else if rds, err = gen.Routes(ports); err != nil {
 			return nil, nil, err
 		}
 		vhosts = make(map[*routev3.VirtualHost][]byte, len(o.vhosts))
@@ -277,7 +289,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 		drop[resourcev3.ListenerType] = func(n string) bool {
 			i := strings.LastIndexByte(n, '_')
 			p, err := strconv.ParseUint(n[i+1:], 10, 32)
-			return i >= 0 && err == nil && ports[uint32(p)]
+			return i >= 0 && err == nil && lports[uint32(p)]
 		}
 		drop[resourcev3.RouteType] = func(n string) bool {
 			p, err := strconv.ParseUint(n, 10, 32)
@@ -470,6 +482,23 @@ func routeClustersExist(vhs []*routev3.VirtualHost, has func(string) bool) error
 	return nil
 }
 
+// listenerRoutedPorts returns the ports of the services of hosts at s
+// whose VirtualService routes are in their outbound listeners
+// (sidecar.RoutedInListener): TCP and TLS ports.
+func listenerRoutedPorts(hosts map[string]bool, s *model.Snapshot) map[uint32]bool {
+	out := map[uint32]bool{}
+	for h := range hosts {
+		for _, svc := range s.ServicesForHost(h) {
+			for _, p := range svc.Ports {
+				if sidecar.RoutedInListener(p.Protocol) {
+					out[p.Number] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
 // portsOf returns every port of the services of hosts in either snapshot,
 // and port 80 where a VirtualService host that no service has is involved.
 func portsOf(hosts map[string]bool, snaps ...*model.Snapshot) map[uint32]bool {
@@ -484,7 +513,7 @@ func portsOf(hosts map[string]bool, snaps ...*model.Snapshot) map[uint32]bool {
 			}
 			// A VirtualService host that no service has routes on port 80
 			// when its VirtualService is bound to no HTTP service
-			// (sidecar.RoutesOf), so its changes and its VirtualService's
+			// (sidecar.Outbound.Routes), so its changes and its VirtualService's
 			// (bound services come and go) touch port 80 too.
 			if len(svcs) == 0 {
 				out[80] = true

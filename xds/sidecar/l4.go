@@ -102,6 +102,13 @@ func isTLS(protocol string) bool {
 	return false
 }
 
+// RoutedInListener reports whether the VirtualService routes of a service
+// port with this protocol are in its outbound listener (TCP and TLS routes,
+// in the listener's filter chains: l4Chains) rather than in a route
+// configuration: every protocol but HTTP's. Outbound listeners read no
+// other VirtualService, and no DestinationRule but through those routes.
+func RoutedInListener(protocol string) bool { return !isHTTP(protocol) }
+
 // l4Chains returns the filter chains of a TCP or TLS service port, as
 // Istio's sidecar builds them. cidrs is the service's address when it is a
 // prefix (the listener is 0.0.0.0 and the chains match it); wildcard says

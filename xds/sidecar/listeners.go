@@ -59,25 +59,25 @@ func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
 // scope (model.View.OutboundKey): virtualOutbound and the per-port outbound
 // listeners. Every proxy of one scope gets the same ones.
 func OutboundListeners(v *model.View) ([]*listenerv3.Listener, error) {
-	return OutboundListenersOf(v, nil)
+	return NewOutbound(v).Listeners(nil)
 }
 
-// OutboundListenersOf returns the per-port outbound listeners of the given
-// ports only (with virtualOutbound when ports is nil: every port), for an
-// update that regenerates the ports a change touches.
-func OutboundListenersOf(v *model.View, ports map[uint32]bool) ([]*listenerv3.Listener, error) {
-	sc := newScope(v)
+// Listeners returns the per-port outbound listeners of the given ports only
+// (with virtualOutbound when ports is nil: every port), for an update that
+// regenerates the ports a change touches.
+func (o *Outbound) Listeners(ports map[uint32]bool) ([]*listenerv3.Listener, error) {
+	sc := o.scope()
 	var out []*listenerv3.Listener
 	if ports == nil {
 		out = append(out, sc.virtualOutbound())
 	}
 	outbound, err := sc.outboundListeners(ports)
 	if err != nil {
-		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
+		return nil, fmt.Errorf("proxy %s: %w", o.v.Workload().ID, err)
 	}
 	out = append(out, outbound...)
-	if err := withAccessLog(out, v.Mesh().AccessLog); err != nil {
-		return nil, fmt.Errorf("proxy %s: access log: %w", v.Workload().ID, err)
+	if err := withAccessLog(out, o.v.Mesh().AccessLog); err != nil {
+		return nil, fmt.Errorf("proxy %s: access log: %w", o.v.Workload().ID, err)
 	}
 	return out, nil
 }

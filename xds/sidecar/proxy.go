@@ -68,6 +68,26 @@ func newScope(v *model.View) *scope {
 	return sc
 }
 
+// Outbound generates a sidecar's outbound listeners and route
+// configurations, the parts of its config that read the scope's targets
+// (every service port the proxy reaches, sorted). An update regenerates a
+// few listeners and routes of one scope: the targets are listed once, on
+// first use, for all of them.
+type Outbound struct {
+	v  *model.View
+	sc *scope
+}
+
+// NewOutbound returns the outbound generator of v's scope.
+func NewOutbound(v *model.View) *Outbound { return &Outbound{v: v} }
+
+func (o *Outbound) scope() *scope {
+	if o.sc == nil {
+		o.sc = newScope(o.v)
+	}
+	return o.sc
+}
+
 // registryOnly reports whether unknown destinations are blocked: the
 // Sidecar's outboundTrafficPolicy, else the mesh's (MeshConfig, ALLOW_ANY
 // by default). REGISTRY_ONLY is the enum's zero value, so an absent policy

@@ -38,14 +38,14 @@ const maxDirectResponseBody = 1 << 20
 // virtual host that passes unknown hosts through (allow_any) or answers
 // 502 (block_all, outboundTrafficPolicy REGISTRY_ONLY).
 func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
-	return RoutesOf(v, nil)
+	return NewOutbound(v).Routes(nil)
 }
 
-// RoutesOf returns the route configurations of the given ports only (every
+// Routes returns the route configurations of the given ports only (every
 // port when ports is nil), for an update that regenerates the ports a change
 // touches. Routes depend only on the proxy's scope (model.View.OutboundKey).
-func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfiguration, error) {
-	sc := newScope(v)
+func (o *Outbound) Routes(ports map[uint32]bool) ([]*routev3.RouteConfiguration, error) {
+	sc, v := o.scope(), o.v
 	var out []*routev3.RouteConfiguration
 	for _, port := range sc.httpPorts() {
 		if ports != nil && !ports[port] {
@@ -77,13 +77,13 @@ func RoutesOf(v *model.View, ports map[uint32]bool) ([]*routev3.RouteConfigurati
 }
 
 // UpdateRoute returns the route configuration old (of one port, from an
-// earlier snapshot) for v, when no service differs between the two
+// earlier snapshot) for the scope, when no service differs between the two
 // snapshots (so every virtual host's domains and the order of the virtual
 // hosts are the same): the virtual hosts of hosts not in dirty are old's,
 // shared; those of dirty hosts are generated again. The result equals what
-// RoutesOf generates for the port.
-func UpdateRoute(v *model.View, old *routev3.RouteConfiguration, dirty map[string]bool) (*routev3.RouteConfiguration, error) {
-	sc := newScope(v)
+// Routes generates for the port.
+func (o *Outbound) UpdateRoute(old *routev3.RouteConfiguration, dirty map[string]bool) (*routev3.RouteConfiguration, error) {
+	sc, v := o.scope(), o.v
 	n, err := strconv.ParseUint(old.GetName(), 10, 32)
 	if err != nil {
 		return nil, fmt.Errorf("route configuration %q: not a port", old.GetName())

@@ -15,12 +15,12 @@ import (
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
-// TestUpdateRouteIsRoutesOf checks that a route configuration brought
-// forward by UpdateRoute is the one RoutesOf generates, when the hosts a
+// TestUpdateRouteIsRoutes checks that a route configuration brought
+// forward by UpdateRoute is the one Routes generates, when the hosts a
 // change touches claim domains other hosts claim too: services that share
 // an address and one namespace's short names, so that which host keeps a
 // domain depends on the hosts before it.
-func TestUpdateRouteIsRoutesOf(t *testing.T) {
+func TestUpdateRouteIsRoutes(t *testing.T) {
 	const port = 9191
 	hosts := []string{"a.shop.svc.cluster.local", "b.other.internal", "c.other.internal", "d.shop.svc.cluster.local"}
 	services := func() []*filestore.Object {
@@ -55,9 +55,9 @@ func TestUpdateRouteIsRoutesOf(t *testing.T) {
 	}
 	routeOf := func(t *testing.T, v *model.View) *routev3.RouteConfiguration {
 		t.Helper()
-		rcs, err := sidecar.RoutesOf(v, map[uint32]bool{port: true})
+		rcs, err := sidecar.NewOutbound(v).Routes(map[uint32]bool{port: true})
 		if err != nil || len(rcs) != 1 {
-			t.Fatalf("RoutesOf: %v, %d configurations", err, len(rcs))
+			t.Fatalf("Routes: %v, %d configurations", err, len(rcs))
 		}
 		return rcs[0]
 	}
@@ -78,13 +78,13 @@ func TestUpdateRouteIsRoutesOf(t *testing.T) {
 				touched[h] = true
 			}
 			v := view(after)
-			got, err := sidecar.UpdateRoute(v, old, touched)
+			got, err := sidecar.NewOutbound(v).UpdateRoute(old, touched)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := routeOf(t, v)
 			if !proto.Equal(got, want) {
-				t.Errorf("UpdateRoute:\n%v\nRoutesOf:\n%v", got, want)
+				t.Errorf("UpdateRoute:\n%v\nRoutes:\n%v", got, want)
 			}
 			if proto.Equal(got, old) {
 				t.Error("the change altered nothing: the test would not see a wrong update")
