@@ -207,7 +207,10 @@ func (v *View) resolve() {
 		return
 	}
 	v.resolved = true
-	for _, svc := range v.snap.VisibleServices(v.proxy.Namespace, v.sidecar) {
+	// VisibleServices' slice is the View's own: filtered in place.
+	all := v.snap.VisibleServices(v.proxy.Namespace, v.sidecar)
+	v.services = all[:0]
+	for _, svc := range all {
 		if v.serves(svc) {
 			v.services = append(v.services, svc)
 		}
@@ -356,8 +359,8 @@ type ServicePort struct {
 }
 
 // ReachablePorts are the service ports of the proxy's outbound clusters
-// without their subsets, in the order of Clusters; they need no
-// DestinationRule. The slice is shared: callers must not change it.
+// without their subsets, in the order of Clusters (services in host order,
+// each one's ports in its order); they need no DestinationRule. The slice is shared: callers must not change it.
 func (v *View) ReachablePorts() []ServicePort {
 	if v.reached {
 		return v.reachable

@@ -62,9 +62,9 @@ func newScope(v *model.View) *scope {
 	for i, sp := range sps {
 		sc.targets[i] = target{svc: sp.Service, port: sp.Port}
 	}
-	slices.SortStableFunc(sc.targets, func(a, b target) int {
-		return cmp.Or(cmp.Compare(a.port.Number, b.port.Number), cmp.Compare(a.svc.Hostname, b.svc.Hostname))
-	})
+	// ReachablePorts lists the services in host order: a stable sort by
+	// port orders the targets by port, then host.
+	slices.SortStableFunc(sc.targets, func(a, b target) int { return cmp.Compare(a.port.Number, b.port.Number) })
 	return sc
 }
 
