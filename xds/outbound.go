@@ -43,11 +43,6 @@ type outboundPart struct {
 	proxy *Proxy
 	// types holds LDS, RDS, CDS and EDS (and an empty name table).
 	types map[string]*resourceMap
-	// vhosts holds the serialised form of every virtual host of the
-	// route configurations: an update regenerates a port's route
-	// configuration but shares the virtual hosts a change does not touch,
-	// and its bytes are put together from theirs (routeResource).
-	vhosts map[*routev3.VirtualHost][]byte
 }
 
 // outboundChange is a scope's new part and which names changed from base,
@@ -131,13 +126,13 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("scope %s: %w", key, err)
 	}
-	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: map[*routev3.VirtualHost][]byte{}}
+	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs))}
 	if o.types[resourcev3.ListenerType], err = serialised(resourcev3.ListenerType, lds, listenerName); err != nil {
 		return nil, err
 	}
 	e := cowmap.New[string, *resource]().Edit()
 	for _, rc := range rds {
-		r, _, err := routeResource(rc, nil, o.vhosts)
+		r, _, err := routeResource(rc, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +165,7 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo
 // rebaseOutbound is o at snapshot s when nothing the generators read
 // differs (model.Diff.Empty).
 func rebaseOutbound(o *outboundPart, s *model.Snapshot) *outboundChange {
-	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: o.types, vhosts: o.vhosts}
+	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: o.types}
 	ch := make(map[string]map[string]bool, len(typeURLs))
 	for _, t := range typeURLs {
 		ch[t] = map[string]bool{}
@@ -222,7 +217,6 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	}
 	var lds []*listenerv3.Listener
 	var freshHosts []*routev3.VirtualHost
-	vhosts := o.vhosts
 	if !d.EndpointsOnly() {
 		ports := portsOf(dirty, o.snap, s)
 		// With the same services (so the same targets), a listener differs
@@ -246,6 +240,9 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 			}
 		}
 		var rds []*routev3.RouteConfiguration
+		// from holds the configuration each was updated from: its virtual
+		// hosts' bytes are reused (routeResource).
+		from := map[string]*resource{}
 		if len(d.Services) == 0 {
 			// The same services: each port's route configuration keeps the
 			// virtual hosts of the hosts the change does not touch.
@@ -259,13 +256,13 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 					return nil, nil, err
 				}
 				rds = append(rds, rc)
+				from[rc.GetName()] = old
 			}
 		} else if rds, err = gen.Routes(ports); err != nil {
 			return nil, nil, err
 		}
-		vhosts = make(map[*routev3.VirtualHost][]byte, len(o.vhosts))
 		for _, rc := range rds {
-			r, fh, err := routeResource(rc, o.vhosts, vhosts)
+			r, fh, err := routeResource(rc, from[rc.GetName()])
 			if err != nil {
 				return nil, nil, err
 			}
@@ -274,17 +271,6 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 				fresh[resourcev3.RouteType] = map[string]*resource{}
 			}
 			fresh[resourcev3.RouteType][r.name] = r
-		}
-		// The virtual hosts of the ports not regenerated are kept.
-		for name, r := range o.types[resourcev3.RouteType].All() {
-			if fresh[resourcev3.RouteType][name] != nil {
-				continue
-			}
-			for _, vh := range r.msg.(*routev3.RouteConfiguration).GetVirtualHosts() {
-				if b, ok := o.vhosts[vh]; ok {
-					vhosts[vh] = b
-				}
-			}
 		}
 		drop[resourcev3.ListenerType] = func(n string) bool {
 			i := strings.LastIndexByte(n, '_')
@@ -326,7 +312,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	}
 	drop[resourcev3.ClusterType], drop[resourcev3.EndpointType] = byHost(resourcev3.ClusterType), byHost(resourcev3.EndpointType)
 
-	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: make(map[string]*resourceMap, len(typeURLs)), vhosts: vhosts}
+	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: make(map[string]*resourceMap, len(typeURLs))}
 	changed := make(map[string]map[string]bool, len(typeURLs))
 	for _, t := range typeURLs {
 		old := o.types[t]
@@ -388,15 +374,14 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	return n, changed, nil
 }
 
-// routeResource serialises a sidecar's route configuration from the
-// serialised form of its virtual hosts: a virtual host in prev (shared
-// with an earlier configuration) is not serialised again. Every virtual
-// host's bytes go into next; fresh are the virtual hosts serialised anew.
-// The bytes are what proto.Marshal makes of rc: the Go encoder writes
-// fields in number order and an embedded message as its own encoding, so
-// the configuration is its name (field 1), each virtual host (field 2),
-// then the rest.
-func routeResource(rc *routev3.RouteConfiguration, prev, next map[*routev3.VirtualHost][]byte) (*resource, []*routev3.VirtualHost, error) {
+// routeResource serialises a sidecar's route configuration. The virtual
+// hosts it shares with old (the configuration of the port it was updated
+// from, nil for none) are not serialised again: their bytes are copied from
+// old's. fresh are the virtual hosts serialised anew. The bytes are what
+// proto.Marshal makes of rc: the Go encoder writes fields in number order
+// and an embedded message as its own encoding, so a configuration is its
+// name (field 1), each virtual host (field 2) in order, then the rest.
+func routeResource(rc *routev3.RouteConfiguration, old *resource) (*resource, []*routev3.VirtualHost, error) {
 	// Only the fields the sidecar generator sets can be put together so.
 	extra := false
 	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
@@ -424,29 +409,89 @@ func routeResource(rc *routev3.RouteConfiguration, prev, next map[*routev3.Virtu
 		}
 		head = n
 	}
-	var fresh []*routev3.VirtualHost
-	size := len(shell)
-	parts := make([][]byte, len(rc.GetVirtualHosts()))
-	for i, vh := range rc.GetVirtualHosts() {
-		b, ok := prev[vh]
-		if !ok {
-			if b, err = opts.Marshal(vh); err != nil {
-				return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
-			}
-			fresh = append(fresh, vh)
+	var olds []*routev3.VirtualHost
+	var oldBytes [][]byte
+	if old != nil {
+		olds = old.msg.(*routev3.RouteConfiguration).GetVirtualHosts()
+		if oldBytes, err = virtualHostBytes(old.any.GetValue(), len(olds)); err != nil {
+			return nil, nil, fmt.Errorf("route configuration %s: %w", rc.GetName(), err)
 		}
-		next[vh] = b
-		parts[i] = b
-		size += 1 + protowire.SizeVarint(uint64(len(b))) + len(b)
+	}
+	// An update keeps old's virtual hosts in their order (UpdateRoute), so
+	// old is walked alongside: a shared host is found ahead of next, and a
+	// host serialised anew passes over the one of its name it replaces.
+	var fresh []*routev3.VirtualHost
+	vhs := rc.GetVirtualHosts()
+	parts := make([][]byte, len(vhs))
+	sizes := make([]int, len(vhs))
+	size := len(shell)
+	next := 0
+	for i, vh := range vhs {
+		k := -1
+		switch {
+		case next < len(olds) && olds[next] == vh:
+			k = next
+		case next < len(olds) && olds[next].GetName() == vh.GetName():
+			next++ // vh replaces it
+		default: // old's hosts before it were dropped, or it is new
+			if k = slices.Index(olds[next:], vh); k >= 0 {
+				k += next
+			}
+		}
+		if k >= 0 {
+			parts[i], next = oldBytes[k], k+1
+			size += 1 + protowire.SizeBytes(len(parts[i]))
+			continue
+		}
+		fresh = append(fresh, vh)
+		sizes[i] = opts.Size(vh)
+		size += 1 + protowire.SizeBytes(sizes[i])
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, shell[:head]...)
-	for _, b := range parts {
+	for i, vh := range vhs {
 		buf = protowire.AppendTag(buf, 2, protowire.BytesType)
-		buf = protowire.AppendBytes(buf, b)
+		if parts[i] != nil {
+			buf = protowire.AppendBytes(buf, parts[i])
+			continue
+		}
+		buf = protowire.AppendVarint(buf, uint64(sizes[i]))
+		if buf, err = opts.MarshalAppend(buf, vh); err != nil {
+			return nil, nil, fmt.Errorf("marshal %s: %w", rc.GetName(), err)
+		}
 	}
 	buf = append(buf, shell[head:]...)
 	return resourceFromBytes(rc.GetName(), rc, buf), fresh, nil
+}
+
+// virtualHostBytes returns the encodings of the n virtual hosts (field 2)
+// of a serialised route configuration, in order.
+func virtualHostBytes(b []byte, n int) ([][]byte, error) {
+	out := make([][]byte, 0, n)
+	for len(b) > 0 {
+		num, typ, tn := protowire.ConsumeTag(b)
+		if tn < 0 {
+			return nil, protowire.ParseError(tn)
+		}
+		if num == 2 && typ == protowire.BytesType {
+			v, vn := protowire.ConsumeBytes(b[tn:])
+			if vn < 0 {
+				return nil, protowire.ParseError(vn)
+			}
+			out = append(out, v)
+			b = b[tn+vn:]
+			continue
+		}
+		fn := protowire.ConsumeFieldValue(num, typ, b[tn:])
+		if fn < 0 {
+			return nil, protowire.ParseError(fn)
+		}
+		b = b[tn+fn:]
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%d virtual hosts serialised, %d in the message", len(out), n)
+	}
+	return out, nil
 }
 
 // routeClustersExist checks that every cluster the routes of vhs name

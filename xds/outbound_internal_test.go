@@ -34,7 +34,7 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n, updated := 0, 0
 	for name, r := range g.types[resourcev3.RouteType].All() {
 		rc := r.msg.(*routev3.RouteConfiguration)
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(rc)
@@ -47,8 +47,8 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 		if len(rc.GetVirtualHosts()) < 2 {
 			t.Errorf("route configuration %s: %d virtual hosts, want several", name, len(rc.GetVirtualHosts()))
 		}
-		// Shared: every virtual host's bytes from the part's cache.
-		again, fresh, err := routeResource(rc, g.out.vhosts, map[*routev3.VirtualHost][]byte{})
+		// Shared: every virtual host's bytes from r's own.
+		again, fresh, err := routeResource(rc, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,12 +56,38 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 			t.Errorf("route configuration %s: from shared virtual hosts: %d serialised anew, bytes equal %v", name, len(fresh), bytes.Equal(again.any.Value, want))
 		}
 		n++
+		// Updated: the first host replaced, the second dropped, a new one
+		// before the last; the rest shared with r.
+		vhs := rc.GetVirtualHosts()
+		if len(vhs) < 4 {
+			continue
+		}
+		first := proto.Clone(vhs[0]).(*routev3.VirtualHost)
+		first.Domains = append(first.Domains, "changed.example")
+		added := &routev3.VirtualHost{Name: "added.example:80", Domains: []string{"added.example"}}
+		upd := &routev3.RouteConfiguration{Name: rc.GetName(), ValidateClusters: rc.GetValidateClusters(), MaxDirectResponseBodySizeBytes: rc.GetMaxDirectResponseBodySizeBytes(), IgnorePortInHostMatching: rc.GetIgnorePortInHostMatching(),
+			VirtualHosts: append(append([]*routev3.VirtualHost{first}, vhs[2:len(vhs)-1]...), added, vhs[len(vhs)-1])}
+		got, fresh, err := routeResource(upd, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err = proto.MarshalOptions{Deterministic: true}.Marshal(upd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.any.Value, want) {
+			t.Errorf("route configuration %s updated: bytes differ from proto.Marshal", name)
+		}
+		if len(fresh) != 2 || fresh[0] != first || fresh[1] != added {
+			t.Errorf("route configuration %s updated: serialised anew %d hosts, want the replaced and the added one", name, len(fresh))
+		}
+		updated++
 	}
-	if n == 0 {
-		t.Fatal("no route configuration")
+	if n == 0 || updated == 0 {
+		t.Fatalf("%d route configurations, %d with four virtual hosts or more", n, updated)
 	}
 	rc := &routev3.RouteConfiguration{Name: "80", VirtualHosts: []*routev3.VirtualHost{{Name: "a", Domains: []string{"a"}}}, InternalOnlyHeaders: []string{"x-internal"}}
-	r, _, err := routeResource(rc, nil, map[*routev3.VirtualHost][]byte{})
+	r, _, err := routeResource(rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
