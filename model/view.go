@@ -360,7 +360,8 @@ type ServicePort struct {
 
 // ReachablePorts are the service ports of the proxy's outbound clusters
 // without their subsets, in the order of Clusters (services in host order,
-// each one's ports in its order); they need no DestinationRule. The slice is shared: callers must not change it.
+// each one's ports in its order); they need no DestinationRule. The slice
+// is shared: callers must not change it.
 func (v *View) ReachablePorts() []ServicePort {
 	if v.reached {
 		return v.reachable

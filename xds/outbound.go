@@ -101,11 +101,12 @@ func listenerName(l *listenerv3.Listener) string { return l.GetName() }
 // taking the clusters other scopes generated at s from memo (nil: none).
 func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo) (*outboundPart, error) {
 	v := model.NewView(s, p.Workload())
-	lds, err := sidecar.OutboundListeners(v)
+	gen := sidecar.NewOutbound(v) // listeners and routes share the scope's targets
+	lds, err := gen.Listeners(nil)
 	if err != nil {
 		return nil, err
 	}
-	rds, err := sidecar.Routes(v)
+	rds, err := gen.Routes(nil)
 	if err != nil {
 		return nil, err
 	}
