@@ -95,7 +95,7 @@ func validateOne(m proto.Message) error {
 
 // walk visits every populated message field of m, recursively. onAny is
 // called with the content of every Any (which is then walked too); onMsg,
-// when not nil, with every message.
+// when not nil, with every message (the reference tests' oracle uses it).
 func walk(m protoreflect.Message, onAny, onMsg func(proto.Message) error) error {
 	if onMsg != nil {
 		if err := onMsg(m.Interface()); err != nil {
@@ -207,32 +207,105 @@ func (r *Resources) Consistent() error {
 // resource, for config assembled from parts generated apart (a proxy's own
 // inbound listener and its scope's clusters).
 func CheckReferences(where string, m proto.Message, hasRoute, hasCluster func(string) bool) error {
-	return walk(m.ProtoReflect(), nil, func(x proto.Message) error {
-		var names []string
-		switch v := x.(type) {
-		case *hcmv3.HttpConnectionManager:
-			if n := v.GetRds().GetRouteConfigName(); n != "" && !hasRoute(n) {
-				return fmt.Errorf("%s: route configuration %q missing", where, n)
-			}
-		case *tcpproxyv3.TcpProxy:
-			names = append(names, v.GetCluster())
-			for _, wc := range v.GetWeightedClusters().GetClusters() {
-				names = append(names, wc.GetName())
-			}
-		case *routev3.RouteAction:
-			names = append(names, v.GetCluster())
-			for _, wc := range v.GetWeightedClusters().GetClusters() {
-				names = append(names, wc.GetName())
-			}
-			for _, mp := range v.GetRequestMirrorPolicies() {
-				names = append(names, mp.GetCluster())
-			}
-		}
-		for _, n := range names {
-			if n != "" && !hasCluster(n) {
-				return fmt.Errorf("%s: cluster %q missing", where, n)
-			}
+	return references(m, func(route bool, name string) error {
+		switch {
+		case name == "":
+			return nil
+		case route && !hasRoute(name):
+			return fmt.Errorf("%s: route configuration %q missing", where, name)
+		case !route && !hasCluster(name):
+			return fmt.Errorf("%s: cluster %q missing", where, name)
 		}
 		return nil
 	})
+}
+
+// references calls visit with every route configuration (route true) and
+// cluster name that m, a listener or a route configuration, names: the RDS
+// name and inline routes of every HTTP connection manager, the clusters of
+// every tcp_proxy, and the cluster, weighted clusters and mirrors of every
+// route action. It reads the typed fields and unpacks only the network
+// filters that name something; the reflective walk it replaces unpacked
+// every Any and was a sixth of a sidecar's connect CPU.
+func references(m proto.Message, visit func(route bool, name string) error) error {
+	switch v := m.(type) {
+	case *listenerv3.Listener:
+		chains := v.GetFilterChains()
+		if d := v.GetDefaultFilterChain(); d != nil {
+			chains = append(chains[:len(chains):len(chains)], d)
+		}
+		for _, fc := range chains {
+			for _, f := range fc.GetFilters() {
+				if err := filterReferences(f, visit); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case *routev3.RouteConfiguration:
+		return routeReferences(v, visit)
+	}
+	return fmt.Errorf("references of %T: neither a listener nor a route configuration", m)
+}
+
+// The type URLs of the network filters that name route configurations or
+// clusters.
+const (
+	hcmTypeURL      = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+	tcpProxyTypeURL = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"
+)
+
+func filterReferences(f *listenerv3.Filter, visit func(bool, string) error) error {
+	a := f.GetTypedConfig()
+	switch a.GetTypeUrl() {
+	case hcmTypeURL:
+		var hcm hcmv3.HttpConnectionManager
+		if err := a.UnmarshalTo(&hcm); err != nil {
+			return fmt.Errorf("filter %s: %w", f.GetName(), err)
+		}
+		if err := visit(true, hcm.GetRds().GetRouteConfigName()); err != nil {
+			return err
+		}
+		if rc := hcm.GetRouteConfig(); rc != nil {
+			return routeReferences(rc, visit)
+		}
+	case tcpProxyTypeURL:
+		var tp tcpproxyv3.TcpProxy
+		if err := a.UnmarshalTo(&tp); err != nil {
+			return fmt.Errorf("filter %s: %w", f.GetName(), err)
+		}
+		if err := visit(false, tp.GetCluster()); err != nil {
+			return err
+		}
+		for _, wc := range tp.GetWeightedClusters().GetClusters() {
+			if err := visit(false, wc.GetName()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func routeReferences(rc *routev3.RouteConfiguration, visit func(bool, string) error) error {
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			ra := r.GetRoute()
+			if ra == nil {
+				continue
+			}
+			names := []string{ra.GetCluster()}
+			for _, wc := range ra.GetWeightedClusters().GetClusters() {
+				names = append(names, wc.GetName())
+			}
+			for _, mp := range ra.GetRequestMirrorPolicies() {
+				names = append(names, mp.GetCluster())
+			}
+			for _, n := range names {
+				if err := visit(false, n); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
