@@ -10,7 +10,10 @@
 // state: with nftables the table "inet vmesh"; with iptables the nat chains
 // VMESH_* plus one jump from PREROUTING and one from OUTPUT (in iptables and
 // ip6tables). Remove deletes exactly those, whichever backend put them there,
-// which is what `vmesh agent cleanup` runs after a crash.
+// which is what `vmesh agent cleanup` runs when the operator takes the VM out
+// of the mesh. The rules outlive the agent (a stop, a restart, a crash): while
+// it and Envoy are down, captured traffic goes to ports where nothing
+// listens and fails, as with Istio; Install replaces them in place.
 //
 // The system binaries do the work (nft, else iptables/ip6tables), run with
 // argument vectors; nft reads its one-transaction ruleset on stdin, rendered
@@ -227,8 +230,15 @@ type Capture struct {
 // Mode returns the backend in use (ModeNFT or ModeIPTables).
 func (c *Capture) Mode() string { return c.mode }
 
-// Install removes any redirection vmesh left behind (a crashed agent) and
-// installs cfg's.
+// Install installs cfg's redirection, replacing what vmesh put there before
+// (the rules an agent leaves when it stops or crashes, so that traffic fails
+// closed meanwhile) without a moment with no rules: the nftables table is
+// replaced in one transaction, the iptables chains are flushed and refilled
+// in one iptables-restore commit per family, and the jumps into them are
+// added only when missing, so installing again never duplicates a rule.
+// Only then are the other backend's rules (a change of backend) removed.
+// On an error the rules in place are left as they are: the traffic stays
+// captured.
 func Install(ctx context.Context, cfg Config, logger *slog.Logger) (*Capture, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -241,29 +251,41 @@ func Install(ctx context.Context, cfg Config, logger *slog.Logger) (*Capture, er
 	if err != nil {
 		return nil, err
 	}
-	if err := Remove(ctx, logger); err != nil {
-		return nil, err
-	}
 	switch mode {
 	case ModeNFT:
+		// The ruleset adds, deletes and defines the table in one
+		// transaction: the old rules stay until the new ones are in.
 		if _, err := run(ctx, []byte(nftRuleset(cfg)), "nft", "-f", "-"); err != nil {
 			return nil, fmt.Errorf("capture: %w", err)
 		}
+		for _, bin := range []string{"iptables", "ip6tables"} {
+			if have(bin) {
+				if err := iptablesRemove(ctx, run, bin); err != nil {
+					return nil, fmt.Errorf("capture: removing the iptables rules of an earlier run: %w", err)
+				}
+			}
+		}
 	case ModeIPTables:
 		if err := iptablesInstall(ctx, run, cfg); err != nil {
-			_ = Remove(ctx, logger)
 			return nil, fmt.Errorf("capture: %w", err)
+		}
+		if have("nft") && nftWorks(ctx) {
+			if _, err := run(ctx, []byte("add table inet "+NFTTable+"\ndelete table inet "+NFTTable+"\n"), "nft", "-f", "-"); err != nil {
+				return nil, fmt.Errorf("capture: removing the nftables rules of an earlier run: %w", err)
+			}
 		}
 	}
 	if err := addPassthroughV6(ctx, logger); err != nil {
-		_ = Remove(ctx, logger)
 		return nil, fmt.Errorf("capture: %w", err)
 	}
 	logger.Info("traffic capture installed", "mode", mode, "outbound", cfg.OutboundPort, "inbound", cfg.InboundPort, "dns", cfg.CaptureDNS)
 	return &Capture{mode: mode, log: logger}, nil
 }
 
-// Remove takes the capture away.
+// Remove takes the capture away. The agent never calls it when it stops:
+// the rules outlive it so that captured traffic fails while it is down;
+// `vmesh agent cleanup` (the package's removal runs it) takes the VM out of
+// the mesh.
 func (c *Capture) Remove(ctx context.Context) error {
 	err := Remove(ctx, c.log)
 	if err == nil {

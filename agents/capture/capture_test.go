@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -376,4 +377,105 @@ func TestPermittedHelper(t *testing.T) {
 	if err := capture.Permitted(true); err != nil {
 		t.Log(err)
 	}
+}
+
+// TestFaultReinstallLeavesNoGap is what a restarting agent does with the
+// rules its previous run left in place (they stay across stops and crashes
+// so that traffic fails closed): installing again replaces them without a
+// moment with no capture, and without duplicating a rule. A peer connects
+// to a workload port without pause while the capture is installed again
+// and again: every connection reaches the stand-in for Envoy on 15006,
+// none the workload itself; the rules afterwards are the rules of one
+// install. A reinstall that removed the old rules first would let some
+// through.
+func TestFaultReinstallLeavesNoGap(t *testing.T) {
+	for _, mode := range []string{capture.ModeNFT, capture.ModeIPTables} {
+		t.Run(mode, func(t *testing.T) {
+			bin := map[string]string{capture.ModeNFT: "nft", capture.ModeIPTables: "iptables"}[mode]
+			netnstest.Require(t, bin, "iptables-save", "iptables-restore")
+			testReinstall(t, mode)
+		})
+	}
+}
+
+func testReinstall(t *testing.T, mode string) {
+	vm, peer := netnstest.New(t, "vm"), netnstest.New(t, "peer")
+	netnstest.Link(t, vm, vmAddr, peer, peerAddr)
+	inbound := standIn(t, vm.Listen(t, "0.0.0.0:15006"))
+	go func() {
+		for range inbound { // drained; the workload's channel is what counts
+		}
+	}()
+	workload := accepted(vm.Listen(t, vmAddr+":8080"))
+
+	cfg := capture.Defaults()
+	cfg.Mode = mode
+	ctx := agenttest.Context(t, 2*time.Minute)
+	install := func() {
+		t.Helper()
+		if err := vm.Do(func() error { _, err := capture.Install(ctx, cfg, nil); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install()
+	first := ownRuleset(t, vm)
+	if !strings.Contains(strings.ToLower(first), "vmesh") {
+		t.Fatalf("no vmesh rules installed:\n%s", first)
+	}
+
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			if c, err := peer.Dial("tcp", vmAddr+":8080", time.Second); err == nil {
+				c.Close()
+				n++
+			}
+		}
+	}()
+	for range 15 {
+		install()
+	}
+	close(stop)
+	n := <-done
+	if n == 0 {
+		t.Fatal("no connection made while reinstalling")
+	}
+	select {
+	case got := <-workload:
+		t.Fatalf("a connection reached the workload (%s) directly while the capture was installed again (%d connections)", got, n)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if again := ownRuleset(t, vm); again != first {
+		t.Fatalf("rules after 16 installs differ from those after one:\n--- one:\n%s\n--- 16:\n%s", first, again)
+	}
+	t.Logf("%d connections during 15 reinstalls, all captured", n)
+	if err := vm.Do(func() error { return capture.Remove(ctx, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	assertClean(t, vm)
+}
+
+// counters are what nft shows of iptables-nft's counters.
+var counters = regexp.MustCompile(`counter packets \d+ bytes \d+ `)
+
+// ownRuleset is the namespace's nat rules without counters or dates:
+// nft's ruleset and `iptables -t nat -S` of both families.
+func ownRuleset(t *testing.T, ns *netnstest.NS) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range [][]string{{"nft", "list", "ruleset"}, {"iptables", "-w", "-t", "nat", "-S"}, {"ip6tables", "-w", "-t", "nat", "-S"}} {
+		if _, err := exec.LookPath(c[0]); err != nil {
+			continue
+		}
+		b.WriteString("# " + strings.Join(c, " ") + "\n" + ns.Output(t, c[0], c[1:]...))
+	}
+	return counters.ReplaceAllString(b.String(), "")
 }

@@ -107,6 +107,12 @@ func iptablesRules(c Config, v6 bool) [][]string {
 	return rules
 }
 
+// iptablesInstall installs vmesh's chains for each family in one
+// iptables-restore --noflush commit: declaring a chain creates it or, when
+// an earlier run left it, flushes it, and the commit refills it, so the old
+// rules apply until the new ones do. The jumps from PREROUTING and OUTPUT
+// are added only when missing (and extra copies removed), so a reinstall
+// never duplicates them.
 func iptablesInstall(ctx context.Context, run runner, c Config) error {
 	families := []struct {
 		bin string
@@ -116,13 +122,63 @@ func iptablesInstall(ctx context.Context, run runner, c Config) error {
 		if f.v6 && !have(f.bin) {
 			continue
 		}
-		for _, r := range iptablesRules(c, f.v6) {
-			if _, err := run(ctx, nil, f.bin, append([]string{"-w", "-t", "nat"}, r...)...); err != nil {
+		existing, err := run(ctx, nil, f.bin, "-w", "-t", "nat", "-S")
+		if err != nil {
+			if !strings.Contains(string(existing), "Table does not exist") && !strings.Contains(string(existing), "can't initialize") {
+				return err
+			}
+			existing = nil // no nat table yet: the commit makes it
+		}
+		input, extra := iptablesRestoreInput(iptablesRules(c, f.v6), string(existing))
+		if _, err := run(ctx, []byte(input), f.bin+"-restore", "-w", "--noflush"); err != nil {
+			return err
+		}
+		for _, r := range extra {
+			if _, err := run(ctx, nil, f.bin, append([]string{"-w", "-t", "nat", "-D"}, r[1:]...)...); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// iptablesRestoreInput renders rules (argument vectors after "-t nat", as
+// iptablesRules returns them) as one iptables-restore commit of the nat
+// table, given the table's current rules (iptables -S): each "-N" becomes a
+// chain declaration, and a rule appended to a built-in chain is left out
+// when that chain has it already. It also returns the rules to delete: the
+// copies of such a rule beyond the first.
+func iptablesRestoreInput(rules [][]string, existing string) (string, [][]string) {
+	have := map[string]int{}
+	for _, line := range strings.Split(existing, "\n") {
+		if strings.HasPrefix(line, "-A ") {
+			have[strings.Join(strings.Fields(line), " ")]++
+		}
+	}
+	var b strings.Builder
+	var extra [][]string
+	b.WriteString("*nat\n")
+	for _, r := range rules {
+		if r[0] == "-N" {
+			b.WriteString(":" + r[1] + " - [0:0]\n")
+		}
+	}
+	for _, r := range rules {
+		switch {
+		case r[0] == "-N":
+			continue
+		case r[0] == "-A" && !strings.HasPrefix(r[1], ChainPrefix):
+			if n := have[strings.Join(r, " ")]; n > 0 {
+				for range n - 1 {
+					extra = append(extra, r)
+				}
+				continue
+			}
+		}
+		b.WriteString(strings.Join(r, " ") + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String(), extra
 }
 
 // iptablesRemove deletes the jumps into vmesh's chains, then the chains.
