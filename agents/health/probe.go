@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +63,10 @@ type TCPSocket struct {
 	Port int
 }
 
-// Exec succeeds when the command exits with status 0.
+// Exec succeeds when the command exits with status 0. It runs only where
+// the VM's agent allows exec probes (CheckOptions.ExecUser), as that
+// unprivileged account, without capabilities, supplementary groups or the
+// agent's environment; its output never leaves the VM.
 type Exec struct {
 	Command []string
 }
@@ -181,17 +183,31 @@ func (p Probe) Validate() error {
 	return nil
 }
 
-// Check runs the probe once against defaultHost (used when the probe names
-// no host) and returns nil when the workload is ready.
-func (p Probe) Check(ctx context.Context, defaultHost string) error {
+// CheckOptions are the VM's own settings a probe runs with.
+type CheckOptions struct {
+	// DefaultHost is the host probed when the probe names none.
+	DefaultHost string
+	// ExecUser, when set, allows exec probes and is the account they run
+	// as (LookupExecUser); nil: an exec probe is not run and Check returns
+	// ErrExecDisabled.
+	ExecUser *ExecUser
+}
+
+// Check runs the probe once and returns nil when the workload is ready.
+// An exec probe's failure is an *ExecError, whose message carries no
+// output of the command.
+func (p Probe) Check(ctx context.Context, opts CheckOptions) error {
 	p = p.withDefaults()
+	if p.Exec != nil && opts.ExecUser == nil {
+		return ErrExecDisabled
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	host := func(h string) string {
 		if h != "" {
 			return h
 		}
-		return defaultHost
+		return opts.DefaultHost
 	}
 	switch {
 	case p.HTTP != nil:
@@ -204,17 +220,7 @@ func (p Probe) Check(ctx context.Context, defaultHost string) error {
 		}
 		return c.Close()
 	case p.Exec != nil:
-		cmd := exec.CommandContext(ctx, p.Exec.Command[0], p.Exec.Command[1:]...)
-		cmd.WaitDelay = time.Second
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			msg := strings.TrimSpace(string(out))
-			if len(msg) > 256 {
-				msg = msg[:256]
-			}
-			return fmt.Errorf("exec probe %q: %w: %s", strings.Join(p.Exec.Command, " "), err, msg)
-		}
-		return nil
+		return runExec(ctx, p.Exec, opts.ExecUser, p.Timeout)
 	case p.GRPC != nil:
 		return checkGRPC(ctx, p.GRPC, host(p.GRPC.Host))
 	}

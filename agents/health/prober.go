@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -36,6 +37,8 @@ func (f ReporterFunc) Report(ctx context.Context, s Status) error { return f(ctx
 // WorkloadGroup the control plane serves, which may change.
 type Prober struct {
 	host string
+	// execUser allows exec probes and runs them (nil: not run).
+	execUser *ExecUser
 	rep  Reporter
 	log  *slog.Logger
 	met  *metrics
@@ -47,10 +50,20 @@ type Prober struct {
 	last  *Status
 }
 
+// ProberOption is a VM-local setting of a Prober.
+type ProberOption func(*Prober)
+
+// WithExecUser allows exec probes, run as u (LookupExecUser). Without it
+// (or with u nil) an exec probe is never run: the workload is reported
+// unhealthy with ExecDisabledReason.
+func WithExecUser(u *ExecUser) ProberOption {
+	return func(p *Prober) { p.execUser = u }
+}
+
 // NewProber checks p and returns a Prober that probes defaultHost when the
 // probe names no host. With p nil it probes nothing until SetProbe gives
 // it a probe. Metrics are registered on reg when it is not nil.
-func NewProber(p *Probe, defaultHost string, rep Reporter, logger *slog.Logger, reg prometheus.Registerer) (*Prober, error) {
+func NewProber(p *Probe, defaultHost string, rep Reporter, logger *slog.Logger, reg prometheus.Registerer, opts ...ProberOption) (*Prober, error) {
 	if rep == nil {
 		return nil, fmt.Errorf("health: no reporter")
 	}
@@ -61,6 +74,9 @@ func NewProber(p *Probe, defaultHost string, rep Reporter, logger *slog.Logger, 
 		defaultHost = "127.0.0.1"
 	}
 	pr := &Prober{host: defaultHost, rep: rep, log: logger, met: newMetrics(reg), changed: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(pr)
+	}
 	// Not SetProbe: that signals a change, and a nil probe's change
 	// reports the workload healthy before anything has said so (the
 	// agent waits for its WorkloadGroup first).
@@ -155,11 +171,14 @@ func (p *Prober) Run(ctx context.Context) error {
 				if state == nil || !*state {
 					h := true
 					state = &h
-					p.report(ctx, Status{Healthy: true})
+					p.report(ctx, Status{Healthy: true}, nil)
 				}
 				continue
 			}
 			p.log.Info("readiness probe set", "probe", probe.String())
+			if probe.Exec != nil && p.execUser == nil {
+				p.log.Warn("exec readiness probe not run: the workload stays not ready", "reason", ExecDisabledReason)
+			}
 			if state == nil {
 				schedule(probe.InitialDelay)
 			} else {
@@ -168,7 +187,7 @@ func (p *Prober) Run(ctx context.Context) error {
 			continue
 		case <-t.C:
 		}
-		err := probe.Check(ctx, p.host)
+		err := probe.Check(ctx, CheckOptions{DefaultHost: p.host, ExecUser: p.execUser})
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -187,16 +206,33 @@ func (p *Prober) Run(ctx context.Context) error {
 			// Not ready until proven ready; once ready, only after
 			// FailureThreshold failures in a row.
 			next = &Status{Healthy: false, Message: err.Error()}
+		case errors.Is(err, ErrExecDisabled) && (*state || p.lastMessage() != ExecDisabledReason):
+			// Not a flaky workload but this VM's configuration: said at
+			// once, and said even when the workload was already unhealthy
+			// for another reason.
+			next = &Status{Healthy: false, Message: ExecDisabledReason}
 		}
 		if next != nil {
 			h := next.Healthy
 			state = &h
-			p.report(ctx, *next)
+			p.report(ctx, *next, err)
 		}
 		schedule(probe.Period)
 	}
 }
-func (p *Prober) report(ctx context.Context, s Status) {
+// lastMessage is the reason of the last report ("" before any).
+func (p *Prober) lastMessage() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last == nil {
+		return ""
+	}
+	return p.last.Message
+}
+
+// report records and reports s; cause is the probe's error behind it, whose
+// output (an exec probe's) goes to the local log only, never into s.
+func (p *Prober) report(ctx context.Context, s Status, cause error) {
 	p.mu.Lock()
 	p.last = &s
 	p.mu.Unlock()
@@ -205,7 +241,12 @@ func (p *Prober) report(ctx context.Context, s Status) {
 	} else {
 		p.met.healthy.Set(0)
 	}
-	p.log.Info("workload health changed", "healthy", s.Healthy, "reason", s.Message)
+	args := []any{"healthy", s.Healthy, "reason", s.Message}
+	var ee *ExecError
+	if errors.As(cause, &ee) && len(ee.Output) > 0 {
+		args = append(args, "probe_output", string(ee.Output))
+	}
+	p.log.Info("workload health changed", args...)
 	if err := p.rep.Report(ctx, s); err != nil {
 		p.met.reports.WithLabelValues("error").Inc()
 		p.log.Warn("reporting health", "error", err)
