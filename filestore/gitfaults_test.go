@@ -2,11 +2,19 @@ package filestore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +250,187 @@ func TestGitSourceBlobLimits(t *testing.T) {
 	st = gitStatus(store.Snapshot())
 	if st.Revision != c1 || len(st.Errors) > filestore.DefaultMaxProblems+2 || !gitErrorWith("more problems in this file")(store.Snapshot()) {
 		t.Fatalf("3,000 invalid documents: %d problems, revision %s", len(st.Errors), st.Revision)
+	}
+}
+
+// slowRemote serves a repository over git's smart HTTP protocol (git
+// http-backend), and can stall or throttle its answers.
+type slowRemote struct {
+	url string
+	// stall, while set, makes each git-upload-pack answer stop after its
+	// first bytes and hold the connection until the client goes; stalled
+	// receives one value per answer so held.
+	stall   atomic.Bool
+	stalled chan struct{}
+	// rate, when > 0, is the bytes per second every answer is sent at.
+	rate int
+}
+
+func newSlowRemote(t *testing.T, repoDir string, rate int) *slowRemote {
+	t.Helper()
+	t.Setenv("http_proxy", "")
+	t.Setenv("HTTP_PROXY", "")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	must(t, err)
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repoDir), "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	s := &slowRemote{stalled: make(chan struct{}, 16), rate: rate}
+	closed := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &slowWriter{ResponseWriter: w, rate: s.rate, done: r.Context().Done(), closed: closed}
+		if s.stall.Load() && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+			sw.stallAfter, sw.stalled = 16, s.stalled
+		}
+		backend.ServeHTTP(sw, r)
+	}))
+	t.Cleanup(func() { close(closed); srv.Close() })
+	s.url = srv.URL + "/" + filepath.Base(repoDir)
+	return s
+}
+
+// slowWriter sends a response at rate bytes a second (0: at once) and,
+// with stallAfter set, stops after that many bytes of the body until the
+// client goes away.
+type slowWriter struct {
+	http.ResponseWriter
+	rate         int
+	stallAfter   int
+	stalled      chan<- struct{}
+	sent         int
+	done, closed <-chan struct{}
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := len(p)
+		if w.rate > 0 {
+			k = min(k, max(1, w.rate/8))
+			select { // the throttle: an eighth of the rate every 125 ms
+			case <-time.After(125 * time.Millisecond):
+			case <-w.done:
+				return n, http.ErrAbortHandler
+			}
+		}
+		if w.stalled != nil {
+			if w.sent >= w.stallAfter {
+				w.stalled <- struct{}{}
+				w.stalled = nil
+				select { // holds the connection, sends nothing more
+				case <-w.done:
+				case <-w.closed:
+				}
+				return n, http.ErrAbortHandler
+			}
+			k = min(k, w.stallAfter-w.sent)
+		}
+		m, err := w.ResponseWriter.Write(p[:k])
+		n, w.sent, p = n+m, w.sent+m, p[m:]
+		if err != nil {
+			return n, err
+		}
+		w.ResponseWriter.(http.Flusher).Flush()
+	}
+	return n, nil
+}
+
+// TestGitSourceStallCutAndRetried: with the default settings, a remote
+// whose answer stops after its first bytes is cut within seconds, the
+// stall is shown on the source while it lasts (and in FetchStatus), and
+// a commit pushed after the stall began is applied within 15 s once the
+// remote answers again; the report clears.
+func TestGitSourceStallCutAndRetried(t *testing.T) {
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
+	remote := newSlowRemote(t, repo.dir, 0)
+	src, store, _ := runGit(t, filestore.GitConfig{Repo: remote.url, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone")})
+	select {
+	case <-src.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("never ready")
+	}
+	if st := src.FetchStatus(); st.StallTimeout != filestore.DefaultGitStallTimeout || st.Timeout != filestore.DefaultGitTimeout {
+		t.Fatalf("defaults: %+v", st)
+	}
+
+	remote.stall.Store(true)
+	src.Trigger()
+	select {
+	case <-remote.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetch never reached the stalled remote")
+	}
+	pushed := time.Now()
+	c2 := repo.commit("second", map[string]string{"a.yaml": weYAML("a", "1.1.1.2")})
+
+	want := "fetch stalled: no data from " + remote.url + " for 10s, retrying in 1s; serving " + c1[:12]
+	deadline := time.Now().Add(14 * time.Second)
+	for !gitErrorWith(want)(store.Snapshot()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stall is not shown on the source: %+v", gitStatus(store.Snapshot()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	shown := time.Since(pushed)
+	if st := src.FetchStatus(); !st.Stalled || st.Stalls != 1 || !strings.Contains(st.LastError, "fetch stalled") {
+		t.Errorf("FetchStatus during the stall: %+v", st)
+	}
+	if got := store.Snapshot().Commit(); got != c1 {
+		t.Errorf("serving %q during the stall, want %s", got, c1)
+	}
+	remote.stall.Store(false) // the remote answers again
+
+	eventually(t, "the commit pushed during the stall applied", func(s *filestore.Snapshot) bool {
+		return s.Commit() == c2 && addressOf(s, "a") == "1.1.1.2"
+	}, store)
+	took := time.Since(pushed)
+	t.Logf("stall shown %s after the push, commit applied after %s", shown.Round(time.Millisecond), took.Round(time.Millisecond))
+	if took > 15*time.Second {
+		t.Errorf("the commit pushed during the stall took %s to apply, want <= 15s", took.Round(time.Millisecond))
+	}
+	if st := gitStatus(store.Snapshot()); len(st.Errors) != 0 {
+		t.Errorf("the stall still reported after a good fetch: %+v", st.Errors)
+	}
+	if st := src.FetchStatus(); st.Stalled || st.LastError != "" || st.Stalls != 1 {
+		t.Errorf("FetchStatus after the recovery: %+v", st)
+	}
+}
+
+// TestGitSourceSlowCloneCompletes: a first clone from a remote that sends
+// 1 KiB a second, for several times the stall timeout (2 s here), runs to
+// its end: data that keeps arriving, also inside one large pkt-line that
+// git shows no progress for, is progress.
+func TestGitSourceSlowCloneCompletes(t *testing.T) {
+	repo := newGitRepo(t)
+	files := map[string]string{}
+	for i := range 4 { // ~7 KiB of pack that does not compress
+		noise := make([]byte, 1300)
+		_, err := rand.Read(noise)
+		must(t, err)
+		files[fmt.Sprintf("we-%d.yaml", i)] = weYAML(fmt.Sprintf("we-%d", i), fmt.Sprintf("10.0.0.%d", i+1)) + "# " + base64.StdEncoding.EncodeToString(noise) + "\n"
+	}
+	c1 := repo.commit("first", files)
+	remote := newSlowRemote(t, repo.dir, 1024)
+	const stall = 2 * time.Second
+	store := filestore.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: remote.url, Ref: "main", StallTimeout: stall,
+		WorkDir: filepath.Join(t.TempDir(), "clone")}, store, nil)
+	must(t, err)
+	start := time.Now()
+	if err := src.Sync(context.Background()); err != nil {
+		t.Fatalf("a slow but progressing clone was cut after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	took := time.Since(start)
+	t.Logf("clone at 1 KiB/s took %s", took.Round(time.Millisecond))
+	if took < 3*stall {
+		t.Errorf("the clone took %s, not several stall timeouts (%s): the test does not show progress resetting the watchdog", took, stall)
+	}
+	if snap := store.Snapshot(); snap.Commit() != c1 || addressOf(snap, "we-3") != "10.0.0.4" {
+		t.Errorf("serving %q after the clone, want %s", snap.Commit(), c1)
+	}
+	if st := src.FetchStatus(); st.Stalls != 0 || st.Failures != 0 {
+		t.Errorf("FetchStatus after the slow clone: %+v", st)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,9 +36,14 @@ type GitConfig struct {
 	// Interval is how often to poll; default 30s. A failed fetch is retried
 	// sooner, with backoff from 1s up to Interval.
 	Interval time.Duration
-	// Timeout bounds every git command (a fetch from a remote that holds
-	// the connection open without answering fails after it); default 2m.
+	// Timeout bounds every git command, a fetch that keeps receiving data
+	// included; default 10m.
 	Timeout time.Duration
+	// StallTimeout cuts a fetch that receives nothing for this long (a
+	// remote that holds the connection open without answering, or stops
+	// in the middle); it is reported at once and retried with backoff.
+	// A slow fetch that keeps receiving runs on. Default 10s.
+	StallTimeout time.Duration
 	// WorkDir holds the local bare clone; default a folder under os.TempDir.
 	WorkDir string
 	// Username and Token authenticate HTTPS remotes (basic auth; Username
@@ -52,8 +59,10 @@ type GitConfig struct {
 	AllowEmpty bool
 }
 
-// DefaultGitTimeout bounds each git command unless GitConfig.Timeout says otherwise.
-const DefaultGitTimeout = 2 * time.Minute
+// DefaultGitTimeout bounds each git command unless GitConfig.Timeout says
+// otherwise. A stalled fetch is cut much sooner (DefaultGitStallTimeout);
+// this bounds one that keeps receiving, so a slow first clone completes.
+const DefaultGitTimeout = 10 * time.Minute
 
 // GitSource polls a git repository and applies each new commit to the Store
 // whole or not at all: a commit with any error is reported with its SHA,
@@ -96,6 +105,10 @@ type GitSource struct {
 	fetchErr     string
 	fetchErrAt   time.Time
 	failures     uint64
+	// stalled says the last fetch was cut for receiving nothing, until
+	// one succeeds; stalls counts such fetches.
+	stalled bool
+	stalls  uint64
 }
 
 // FetchStatus is what a GitSource's fetches are doing, for /ready, the
@@ -109,15 +122,22 @@ type FetchStatus struct {
 	LastErrorAt time.Time
 	// Failures counts the failed fetches since start.
 	Failures uint64
-	// Timeout bounds every git command.
-	Timeout time.Duration
+	// Stalled says the last fetch was cut for receiving nothing (its
+	// LastError says from where and for how long), until one succeeds;
+	// Stalls counts such fetches since start.
+	Stalled bool
+	Stalls  uint64
+	// Timeout bounds every git command; StallTimeout cuts a fetch that
+	// receives nothing for that long.
+	Timeout, StallTimeout time.Duration
 }
 
 // FetchStatus reports the source's fetches.
 func (g *GitSource) FetchStatus() FetchStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := FetchStatus{LastError: g.fetchErr, LastErrorAt: g.fetchErrAt, Failures: g.failures, Timeout: cmp.Or(g.cfg.Timeout, DefaultGitTimeout)}
+	st := FetchStatus{LastError: g.fetchErr, LastErrorAt: g.fetchErrAt, Failures: g.failures, Stalled: g.stalled, Stalls: g.stalls,
+		Timeout: cmp.Or(g.cfg.Timeout, DefaultGitTimeout), StallTimeout: cmp.Or(g.cfg.StallTimeout, DefaultGitStallTimeout)}
 	if !g.fetchStarted.IsZero() {
 		st.Running = time.Since(g.fetchStarted)
 	}
@@ -139,6 +159,9 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("git source: timeout %s must be > 0", cfg.Timeout)
 	}
+	if cfg.StallTimeout < 0 {
+		return nil, fmt.Errorf("git source: stall timeout %s must be > 0", cfg.StallTimeout)
+	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Ref == "" {
 		cfg.Ref = "HEAD"
@@ -148,6 +171,9 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultGitTimeout
+	}
+	if cfg.StallTimeout == 0 {
+		cfg.StallTimeout = DefaultGitStallTimeout
 	}
 	cfg.Path = strings.Trim(path.Clean("/"+cfg.Path), "/")
 	if cfg.WorkDir == "" {
@@ -215,7 +241,8 @@ func (g *GitSource) Run(ctx context.Context) error {
 	var backoff time.Duration
 	for {
 		wait := g.cfg.Interval
-		if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
+		// A failure is reported with when it is retried.
+		if err := g.sync(ctx, nextBackoff(backoff, g.cfg.Interval)); err != nil && ctx.Err() == nil {
 			backoff = nextBackoff(backoff, g.cfg.Interval)
 			wait = backoff
 			g.log.Warn("git sync failed; last good commit keeps serving", "error", err, "retry_in", wait)
@@ -276,7 +303,11 @@ func (g *GitSource) restore(ctx context.Context) {
 }
 
 // Sync fetches the ref once and applies its commit if it is new.
-func (g *GitSource) Sync(ctx context.Context) error {
+func (g *GitSource) Sync(ctx context.Context) error { return g.sync(ctx, 0) }
+
+// sync is Sync; retry, when set, is when a failed fetch is retried, for
+// its report.
+func (g *GitSource) sync(ctx context.Context, retry time.Duration) error {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
 	if err := g.init(ctx); err != nil {
@@ -291,8 +322,16 @@ func (g *GitSource) Sync(ctx context.Context) error {
 	g.fetchStarted = start
 	g.mu.Unlock()
 	commit, err := g.fetch(ctx)
+	stalled := isStall(err) && ctx.Err() == nil
+	if err != nil && retry > 0 && ctx.Err() == nil {
+		err = fmt.Errorf("%w, retrying in %s", err, retry)
+	}
 	g.mu.Lock()
 	g.fetchStarted = time.Time{}
+	g.stalled = stalled
+	if stalled {
+		g.stalls++
+	}
 	if err != nil {
 		g.fetchErr, g.fetchErrAt = err.Error(), time.Now()
 		g.failures++
@@ -300,6 +339,9 @@ func (g *GitSource) Sync(ctx context.Context) error {
 		g.fetchErr, g.fetchErrAt = "", time.Time{}
 	}
 	g.mu.Unlock()
+	if stalled {
+		g.log.Warn("git fetch stalled; cut and retried", "error", err)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w; serving %s", err, shortOr(g.GoodCommit(), "nothing yet"))
 		g.mu.Lock()
@@ -477,11 +519,21 @@ func (g *GitSource) fetch(ctx context.Context) (string, error) {
 	// A forced fetch into our own ref follows force-pushes and rewrites.
 	// The first one (the clone holds nothing yet, and a large repository
 	// takes a while) logs git's progress.
-	r, verbosity := g.runner(), "--quiet"
+	// Every fetch runs with --progress under a watchdog that cuts it
+	// once it receives nothing for StallTimeout (curl's low-speed limit
+	// does the same for HTTP(S)); a slow fetch that keeps receiving runs
+	// up to Timeout.
+	r := g.runner()
+	r.stall, r.remote, r.progress = g.cfg.StallTimeout, redactURL(g.cfg.Repo), nil
 	if _, err := g.git(ctx, nil, "rev-parse", "--verify", "--quiet", "refs/vmesh/target"); err != nil {
-		r.progress, verbosity = g.log, "--progress"
+		r.progress = g.log
 	}
-	if _, err := r.run(ctx, nil, "fetch", verbosity, "--force", "--no-tags", g.cfg.Repo, "+"+g.cfg.Ref+":refs/vmesh/target"); err != nil {
+	r.config = lowSpeedConfig(g.cfg.StallTimeout)
+	args := append([]string(nil), "fetch", "--progress", "--force", "--no-tags", g.cfg.Repo, "+"+g.cfg.Ref+":refs/vmesh/target")
+	if _, err := r.run(ctx, nil, args...); err != nil {
+		if _, ok := errors.AsType[*stallError](err); ok {
+			return "", err
+		}
 		return "", fmt.Errorf("fetch %s %s: %w", redactURL(g.cfg.Repo), g.cfg.Ref, err)
 	}
 	out, err := g.git(ctx, nil, "rev-parse", "refs/vmesh/target^{commit}")
@@ -774,6 +826,12 @@ type gitRunner struct {
 	// progress, when set, logs the progress lines git writes on stderr
 	// (a fetch run with --progress).
 	progress *slog.Logger
+	// stall, when set, cuts the command once it shows no progress for
+	// that long (watchdog), reported as a *stallError naming remote.
+	stall  time.Duration
+	remote string
+	// config is passed as -c key=value options.
+	config []string
 }
 
 // run runs one git command. When it outlives the timeout (a remote that
@@ -783,7 +841,13 @@ type gitRunner struct {
 func (r gitRunner) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
 	tctx, cancel := context.WithTimeout(ctx, cmp.Or(r.timeout, DefaultGitTimeout))
 	defer cancel()
-	cmd := exec.CommandContext(tctx, "git", append([]string{"--git-dir", r.dir}, args...)...)
+	wctx, cut := context.WithCancel(tctx) // the watchdog's
+	defer cut()
+	gitArgs := []string{"--git-dir", r.dir}
+	for _, kv := range r.config {
+		gitArgs = append(gitArgs, "-c", kv)
+	}
+	cmd := exec.CommandContext(wctx, "git", append(gitArgs, args...)...)
 	cmd.Env = append(os.Environ(), append([]string{"GIT_TERMINAL_PROMPT=0"}, r.env...)...)
 	cmd.Stdin = stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -791,17 +855,46 @@ func (r gitRunner) run(ctx context.Context, stdin io.Reader, args ...string) ([]
 	cmd.WaitDelay = time.Second
 	stderr := &headWriter{max: 4 << 10}
 	cmd.Stderr = stderr
-	if r.progress != nil {
+	if r.progress != nil || r.stall > 0 {
 		cmd.Stderr = &progressWriter{log: r.progress, rest: stderr}
 	}
-	out, err := cmd.Output()
+	out, stalled, err := r.watched(cmd, cut)
 	if err != nil {
+		if ctx.Err() == nil && (stalled || (r.stall > 0 && strings.Contains(stderr.String(), "Operation too slow"))) {
+			return nil, &stallError{remote: r.remote, idle: r.stall}
+		}
 		if tctx.Err() != nil && ctx.Err() == nil {
 			return nil, fmt.Errorf("git %s: no answer within %s (a stalled remote?): %w", args[0], cmp.Or(r.timeout, DefaultGitTimeout), tctx.Err())
 		}
 		return nil, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// watched runs cmd and returns its output; with a stall limit, under a
+// watchdog that calls cut (stalled true) when it shows no progress for it.
+func (r gitRunner) watched(cmd *exec.Cmd, cut func()) (out []byte, stalled bool, err error) {
+	if r.stall <= 0 {
+		out, err = cmd.Output()
+		return out, false, err
+	}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	wd := newWatchdog(r.stall)
+	cmd.Stderr = wd.writer(cmd.Stderr)
+	if err := cmd.Start(); err != nil {
+		return nil, false, err
+	}
+	done := make(chan struct{})
+	var fired atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		wd.watch(cmd.Process.Pid, done, func() { fired.Store(true); cut() })
+	})
+	err = cmd.Wait()
+	close(done)
+	wg.Wait()
+	return stdout.Bytes(), fired.Load(), err
 }
 
 // headWriter keeps the first max bytes written to it and counts the rest:
