@@ -150,6 +150,10 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 	if cfg.Repo == "" {
 		return nil, fmt.Errorf("git source: repository is required")
 	}
+	cfg, err := moveURLCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("git source: the git command is required: %w", err)
 	}
