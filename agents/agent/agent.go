@@ -110,6 +110,13 @@ type Config struct {
 	// ProbeHost is the host probed when the probe names none; default
 	// 127.0.0.1.
 	ProbeHost string
+	// ExecProbeUser, when set, allows exec probes and names the local,
+	// unprivileged account they run as (health.LookupExecUser: not root,
+	// not UID 0; New refuses otherwise). Only the VM's own configuration
+	// sets it, never the control plane. Without it an exec probe is not
+	// run and the workload is reported not ready with
+	// health.ExecDisabledReason; an exec Probe is refused.
+	ExecProbeUser string
 
 	// RetryMin and RetryMax bound reconnect backoffs (CA, node stream);
 	// zero values take the parts' defaults.
@@ -148,6 +155,8 @@ type Agent struct {
 	reg    prometheus.Registerer
 	met    *metrics
 	ready  chan struct{}
+	// execUser runs exec probes (Config.ExecProbeUser); nil: not run.
+	execUser *health.ExecUser
 
 	// parts are the running parts, once Run started them (the HTTP port
 	// reads them).
@@ -213,6 +222,14 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
+	var execUser *health.ExecUser
+	if cfg.ExecProbeUser != "" {
+		if execUser, err = health.LookupExecUser(cfg.ExecProbeUser); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	} else if cfg.Probe != nil && cfg.Probe.Exec != nil {
+		return nil, errors.New("agent: the probe is an exec probe but " + health.ExecDisabledReason)
+	}
 	node := bootstrap.Node{
 		Namespace: b.Namespace, ServiceAccount: b.ServiceAccount, WorkloadName: cfg.WorkloadName,
 		Labels: b.Labels, IPs: cfg.IPs, WorkloadGroup: b.WorkloadGroup, WorkloadEntry: cfg.WorkloadEntry,
@@ -221,7 +238,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 	if err := node.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	return &Agent{cfg: cfg, bundle: b, node: node, log: logger, reg: reg, met: newMetrics(reg), ready: make(chan struct{})}, nil
+	return &Agent{cfg: cfg, bundle: b, node: node, log: logger, reg: reg, met: newMetrics(reg), ready: make(chan struct{}), execUser: execUser}, nil
 }
 
 // Run is New followed by Run: the whole of `vmesh agent`.
@@ -306,7 +323,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("agent: %w", err)
 	}
 	secrets := sds.New(a.log.With("part", "sds"), a.reg)
-	prober, err = health.NewProber(a.cfg.Probe, a.cfg.ProbeHost, proxy, a.log.With("part", "health"), a.reg)
+	prober, err = health.NewProber(a.cfg.Probe, a.cfg.ProbeHost, proxy, a.log.With("part", "health"), a.reg, health.WithExecUser(a.execUser))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

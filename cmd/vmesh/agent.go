@@ -36,13 +36,29 @@ proxy.istio.io/health-checks-enabled: "true") names it with
 --workload-entry: the agent's health reports then decide whether it is an
 endpoint, as Istio's WORKLOAD_ENTRY does.
 
+Exec probes (a WorkloadGroup's probe.exec) run only where this VM allows
+them: --exec-probe-user NAME names the unprivileged local account they run
+as (not root, not UID 0), without capabilities, supplementary groups or the
+agent's environment, in /; their output stays in the agent's log. Without
+it an exec probe is not run and the VM reports not ready: "exec probes are
+disabled on this VM".
+
 On a VM with Envoy it captures the VM's traffic as istio-iptables does
 (nftables, else iptables): outbound TCP to 15001, inbound to 15006, DNS to
 the agent's DNS proxy on 127.0.0.1:15053, which answers the mesh's hosts
 from the control plane's name table and forwards the rest to the resolvers
-of /etc/resolv.conf. The rules go when the agent exits; after a crash,
-"vmesh agent cleanup" removes them. Port 15020 (loopback) serves
-/healthz/ready, /stats/prometheus and /debug/ndsz.`,
+of /etc/resolv.conf. The rules stay when the agent stops, restarts or
+crashes: meanwhile captured traffic fails (inbound connections are refused
+on 15006, the VM's DNS goes unanswered) instead of bypassing mTLS and
+policy, and the next start replaces them in place. "vmesh agent cleanup"
+removes them, taking the VM out of the mesh (removing the package runs
+it). Port 15020 (loopback) serves /healthz/ready, /stats/prometheus and
+/debug/ndsz.
+
+A control plane that refuses the VM for good (a revoked identity, found at
+the latest when a renewal of the certificate is refused; a token for
+another trust domain; an unknown WorkloadGroup) makes the agent exit 78
+(EX_CONFIG), which its systemd unit does not restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if probeFile != "" {
@@ -86,6 +102,7 @@ of /etc/resolv.conf. The rules go when the agent exits; after a crash,
 	f.StringVar(&cfg.EnvoyBinary, "envoy", "", "Envoy binary (default: envoy on PATH, if any)")
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
 	f.StringVar(&probeFile, "probe", "", "a readiness probe as YAML (httpGet, tcpSocket, exec or grpc), overriding the one of the WorkloadGroup the control plane serves")
+	f.StringVar(&cfg.ExecProbeUser, "exec-probe-user", "", "allow exec probes, run as this unprivileged local user (not root); without it an exec probe is not run and the VM reports not ready")
 	f.StringVar(&cfg.DNSAddr, "dns-addr", dnsproxy.DefaultAddr, `DNS proxy address, UDP and TCP ("" = no DNS proxy)`)
 	f.StringVar(&cfg.ResolvConf, "resolv-conf", dnsproxy.DefaultResolvConf, "resolver configuration whose nameservers get the non-mesh queries and whose search domains expand short names")
 	f.StringVar(&cfg.StatusAddr, "status-addr", "127.0.0.1:15020", `agent HTTP port: /healthz/ready, /stats/prometheus, /debug/ndsz ("" = none)`)
