@@ -105,6 +105,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.IntVar(&cfg.MaxProblems, "max-problems", cfg.MaxProblems, "problems kept and logged per config file (the rest are counted)")
 	f.BoolVar(&cfg.AllowEmpty, "allow-empty", cfg.AllowEmpty, "apply a folder or commit that defines no object (default: hold it and keep serving)")
 	return cmd
+	f.StringArrayVar(&cfg.JWKSAllowedCIDRs, "jwks-allowed-cidr", cfg.JWKSAllowedCIDRs, "loopback, link-local or private address range RequestAuthentication key sets may be fetched from, e.g. 10.1.2.3/32 (repeatable; by default only global addresses are)")
 }
 
 // mergeFlags copies every flag the user set on the command line from flags
@@ -150,3 +151,4 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("max-problems", func() { into.MaxProblems = flags.MaxProblems })
 	set("allow-empty", func() { into.AllowEmpty = flags.AllowEmpty })
 }
+	set("jwks-allowed-cidr", func() { into.JWKSAllowedCIDRs = flags.JWKSAllowedCIDRs })

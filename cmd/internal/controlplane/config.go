@@ -43,8 +43,14 @@ type Config struct {
 	// and rootNamespace when CA leaves them empty.
 	MeshConfig string `yaml:"meshConfig"`
 	// JWKSBlockedCIDRs are address ranges RequestAuthentication key sets
-	// are never fetched from (Istio's BLOCKED_CIDRS_IN_JWKS_URIS): a
-	// jwksUri or issuer resolving into one fails closed.
+	// are never fetched from, even when JWKSAllowedCIDRs or global
+	// reachability would allow them (Istio's BLOCKED_CIDRS_IN_JWKS_URIS):
+	// a jwksUri or issuer resolving into one fails closed.
+	// JWKSAllowedCIDRs are the non-global address ranges (loopback,
+	// link-local, private, CGNAT, ...) RequestAuthentication key sets may
+	// be fetched from; by default a jwksUri or issuer resolving into one
+	// fails closed (warning VM1012).
+	JWKSAllowedCIDRs []string `yaml:"jwksAllowedCIDRs"`
 	JWKSBlockedCIDRs []string `yaml:"jwksBlockedCIDRs"`
 	// Registries lists the registry adapters (see registries.Spec); the
 	// --registry flag adds "consul=ADDR", "zookeeper=ADDR[,ADDR]" or
@@ -187,12 +193,25 @@ func (c Config) Validate() error {
 // jwksBlockedCIDRs parses JWKSBlockedCIDRs.
 func (c Config) jwksBlockedCIDRs() ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for i, v := range c.JWKSBlockedCIDRs {
+	for i, v := range ranges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(v))
 		if err != nil {
-			return nil, fmt.Errorf("jwksBlockedCIDRs[%d] %q: not a CIDR range (e.g. 169.254.0.0/16): %w", i, v, err)
+			return nil, fmt.Errorf("%s[%d] %q: not a CIDR range (e.g. %s): %w", field, i, v, example, err)
 		}
 		out = append(out, p.Masked())
 	}
 	return out, nil
 }
+	if _, err := c.jwksAllowedCIDRs(); err != nil {
+		return err
+	}
+	return parseCIDRs("jwksBlockedCIDRs", c.JWKSBlockedCIDRs, "169.254.0.0/16")
+}
+
+// jwksAllowedCIDRs parses JWKSAllowedCIDRs.
+func (c Config) jwksAllowedCIDRs() ([]netip.Prefix, error) {
+	return parseCIDRs("jwksAllowedCIDRs", c.JWKSAllowedCIDRs, "10.1.2.3/32")
+}
+
+// parseCIDRs parses the CIDR ranges of the config field named field.
+func parseCIDRs(field string, ranges []string, example string) ([]netip.Prefix, error) {

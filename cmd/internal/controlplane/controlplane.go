@@ -148,7 +148,11 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready), BlockedCIDRs: blocked})
+	allowed, err := cfg.jwksAllowedCIDRs()
+	if err != nil {
+		return nil, err
+	}
+	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready), AllowedCIDRs: allowed, BlockedCIDRs: blocked})
 	if err != nil {
 		return nil, err
 	}
