@@ -75,7 +75,8 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.StringVar(&cfg.Git.Ref, "git-ref", cfg.Git.Ref, "git branch, tag or ref")
 	f.StringVar(&cfg.Git.Path, "git-path", cfg.Git.Path, "sub-folder of the git repository")
 	f.DurationVar(&cfg.Git.Interval, "git-interval", cfg.Git.Interval, "git poll interval")
-	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run (a stalled fetch fails after it and is retried with backoff)")
+	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run, a fetch that keeps receiving data included")
+	f.DurationVar(&cfg.Git.StallTimeout, "git-stall-timeout", cfg.Git.StallTimeout, "a git fetch that receives nothing this long is cut, reported and retried with backoff")
 	f.StringVar(&cfg.Git.Username, "git-username", cfg.Git.Username, "HTTPS username (default git)")
 	f.StringVar(&cfg.Git.TokenFile, "git-token-file", cfg.Git.TokenFile, "file holding an HTTPS token")
 	f.StringVar(&cfg.Git.SSHKeyFile, "git-ssh-key", cfg.Git.SSHKeyFile, "SSH private key file")
@@ -105,7 +106,6 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.IntVar(&cfg.MaxProblems, "max-problems", cfg.MaxProblems, "problems kept and logged per config file (the rest are counted)")
 	f.BoolVar(&cfg.AllowEmpty, "allow-empty", cfg.AllowEmpty, "apply a folder or commit that defines no object (default: hold it and keep serving)")
 	return cmd
-	f.StringArrayVar(&cfg.JWKSAllowedCIDRs, "jwks-allowed-cidr", cfg.JWKSAllowedCIDRs, "loopback, link-local or private address range RequestAuthentication key sets may be fetched from, e.g. 10.1.2.3/32 (repeatable; by default only global addresses are)")
 }
 
 // mergeFlags copies every flag the user set on the command line from flags
@@ -122,6 +122,7 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("git-path", func() { into.Git.Path = flags.Git.Path })
 	set("git-interval", func() { into.Git.Interval = flags.Git.Interval })
 	set("git-timeout", func() { into.Git.Timeout = flags.Git.Timeout })
+	set("git-stall-timeout", func() { into.Git.StallTimeout = flags.Git.StallTimeout })
 	set("git-username", func() { into.Git.Username = flags.Git.Username })
 	set("git-token-file", func() { into.Git.TokenFile = flags.Git.TokenFile })
 	set("git-ssh-key", func() { into.Git.SSHKeyFile = flags.Git.SSHKeyFile })
@@ -151,4 +152,3 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("max-problems", func() { into.MaxProblems = flags.MaxProblems })
 	set("allow-empty", func() { into.AllowEmpty = flags.AllowEmpty })
 }
-	set("jwks-allowed-cidr", func() { into.JWKSAllowedCIDRs = flags.JWKSAllowedCIDRs })

@@ -47,6 +47,19 @@ func newGitMetrics(git func() *filestore.GitSource) []prometheus.Collector {
 			}
 			return 0
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "vmesh", Subsystem: "git", Name: "fetch_stalls_total",
+			Help: "Git fetches cut for receiving nothing for the stall timeout (then retried with backoff).",
+		}, func() float64 { return float64(status().Stalls) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "vmesh", Subsystem: "git", Name: "fetch_stalled",
+			Help: "1 while the last git fetch was cut for receiving nothing (the remote is in /debug/config), else 0.",
+		}, func() float64 {
+			if status().Stalled {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "vmesh", Subsystem: "git", Name: "fetch_running_seconds",
 			Help: "How long the git fetch under way has run; 0 when none is.",
