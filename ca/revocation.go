@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vmesh/vmesh/internal/atomicfile"
 	"io/fs"
 	"math/big"
 	"os"
@@ -12,7 +11,61 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vmesh/vmesh/ca/spiffe"
+	"github.com/vmesh/vmesh/internal/atomicfile"
 )
+
+// MaxRevocationSkew is how far in the future a revocation made elsewhere
+// (another replica's clock, the shared state) may be dated: a later
+// RevokedAt would revoke an identity's certificates issued until then, so
+// such an entry is refused (Validate), never merged.
+const MaxRevocationSkew = time.Minute
+
+// Validate checks a revocation made elsewhere before it is applied: it
+// names exactly one serial (lower-case hex), SPIFFE identity or token ID,
+// is dated, not later than now plus MaxRevocationSkew, and its NotAfter (if
+// set) is not before its RevokedAt.
+func (rv Revocation) Validate(now time.Time) error {
+	n := 0
+	for _, v := range []string{rv.Serial, rv.Identity, rv.Token} {
+		if v != "" {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return errors.New("revocation: names no serial, identity or token")
+	case n > 1:
+		return errors.New("revocation: names more than one of a serial, an identity and a token")
+	case rv.RevokedAt.IsZero():
+		return errors.New("revocation: no revokedAt")
+	case rv.RevokedAt.After(now.Add(MaxRevocationSkew)):
+		return fmt.Errorf("revocation: revokedAt %s is in the future (now %s, allowed skew %s)", rv.RevokedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), MaxRevocationSkew)
+	case !rv.NotAfter.IsZero() && rv.NotAfter.Before(rv.RevokedAt):
+		return errors.New("revocation: notAfter is before revokedAt")
+	case len(rv.Reason) > 1024:
+		return errors.New("revocation: reason longer than 1024 bytes")
+	}
+	switch {
+	case rv.Serial != "":
+		s, ok := new(big.Int).SetString(rv.Serial, 16)
+		if !ok || s.Sign() <= 0 || s.Text(16) != rv.Serial {
+			return errors.New("revocation: serial is not a lower-case hex serial number")
+		}
+	case rv.Identity != "":
+		id, err := spiffe.Parse(rv.Identity)
+		if err == nil {
+			err = id.Validate()
+		}
+		if err != nil {
+			return fmt.Errorf("revocation: identity: %w", err)
+		}
+	case len(rv.Token) > 256 || strings.ContainsAny(rv.Token, " \t\n/"):
+		return errors.New("revocation: token ID is longer than 256 bytes or has spaces or '/'")
+	}
+	return nil
+}
 
 // Revocation records one revoked certificate (Serial) or one revoked
 // identity (Identity): every certificate and bootstrap token for that SPIFFE
@@ -177,7 +230,9 @@ func (r *revocations) setLocked(rv Revocation) {
 
 // merge records the entries of rvs the list lacks (for an identity: a later
 // RevokedAt than the one listed), writing the list once if any is new, and
-// returns how many were new. Entries already expired at now are skipped.
+// returns how many were new. Entries already expired at now, and entries
+// that are not valid at now (Validate: a future-dated one above all), are
+// skipped.
 func (r *revocations) merge(rvs []Revocation, now time.Time) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -186,7 +241,7 @@ func (r *revocations) merge(rvs []Revocation, now time.Time) (int, error) {
 	}
 	n := 0
 	for _, rv := range rvs {
-		if !rv.NotAfter.IsZero() && rv.NotAfter.Before(now) {
+		if !rv.NotAfter.IsZero() && rv.NotAfter.Before(now) || rv.Validate(now) != nil {
 			continue
 		}
 		var cur Revocation

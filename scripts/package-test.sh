@@ -63,6 +63,37 @@ done
 step "systemd-analyze verify"
 systemd-analyze verify /usr/lib/systemd/system/vmesh.service /usr/lib/systemd/system/vmesh-agent.service
 
+step "unit hardening (systemd-analyze security --offline=yes)"
+# has UNIT LINE...: every LINE is a whole line of UNIT.
+has() {
+	local unit=$1 line
+	shift
+	for line; do grep -qxF -- "$line" "$unit" || fail "$unit lacks $line"; done
+}
+# exposure UNIT MAX: systemd's exposure score of UNIT is at most MAX.
+exposure() {
+	local score
+	score=$(systemd-analyze security --offline=yes "$1" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) .*/\1/p')
+	[[ -n $score ]] || fail "no exposure score for $1"
+	awk -v s="$score" -v m="$2" 'BEGIN { exit !(s <= m) }' || fail "$1: exposure $score, want at most $2"
+	echo "package-test: $1: exposure $score"
+}
+common=(NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes PrivateDevices=yes PrivateMounts=yes
+	ProtectKernelTunables=yes ProtectKernelModules=yes ProtectKernelLogs=yes ProtectControlGroups=yes ProtectClock=yes
+	ProtectHostname=yes RestrictNamespaces=yes RestrictSUIDSGID=yes RestrictRealtime=yes LockPersonality=yes
+	SystemCallArchitectures=native SystemCallFilter=@system-service)
+cp_unit=/usr/lib/systemd/system/vmesh.service agent_unit=/usr/lib/systemd/system/vmesh-agent.service
+has "$cp_unit" "${common[@]}" User=vmesh CapabilityBoundingSet= AmbientCapabilities= MemoryDenyWriteExecute=yes \
+	"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX"
+# The agent stays UID 0 with five capabilities (the unit says why) and no
+# MemoryDenyWriteExecute (Envoy, which it starts, needs W+X memory).
+has "$agent_unit" "${common[@]}" "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SETUID CAP_SETGID CAP_KILL CAP_CHOWN" \
+	"RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"
+! grep -q '^User=' "$agent_unit" || fail "$agent_unit sets User=: a non-root agent would pass its ambient capabilities to Envoy and probes"
+! grep -q '^MemoryDenyWriteExecute=yes' "$agent_unit" || fail "$agent_unit denies W+X memory, which Envoy needs"
+exposure "$cp_unit" 2.0
+exposure "$agent_unit" 3.5
+
 # status_of HOST:PORT PATH prints the HTTP status of GET PATH (bash only, no curl).
 status_of() {
 	local line

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -307,6 +308,51 @@ func TestExecProbeUserRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if _, err := health.LookupExecUser("nobody"); err == nil {
 			t.Error("a non-root agent may run exec probes as another user: its ambient capabilities would follow")
+		}
+	}
+}
+
+// TestExecProbeUnderAgentUnitCapabilities runs the exec probe tests again
+// in a process holding only what the packaged unit (vmesh-agent.service)
+// gives the agent: its CapabilityBoundingSet as bounding, inheritable and
+// ambient sets, and NoNewPrivileges. The probe must still switch user,
+// lose every capability, and be killed with its process group on timeout
+// (signals to another UID need CAP_KILL).
+func TestExecProbeUnderAgentUnitCapabilities(t *testing.T) {
+	probeUser(t)
+	if os.Getenv("VMESH_EXECPROBE_UNDER_UNIT") != "" {
+		t.Skip("already under the unit's capabilities")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		testenv.Missing(t, "setpriv (util-linux)")
+	}
+	unit, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "tools/package/debian/vmesh-agent/vmesh-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapabilityBoundingSet="); ok {
+			for _, c := range strings.Fields(v) {
+				caps = append(caps, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+			}
+		}
+	}
+	if len(caps) == 0 {
+		t.Fatal("the unit has no CapabilityBoundingSet")
+	}
+	set := "-all," + strings.Join(caps, ",")
+	cmd := exec.Command(setpriv, "--bounding-set="+set, "--inh-caps="+set, "--ambient-caps="+set, "--no-new-privs", "--",
+		os.Args[0], "-test.run=^(TestExecProbe|TestExecProbeRunsUnprivileged|TestExecProbeTimeoutKillsProcessGroup|TestExecProbeOutputNeverReported)$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "VMESH_EXECPROBE_UNDER_UNIT=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("exec probe tests with the unit's capabilities (%s): %v\n%s", set, err, out)
+	}
+	for _, name := range []string{"TestExecProbe", "TestExecProbeRunsUnprivileged", "TestExecProbeTimeoutKillsProcessGroup", "TestExecProbeOutputNeverReported"} {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass with the unit's capabilities:\n%s", name, out)
 		}
 	}
 }

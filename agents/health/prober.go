@@ -39,9 +39,9 @@ type Prober struct {
 	host string
 	// execUser allows exec probes and runs them (nil: not run).
 	execUser *ExecUser
-	rep  Reporter
-	log  *slog.Logger
-	met  *metrics
+	rep      Reporter
+	log      *slog.Logger
+	met      *metrics
 	// changed is signalled (buffered, never blocks) when the probe changes.
 	changed chan struct{}
 
@@ -220,6 +220,7 @@ func (p *Prober) Run(ctx context.Context) error {
 		schedule(probe.Period)
 	}
 }
+
 // lastMessage is the reason of the last report ("" before any).
 func (p *Prober) lastMessage() string {
 	p.mu.Lock()

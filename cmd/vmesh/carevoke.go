@@ -22,17 +22,29 @@ func newCACmd() *cobra.Command {
 	return cmd
 }
 
-// dialState connects to a --state backend for the CLI.
-func dialState(cmd *cobra.Command, flag string) (*sharedstate.Client, error) {
+// dialState connects to a --state backend for the CLI, with the replicas'
+// state key: --state-key-file, else derived from --cacerts-dir's issuing
+// key (as the replicas derive it).
+func dialState(cmd *cobra.Command, flag, keyFile, cacertsDir string) (*sharedstate.Client, error) {
 	spec, err := sharedstate.ParseFlag(flag)
 	if err != nil {
 		return nil, err
 	}
-	return sharedstate.Dial(spec, cliLogger(cmd))
+	var key sharedstate.Key
+	switch {
+	case keyFile != "":
+		key, err = sharedstate.LoadKeyFile(keyFile)
+	case cacertsDir != "":
+		key, err = sharedstate.KeyFromCACerts(cacertsDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sharedstate.Dial(spec, key, cliLogger(cmd))
 }
 
 func newCARevokeCmd() *cobra.Command {
-	var dataDir, cacertsDir, state, trustDomain string
+	var dataDir, cacertsDir, state, stateKeyFile, trustDomain string
 	var req ca.RevokeRequest
 	cmd := &cobra.Command{
 		Use:   "revoke (--identity SPIFFE-ID | --serial HEX | --token ID)",
@@ -49,8 +61,10 @@ the running control plane re-reads when it changes:
                                        "vmesh token create" prints
 
 With --state consul=ADDR or zookeeper=ADDR[,ADDR] (the replicas' shared
-state, vmesh serve --state), the revocation is written there instead, and
-every replica applies it to its CA within seconds.`,
+state, vmesh serve --state), the revocation is written there instead, signed
+with the replicas' state key (--state-key-file, or derived from the shared
+--cacerts-dir as the replicas do), and every replica applies it to its CA
+within seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if state != "" {
@@ -58,7 +72,7 @@ every replica applies it to its CA within seconds.`,
 				if err != nil {
 					return err
 				}
-				client, err := dialState(cmd, state)
+				client, err := dialState(cmd, state, stateKeyFile, cacertsDir)
 				if err != nil {
 					return err
 				}
@@ -94,13 +108,14 @@ every replica applies it to its CA within seconds.`,
 	f.StringVar(&req.Reason, "reason", "", "why, kept in the list and named in refusals")
 	f.StringVar(&state, "state", "", "revoke for every replica: their shared state, consul=ADDR or zookeeper=ADDR[,ADDR]")
 	f.StringVar(&trustDomain, "trust-domain", "", "with --state: the mesh's trust domain, which an --identity must be of")
+	f.StringVar(&stateKeyFile, "state-key-file", "", "with --state: the replicas' state key file (vmesh serve --state-key-file); default: derived from --cacerts-dir")
 	cmd.MarkFlagsMutuallyExclusive("identity", "serial", "token")
 	cmd.MarkFlagsOneRequired("identity", "serial", "token")
 	return cmd
 }
 
 func newCARevocationsCmd() *cobra.Command {
-	var dataDir, cacertsDir, output, state string
+	var dataDir, cacertsDir, output, state, stateKeyFile string
 	cmd := &cobra.Command{
 		Use:   "revocations",
 		Short: "List the CA's revocation list (or, with --state, the replicas' shared one)",
@@ -109,14 +124,18 @@ func newCARevocationsCmd() *cobra.Command {
 			var list []ca.Revocation
 			var err error
 			if state != "" {
-				client, derr := dialState(cmd, state)
+				client, derr := dialState(cmd, state, stateKeyFile, cacertsDir)
 				if derr != nil {
 					return derr
 				}
 				defer client.Close()
 				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 				defer cancel()
-				list, err = client.Revocations(ctx)
+				var refused []sharedstate.UnreadableRecord
+				list, refused, err = client.Revocations(ctx)
+				for _, r := range refused {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: refused shared revocation %s: %s: %s\n", r.Key, r.Reason, r.Error)
+				}
 			} else {
 				list, err = ca.Revocations(ca.Config{DataDir: caDataDir(dataDir), CACertsDir: cacertsDir, NoCreate: true}, cliLogger(cmd))
 			}
@@ -149,6 +168,7 @@ func newCARevocationsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".vmesh-data", "the control plane's data dir (the CA lives in <data-dir>/ca)")
 	cmd.Flags().StringVar(&cacertsDir, "cacerts-dir", "", "Istio plug-in cacerts directory, if the control plane uses one")
 	cmd.Flags().StringVar(&state, "state", "", "list the replicas' shared revocations: consul=ADDR or zookeeper=ADDR[,ADDR]")
+	cmd.Flags().StringVar(&stateKeyFile, "state-key-file", "", "with --state: the replicas' state key file; default: derived from --cacerts-dir")
 	outputFlag(cmd, &output)
 	return cmd
 }

@@ -383,7 +383,7 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 			t.Fatalf("replica %s refuses the shared CA's token before revocation: %v", r.id, err)
 		}
 	}
-	if out, code := runVMesh(t, "ca", "revoke", "--state", directSpec.String(), "--token", claims.ID, "--reason", "lost laptop"); code != 0 || !strings.Contains(out, "revoked token") {
+	if out, code := runVMesh(t, "ca", "revoke", "--state", directSpec.String(), "--cacerts-dir", cacerts, "--token", claims.ID, "--reason", "lost laptop"); code != 0 || !strings.Contains(out, "revoked token") {
 		t.Fatalf("vmesh ca revoke --state: exit %d: %s", code, out)
 	}
 	revoked := time.Now()
@@ -394,7 +394,7 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 		})
 	}
 	t.Logf("token revoked through the shared state → refused by A and C: %s", time.Since(revoked))
-	if out, code := runVMesh(t, "ca", "revocations", "--state", directSpec.String(), "-o", "json"); code != 0 || !strings.Contains(out, claims.ID) {
+	if out, code := runVMesh(t, "ca", "revocations", "--state", directSpec.String(), "--cacerts-dir", cacerts, "-o", "json"); code != 0 || !strings.Contains(out, claims.ID) {
 		t.Fatalf("vmesh ca revocations --state: exit %d: %s", code, out)
 	}
 	// A token revoked through B itself (vmesh ca revoke on B's data dir):
@@ -447,7 +447,7 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 	if _, err := fetch(b.cp.SecureAddr(), &fromA.Certificate, ""); err != nil {
 		t.Fatalf("renewal on B of a certificate A issued: %v", err)
 	}
-	if out, code := runVMesh(t, "ca", "revoke", "--state", directSpec.String(), "--serial", fromA.Leaf.SerialNumber.Text(16)); code != 0 {
+	if out, code := runVMesh(t, "ca", "revoke", "--state", directSpec.String(), "--cacerts-dir", cacerts, "--serial", fromA.Leaf.SerialNumber.Text(16)); code != 0 {
 		t.Fatalf("vmesh ca revoke --serial: exit %d: %s", code, out)
 	}
 	waitUntil(t, 5*time.Second, "B refuses renewing the revoked certificate", func() bool {

@@ -6,8 +6,19 @@
 // writes one filestore.KindJWKS object per key set, so a change of keys is a
 // Store change like any other and reaches the proxies through the model.
 //
-// A key set that cannot be fetched is reported (warning VM1012 in the
-// source's status) and its object carries the error and no keys: the JWT
+// Fetching is bounded, since whoever may write a RequestAuthentication
+// chooses the URI: the fetcher connects only to globally reachable
+// addresses unless the operator allows a range (Settings.AllowedCIDRs),
+// never to one in Settings.BlockedCIDRs, checked on every address it
+// resolves and dials, for every redirect (at most MaxRedirects), through
+// no proxy; a body is at most Settings.MaxBytes. Only a valid JSON Web Key
+// Set is accepted, and only its public signature keys, re-serialised
+// (PublicKeySet), are stored: nothing else a key server answers reaches
+// the Store, the proxies or the debug pages.
+//
+// A key set that cannot be fetched or is refused is reported (warning
+// VM1012 in the source's status, at the RequestAuthentication's file,
+// line and field) and its object carries the error and no keys: the JWT
 // filter then gets a key set no token verifies against, so requests that
 // carry such a token are rejected (fail closed, as Istio). A refresh that
 // fails keeps the keys last fetched, as Istio's cache does.
@@ -21,13 +32,12 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
@@ -62,12 +72,18 @@ type Settings struct {
 	// Client does the requests; nil: an http.Client with the system's
 	// roots. Tests give one that trusts their CA.
 	Client *http.Client
-	// BlockedCIDRs are address ranges key sets are never fetched from: a
-	// jwksUri, issuer or redirect whose host resolves into one fails the
-	// fetch (so the key set fails closed), as with istiod's
-	// BLOCKED_CIDRS_IN_JWKS_URIS. Without it, whoever may write a
-	// RequestAuthentication makes the control plane fetch from any address
-	// it reaches (a cloud metadata endpoint, an admin port).
+	// AllowedCIDRs are the address ranges that are not globally reachable
+	// (loopback, link-local, private, CGNAT, ...) key sets may still be
+	// fetched from, e.g. an identity provider on the internal network.
+	// Without them, a jwksUri, issuer or redirect whose host resolves to
+	// such an address fails the fetch (so the key set fails closed):
+	// whoever may write a RequestAuthentication cannot make the control
+	// plane fetch from a cloud metadata endpoint or an admin port.
+	// Unspecified, multicast and broadcast addresses are never allowed.
+	AllowedCIDRs []netip.Prefix
+	// BlockedCIDRs are address ranges key sets are never fetched from,
+	// even where AllowedCIDRs or global reachability would allow them, as
+	// with istiod's BLOCKED_CIDRS_IN_JWKS_URIS.
 	BlockedCIDRs []netip.Prefix
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
@@ -120,8 +136,9 @@ type Fetcher struct {
 // entry is one key set: what was last fetched and when to fetch again.
 type entry struct {
 	rule    *security.JWTRule
-	users   []user // the RequestAuthentication rules that name it, for warnings
-	keys    string // last good key set
+	users   []user   // the RequestAuthentication rules that name it, for warnings
+	keys    string   // last good key set: its public keys, re-serialised
+	notes   []string // the keys the last good fetch refused
 	fetched time.Time
 	err     error // the last fetch's error; nil after a success
 	due     time.Time
@@ -140,46 +157,13 @@ func New(store *filestore.Store, s Settings) (*Fetcher, error) {
 		return nil, errors.New("jwks: nil store")
 	}
 	s = s.withDefaults()
-	if len(s.BlockedCIDRs) > 0 {
-		c, err := blockingClient(s.Client, s.BlockedCIDRs)
-		if err != nil {
-			return nil, err
-		}
-		s.Client = c
+	s.AllowedCIDRs, s.BlockedCIDRs = normalise(s.AllowedCIDRs), normalise(s.BlockedCIDRs)
+	c, err := guardedClient(s.Client, policy{allowed: s.AllowedCIDRs, blocked: s.BlockedCIDRs})
+	if err != nil {
+		return nil, err
 	}
+	s.Client = c
 	return &Fetcher{store: store, settings: s, entries: map[string]*entry{}, synced: make(chan struct{})}, nil
-}
-
-// blockingClient returns c with a transport that refuses to connect to an
-// address in blocked: the check runs on each address the dialer connects
-// to, after name resolution, so neither a name nor a redirect gets past it.
-func blockingClient(c *http.Client, blocked []netip.Prefix) (*http.Client, error) {
-	var t *http.Transport
-	switch base := c.Transport.(type) {
-	case nil:
-		t = http.DefaultTransport.(*http.Transport).Clone()
-	case *http.Transport:
-		t = base.Clone()
-	default:
-		return nil, fmt.Errorf("jwks: blocked CIDRs need an *http.Transport, the client has a %T", c.Transport)
-	}
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
-		Control: func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("jwks: dialing %q: %w", address, err)
-			}
-			for _, p := range blocked {
-				if p.Contains(ap.Addr().Unmap()) {
-					return fmt.Errorf("jwks: %s is in the blocked range %s (jwksBlockedCIDRs)", ap.Addr(), p)
-				}
-			}
-			return nil
-		}}
-	t.DialContext = dialer.DialContext
-	out := *c
-	out.Transport = t
-	return &out, nil
 }
 
 // Synced is closed once the key sets of the first complete config (after
@@ -273,8 +257,9 @@ func (f *Fetcher) sync(ctx context.Context, now time.Time) {
 	}
 	slices.Sort(due)
 	type result struct {
-		keys string
-		err  error
+		keys  string
+		notes []string
+		err   error
 	}
 	results := make([]result, len(due))
 	var wg sync.WaitGroup
@@ -282,8 +267,8 @@ func (f *Fetcher) sync(ctx context.Context, now time.Time) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			keys, err := f.fetch(ctx, k, f.entries[k].rule)
-			results[i] = result{keys, err}
+			keys, notes, err := f.fetch(ctx, k, f.entries[k].rule)
+			results[i] = result{keys, notes, err}
 		}()
 	}
 	wg.Wait()
@@ -297,7 +282,7 @@ func (f *Fetcher) sync(ctx context.Context, now time.Time) {
 			if r.keys != e.keys {
 				f.settings.Logger.Info("JWKS fetched", "key", k, "bytes", len(r.keys))
 			}
-			e.keys, e.fetched = r.keys, now
+			e.keys, e.notes, e.fetched = r.keys, r.notes, now
 			e.due = now.Add(f.settings.Refresh)
 		} else {
 			f.settings.Logger.Warn("JWKS fetch failed", "key", k, "error", r.err, "serving_last_good", e.keys != "")
@@ -332,12 +317,21 @@ func (f *Fetcher) publish() {
 			}
 		}
 		objects = append(objects, e.object)
-		if len(f.settings.BlockedCIDRs) == 0 {
+		if broad := f.broadAllowed(); len(broad) > 0 {
 			for _, u := range e.users {
 				warnings = append(warnings, filestore.ConfigError{
 					File: u.origin.File, Line: u.origin.Line, Commit: u.origin.Commit, Object: u.object, Field: u.field,
 					Severity: filestore.SeverityWarning, Code: filestore.CodeJWKSFetchUnrestricted, Source: u.origin.Source,
-					Message: fmt.Sprintf("JWKS %s is fetched from wherever it resolves: no blocked address ranges are set (jwksBlockedCIDRs, --jwks-blocked-cidr), so whoever may write a RequestAuthentication can make the control plane fetch from any address it reaches", k),
+					Message: fmt.Sprintf("JWKS %s may be fetched from any address in %s (jwksAllowedCIDRs, --jwks-allowed-cidr): whoever may write a RequestAuthentication can make the control plane fetch from the hosts of those ranges; allow only the key servers' own addresses", k, strings.Join(broad, ", ")),
+				})
+			}
+		}
+		if e.err == nil && len(e.notes) > 0 {
+			for _, u := range e.users {
+				warnings = append(warnings, filestore.ConfigError{
+					File: u.origin.File, Line: u.origin.Line, Commit: u.origin.Commit, Object: u.object, Field: u.field,
+					Severity: filestore.SeverityWarning, Code: filestore.CodeJWKSFetchFailed, Source: u.origin.Source,
+					Message: fmt.Sprintf("JWKS %s: %s: tokens signed with those keys are rejected; the other keys serve", k, strings.Join(e.notes, "; ")),
 				})
 			}
 		}
@@ -360,6 +354,17 @@ func (f *Fetcher) publish() {
 		f.settings.Logger.Error("JWKS objects not stored", "error", err)
 	}
 	f.store.SetStatus(Source(), "", warnings)
+}
+
+// broadAllowed returns the allowed ranges wider than one address.
+func (f *Fetcher) broadAllowed() []string {
+	var out []string
+	for _, p := range f.settings.AllowedCIDRs {
+		if p.Bits() < p.Addr().BitLen() {
+			out = append(out, p.String())
+		}
+	}
+	return out
 }
 
 type want struct {
@@ -401,8 +406,10 @@ func sources(fs *filestore.Snapshot) map[string]*want {
 
 // fetch gets one key set: the rule's jwksUri, or the jwks_uri of its
 // issuer's OpenID configuration, within the rule's timeout (else the
-// default). The answer must be a JSON Web Key Set.
-func (f *Fetcher) fetch(ctx context.Context, key string, r *security.JWTRule) (string, error) {
+// default). The answer must be a JSON Web Key Set with a public key: what
+// is returned is its public keys, re-serialised, and notes on the keys it
+// refused (PublicKeySet).
+func (f *Fetcher) fetch(ctx context.Context, key string, r *security.JWTRule) (string, []string, error) {
 	timeout := f.settings.Timeout
 	if d := r.GetTimeout().AsDuration(); d > 0 {
 		timeout = d
@@ -414,25 +421,33 @@ func (f *Fetcher) fetch(ctx context.Context, key string, r *security.JWTRule) (s
 		iss, _ := strings.CutPrefix(key, model.IssuerKeyPrefix)
 		body, err := f.get(ctx, strings.TrimSuffix(iss, "/")+"/.well-known/openid-configuration")
 		if err != nil {
-			return "", fmt.Errorf("OpenID discovery: %w", err)
+			return "", nil, fmt.Errorf("OpenID discovery: %w", err)
 		}
 		var doc struct {
 			JWKSURI string `json:"jwks_uri"`
 		}
 		if err := json.Unmarshal(body, &doc); err != nil || doc.JWKSURI == "" {
-			return "", fmt.Errorf("OpenID discovery of %s: no jwks_uri in the configuration", iss)
+			return "", nil, fmt.Errorf("OpenID discovery of %s: no jwks_uri in the configuration", iss)
+		}
+		u, err := url.Parse(doc.JWKSURI)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(doc.JWKSURI) > maxURIBytes {
+			return "", nil, fmt.Errorf("OpenID discovery of %s: jwks_uri is not an http or https URL", iss)
 		}
 		uri = doc.JWKSURI
 	}
 	body, err := f.get(ctx, uri)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if _, err := filestore.ParseJWKS(string(body)); err != nil {
-		return "", fmt.Errorf("%s: not a JSON Web Key Set: %w", uri, err)
+	keys, notes, err := PublicKeySet(body)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: refused: %w", uri, err)
 	}
-	return string(body), nil
+	return keys, notes, nil
 }
+
+// maxURIBytes bounds a jwks_uri found by OpenID discovery.
+const maxURIBytes = 2048
 
 func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
@@ -445,7 +460,7 @@ func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %s", uri, resp.Status)
+		return nil, fmt.Errorf("GET %s: status %d", uri, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.settings.MaxBytes+1))
 	if err != nil {

@@ -176,9 +176,15 @@ func storeWith(t *testing.T, yaml string) *filestore.Store {
 	return st
 }
 
+// testServers is where httptest's servers listen: 127.0.0.1 only, so
+// that the tests' key servers are allowed and no other loopback address
+// is.
+var testServers = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
+// runFetcher runs a fetcher that may fetch from the test servers.
 func runFetcher(t *testing.T, st *filestore.Store, client *http.Client, refresh time.Duration) {
 	t.Helper()
-	runFetcherWith(t, st, jwks.Settings{Client: client, Refresh: refresh, RetryAfterFailure: refresh, Timeout: 10 * time.Second})
+	runFetcherWith(t, st, jwks.Settings{Client: client, Refresh: refresh, RetryAfterFailure: refresh, Timeout: 10 * time.Second, AllowedCIDRs: testServers})
 }
 
 func runFetcherWith(t *testing.T, st *filestore.Store, settings jwks.Settings) {
@@ -436,15 +442,16 @@ func TestUntrustedKeyServerFailsClosed(t *testing.T) {
 	}
 }
 
-// BlockedCIDRs keep the fetcher off the ranges they name: the key server
-// on loopback is refused when 127.0.0.0/8 is blocked (the fetch fails, the
-// error names the address and the range, the key set is the fail-closed
-// one) and reached when only another range is.
+// BlockedCIDRs keep the fetcher off the ranges they name, even allowed
+// ones: the key server on loopback (allowed) is refused when 127.0.0.0/8
+// is blocked (the fetch fails, the error names the address and the range,
+// the key set is the fail-closed one) and reached when only another range
+// is.
 func TestBlockedCIDRsFailClosed(t *testing.T) {
 	signer := newSigner(t, "k1")
 	ks := newKeyServer(t, signer.jwks)
 	blocked := storeWith(t, configYAML(ks.URL))
-	runFetcherWith(t, blocked, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
+	runFetcherWith(t, blocked, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute, AllowedCIDRs: testServers,
 		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8")}})
 	fs := waitFor(t, blocked, "a refused fetch", func(s *filestore.Snapshot) bool {
 		_, e, _ := jwksValue(s, ks.URL+"/keys")
@@ -460,7 +467,7 @@ func TestBlockedCIDRsFailClosed(t *testing.T) {
 	}
 
 	allowed := storeWith(t, configYAML(ks.URL))
-	runFetcherWith(t, allowed, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
+	runFetcherWith(t, allowed, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute, AllowedCIDRs: testServers,
 		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	waitFor(t, allowed, "the key set fetched past a range it is not in", func(s *filestore.Snapshot) bool {
 		v, e, _ := jwksValue(s, ks.URL+"/keys")
@@ -483,30 +490,38 @@ func unrestricted(fs *filestore.Snapshot) []string {
 	return out
 }
 
-// TestUnrestrictedFetchesWarn checks VM1014, Istio's IST0175: while no
-// blocked ranges are set, each rule whose key set the control plane
-// fetches is a warning at its file, line and field; with ranges set (here
-// ones the key server is not in, so the fetches succeed) none is.
+// TestUnrestrictedFetchesWarn checks VM1014, Istio's IST0175 in vmesh's
+// terms: while an allowed range wider than one address is set (here
+// 127.0.0.0/8), each rule whose key set the control plane fetches is a
+// warning at its file, line and field naming the range; with only the key
+// server's own address allowed none is.
 func TestUnrestrictedFetchesWarn(t *testing.T) {
 	signer := newSigner(t, "k1")
 	ks := newKeyServer(t, signer.jwks)
 	open := storeWith(t, configYAML(ks.URL))
-	runFetcher(t, open, ks.Client(), time.Minute)
+	runFetcherWith(t, open, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
+		AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32")}})
 	fs := waitFor(t, open, "both rules warned", func(s *filestore.Snapshot) bool { return len(unrestricted(s)) == 2 })
 	want := []string{"jwt.yaml:11 RequestAuthentication/shop/jwt jwtRules[0].jwksUri", "jwt.yaml:11 RequestAuthentication/shop/jwt jwtRules[1].jwksUri"}
 	if got := unrestricted(fs); !slices.Equal(got, want) {
 		t.Errorf("VM1014 warnings %q, want %q", got, want)
 	}
+	for _, src := range fs.Sources {
+		for _, w := range src.Warnings {
+			if w.Code == filestore.CodeJWKSFetchUnrestricted && (!strings.Contains(w.Message, "127.0.0.0/8") || strings.Contains(w.Message, "10.1.2.3")) {
+				t.Errorf("VM1014 %q: want the broad range named, not the single address", w.Message)
+			}
+		}
+	}
 
 	guarded := storeWith(t, configYAML(ks.URL))
-	runFetcherWith(t, guarded, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
-		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}})
+	runFetcher(t, guarded, ks.Client(), time.Minute)
 	fs = waitFor(t, guarded, "the key set fetched", func(s *filestore.Snapshot) bool {
 		v, e, _ := jwksValue(s, ks.URL+"/keys")
 		return e == "" && v == signer.jwks
 	})
 	if got := unrestricted(fs); len(got) > 0 {
-		t.Errorf("VM1014 warnings %q with blocked ranges set", got)
+		t.Errorf("VM1014 warnings %q with only the key server's address allowed", got)
 	}
 }
 
@@ -545,7 +560,7 @@ func TestSyncedAfterFirstFetch(t *testing.T) {
 	ks := newKeyServer(t, s.jwks)
 	st := storeWith(t, configYAML(ks.URL))
 	sourcesReady := make(chan struct{})
-	f, err := jwks.New(st, jwks.Settings{Client: ks.Client(), After: []<-chan struct{}{sourcesReady}})
+	f, err := jwks.New(st, jwks.Settings{Client: ks.Client(), After: []<-chan struct{}{sourcesReady}, AllowedCIDRs: testServers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,8 @@ type consulBackend struct {
 	log    *slog.Logger
 	client *api.Client
 
-	mu      sync.Mutex
-	session string
+	mu  sync.Mutex
+	sid string // the current session
 }
 
 func newConsul(s Spec, id string, log *slog.Logger) (*consulBackend, error) {
@@ -61,13 +61,19 @@ func (c *consulBackend) key(parts ...string) string {
 	return c.spec.Prefix + "/" + strings.Join(parts, "/")
 }
 
+func (c *consulBackend) session() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sid
+}
+
 func (c *consulBackend) currentSession() (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.session == "" {
+	if c.sid == "" {
 		return "", errors.New("no consul session yet")
 	}
-	return c.session, nil
+	return c.sid, nil
 }
 
 // run creates the session and renews it every third of its TTL; when
@@ -90,7 +96,7 @@ func (c *consulBackend) run(ctx context.Context, sessions chan<- struct{}) error
 			}
 			b.Reset()
 			c.mu.Lock()
-			c.session = id
+			c.sid = id
 			c.mu.Unlock()
 			c.log.Info("consul session created", "session", id, "ttl", c.spec.TTL)
 			select {
@@ -208,15 +214,24 @@ func (c *consulBackend) watchPrefix(ctx context.Context, prefix string, fn func(
 	return nil
 }
 
-func (c *consulBackend) watchEntries(ctx context.Context, fn func(map[string][]byte)) error {
+// values names each pair by its key under prefix.
+func values(prefix string, pairs api.KVPairs) []value {
+	out := make([]value, 0, len(pairs))
+	for _, p := range pairs {
+		name := strings.TrimPrefix(p.Key, prefix)
+		out = append(out, value{key: name, name: name, data: p.Value, session: p.Session})
+	}
+	return out
+}
+
+func (c *consulBackend) watchEntries(ctx context.Context, fn func([]value)) error {
 	prefix := c.key("registrations") + "/"
-	return c.watchPrefix(ctx, prefix, func(pairs api.KVPairs) {
-		out := make(map[string][]byte, len(pairs))
-		for _, p := range pairs {
-			out[strings.TrimPrefix(p.Key, prefix)] = p.Value
-		}
-		fn(out)
-	})
+	return c.watchPrefix(ctx, prefix, func(pairs api.KVPairs) { fn(values(prefix, pairs)) })
+}
+
+func (c *consulBackend) watchReplicas(ctx context.Context, fn func([]value)) error {
+	prefix := c.key("replicas") + "/"
+	return c.watchPrefix(ctx, prefix, func(pairs api.KVPairs) { fn(values(prefix, pairs)) })
 }
 
 func (c *consulBackend) putRevocation(ctx context.Context, name string, data []byte) error {
@@ -226,26 +241,18 @@ func (c *consulBackend) putRevocation(ctx context.Context, name string, data []b
 	return nil
 }
 
-func (c *consulBackend) watchRevocations(ctx context.Context, fn func([][]byte)) error {
-	return c.watchPrefix(ctx, c.key("revocations")+"/", func(pairs api.KVPairs) {
-		out := make([][]byte, 0, len(pairs))
-		for _, p := range pairs {
-			out = append(out, p.Value)
-		}
-		fn(out)
-	})
+func (c *consulBackend) watchRevocations(ctx context.Context, fn func([]value)) error {
+	prefix := c.key("revocations") + "/"
+	return c.watchPrefix(ctx, prefix, func(pairs api.KVPairs) { fn(values(prefix, pairs)) })
 }
 
-func (c *consulBackend) replicas(ctx context.Context) ([][]byte, error) {
-	pairs, _, err := c.client.KV().List(c.key("replicas")+"/", (&api.QueryOptions{}).WithContext(ctx))
+func (c *consulBackend) replicas(ctx context.Context) ([]value, error) {
+	prefix := c.key("replicas") + "/"
+	pairs, _, err := c.client.KV().List(prefix, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, 0, len(pairs))
-	for _, p := range pairs {
-		out = append(out, p.Value)
-	}
-	return out, nil
+	return values(prefix, pairs), nil
 }
 
 func (c *consulBackend) close() {}

@@ -23,18 +23,26 @@ type Status struct {
 	Written int `json:"written"`
 	// Error is the backend's last write error, or the listing's.
 	Error string `json:"error,omitempty"`
-	// Unreadable lists the shared records this replica cannot read and
-	// skips: registrations by backend key, then revocations.
+	// Unreadable lists the shared records this replica refuses and skips
+	// now (unreadable, unsigned or forged, not bound to a live replica,
+	// invalid, future-dated): registrations, then revocations, then
+	// replica records, each by backend key.
 	Unreadable []UnreadableRecord `json:"unreadable,omitempty"`
+	// RefusedTotal counts the records refused since this replica started,
+	// by kind.
+	RefusedTotal map[string]uint64 `json:"refusedTotal,omitempty"`
 }
 
-// UnreadableRecord is a shared record this replica skips because it
-// cannot read it (written by hand, or by a replica of another version).
+// UnreadableRecord is a shared record this replica refuses and skips: it
+// cannot read it (written by hand, or by a replica of another version), or
+// it is not authentic, bound, valid or current. Its value is never shown.
 type UnreadableRecord struct {
-	Kind string `json:"kind"` // UnreadableRegistration or UnreadableRevocation
-	// Key is a registration's backend key.
-	Key   string `json:"key,omitempty"`
-	Error string `json:"error"`
+	Kind string `json:"kind"` // UnreadableRegistration, UnreadableRevocation or UnreadableReplica
+	// Key is the record's backend key.
+	Key string `json:"key,omitempty"`
+	// Reason is one of the Reason* codes (unsigned, bad-signature, …).
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
 }
 
 // Status reads the replicas the shared state knows.
@@ -45,11 +53,17 @@ func (s *State) Status(ctx context.Context) Status {
 	if s.health != nil {
 		st.Error = s.health.Error()
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.unreadableEntries)) {
-		st.Unreadable = append(st.Unreadable, UnreadableRecord{Kind: UnreadableRegistration, Key: k, Error: s.unreadableEntries[k]})
+	for _, kind := range []struct {
+		kind string
+		m    map[string]*refusal
+	}{{UnreadableRegistration, s.refusedEntries}, {UnreadableRevocation, s.refusedRevocations}, {UnreadableReplica, s.refusedReplicas}} {
+		for _, k := range slices.Sorted(maps.Keys(kind.m)) {
+			r := kind.m[k]
+			st.Unreadable = append(st.Unreadable, UnreadableRecord{Kind: kind.kind, Key: k, Reason: r.reason, Error: r.msg})
+		}
 	}
-	for _, e := range s.unreadableRevocations {
-		st.Unreadable = append(st.Unreadable, UnreadableRecord{Kind: UnreadableRevocation, Error: e})
+	if len(s.refusedTotal) > 0 {
+		st.RefusedTotal = maps.Clone(s.refusedTotal)
 	}
 	s.mu.Unlock()
 	rs, err := s.Replicas(ctx)

@@ -22,6 +22,7 @@
 package sharedstate
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -31,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -90,6 +92,11 @@ type Spec struct {
 	// TokenFile holds a Consul ACL token (needs key:write on Prefix and
 	// session:write).
 	TokenFile string `yaml:"tokenFile,omitempty" json:"tokenFile,omitempty"`
+	// KeyFile holds the state key (at least MinKeyBytes random bytes)
+	// that signs every shared record; without it the key is derived from
+	// the plug-in CA's issuing key (KeyFromCACerts), and without either
+	// a replica refuses to start.
+	KeyFile string `yaml:"keyFile,omitempty" json:"keyFile,omitempty"`
 }
 
 // ParseFlag parses a --state value: "consul=ADDR" or "zookeeper=ADDR[,ADDR]".
@@ -132,7 +139,11 @@ func (s Spec) withDefaults() Spec {
 
 // Replica is the record each replica heartbeats.
 type Replica struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Session is the store session holding the record (Consul's session
+	// ID, ZooKeeper's session in hex): the other replicas accept only the
+	// registrations that session holds.
+	Session    string `json:"session,omitempty"`
 	XDSAddr    string `json:"xdsAddr,omitempty"`
 	SecureAddr string `json:"secureAddr,omitempty"`
 	HTTPAddr   string `json:"httpAddr,omitempty"`
@@ -160,6 +171,9 @@ type Config struct {
 	// Describe fills this replica's heartbeat record (addresses, commit,
 	// proxies); ID, StartedAt and Heartbeat are set by the State.
 	Describe func() Replica
+	// Key signs every record this replica writes and authenticates every
+	// record it reads (required: LoadKeyFile, KeyFromCACerts).
+	Key Key
 	// CA, when set, receives every shared revocation.
 	CA *ca.CA
 	// Heartbeat is how often the record is rewritten, default DefaultHeartbeat.
@@ -168,9 +182,17 @@ type Config struct {
 	Now func() time.Time
 }
 
+// MaxClockSkew is how far in the future a shared record may be dated (a
+// registration's or health report's Updated, a revocation's RevokedAt):
+// later ones are refused.
+const MaxClockSkew = time.Minute
+
 // record is one shared registration: a WorkloadEntry and its health.
 type record struct {
-	Replica     string            `json:"replica"`
+	Replica string `json:"replica"`
+	// Session is the store session of the writing replica: the record is
+	// accepted only while that session holds it and the replica's record.
+	Session     string            `json:"session"`
 	Namespace   string            `json:"namespace"`
 	Name        string            `json:"name"`
 	APIVersion  string            `json:"apiVersion"`
@@ -189,8 +211,22 @@ type record struct {
 	Updated time.Time `json:"updated"`
 }
 
+// value is one record as the backend holds it.
+type value struct {
+	// name is the record's name under its directory, without a ZooKeeper
+	// sequence; key is the backend's own (a ZooKeeper child, a Consul key
+	// under the directory), for reports.
+	name, key string
+	data      []byte
+	// session holds the record: Consul's KV session, ZooKeeper's
+	// ephemeral owner in hex; "" when none (a persistent node or key).
+	session string
+}
+
 // backend is one store: Consul or ZooKeeper.
 type backend interface {
+	// session names the current session ("" before the first).
+	session() string
 	// run keeps the session alive until ctx ends; every time a new
 	// session starts (the first included), it sends on sessions: this
 	// replica's ephemeral entries are then gone and must be written again.
@@ -202,15 +238,16 @@ type backend interface {
 	deleteEntry(ctx context.Context, name string) error
 	// deleteReplica removes this replica's record (clean stop).
 	deleteReplica(ctx context.Context) error
-	// watchEntries calls fn with every replica's entries (values by
-	// backend key) after each change, until ctx ends.
-	watchEntries(ctx context.Context, fn func(map[string][]byte)) error
+	// watchEntries calls fn with every replica's entries after each
+	// change, until ctx ends; watchReplicas with the replicas' records.
+	watchEntries(ctx context.Context, fn func([]value)) error
+	watchReplicas(ctx context.Context, fn func([]value)) error
 	// putRevocation stores a revocation for good; watchRevocations calls
 	// fn with all of them after each change.
 	putRevocation(ctx context.Context, name string, data []byte) error
-	watchRevocations(ctx context.Context, fn func([][]byte)) error
+	watchRevocations(ctx context.Context, fn func([]value)) error
 	// replicas lists every replica record.
-	replicas(ctx context.Context) ([][]byte, error)
+	replicas(ctx context.Context) ([]value, error)
 	close()
 }
 
@@ -230,9 +267,16 @@ type State struct {
 	// never change: the same pointer needs no comparison).
 	written     map[string][]byte
 	writtenFrom map[string]*filestore.Object
+	// evalMu orders the evaluations of the entries (the entries' watch
+	// and the replicas' watch both evaluate).
+	evalMu sync.Mutex
+	// entries and live are the backend's last entries and live replicas
+	// (ID → session of its signed record).
+	entries []value
+	live    map[string]string
 	// remote holds the other replicas' records by key (latest per key);
-	// parsed caches each backend value's record and object by name, so an
-	// unchanged value is parsed once.
+	// parsed caches each backend value's record and object by key, so an
+	// unchanged value is authenticated and validated once.
 	remote map[filestore.Key]*parsedRecord
 	parsed map[string]*parsedRecord
 	// local holds the keys the local registration source serves.
@@ -241,19 +285,23 @@ type State struct {
 	// (latest per key), and applied the keys handed to the Store.
 	remoteHealth map[filestore.Key]record
 	applied      map[filestore.Key]bool
-	// shared holds the latest shared revocation of each name, once
-	// revocationsRead (the first read of them) is set.
+	// shared holds the latest shared revocation of each name as the store
+	// holds them now, once revocationsRead (the first read of them) is
+	// set; republish asks mirror to write the local ones it lacks.
 	shared          map[string]ca.Revocation
 	revocationsRead bool
+	republish       chan struct{}
 	synced          chan struct{}
 	isSynced        bool
 	health          error
-	// unreadableEntries holds the registrations that cannot be read, by
-	// backend key (their error), and unreadableRevocations the
-	// revocations' errors: they are skipped, and shown in Status and the
-	// metrics.
-	unreadableEntries     map[string]string
-	unreadableRevocations []string
+	// refusedEntries, refusedRevocations and refusedReplicas hold the
+	// records refused (unreadable, unsigned, forged, unbound, invalid,
+	// future-dated) by backend key: they are skipped, and shown in
+	// Status and the metrics; refusedTotal counts every refusal by kind.
+	refusedEntries     map[string]*refusal
+	refusedRevocations map[string]*refusal
+	refusedReplicas    map[string]*refusal
+	refusedTotal       map[string]uint64
 }
 
 // New returns a State sharing store's registrations through the backend
@@ -272,6 +320,9 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 	if strings.ContainsAny(cfg.ID, "/~ ") {
 		return nil, fmt.Errorf("state: replica id %q must not contain '/', '~' or spaces", cfg.ID)
 	}
+	if !cfg.Key.valid() {
+		return nil, errNoKey
+	}
 	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, DefaultHeartbeat)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -280,38 +331,77 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 		logger = slog.Default()
 	}
 	logger = logger.With("component", "sharedstate", "state", cfg.Spec.Type, "replica", cfg.ID)
-	b, err := newBackend(cfg.Spec, cfg.ID, logger)
+	b, err := newBackend(cfg.Spec, cfg.ID, cfg.Key, logger)
 	if err != nil {
 		return nil, err
 	}
+	logger.Info("shared state: records signed and checked with the state key", "keyID", cfg.Key.ID())
 	return &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
 		written: map[string][]byte{}, writtenFrom: map[string]*filestore.Object{}, remote: map[filestore.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[filestore.Key]bool{},
-		shared: map[string]ca.Revocation{}, synced: make(chan struct{})}, nil
+		shared: map[string]ca.Revocation{}, republish: make(chan struct{}, 1), synced: make(chan struct{}),
+		refusedTotal: map[string]uint64{}}, nil
 }
+
+var errNoKey = errors.New("state: no state key: every record replicas share is signed with a key only they hold; " +
+	"give --state-key-file (state.keyFile: at least 32 random bytes, e.g. `head -c 32 /dev/urandom > /etc/vmesh/state.key; chmod 0600 /etc/vmesh/state.key`, the same file on every replica) " +
+	"or a --cacerts-dir shared by every replica (the key is then derived from its ca-key.pem)")
 
 // The kinds of UnreadableRecord.
 const (
 	UnreadableRegistration = "registration"
 	UnreadableRevocation   = "revocation"
+	UnreadableReplica      = "replica"
 )
 
-// Unreadable counts the shared records of kind (UnreadableRegistration or
-// UnreadableRevocation) this replica cannot read and skips now.
+// Unreadable counts the shared records of kind (UnreadableRegistration,
+// UnreadableRevocation or UnreadableReplica) this replica refuses and skips
+// now: unreadable, unsigned or forged, not bound to a live replica,
+// invalid or future-dated.
 func (s *State) Unreadable(kind string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if kind == UnreadableRevocation {
-		return len(s.unreadableRevocations)
+	switch kind {
+	case UnreadableRevocation:
+		return len(s.refusedRevocations)
+	case UnreadableReplica:
+		return len(s.refusedReplicas)
 	}
-	return len(s.unreadableEntries)
+	return len(s.refusedEntries)
 }
 
-func newBackend(s Spec, id string, log *slog.Logger) (backend, error) {
+// RefusedTotal counts the shared records of kind this replica refused
+// since it started (each refused value once).
+func (s *State) RefusedTotal(kind string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusedTotal[kind]
+}
+
+// noteRefused records the refusals of one kind (by backend key), counting
+// and logging the new ones: the key and the reason, never the value.
+func (s *State) noteRefused(kind string, was, now map[string]*refusal) {
+	for _, k := range slices.Sorted(maps.Keys(now)) {
+		r := now[k]
+		if old := was[k]; old != nil && old.Error() == r.Error() {
+			continue
+		}
+		s.mu.Lock()
+		s.refusedTotal[kind]++
+		s.mu.Unlock()
+		level := slog.LevelWarn
+		if r.reason == ReasonUnbound {
+			level = slog.LevelInfo // also while a replica starts or goes
+		}
+		s.log.Log(context.Background(), level, "refusing a shared record", "kind", kind, "key", k, "reason", r.reason, "error", r.msg)
+	}
+}
+
+func newBackend(s Spec, id string, key Key, log *slog.Logger) (backend, error) {
 	switch s.Type {
 	case TypeConsul:
 		return newConsul(s, id, log)
 	case TypeZooKeeper:
-		return newZooKeeper(s, id, log)
+		return newZooKeeper(s, id, key, log)
 	}
 	return nil, fmt.Errorf("state: type %q", s.Type)
 }
@@ -355,6 +445,7 @@ func (s *State) Run(ctx context.Context) error {
 	}
 	goRun(func() error { return s.backend.run(ctx, sessions) })
 	goRun(func() error { return s.backend.watchEntries(ctx, s.onEntries) })
+	goRun(func() error { return s.backend.watchReplicas(ctx, s.onReplicas) })
 	if s.cfg.CA != nil {
 		goRun(func() error { return s.backend.watchRevocations(ctx, s.onRevocations) })
 	}
@@ -425,6 +516,8 @@ func (s *State) mirror(ctx context.Context, sessions <-chan struct{}) error {
 		case <-revocations:
 			revocations = s.cfg.CA.RevocationChanges()
 			s.shareLocalRevocations(ctx)
+		case <-s.republish:
+			s.shareLocalRevocations(ctx)
 		case <-retry.C:
 		}
 	}
@@ -436,11 +529,13 @@ func (s *State) heartbeat(ctx context.Context) {
 	if s.cfg.Describe != nil {
 		r = s.cfg.Describe()
 	}
-	r.ID, r.StartedAt, r.Heartbeat = s.cfg.ID, s.started, s.cfg.Now().UTC()
+	r.ID, r.StartedAt, r.Heartbeat, r.Session = s.cfg.ID, s.started, s.cfg.Now().UTC(), s.backend.session()
+	r.Self = false
 	s.mu.Lock()
 	r.Registered = len(s.written)
 	s.mu.Unlock()
-	data, _ := json.Marshal(r)
+	body, _ := json.Marshal(r)
+	data := s.cfg.Key.seal(s.cfg.Spec.Prefix, replicaName(s.cfg.ID), body)
 	if err := s.backend.putReplica(ctx, data); err != nil && ctx.Err() == nil {
 		s.log.Warn("heartbeat to the shared state failed", "error", err)
 	}
@@ -490,6 +585,7 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 		s.publishRemote()
 	}
 	var errs []error
+	session := s.backend.session()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		o := want[name]
 		if _, ok := written[name]; ok && from[name] == o {
@@ -500,7 +596,7 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("entry %s: %w", o.Key, err))
 			continue
 		}
-		rec := record{Replica: s.cfg.ID, Namespace: o.Namespace, Name: o.Name, APIVersion: o.APIVersion,
+		rec := record{Replica: s.cfg.ID, Session: session, Namespace: o.Namespace, Name: o.Name, APIVersion: o.APIVersion,
 			Labels: o.Labels, Annotations: o.Annotations, Spec: spec, Healthy: o.Healthy, Registry: o.Origin.Registry}
 		// Compare without the time: an unchanged entry is not rewritten.
 		body, _ := json.Marshal(rec)
@@ -512,7 +608,7 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 		}
 		rec.Updated = s.cfg.Now().UTC()
 		data, _ := json.Marshal(rec)
-		if err := s.backend.putEntry(ctx, name, data); err != nil {
+		if err := s.backend.putEntry(ctx, name, s.cfg.Key.seal(s.cfg.Spec.Prefix, entryPath(name), data)); err != nil {
 			errs = append(errs, fmt.Errorf("entry %s: %w", o.Key, err))
 			continue
 		}
@@ -525,14 +621,14 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 	for _, k := range slices.SortedFunc(maps.Keys(health), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
 		name := entryName(s.cfg.ID, k) + healthSuffix
 		wantHealth[name] = true
-		rec := record{Replica: s.cfg.ID, Namespace: k.Namespace, Name: k.Name, Healthy: health[k], HealthOnly: true}
+		rec := record{Replica: s.cfg.ID, Session: session, Namespace: k.Namespace, Name: k.Name, Healthy: health[k], HealthOnly: true}
 		body, _ := json.Marshal(rec)
 		if prev, ok := written[name]; ok && string(prev) == string(body) {
 			continue
 		}
 		rec.Updated = s.cfg.Now().UTC()
 		data, _ := json.Marshal(rec)
-		if err := s.backend.putEntry(ctx, name, data); err != nil {
+		if err := s.backend.putEntry(ctx, name, s.cfg.Key.seal(s.cfg.Spec.Prefix, entryPath(name), data)); err != nil {
 			errs = append(errs, fmt.Errorf("health of %s: %w", k, err))
 			continue
 		}
@@ -557,43 +653,161 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// parsedRecord is one backend value, decoded.
+// parsedRecord is one backend value, authenticated and decoded.
 type parsedRecord struct {
-	data string
-	rec  record
-	obj  *filestore.Object
+	data    string
+	session string
+	rec     record
+	obj     *filestore.Object
+	err     *refusal
+}
+
+// replicaName and entryPath are the names records are signed under.
+func replicaName(id string) string    { return "replicas/" + id }
+func entryPath(name string) string     { return "registrations/" + name }
+func revocationPath(name string) string { return "revocations/" + name }
+
+// parse authenticates and validates one registration value (everything but
+// its binding to a live replica, which changes without it).
+func (s *State) parse(v value) *parsedRecord {
+	p := &parsedRecord{data: string(v.data), session: v.session}
+	body, r := s.cfg.Key.open(s.cfg.Spec.Prefix, entryPath(v.name), v.data)
+	if r != nil {
+		p.err = r
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p.rec); err != nil {
+		p.err = refuse(ReasonUnreadable, "not a registration record")
+		return p
+	}
+	rec := p.rec
+	k := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: rec.Namespace, Name: rec.Name}
+	want := entryName(rec.Replica, k)
+	if rec.HealthOnly {
+		want += healthSuffix
+	}
+	switch {
+	case rec.Replica == "" || rec.Name == "" || rec.Namespace == "" || rec.Session == "":
+		p.err = refuse(ReasonUnreadable, "no replica, session, namespace or name")
+	case strings.ContainsAny(rec.Replica, "/~ "):
+		p.err = refuse(ReasonInvalid, "replica ID with '/', '~' or spaces")
+	case want != v.name:
+		p.err = refuse(ReasonInvalid, "the record's replica, namespace and name do not match its key")
+	case rec.Updated.IsZero():
+		p.err = refuse(ReasonInvalid, "no updated time")
+	case rec.HealthOnly:
+		if !validName(rec.Namespace) || !validName(rec.Name) {
+			p.err = refuse(ReasonInvalid, "namespace or name is not a DNS-1123 name")
+		}
+	default:
+		obj, err := rec.object()
+		if err != nil {
+			p.err = refuse(ReasonInvalid, "%v", err)
+			break
+		}
+		p.obj = obj
+	}
+	return p
 }
 
 // onEntries takes every replica's entries from the backend.
-func (s *State) onEntries(values map[string][]byte) {
+func (s *State) onEntries(values []value) {
+	s.evalMu.Lock()
+	defer s.evalMu.Unlock()
+	s.entries = values
+	if s.live != nil { // else the replicas' first read evaluates them
+		s.evaluate()
+	}
+}
+
+// onReplicas takes the replicas' records: the live replicas are those
+// whose signed record names the session holding it. Entries are evaluated
+// again when that set changes.
+func (s *State) onReplicas(values []value) {
+	live := map[string]string{}
+	refused := map[string]*refusal{}
+	for _, v := range values {
+		rep, r := openReplica(s.cfg.Key, s.cfg.Spec.Prefix, v, s.cfg.Now())
+		if r != nil {
+			refused[v.key] = r
+			continue
+		}
+		live[rep.ID] = rep.Session
+	}
 	s.mu.Lock()
-	cache, wasUnreadable := s.parsed, s.unreadableEntries
+	was := s.refusedReplicas
+	s.refusedReplicas = refused
 	s.mu.Unlock()
-	unreadable := map[string]string{}
-	parsed := make(map[string]*parsedRecord, len(values))
+	s.noteRefused(UnreadableReplica, was, refused)
+	s.evalMu.Lock()
+	defer s.evalMu.Unlock()
+	if s.live != nil && maps.Equal(live, s.live) {
+		return
+	}
+	s.live = live
+	if s.entries != nil {
+		s.evaluate()
+	}
+}
+
+// openReplica authenticates one replica record: signed under its name,
+// and held by the session it names.
+func openReplica(key Key, prefix string, v value, now time.Time) (Replica, *refusal) {
+	body, r := key.open(prefix, replicaName(v.name), v.data)
+	if r != nil {
+		return Replica{}, r
+	}
+	var rep Replica
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return Replica{}, refuse(ReasonUnreadable, "not a replica record")
+	}
+	switch {
+	case rep.ID != v.name:
+		return Replica{}, refuse(ReasonInvalid, "the record's ID does not match its key")
+	case rep.Session == "" || rep.Session != v.session:
+		return Replica{}, refuse(ReasonUnbound, "not held by the session it names (a copy of an old record, or a key without a session)")
+	case rep.Heartbeat.After(now.Add(MaxClockSkew)):
+		return Replica{}, refuse(ReasonFuture, "heartbeat in the future (allowed clock skew %s)", MaxClockSkew)
+	}
+	rep.Self = false
+	return rep, nil
+}
+
+// evaluate serves the entries that are authentic, valid, not from the
+// future and held by the live session of the replica that wrote them;
+// every other is refused. Called with evalMu held.
+func (s *State) evaluate() {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	cache, was := s.parsed, s.refusedEntries
+	s.mu.Unlock()
+	refused := map[string]*refusal{}
+	parsed := make(map[string]*parsedRecord, len(s.entries))
 	remote := map[filestore.Key]*parsedRecord{}
 	health := map[filestore.Key]record{}
-	for name, data := range values {
-		p := cache[name]
-		if p == nil || p.data != string(data) {
-			p = &parsedRecord{data: string(data)}
-			err := json.Unmarshal(data, &p.rec)
-			if err == nil && (p.rec.Replica == "" || p.rec.Name == "") {
-				err = errors.New("no replica or name")
-			}
-			if err == nil && !p.rec.HealthOnly {
-				p.obj, err = p.rec.object()
-			}
-			if err != nil {
-				unreadable[name] = err.Error()
-				if wasUnreadable[name] != err.Error() { // logged once; listed in /debug/replicas while it lasts
-					s.log.Warn("skipping an unreadable shared registration", "key", name, "error", err)
-				}
-				continue
-			}
+	for _, v := range s.entries {
+		p := cache[v.key]
+		if p == nil || p.data != string(v.data) || p.session != v.session {
+			p = s.parse(v)
 		}
-		parsed[name] = p
-		if p.rec.Replica == s.cfg.ID {
+		parsed[v.key] = p
+		if p.err != nil {
+			refused[v.key] = p.err
+			continue
+		}
+		switch {
+		case p.rec.Replica == s.cfg.ID:
+			continue // this replica's own
+		case p.rec.Updated.After(now.Add(MaxClockSkew)):
+			refused[v.key] = refuse(ReasonFuture, "updated %s, later than now plus the allowed clock skew (%s)", p.rec.Updated.UTC().Format(time.RFC3339), MaxClockSkew)
+			continue
+		case v.session != p.rec.Session:
+			refused[v.key] = refuse(ReasonUnbound, "not held by the session it names (written by hand, or a copy)")
+			continue
+		case s.live[p.rec.Replica] != p.rec.Session:
+			refused[v.key] = refuse(ReasonUnbound, "replica %s has no live record of the session it names", p.rec.Replica)
 			continue
 		}
 		if p.rec.HealthOnly {
@@ -609,12 +823,13 @@ func (s *State) onEntries(values map[string][]byte) {
 		remote[p.obj.Key] = p
 	}
 	s.mu.Lock()
-	s.remote, s.parsed, s.remoteHealth, s.unreadableEntries = remote, parsed, health, unreadable
+	s.remote, s.parsed, s.remoteHealth, s.refusedEntries = remote, parsed, health, refused
 	s.mu.Unlock()
+	s.noteRefused(UnreadableRegistration, was, refused)
 	s.publishRemote()
 	s.applyRemoteHealth()
 	s.mu.Lock()
-	if !s.isSynced {
+	if !s.isSynced && s.live != nil {
 		s.isSynced = true
 		close(s.synced)
 	}
@@ -678,19 +893,68 @@ func (s *State) applyRemoteHealth() {
 	}
 }
 
-func (r record) object() (*filestore.Object, error) {
-	spec := &networking.WorkloadEntry{}
-	if err := protojson.Unmarshal(r.Spec, spec); err != nil {
-		return nil, err
+// validName reports whether v is a DNS-1123 subdomain, as Kubernetes and
+// Istio name namespaces and objects.
+func validName(v string) bool {
+	if v == "" || len(v) > 253 {
+		return false
 	}
-	ann := maps.Clone(r.Annotations)
+	for i, r := range v {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '-' || r == '.') && i > 0 && i < len(v)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// object decodes the record's WorkloadEntry exactly as a file holding it
+// would be decoded (filestore.DecodeFile: the schema, Istio's validation),
+// and then requires what a registration always has: an IP address (a file
+// may name a host; an agent registers its VM's IP).
+func (r record) object() (*filestore.Object, error) {
+	if len(r.Spec) == 0 || r.Spec[0] != '{' {
+		return nil, errors.New("spec: not an object")
+	}
+	meta := map[string]any{"name": r.Name, "namespace": r.Namespace}
+	if len(r.Labels) > 0 {
+		meta["labels"] = r.Labels
+	}
+	if len(r.Annotations) > 0 {
+		meta["annotations"] = r.Annotations
+	}
+	doc, err := json.Marshal(map[string]any{
+		"apiVersion": cmp.Or(r.APIVersion, "networking.istio.io/v1"), "kind": string(filestore.KindWorkloadEntry),
+		"metadata": meta, "spec": r.Spec,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding: %w", err)
+	}
+	d := filestore.DecodeFile("shared registration", doc, filestore.Limits{MaxFileBytes: 64 << 10, MaxDocuments: 1, MaxProblems: 5})
+	if len(d.Errors) > 0 {
+		e := d.Errors[0]
+		return nil, fmt.Errorf("%s: %s", cmp.Or(e.Field, "spec"), e.Message)
+	}
+	if len(d.Objects) != 1 || d.Objects[0].Kind != filestore.KindWorkloadEntry {
+		return nil, errors.New("not one WorkloadEntry")
+	}
+	o := d.Objects[0]
+	spec := o.Spec.(*networking.WorkloadEntry)
+	if a, err := netip.ParseAddr(spec.GetAddress()); err != nil || a.Zone() != "" {
+		return nil, errors.New("spec.address: a registration's address must be an IP address")
+	}
+	if o.Key.Namespace != r.Namespace || o.Key.Name != r.Name {
+		return nil, errors.New("metadata: namespace or name changed in decoding")
+	}
+	ann := maps.Clone(o.Annotations)
 	if ann == nil {
 		ann = map[string]string{}
 	}
 	ann["vmesh.io/replica"] = r.Replica
 	return &filestore.Object{
-		Key:        filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: r.Namespace, Name: r.Name},
-		APIVersion: cmp.Or(r.APIVersion, "networking.istio.io/v1"), Labels: r.Labels, Annotations: ann,
+		Key: o.Key, APIVersion: o.APIVersion, Labels: o.Labels, Annotations: ann,
 		Spec: spec, Healthy: r.Healthy,
 		Origin: filestore.Origin{Source: Source.Name, Registry: "replica " + r.Replica + ": " + r.Registry},
 	}, nil
@@ -712,73 +976,116 @@ func escape(v string) string {
 	return strings.NewReplacer("%", "%25", "/", "%2F", "~", "%7E", " ", "%20").Replace(v)
 }
 
-// onRevocations applies every shared revocation to the CA.
-func (s *State) onRevocations(values [][]byte) {
-	var rvs []ca.Revocation
-	var unreadable []string
-	for _, data := range values {
-		var rv ca.Revocation
-		err := json.Unmarshal(data, &rv)
-		if err == nil && rv.Serial == "" && rv.Identity == "" && rv.Token == "" {
-			err = errors.New("names no serial, identity or token")
+// openRevocation authenticates and validates one shared revocation: signed
+// under its name, named after what it revokes, valid and not from the
+// future (ca.Revocation.Validate).
+func openRevocation(key Key, prefix string, v value, now time.Time) (ca.Revocation, *refusal) {
+	body, r := key.open(prefix, revocationPath(v.name), v.data)
+	if r != nil {
+		return ca.Revocation{}, r
+	}
+	var rv ca.Revocation
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rv); err != nil {
+		return ca.Revocation{}, refuse(ReasonUnreadable, "not a revocation record")
+	}
+	if err := rv.Validate(now); err != nil {
+		reason := ReasonInvalid
+		if rv.RevokedAt.After(now.Add(ca.MaxRevocationSkew)) {
+			reason = ReasonFuture
 		}
-		if err != nil {
-			unreadable = append(unreadable, err.Error())
+		return ca.Revocation{}, refuse(reason, "%v", err)
+	}
+	if revocationName(rv) != v.name {
+		return ca.Revocation{}, refuse(ReasonInvalid, "the revocation does not match its key")
+	}
+	return rv, nil
+}
+
+// onRevocations applies every authentic, valid shared revocation to the CA
+// and refuses the others; when the store lacks a revocation this
+// replica's CA holds (deleted from the store), mirror writes it again.
+func (s *State) onRevocations(values []value) {
+	now := s.cfg.Now()
+	var rvs []ca.Revocation
+	refused := map[string]*refusal{}
+	shared := map[string]ca.Revocation{}
+	for _, v := range values {
+		rv, r := openRevocation(s.cfg.Key, s.cfg.Spec.Prefix, v, now)
+		if r != nil {
+			refused[v.key] = r
 			continue
 		}
 		rvs = append(rvs, rv)
-	}
-	s.mu.Lock()
-	if len(unreadable) > len(s.unreadableRevocations) {
-		s.log.Error("skipping unreadable shared revocations: what they revoke is still accepted here", "unreadable", len(unreadable), "first", unreadable[0])
-	}
-	s.unreadableRevocations = unreadable
-	for _, rv := range rvs {
-		name := revocationName(rv)
-		if cur, ok := s.shared[name]; !ok || rv.RevokedAt.After(cur.RevokedAt) {
-			s.shared[name] = rv
+		if cur, ok := shared[v.name]; !ok || rv.RevokedAt.After(cur.RevokedAt) {
+			shared[v.name] = rv
 		}
 	}
+	s.mu.Lock()
+	was := s.refusedRevocations
+	s.refusedRevocations = refused
+	s.shared = shared
 	s.revocationsRead = true
 	s.mu.Unlock()
+	s.noteRefused(UnreadableRevocation, was, refused)
+	if len(refused) > 0 && len(was) < len(refused) {
+		s.log.Error("refusing shared revocations: what they name is not revoked here by them", "refused", len(refused))
+	}
 	n, err := s.cfg.CA.ApplyRevocations(rvs)
 	if err != nil {
 		s.log.Error("applying shared revocations", "error", err)
-		return
-	}
-	if n > 0 {
+	} else if n > 0 {
 		s.log.Info("applied shared revocations", "new", n, "total", len(rvs))
+	}
+	if len(s.missingRevocations()) > 0 {
+		select {
+		case s.republish <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// shareLocalRevocations shares the revocations this replica's CA lists
-// that the shared state lacks (made with `vmesh ca revoke --data-dir` on
-// this replica's host), so they reach every replica too: when the CA's
-// list changes, and at every heartbeat (a retry).
-func (s *State) shareLocalRevocations(ctx context.Context) {
-	if s.cfg.CA == nil {
-		return
-	}
+// missingRevocations lists the revocations this replica's CA holds (and
+// that still matter) which the store lacks, once the store was read.
+func (s *State) missingRevocations() []ca.Revocation {
 	s.mu.Lock()
 	read := s.revocationsRead
+	shared := s.shared
 	s.mu.Unlock()
-	if !read {
-		return // not known yet what is shared
+	if !read || s.cfg.CA == nil {
+		return nil
 	}
+	now := s.cfg.Now()
+	var out []ca.Revocation
 	for _, rv := range s.cfg.CA.Revoked() {
-		name := revocationName(rv)
-		s.mu.Lock()
-		cur, ok := s.shared[name]
-		s.mu.Unlock()
-		if ok && !rv.RevokedAt.After(cur.RevokedAt) {
+		if !rv.NotAfter.IsZero() && rv.NotAfter.Before(now) || rv.Validate(now) != nil {
 			continue
 		}
-		if err := putRevocation(ctx, s.backend, rv); err != nil {
-			s.log.Warn("sharing a local revocation failed; retrying", "revocation", name, "error", err)
+		if cur, ok := shared[revocationName(rv)]; ok && !rv.RevokedAt.After(cur.RevokedAt) {
+			continue
+		}
+		out = append(out, rv)
+	}
+	return out
+}
+
+// shareLocalRevocations writes the revocations this replica's CA lists
+// that the shared state lacks: made with `vmesh ca revoke --data-dir` on
+// this replica's host, or deleted from the store (revocations are
+// append-only: whoever deletes one from the store does not undo it while a
+// replica holds it). It runs when the CA's list changes, when the store
+// loses one, and at every heartbeat (a retry).
+func (s *State) shareLocalRevocations(ctx context.Context) {
+	for _, rv := range s.missingRevocations() {
+		name := revocationName(rv)
+		if err := putRevocation(ctx, s.backend, s.cfg.Key, s.cfg.Spec.Prefix, rv); err != nil {
+			s.log.Warn("sharing a revocation failed; retrying", "revocation", name, "error", err)
 			return
 		}
-		s.log.Info("shared a revocation made on this replica", "revocation", name)
+		s.log.Info("shared a revocation the store lacked (made on this replica, or deleted from the store)", "revocation", name)
 		s.mu.Lock()
+		s.shared = maps.Clone(s.shared)
 		s.shared[name] = rv
 		s.mu.Unlock()
 	}
@@ -787,35 +1094,37 @@ func (s *State) shareLocalRevocations(ctx context.Context) {
 // Revoke shares a revocation with every replica (and this one's CA, when
 // it watches).
 func (s *State) Revoke(ctx context.Context, rv ca.Revocation) error {
-	return putRevocation(ctx, s.backend, rv)
+	return putRevocation(ctx, s.backend, s.cfg.Key, s.cfg.Spec.Prefix, rv)
 }
 
-func putRevocation(ctx context.Context, b backend, rv ca.Revocation) error {
-	data, err := json.Marshal(rv)
+func putRevocation(ctx context.Context, b backend, key Key, prefix string, rv ca.Revocation) error {
+	body, err := json.Marshal(rv)
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
-	if err := b.putRevocation(ctx, revocationName(rv), data); err != nil {
+	name := revocationName(rv)
+	if err := b.putRevocation(ctx, name, key.seal(prefix, revocationPath(name), body)); err != nil {
 		return fmt.Errorf("state: revoke: %w", err)
 	}
 	return nil
 }
 
 // Replicas lists the replicas the shared state knows, this one marked
-// Self, sorted by ID.
+// Self, sorted by ID: those whose record is signed and held by the session
+// it names.
 func (s *State) Replicas(ctx context.Context) ([]Replica, error) {
-	return listReplicas(ctx, s.backend, s.cfg.ID)
+	return listReplicas(ctx, s.backend, s.cfg.Key, s.cfg.Spec.Prefix, s.cfg.ID, s.cfg.Now())
 }
 
-func listReplicas(ctx context.Context, b backend, self string) ([]Replica, error) {
+func listReplicas(ctx context.Context, b backend, key Key, prefix, self string, now time.Time) ([]Replica, error) {
 	values, err := b.replicas(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("state: replicas: %w", err)
 	}
 	out := []Replica{}
-	for _, data := range values {
-		var r Replica
-		if json.Unmarshal(data, &r) != nil || r.ID == "" {
+	for _, v := range values {
+		r, refused := openReplica(key, prefix, v, now)
+		if refused != nil {
 			continue
 		}
 		r.Self = r.ID == self
@@ -827,45 +1136,66 @@ func listReplicas(ctx context.Context, b backend, self string) ([]Replica, error
 
 // Client is a connection to the shared state for the command line: `vmesh
 // ca revoke --state` and `vmesh ca revocations --state`. It holds no
-// session.
+// session; it signs what it writes and reads only what is signed, with the
+// replicas' key.
 type Client struct {
-	b backend
+	b      backend
+	key    Key
+	prefix string
 }
 
-// Dial connects to the backend spec names.
-func Dial(spec Spec, logger *slog.Logger) (*Client, error) {
+// Dial connects to the backend spec names; key is the replicas' state key.
+func Dial(spec Spec, key Key, logger *slog.Logger) (*Client, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	if !key.valid() {
+		return nil, errNoKey
 	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	b, err := newBackend(spec.withDefaults(), "", logger)
+	spec = spec.withDefaults()
+	b, err := newBackend(spec, "", key, logger)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{b: b}, nil
+	if z, ok := b.(*zkBackend); ok {
+		go z.authenticate(context.Background())
+	}
+	return &Client{b: b, key: key, prefix: spec.Prefix}, nil
 }
 
 // Revoke shares a revocation with every replica.
 func (c *Client) Revoke(ctx context.Context, rv ca.Revocation) error {
-	return putRevocation(ctx, c.b, rv)
+	if z, ok := c.b.(*zkBackend); ok {
+		select {
+		case <-z.authed:
+		case <-ctx.Done():
+			return fmt.Errorf("state: zookeeper: %w", ctx.Err())
+		}
+	}
+	return putRevocation(ctx, c.b, c.key, c.prefix, rv)
 }
 
-// Revocations reads every shared revocation once.
-func (c *Client) Revocations(ctx context.Context) ([]ca.Revocation, error) {
+// Revocations reads every shared revocation once: the authentic, valid
+// ones, and the refused ones (by key, with the reason).
+func (c *Client) Revocations(ctx context.Context) ([]ca.Revocation, []UnreadableRecord, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var out []ca.Revocation
+	var refused []UnreadableRecord
 	got := make(chan struct{})
 	var once sync.Once
-	err := c.b.watchRevocations(ctx, func(values [][]byte) {
+	err := c.b.watchRevocations(ctx, func(values []value) {
 		once.Do(func() {
-			for _, data := range values {
-				var rv ca.Revocation
-				if json.Unmarshal(data, &rv) == nil {
-					out = append(out, rv)
+			for _, v := range values {
+				rv, r := openRevocation(c.key, c.prefix, v, time.Now())
+				if r != nil {
+					refused = append(refused, UnreadableRecord{Kind: UnreadableRevocation, Key: v.key, Reason: r.reason, Error: r.msg})
+					continue
 				}
+				out = append(out, rv)
 			}
 			close(got)
 			cancel()
@@ -874,15 +1204,22 @@ func (c *Client) Revocations(ctx context.Context) ([]ca.Revocation, error) {
 	select {
 	case <-got:
 		ca.SortRevocations(out)
-		return out, nil
+		return out, refused, nil
 	default:
 	}
-	return nil, cmp.Or(err, ctx.Err(), errors.New("state: no answer"))
+	return nil, nil, cmp.Or(err, ctx.Err(), errors.New("state: no answer"))
 }
 
 // Replicas lists the replicas the shared state knows.
 func (c *Client) Replicas(ctx context.Context) ([]Replica, error) {
-	return listReplicas(ctx, c.b, "")
+	if z, ok := c.b.(*zkBackend); ok {
+		select {
+		case <-z.authed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("state: zookeeper: %w", ctx.Err())
+		}
+	}
+	return listReplicas(ctx, c.b, c.key, c.prefix, "", time.Now())
 }
 
 // Close ends the connection.

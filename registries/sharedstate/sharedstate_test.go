@@ -2,6 +2,7 @@ package sharedstate_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -41,7 +42,7 @@ func startReplica(t testing.TB, id string, spec sharedstate.Spec, target string)
 	r := &replica{id: id, store: filestore.NewStore(), ca: authority, done: make(chan error, 1)}
 	r.proxy = testenv.StartProxy(t, target)
 	spec.Address = r.proxy.Addr
-	r.state, err = sharedstate.New(r.store, sharedstate.Config{Spec: spec, ID: id, CA: authority, Heartbeat: 500 * time.Millisecond,
+	r.state, err = sharedstate.New(r.store, sharedstate.Config{Spec: spec, ID: id, CA: authority, Key: testKey(t), Heartbeat: 500 * time.Millisecond,
 		Describe: func() sharedstate.Replica { return sharedstate.Replica{XDSAddr: "xds-of-" + id} }}, logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,16 @@ func startReplica(t testing.TB, id string, spec sharedstate.Spec, target string)
 		}
 	})
 	return r
+}
+
+// testKey is the state key every replica of a test holds.
+func testKey(t testing.TB) sharedstate.Key {
+	t.Helper()
+	k, err := sharedstate.NewKey([]byte("0123456789abcdef0123456789abcdef-test-state-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func logger(t testing.TB) *slog.Logger {
@@ -301,11 +312,12 @@ func TestConsulRestartWithTheSameID(t *testing.T) {
 }
 
 // TestUnreadableSharedRecords: a registration and a revocation in the
-// shared state that a replica cannot read (written by hand here) are
-// skipped, listed in its status and counted (vmesh_shared_state_unreadable_records
-// reads State.Unreadable), while the
-// readable ones are served; once they are gone, so are the list and the
-// counts.
+// shared state that a replica cannot read or refuses (written by hand
+// here, with the replicas' ZooKeeper digest: no world access) are skipped,
+// listed in its status with their reason and counted
+// (vmesh_shared_state_unreadable_records reads State.Unreadable), while
+// the readable ones are served; once they are gone, so are the list and
+// the counts. A client without the digest can neither read nor write.
 func TestUnreadableSharedRecords(t *testing.T) {
 	z := testenv.StartZooKeeper(t)
 	spec := sharedstate.Spec{Type: sharedstate.TypeZooKeeper, Prefix: "vmesh/unreadable", TTL: 2 * time.Second}
@@ -317,14 +329,23 @@ func TestUnreadableSharedRecords(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "B serves A's registration", func() bool { return b.store.Snapshot().Get(key) != nil })
 
-	conn, _, err := zk.Connect([]string{z.Addr}, 10*time.Second, zk.WithLogInfo(false))
+	anyone, _, err := zk.Connect([]string{z.Addr}, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	open := zk.WorldACL(zk.PermAll)
-	if _, err := conn.Create("/vmesh/unreadable/revocations", nil, 0, open); err != nil && err != zk.ErrNodeExists {
-		t.Fatal(err)
+	defer anyone.Close()
+	if _, err := anyone.Create("/vmesh/unreadable/registrations/anyone~0000000001", []byte("{}"), 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("a client without the digest created a registration node: %v", err)
+	}
+	if _, _, err := anyone.Children("/vmesh/unreadable/registrations"); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("a client without the digest listed the registrations: %v", err)
+	}
+	raw := newZKRaw(t, z.Addr, "vmesh/unreadable", testKey(t))
+	conn, open := raw.conn, raw.acl
+	for _, n := range []string{"/vmesh/unreadable", "/vmesh/unreadable/replicas", "/vmesh/unreadable/registrations", "/vmesh/unreadable/revocations"} {
+		if acl, _, err := conn.GetACL(n); err != nil || len(acl) != 1 || acl[0].Scheme != "digest" || acl[0].Perms != zk.PermAll {
+			t.Fatalf("%s's ACL: %+v %v", n, acl, err)
+		}
 	}
 	badEntry, badRevocation := "/vmesh/unreadable/registrations/by-hand~0000000001", "/vmesh/unreadable/revocations/by-hand~0000000001"
 	for p, data := range map[string]string{badEntry: `{"replica": "X", "name": `, badRevocation: `{"reason": "names nothing"}`} {
@@ -336,8 +357,8 @@ func TestUnreadableSharedRecords(t *testing.T) {
 	listed := func() []sharedstate.UnreadableRecord { return b.state.Status(context.Background()).Unreadable }
 	eventually(t, 10*time.Second, "B lists both unreadable records", func() bool { return len(listed()) == 2 })
 	got := listed()
-	if got[0].Kind != sharedstate.UnreadableRegistration || got[0].Key != "by-hand" || got[0].Error == "" ||
-		got[1].Kind != sharedstate.UnreadableRevocation || !strings.Contains(got[1].Error, "no serial, identity or token") {
+	if got[0].Kind != sharedstate.UnreadableRegistration || got[0].Key != "by-hand~0000000001" || got[0].Reason != sharedstate.ReasonUnreadable ||
+		got[1].Kind != sharedstate.UnreadableRevocation || got[1].Reason != sharedstate.ReasonUnsigned || got[1].Key != "by-hand~0000000001" {
 		t.Fatalf("unreadable %+v", got)
 	}
 	if r, v := gauge(sharedstate.UnreadableRegistration), gauge(sharedstate.UnreadableRevocation); r != 1 || v != 1 {

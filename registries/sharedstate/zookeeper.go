@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,8 @@ import (
 // sequential node and deletes the previous one, so watchers need one
 // children watch and read each node once; the highest sequence of a name
 // is current. The session's expiry (the replica died) deletes its nodes.
+// Every node vmesh creates carries a digest ACL derived from the state key
+// (Key.ZooKeeperDigest): no world access.
 type zkBackend struct {
 	spec Spec
 	id   string
@@ -36,20 +39,28 @@ type zkBackend struct {
 	// the last one.
 	newSession chan struct{}
 
+	// acl is the digest ACL of every node vmesh creates: only clients
+	// authenticated with the digest derived from the state key read or
+	// write them; auth is that digest ("user:password"), and authed is
+	// closed once the connection is authenticated.
+	acl    []zk.ACL
+	auth   []byte
+	authed chan struct{}
+
 	mu          sync.Mutex
 	lastSession int64
 	nodes       map[string]string // entry name → its current node path
-	cache       map[string][]byte // node path → data (nodes never change)
+	cache       map[string]value  // node path → value (registration nodes never change)
 }
 
-var openACL = zk.WorldACL(zk.PermAll)
-
-func newZooKeeper(s Spec, id string, log *slog.Logger) (*zkBackend, error) {
+func newZooKeeper(s Spec, id string, key Key, log *slog.Logger) (*zkBackend, error) {
 	servers := strings.Split(s.Address, ",")
 	for i := range servers {
 		servers[i] = strings.TrimSpace(servers[i])
 	}
-	z := &zkBackend{spec: s, id: id, log: log, newSession: make(chan struct{}, 1), nodes: map[string]string{}, cache: map[string][]byte{}}
+	user, password := key.ZooKeeperDigest()
+	z := &zkBackend{spec: s, id: id, log: log, newSession: make(chan struct{}, 1), nodes: map[string]string{}, cache: map[string]value{},
+		acl: zk.DigestACL(zk.PermAll, user, password), auth: []byte(user + ":" + password), authed: make(chan struct{})}
 	conn, _, err := zk.Connect(servers, s.TTL, zk.WithLogInfo(false), zk.WithLogger(zkLog{log}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession || ev.State != zk.StateHasSession {
@@ -98,17 +109,78 @@ func (z *zkBackend) ensure() error {
 	p := ""
 	for _, part := range strings.Split(z.spec.Prefix, "/") {
 		p += "/" + part
-		if _, err := z.conn.Create(p, nil, zk.FlagPersistent, openACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		// Parents above the root node may hold other meshes' roots:
+		// anyone may read them and create in them.
+		acl := zk.WorldACL(zk.PermRead | zk.PermCreate)
+		if p == z.node() {
+			acl = z.acl
+		}
+		if _, err := z.conn.Create(p, nil, zk.FlagPersistent, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("zookeeper create %s: %w", p, err)
 		}
 	}
 	for _, d := range []string{"replicas", "registrations", "revocations"} {
-		if _, err := z.conn.Create(z.node(d), nil, zk.FlagPersistent, openACL); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		if _, err := z.conn.Create(z.node(d), nil, zk.FlagPersistent, z.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("zookeeper create %s: %w", z.node(d), err)
 		}
 	}
 	return nil
 }
+
+// restrict puts the digest ACL on the state's root node and its three
+// directories when they have another (created open by an earlier vmesh,
+// or by hand) and this client may: nobody without the state key writes
+// under them then.
+func (z *zkBackend) restrict() error {
+	nodes := []string{z.node()}
+	for _, d := range []string{"replicas", "registrations", "revocations"} {
+		nodes = append(nodes, z.node(d))
+	}
+	for _, n := range nodes {
+		acl, _, err := z.conn.GetACL(n)
+		if err != nil {
+			return fmt.Errorf("zookeeper getAcl %s: %w", n, err)
+		}
+		if slices.Equal(acl, z.acl) {
+			continue
+		}
+		if _, err := z.conn.SetACL(n, z.acl, -1); err != nil {
+			return fmt.Errorf("zookeeper setAcl %s (it has another ACL: give it vmesh's digest ACL by hand): %w", n, err)
+		}
+		z.log.Warn("zookeeper: replaced the ACL of a shared-state node by vmesh's digest ACL", "node", n)
+	}
+	return nil
+}
+
+// authenticate adds the digest to the connection once (the client re-sends
+// it on every reconnect).
+func (z *zkBackend) authenticate(ctx context.Context) {
+	select {
+	case <-z.authed:
+		return
+	default:
+	}
+	b := retry.New(200*time.Millisecond, 5*time.Second)
+	for ctx.Err() == nil {
+		if err := z.conn.AddAuth("digest", z.auth); err != nil {
+			z.log.Warn("zookeeper: authenticating failed; retrying", "error", err)
+			b.Wait(ctx)
+			continue
+		}
+		close(z.authed)
+		return
+	}
+}
+
+// sessionHex renders a ZooKeeper session ID as records name it.
+func sessionHex(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatInt(id, 16)
+}
+
+func (z *zkBackend) session() string { return sessionHex(z.conn.SessionID()) }
 
 // run forwards each new session (the ZooKeeper client reconnects by
 // itself, with a new session once the old one expired).
@@ -120,8 +192,13 @@ func (z *zkBackend) run(ctx context.Context, sessions chan<- struct{}) error {
 			return nil
 		case <-z.newSession:
 		}
+		z.authenticate(ctx)
 		for ctx.Err() == nil {
-			if err := z.ensure(); err != nil {
+			err := z.ensure()
+			if err == nil {
+				err = z.restrict()
+			}
+			if err != nil {
 				z.log.Warn("zookeeper: creating the state's nodes failed; retrying", "error", err)
 				b.Wait(ctx)
 				continue
@@ -137,11 +214,26 @@ func (z *zkBackend) run(ctx context.Context, sessions chan<- struct{}) error {
 	}
 }
 
+// putReplica writes this replica's record as an ephemeral node of its
+// session: a node of the same name held by another session (this replica's
+// previous run, before its session expired) is replaced, since the other
+// replicas accept only registrations of the session holding the record.
 func (z *zkBackend) putReplica(_ context.Context, data []byte) error {
 	p := z.node("replicas", z.id)
-	_, err := z.conn.Set(p, data, -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		_, err = z.conn.Create(p, data, zk.FlagEphemeral, openACL)
+	sid := z.conn.SessionID()
+	_, stat, err := z.conn.Exists(p)
+	if err != nil {
+		return fmt.Errorf("zookeeper exists %s: %w", p, err)
+	}
+	if stat != nil && stat.EphemeralOwner == sid {
+		_, err = z.conn.Set(p, data, -1)
+	} else {
+		if stat != nil {
+			if err := z.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return fmt.Errorf("zookeeper delete %s (held by session %s): %w", p, sessionHex(stat.EphemeralOwner), err)
+			}
+		}
+		_, err = z.conn.Create(p, data, zk.FlagEphemeral, z.acl)
 	}
 	if err != nil {
 		return fmt.Errorf("zookeeper set %s: %w", p, err)
@@ -161,7 +253,7 @@ func (z *zkBackend) deleteReplica(ctx context.Context) error {
 }
 
 func (z *zkBackend) putEntry(_ context.Context, name string, data []byte) error {
-	p, err := z.conn.Create(z.node("registrations", name+"~"), data, zk.FlagEphemeralSequential, openACL)
+	p, err := z.conn.Create(z.node("registrations", name+"~"), data, zk.FlagEphemeralSequential, z.acl)
 	if err != nil {
 		return fmt.Errorf("zookeeper create %s: %w", name, err)
 	}
@@ -191,10 +283,17 @@ func (z *zkBackend) deleteEntry(_ context.Context, name string) error {
 	return nil
 }
 
-// watchChildren calls fn with the data of every child of dir after each
-// change (children never change, so each is read once); errors are
-// retried with backoff and keep the last set.
-func (z *zkBackend) watchChildren(ctx context.Context, dir string, fn func(map[string][]byte)) error {
+// watchChildren calls fn with every child of dir (its value: data and
+// ephemeral owner) after each change; with cache, children are read once
+// (registration and revocation nodes never change), else every time (the
+// replicas' records). Errors are retried with backoff and keep the last
+// set.
+func (z *zkBackend) watchChildren(ctx context.Context, dir string, cache bool, fn func(map[string]value)) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-z.authed:
+	}
 	b := retry.New(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		children, _, ev, err := z.conn.ChildrenW(dir)
@@ -210,15 +309,15 @@ func (z *zkBackend) watchChildren(ctx context.Context, dir string, fn func(map[s
 			continue
 		}
 		b.Reset()
-		out := make(map[string][]byte, len(children))
+		out := make(map[string]value, len(children))
 		failed := false
 		for _, c := range children {
 			p := dir + "/" + c
 			z.mu.Lock()
-			data, ok := z.cache[p]
+			v, ok := z.cache[p]
 			z.mu.Unlock()
-			if !ok {
-				data, _, err = z.conn.Get(p)
+			if !ok || !cache {
+				data, stat, err := z.conn.Get(p)
 				if errors.Is(err, zk.ErrNoNode) {
 					continue // deleted since the listing
 				}
@@ -226,23 +325,28 @@ func (z *zkBackend) watchChildren(ctx context.Context, dir string, fn func(map[s
 					failed = true
 					break
 				}
-				z.mu.Lock()
-				z.cache[p] = data
-				z.mu.Unlock()
+				v = value{key: c, name: c, data: data, session: sessionHex(stat.EphemeralOwner)}
+				if cache {
+					z.mu.Lock()
+					z.cache[p] = v
+					z.mu.Unlock()
+				}
 			}
-			out[c] = data
+			out[c] = v
 		}
 		if failed {
 			b.Wait(ctx)
 			continue
 		}
-		z.mu.Lock()
-		for p := range z.cache {
-			if _, ok := out[strings.TrimPrefix(p, dir+"/")]; !ok && strings.HasPrefix(p, dir+"/") {
-				delete(z.cache, p)
+		if cache {
+			z.mu.Lock()
+			for p := range z.cache {
+				if _, ok := out[strings.TrimPrefix(p, dir+"/")]; !ok && strings.HasPrefix(p, dir+"/") {
+					delete(z.cache, p)
+				}
 			}
+			z.mu.Unlock()
 		}
-		z.mu.Unlock()
 		fn(out)
 		select {
 		case <-ctx.Done():
@@ -252,59 +356,49 @@ func (z *zkBackend) watchChildren(ctx context.Context, dir string, fn func(map[s
 	return nil
 }
 
-// latest keeps the highest sequence of each name ("<name>~<sequence>").
-func latest(children map[string][]byte) map[string][]byte {
-	best := map[string]string{}
-	for c := range children {
-		i := strings.LastIndex(c, "~")
-		if i < 0 {
-			continue
+// unsequenced names each child by its name without the sequence
+// ("<name>~<sequence>"); a child without one keeps its whole name.
+func unsequenced(children map[string]value) []value {
+	out := make([]value, 0, len(children))
+	for _, c := range slices.Sorted(maps.Keys(children)) {
+		v := children[c]
+		if i := strings.LastIndex(c, "~"); i >= 0 {
+			v.name = c[:i]
 		}
-		name := c[:i]
-		if cur, ok := best[name]; !ok || c > cur { // sequences are zero-padded
-			best[name] = c
-		}
-	}
-	out := make(map[string][]byte, len(best))
-	for name, c := range best {
-		out[name] = children[c]
+		out = append(out, v)
 	}
 	return out
 }
 
-func (z *zkBackend) watchEntries(ctx context.Context, fn func(map[string][]byte)) error {
-	return z.watchChildren(ctx, z.node("registrations"), func(children map[string][]byte) { fn(latest(children)) })
+func (z *zkBackend) watchEntries(ctx context.Context, fn func([]value)) error {
+	return z.watchChildren(ctx, z.node("registrations"), true, func(children map[string]value) { fn(unsequenced(children)) })
+}
+
+func (z *zkBackend) watchReplicas(ctx context.Context, fn func([]value)) error {
+	return z.watchChildren(ctx, z.node("replicas"), false, func(children map[string]value) {
+		fn(slices.Collect(maps.Values(children)))
+	})
 }
 
 func (z *zkBackend) putRevocation(_ context.Context, name string, data []byte) error {
 	if err := z.ensure(); err != nil {
 		return err
 	}
-	if _, err := z.conn.Create(z.node("revocations", name+"~"), data, zk.FlagSequence, openACL); err != nil {
+	if _, err := z.conn.Create(z.node("revocations", name+"~"), data, zk.FlagSequence, z.acl); err != nil {
 		return fmt.Errorf("zookeeper create revocation: %w", err)
 	}
 	return nil
 }
 
-func (z *zkBackend) watchRevocations(ctx context.Context, fn func([][]byte)) error {
-	return z.watchChildren(ctx, z.node("revocations"), func(children map[string][]byte) {
-		fn(slicesOf(children))
-	})
-}
-
-func slicesOf(m map[string][]byte) [][]byte {
-	out := make([][]byte, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, m[k])
-	}
-	return out
+func (z *zkBackend) watchRevocations(ctx context.Context, fn func([]value)) error {
+	return z.watchChildren(ctx, z.node("revocations"), true, func(children map[string]value) { fn(unsequenced(children)) })
 }
 
 // replicas reads the records; the ZooKeeper client takes no context, so a
 // disconnected one is given up on when ctx ends.
-func (z *zkBackend) replicas(ctx context.Context) ([][]byte, error) {
+func (z *zkBackend) replicas(ctx context.Context) ([]value, error) {
 	type result struct {
-		out [][]byte
+		out []value
 		err error
 	}
 	done := make(chan result, 1)
@@ -320,7 +414,7 @@ func (z *zkBackend) replicas(ctx context.Context) ([][]byte, error) {
 	}
 }
 
-func (z *zkBackend) readReplicas() ([][]byte, error) {
+func (z *zkBackend) readReplicas() ([]value, error) {
 	dir := z.node("replicas")
 	children, _, err := z.conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -329,16 +423,16 @@ func (z *zkBackend) readReplicas() ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out [][]byte
+	var out []value
 	for _, c := range children {
-		data, _, err := z.conn.Get(dir + "/" + c)
+		data, stat, err := z.conn.Get(dir + "/" + c)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, data)
+		out = append(out, value{key: c, name: c, data: data, session: sessionHex(stat.EphemeralOwner)})
 	}
 	return out, nil
 }
