@@ -42,9 +42,15 @@ type Config struct {
 	// retries, outbound traffic policy, connect timeout, and trustDomain
 	// and rootNamespace when CA leaves them empty.
 	MeshConfig string `yaml:"meshConfig"`
+	// JWKSAllowedCIDRs are the non-global address ranges (loopback,
+	// link-local, private, CGNAT, ...) RequestAuthentication key sets may
+	// be fetched from; by default a jwksUri or issuer resolving into one
+	// fails closed (warning VM1012).
+	JWKSAllowedCIDRs []string `yaml:"jwksAllowedCIDRs"`
 	// JWKSBlockedCIDRs are address ranges RequestAuthentication key sets
-	// are never fetched from (Istio's BLOCKED_CIDRS_IN_JWKS_URIS): a
-	// jwksUri or issuer resolving into one fails closed.
+	// are never fetched from, even when JWKSAllowedCIDRs or global
+	// reachability would allow them (Istio's BLOCKED_CIDRS_IN_JWKS_URIS):
+	// a jwksUri or issuer resolving into one fails closed.
 	JWKSBlockedCIDRs []string `yaml:"jwksBlockedCIDRs"`
 	// Registries lists the registry adapters (see registries.Spec); the
 	// --registry flag adds "consul=ADDR", "zookeeper=ADDR[,ADDR]" or
@@ -89,11 +95,9 @@ type GitConfig struct {
 	Ref      string        `yaml:"ref"`
 	Path     string        `yaml:"path"`
 	Interval time.Duration `yaml:"interval"`
-	// Timeout bounds every git command, a fetch that keeps receiving
-	// included; StallTimeout cuts a fetch that receives nothing for that
-	// long, which is reported at once and retried with backoff.
+	// Timeout bounds every git command: a fetch from a remote that stalls
+	// fails after it and is retried with backoff.
 	Timeout        time.Duration `yaml:"timeout"`
-	StallTimeout   time.Duration `yaml:"stallTimeout"`
 	Username       string        `yaml:"username"`
 	TokenFile      string        `yaml:"tokenFile"`
 	SSHKeyFile     string        `yaml:"sshKeyFile"`
@@ -127,7 +131,7 @@ func DefaultConfig() Config {
 		DataDir:       ".vmesh-data",
 		DebounceQuiet: 100 * time.Millisecond,
 		DebounceMax:   time.Second,
-		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout, StallTimeout: filestore.DefaultGitStallTimeout},
+		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout},
 
 		RegistrySyncWait: 30 * time.Second,
 		MaxFileBytes:     filestore.DefaultMaxFileBytes,
@@ -171,8 +175,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maxFileBytes %d, maxDocuments %d and maxProblems %d must be > 0", c.MaxFileBytes, c.MaxDocuments, c.MaxProblems)
 	case c.Git.Repo != "" && c.Git.Timeout <= 0:
 		return fmt.Errorf("git timeout %s must be > 0", c.Git.Timeout)
-	case c.Git.Repo != "" && c.Git.StallTimeout < 0:
-		return fmt.Errorf("git stall timeout %s must not be negative", c.Git.StallTimeout)
 	}
 	if c.State != nil {
 		if err := c.State.Validate(); err != nil {
@@ -180,6 +182,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if _, err := c.jwksBlockedCIDRs(); err != nil {
+		return err
+	}
+	if _, err := c.jwksAllowedCIDRs(); err != nil {
 		return err
 	}
 	if strings.ContainsAny(c.ReplicaID, "/~ ") {
@@ -190,11 +195,21 @@ func (c Config) Validate() error {
 
 // jwksBlockedCIDRs parses JWKSBlockedCIDRs.
 func (c Config) jwksBlockedCIDRs() ([]netip.Prefix, error) {
+	return parseCIDRs("jwksBlockedCIDRs", c.JWKSBlockedCIDRs, "169.254.0.0/16")
+}
+
+// jwksAllowedCIDRs parses JWKSAllowedCIDRs.
+func (c Config) jwksAllowedCIDRs() ([]netip.Prefix, error) {
+	return parseCIDRs("jwksAllowedCIDRs", c.JWKSAllowedCIDRs, "10.1.2.3/32")
+}
+
+// parseCIDRs parses the CIDR ranges of the config field named field.
+func parseCIDRs(field string, ranges []string, example string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for i, v := range c.JWKSBlockedCIDRs {
+	for i, v := range ranges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(v))
 		if err != nil {
-			return nil, fmt.Errorf("jwksBlockedCIDRs[%d] %q: not a CIDR range (e.g. 169.254.0.0/16): %w", i, v, err)
+			return nil, fmt.Errorf("%s[%d] %q: not a CIDR range (e.g. %s): %w", field, i, v, example, err)
 		}
 		out = append(out, p.Masked())
 	}

@@ -148,7 +148,11 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready), BlockedCIDRs: blocked})
+	allowed, err := cfg.jwksAllowedCIDRs()
+	if err != nil {
+		return nil, err
+	}
+	fetcher, err := jwks.New(cp.store, jwks.Settings{Logger: logger, After: slices.Clone(cp.ready), AllowedCIDRs: allowed, BlockedCIDRs: blocked})
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +314,7 @@ func (cp *ControlPlane) addSources() error {
 			token = strings.TrimSpace(string(b))
 		}
 		src, err := filestore.NewGitSource(filestore.GitConfig{
-			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout, StallTimeout: g.StallTimeout,
+			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout,
 			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
 			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
 			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty,
@@ -450,10 +454,8 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 	st := cp.git.FetchStatus()
 	cp.git.Trigger()
 	if st.Running > 0 {
-		// A stalled fetch is cut within the stall timeout; one that keeps
-		// receiving runs up to the timeout.
-		w.Header().Set("Retry-After", fmt.Sprint(int(min(st.Timeout-st.Running, st.StallTimeout).Seconds())+1))
-		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (cut after %s without data, %s in all): this push is fetched once it ends", st.Running.Round(time.Second), st.StallTimeout, st.Timeout), http.StatusServiceUnavailable)
+		w.Header().Set("Retry-After", fmt.Sprint(int((st.Timeout-st.Running).Seconds())+1))
+		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (timeout %s): this push is fetched once it ends", st.Running.Round(time.Second), st.Timeout), http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
