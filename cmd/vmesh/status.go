@@ -150,12 +150,22 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 		return rs, nil, nil
 	}
 	rs.Revision, rs.Commit, rs.Proxies = dc.Revision, dc.Commit, len(st)
+	// The first error shown is one about a source itself, when there is
+	// one (a git fetch failing or stalled, a registry unreachable: why
+	// nothing new applies), else the first of a file or commit.
+	var sourceErr, otherErr string
 	for _, src := range dc.Sources {
 		rs.Errors += len(src.Errors)
-		if rs.FirstError == "" && len(src.Errors) > 0 {
-			rs.FirstError = src.Source + ": " + src.Errors[0].Error()
+		for _, e := range src.Errors {
+			switch {
+			case e.File == "" && e.Commit == "" && sourceErr == "":
+				sourceErr = src.Source + ": " + e.Error()
+			case otherErr == "":
+				otherErr = src.Source + ": " + e.Error()
+			}
 		}
 	}
+	rs.FirstError = cmp.Or(sourceErr, otherErr)
 	for _, w := range dc.Warnings {
 		if w.Severity != filestore.SeverityWarning {
 			continue

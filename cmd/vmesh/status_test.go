@@ -3,10 +3,16 @@ package main
 import (
 	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -76,4 +82,71 @@ func TestStatusReplicas(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &again); err != nil || len(again.Replicas) != 1 {
 		t.Errorf("--json: %v %s", err, js)
 	}
+}
+
+// TestStatusShowsGitStall: while the git remote stalls (it accepts and
+// never answers), the replica's line says the fetch stalled, from where
+// and for how long, ahead of any other error; it clears once the remote
+// answers again.
+func TestStatusShowsGitStall(t *testing.T) {
+	t.Setenv("http_proxy", "")
+	t.Setenv("HTTP_PROXY", "")
+	repo := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "--quiet", "--initial-branch=main")
+	if err := os.WriteFile(filepath.Join(repo, "a.yaml"), []byte("apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: a}\nspec: {address: 1.1.1.1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "-A")
+	git("-c", "user.email=t@vmesh.io", "-c", "user.name=t", "commit", "--quiet", "-m", "a")
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(repo), "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	var stalled atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stalled.Load() {
+			<-r.Context().Done() // accepts, never answers
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	remote := srv.URL + "/" + filepath.Base(repo)
+	cp, _ := servePlane(t, "", func(c *controlplane.Config) {
+		c.ConfigDir, c.Git.Repo, c.Git.Ref, c.Git.Interval, c.Git.StallTimeout = "", remote, "main", time.Hour, time.Second
+	})
+	webhook := func() {
+		resp, err := http.Post("http://"+cp.HTTPAddr()+"/webhook/git", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+
+	stalled.Store(true)
+	webhook()
+	want := "1, first: git:" + remote + ": fetch stalled: no data from " + remote + " for 1s, retrying in "
+	var out string
+	waitUntil(t, 15*time.Second, "status to show the stall", func() bool {
+		out, _ = runVMesh(t, "status", "--server", cp.HTTPAddr())
+		return strings.Contains(out, want)
+	})
+	stalled.Store(false)
+	waitUntil(t, 15*time.Second, "status to clear once the remote answers", func() bool {
+		webhook()
+		out, _ = runVMesh(t, "status", "--server", cp.HTTPAddr(), "-o", "json")
+		return strings.Contains(out, `"errors": 0`)
+	})
 }
