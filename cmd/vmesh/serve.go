@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -30,7 +31,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	var configFile string
 	var logs logFlags
 	var registryFlags []string
-	var stateFlag string
+	var stateFlag, stateKeyFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: config sources, registries, xDS, CA",
@@ -59,6 +60,14 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 				}
 				mergeFlags(cmd, &fromFile, cfg)
 				cfg = fromFile
+			}
+			if stateKeyFile != "" {
+				if cfg.State == nil {
+					return fmt.Errorf("--state-key-file without --state (or state: in vmesh.yaml)")
+				}
+				st := *cfg.State
+				st.KeyFile = stateKeyFile
+				cfg.State = &st
 			}
 			logger, err := logs.logger(os.Stderr)
 			if err != nil {
@@ -95,7 +104,8 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.DurationVar(&cfg.CA.CertTTL, "cert-ttl", cfg.CA.CertTTL, "default workload certificate lifetime (default 24h)")
 	f.DurationVar(&cfg.CA.MaxCertTTL, "max-cert-ttl", cfg.CA.MaxCertTTL, "longest workload certificate lifetime a VM may ask for (default 90 days)")
 	f.StringArrayVar(&registryFlags, "registry", nil, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable; adds to vmesh.yaml's registries)")
-	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl}")
+	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl, keyFile}")
+	f.StringVar(&stateKeyFile, "state-key-file", "", "with --state: file of at least 32 random bytes, the same on every replica, that signs the shared records (head -c 32 /dev/urandom); default: derived from --cacerts-dir's ca-key.pem")
 	f.StringVar(&cfg.ReplicaID, "replica-id", cfg.ReplicaID, "this replica's name in the shared state (default <hostname>-<random>)")
 	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")

@@ -277,9 +277,13 @@ func (cp *ControlPlane) addState() error {
 		})
 		return nil
 	}
+	key, err := stateKey(*cp.cfg.State, cp.cfg.CA.CACertsDir)
+	if err != nil {
+		return err
+	}
 	bi := buildinfo.Get()
 	st, err := sharedstate.New(cp.store, sharedstate.Config{
-		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca,
+		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca, Key: key,
 		Describe: func() sharedstate.Replica {
 			return sharedstate.Replica{XDSAddr: cp.XDSAddr(), SecureAddr: cp.SecureAddr(), HTTPAddr: cp.HTTPAddr(),
 				Version: bi.Version, Revision: bi.Revision, Commit: cp.store.Snapshot().Commit(), Proxies: len(cp.xds.Syncz())}
@@ -293,6 +297,19 @@ func (cp *ControlPlane) addState() error {
 	cp.ready = append(cp.ready, cp.stateSynced)
 	cp.mux.Handle("/debug/replicas", st.Handler())
 	return nil
+}
+
+// stateKey is the key that signs the shared state: state.keyFile, else
+// derived from the plug-in CA every replica shares; without either the
+// replica refuses to start (sharedstate.New says how to make one).
+func stateKey(spec sharedstate.Spec, cacertsDir string) (sharedstate.Key, error) {
+	switch {
+	case spec.KeyFile != "":
+		return sharedstate.LoadKeyFile(spec.KeyFile)
+	case cacertsDir != "":
+		return sharedstate.KeyFromCACerts(cacertsDir)
+	}
+	return sharedstate.Key{}, nil
 }
 
 func (cp *ControlPlane) addSources() error {

@@ -71,14 +71,23 @@ func newGitMetrics(git func() *filestore.GitSource) []prometheus.Collector {
 // zero without a shared state, so they exist from the start.
 func newStateMetrics(state func() *sharedstate.State) []prometheus.Collector {
 	var out []prometheus.Collector
-	for _, kind := range []string{sharedstate.UnreadableRegistration, sharedstate.UnreadableRevocation} {
+	for _, kind := range []string{sharedstate.UnreadableRegistration, sharedstate.UnreadableRevocation, sharedstate.UnreadableReplica} {
 		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "vmesh", Subsystem: "shared_state", Name: "unreadable_records",
-			Help:        "Records in the shared state this replica cannot read and skips, by kind (registration, revocation); listed in /debug/replicas.",
+			Help:        "Records in the shared state this replica refuses and skips now (unreadable, unsigned or forged, not bound to a live replica, invalid, future-dated), by kind (registration, revocation, replica); listed in /debug/replicas.",
 			ConstLabels: prometheus.Labels{"kind": kind},
 		}, func() float64 {
 			if st := state(); st != nil {
 				return float64(st.Unreadable(kind))
+			}
+			return 0
+		}), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "vmesh", Subsystem: "shared_state", Name: "refused_records_total",
+			Help:        "Records in the shared state this replica refused since it started, by kind (registration, revocation, replica): each refused value once.",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 {
+			if st := state(); st != nil {
+				return float64(st.RefusedTotal(kind))
 			}
 			return 0
 		}))
