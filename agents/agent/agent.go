@@ -134,8 +134,11 @@ type Config struct {
 	DNSUpstreams []string
 
 	// Capture, when set, installs traffic capture (agents/capture) once the
-	// DNS proxy listens, before Envoy starts, and removes it when Run
-	// returns. The agent adds the control plane's addresses to its
+	// DNS proxy listens, before the agent connects to the control plane and
+	// before Envoy starts, replacing in place what an earlier run left; it
+	// stays when Run returns (captured traffic fails while the agent is
+	// down; `vmesh agent cleanup` removes it). The agent adds the control
+	// plane's addresses (all of DiscoveryAddresses or the bundle's) to its
 	// ExcludeOutboundIPRanges and points its DNS capture at DNSAddr's port
 	// and at the resolv.conf nameservers (no DNS capture without DNSAddr).
 	Capture *capture.Config
@@ -273,15 +276,29 @@ func (a *Agent) EnvoyBootstrap() string { return filepath.Join(a.cfg.OutDir, Env
 func (a *Agent) CertDir() string { return a.cfg.OutDir }
 
 // Run runs the agent, once, until ctx is done (the caller cancels it on SIGTERM);
-// Envoy, when supervised, is drained and stopped before Run returns, and
-// the traffic capture is removed. It returns an error when a part cannot
-// start or fails for good.
+// Envoy, when supervised, is drained and stopped before Run returns. The
+// traffic capture stays when Run returns, whatever the reason: while the
+// agent and Envoy are down, captured traffic fails instead of bypassing
+// them; `vmesh agent cleanup` (capture.Remove) takes it away. It returns an
+// error when a part cannot start or fails for good, a
+// *refusal.PermanentError when the control plane refused the VM for good
+// (a revoked identity among others, noticed at the latest when a renewal
+// of the certificate is refused).
 func (a *Agent) Run(ctx context.Context) (err error) {
 	envoyBin := ""
 	if !a.cfg.DisableEnvoy {
 		if envoyBin, err = envoy.Find(a.cfg.EnvoyBinary); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
+	}
+	// With capture, Envoy runs as the proxy user, whose traffic the rules
+	// let through; it must read its bootstrap and reach the sockets.
+	var envoyCred *syscall.Credential
+	if a.cfg.Capture != nil && envoyBin != "" {
+		envoyCred = &syscall.Credential{Uid: firstOr(a.cfg.Capture.ProxyUIDs, capture.DefaultProxyUID), Gid: firstOr(a.cfg.Capture.ProxyGIDs, capture.DefaultProxyGID)}
+	}
+	if err := prepareOutDir(a.cfg.OutDir, envoyCred, a.log); err != nil {
+		return err
 	}
 	cm, err := certs.New(certs.Config{
 		Address: a.discovery()[0], Failover: a.discovery()[1:], RootsPEM: a.bundle.RootCerts, Token: a.bundle.Token,
@@ -307,7 +324,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("agent: %w", err)
 		}
 	}
-	pcfg := xdsproxy.Config{Upstream: a.discovery()[0], Upstreams: a.discovery()[1:], TLS: cm.ClientTLSConfig, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax}
+	pcfg := xdsproxy.Config{Upstream: a.discovery()[0], Upstreams: a.discovery()[1:], TLS: cm.ClientTLSConfig, RetryMin: a.cfg.RetryMin, RetryMax: a.cfg.RetryMax,
+		OnUnauthenticated: a.renewOnRejection(cm)}
 	if dns != nil {
 		pcfg.NameTable = dns.Update
 	}
@@ -358,6 +376,40 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.statusAddr.Store(&addr)
 		g.Go(func() error { return a.serveStatus(ctx, lis) })
 	}
+	// The DNS proxy first: when an earlier run left the capture in place,
+	// the VM's DNS (the agent's own lookups of the control plane included)
+	// goes to it, and it needs nothing from the control plane to forward
+	// other names to the VM's resolvers (its own queries carry the mark the
+	// capture lets through).
+	if dns != nil {
+		g.Go(func() error { return dns.Run(ctx) })
+		select {
+		case <-dns.Listening():
+		case <-ctx.Done():
+			return fail(nil)
+		}
+	}
+	// Then the capture, replaced in place (it may be an earlier run's), so
+	// that it excludes the control plane's addresses as they are now
+	// before the agent connects to it.
+	if a.cfg.Capture != nil {
+		if err := capture.Permitted(envoyBin != ""); err != nil {
+			return fail(fmt.Errorf("agent: %w", err))
+		}
+		cc, err := a.captureConfig(ctx, dns)
+		if err != nil {
+			return fail(err)
+		}
+		c, err := capture.Install(ctx, cc, a.log.With("part", "capture"))
+		if err != nil {
+			return fail(fmt.Errorf("agent: %w", err))
+		}
+		ps2 := *ps
+		ps2.capture = c
+		ps = &ps2
+		a.parts.Store(ps)
+		a.met.capture.Set(1)
+	}
 	g.Go(func() error { return cm.Run(ctx) })
 	select {
 	case <-ctx.Done():
@@ -392,8 +444,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// With capture, Envoy runs as the proxy user: its sockets are the
 	// proxy group's.
 	sockGID := -1
-	if a.cfg.Capture != nil && envoyBin != "" {
-		sockGID = int(firstOr(a.cfg.Capture.ProxyGIDs, capture.DefaultProxyGID))
+	if envoyCred != nil {
+		sockGID = int(envoyCred.Gid)
 		secrets.SetSocketGroup(sockGID)
 	}
 	xdsLis, err := sds.ListenUnixGroup(a.XDSSocket(), sockGID)
@@ -403,41 +455,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	g.Go(func() error { return proxy.Serve(ctx, xdsLis) })
 	g.Go(func() error { return secrets.Serve(ctx, a.SDSSocket()) })
 	g.Go(func() error { return prober.Run(ctx) })
-	if dns != nil {
-		g.Go(func() error { return dns.Run(ctx) })
-		select {
-		case <-dns.Listening():
-		case <-ctx.Done():
-			return fail(nil)
-		}
-	}
-	if a.cfg.Capture != nil {
-		if err := capture.Permitted(envoyBin != ""); err != nil {
-			return fail(fmt.Errorf("agent: %w", err))
-		}
-		cc, err := a.captureConfig(dns)
-		if err != nil {
-			return fail(err)
-		}
-		c, err := capture.Install(ctx, cc, a.log.With("part", "capture"))
-		if err != nil {
-			return fail(fmt.Errorf("agent: %w", err))
-		}
-		ps2 := *ps
-		ps2.capture = c
-		a.parts.Store(&ps2)
-		a.met.capture.Set(1)
-		defer func() {
-			// Run's context is over: removal gets its own.
-			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer rcancel()
-			if rerr := c.Remove(rctx); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("agent: %w", rerr))
-			} else {
-				a.met.capture.Set(0)
-			}
-		}()
-	}
 	// The agent's own stream registers the VM, reports its health and
 	// receives the name table, with or without Envoy. With Envoy, its node
 	// labels the VM's entry for automatic mTLS.
@@ -455,13 +472,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	g.Go(func() error { return proxy.RunNodeStream(ctx, node) })
 	if envoyBin != "" {
+		if envoyCred != nil {
+			// sds.sock is made as xds.sock is, in the same directory.
+			if err := checkEnvoyAccess(envoyCred, a.EnvoyBootstrap(), a.XDSSocket(), a.log); err != nil {
+				return fail(err)
+			}
+		}
 		ecfg := envoy.Config{
 			Binary: envoyBin, Bootstrap: a.EnvoyBootstrap(), AdminAddr: net.JoinHostPort("127.0.0.1", fmt.Sprint(a.adminPort())),
 			Args: a.cfg.EnvoyArgs, Drain: a.cfg.EnvoyDrain,
-		}
-		if a.cfg.Capture != nil {
 			// Envoy's own traffic must not be captured again.
-			ecfg.Credential = &syscall.Credential{Uid: firstOr(a.cfg.Capture.ProxyUIDs, capture.DefaultProxyUID), Gid: firstOr(a.cfg.Capture.ProxyGIDs, capture.DefaultProxyGID)}
+			Credential: envoyCred,
 		}
 		sup, err := envoy.New(ecfg, a.log.With("part", "envoy"), a.reg)
 		if err != nil {
@@ -480,7 +501,31 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	err = g.Wait()
 	a.notify(daemon.SdNotifyStopping)
 	a.met.ready.Set(0)
+	if ps.capture != nil {
+		a.log.Info("traffic capture left in place: captured traffic fails until the agent runs again; `vmesh agent cleanup` removes it")
+	}
 	return err
+}
+
+// renewOnRejectionEvery bounds how often a refused stream makes the agent
+// renew its certificate early.
+const renewOnRejectionEvery = time.Minute
+
+// renewOnRejection returns the xdsproxy's OnUnauthenticated: the control
+// plane no longer accepts the certificate (revoked, expired), so the agent
+// renews it at once rather than at its renewal time, at most once a
+// renewOnRejectionEvery. A renewal refused for good ends certs.Run, and
+// with it the agent, with the refusal (exit 78).
+func (a *Agent) renewOnRejection(cm *certs.Manager) func(error) {
+	var last atomic.Int64
+	return func(err error) {
+		now := time.Now().UnixNano()
+		if prev := last.Load(); prev != 0 && time.Duration(now-prev) < renewOnRejectionEvery || !last.CompareAndSwap(prev, now) {
+			return
+		}
+		a.log.Warn("the control plane refused the workload certificate; renewing it now", "error", err)
+		cm.Renew()
+	}
 }
 
 // TLSModeLabel=TLSModeIstio on the agent's node tells the control plane
@@ -508,21 +553,24 @@ func (a *Agent) discovery() []string {
 }
 
 // captureConfig completes the capture settings: the control plane's
-// addresses are never captured, DNS goes to the DNS proxy's port and only
-// for the resolv.conf nameservers.
-func (a *Agent) captureConfig(dns *dnsproxy.Proxy) (capture.Config, error) {
+// addresses (every replica the agent may fail over to, names resolved now)
+// are never captured, DNS goes to the DNS proxy's port and only for the
+// resolv.conf nameservers.
+func (a *Agent) captureConfig(ctx context.Context, dns *dnsproxy.Proxy) (capture.Config, error) {
 	c := *a.cfg.Capture
 	c.ExcludeOutboundIPRanges = slices.Clone(c.ExcludeOutboundIPRanges)
-	host, _, err := net.SplitHostPort(a.bundle.DiscoveryAddress)
-	if err != nil {
-		return c, fmt.Errorf("agent: discovery address: %w", err)
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
-	if err != nil {
-		return c, fmt.Errorf("agent: resolving the control plane %s to exclude it from capture: %w", host, err)
-	}
-	for _, ip := range ips {
-		c.ExcludeOutboundIPRanges = append(c.ExcludeOutboundIPRanges, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	for _, addr := range a.discovery() {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return c, fmt.Errorf("agent: discovery address %q: %w", addr, err)
+		}
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return c, fmt.Errorf("agent: resolving the control plane %s to exclude it from capture: %w", host, err)
+		}
+		for _, ip := range ips {
+			c.ExcludeOutboundIPRanges = append(c.ExcludeOutboundIPRanges, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+		}
 	}
 	c.CaptureDNS = c.CaptureDNS && dns != nil
 	if dns != nil {

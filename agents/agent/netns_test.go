@@ -43,12 +43,18 @@ import (
 const (
 	cpAddr = "169.254.30.1"
 	vmAddr = "169.254.30.2"
+	// cpHost is the control plane's name in the VM's resolver.
+	cpHost = "cp.mesh.test"
 )
 
 // binDir holds the vmesh binary the tests build; TestMain removes it.
 var binDir string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envoyStandInEnv); dir != "" {
+		// Started by an agent under test as its Envoy.
+		os.Exit(envoyStandInMain(dir, os.Args[1:]))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -85,6 +91,12 @@ type proc struct {
 
 func startProc(t *testing.T, ns *netnstest.NS, dir, name string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, ns, dir, name, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the test's environment.
+func startProcEnv(t *testing.T, ns *netnstest.NS, dir, name string, env []string, args ...string) *proc {
+	t.Helper()
 	bin, err := vmeshBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +104,9 @@ func startProc(t *testing.T, ns *netnstest.NS, dir, name string, args ...string)
 	p := &proc{name: name, done: make(chan struct{}), lines: make(chan string, 1024)}
 	p.cmd = ns.Command(context.Background(), bin, args...)
 	p.cmd.Dir = dir
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	r, w := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	if err := p.cmd.Start(); err != nil {
@@ -221,7 +236,8 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // upstreamResolver is the VM's own DNS server, in the control plane's
-// namespace on port 53: www.example.org is 192.0.2.80, the rest NXDOMAIN.
+// namespace on port 53: www.example.org is 192.0.2.80, cpHost the control
+// plane's address, the rest NXDOMAIN.
 func upstreamResolver(t *testing.T, ns *netnstest.NS) {
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
@@ -229,6 +245,11 @@ func upstreamResolver(t *testing.T, ns *netnstest.NS) {
 		if q := r.Question[0]; q.Qtype == dns.TypeA && strings.EqualFold(q.Name, "www.example.org.") {
 			rr, _ := dns.NewRR("www.example.org. 60 IN A 192.0.2.80")
 			m.Answer = append(m.Answer, rr)
+		} else if q.Qtype == dns.TypeA && strings.EqualFold(q.Name, cpHost+".") {
+			rr, _ := dns.NewRR(cpHost + ". 60 IN A " + cpAddr)
+			m.Answer = append(m.Answer, rr)
+		} else if strings.EqualFold(q.Name, cpHost+".") {
+			// NOERROR, no record (AAAA).
 		} else {
 			m.Rcode = dns.RcodeNameError
 		}
@@ -321,8 +342,9 @@ func until(t *testing.T, d time.Duration, what string, cond func() (bool, string
 //   - the auto-registered WorkloadEntry goes within grace + 1 s of kill -9
 //     while an application (with the agent's grpc-bootstrap.json node)
 //     stays connected;
-//   - no vmesh rule is left after the agent exits (SIGTERM), nor after
-//     kill -9 followed by `vmesh agent cleanup`.
+//   - the rules stay when the agent stops (SIGTERM) or is killed (kill -9),
+//     the agent starts again with them in place, and `vmesh agent
+//     cleanup` leaves no vmesh rule.
 //
 // It runs once per capture backend, nftables and iptables.
 func TestVMInNetns(t *testing.T) {
@@ -516,9 +538,12 @@ func testVMInNetns(t *testing.T, mode string) {
 	appHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	waitEndpoints(5*time.Second, []string{vmAddr})
 
-	// SIGTERM: the agent removes its rules.
+	// SIGTERM: the rules stay (captured traffic fails while the agent is
+	// down); the next start replaces them in place.
 	agentProc.stop(syscall.SIGTERM)
-	assertNoRules(t, vm)
+	if rules := vm.Ruleset(t); !strings.Contains(rules, ownRules[mode]) {
+		t.Fatalf("after SIGTERM the rules should still be there:\n%s", rules)
+	}
 
 	// kill -9: the rules stay until `vmesh agent cleanup`; the entry goes
 	// within grace + 1 s although the application is still connected.

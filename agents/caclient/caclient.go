@@ -135,14 +135,16 @@ func Fetch(ctx context.Context, cc grpc.ClientConnInterface, req Request) (*KeyP
 }
 
 // WriteFiles writes key.pem (mode 0600), cert-chain.pem and root-cert.pem
-// into dir (created with mode 0700 when missing), each atomically through a
+// (0644) into dir (created with mode 0750 when missing: searchable by its
+// group, which the vmesh agent sets to Envoy's before writing here, and by
+// no other user), each atomically through a
 // temporary file and a rename. These are the files to name in grpc-go's
 // file_watcher certificate provider config. The key goes first: the
 // provider rejects a key and certificate of different generations and
 // keeps its previous pair until the next refresh, so a reader never uses a
 // torn pair.
 func (k *KeyPair) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("caclient: %w", err)
 	}
 	for _, f := range []struct {

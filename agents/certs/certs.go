@@ -132,6 +132,8 @@ type Manager struct {
 	current *KeyPair
 	subs    map[chan struct{}]struct{}
 	ready   chan struct{}
+	// renew wakes Run to renew before the renewal time (Renew).
+	renew chan struct{}
 }
 
 // New checks cfg and returns a Manager. Metrics are registered on reg when
@@ -158,6 +160,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Manager, 
 		jitterF: mrand.Float64,
 		subs:    map[chan struct{}]struct{}{},
 		ready:   make(chan struct{}),
+		renew:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -186,6 +189,18 @@ func (m *Manager) Subscribe() (<-chan struct{}, func()) {
 		m.mu.Lock()
 		delete(m.subs, ch)
 		m.mu.Unlock()
+	}
+}
+
+// Renew makes Run ask for a new certificate now instead of at the renewal
+// time: the agent calls it when the control plane stops accepting the
+// current one (revoked, say). If the CA refuses the renewal for good, Run
+// returns its *refusal.PermanentError. Calls while a renewal is pending
+// coalesce.
+func (m *Manager) Renew() {
+	select {
+	case m.renew <- struct{}{}:
+	default:
 	}
 }
 
@@ -241,6 +256,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-t.C:
+		case <-m.renew:
+			t.Stop()
+			m.log.Info("renewing the workload certificate before its renewal time, as asked")
 		}
 	}
 }

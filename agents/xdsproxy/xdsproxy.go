@@ -67,6 +67,12 @@ type Config struct {
 	// plane has no such group.
 	WorkloadGroup   string
 	OnWorkloadGroup func(*networking.WorkloadGroup)
+	// OnUnauthenticated, when set, is called with the error of every
+	// stream (the node stream or a proxied one) the control plane ended
+	// or refused as Unauthenticated: it no longer accepts the certificate
+	// (revoked, expired). The agent renews the certificate then, and stops
+	// if the renewal is refused for good.
+	OnUnauthenticated func(error)
 }
 
 // WorkloadGroupType is the type URL of the WorkloadGroups the control plane
@@ -369,6 +375,7 @@ func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 	if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 		return nil
 	}
+	p.unauthenticated(err)
 	if perr := refusal.Permanent("xDS stream", err); perr != nil {
 		select {
 		case p.refused <- perr:
@@ -403,6 +410,7 @@ func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
 		if perr := refusal.Permanent("registration", err); perr != nil {
 			return perr
 		}
+		p.unauthenticated(err)
 		if time.Since(start) > p.cfg.RetryMax {
 			backoff.Reset()
 		}
@@ -411,6 +419,14 @@ func (p *Proxy) RunNodeStream(ctx context.Context, node *corev3.Node) error {
 		if !retry.Sleep(ctx, wait) {
 			return nil
 		}
+	}
+}
+
+// unauthenticated calls Config.OnUnauthenticated when err is an
+// Unauthenticated status.
+func (p *Proxy) unauthenticated(err error) {
+	if p.cfg.OnUnauthenticated != nil && status.Code(err) == codes.Unauthenticated {
+		p.cfg.OnUnauthenticated(err)
 	}
 }
 

@@ -106,12 +106,15 @@ func newAgentCleanupCmd() *cobra.Command {
 	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove the agent's traffic capture rules (after a crash)",
+		Short: "Remove the agent's traffic capture rules: take the VM out of the mesh",
 		Long: `cleanup removes every nftables table and iptables chain of vmesh's agent
 (table inet vmesh; the VMESH_* chains of iptables and ip6tables and the
-jumps to them), which the agent removes itself when it exits normally. Run it
-after the agent was killed, or before uninstalling; with nothing to remove it
-does nothing.`,
+jumps to them). The agent leaves them in place when it stops, restarts or
+crashes, so that captured traffic fails while it is down rather than
+reaching the workload without mTLS and policy. Run it, once the agent is
+stopped, to take the VM out of the mesh: its traffic then flows directly
+again. Removing the vmesh-agent package runs it. With nothing to remove
+it does nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := logs.logger(os.Stderr)

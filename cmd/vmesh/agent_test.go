@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -99,4 +100,27 @@ func captureFlagsOf(t *testing.T, cmd *cobra.Command) *captureFlags {
 	return &captureFlags{capture: get("capture"), mode: get("capture-mode"), includeOutbound: get("include-outbound-ip-ranges"),
 		excludeOutbound: get("exclude-outbound-ip-ranges"), includeInbound: get("include-inbound-ports"),
 		excludeInbound: get("exclude-inbound-ports"), excludeOutPort: get("exclude-outbound-ports"), uid: uid, gid: gid}
+}
+
+// The packaged agent keeps its capture rules across stops and crashes (no
+// ExecStopPost cleanup: traffic fails closed while it is down) and removes
+// them when the package is removed, not on upgrade.
+func TestAgentPackageKeepsCaptureUntilRemoval(t *testing.T) {
+	dir := "../../tools/package/debian/vmesh-agent/"
+	unit, err := os.ReadFile(dir + "vmesh-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if strings.HasPrefix(line, "ExecStopPost=") || strings.HasPrefix(line, "ExecStop=") {
+			t.Errorf("vmesh-agent.service: %q: the capture must outlive a stop or a crash", line)
+		}
+	}
+	prerm, err := os.ReadFile(dir + "prerm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^if \[ "\$1" = remove \] && \[ -x /usr/lib/vmesh-agent/vmesh \]; then\n\t/usr/lib/vmesh-agent/vmesh agent cleanup`).Match(prerm) {
+		t.Errorf("prerm does not run `vmesh agent cleanup` on remove (and only then):\n%s", prerm)
+	}
 }
