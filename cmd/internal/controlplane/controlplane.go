@@ -331,7 +331,7 @@ func (cp *ControlPlane) addSources() error {
 			token = strings.TrimSpace(string(b))
 		}
 		src, err := filestore.NewGitSource(filestore.GitConfig{
-			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout,
+			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout, StallTimeout: g.StallTimeout,
 			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
 			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
 			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty,
@@ -471,8 +471,10 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 	st := cp.git.FetchStatus()
 	cp.git.Trigger()
 	if st.Running > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(int((st.Timeout-st.Running).Seconds())+1))
-		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (timeout %s): this push is fetched once it ends", st.Running.Round(time.Second), st.Timeout), http.StatusServiceUnavailable)
+		// A stalled fetch is cut within the stall timeout; one that keeps
+		// receiving runs up to the timeout.
+		w.Header().Set("Retry-After", fmt.Sprint(int(min(st.Timeout-st.Running, st.StallTimeout).Seconds())+1))
+		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (cut after %s without data, %s in all): this push is fetched once it ends", st.Running.Round(time.Second), st.StallTimeout, st.Timeout), http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
