@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -23,9 +24,44 @@ func serverURL(s string) string {
 	return strings.TrimRight(s, "/")
 }
 
+// Where the vmesh commands that call a control plane's HTTP port find its
+// bearer token (vmesh serve --http-token-file): the token itself in
+// $VMESH_TOKEN, else the file named by --token-file or $VMESH_TOKEN_FILE.
+const (
+	tokenEnv     = "VMESH_TOKEN"
+	tokenFileEnv = "VMESH_TOKEN_FILE"
+)
+
+// clientToken returns the HTTP port's token, "" when none is configured.
+func clientToken() (string, error) {
+	if t := strings.TrimSpace(os.Getenv(tokenEnv)); t != "" {
+		return t, nil
+	}
+	file := os.Getenv(tokenFileEnv)
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token file (--token-file, $%s): %w", tokenFileEnv, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 func getJSON(server, path string, into any) error {
 	url := serverURL(server) + path
-	resp, err := httpClient.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	token, err := clientToken()
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}

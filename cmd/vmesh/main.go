@@ -34,6 +34,16 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// The commands that call a control plane's HTTP port read the token
+	// file when they call it (see clientToken).
+	var tokenFile string
+	root.PersistentFlags().StringVar(&tokenFile, "token-file", "", "file holding the bearer token of the control plane's HTTP port (vmesh serve --http-token-file); also $VMESH_TOKEN_FILE, or the token itself in $VMESH_TOKEN")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if tokenFile == "" {
+			return nil
+		}
+		return os.Setenv(tokenFileEnv, tokenFile)
+	}
 	root.AddCommand(newServeCmd(), newValidateCmd(), newAnalyzeCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newProxyConfigCmd(), newTokenCmd(), newCACmd(), newVMCmd(), newAgentCmd(), newVersionCmd())
 	return root
 }

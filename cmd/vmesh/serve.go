@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -31,7 +30,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	var configFile string
 	var logs logFlags
 	var registryFlags []string
-	var stateFlag, stateKeyFile string
+	var stateFlag string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: config sources, registries, xDS, CA",
@@ -40,6 +39,9 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
   vmesh serve --config /etc/vmesh/vmesh.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseURLPassword("--git-repo", cfg.Git.Repo); err != nil {
+				return err
+			}
 			specs, err := registries.ParseFlags(registryFlags)
 			if err != nil {
 				return err
@@ -61,14 +63,6 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 				mergeFlags(cmd, &fromFile, cfg)
 				cfg = fromFile
 			}
-			if stateKeyFile != "" {
-				if cfg.State == nil {
-					return fmt.Errorf("--state-key-file without --state (or state: in vmesh.yaml)")
-				}
-				st := *cfg.State
-				st.KeyFile = stateKeyFile
-				cfg.State = &st
-			}
 			logger, err := logs.logger(os.Stderr)
 			if err != nil {
 				return err
@@ -84,14 +78,17 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.StringVar(&cfg.Git.Ref, "git-ref", cfg.Git.Ref, "git branch, tag or ref")
 	f.StringVar(&cfg.Git.Path, "git-path", cfg.Git.Path, "sub-folder of the git repository")
 	f.DurationVar(&cfg.Git.Interval, "git-interval", cfg.Git.Interval, "git poll interval")
-	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run, a fetch that keeps receiving data included")
-	f.DurationVar(&cfg.Git.StallTimeout, "git-stall-timeout", cfg.Git.StallTimeout, "a git fetch that receives nothing this long is cut, reported and retried with backoff")
+	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run (a stalled fetch fails after it and is retried with backoff)")
 	f.StringVar(&cfg.Git.Username, "git-username", cfg.Git.Username, "HTTPS username (default git)")
 	f.StringVar(&cfg.Git.TokenFile, "git-token-file", cfg.Git.TokenFile, "file holding an HTTPS token")
 	f.StringVar(&cfg.Git.SSHKeyFile, "git-ssh-key", cfg.Git.SSHKeyFile, "SSH private key file")
 	f.StringVar(&cfg.Git.KnownHostsFile, "git-known-hosts", cfg.Git.KnownHostsFile, "SSH known_hosts file")
 	f.StringVar(&cfg.Git.WebhookSecret, "git-webhook-secret", cfg.Git.WebhookSecret, "HMAC secret for POST /webhook/git")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP address: /ready, /metrics, /debug/*, git webhook")
+	f.StringArrayVar(&cfg.HTTP.AllowedHosts, "http-allowed-host", cfg.HTTP.AllowedHosts, "a name, besides localhost and IP addresses, requests to the HTTP port may carry as Host (repeatable); any other Host gets 421 (DNS rebinding guard)")
+	f.StringVar(&cfg.HTTP.TokenFile, "http-token-file", cfg.HTTP.TokenFile, "file holding a bearer token the HTTP port asks for on every path but /ready, /version and a webhook with its secret (browsers: open /ui/?token=TOKEN once)")
+	f.IntVar(&cfg.HTTP.MaxConnections, "http-max-connections", cfg.HTTP.MaxConnections, "most connections the HTTP port holds at once; more wait")
+	f.IntVar(&cfg.HTTP.MaxEventStreams, "http-max-event-streams", cfg.HTTP.MaxEventStreams, "most console live-update streams (/ui/events) open at once; more get 503")
 	f.StringVar(&cfg.XDSAddr, "xds-addr", cfg.XDSAddr, "plaintext xDS address (keep it on loopback or a trusted network)")
 	f.StringVar(&cfg.SecureAddr, "secure-addr", cfg.SecureAddr, "TLS address: the CA (CreateCertificate) and xDS over mTLS")
 	f.StringArrayVar(&cfg.SecureHosts, "secure-host", cfg.SecureHosts, "extra DNS name or IP for the secure port's certificate (repeatable)")
@@ -105,8 +102,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.DurationVar(&cfg.CA.CertTTL, "cert-ttl", cfg.CA.CertTTL, "default workload certificate lifetime (default 24h)")
 	f.DurationVar(&cfg.CA.MaxCertTTL, "max-cert-ttl", cfg.CA.MaxCertTTL, "longest workload certificate lifetime a VM may ask for (default 90 days)")
 	f.StringArrayVar(&registryFlags, "registry", nil, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable; adds to vmesh.yaml's registries)")
-	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl, keyFile}")
-	f.StringVar(&stateKeyFile, "state-key-file", "", "with --state: file of at least 32 random bytes, the same on every replica, that signs the shared records (head -c 32 /dev/urandom); default: derived from --cacerts-dir's ca-key.pem")
+	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl}")
 	f.StringVar(&cfg.ReplicaID, "replica-id", cfg.ReplicaID, "this replica's name in the shared state (default <hostname>-<random>)")
 	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
@@ -133,13 +129,16 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("git-path", func() { into.Git.Path = flags.Git.Path })
 	set("git-interval", func() { into.Git.Interval = flags.Git.Interval })
 	set("git-timeout", func() { into.Git.Timeout = flags.Git.Timeout })
-	set("git-stall-timeout", func() { into.Git.StallTimeout = flags.Git.StallTimeout })
 	set("git-username", func() { into.Git.Username = flags.Git.Username })
 	set("git-token-file", func() { into.Git.TokenFile = flags.Git.TokenFile })
 	set("git-ssh-key", func() { into.Git.SSHKeyFile = flags.Git.SSHKeyFile })
 	set("git-known-hosts", func() { into.Git.KnownHostsFile = flags.Git.KnownHostsFile })
 	set("git-webhook-secret", func() { into.Git.WebhookSecret = flags.Git.WebhookSecret })
 	set("http-addr", func() { into.HTTPAddr = flags.HTTPAddr })
+	set("http-allowed-host", func() { into.HTTP.AllowedHosts = flags.HTTP.AllowedHosts })
+	set("http-token-file", func() { into.HTTP.TokenFile = flags.HTTP.TokenFile })
+	set("http-max-connections", func() { into.HTTP.MaxConnections = flags.HTTP.MaxConnections })
+	set("http-max-event-streams", func() { into.HTTP.MaxEventStreams = flags.HTTP.MaxEventStreams })
 	set("xds-addr", func() { into.XDSAddr = flags.XDSAddr })
 	set("data-dir", func() { into.DataDir = flags.DataDir })
 	set("secure-addr", func() { into.SecureAddr = flags.SecureAddr })

@@ -56,6 +56,11 @@ type Console struct {
 	static  http.Handler
 	perPage int
 	hub     *hub
+	// streams holds a token per open /ui/events stream; streamLifetime
+	// ends each one; streamRefused counts the streams refused (or is nil).
+	streams        chan struct{}
+	streamLifetime time.Duration
+	streamRefused  func()
 
 	mu      sync.Mutex
 	model   *model.Snapshot // built from modelOf
@@ -75,6 +80,23 @@ func WithPageSize(n int) Option {
 	}
 }
 
+// WithEventStreams bounds the live-update streams (/ui/events): at most
+// max open at once (more are refused with 503 and refused, when not nil,
+// is called), each ending after lifetime (the browser then opens a new
+// one). A value <= 0 keeps its default (DefaultMaxEventStreams,
+// DefaultEventStreamLifetime).
+func WithEventStreams(max int, lifetime time.Duration, refused func()) Option {
+	return func(c *Console) {
+		if max > 0 {
+			c.streams = make(chan struct{}, max)
+		}
+		if lifetime > 0 {
+			c.streamLifetime = lifetime
+		}
+		c.streamRefused = refused
+	}
+}
+
 // New returns a console reading src.
 func New(src Sources, opts ...Option) (*Console, error) {
 	if src.Store == nil {
@@ -83,7 +105,8 @@ func New(src Sources, opts ...Option) (*Console, error) {
 	if src.TrustDomain == "" {
 		src.TrustDomain = "cluster.local"
 	}
-	c := &Console{src: src, perPage: 50, hub: newHub()}
+	c := &Console{src: src, perPage: 50, hub: newHub(),
+		streams: make(chan struct{}, DefaultMaxEventStreams), streamLifetime: DefaultEventStreamLifetime}
 	for _, o := range opts {
 		o(c)
 	}
@@ -99,11 +122,17 @@ func New(src Sources, opts ...Option) (*Console, error) {
 	return c, nil
 }
 
+// Mux is where Mount serves the console: an *http.ServeMux, or a wrapper
+// of one.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+}
+
 // Mount builds a console of src, serves it at Prefix on mux and returns it,
 // to be run with the control plane's other parts. It panics when src has no
 // Store (a wiring mistake).
-func Mount(mux *http.ServeMux, src Sources) *Console {
-	c, err := New(src)
+func Mount(mux Mux, src Sources, opts ...Option) *Console {
+	c, err := New(src, opts...)
 	if err != nil {
 		panic(err)
 	}

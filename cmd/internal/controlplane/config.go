@@ -25,6 +25,9 @@ type Config struct {
 	Git GitConfig `yaml:"git"`
 	// HTTPAddr serves /ready, /metrics, /debug/* and the git webhook.
 	HTTPAddr string `yaml:"httpAddr"`
+	// HTTP guards the HTTP port: the names it answers to, its token, its
+	// connection and stream limits.
+	HTTP HTTPConfig `yaml:"http"`
 	// XDSAddr serves plaintext xDS.
 	XDSAddr string `yaml:"xdsAddr"`
 	// SecureAddr serves the CA (Istio's CreateCertificate) and xDS over TLS;
@@ -95,11 +98,9 @@ type GitConfig struct {
 	Ref      string        `yaml:"ref"`
 	Path     string        `yaml:"path"`
 	Interval time.Duration `yaml:"interval"`
-	// Timeout bounds every git command, a fetch that keeps receiving
-	// included; StallTimeout cuts a fetch that receives nothing for that
-	// long, which is reported at once and retried with backoff.
+	// Timeout bounds every git command: a fetch from a remote that stalls
+	// fails after it and is retried with backoff.
 	Timeout        time.Duration `yaml:"timeout"`
-	StallTimeout   time.Duration `yaml:"stallTimeout"`
 	Username       string        `yaml:"username"`
 	TokenFile      string        `yaml:"tokenFile"`
 	SSHKeyFile     string        `yaml:"sshKeyFile"`
@@ -107,6 +108,26 @@ type GitConfig struct {
 	// WebhookSecret, when set, requires a GitHub/Gitea-style
 	// X-Hub-Signature-256 HMAC on webhook calls.
 	WebhookSecret string `yaml:"webhookSecret"`
+}
+
+// HTTPConfig is the HTTP port's guard part of Config.
+type HTTPConfig struct {
+	// AllowedHosts are the names, besides localhost and any IP address,
+	// that requests may carry in their Host header; any other Host is
+	// refused with 421 (a web page rebinding its DNS name to this host).
+	AllowedHosts []string `yaml:"allowedHosts"`
+	// TokenFile holds a bearer token every request needs but /ready,
+	// /version and /webhook/git (which has its own secret).
+	TokenFile string `yaml:"tokenFile"`
+	// MaxConnections caps the connections the HTTP port holds at once;
+	// default 256. Beyond it new ones wait in the kernel's backlog.
+	MaxConnections int `yaml:"maxConnections"`
+	// MaxEventStreams caps the console's open live-update streams
+	// (/ui/events); default 32, more get 503.
+	MaxEventStreams int `yaml:"maxEventStreams"`
+	// EventStreamLifetime ends each live-update stream after it (the
+	// browser opens a new one); default 10m.
+	EventStreamLifetime time.Duration `yaml:"eventStreamLifetime"`
 }
 
 // CAConfig is the CA part of Config.
@@ -133,7 +154,9 @@ func DefaultConfig() Config {
 		DataDir:       ".vmesh-data",
 		DebounceQuiet: 100 * time.Millisecond,
 		DebounceMax:   time.Second,
-		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout, StallTimeout: filestore.DefaultGitStallTimeout},
+		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout},
+
+		HTTP: HTTPConfig{MaxConnections: 256, MaxEventStreams: 32, EventStreamLifetime: 10 * time.Minute},
 
 		RegistrySyncWait: 30 * time.Second,
 		MaxFileBytes:     filestore.DefaultMaxFileBytes,
@@ -177,8 +200,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maxFileBytes %d, maxDocuments %d and maxProblems %d must be > 0", c.MaxFileBytes, c.MaxDocuments, c.MaxProblems)
 	case c.Git.Repo != "" && c.Git.Timeout <= 0:
 		return fmt.Errorf("git timeout %s must be > 0", c.Git.Timeout)
-	case c.Git.Repo != "" && c.Git.StallTimeout < 0:
-		return fmt.Errorf("git stall timeout %s must not be negative", c.Git.StallTimeout)
+	case c.HTTP.MaxConnections <= 0 || c.HTTP.MaxEventStreams <= 0 || c.HTTP.EventStreamLifetime <= 0:
+		return fmt.Errorf("http: maxConnections %d, maxEventStreams %d and eventStreamLifetime %s must be > 0", c.HTTP.MaxConnections, c.HTTP.MaxEventStreams, c.HTTP.EventStreamLifetime)
+	case c.HTTP.MaxEventStreams >= c.HTTP.MaxConnections:
+		return fmt.Errorf("http: maxEventStreams %d must be below maxConnections %d, or the streams take every connection", c.HTTP.MaxEventStreams, c.HTTP.MaxConnections)
 	}
 	if c.State != nil {
 		if err := c.State.Validate(); err != nil {

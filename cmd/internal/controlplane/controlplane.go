@@ -35,6 +35,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/cmd/internal/console"
+	"github.com/vmesh/vmesh/cmd/internal/httpguard"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
 	"github.com/vmesh/vmesh/model"
@@ -58,8 +59,12 @@ type ControlPlane struct {
 	registry *prometheus.Registry
 	// metricNames registers on registry and remembers every metric's name.
 	metricNames *namingRegisterer
-	mux         *http.ServeMux
+	mux         *routeMux
 	httpLis     net.Listener
+	// httpToken, when set, is the bearer token of the HTTP port
+	// (Config.HTTP.TokenFile); httpRefused counts the requests refused.
+	httpToken   string
+	httpRefused *prometheus.CounterVec
 	xdsLis      net.Listener
 	secLis      net.Listener
 	xds         *xds.Server
@@ -106,12 +111,16 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		log:      logger,
 		store:    filestore.NewStore(),
 		registry: prometheus.NewRegistry(),
-		mux:      http.NewServeMux(),
+		mux:      newRouteMux(),
 
 		webhookCalls: make(chan struct{}, maxWebhookCalls),
 		meshConfig:   meshConfig,
 	}
+	if cp.httpToken, err = cfg.httpToken(); err != nil {
+		return nil, err
+	}
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
+	cp.metricNames.MustRegister(cp.newHTTPMetrics()...)
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cp.metricNames.MustRegister(filestore.NewCollector(cp.store), newBuildInfoMetric(buildinfo.Get()))
 	cp.metricNames.MustRegister(newGitMetrics(func() *filestore.GitSource { return cp.git })...)
@@ -188,6 +197,8 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if cp.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
+	cp.httpLis = httpguard.LimitListener(cp.httpLis, cfg.HTTP.MaxConnections)
+	cp.warnOpenHTTP()
 	if cp.xdsLis, err = net.Listen("tcp", cfg.XDSAddr); err != nil {
 		cp.httpLis.Close()
 		return nil, fmt.Errorf("xds listener: %w", err)
@@ -277,13 +288,9 @@ func (cp *ControlPlane) addState() error {
 		})
 		return nil
 	}
-	key, err := stateKey(*cp.cfg.State, cp.cfg.CA.CACertsDir)
-	if err != nil {
-		return err
-	}
 	bi := buildinfo.Get()
 	st, err := sharedstate.New(cp.store, sharedstate.Config{
-		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca, Key: key,
+		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca,
 		Describe: func() sharedstate.Replica {
 			return sharedstate.Replica{XDSAddr: cp.XDSAddr(), SecureAddr: cp.SecureAddr(), HTTPAddr: cp.HTTPAddr(),
 				Version: bi.Version, Revision: bi.Revision, Commit: cp.store.Snapshot().Commit(), Proxies: len(cp.xds.Syncz())}
@@ -297,19 +304,6 @@ func (cp *ControlPlane) addState() error {
 	cp.ready = append(cp.ready, cp.stateSynced)
 	cp.mux.Handle("/debug/replicas", st.Handler())
 	return nil
-}
-
-// stateKey is the key that signs the shared state: state.keyFile, else
-// derived from the plug-in CA every replica shares; without either the
-// replica refuses to start (sharedstate.New says how to make one).
-func stateKey(spec sharedstate.Spec, cacertsDir string) (sharedstate.Key, error) {
-	switch {
-	case spec.KeyFile != "":
-		return sharedstate.LoadKeyFile(spec.KeyFile)
-	case cacertsDir != "":
-		return sharedstate.KeyFromCACerts(cacertsDir)
-	}
-	return sharedstate.Key{}, nil
 }
 
 func (cp *ControlPlane) addSources() error {
@@ -331,7 +325,7 @@ func (cp *ControlPlane) addSources() error {
 			token = strings.TrimSpace(string(b))
 		}
 		src, err := filestore.NewGitSource(filestore.GitConfig{
-			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout, StallTimeout: g.StallTimeout,
+			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout,
 			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
 			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
 			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty,
@@ -404,7 +398,8 @@ func (cp *ControlPlane) routes() {
 	cp.mux.Handle("/debug/syncz", cp.xds.SynczHandler())
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
-	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()}))
+	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()},
+		console.WithEventStreams(cp.cfg.HTTP.MaxEventStreams, cp.cfg.HTTP.EventStreamLifetime, func() { cp.httpRefused.WithLabelValues(reasonEventStreams).Inc() })))
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		cp.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -471,10 +466,8 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 	st := cp.git.FetchStatus()
 	cp.git.Trigger()
 	if st.Running > 0 {
-		// A stalled fetch is cut within the stall timeout; one that keeps
-		// receiving runs up to the timeout.
-		w.Header().Set("Retry-After", fmt.Sprint(int(min(st.Timeout-st.Running, st.StallTimeout).Seconds())+1))
-		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (cut after %s without data, %s in all): this push is fetched once it ends", st.Running.Round(time.Second), st.StallTimeout, st.Timeout), http.StatusServiceUnavailable)
+		w.Header().Set("Retry-After", fmt.Sprint(int((st.Timeout-st.Running).Seconds())+1))
+		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (timeout %s): this push is fetched once it ends", st.Running.Round(time.Second), st.Timeout), http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -566,7 +559,7 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			cancel()
 		}
 	}()
-	srv := &http.Server{Handler: cp.mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := cp.httpServer()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -34,11 +34,24 @@
   }
 
   if (!window.EventSource) { setLive("off", "no live updates"); return; }
-  var es = new EventSource("/ui/events");
-  es.onopen = function () { setLive("open", "live"); };
-  es.onerror = function () { setLive("reconnecting", "reconnecting…"); };
-  es.addEventListener("tick", function (e) {
-    setLive("open", "live");
-    if (e.data !== body.dataset.version) { refresh(); }
-  });
+  // A stream the server ends (its lifetime) is reopened by the browser;
+  // one refused (too many streams open: 503) is closed for good by the
+  // browser, so the page opens a new one itself after a while.
+  function connect() {
+    var es = new EventSource("/ui/events");
+    es.onopen = function () { setLive("open", "live"); };
+    es.onerror = function () {
+      if (es.readyState === EventSource.CLOSED) {
+        setLive("reconnecting", "live updates paused: the server is busy");
+        setTimeout(connect, 20000 + Math.random() * 20000);
+        return;
+      }
+      setLive("reconnecting", "reconnecting…");
+    };
+    es.addEventListener("tick", function (e) {
+      setLive("open", "live");
+      if (e.data !== body.dataset.version) { refresh(); }
+    });
+  }
+  connect();
 })();
