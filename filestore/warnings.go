@@ -88,9 +88,9 @@ const (
 	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
 	CodeEndpointWithoutAddress     = "VM1010"  // an endpoint with a network and no address: there is no network gateway to reach it
 	CodeMeshConfigNotApplied       = "VM1011"  // a MeshConfig field vmesh reads but does not apply
-	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched: its tokens are rejected
+	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched or was refused (address, not a key set, private keys): its tokens are rejected
 	CodeHealthReportsIgnored       = "VM1013"  // an agent reports the health of a WorkloadEntry that is not health-checked: it stays an endpoint
-	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched with no blocked address ranges set (Istio's IST0175)
+	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched while a non-global range wider than one address is allowed (Istio's IST0175)
 	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
 	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel
 	CodeL4RouteNotApplied          = "VM1017"  // a VirtualService tcp route that would take a TLS or HTTPS port, which sidecars route by tls routes only

@@ -456,6 +456,13 @@ func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
 	}
 	resp, err := f.settings.Client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			if ue.URL != uri {
+				return nil, fmt.Errorf("GET %s: redirected to %s: %w", uri, ue.URL, ue.Err)
+			}
+			return nil, fmt.Errorf("GET %s: %w", uri, ue.Err)
+		}
 		return nil, fmt.Errorf("GET %s: %w", uri, err)
 	}
 	defer resp.Body.Close()
