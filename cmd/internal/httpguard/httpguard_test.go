@@ -13,7 +13,7 @@ func TestHostAllowed(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.0.0.1:15014": true, "10.2.3.4:80": true, "[::1]:15014": true, "[::1]": true, "::1": true,
 		"localhost": true, "LOCALHOST:15014": true, "localhost.": true, "cp.example.internal": true, "cp.example.internal.:15014": true,
-		"": true, // HTTP/1.0: no browser
+		"":               true, // HTTP/1.0: no browser
 		"rebind.example": false, "rebind.example:15014": false, "localhost.rebind.example": false, "127.0.0.1.nip.io": false,
 		"example.internal": false, "x.cp.example.internal": false, "2130706433": false, "127.1": false,
 	} {
