@@ -37,6 +37,7 @@ const execPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // ExecUser is the local, unprivileged account exec probes run as. It comes
 // from the VM's own configuration (`vmesh agent --exec-probe-user NAME`),
 // never from the control plane; without one, exec probes are not run.
+// Make it with LookupExecUser; one with UID or GID 0 never runs a probe.
 type ExecUser struct {
 	Name     string
 	UID, GID uint32
@@ -106,6 +107,10 @@ func (e *ExecError) Error() string { return "exec probe: " + e.Reason }
 func runExec(ctx context.Context, e *Exec, u *ExecUser, timeout time.Duration) error {
 	if u == nil {
 		return ErrExecDisabled
+	}
+	if u.UID == 0 || u.GID == 0 {
+		// Not made by LookupExecUser: never run a probe as root.
+		return &ExecError{Reason: "not run: its user " + strconv.Quote(u.Name) + " has UID or GID 0"}
 	}
 	path, err := lookPath(e.Command[0])
 	if err != nil {

@@ -305,6 +305,16 @@ func TestExecProbeUserRefused(t *testing.T) {
 			t.Errorf("LookupExecUser(%q) = %+v, want refused", name, u)
 		}
 	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, u := range []*health.ExecUser{{Name: "root"}, {Name: "wheel", UID: 1000}, {Name: "toor", GID: 1000}} {
+		p := health.Probe{Exec: &health.Exec{Command: []string{"/bin/sh", "-c", "touch " + marker}}}
+		if err := p.Check(context.Background(), health.CheckOptions{ExecUser: u}); err == nil {
+			t.Errorf("exec probe ran as %+v", u)
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("an exec probe ran with UID or GID 0 (%+v)", u)
+		}
+	}
 	if os.Geteuid() != 0 {
 		if _, err := health.LookupExecUser("nobody"); err == nil {
 			t.Error("a non-root agent may run exec probes as another user: its ambient capabilities would follow")
