@@ -663,8 +663,8 @@ type parsedRecord struct {
 }
 
 // replicaName and entryPath are the names records are signed under.
-func replicaName(id string) string    { return "replicas/" + id }
-func entryPath(name string) string     { return "registrations/" + name }
+func replicaName(id string) string      { return "replicas/" + id }
+func entryPath(name string) string      { return "registrations/" + name }
 func revocationPath(name string) string { return "revocations/" + name }
 
 // parse authenticates and validates one registration value (everything but
@@ -1142,6 +1142,7 @@ type Client struct {
 	b      backend
 	key    Key
 	prefix string
+	stop   context.CancelFunc
 }
 
 // Dial connects to the backend spec names; key is the replicas' state key.
@@ -1160,10 +1161,11 @@ func Dial(spec Spec, key Key, logger *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := context.WithCancel(context.Background())
 	if z, ok := b.(*zkBackend); ok {
-		go z.authenticate(context.Background())
+		go z.authenticate(ctx)
 	}
-	return &Client{b: b, key: key, prefix: spec.Prefix}, nil
+	return &Client{b: b, key: key, prefix: spec.Prefix, stop: stop}, nil
 }
 
 // Revoke shares a revocation with every replica.
@@ -1223,4 +1225,7 @@ func (c *Client) Replicas(ctx context.Context) ([]Replica, error) {
 }
 
 // Close ends the connection.
-func (c *Client) Close() { c.b.close() }
+func (c *Client) Close() {
+	c.stop()
+	c.b.close()
+}
