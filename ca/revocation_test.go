@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/internal/refusal"
 )
 
 func TestRevocationIsPersistedAndSharedThroughTheDataDir(t *testing.T) {
@@ -88,8 +89,23 @@ func TestUnreadableRevocationListFailsClosed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, ca.RevocationFile), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf}); !errors.Is(err, ca.ErrCertRevoked) {
-		t.Fatalf("corrupt revocation list: err = %v, want a refusal", err)
+	_, err := c.VerifyPeerCertificates([]*x509.Certificate{leaf})
+	if err == nil {
+		t.Fatal("corrupt revocation list: the certificate was accepted, want a refusal")
+	}
+	// A list the CA cannot read is the CA's failure, not the agent's: the
+	// refusal is retried, so an agent does not exit 78 over a passing
+	// storage error (its renewal after a refused stream would otherwise
+	// take a revocation that never happened for a permanent one).
+	if errors.Is(err, ca.ErrCertRevoked) {
+		t.Fatalf("corrupt revocation list: err = %v, want an internal refusal, not cert_revoked", err)
+	}
+	var ce *ca.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %T %v, want *ca.Error", err, err)
+	}
+	if r, ok := refusal.Of(ce); !ok || r.Permanent {
+		t.Fatalf("corrupt revocation list: refusal %+v (found %v), want one the agent retries", r, ok)
 	}
 }
 

@@ -221,7 +221,7 @@ func (c *CA) checkRevoked(leaf *x509.Certificate, id spiffe.Identity) error {
 	serial := leaf.SerialNumber.Text(16)
 	rv, revoked, err := c.revoked.check(leaf.SerialNumber, id.String(), c.issuedAt(leaf))
 	if err != nil {
-		return reject(ReasonCertRevoked, fmt.Sprintf("cannot read the revocation list, refusing certificate %s", serial), err)
+		return reject(ReasonInternal, fmt.Sprintf("cannot read the revocation list, refusing certificate %s for now (retried)", serial), err)
 	}
 	if revoked {
 		what := "certificate " + serial

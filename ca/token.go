@@ -235,13 +235,13 @@ func (c *CA) VerifyToken(raw string) (*TokenClaims, error) {
 		issued = reg.IssuedAt.Time()
 	}
 	if rv, revoked, err := c.revoked.checkToken(reg.ID); err != nil {
-		return nil, reject(ReasonTokenRevoked, "cannot read the revocation list, refusing token "+reg.ID, err)
+		return nil, reject(ReasonInternal, "cannot read the revocation list, refusing token "+reg.ID+" for now (retried)", err)
 	} else if revoked {
 		return nil, reject(ReasonTokenRevoked, fmt.Sprintf("token %s was revoked at %s%s", reg.ID, rv.RevokedAt.UTC().Format(time.RFC3339), reasonSuffix(rv.Reason)), nil)
 	}
 	rv, revoked, err := c.revoked.check(nil, id.String(), issued)
 	if err != nil {
-		return nil, reject(ReasonTokenRevoked, "cannot read the revocation list, refusing token "+reg.ID, err)
+		return nil, reject(ReasonInternal, "cannot read the revocation list, refusing token "+reg.ID+" for now (retried)", err)
 	}
 	if revoked {
 		return nil, reject(ReasonTokenRevoked, fmt.Sprintf("token %s for %s was issued before the identity was revoked at %s%s", reg.ID, id, rv.RevokedAt.UTC().Format(time.RFC3339), reasonSuffix(rv.Reason)), nil)
