@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -30,7 +31,7 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	var configFile string
 	var logs logFlags
 	var registryFlags []string
-	var stateFlag string
+	var stateFlag, stateKeyFile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane: config sources, registries, xDS, CA",
@@ -63,6 +64,14 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 				mergeFlags(cmd, &fromFile, cfg)
 				cfg = fromFile
 			}
+			if stateKeyFile != "" {
+				if cfg.State == nil {
+					return fmt.Errorf("--state-key-file without --state (or state: in vmesh.yaml)")
+				}
+				st := *cfg.State
+				st.KeyFile = stateKeyFile
+				cfg.State = &st
+			}
 			logger, err := logs.logger(os.Stderr)
 			if err != nil {
 				return err
@@ -78,7 +87,8 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.StringVar(&cfg.Git.Ref, "git-ref", cfg.Git.Ref, "git branch, tag or ref")
 	f.StringVar(&cfg.Git.Path, "git-path", cfg.Git.Path, "sub-folder of the git repository")
 	f.DurationVar(&cfg.Git.Interval, "git-interval", cfg.Git.Interval, "git poll interval")
-	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run (a stalled fetch fails after it and is retried with backoff)")
+	f.DurationVar(&cfg.Git.Timeout, "git-timeout", cfg.Git.Timeout, "longest any git command may run, a fetch that keeps receiving data included")
+	f.DurationVar(&cfg.Git.StallTimeout, "git-stall-timeout", cfg.Git.StallTimeout, "a git fetch that receives nothing this long is cut, reported and retried with backoff")
 	f.StringVar(&cfg.Git.Username, "git-username", cfg.Git.Username, "HTTPS username (default git)")
 	f.StringVar(&cfg.Git.TokenFile, "git-token-file", cfg.Git.TokenFile, "file holding an HTTPS token")
 	f.StringVar(&cfg.Git.SSHKeyFile, "git-ssh-key", cfg.Git.SSHKeyFile, "SSH private key file")
@@ -102,7 +112,8 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.DurationVar(&cfg.CA.CertTTL, "cert-ttl", cfg.CA.CertTTL, "default workload certificate lifetime (default 24h)")
 	f.DurationVar(&cfg.CA.MaxCertTTL, "max-cert-ttl", cfg.CA.MaxCertTTL, "longest workload certificate lifetime a VM may ask for (default 90 days)")
 	f.StringArrayVar(&registryFlags, "registry", nil, "registry adapter: consul=ADDR, zookeeper=ADDR[,ADDR], static=FILE (repeatable; adds to vmesh.yaml's registries)")
-	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl}")
+	f.StringVar(&stateFlag, "state", "", "state shared with the other replicas (auto-registrations, revocations): consul=ADDR or zookeeper=ADDR[,ADDR]; vmesh.yaml: state: {type, address, prefix, ttl, keyFile}")
+	f.StringVar(&stateKeyFile, "state-key-file", "", "with --state: file of at least 32 random bytes, the same on every replica, that signs the shared records (head -c 32 /dev/urandom); default: derived from --cacerts-dir's ca-key.pem")
 	f.StringVar(&cfg.ReplicaID, "replica-id", cfg.ReplicaID, "this replica's name in the shared state (default <hostname>-<random>)")
 	f.DurationVar(&cfg.DebounceQuiet, "debounce-quiet", cfg.DebounceQuiet, "push after config has been quiet this long")
 	f.DurationVar(&cfg.DebounceMax, "debounce-max", cfg.DebounceMax, "push at most this long after the first change")
@@ -129,6 +140,7 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("git-path", func() { into.Git.Path = flags.Git.Path })
 	set("git-interval", func() { into.Git.Interval = flags.Git.Interval })
 	set("git-timeout", func() { into.Git.Timeout = flags.Git.Timeout })
+	set("git-stall-timeout", func() { into.Git.StallTimeout = flags.Git.StallTimeout })
 	set("git-username", func() { into.Git.Username = flags.Git.Username })
 	set("git-token-file", func() { into.Git.TokenFile = flags.Git.TokenFile })
 	set("git-ssh-key", func() { into.Git.SSHKeyFile = flags.Git.SSHKeyFile })

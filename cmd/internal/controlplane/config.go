@@ -98,9 +98,11 @@ type GitConfig struct {
 	Ref      string        `yaml:"ref"`
 	Path     string        `yaml:"path"`
 	Interval time.Duration `yaml:"interval"`
-	// Timeout bounds every git command: a fetch from a remote that stalls
-	// fails after it and is retried with backoff.
+	// Timeout bounds every git command, a fetch that keeps receiving
+	// included; StallTimeout cuts a fetch that receives nothing for that
+	// long, which is reported at once and retried with backoff.
 	Timeout        time.Duration `yaml:"timeout"`
+	StallTimeout   time.Duration `yaml:"stallTimeout"`
 	Username       string        `yaml:"username"`
 	TokenFile      string        `yaml:"tokenFile"`
 	SSHKeyFile     string        `yaml:"sshKeyFile"`
@@ -154,7 +156,7 @@ func DefaultConfig() Config {
 		DataDir:       ".vmesh-data",
 		DebounceQuiet: 100 * time.Millisecond,
 		DebounceMax:   time.Second,
-		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout},
+		Git:           GitConfig{Ref: "HEAD", Interval: 30 * time.Second, Timeout: filestore.DefaultGitTimeout, StallTimeout: filestore.DefaultGitStallTimeout},
 
 		HTTP: HTTPConfig{MaxConnections: 256, MaxEventStreams: 32, EventStreamLifetime: 10 * time.Minute},
 
@@ -200,6 +202,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maxFileBytes %d, maxDocuments %d and maxProblems %d must be > 0", c.MaxFileBytes, c.MaxDocuments, c.MaxProblems)
 	case c.Git.Repo != "" && c.Git.Timeout <= 0:
 		return fmt.Errorf("git timeout %s must be > 0", c.Git.Timeout)
+	case c.Git.Repo != "" && c.Git.StallTimeout < 0:
+		return fmt.Errorf("git stall timeout %s must not be negative", c.Git.StallTimeout)
 	case c.HTTP.MaxConnections <= 0 || c.HTTP.MaxEventStreams <= 0 || c.HTTP.EventStreamLifetime <= 0:
 		return fmt.Errorf("http: maxConnections %d, maxEventStreams %d and eventStreamLifetime %s must be > 0", c.HTTP.MaxConnections, c.HTTP.MaxEventStreams, c.HTTP.EventStreamLifetime)
 	case c.HTTP.MaxEventStreams >= c.HTTP.MaxConnections:

@@ -288,9 +288,13 @@ func (cp *ControlPlane) addState() error {
 		})
 		return nil
 	}
+	key, err := stateKey(*cp.cfg.State, cp.cfg.CA.CACertsDir)
+	if err != nil {
+		return err
+	}
 	bi := buildinfo.Get()
 	st, err := sharedstate.New(cp.store, sharedstate.Config{
-		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca,
+		Spec: *cp.cfg.State, ID: cp.cfg.ReplicaID, CA: cp.ca, Key: key,
 		Describe: func() sharedstate.Replica {
 			return sharedstate.Replica{XDSAddr: cp.XDSAddr(), SecureAddr: cp.SecureAddr(), HTTPAddr: cp.HTTPAddr(),
 				Version: bi.Version, Revision: bi.Revision, Commit: cp.store.Snapshot().Commit(), Proxies: len(cp.xds.Syncz())}
@@ -304,6 +308,19 @@ func (cp *ControlPlane) addState() error {
 	cp.ready = append(cp.ready, cp.stateSynced)
 	cp.mux.Handle("/debug/replicas", st.Handler())
 	return nil
+}
+
+// stateKey is the key that signs the shared state: state.keyFile, else
+// derived from the plug-in CA every replica shares; without either the
+// replica refuses to start (sharedstate.New says how to make one).
+func stateKey(spec sharedstate.Spec, cacertsDir string) (sharedstate.Key, error) {
+	switch {
+	case spec.KeyFile != "":
+		return sharedstate.LoadKeyFile(spec.KeyFile)
+	case cacertsDir != "":
+		return sharedstate.KeyFromCACerts(cacertsDir)
+	}
+	return sharedstate.Key{}, nil
 }
 
 func (cp *ControlPlane) addSources() error {
@@ -325,7 +342,7 @@ func (cp *ControlPlane) addSources() error {
 			token = strings.TrimSpace(string(b))
 		}
 		src, err := filestore.NewGitSource(filestore.GitConfig{
-			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout,
+			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout, StallTimeout: g.StallTimeout,
 			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
 			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
 			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty,
@@ -466,8 +483,10 @@ func (cp *ControlPlane) gitWebhook(w http.ResponseWriter, r *http.Request) {
 	st := cp.git.FetchStatus()
 	cp.git.Trigger()
 	if st.Running > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(int((st.Timeout-st.Running).Seconds())+1))
-		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (timeout %s): this push is fetched once it ends", st.Running.Round(time.Second), st.Timeout), http.StatusServiceUnavailable)
+		// A stalled fetch is cut within the stall timeout; one that keeps
+		// receiving runs up to the timeout.
+		w.Header().Set("Retry-After", fmt.Sprint(int(min(st.Timeout-st.Running, st.StallTimeout).Seconds())+1))
+		http.Error(w, fmt.Sprintf("a git fetch has been running for %s (cut after %s without data, %s in all): this push is fetched once it ends", st.Running.Round(time.Second), st.StallTimeout, st.Timeout), http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
