@@ -76,12 +76,15 @@ bench-istio: istio-load-server
 	bin/vmesh-load $(BENCH_ISTIO_FLAGS) -servers vmesh,istio,baseline,linear -istio-server bin/istio-load-server -envoy 1 -shape sidecar-vm -json bin/bench-istio-sidecars.json
 
 # The fault-injection suite (also part of test-unit): bad input, registry and
-# control-plane outages, floods, churn, revocation and memory after departures.
-FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDirSourceFIFOLeavesFolderLive|TestDirSourceSymlinkLoopLeavesFolderLive|TestDirSourceProblemsAndLogsBounded|TestDecodeProblemsBoundedWithoutDocumentLimit|TestDirSourceEmptyFolderHeld|TestGitSourceRestartDuringOutage|TestGitSourceStalledRemote|TestGitSourceEmptyCommitHeld|TestGitSourceBlobLimits|TestServeRestartDuringGitOutage|TestServeStartsWithBadEntries|TestWebhookFloodBounded|TestWebhookConcurrencyLimited|TestSecureStreamsEndOnRevocationAndExpiry|TestSecureDeltaStreamEndsOnRevocation|TestDepartedProxiesAreFreed|TestInternedNamesAreReleased|TestClosedStreamsLeaveNothingInTheCache|TestTrafficShiftsFailNoCall)$$
+# control-plane outages, floods, churn, revocation and memory after departures,
+# and the trust-boundary attacks (README "Threat model"): exec probes, JWKS
+# fetches, forged shared state, DNS rebinding and a saturated HTTP port,
+# capture failing closed while the agent is down, credentials in argv.
+FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDirSourceFIFOLeavesFolderLive|TestDirSourceSymlinkLoopLeavesFolderLive|TestDirSourceProblemsAndLogsBounded|TestDecodeProblemsBoundedWithoutDocumentLimit|TestDirSourceEmptyFolderHeld|TestGitSourceRestartDuringOutage|TestGitSourceStalledRemote|TestGitSourceEmptyCommitHeld|TestGitSourceBlobLimits|TestServeRestartDuringGitOutage|TestServeStartsWithBadEntries|TestWebhookFloodBounded|TestWebhookConcurrencyLimited|TestSecureStreamsEndOnRevocationAndExpiry|TestSecureDeltaStreamEndsOnRevocation|TestDepartedProxiesAreFreed|TestInternedNamesAreReleased|TestClosedStreamsLeaveNothingInTheCache|TestTrafficShiftsFailNoCall|TestExecProbe.*|TestEnvoyReadsFreshOutDir|TestAgentExitsOnRevocation|TestAgentPackageKeepsCaptureUntilRemoval|TestUnreadableRevocationListFailsClosed|TestVMInNetns)$$
 
 ## fault: only the fault-injection suite, with the race detector
 fault: test-tools
-	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./cmd/internal/controlplane/ ./xds/ | bin/testsummary
+	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./cmd/internal/controlplane/ ./xds/ ./cmd/vmesh/ ./ca/ ./registries/... ./agents/... | bin/testsummary
 
 ## bench: Go benchmarks of the hot paths (results go to BENCHMARKS.md)
 bench:

@@ -17,6 +17,28 @@ import (
 // out. The same URL in the config file (not in argv) is accepted: the git
 // source keeps the password off git's command line (filestore's
 // TestFaultGitPasswordNotInArgv).
+// TestFaultServeRefusesWebhookSecretInArgv: the webhook's HMAC secret is a
+// credential, so the command line takes only a file holding it.
+func TestFaultServeRefusesWebhookSecretInArgv(t *testing.T) {
+	ran := false
+	cmd := newServeCmdWith(func(context.Context, controlplane.Config, *slog.Logger) error { ran = true; return nil })
+	cmd.SetArgs([]string{"--config-dir", t.TempDir(), "--git-webhook-secret", "hunter2"})
+	err := cmd.Execute()
+	if err == nil || ran {
+		t.Fatalf("--git-webhook-secret on the command line: ran %v, error %v", ran, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "--git-webhook-secret-file") || strings.Contains(msg, "hunter2") {
+		t.Errorf("error %q: want the way out, and not the secret", msg)
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	var got controlplane.Config
+	cmd = newServeCmdWith(func(_ context.Context, cfg controlplane.Config, _ *slog.Logger) error { got = cfg; return nil })
+	cmd.SetArgs([]string{"--config-dir", t.TempDir(), "--git-webhook-secret-file", file})
+	if err := cmd.Execute(); err != nil || got.Git.WebhookSecretFile != file || got.Git.WebhookSecret != "" {
+		t.Errorf("--git-webhook-secret-file: %v, file %q, secret %q", err, got.Git.WebhookSecretFile, got.Git.WebhookSecret)
+	}
+}
+
 func TestFaultServeRefusesGitPasswordInArgv(t *testing.T) {
 	const url = "https://ci-bot:hunter2@git.example.com/mesh.git"
 	ran := false

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -42,6 +43,9 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := refuseURLPassword("--git-repo", cfg.Git.Repo); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("git-webhook-secret") {
+				return errors.New("--git-webhook-secret: a secret on the command line is readable by every user of this host (ps, /proc/PID/cmdline): put it in a file and pass --git-webhook-secret-file FILE, or set git.webhookSecretFile in the config file")
 			}
 			specs, err := registries.ParseFlags(registryFlags)
 			if err != nil {
@@ -93,7 +97,11 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.StringVar(&cfg.Git.TokenFile, "git-token-file", cfg.Git.TokenFile, "file holding an HTTPS token")
 	f.StringVar(&cfg.Git.SSHKeyFile, "git-ssh-key", cfg.Git.SSHKeyFile, "SSH private key file")
 	f.StringVar(&cfg.Git.KnownHostsFile, "git-known-hosts", cfg.Git.KnownHostsFile, "SSH known_hosts file")
-	f.StringVar(&cfg.Git.WebhookSecret, "git-webhook-secret", cfg.Git.WebhookSecret, "HMAC secret for POST /webhook/git")
+	f.StringVar(&cfg.Git.WebhookSecretFile, "git-webhook-secret-file", cfg.Git.WebhookSecretFile, "file holding the HMAC secret checked on POST /webhook/git")
+	// The secret itself is refused on the command line (argv is readable
+	// by every user of the host); the flag stays to say so.
+	f.StringVar(&cfg.Git.WebhookSecret, "git-webhook-secret", "", "refused: use --git-webhook-secret-file (a secret in argv is visible in /proc/PID/cmdline)")
+	_ = f.MarkHidden("git-webhook-secret")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP address: /ready, /metrics, /debug/*, git webhook")
 	f.StringArrayVar(&cfg.HTTP.AllowedHosts, "http-allowed-host", cfg.HTTP.AllowedHosts, "a name, besides localhost and IP addresses, requests to the HTTP port may carry as Host (repeatable); any other Host gets 421 (DNS rebinding guard)")
 	f.StringVar(&cfg.HTTP.TokenFile, "http-token-file", cfg.HTTP.TokenFile, "file holding a bearer token the HTTP port asks for on every path but /ready, /version and a webhook with its secret (browsers: open /ui/?token=TOKEN once)")
@@ -145,7 +153,7 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("git-token-file", func() { into.Git.TokenFile = flags.Git.TokenFile })
 	set("git-ssh-key", func() { into.Git.SSHKeyFile = flags.Git.SSHKeyFile })
 	set("git-known-hosts", func() { into.Git.KnownHostsFile = flags.Git.KnownHostsFile })
-	set("git-webhook-secret", func() { into.Git.WebhookSecret = flags.Git.WebhookSecret })
+	set("git-webhook-secret-file", func() { into.Git.WebhookSecretFile = flags.Git.WebhookSecretFile })
 	set("http-addr", func() { into.HTTPAddr = flags.HTTPAddr })
 	set("http-allowed-host", func() { into.HTTP.AllowedHosts = flags.HTTP.AllowedHosts })
 	set("http-token-file", func() { into.HTTP.TokenFile = flags.HTTP.TokenFile })

@@ -110,6 +110,10 @@ type GitConfig struct {
 	// WebhookSecret, when set, requires a GitHub/Gitea-style
 	// X-Hub-Signature-256 HMAC on webhook calls.
 	WebhookSecret string `yaml:"webhookSecret"`
+	// WebhookSecretFile holds WebhookSecret (surrounding white space
+	// trimmed): the command line takes the secret only this way, so it is
+	// never in the process's argv.
+	WebhookSecretFile string `yaml:"webhookSecretFile"`
 }
 
 // HTTPConfig is the HTTP port's guard part of Config.

@@ -119,6 +119,9 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if cp.httpToken, err = cfg.httpToken(); err != nil {
 		return nil, err
 	}
+	if cp.cfg.Git.WebhookSecret, err = cfg.webhookSecret(); err != nil {
+		return nil, err
+	}
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
 	cp.metricNames.MustRegister(cp.newHTTPMetrics()...)
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -139,7 +139,12 @@ func TestServeGitWebhook(t *testing.T) {
 	cfg.Git.Repo = repo
 	cfg.Git.Ref = "main"
 	cfg.Git.Interval = time.Hour // only the webhook can bring the next commit in time
-	cfg.Git.WebhookSecret = "s3cret"
+	// The secret comes from a file (the command line never carries it);
+	// its trailing newline is not part of it.
+	cfg.Git.WebhookSecretFile = filepath.Join(t.TempDir(), "webhook-secret")
+	if err := os.WriteFile(cfg.Git.WebhookSecretFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cp := start(t, cfg)
 	waitReady(t, cp)
 	write("b", "2.2.2.2")

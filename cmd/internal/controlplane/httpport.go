@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -68,6 +69,27 @@ func (c Config) httpToken() (string, error) {
 		return "", fmt.Errorf("http token file %s is empty", c.HTTP.TokenFile)
 	}
 	return tok, nil
+}
+
+// webhookSecret is Config.Git.WebhookSecret, or the content of
+// Config.Git.WebhookSecretFile when that is set (both set is an error).
+func (c Config) webhookSecret() (string, error) {
+	g := c.Git
+	if g.WebhookSecretFile == "" {
+		return g.WebhookSecret, nil
+	}
+	if g.WebhookSecret != "" {
+		return "", errors.New("git: webhookSecret and webhookSecretFile are both set: keep one")
+	}
+	b, err := os.ReadFile(g.WebhookSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("git webhook secret file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("git webhook secret file %s is empty", g.WebhookSecretFile)
+	}
+	return secret, nil
 }
 
 // openPath reports whether a path is served without the HTTP token:
