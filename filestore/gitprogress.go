@@ -134,7 +134,7 @@ func (a activityWriter) Write(p []byte) (int, error) {
 // watch checks pid every tick until done is closed, and calls cut once
 // when nothing moved for idle.
 func (w *watchdog) watch(pid int, done <-chan struct{}, cut func()) {
-	tick := time.NewTicker(min(max(w.idle/8, 20*time.Millisecond), time.Second))
+	tick := time.NewTicker(min(max(w.idle/20, 20*time.Millisecond), 250*time.Millisecond))
 	defer tick.Stop()
 	ioFile := "/proc/" + strconv.Itoa(pid) + "/io"
 	var seen int64 = -1
