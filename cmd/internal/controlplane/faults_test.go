@@ -146,7 +146,7 @@ func rawPost(t *testing.T, addr string, size, total int64) int {
 		return 0
 	}
 	defer conn.Close()
-	head := "POST /webhook/git HTTP/1.1\r\nHost: vmesh\r\nContent-Type: application/json\r\n"
+	head := "POST /webhook/git HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 	if size >= 0 {
 		head += fmt.Sprintf("Content-Length: %d\r\n\r\n", size)
 	} else {
@@ -257,7 +257,7 @@ func TestWebhookConcurrencyLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 		slow = append(slow, conn)
-		if _, err := io.WriteString(conn, "POST /webhook/git HTTP/1.1\r\nHost: vmesh\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n"); err != nil {
+		if _, err := io.WriteString(conn, "POST /webhook/git HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
