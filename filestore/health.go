@@ -1,17 +1,16 @@
 package filestore
 
-import "strconv"
+import (
+	"strconv"
 
-// HealthChecksAnnotation marks a WorkloadEntry whose health is reported by
-// its agent: it is an endpoint only while known healthy (Istio's
-// proxy.istio.io/health-checks-enabled).
-const HealthChecksAnnotation = "proxy.istio.io/health-checks-enabled"
+	"github.com/vmesh/vmesh/internal/meshlabels"
+)
 
-// HealthChecksEnabled reports whether o carries HealthChecksAnnotation with
-// a true value, read as Istio reads it (strconv.ParseBool: "true", "1",
-// "t", "True", …).
+// HealthChecksEnabled reports whether o carries
+// meshlabels.HealthChecksAnnotation with a true value, read as Istio reads
+// it (strconv.ParseBool: "true", "1", "t", "True", …).
 func HealthChecksEnabled(o *Object) bool {
-	v, err := strconv.ParseBool(o.Annotations[HealthChecksAnnotation])
+	v, err := strconv.ParseBool(o.Annotations[meshlabels.HealthChecksAnnotation])
 	return err == nil && v
 }
 

@@ -12,10 +12,6 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// HealthChecksAnnotation marks a WorkloadEntry whose health is reported: it
-// is an endpoint only while its Healthy condition is true.
-const HealthChecksAnnotation = filestore.HealthChecksAnnotation
-
 // DefaultDomainSuffix completes short host names in VirtualServices,
 // DestinationRules and Sidecars: name -> name.namespace.svc.cluster.local.
 const DefaultDomainSuffix = "svc.cluster.local"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -49,13 +50,13 @@ func addrs(eps []*model.Endpoint) []string {
 func TestBuildEndpointsFromWorkloadEntries(t *testing.T) {
 	tr, fa := true, false
 	unhealthy := obj(filestore.KindWorkloadEntry, "shop", "we-sick", &networking.WorkloadEntry{Address: "10.0.0.4", Labels: map[string]string{"app": "cart"}})
-	unhealthy.Annotations = map[string]string{model.HealthChecksAnnotation: "true"}
+	unhealthy.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 	unhealthy.Healthy = &fa
 	healthyWE := obj(filestore.KindWorkloadEntry, "shop", "we-ok", &networking.WorkloadEntry{Address: "10.0.0.5", Labels: map[string]string{"app": "cart"}})
-	healthyWE.Annotations = map[string]string{model.HealthChecksAnnotation: "true"}
+	healthyWE.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 	healthyWE.Healthy = &tr
 	unknown := obj(filestore.KindWorkloadEntry, "shop", "we-unknown", &networking.WorkloadEntry{Address: "10.0.0.6", Labels: map[string]string{"app": "cart"}})
-	unknown.Annotations = map[string]string{model.HealthChecksAnnotation: "true"}
+	unknown.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 
 	s := build(t,
 		obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{

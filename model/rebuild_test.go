@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
@@ -82,7 +83,7 @@ func TestRebuildMatchesBuild(t *testing.T) {
 			return append(objs, modeltest.WorkloadEntry("ns-0", "svc-0004", 7, "10.50.0.7"))
 		}, []filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0004-7"}}, []string{"ns-0/" + modeltest.Host(4)}},
 		{"turned unhealthy", we("ns-0", "svc-0006-0", func(o *filestore.Object, _ *networking.WorkloadEntry) {
-			o.Annotations = map[string]string{HealthChecksAnnotation: "true"}
+			o.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 			o.Healthy = &no
 		}), []filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0006-0"}}, []string{"ns-0/" + modeltest.Host(6)}},
 	}
@@ -236,7 +237,7 @@ func TestRebuildSequenceMatchesBuild(t *testing.T) {
 					w.Labels["version"] = "v1"
 				}
 			case 4:
-				c.Annotations = map[string]string{HealthChecksAnnotation: "true"}
+				c.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 				c.Healthy = []*bool{&yes, &no, nil}[rnd.IntN(3)]
 			case 5:
 				w.Address = ""

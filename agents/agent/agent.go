@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/internal/atomicfile"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
@@ -464,7 +465,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		if agentNode.Labels == nil {
 			agentNode.Labels = map[string]string{}
 		}
-		agentNode.Labels[TLSModeLabel] = TLSModeIstio
+		agentNode.Labels[meshlabels.TLSModeLabel] = meshlabels.TLSModeIstio
 	}
 	node, err := agentNode.Agent()
 	if err != nil {
@@ -527,14 +528,6 @@ func (a *Agent) renewOnRejection(cm *certs.Manager) func(error) {
 		cm.Renew()
 	}
 }
-
-// TLSModeLabel=TLSModeIstio on the agent's node tells the control plane
-// an Envoy terminates the VM's traffic (its clients then use mTLS), as
-// Istio's injector labels pods.
-const (
-	TLSModeLabel = "security.istio.io/tlsMode"
-	TLSModeIstio = "istio"
-)
 
 func firstOr(ids []uint32, def uint32) uint32 {
 	if len(ids) > 0 {

@@ -40,6 +40,7 @@ import (
 	"github.com/vmesh/vmesh/agents/sds"
 	"github.com/vmesh/vmesh/agents/xdsproxy"
 	"github.com/vmesh/vmesh/ca"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -383,7 +384,7 @@ func TestEnvoyVM(t *testing.T) {
 		onEnvoy = md["AUTO_REGISTER_GROUP"] == nil && md["GENERATOR"] == nil
 	}
 	if !agentStream.healthy || agentStream.node.GetMetadata().GetFields()["GENERATOR"].GetStringValue() != "grpc" ||
-		agentStream.node.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()[agent.TLSModeLabel].GetStringValue() != agent.TLSModeIstio {
+		agentStream.node.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()[meshlabels.TLSModeLabel].GetStringValue() != meshlabels.TLSModeIstio {
 		t.Errorf("the agent's own stream with Envoy: %+v", agentStream)
 	}
 	// The agent's port merges Envoy's metrics into its own, as pilot-agent.

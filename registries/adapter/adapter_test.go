@@ -9,6 +9,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/registries/adapter"
 )
 
@@ -101,7 +102,7 @@ func TestObjectsAndSink(t *testing.T) {
 	unhealthy := false
 	we := meta.WorkloadEntry("web-10-0-0-1-80", "dc1/web/web-1", "web",
 		&networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"v": "1"}}, &unhealthy)
-	if we.Annotations[adapter.AnnotationHealthChecks] != "true" || we.Healthy == nil || *we.Healthy {
+	if we.Annotations[meshlabels.HealthChecksAnnotation] != "true" || we.Healthy == nil || *we.Healthy {
 		t.Errorf("health not carried: %v %v", we.Annotations, we.Healthy)
 	}
 	if we.Labels[adapter.LabelService] != "web" || we.Labels["v"] != "1" || we.Origin.Registry != "dc1/web/web-1" ||
@@ -109,7 +110,7 @@ func TestObjectsAndSink(t *testing.T) {
 		t.Errorf("WorkloadEntry metadata = %+v", we)
 	}
 	unknown := meta.WorkloadEntry("x", "o", "web", &networking.WorkloadEntry{Address: "10.0.0.2"}, nil)
-	if _, ok := unknown.Annotations[adapter.AnnotationHealthChecks]; ok || unknown.Healthy != nil {
+	if _, ok := unknown.Annotations[meshlabels.HealthChecksAnnotation]; ok || unknown.Healthy != nil {
 		t.Error("unknown health must not enable health checks")
 	}
 

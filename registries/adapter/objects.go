@@ -12,6 +12,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 )
 
 // Annotations on every generated object.
@@ -23,9 +24,6 @@ const (
 	// AnnotationOrigin names the registry record the object was generated
 	// from, e.g. a Consul service ID or a ZooKeeper path.
 	AnnotationOrigin = "vmesh.io/registry-origin"
-	// AnnotationHealthChecks is Istio's switch that makes a WorkloadEntry an
-	// endpoint only while it is healthy.
-	AnnotationHealthChecks = "proxy.istio.io/health-checks-enabled"
 	// LabelService selects a generated ServiceEntry's WorkloadEntries: its
 	// value is the ServiceEntry's SelectorValue(name).
 	LabelService = "vmesh.io/service"
@@ -98,7 +96,7 @@ func (m Meta) WorkloadEntry(name, origin, service string, spec *networking.Workl
 	if healthy != nil {
 		h := *healthy
 		o.Healthy = &h
-		o.Annotations[AnnotationHealthChecks] = "true"
+		o.Annotations[meshlabels.HealthChecksAnnotation] = "true"
 	}
 	return o
 }

@@ -29,8 +29,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/refusal"
-	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -116,15 +116,6 @@ type entry struct {
 	envoy bool
 }
 
-// TLSModeLabel marks an endpoint whose traffic an Envoy sidecar terminates:
-// Envoy clients use automatic mTLS toward endpoints labelled
-// TLSModeLabel=TLSModeIstio and plaintext toward the rest (Istio's rule, set
-// by Istio's sidecar injector on pods).
-const (
-	TLSModeLabel = "security.istio.io/tlsMode"
-	TLSModeIstio = "istio"
-)
-
 var _ xds.Observer = (*Registrar)(nil)
 
 // New returns a Registrar writing to store.
@@ -155,7 +146,7 @@ func (r *Registrar) warnLocked() {
 	for _, key := range slices.SortedFunc(maps.Keys(ignoring), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
 		w := filestore.ConfigError{Object: key.String(), Field: "metadata.annotations", Severity: filestore.SeverityWarning,
 			Code:    filestore.CodeHealthReportsIgnored,
-			Message: fmt.Sprintf("its agent reports its health, which is ignored: the entry is not health-checked, so it stays an endpoint whatever the agent reports; annotate it %s: \"true\" to make it an endpoint only while healthy", filestore.HealthChecksAnnotation)}
+			Message: fmt.Sprintf("its agent reports its health, which is ignored: the entry is not health-checked, so it stays an endpoint whatever the agent reports; annotate it %s: \"true\" to make it an endpoint only while healthy", meshlabels.HealthChecksAnnotation)}
 		if o := snap.Get(key); o != nil {
 			w.File, w.Line, w.Commit, w.Source = o.Origin.File, o.Origin.Line, o.Origin.Commit, o.Origin.Source
 		}
@@ -232,7 +223,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 	e.proxy = p
 	// The agent labels its own node when it runs Envoy (registration
 	// belongs to the agent's stream; Envoy's node names no group).
-	e.envoy = e.envoy || p.Kind == xds.KindSidecar || p.Labels[TLSModeLabel] == TLSModeIstio
+	e.envoy = e.envoy || p.Kind == xds.KindSidecar || p.Labels[meshlabels.TLSModeLabel] == meshlabels.TLSModeIstio
 	e.streams[stream] = true
 	r.byStream[stream] = key
 	if e.expire != nil {
@@ -376,7 +367,7 @@ func entryObject(e *entry, group *filestore.Object) *filestore.Object {
 	if e.envoy {
 		// Stays while the entry lives: an Envoy restart must not flip
 		// clients between mTLS and plaintext.
-		labels[TLSModeLabel] = TLSModeIstio
+		labels[meshlabels.TLSModeLabel] = meshlabels.TLSModeIstio
 	}
 	spec.Labels = labels
 	if e.proxy.Network != "" {
@@ -399,7 +390,7 @@ func entryObject(e *entry, group *filestore.Object) *filestore.Object {
 	}
 	if wg.GetProbe() != nil {
 		// The agent probes: only a healthy report makes it an endpoint.
-		annotations[model.HealthChecksAnnotation] = "true"
+		annotations[meshlabels.HealthChecksAnnotation] = "true"
 		o.Healthy = e.healthy
 	}
 	return o

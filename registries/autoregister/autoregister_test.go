@@ -11,6 +11,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/xds"
@@ -178,7 +179,7 @@ func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
 	store, r := setup(t, autoregister.Config{Grace: time.Minute})
 	ctx := context.Background()
 	label := func() string {
-		return store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[autoregister.TLSModeLabel]
+		return store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[meshlabels.TLSModeLabel]
 	}
 	r.StreamOpened(ctx, 1, vm()) // the agent's own proxyless stream
 	if got := label(); got != "" {
@@ -187,12 +188,12 @@ func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
 	envoy := vm()
 	envoy.ID, envoy.Kind = "sidecar~10.1.2.3~vm-1.demo~demo.svc.cluster.local", xds.KindSidecar
 	r.StreamOpened(ctx, 2, envoy)
-	if got := label(); got != autoregister.TLSModeIstio {
+	if got := label(); got != meshlabels.TLSModeIstio {
 		t.Fatalf("VM with Envoy: tlsMode=%q, want istio", got)
 	}
 	r.StreamClosed(2, envoy) // Envoy restarts
 	r.StreamOpened(ctx, 3, vm())
-	if got := label(); got != autoregister.TLSModeIstio {
+	if got := label(); got != meshlabels.TLSModeIstio {
 		t.Fatalf("tlsMode dropped while Envoy restarts: %q", got)
 	}
 }
@@ -203,11 +204,11 @@ func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
 func TestAgentStreamLabelledForEnvoyMarksTheEntry(t *testing.T) {
 	store, r := setup(t, autoregister.Config{Grace: time.Minute})
 	agent := vm()
-	agent.Labels = map[string]string{"app": "cart", autoregister.TLSModeLabel: autoregister.TLSModeIstio}
+	agent.Labels = map[string]string{"app": "cart", meshlabels.TLSModeLabel: meshlabels.TLSModeIstio}
 	if err := r.StreamOpened(context.Background(), 1, agent); err != nil {
 		t.Fatal(err)
 	}
-	if got := store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[autoregister.TLSModeLabel]; got != autoregister.TLSModeIstio {
+	if got := store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[meshlabels.TLSModeLabel]; got != meshlabels.TLSModeIstio {
 		t.Fatalf("tlsMode=%q, want istio", got)
 	}
 }

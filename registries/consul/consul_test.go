@@ -16,6 +16,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
@@ -124,7 +125,7 @@ func TestInstancesHealthAndDeregistration(t *testing.T) {
 	we := s.List(filestore.KindWorkloadEntry)[0]
 	wspec := we.Spec.(*networking.WorkloadEntry)
 	if we.Labels["version"] != "v1" || we.Labels["team"] != "pay" || we.Labels["protocol"] != "grpc" ||
-		wspec.Locality != "dc1" || we.Annotations[adapter.AnnotationHealthChecks] != "true" ||
+		wspec.Locality != "dc1" || we.Annotations[meshlabels.HealthChecksAnnotation] != "true" ||
 		we.Origin.Registry != "dc1/vmesh-test/web-1" {
 		t.Errorf("WorkloadEntry labels %v locality %q annotations %v origin %v", we.Labels, wspec.Locality, we.Annotations, we.Origin)
 	}

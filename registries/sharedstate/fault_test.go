@@ -15,6 +15,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/sharedstate"
 )
@@ -253,7 +254,7 @@ func testForgedRecords(t *testing.T, spec sharedstate.Spec, target string, raw f
 	healthKey := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm"}
 	we := entry("fin", "ledger-vm", "10.0.0.9", false)
 	we.Healthy = nil
-	we.Annotations = map[string]string{filestore.HealthChecksAnnotation: "true"}
+	we.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 	we.Origin = filestore.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}
 	if err := b.store.Replace(filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}, []*filestore.Object{we}); err != nil {
 		t.Fatal(err)

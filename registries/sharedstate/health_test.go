@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/sharedstate"
 )
@@ -38,7 +39,7 @@ func testSharedHealth(t *testing.T, spec sharedstate.Spec, target string) {
 	for _, r := range []*replica{a, b} {
 		we := entry("fin", "ledger-vm", "10.0.0.9", false)
 		we.Healthy = nil
-		we.Annotations = map[string]string{filestore.HealthChecksAnnotation: "true"}
+		we.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 		we.Origin = filestore.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}
 		if err := r.store.Replace(filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}, []*filestore.Object{we}); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/static"
 )
@@ -67,7 +68,7 @@ func TestParse(t *testing.T) {
 		s1.Ports["http"] != 8080 || we1.Healthy != nil {
 		t.Errorf("instance 1: %v healthy=%v", s1, we1.Healthy)
 	}
-	if we2.Healthy == nil || *we2.Healthy || we2.Annotations[adapter.AnnotationHealthChecks] != "true" ||
+	if we2.Healthy == nil || *we2.Healthy || we2.Annotations[meshlabels.HealthChecksAnnotation] != "true" ||
 		we2.Spec.(*networking.WorkloadEntry).Ports["http"] != 8081 {
 		t.Errorf("instance 2: %v healthy=%v", we2.Spec, we2.Healthy)
 	}

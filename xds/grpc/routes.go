@@ -154,11 +154,8 @@ func routeAction(v *model.View, svc *model.Service, port model.Port, vs *model.V
 	var dests []dest
 	var first *model.Cluster
 	for _, d := range hr.GetRoute() {
-		w := uint32(max(d.GetWeight(), 0))
-		if len(hr.GetRoute()) == 1 {
-			w = 100
-		}
-		if w == 0 {
+		w, ok := translate.DestinationWeight(d.GetWeight(), len(hr.GetRoute()))
+		if !ok {
 			continue
 		}
 		name, c, ok := v.RouteCluster(svc.Hostname, port.Number, vs, d.GetDestination())

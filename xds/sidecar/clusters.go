@@ -16,6 +16,7 @@ import (
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -343,7 +344,7 @@ func (sc *scope) applyTLS(c *clusterv3.Cluster, ref model.Cluster, h2 bool) {
 	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
 		{
 			Name:            "tlsMode-istio",
-			Match:           &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(tlsModeIstio)}},
+			Match:           &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(meshlabels.TLSModeIstio)}},
 			TransportSocket: istioMutual(sni, sans, h2),
 		},
 		{
@@ -616,9 +617,9 @@ func lbEndpoint(e *model.Endpoint, port uint32) *endpointv3.LbEndpoint {
 		HealthStatus:        corev3.HealthStatus_HEALTHY,
 		LoadBalancingWeight: wrapperspb.UInt32(e.EffectiveWeight()),
 	}
-	if strings.EqualFold(e.Labels[tlsModeLabel], tlsModeIstio) {
+	if strings.EqualFold(e.Labels[meshlabels.TLSModeLabel], meshlabels.TLSModeIstio) {
 		lb.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-			transportMatchNS: {Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(tlsModeIstio)}},
+			transportMatchNS: {Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(meshlabels.TLSModeIstio)}},
 		}}
 	}
 	return lb

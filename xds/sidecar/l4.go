@@ -14,6 +14,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/translate"
 )
 
 // l4Chain is one outbound filter chain of a TCP or TLS port: what it
@@ -207,11 +208,7 @@ func (sc *scope) l4Chains(t target, cidrs []string, wildcard bool) []l4Chain {
 func (sc *scope) l4Destinations(t target, vs *model.VirtualService, rds []*networking.RouteDestination) (string, []weighted) {
 	var out []weighted
 	for _, d := range rds {
-		w := uint32(max(d.GetWeight(), 0))
-		if len(rds) == 1 {
-			w = 100
-		}
-		if w > 0 {
+		if w, ok := translate.DestinationWeight(d.GetWeight(), len(rds)); ok {
 			name, ref, _ := sc.routeCluster(t, vs, d.GetDestination())
 			out = append(out, weighted{cluster: name, weight: w, ref: ref})
 		}

@@ -40,8 +40,6 @@ const (
 	SDSCluster       = "sds-grpc"
 	SecretDefault    = "default"
 	SecretRootCA     = "ROOTCA"
-	tlsModeLabel     = "security.istio.io/tlsMode"
-	tlsModeIstio     = "istio"
 	transportMatchNS = "envoy.transport_socket_match"
 )
 

@@ -480,11 +480,8 @@ type httpDest struct {
 func (sc *scope) httpDestinations(t target, vs *model.VirtualService, rds []*networking.HTTPRouteDestination) []httpDest {
 	var out []httpDest
 	for i, d := range rds {
-		w := uint32(max(d.GetWeight(), 0))
-		if len(rds) == 1 {
-			w = 100
-		}
-		if w == 0 {
+		w, ok := translate.DestinationWeight(d.GetWeight(), len(rds))
+		if !ok {
 			continue
 		}
 		name, ref, ok := sc.routeCluster(t, vs, d.GetDestination())
