@@ -29,9 +29,11 @@ package: build
 	rm -f dist/*.deb
 	cd tools/package && $(GO) test -count=1 ./... && $(GO) run . -binary $(CURDIR)/$(BIN) -version '$(VERSION)' -out $(CURDIR)/dist
 
-## package-test: install, check, verify, remove and purge the packages (root; what .ci/run does)
+## package-test: install, check, verify, remove and purge the packages in a throwaway copy of this
+## machine (root; what .ci/run does); then check that doing so leaves an installed vmesh untouched
 package-test: package
 	VMESH_REVISION=$(REVISION) bash scripts/package-test.sh dist
+	bash scripts/package-test-isolation.sh dist
 
 ## run: serve the bundled quickstart config (xDS on 127.0.0.1:15010, HTTP on 127.0.0.1:15014)
 run:

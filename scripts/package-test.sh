@@ -4,12 +4,25 @@
 # from its packaged config once, then removes and purges them, checking what
 # each step must keep and must remove. Needs root and dpkg; systemd need not
 # be PID 1 (CI, containers). Usage: scripts/package-test.sh [DIST_DIR]
+#
+# It never touches this machine's installation: it runs itself inside
+# scripts/sandbox-root.sh (overlays of /etc, /usr, /var and /root, an empty
+# /run, its own network namespace), so a vmesh installed here, configured or
+# left in config-files state, keeps its /etc/vmesh, /var/lib/vmesh, users,
+# units and capture rules byte for byte (scripts/package-test-isolation.sh
+# checks that).
 set -euo pipefail
 dist=${1:-dist}
 fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
 step() { echo "package-test: $*"; }
 
 [[ $(id -u) == 0 ]] || fail "needs root (dpkg -i)"
+if [[ $dist != --in-sandbox ]]; then
+	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+	dist=$(cd "$dist" && pwd)
+	exec "$here/sandbox-root.sh" bash "$here/package-test.sh" --in-sandbox "$dist"
+fi
+dist=${2:?}
 shopt -s nullglob
 cp_deb=("$dist"/vmesh_*.deb)
 agent_deb=("$dist"/vmesh-agent_*.deb)
@@ -26,12 +39,9 @@ cleanup() {
 	purge
 }
 trap cleanup EXIT
-for p in vmesh vmesh-agent; do
-	if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null) == ?i* ]]; then
-		fail "$p is installed on this machine: not touching it"
-	fi
-done
-purge # leftovers (config-files state) of an earlier failed run
+# Inside the sandbox, a vmesh installed on the machine (or left in
+# config-files state) is the sandbox's copy: purge it there and start clean.
+purge
 
 step "dpkg -i ${cp_deb[0]} ${agent_deb[0]}"
 dpkg -i "${cp_deb[0]}" "${agent_deb[0]}"
