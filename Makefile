@@ -37,7 +37,7 @@ package-test: package
 
 ## run: serve the bundled quickstart config (xDS on 127.0.0.1:15010, HTTP on 127.0.0.1:15014)
 run:
-	$(GO) run ./cmd/vmesh serve --config-dir examples/quickstart --data-dir $(DATA_DIR)
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/vmesh serve --config-dir examples/quickstart --data-dir $(DATA_DIR)
 
 ## test: install the test dependencies, fuzz every target briefly, then every test with the race detector
 ## against real ZooKeeper, Consul and git; ends with "N passed, N failed, N skipped" (CI=true: a skip fails)

@@ -65,6 +65,7 @@ Git revisions may be any expression git knows in a local --git-repo
 	f.StringVar(&o.server, "server", "", "HTTP address of a running vmesh whose connected proxies to use")
 	f.BoolVar(&o.asJSON, "json", false, "print JSON (-o json)")
 	outputFlag(cmd, &o.output)
+	gitVerboseFlag(cmd)
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when some proxy's config changes, 2 on an error (as git diff --exit-code)")
 	return cmd
 }

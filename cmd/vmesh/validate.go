@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,6 +105,13 @@ func (in *configInput) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&in.gitRef, "git-ref", "", "read this git ref instead of files")
 	cmd.Flags().StringVar(&in.gitRepo, "git-repo", ".", "repository for --git-ref")
 	cmd.Flags().StringVar(&in.server, "server", "", "HTTP address of a running vmesh: check hosts against its registries' services too (its /debug/config)")
+	gitVerboseFlag(cmd)
+}
+
+// gitVerboseFlag registers -v/--verbose, which shows git's fetch progress
+// for --git-ref; without it only git's warnings and errors are printed.
+func gitVerboseFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolP("verbose", "v", false, "show git's fetch progress (--git-ref, --from/--to)")
 }
 
 // load decodes the input as one source and returns it with its warnings:
@@ -186,7 +194,12 @@ func checkGit(cmd *cobra.Command, repo, ref, sub string) (filestore.Loaded, erro
 		return filestore.Loaded{}, err
 	}
 	defer os.RemoveAll(work)
-	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: sub, WorkDir: filepath.Join(work, "git")}, nil, nil)
+	level := slog.LevelWarn
+	if v, _ := cmd.Flags().GetBool("verbose"); v {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: sub, WorkDir: filepath.Join(work, "git")}, nil, logger)
 	if err != nil {
 		return filestore.Loaded{}, err
 	}

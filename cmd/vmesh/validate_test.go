@@ -156,6 +156,16 @@ func TestValidateGitRef(t *testing.T) {
 	if _, _, err := execVMesh("validate", "--git-repo", repo, "--git-ref", "HEAD~9", "mesh"); err == nil || err.Error() != `git revision "HEAD~9": no such commit in `+repo {
 		t.Errorf("--git-ref HEAD~9: %v", err)
 	}
+
+	// git's fetch progress is shown with -v only, on the command's stderr.
+	_, quiet, err := execVMesh("validate", "--git-repo", repo, "--git-ref", "good", "mesh")
+	if err != nil || strings.Contains(quiet, "git fetch progress") || !strings.Contains(quiet, "at "+short) {
+		t.Errorf("validate --git-ref without -v: %v\n%s", err, quiet)
+	}
+	_, verbose, err := execVMesh("validate", "-v", "--git-repo", repo, "--git-ref", "good", "mesh")
+	if err != nil || !strings.Contains(verbose, "git fetch progress") {
+		t.Errorf("validate -v --git-ref shows no fetch progress: %v\n%s", err, verbose)
+	}
 }
 
 // Warnings do not fail validate, unless --strict; analyze shows the infos
