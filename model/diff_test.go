@@ -39,8 +39,12 @@ func TestSameViewKeys(t *testing.T) {
 	var workloads []Workload
 	for _, ns := range []string{"ns-0", "ns-1"} {
 		for _, tier := range []string{"web", "batch", ""} {
-			for _, kind := range []ProxyKind{KindSidecar, KindGRPC} {
-				workloads = append(workloads, Workload{ID: ns + tier, Kind: kind, Namespace: ns, Labels: map[string]string{"tier": tier, "app": "x"}, IPs: []string{"10.0.0.9"}})
+			// The two kinds' Reads, as xds/sidecar and xds/grpc declare them.
+			for _, k := range []struct {
+				kind  ProxyKind
+				reads Reads
+			}{{KindSidecar, Reads{Workload: true, EgressPorts: true}}, {KindGRPC, Reads{Resolvable: true}}} {
+				workloads = append(workloads, Workload{ID: ns + tier, Kind: k.kind, Reads: k.reads, Namespace: ns, Labels: map[string]string{"tier": tier, "app": "x"}, IPs: []string{"10.0.0.9"}})
 			}
 		}
 	}

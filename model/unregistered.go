@@ -22,10 +22,12 @@ type UnregisteredHost struct {
 // which it is the proxy's VirtualService (Istio's most specific wildcard).
 // The slice is shared: callers must not change it.
 func (v *View) UnregisteredHosts() []UnregisteredHost {
-	if v.unregisteredListed {
-		return v.unregistered
-	}
-	v.unregisteredListed = true
+	v.unregOnce.Do(v.listUnregistered)
+	return v.unregistered
+}
+
+// listUnregistered lists UnregisteredHosts' answer, once.
+func (v *View) listUnregistered() {
 	var out []UnregisteredHost
 	for _, vs := range v.snap.VirtualServices {
 		if !Visible(vs.ExportTo, v.proxy.Namespace) {
@@ -46,7 +48,6 @@ func (v *View) UnregisteredHosts() []UnregisteredHost {
 		}
 	}
 	v.unregistered = out
-	return out
 }
 
 // namesService reports whether a VirtualService host names a service the
@@ -85,7 +86,8 @@ func (v *View) boundServices(vs *VirtualService) []*Service {
 }
 
 // EgressAllows reports whether the proxy's Sidecar lets its clients reach
-// host of namespace ns on port (every host without a Sidecar egress).
+// host of namespace ns on port (every host without a Sidecar egress, or
+// when the kind does not apply its ports: Reads.EgressPorts).
 func (v *View) EgressAllows(ns, host string, port uint32) bool {
-	return v.proxy.Kind != KindSidecar || egressAllows(v.sidecar, v.proxy.Namespace, &Service{Namespace: ns, Hostname: host}, port)
+	return !v.proxy.Reads.EgressPorts || egressAllows(v.sidecar, v.proxy.Namespace, &Service{Namespace: ns, Hostname: host}, port)
 }

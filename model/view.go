@@ -5,25 +5,48 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-// ProxyKind says which generators serve a proxy.
+// ProxyKind names a kind of proxy (its generators live in a package of
+// xds, listed in xds's one table of kinds). The model never decides by it:
+// what differs between kinds in the View is the Reads each kind declares.
 type ProxyKind string
 
-// Proxy kinds. A node whose metadata GENERATOR is "grpc" is a proxyless gRPC
-// application; anything else is an Envoy sidecar.
+// The names of the proxy kinds vmesh serves (xds/kinds.go lists them).
 const (
 	KindGRPC    ProxyKind = "grpc"
 	KindSidecar ProxyKind = "sidecar"
 )
+
+// Reads is what a proxy kind's generators read of its workload and which
+// services and ports it reaches: the kind's package declares it
+// (sidecar.Reads, grpc.Reads), the View applies it, and the group key is
+// the View's workload as Reads lets it through (View.Key).
+type Reads struct {
+	// Workload: the generators read the whole workload (every label, the
+	// IPs, the workload name and the locality). Otherwise they read only
+	// its namespace and the labels VirtualService sourceLabels name.
+	Workload bool
+	// EgressPorts: a Sidecar egress listener with a port admits its hosts
+	// on that port only (Envoy applies the Sidecar's ports; a proxyless
+	// client takes the Sidecar's hosts only).
+	EgressPorts bool
+	// Resolvable: the proxy has clusters only for resolvable, non-wildcard
+	// hosts (no Envoy in the path to resolve DNS or match a wildcard).
+	// Otherwise any service with ports.
+	Resolvable bool
+}
 
 // Workload is what config generation may know about a proxy.
 type Workload struct {
 	// ID is the xDS node id, for error messages only.
 	ID   string
 	Kind ProxyKind
+	// Reads is what the kind's generators read (its package declares it).
+	Reads Reads
 	// Namespace decides visibility (exportTo), DestinationRule lookup, short
 	// host names and, with Labels, the Sidecar and the policies that apply.
 	Namespace string
@@ -41,49 +64,42 @@ type Workload struct {
 	Locality string
 }
 
-// View is the part of a Snapshot one proxy's config depends on, resolved
-// once (as Consul's proxycfg.ConfigSnapshot is for a Consul proxy): the
-// Sidecar that scopes it, the services it sees and their clusters with the
-// DestinationRule of each, the policies that select it, and every route
-// destination resolved by one rule (Resolve). Generators read only the
-// View.
+// View is the part of a Snapshot one proxy's config depends on (as Consul's
+// proxycfg.ConfigSnapshot is for a Consul proxy): the Sidecar that scopes
+// it, the services it sees and their clusters with the DestinationRule of
+// each, the policies that select it, and every route destination resolved
+// by one rule (Resolve). Generators read only the View.
+//
+// A View is read-only: no method changes what it answers, and it is safe
+// for concurrent use. What it derives from the snapshot (its services,
+// clusters, reachable ports, unregistered hosts, key) is resolved once, on
+// first use (sync.Once): the incremental generators read only a few
+// hosts' worth of it.
 //
 // Proxies with equal Keys get identical config from one snapshot. The key is
-// derived from what the View exposes: for proxyless gRPC, Workload returns
-// the kind, namespace and id and only those labels whose keys some
-// VirtualService's sourceLabels name (they are in the key); the other
-// labels act solely through the Sidecar and the workload policies, which
-// are in the key too. An Envoy
-// sidecar's generators read its labels, IPs, workload name and locality,
-// so those are in its key.
-//
-// A View is used by one generation at a time: it is not safe for
-// concurrent use.
+// derived from what the View lets the generators read: the kind, the
+// namespace, the Sidecar, the policies that select the workload, and the
+// workload as the kind's Reads lets it through (Workload), field by field
+// (TestEqualKeysEqualConfig).
 type View struct {
 	snap  *Snapshot
 	proxy Workload
 	// whole is the workload as given: its labels select the Sidecar and
-	// the policies, and the key covers it.
+	// the policies, which the key covers through their keys.
 	whole   Workload
 	sidecar *Sidecar
-	key     string // computed on first use
-	// services and clusters are resolved on first use (the incremental
-	// generator needs only some hosts').
-	services []*Service
-	clusters []Cluster
-	resolved bool
-	// clustered: clusters holds ClustersOf(services).
-	clustered bool
-	reachable []ServicePort
-	// reached: reachable holds ReachablePorts' answer.
-	reached bool
-	drs     map[*Service]*DestinationRule
-	// missing are the cluster names RouteCluster returned for
-	// destinations the proxy has no cluster for.
-	missing map[string]bool
-	// unregistered holds UnregisteredHosts' answer once listed.
-	unregistered       []UnregisteredHost
-	unregisteredListed bool
+
+	keyOnce sync.Once
+	key     string
+	// services are resolved on first use (Services).
+	servicesOnce sync.Once
+	services     []*Service
+	clustersOnce sync.Once
+	clusters     []Cluster
+	reachOnce    sync.Once
+	reachable    []ServicePort
+	unregOnce    sync.Once
+	unregistered []UnregisteredHost
 }
 
 // Cluster is one outbound cluster of a proxy: a service port and a subset,
@@ -122,13 +138,10 @@ func ViewKey(s *Snapshot, w Workload) string {
 // Sidecar, the labels that VirtualService sourceLabels name (no other) and
 // the locality (locality load balancing), never its IPs, workload name or
 // the policies that select it (those make its inbound side). Proxies with
-// one OutboundKey share that part; for proxyless gRPC it is the group key.
+// one OutboundKey share that part. Only a kind that splits its config so
+// (xds/sidecar) asks for it.
 func OutboundKey(s *Snapshot, w Workload) string {
-	sc := s.SidecarFor(w.Namespace, w.Labels)
-	if w.Kind != KindSidecar {
-		return keyOf(s, w, sc)
-	}
-	return outboundKeyOf(s, w, sc)
+	return outboundKeyOf(s, w, s.SidecarFor(w.Namespace, w.Labels))
 }
 
 func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
@@ -154,12 +167,14 @@ func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	return b.String()
 }
 
-// visibleWorkload is what a View lets its generators read of w.
+// visibleWorkload is what a View lets its generators read of w: all of it
+// when its kind reads the workload (Reads.Workload), else its id (for
+// errors), kind and namespace and the labels sourceLabels name.
 func visibleWorkload(s *Snapshot, w Workload) Workload {
-	if w.Kind == KindSidecar {
+	if w.Reads.Workload {
 		return w
 	}
-	return Workload{ID: w.ID, Kind: w.Kind, Namespace: w.Namespace, Labels: sourceLabels(s, w.Labels)}
+	return Workload{ID: w.ID, Kind: w.Kind, Reads: w.Reads, Namespace: w.Namespace, Labels: sourceLabels(s, w.Labels)}
 }
 
 // sourceLabels returns the labels among l whose keys VirtualService
@@ -178,35 +193,43 @@ func sourceLabels(s *Snapshot, l map[string]string) map[string]string {
 	return out
 }
 
-// keyOf is the group key of w, scoped by sidecar.
+// keyOf is the group key of w, scoped by sidecar: the kind, namespace,
+// Sidecar and workload policies, then the workload as its View shows it
+// (visibleWorkload), each field the generators may read that is set. The
+// id is left out: it names the proxy in errors only.
 func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	sc := "-"
 	if sidecar != nil {
 		sc = sidecar.Key()
 	}
-	key := string(w.Kind) + "|" + w.Namespace + "|" + sc
+	var b strings.Builder
+	b.WriteString(string(w.Kind) + "|" + w.Namespace + "|" + sc)
 	if pk := s.WorkloadPolicyKey(w.Namespace, w.Labels); pk != "" {
-		key += "|" + pk
+		b.WriteString("|" + pk)
 	}
-	if w.Kind == KindSidecar {
-		key += "|labels=" + LabelString(w.Labels) + "|ips=" + strings.Join(w.IPs, ",") + "|workload=" + w.WorkloadName + "|locality=" + w.Locality
-	} else if l := sourceLabels(s, w.Labels); l != nil {
-		key += "|labels=" + LabelString(l)
+	vw := visibleWorkload(s, w)
+	if len(vw.Labels) > 0 {
+		b.WriteString("|labels=" + LabelString(vw.Labels))
 	}
-	return key
+	if len(vw.IPs) > 0 {
+		b.WriteString("|ips=" + strings.Join(vw.IPs, ","))
+	}
+	if vw.WorkloadName != "" {
+		b.WriteString("|workload=" + vw.WorkloadName)
+	}
+	if vw.Locality != "" {
+		b.WriteString("|locality=" + vw.Locality)
+	}
+	return b.String()
 }
 
-// NewView returns w's View of s. What it needs of the snapshot is
-// resolved on first use.
+// NewView returns w's View of s. What it derives from the snapshot is
+// resolved once, on first use.
 func NewView(s *Snapshot, w Workload) *View {
 	return &View{snap: s, proxy: visibleWorkload(s, w), whole: w, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
 }
 
 func (v *View) resolve() {
-	if v.resolved {
-		return
-	}
-	v.resolved = true
 	// VisibleServices' slice is the View's own: filtered in place.
 	all := v.snap.VisibleServices(v.proxy.Namespace, v.sidecar)
 	v.services = all[:0]
@@ -250,24 +273,25 @@ func (v *View) ClustersOf(svcs []*Service) []Cluster {
 	return out
 }
 
-// reaches applies an Envoy sidecar's Sidecar egress ports (proxyless gRPC
-// clients take the Sidecar's hosts only).
+// reaches applies the Sidecar's egress ports when the kind does
+// (Reads.EgressPorts).
 func (v *View) reaches(svc *Service, port uint32) bool {
-	return v.proxy.Kind != KindSidecar || egressAllows(v.sidecar, v.proxy.Namespace, svc, port)
+	return !v.proxy.Reads.EgressPorts || egressAllows(v.sidecar, v.proxy.Namespace, svc, port)
 }
 
-// serves reports whether the proxy's kind can have clusters for svc:
-// proxyless gRPC needs a resolvable, non-wildcard host (servable); an Envoy
-// sidecar a service with ports.
+// serves reports whether the proxy's kind can have clusters for svc: a
+// resolvable, non-wildcard host (servable) when it needs one
+// (Reads.Resolvable), else a service with ports.
 func (v *View) serves(svc *Service) bool {
-	if v.proxy.Kind == KindSidecar {
-		return len(svc.Ports) > 0
+	if v.proxy.Reads.Resolvable {
+		return servable(svc)
 	}
-	return servable(svc)
+	return len(svc.Ports) > 0
 }
 
-// servable reports whether a proxyless gRPC client can have a cluster for
-// svc: a resolvable, non-wildcard host with ports.
+// servable reports whether a client that resolves no DNS and matches no
+// wildcard can have a cluster for svc: a resolvable, non-wildcard host
+// with ports.
 func servable(svc *Service) bool {
 	return svc.Resolution != ResolutionNone && len(svc.Ports) > 0 && !strings.HasPrefix(svc.Hostname, "*")
 }
@@ -309,17 +333,12 @@ func (s *Sidecar) GetSpec() *networking.Sidecar {
 
 // Key is the group key (see View).
 func (v *View) Key() string {
-	if v.key == "" {
-		v.key = keyOf(v.snap, v.whole, v.sidecar)
-	}
+	v.keyOnce.Do(func() { v.key = keyOf(v.snap, v.whole, v.sidecar) })
 	return v.key
 }
 
 // OutboundKey is the key of the View's scope-only part (see OutboundKey).
 func (v *View) OutboundKey() string {
-	if v.proxy.Kind != KindSidecar {
-		return v.Key()
-	}
 	return outboundKeyOf(v.snap, v.whole, v.sidecar)
 }
 
@@ -335,7 +354,7 @@ func (v *View) Mesh() Mesh { return v.snap.Mesh }
 // Services are the services the proxy's clients may call and its kind can
 // reach, sorted by host.
 func (v *View) Services() []*Service {
-	v.resolve()
+	v.servicesOnce.Do(v.resolve)
 	return v.services
 }
 
@@ -345,10 +364,7 @@ func (v *View) AllServices() []*Service { return v.snap.Services }
 
 // Clusters are the proxy's outbound clusters: ClustersOf(Services()).
 func (v *View) Clusters() []Cluster {
-	if !v.clustered {
-		v.clusters = v.ClustersOf(v.Services())
-		v.clustered = true
-	}
+	v.clustersOnce.Do(func() { v.clusters = v.ClustersOf(v.Services()) })
 	return v.clusters
 }
 
@@ -363,18 +379,16 @@ type ServicePort struct {
 // each one's ports in its order); they need no DestinationRule. The slice
 // is shared: callers must not change it.
 func (v *View) ReachablePorts() []ServicePort {
-	if v.reached {
-		return v.reachable
-	}
-	v.reached = true
-	v.reachable = make([]ServicePort, 0, len(v.Services())) // most services have one port
-	for _, svc := range v.Services() {
-		for _, port := range svc.Ports {
-			if v.reaches(svc, port.Number) {
-				v.reachable = append(v.reachable, ServicePort{Service: svc, Port: port})
+	v.reachOnce.Do(func() {
+		v.reachable = make([]ServicePort, 0, len(v.Services())) // most services have one port
+		for _, svc := range v.Services() {
+			for _, port := range svc.Ports {
+				if v.reaches(svc, port.Number) {
+					v.reachable = append(v.reachable, ServicePort{Service: svc, Port: port})
+				}
 			}
 		}
-	}
+	})
 	return v.reachable
 }
 
@@ -391,15 +405,7 @@ func (v *View) VirtualServiceFor(host string) *VirtualService {
 // DestinationRule returns the DestinationRule of svc as the proxy sees it,
 // or nil.
 func (v *View) DestinationRule(svc *Service) *DestinationRule {
-	dr, ok := v.drs[svc]
-	if !ok {
-		dr = v.snap.DestinationRuleFor(svc.Hostname, v.proxy.Namespace, svc.Namespace)
-		if v.drs == nil {
-			v.drs = map[*Service]*DestinationRule{}
-		}
-		v.drs[svc] = dr
-	}
-	return dr
+	return v.snap.DestinationRuleFor(svc.Hostname, v.proxy.Namespace, svc.Namespace)
 }
 
 // PeerAuthenticationMode is the mTLS mode of the proxy's workload port (0:
@@ -462,28 +468,42 @@ func (v *View) DestinationPort(host string, port uint32, dh string, d *networkin
 // proxy has no cluster for is kept under the name Istio gives it,
 // outbound|port|subset|host (GetDestinationCluster), which no cluster of
 // the proxy has: its share of the traffic fails, and the proxy reports the
-// missing cluster, as under Istio. Such names are recorded in the View
-// (MissingClusters), so that the checks of generated config can tell them
-// from a generator's dangling reference.
+// missing cluster, as under Istio. MissingCluster tells such names from a
+// generator's dangling reference in the checks of generated config.
 func (v *View) RouteCluster(host string, port uint32, vs *VirtualService, d *networking.Destination) (string, Cluster, bool) {
 	dh := DestinationHost(d.GetHost(), vs.Namespace)
 	dport := v.DestinationPort(host, port, dh, d)
 	if c, ok := v.cluster(dh, dport, d.GetSubset()); ok {
 		return c.Name(), c, true
 	}
-	name := ClusterName(dport, d.GetSubset(), dh)
-	if v.missing == nil {
-		v.missing = map[string]bool{}
-	}
-	v.missing[name] = true
-	return name, Cluster{}, false
+	return ClusterName(dport, d.GetSubset(), dh), Cluster{}, false
 }
 
-// MissingClusters is the set of cluster names RouteCluster has returned
-// for destinations the proxy has no cluster for: the only names a route
-// generated from this View may name without a cluster of that name. The
-// caller must not modify it.
-func (v *View) MissingClusters() map[string]bool { return v.missing }
+// MissingCluster reports whether name is one RouteCluster gives a
+// destination the proxy has no cluster for: Istio's outbound cluster name
+// of a host, port and subset the proxy has no cluster for. Those are the
+// only names a route generated from this View may name without a cluster
+// of that name.
+func (v *View) MissingCluster(name string) bool {
+	rest, ok := strings.CutPrefix(name, "outbound|")
+	if !ok {
+		return false
+	}
+	port, rest, ok := strings.Cut(rest, "|")
+	if !ok {
+		return false
+	}
+	subset, host, ok := strings.Cut(rest, "|")
+	if !ok || host == "" {
+		return false
+	}
+	n, err := strconv.ParseUint(port, 10, 32)
+	if err != nil || strconv.FormatUint(n, 10) != port {
+		return false
+	}
+	_, has := v.cluster(host, uint32(n), subset)
+	return !has
+}
 
 // cluster returns the cluster of host's port and subset, when the proxy
 // has one: the host is visible and of a kind it reaches, the port is the

@@ -5,6 +5,8 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	grpcgen "github.com/vmesh/vmesh/xds/grpc"
+	"github.com/vmesh/vmesh/xds/sidecar"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -60,16 +62,16 @@ func TestViewResolve(t *testing.T) {
 		want      string // cluster name; "" when it must not resolve
 		wantLabel string // the subset's version label
 	}{
-		{"short host, subset", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("cart", 0, "v1"), "outbound|7070|v1|" + cart, "v1"},
-		{"only port of another host", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("billing.other.internal", 0, ""), "outbound|8000||billing.other.internal", ""},
-		{"several ports: the route's", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 9090, dest("reviews", 0, ""), "outbound|9090||" + reviews, ""},
-		{"explicit port", model.Workload{Kind: model.KindSidecar, Namespace: "shop"}, cart, 7070, dest("reviews", 9080, ""), "outbound|9080||" + reviews, ""},
-		{"unknown subset", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("cart", 0, "v9"), "", ""},
-		{"unknown port", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("reviews", 1234, ""), "", ""},
-		{"unknown host", model.Workload{Kind: model.KindGRPC, Namespace: "shop"}, cart, 7070, dest("nowhere.example", 0, ""), "", ""},
-		{"sidecar egress port allows", model.Workload{Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("reviews", 9080, ""), "outbound|9080||" + reviews, ""},
-		{"sidecar egress port refuses", model.Workload{Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("reviews", 9090, ""), "", ""},
-		{"sidecar egress hosts refuse", model.Workload{Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("billing.other.internal", 8000, ""), "", ""},
+		{"short host, subset", model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"}, cart, 7070, dest("cart", 0, "v1"), "outbound|7070|v1|" + cart, "v1"},
+		{"only port of another host", model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"}, cart, 7070, dest("billing.other.internal", 0, ""), "outbound|8000||billing.other.internal", ""},
+		{"several ports: the route's", model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"}, cart, 9090, dest("reviews", 0, ""), "outbound|9090||" + reviews, ""},
+		{"explicit port", model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop"}, cart, 7070, dest("reviews", 9080, ""), "outbound|9080||" + reviews, ""},
+		{"unknown subset", model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"}, cart, 7070, dest("cart", 0, "v9"), "", ""},
+		{"unknown port", model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"}, cart, 7070, dest("reviews", 1234, ""), "", ""},
+		{"unknown host", model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"}, cart, 7070, dest("nowhere.example", 0, ""), "", ""},
+		{"sidecar egress port allows", model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("reviews", 9080, ""), "outbound|9080||" + reviews, ""},
+		{"sidecar egress port refuses", model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("reviews", 9090, ""), "", ""},
+		{"sidecar egress hosts refuse", model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"scope": "local"}}, cart, 7070, dest("billing.other.internal", 8000, ""), "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,9 +105,9 @@ func TestViewResolve(t *testing.T) {
 // are always in its key.
 func TestViewKey(t *testing.T) {
 	s := viewFixture(t)
-	grpcA := model.Workload{ID: "a", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"app": "x"}, IPs: []string{"10.0.0.1"}}
-	grpcB := model.Workload{ID: "b", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"app": "y"}, IPs: []string{"10.0.0.2"}}
-	scoped := model.Workload{ID: "c", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"scope": "local"}}
+	grpcA := model.Workload{ID: "a", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"app": "x"}, IPs: []string{"10.0.0.1"}}
+	grpcB := model.Workload{ID: "b", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"app": "y"}, IPs: []string{"10.0.0.2"}}
+	scoped := model.Workload{ID: "c", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"scope": "local"}}
 	if model.ViewKey(s, grpcA) != model.ViewKey(s, grpcB) {
 		t.Errorf("proxyless keys differ on labels and IPs that nothing reads: %q vs %q", model.ViewKey(s, grpcA), model.ViewKey(s, grpcB))
 	}
@@ -117,6 +119,7 @@ func TestViewKey(t *testing.T) {
 	}
 	envoyA, envoyB := grpcA, grpcB
 	envoyA.Kind, envoyB.Kind = model.KindSidecar, model.KindSidecar
+	envoyA.Reads, envoyB.Reads = sidecar.Kind{}.Reads(), sidecar.Kind{}.Reads()
 	if model.ViewKey(s, envoyA) == model.ViewKey(s, envoyB) {
 		t.Error("Envoy sidecars with other labels and IPs share a key")
 	}
@@ -129,9 +132,9 @@ func TestViewKey(t *testing.T) {
 // Sidecar share their outbound part unless a VirtualService's sourceLabels
 // name a label they differ on; IPs and other labels never split it.
 func TestOutboundKeyReadsOnlySourceLabels(t *testing.T) {
-	web := model.Workload{ID: "a", Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "front"}, IPs: []string{"10.0.0.1"}}
-	batch := model.Workload{ID: "b", Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "batch", "tier": "front"}, IPs: []string{"10.0.0.2"}}
-	other := model.Workload{ID: "c", Kind: model.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "back"}, IPs: []string{"10.0.0.3"}}
+	web := model.Workload{ID: "a", Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "front"}, IPs: []string{"10.0.0.1"}}
+	batch := model.Workload{ID: "b", Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"app": "batch", "tier": "front"}, IPs: []string{"10.0.0.2"}}
+	other := model.Workload{ID: "c", Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "back"}, IPs: []string{"10.0.0.3"}}
 	s := viewFixture(t)
 	if model.OutboundKey(s, web) != model.OutboundKey(s, batch) {
 		t.Errorf("no sourceLabels anywhere, yet labels split the outbound part: %q vs %q", model.OutboundKey(s, web), model.OutboundKey(s, batch))
@@ -167,9 +170,9 @@ func TestOutboundKeyReadsOnlySourceLabels(t *testing.T) {
 // change to the set of such keys makes the diff Global, since it moves
 // clients between groups.
 func TestProxylessKeyReadsSourceLabels(t *testing.T) {
-	v1 := model.Workload{ID: "a", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "x"}}
-	v2 := model.Workload{ID: "b", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"version": "v2", "app": "x"}}
-	otherApp := model.Workload{ID: "c", Kind: model.KindGRPC, Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "y"}}
+	v1 := model.Workload{ID: "a", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "x"}}
+	v2 := model.Workload{ID: "b", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"version": "v2", "app": "x"}}
+	otherApp := model.Workload{ID: "c", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "y"}}
 	cart := obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
 		Ports: []*networking.ServicePort{{Number: 7070, Name: "grpc", Protocol: "GRPC"}}})
 	plain := build(t, cart)
@@ -205,13 +208,13 @@ func TestProxylessKeyReadsSourceLabels(t *testing.T) {
 // TestViewRouteCluster: a destination the proxy has no cluster for keeps
 // the name Istio's GetDestinationCluster gives it (port: the
 // destination's, else the host's only port, else the route's), and the
-// View records exactly those names as missing; one it has is named as its
-// cluster and not recorded.
+// View tells exactly those names as missing (MissingCluster); one it has
+// is named as its cluster and is not missing.
 func TestViewRouteCluster(t *testing.T) {
 	s := viewFixture(t)
 	vs := s.VirtualServiceFor("cart.shop.svc.cluster.local", "shop")
 	const cart, reviews = "cart.shop.svc.cluster.local", "reviews.shop.svc.cluster.local"
-	v := model.NewView(s, model.Workload{Kind: model.KindGRPC, Namespace: "shop"})
+	v := model.NewView(s, model.Workload{Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop"})
 	cases := []struct {
 		name     string
 		fromPort uint32
@@ -226,23 +229,23 @@ func TestViewRouteCluster(t *testing.T) {
 		{"unknown port", 7070, &networking.Destination{Host: "reviews", Port: &networking.PortSelector{Number: 1234}}, "outbound|1234||" + reviews, false},
 		{"unknown short host: qualified, the route's port", 7070, &networking.Destination{Host: "nowhere"}, "outbound|7070||nowhere.shop.svc.cluster.local", false},
 	}
-	want := map[string]bool{}
 	for _, c := range cases {
 		name, cl, ok := v.RouteCluster(cart, c.fromPort, vs, c.d)
 		if name != c.want || ok != c.found || ok && cl.Name() != name {
 			t.Errorf("%s: RouteCluster = %q, %v (cluster %q), want %q, %v", c.name, name, ok, cl.Name(), c.want, c.found)
 		}
-		if !c.found {
-			want[c.want] = true
+		if v.MissingCluster(c.want) == c.found {
+			t.Errorf("%s: MissingCluster(%q) = %v, want %v", c.name, c.want, !c.found, !c.found)
 		}
 	}
-	got := v.MissingClusters()
-	if len(got) != len(want) {
-		t.Errorf("missing clusters %v, want %v", got, want)
+	for _, cl := range v.Clusters() {
+		if v.MissingCluster(cl.Name()) {
+			t.Errorf("the proxy's cluster %s is missing", cl.Name())
+		}
 	}
-	for n := range want {
-		if !got[n] {
-			t.Errorf("missing clusters %v lack %s", got, n)
+	for _, n := range []string{"", "inbound|7070||" + cart, "outbound|x||" + cart, "outbound|07070||" + cart, "outbound|7070|v1"} {
+		if v.MissingCluster(n) {
+			t.Errorf("MissingCluster(%q): not a name RouteCluster gives", n)
 		}
 	}
 }

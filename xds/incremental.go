@@ -142,7 +142,7 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 		n.hostIndex[t] = idx
 	}
 	g.mu.Unlock()
-	if err := n.consistentFresh(fresh, v.MissingClusters()); err != nil {
+	if err := n.consistentFresh(fresh, v.MissingCluster); err != nil {
 		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
 	}
 	if err := g.updateNameTable(n, gd, dirty); err != nil {
@@ -210,10 +210,10 @@ func addFresh(m map[string]*resource, name string, msg proto.Message) error {
 // consistentFresh checks the references of the regenerated resources
 // against the whole new generation (unchanged resources were checked when
 // they were made, and their references are to hosts that did not change).
-// missing are the clusters the regenerated routes name on purpose although
-// there is none (model.View.MissingClusters of the View they were made
-// from).
-func (g *generation) consistentFresh(fresh map[string]map[string]*resource, missing map[string]bool) error {
+// missing says which clusters the regenerated routes name on purpose
+// although there is none (model.View.MissingCluster of the View they were
+// made from).
+func (g *generation) consistentFresh(fresh map[string]map[string]*resource, missing func(string) bool) error {
 	var lds []*listenerv3.Listener
 	var rds []*routev3.RouteConfiguration
 	var cds []*clusterv3.Cluster
@@ -229,7 +229,7 @@ func (g *generation) consistentFresh(fresh map[string]map[string]*resource, miss
 	has := func(t string) func(string) bool {
 		return func(n string) bool { return g.get(t, n) != nil }
 	}
-	cluster := func(n string) bool { return missing[n] || g.get(resourcev3.ClusterType, n) != nil }
+	cluster := func(n string) bool { return g.get(resourcev3.ClusterType, n) != nil || missing(n) }
 	return consistentWith(lds, rds, cds, has(resourcev3.RouteType), cluster, has(resourcev3.EndpointType))
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -225,8 +226,9 @@ func oracleRead(t *testing.T, path string) *oracleOutput {
 }
 
 func (n oracleNode) workload(kind model.ProxyKind) model.Workload {
-	return model.Workload{Kind: kind, ID: n.ID, Namespace: n.Namespace, Labels: n.Labels, IPs: n.IPs,
+	p := &xds.Proxy{Kind: kind, ID: n.ID, Namespace: n.Namespace, Labels: n.Labels, IPs: n.IPs,
 		WorkloadName: n.WorkloadName, Locality: n.Locality}
+	return p.Workload()
 }
 
 type oracleCompare struct {

@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	// Every series with a known label present (at 0) from the start.
-	for _, k := range []ProxyKind{KindGRPC, KindSidecar} {
+	for _, k := range kindNames() {
 		m.connected.WithLabelValues(string(k))
 	}
 	for _, t := range typeURLs {

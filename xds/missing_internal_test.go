@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,14 +186,14 @@ func TestMissingDestinationsKeepTheirShare(t *testing.T) {
 		for _, a := range cla {
 			eds[a.GetClusterName()] = true
 		}
-		if err := Consistent(lds, rds, cds, eds, v.MissingClusters()); err != nil {
+		if err := Consistent(lds, rds, cds, eds, v.MissingCluster); err != nil {
 			t.Errorf("Consistent with the View's missing clusters: %v", err)
 		}
 		if err := Consistent(lds, rds, cds, eds, nil); err == nil || !strings.Contains(err.Error(), "outbound|") {
 			t.Errorf("Consistent without them = %v, want a missing cluster", err)
 		}
 		real := ClusterName(9080, "v1", mdReviews)
-		if err := Consistent(lds, rds, slices.DeleteFunc(slices.Clone(cds), func(c *clusterv3.Cluster) bool { return c.GetName() == real }), eds, v.MissingClusters()); err == nil || !strings.Contains(err.Error(), real) {
+		if err := Consistent(lds, rds, slices.DeleteFunc(slices.Clone(cds), func(c *clusterv3.Cluster) bool { return c.GetName() == real }), eds, v.MissingCluster); err == nil || !strings.Contains(err.Error(), real) {
 			t.Errorf("a real cluster left out of CDS: Consistent = %v, want it named", err)
 		}
 		// The whole generation, with its consistency check, succeeds.
@@ -245,8 +244,8 @@ func TestMissingDestinationsKeepTheirShare(t *testing.T) {
 			t.Errorf("TCP route clusters %v, want %v", tcp, want)
 		}
 		checkMissing(t, v, res.Clusters, "outbound|9000||"+mdGhost, "outbound|27017|v9|"+mdMongo)
-		if !maps.Equal(res.Missing, v.MissingClusters()) {
-			t.Errorf("Resources.Missing %v, want the View's %v", res.Missing, v.MissingClusters())
+		if res.Missing == nil || !res.Missing("outbound|9000||"+mdGhost) {
+			t.Error("Resources.Missing is not the View's MissingCluster")
 		}
 		bare := *res
 		bare.Missing = nil
@@ -260,18 +259,21 @@ func TestMissingDestinationsKeepTheirShare(t *testing.T) {
 	})
 }
 
-// checkMissing checks that the View recorded exactly wantMissingClusters
-// and extra as missing, and that cds holds none of them.
+// checkMissing checks that the View tells wantMissingClusters and extra as
+// missing, and that cds holds none of them and none it tells as missing.
 func checkMissing(t *testing.T, v *model.View, cds []*clusterv3.Cluster, extra ...string) {
 	t.Helper()
 	want := append(slices.Clone(wantMissingClusters), extra...)
-	slices.Sort(want)
-	if got := slices.Sorted(maps.Keys(v.MissingClusters())); !slices.Equal(got, want) {
-		t.Errorf("missing clusters %v, want %v", got, want)
-	}
+	has := map[string]bool{}
 	for _, c := range cds {
-		if v.MissingClusters()[c.GetName()] {
-			t.Errorf("cluster %s is in CDS and recorded as missing", c.GetName())
+		has[c.GetName()] = true
+		if v.MissingCluster(c.GetName()) {
+			t.Errorf("cluster %s is in CDS and told as missing", c.GetName())
+		}
+	}
+	for _, n := range want {
+		if !v.MissingCluster(n) || has[n] {
+			t.Errorf("cluster %s: missing %v, in CDS %v; want missing and not in CDS", n, v.MissingCluster(n), has[n])
 		}
 	}
 }

@@ -123,7 +123,7 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo
 			eds = append(eds, mc.cla)
 		}
 	}
-	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds, Missing: v.MissingClusters()}
+	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds, Missing: v.MissingCluster}
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("scope %s: %w", key, err)
 	}
@@ -352,8 +352,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	has := func(t string) func(string) bool {
 		return func(name string) bool { _, ok := n.types[t].Get(name); return ok }
 	}
-	missing := v.MissingClusters()
-	routeCluster := func(name string) bool { return missing[name] || has(resourcev3.ClusterType)(name) }
+	routeCluster := func(name string) bool { return has(resourcev3.ClusterType)(name) || v.MissingCluster(name) }
 	for _, l := range lds {
 		// An unchanged listener names what it named: the hosts it names
 		// were not touched, or it would have changed.

@@ -52,17 +52,20 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ID: id.ID, Kind: KindSidecar, Namespace: id.Namespace, Labels: id.Labels, ServiceAccount: id.ServiceAccount,
+	p := &Proxy{ID: id.ID, Kind: kindOfGenerator(id.Generator), Namespace: id.Namespace, Labels: id.Labels, ServiceAccount: id.ServiceAccount,
 		WorkloadName: id.WorkloadName, IPs: id.IPs, AutoRegisterGroup: id.WorkloadGroup, WorkloadEntry: id.WorkloadEntry, Network: id.Network, Locality: id.Locality}
-	if id.Generator == node.GeneratorGRPC {
-		p.Kind = KindGRPC
-	}
 	return p, nil
 }
 
-// Workload is what config generation may know about the proxy.
+// Workload is what config generation may know about the proxy, with what
+// its kind's generators read (the kind table's Reads; none for an unknown
+// kind, whose generation fails).
 func (p *Proxy) Workload() model.Workload {
-	return model.Workload{ID: p.ID, Kind: p.Kind, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality}
+	var reads model.Reads
+	if k, err := kindNamed(p.Kind); err == nil {
+		reads = k.reads
+	}
+	return model.Workload{ID: p.ID, Kind: p.Kind, Reads: reads, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality}
 }
 
 // GroupKey returns the key of the proxy's group: proxies with one key get

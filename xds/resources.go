@@ -206,7 +206,7 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 	if err := g.addWorkloadGroups(v); err != nil {
 		return nil, err
 	}
-	if err := g.consistent(lds, rds, cds, v.MissingClusters()); err != nil {
+	if err := g.consistent(lds, rds, cds, v.MissingCluster); err != nil {
 		return nil, fmt.Errorf("group %s: %w", key, err)
 	}
 	return g, nil
@@ -215,9 +215,9 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 // consistent checks the references between the generated resources: for
 // sidecars with sidecar.Resources.Consistent, which follows every filter
 // and route inside the listeners; for proxyless gRPC with Consistent.
-// missing are the clusters routes name on purpose although there is none
-// (model.View.MissingClusters).
-func (g *generation) consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, missing map[string]bool) error {
+// missing says which clusters routes name on purpose although there is
+// none (model.View.MissingCluster).
+func (g *generation) consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, missing func(string) bool) error {
 	if g.proxy.Kind == KindSidecar {
 		r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Missing: missing}
 		for _, n := range slices.Sorted(g.types[resourcev3.EndpointType].Keys()) {
@@ -515,12 +515,12 @@ type alias struct {
 
 // Consistent checks the references between generated resources: every RDS
 // name an LDS listener uses is in rds, every cluster a route names is in
-// cds or in missing, and every EDS cluster has an assignment in eds (when
-// eds is not nil). missing are the clusters the generators name for route
-// destinations the proxy has no cluster for (model.View.MissingClusters of
-// the View they read): a route naming any other absent cluster is a
-// generator's error.
-func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, eds, missing map[string]bool) error {
+// cds or missing, and every EDS cluster has an assignment in eds (when
+// eds is not nil). missing says which clusters the generators may name for
+// route destinations the proxy has no cluster for (model.View.MissingCluster
+// of the View they read; nil: none): a route naming any other absent
+// cluster is a generator's error.
+func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, eds map[string]bool, missing func(string) bool) error {
 	routes := make(map[string]bool, len(rds))
 	for _, r := range rds {
 		routes[r.GetName()] = true
@@ -533,7 +533,7 @@ func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, c
 	if eds == nil {
 		hasEDS = func(string) bool { return true }
 	}
-	return consistentWith(lds, rds, cds, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] || missing[n] }, hasEDS)
+	return consistentWith(lds, rds, cds, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] || missing != nil && missing(n) }, hasEDS)
 }
 
 // consistentWith checks that the references of lds, rds and cds resolve

@@ -106,7 +106,7 @@ func TestGolden(t *testing.T) {
 		{
 			name: "quickstart",
 			dir:  "../../examples/quickstart/config",
-			proxy: model.Workload{Kind: model.KindSidecar,
+			proxy: model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(),
 				ID: "greeter-v1.demo", Namespace: "demo", IPs: []string{"127.0.0.1"},
 				Labels: map[string]string{"app": "greeter", "version": "v1"}, Locality: "local/zone-a",
 			},
@@ -114,7 +114,7 @@ func TestGolden(t *testing.T) {
 		{
 			name: "features",
 			dir:  "testdata/features",
-			proxy: model.Workload{Kind: model.KindSidecar,
+			proxy: model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(),
 				ID: "productpage-1.shop", Namespace: "shop", IPs: []string{"10.0.0.5"},
 				Labels: map[string]string{"app": "productpage"}, Locality: "us-east/zone-a/rack-1",
 			},

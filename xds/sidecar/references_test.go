@@ -58,7 +58,7 @@ func loadOracleCase(t *testing.T, cfg string) (*model.Snapshot, model.Workload) 
 		t.Fatalf("%s: %v", cfg, err)
 	}
 	n := p.Node
-	return model.BuildWith(st.Snapshot(), mesh), model.Workload{Kind: model.KindSidecar, ID: n.ID, Namespace: n.Namespace,
+	return model.BuildWith(st.Snapshot(), mesh), model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), ID: n.ID, Namespace: n.Namespace,
 		IPs: n.IPs, Labels: n.Labels, WorkloadName: n.WorkloadName, Locality: n.Locality}
 }
 
@@ -75,7 +75,7 @@ func TestReferencesMatchReflectiveWalk(t *testing.T) {
 	}
 	cases := []proxyCase{
 		{"features", load(t, featuresDir), productpage()},
-		{"quickstart", load(t, "../../examples/quickstart/config"), model.Workload{Kind: model.KindSidecar,
+		{"quickstart", load(t, "../../examples/quickstart/config"), model.Workload{Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(),
 			ID: "greeter-v1.demo", Namespace: "demo", IPs: []string{"127.0.0.1"}, Labels: map[string]string{"app": "greeter", "version": "v1"}}},
 	}
 	cfgs, err := filepath.Glob("../testdata/istio-oracle/*/config.yaml")

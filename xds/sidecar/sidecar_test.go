@@ -34,7 +34,7 @@ const featuresDir = "testdata/features"
 
 // productpage is the proxy of the features config: the workload 10.0.0.5.
 func productpage() model.Workload {
-	return model.Workload{ID: "pp", Kind: model.KindSidecar, Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}}
+	return model.Workload{ID: "pp", Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", IPs: []string{"10.0.0.5"}, Labels: map[string]string{"app": "productpage"}}
 }
 
 func features(t *testing.T) (*model.Snapshot, model.Workload) {

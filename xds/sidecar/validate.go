@@ -21,11 +21,12 @@ type Resources struct {
 	Routes    []*routev3.RouteConfiguration
 	Clusters  []*clusterv3.Cluster
 	Endpoints []*endpointv3.ClusterLoadAssignment
-	// Missing are the clusters routes name on purpose although Clusters
-	// does not hold them: destinations the proxy has no cluster for, named
-	// as Istio names them (model.View.MissingClusters of the View the
-	// resources were generated from). Any other absent cluster is an error.
-	Missing map[string]bool
+	// Missing says which clusters routes may name on purpose although
+	// Clusters does not hold them: destinations the proxy has no cluster
+	// for, named as Istio names them (model.View.MissingCluster of the View
+	// the resources were generated from). Any other absent cluster is an
+	// error; nil allows none.
+	Missing func(string) bool
 }
 
 // Generate returns all four resource types for a proxy, checked with
@@ -45,7 +46,7 @@ func Generate(v *model.View) (*Resources, error) {
 	if r.Endpoints, err = Endpoints(v); err != nil {
 		return nil, err
 	}
-	r.Missing = v.MissingClusters()
+	r.Missing = v.MissingCluster
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
@@ -172,7 +173,7 @@ func (r *Resources) Consistent() error {
 		}
 	}
 	refs := func(where string, m proto.Message) error {
-		return CheckReferences(where, m, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] || r.Missing[n] })
+		return CheckReferences(where, m, func(n string) bool { return routes[n] }, func(n string) bool { return clusters[n] || r.Missing != nil && r.Missing(n) })
 	}
 	seen := make(map[string]bool)
 	for _, l := range r.Listeners {

@@ -11,6 +11,7 @@ import (
 	"github.com/vmesh/vmesh/model"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/nds"
+	"github.com/vmesh/vmesh/xds/node"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -42,15 +43,70 @@ type generators struct {
 	nameTable func(*model.View) (nds.Table, error)
 }
 
-// generatorsFor is the one table from proxy kind to generators.
-func generatorsFor(w model.Workload) (generators, error) {
-	switch w.Kind {
-	case KindGRPC:
-		return generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, NameTable}, nil
-	case KindSidecar:
-		return generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil, nil}, nil
+// kindRow is one proxy kind in the table: its name, the node GENERATOR
+// that selects it, what its generators read, and its generators.
+type kindRow struct {
+	name model.ProxyKind
+	// generator is the node metadata GENERATOR of the kind's nodes; ""
+	// for the kind of nodes that name none (or one no row has).
+	generator string
+	reads     model.Reads
+	gens      generators
+}
+
+// kindTable is the one table of proxy kinds vmesh serves, in order. Adding
+// a kind is one package under xds and one row here.
+func kindTable() []kindRow {
+	return []kindRow{
+		{name: sidecar.Kind{}.Name(), reads: sidecar.Kind{}.Reads(),
+			gens: generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil, nil}},
+		{name: grpcgen.Kind{}.Name(), generator: node.GeneratorGRPC, reads: grpcgen.Kind{}.Reads(),
+			gens: generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, NameTable}},
 	}
-	return generators{}, fmt.Errorf("proxy %s: unknown kind %q", w.ID, w.Kind)
+}
+
+// kindNamed returns the table's row of kind k; an unknown kind is an
+// error.
+func kindNamed(k model.ProxyKind) (kindRow, error) {
+	for _, r := range kindTable() {
+		if r.name == k {
+			return r, nil
+		}
+	}
+	return kindRow{}, fmt.Errorf("unknown proxy kind %q", k)
+}
+
+// kindOfGenerator returns the kind of a node whose metadata GENERATOR is
+// gen: the row that names it, else the row that names none.
+func kindOfGenerator(gen string) model.ProxyKind {
+	var def model.ProxyKind
+	for _, r := range kindTable() {
+		switch r.generator {
+		case gen:
+			return r.name
+		case "":
+			def = r.name
+		}
+	}
+	return def
+}
+
+// kindNames are the names of every kind in the table.
+func kindNames() []model.ProxyKind {
+	var out []model.ProxyKind
+	for _, r := range kindTable() {
+		out = append(out, r.name)
+	}
+	return out
+}
+
+// generatorsFor returns the generators of w's kind.
+func generatorsFor(w model.Workload) (generators, error) {
+	r, err := kindNamed(w.Kind)
+	if err != nil {
+		return generators{}, fmt.Errorf("proxy %s: %w", w.ID, err)
+	}
+	return r.gens, nil
 }
 
 // generateWith runs one generator of p's kind on p's View of s.
