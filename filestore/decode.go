@@ -230,7 +230,7 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 				d.lines[""] = k.Line // problems with the spec as a whole point at "spec:"
 			}
 		default:
-			d.errorf(k, k.Value, "unknown field %s", quote(k.Value))
+			d.errorf(k, k.Value, "unknown field %s%s", quote(k.Value), didYouMean(k.Value, []string{"apiVersion", "kind", "metadata", "spec", "status"}))
 		}
 	}
 	kindNode, apiNode := fields["kind"], fields["apiVersion"]
@@ -397,7 +397,7 @@ func (d *docDecoder) decodeMetadata(obj *Object, n, root *yaml.Node) {
 			}
 		default:
 			if !slices.Contains(metadataIgnored, k.Value) {
-				d.errorf(k, path, "unknown field %s", quote(k.Value))
+				d.errorf(k, path, "unknown field %s%s", quote(k.Value), didYouMean(k.Value, append([]string{"name", "namespace", "labels", "annotations"}, metadataIgnored...)))
 			}
 		}
 	}
@@ -480,7 +480,7 @@ func (d *docDecoder) toJSON(n *yaml.Node, md protoreflect.MessageDescriptor, pat
 		}
 		fpath := join(path, k.Value)
 		if fd == nil {
-			d.errorf(k, fpath, "unknown field %s in %s", quote(k.Value), md.Name())
+			d.errorf(k, fpath, "unknown field %s in %s%s", quote(k.Value), md.Name(), didYouMean(k.Value, fieldNames(md)))
 			continue
 		}
 		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {

@@ -1,12 +1,14 @@
 package filestore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -182,7 +184,10 @@ func (p *problems) errors() []ConfigError {
 	if p.total() == 0 {
 		return nil
 	}
-	out := p.list
+	// By line, as an editor lists them: a document's validation runs after
+	// its decoding, so they are found out of order.
+	out := slices.Clone(p.list)
+	slices.SortStableFunc(out, func(a, b ConfigError) int { return cmp.Compare(a.Line, b.Line) })
 	if p.more > 0 {
 		out = append(out, moreProblems(p.file, p.more, p.max))
 	}

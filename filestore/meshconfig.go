@@ -153,7 +153,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 			field = path + "." + k.Value
 		}
 		if fd == nil {
-			errs = append(errs, ConfigError{File: file, Line: k.Line, Field: field, Message: fmt.Sprintf("unknown field %q of %s", k.Value, md.Name())})
+			errs = append(errs, ConfigError{File: file, Line: k.Line, Field: field, Message: fmt.Sprintf("unknown field %q of %s%s", k.Value, md.Name(), didYouMean(k.Value, fieldNames(md)))})
 			continue
 		}
 		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() && fd.MapValue().Kind() != protoreflect.MessageKind {
