@@ -34,24 +34,7 @@ var strictHeaderName = regexp.MustCompile(`^[-_A-Za-z0-9]+$`)
 // token locations, outputClaimToHeaders with a claim and a strict header
 // name, and a timeout of at least 1 ms at millisecond precision.
 func validateRequestAuthentication(v *validator, ra *security.RequestAuthentication) {
-	set := 0
-	for _, s := range []bool{ra.Selector != nil, ra.TargetRef != nil, len(ra.TargetRefs) > 0} {
-		if s {
-			set++
-		}
-	}
-	if set > 1 {
-		v.add("selector", "only one of selector, targetRef and targetRefs can be set")
-	}
-	if ra.Selector != nil {
-		checkSelectorLabels(v, "selector.matchLabels", ra.Selector.MatchLabels)
-	}
-	if ra.TargetRef != nil {
-		checkTargetRef(v, "targetRef", ra.TargetRef.Group, ra.TargetRef.Kind, ra.TargetRef.Name, ra.TargetRef.Namespace)
-	}
-	for i, r := range ra.TargetRefs {
-		checkTargetRef(v, at("targetRefs", i), r.GetGroup(), r.GetKind(), r.GetName(), r.GetNamespace())
-	}
+	checkPolicyTarget(v, ra.Selector, ra.TargetRef, ra.TargetRefs)
 	if len(ra.JwtRules) > 4096 {
 		v.add("jwtRules", "must have at most 4096 items")
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	security "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
 )
 
 func validatePeerAuthentication(v *validator, pa *security.PeerAuthentication) {
@@ -40,24 +41,7 @@ func validatePeerAuthentication(v *validator, pa *security.PeerAuthentication) {
 // requestPrincipals, and request.auth.*, source.trustDomain and
 // experimental.* conditions. Each is a warning (warnings.go).
 func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy) {
-	set := 0
-	for _, s := range []bool{ap.Selector != nil, ap.TargetRef != nil, len(ap.TargetRefs) > 0} {
-		if s {
-			set++
-		}
-	}
-	if set > 1 {
-		v.add("selector", "only one of selector, targetRef and targetRefs can be set")
-	}
-	if ap.Selector != nil {
-		checkSelectorLabels(v, "selector.matchLabels", ap.Selector.MatchLabels)
-	}
-	if ap.TargetRef != nil {
-		checkTargetRef(v, "targetRef", ap.TargetRef.Group, ap.TargetRef.Kind, ap.TargetRef.Name, ap.TargetRef.Namespace)
-	}
-	for i, r := range ap.TargetRefs {
-		checkTargetRef(v, at("targetRefs", i), r.GetGroup(), r.GetKind(), r.GetName(), r.GetNamespace())
-	}
+	checkPolicyTarget(v, ap.Selector, ap.TargetRef, ap.TargetRefs)
 	if ap.Action == security.AuthorizationPolicy_CUSTOM {
 		validateCustomPolicy(v, ap)
 	}
@@ -106,6 +90,29 @@ func validateAuthorizationPolicy(v *validator, ap *security.AuthorizationPolicy)
 				checkCondition(v, cp, c)
 			}
 		}
+	}
+}
+
+// checkPolicyTarget applies Istio's rules on what a policy selects: one of
+// a workload selector, targetRef and targetRefs, each valid.
+func checkPolicyTarget(v *validator, selector *typev1beta1.WorkloadSelector, targetRef *typev1beta1.PolicyTargetReference, targetRefs []*typev1beta1.PolicyTargetReference) {
+	set := 0
+	for _, s := range []bool{selector != nil, targetRef != nil, len(targetRefs) > 0} {
+		if s {
+			set++
+		}
+	}
+	if set > 1 {
+		v.add("selector", "only one of selector, targetRef and targetRefs can be set")
+	}
+	if selector != nil {
+		checkSelectorLabels(v, "selector.matchLabels", selector.MatchLabels)
+	}
+	if targetRef != nil {
+		checkTargetRef(v, "targetRef", targetRef.Group, targetRef.Kind, targetRef.Name, targetRef.Namespace)
+	}
+	for i, r := range targetRefs {
+		checkTargetRef(v, at("targetRefs", i), r.GetGroup(), r.GetKind(), r.GetName(), r.GetNamespace())
 	}
 }
 

@@ -97,30 +97,11 @@ func (e Envoy) HTTPFilters() ([]*hcmv3.HttpFilter, error) {
 		out = append(out, rbacHTTP(AuditFilterName, &rbacv3.RBAC{Rules: audit, ShadowRules: auditShadow}))
 	}
 	o := ruleOptions{jwt: true, askProvider: func(p *model.AuthorizationPolicy) bool { return asked[p.Provider] }}
-	deny, allow, err := rules(e.Policies, HTTP, o)
+	rbac, err := rbacFilters(e.Policies, o)
 	if err != nil {
 		return nil, err
 	}
-	o.dryRun = true
-	shadowDeny, shadowAllow, err := rules(e.Policies, HTTP, o)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range []struct {
-		name          string
-		rules, shadow *rbacconfigv3.RBAC
-		prefix        string
-	}{{DenyFilterName, deny, shadowDeny, dryRunDenyPrefix}, {AllowFilterName, allow, shadowAllow, dryRunAllowPrefix}} {
-		if f.rules == nil && f.shadow == nil {
-			continue
-		}
-		cfg := &rbacv3.RBAC{Rules: f.rules}
-		if f.shadow != nil {
-			cfg.ShadowRules, cfg.ShadowRulesStatPrefix = f.shadow, f.prefix
-		}
-		out = append(out, rbacHTTP(f.name, cfg))
-	}
-	return out, nil
+	return append(out, rbac...), nil
 }
 
 // NetworkFilters returns the network filters of an inbound TCP chain, in

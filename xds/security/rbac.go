@@ -65,16 +65,10 @@ const (
 // translated (e.g. a serviceAccounts entry that is not <namespace>/<name>)
 // is an error: the caller fails closed.
 //
-// Dry-run policies are left out (shadowRules has them), AUDIT policies too
+// Dry-run policies are left out (rules with ruleOptions.dryRun has them), AUDIT policies too
 // (they only log), and CUSTOM policies count as DENY (model.AuthorizationPolicy).
 func Rules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
 	return rules(policies, proto, ruleOptions{})
-}
-
-// shadowRules is Rules for the dry-run policies only: Envoy's shadow rules,
-// evaluated for stats and never enforced.
-func shadowRules(policies []*model.AuthorizationPolicy, proto Protocol) (deny, allow *rbacconfigv3.RBAC, err error) {
-	return rules(policies, proto, ruleOptions{dryRun: true})
 }
 
 // ruleOptions say what a proxy can enforce beyond the common rules.
@@ -202,11 +196,20 @@ func withoutHTTPFields(r *security.Rule) (*security.Rule, bool) {
 // stat prefixes istio_dry_run_deny_ and istio_dry_run_allow_; a filter with
 // shadow rules only enforces nothing (grpc-go ignores shadow rules).
 func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, error) {
-	deny, allow, err := Rules(policies, HTTP)
+	return rbacFilters(policies, ruleOptions{})
+}
+
+// rbacFilters is RBACFilters for a proxy that can enforce what o says
+// beyond the common rules (o.dryRun is not read: both the enforced and the
+// dry-run rules are built).
+func rbacFilters(policies []*model.AuthorizationPolicy, o ruleOptions) ([]*hcmv3.HttpFilter, error) {
+	o.dryRun = false
+	deny, allow, err := rules(policies, HTTP, o)
 	if err != nil {
 		return nil, err
 	}
-	shadowDeny, shadowAllow, err := shadowRules(policies, HTTP)
+	o.dryRun = true
+	shadowDeny, shadowAllow, err := rules(policies, HTTP, o)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +226,7 @@ func RBACFilters(policies []*model.AuthorizationPolicy) ([]*hcmv3.HttpFilter, er
 		if f.shadow != nil {
 			cfg.ShadowRules, cfg.ShadowRulesStatPrefix = f.shadow, f.prefix
 		}
-		out = append(out, &hcmv3.HttpFilter{Name: f.name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: translate.MustAny(cfg)}})
+		out = append(out, rbacHTTP(f.name, cfg))
 	}
 	return out, nil
 }

@@ -73,8 +73,9 @@ func stateOf(t string, ts *xds.TypeStatus) TypeState {
 	return s
 }
 
-// sortedTypes returns the types in xDS order, other types after, sorted.
-func sortedTypes(types map[string]*xds.TypeStatus) []string {
+// sortedTypes returns the type URLs keying types in xDS order, other types
+// after, sorted.
+func sortedTypes[V any](types map[string]V) []string {
 	var out []string
 	for _, t := range mainTypes() {
 		if _, ok := types[t]; ok {

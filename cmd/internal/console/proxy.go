@@ -81,7 +81,7 @@ func (c *Console) proxy(ctx context.Context, id string) (ProxyPage, int) {
 	if dump.Proxy.ServiceAccount != "" {
 		p.Identity = c.identity(dump.Proxy.Namespace, dump.Proxy.ServiceAccount)
 	}
-	for _, t := range sortedResourceTypes(dump.Resources) {
+	for _, t := range sortedTypes(dump.Resources) {
 		rt := ResourceType{Type: t}
 		for _, name := range slices.Sorted(maps.Keys(dump.Resources[t])) {
 			var b bytes.Buffer
@@ -94,21 +94,6 @@ func (c *Console) proxy(ctx context.Context, id string) (ProxyPage, int) {
 		p.Resources = append(p.Resources, rt)
 	}
 	return p, http.StatusOK
-}
-
-func sortedResourceTypes(m map[string]map[string]json.RawMessage) []string {
-	var out []string
-	for _, t := range mainTypes() {
-		if _, ok := m[t]; ok {
-			out = append(out, t)
-		}
-	}
-	for _, t := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(mainTypes(), t) {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // configDump asks the config-dump handler for the proxy's config.

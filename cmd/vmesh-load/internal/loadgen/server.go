@@ -215,36 +215,7 @@ func RunBaseline(ctx context.Context, dir string, logger *slog.Logger, ready fun
 			return b.ensure(r.GetNode())
 		},
 	})
-	gs := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("loadgen: baseline: %w", err)
-	}
-	ctl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		lis.Close()
-		return fmt.Errorf("loadgen: baseline: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /prepare", func(w http.ResponseWriter, _ *http.Request) {
-		if err := b.prepare(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
-	mux.HandleFunc("POST /apply", func(w http.ResponseWriter, _ *http.Request) {
-		if err := b.apply(ctx); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ctl) }()
-	go func() { _ = gs.Serve(lis) }()
-	ready(Addrs{XDS: lis.Addr().String(), Control: ctl.Addr().String()})
-	<-ctx.Done()
-	gs.Stop()
-	_ = hs.Close()
-	return nil
+	return serveControlled(ctx, "baseline", srv, b.prepare, b.apply, ready)
 }
 
 func loadModel(dir string) (*model.Snapshot, error) {
@@ -335,19 +306,7 @@ func (b *baseline) apply(ctx context.Context) error {
 // Each type's version is a hash of its resources, so a type that did not
 // change is not pushed; delta versions are computed here too.
 func buildSnapshot(s *model.Snapshot, p *xds.Proxy) (*cachev3.Snapshot, error) {
-	lds, err := xds.Listeners(s, p)
-	if err != nil {
-		return nil, err
-	}
-	rds, err := xds.Routes(s, p)
-	if err != nil {
-		return nil, err
-	}
-	cds, err := xds.Clusters(s, p)
-	if err != nil {
-		return nil, err
-	}
-	eds, err := xds.Endpoints(s, p)
+	res, err := groupResources(s, p)
 	if err != nil {
 		return nil, err
 	}
@@ -364,16 +323,8 @@ func buildSnapshot(s *model.Snapshot, p *xds.Proxy) (*cachev3.Snapshot, error) {
 		out.Resources[cachev3.GetResponseType(typeURL)] = cachev3.NewResources(strconv.FormatUint(h.Sum64(), 36), items)
 		return nil
 	}
-	for _, t := range []struct {
-		url   string
-		items []types.Resource
-	}{
-		{resourcev3.ListenerType, asResources(lds)},
-		{resourcev3.RouteType, asResources(rds)},
-		{resourcev3.ClusterType, asResources(cds)},
-		{resourcev3.EndpointType, asResources(eds)},
-	} {
-		if err := add(t.url, t.items); err != nil {
+	for _, t := range proxyTypes {
+		if err := add(t, res[t]); err != nil {
 			return nil, err
 		}
 	}
