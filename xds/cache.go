@@ -64,17 +64,13 @@ type cache struct {
 	// channel of each delta stream by id, for its close.
 	deltaRequests map[*discoveryv3.DeltaDiscoveryRequest]int64
 	deltaStreams  map[int64]chan cachev3.DeltaResponse
-	// outs are the Envoy sidecar scopes' parts for snap, by
-	// model.OutboundKey (outbound.go): every sidecar group of a scope is
-	// composed from its one part.
-	outs map[string]*outboundPart
-	// memo is the sidecar scopes' shared clusters at its snapshot.
-	memo *clusterMemo
+	// kinds are the proxy kinds of the table (kinds.go), each with what
+	// it keeps across the cache's groups (an Envoy sidecar's scope parts).
+	kinds map[model.ProxyKind]*cacheKind
 
-	// groupFlights and outFlights generate new groups and scope parts
-	// outside mu, one per key and snapshot (flight.go).
+	// groupFlights generate new groups outside mu, one per key and
+	// snapshot (flight.go).
 	groupFlights flights[*generation]
-	outFlights   flights[*outboundPart]
 	// generating, when set (tests), is called with a group's key before
 	// the group is generated outside mu.
 	generating func(key string)
@@ -256,10 +252,46 @@ func (c *cache) watchKeyLocked(w *watch, s *model.Snapshot) string {
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
-	return &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
-		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{},
-		outs: map[string]*outboundPart{}}
+	c := &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
+		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{}}
+	c.kinds = map[model.ProxyKind]*cacheKind{}
+	for _, row := range kindTable() {
+		c.kinds[row.name] = &cacheKind{row: row, cache: row.newCache(c)}
+	}
+	return c
 }
+
+// cacheKind is one kind of the table and its part of the cache.
+type cacheKind struct {
+	row   kindRow
+	cache kindCache
+}
+
+// kindFor returns p's kind in the cache; for an unknown kind, one whose
+// every generation fails.
+func (c *cache) kindFor(p *Proxy) *cacheKind {
+	if k := c.kinds[p.Kind]; k != nil {
+		return k
+	}
+	return &cacheKind{cache: unknownKind{}}
+}
+
+// unknownKind is the cache's part of a kind the table does not have.
+type unknownKind struct{}
+
+func (unknownKind) build(_ *model.Snapshot, p *Proxy, _ string) (*generation, error) {
+	return nil, fmt.Errorf("proxy %s: unknown proxy kind %q", p.ID, p.Kind)
+}
+
+func (unknownKind) push(*model.Snapshot, *model.Diff, []*generation) pushStep {
+	return func(old *generation, _ string) (*generation, *genDiff, error) {
+		return nil, nil, fmt.Errorf("proxy %s: unknown proxy kind %q", old.proxy.ID, old.proxy.Kind)
+	}
+}
+
+func (unknownKind) adopt(*generation)                                 {}
+func (unknownKind) installed(*model.Snapshot, map[string]*generation) {}
+func (unknownKind) dropped(*generation, map[string]*generation)       {}
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
 func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
@@ -415,57 +447,16 @@ func (c *cache) generateGroup(s *model.Snapshot, p *Proxy, key string) {
 		}
 		if c.gens[key] == nil {
 			c.gens[key] = g
-			if g.out != nil && c.outs[g.out.key] == nil {
-				c.outs[g.out.key] = g.out
-			}
+			c.kindFor(p).cache.adopt(g)
 		}
 		c.metrics.groups.Set(float64(len(c.gens)))
 		return g, nil
 	})
 }
 
-// build generates a group at s; a sidecar group on its scope's part at s
-// (outbound).
+// build generates a group at s, by its kind's part of the cache.
 func (c *cache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-	if p.Kind != KindSidecar {
-		return generate(s, p, key)
-	}
-	out, err := c.outbound(s, p)
-	if err != nil {
-		return nil, err
-	}
-	return generateSidecar(s, p, key, out)
-}
-
-// outbound returns the part of p's scope at s: the cache's, else
-// generated once (outFlights) and kept when s is still the cache's
-// snapshot. Callers do not hold c.mu.
-func (c *cache) outbound(s *model.Snapshot, p *Proxy) (*outboundPart, error) {
-	key := model.OutboundKey(s, p.Workload())
-	c.mu.Lock()
-	o := c.outs[key]
-	c.mu.Unlock()
-	if o != nil && o.snap == s {
-		return o, nil
-	}
-	return c.outFlights.do(s, key, func() (*outboundPart, error) {
-		c.mu.Lock()
-		o := c.outs[key]
-		c.mu.Unlock()
-		if o != nil && o.snap == s {
-			return o, nil
-		}
-		o, err := generateOutbound(s, p, key, c.clusterMemoFor(s))
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		if c.snap == s {
-			c.outs[key] = o
-		}
-		c.mu.Unlock()
-		return o, nil
-	})
+	return c.kindFor(p).cache.build(s, p, key)
 }
 
 // respondLocked answers w from g when the proxy's view of the subscribed
@@ -719,80 +710,39 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	}
 	var jobs []*job
 	keys := map[string]bool{}
-	// Sidecar scopes first: each scope's part once, then its groups on it.
-	scopes := map[string]*outboundChange{}
-	memo := c.clusterMemoFor(s)
-	var scopeJobs []func()
-	for _, g := range live {
-		key := liveKeys[g]
-		if !md.SameViewKeys() {
-			key = GroupKey(s, g.proxy)
+	newKey := func(g *generation) string {
+		if md.SameViewKeys() {
+			return liveKeys[g]
 		}
+		return GroupKey(s, g.proxy)
+	}
+	// Each kind readies its groups' push first (an Envoy sidecar's scope
+	// parts, once per scope), then the groups are brought forward on all
+	// cores.
+	byKind := map[*cacheKind][]*generation{}
+	var kinds []*cacheKind
+	for _, g := range live {
+		key := newKey(g)
 		if !keys[key] {
 			keys[key] = true
 			jobs = append(jobs, &job{key: key, old: g})
 		}
-		if g.proxy.Kind != KindSidecar {
-			continue
+		k := c.kindFor(g.proxy)
+		if _, ok := byKind[k]; !ok {
+			kinds = append(kinds, k)
 		}
-		okey := model.OutboundKey(s, g.proxy.Workload())
-		if oc := scopes[okey]; oc != nil {
-			if oc.base == nil && g.out != nil && g.out.key == okey {
-				oc.base = g.out
-			}
-			continue
-		}
-		oc := &outboundChange{}
-		if g.out != nil && g.out.key == okey {
-			oc.base = g.out
-		}
-		scopes[okey] = oc
-		p := g.proxy
-		scopeJobs = append(scopeJobs, func() {
-			start := time.Now()
-			switch {
-			case oc.base != nil && md != nil && md.Empty():
-				*oc = *rebaseOutbound(oc.base, s)
-			case oc.base != nil && md != nil && !md.Global:
-				oc.part, oc.changed, oc.err = updateOutbound(oc.base, s, md)
-			default:
-				oc.part, oc.err = generateOutbound(s, p, okey, memo)
-				if oc.err == nil && oc.base != nil {
-					oc.changed = diffOutbound(oc.base, oc.part) // once per scope, not per VM
-				}
-			}
-			if oc.err != nil {
-				c.logger.Error("generating xDS config", "scope", okey, "version", Version(s), "error", oc.err)
-			}
-			c.metrics.generations.Inc()
-			c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
-		})
+		byKind[k] = append(byKind[k], g)
 	}
-	parallel(scopeJobs)
+	steps := make(map[*cacheKind]pushStep, len(kinds))
+	for _, k := range kinds {
+		steps[k] = k.cache.push(s, md, byKind[k])
+	}
 	var groupJobs []func()
 	for _, j := range jobs {
+		step := steps[c.kindFor(j.old.proxy)]
 		groupJobs = append(groupJobs, func() {
 			start := time.Now()
-			switch {
-			case j.old.proxy.Kind == KindSidecar:
-				oc := scopes[model.OutboundKey(s, j.old.proxy.Workload())]
-				switch {
-				case oc.err != nil:
-					j.err = oc.err
-				case j.key == j.old.key:
-					j.gen, j.diff, j.err = updateSidecar(j.old, s, md, oc)
-				default:
-					j.gen, j.err = generateSidecar(s, j.old.proxy, j.key, oc.part)
-				}
-			case j.key == j.old.key && j.old.incremental(md):
-				j.gen, j.diff, j.err = j.old.update(s, md)
-			case j.key == j.old.key && md != nil && md.Empty():
-				j.gen, j.diff = j.old.rebase(s)
-			case j.key == j.old.key && md != nil && md.EndpointsOnly():
-				j.gen, _, j.err = j.old.withEndpoints(s)
-			default:
-				j.gen, j.err = generate(s, j.old.proxy, j.key)
-			}
+			j.gen, j.diff, j.err = step(j.old, j.key)
 			c.metrics.generations.Inc()
 			c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
 		})
@@ -815,16 +765,13 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 			diffs[j.gen] = diffGenerations(j.old, j.gen)
 		}
 	}
-	outs := make(map[string]*outboundPart, len(scopes))
-	for k, oc := range scopes {
-		if oc.part != nil {
-			outs[k] = oc.part
-		}
-	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snap, c.gens, c.genErrs, c.diffs, c.outs = s, gens, errs, diffs, outs
+	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
+	for _, k := range c.kinds {
+		k.cache.installed(s, gens)
+	}
 	c.rekeyMembersLocked(oldSnap, md)
 	// Watches whose group has no generation yet (their proxy's group had
 	// none at the previous snapshot, or changed key): generated outside the

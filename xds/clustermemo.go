@@ -111,14 +111,3 @@ func generateClaimed(v *model.View, refs []model.Cluster, out []*memoCluster, cl
 		close(mc.ready)
 	}
 }
-
-// clusterMemoFor returns the cache's memo for snapshot s, a new one when
-// it holds another snapshot's.
-func (c *cache) clusterMemoFor(s *model.Snapshot) *clusterMemo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.memo == nil || c.memo.snap != s {
-		c.memo = newClusterMemo(s)
-	}
-	return c.memo
-}

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// incremental reports whether a group's generation can be brought from its
-// snapshot to the next one by update rather than generated again: a
-// proxyless gRPC group whose inputs differ only in host-bound config.
+// incremental reports whether a proxyless group's generation can be
+// brought from its snapshot to the next one by update rather than
+// generated again: its inputs differ only in host-bound config.
 func (g *generation) incremental(d *model.Diff) bool {
-	return d != nil && !d.Global && g.proxy.Kind == KindGRPC
+	return d != nil && !d.Global
 }
 
 // update returns the generation for snapshot s, given what differs from
@@ -48,7 +48,7 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	cds := grpcgen.ClustersOf(v, refs)
 	eds := grpcgen.EndpointsOf(refs)
 
-	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: make(map[string]*resourceMap, len(typeURLs))}
+	n := &generation{snap: s, proxy: g.proxy, kind: g.kind, key: g.key, version: Version(s), types: make(map[string]*resourceMap, len(typeURLs))}
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
 	fresh := make(map[string]map[string]*resource, len(typeURLs))
 	for _, t := range typeURLs {
@@ -306,7 +306,7 @@ func routesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
 // rebase returns g for snapshot s when nothing the generators read differs
 // (model.Diff.Empty): the same resources under s's version.
 func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
-	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: maps.Clone(g.types)}
+	n := &generation{snap: s, proxy: g.proxy, kind: g.kind, key: g.key, version: Version(s), types: maps.Clone(g.types)}
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
 	g.mu.Lock()
 	n.inbound = maps.Clone(g.inbound)
@@ -323,3 +323,41 @@ func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
 	}
 	return n, gd
 }
+
+// proxylessCache is proxyless gRPC's part of a cache: it keeps nothing
+// across groups.
+type proxylessCache struct{}
+
+func newProxylessCache(*cache) kindCache { return proxylessCache{} }
+
+var _ kindCache = proxylessCache{}
+
+func (proxylessCache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	return generateProxyless(s, p, key)
+}
+
+// push brings a proxyless group forward: by update when only host-bound
+// inputs differ (incremental), as it was when nothing the generators read
+// differs (rebase), EDS only when only endpoints differ (withEndpoints),
+// else generated again.
+func (proxylessCache) push(s *model.Snapshot, md *model.Diff, _ []*generation) pushStep {
+	return func(old *generation, key string) (*generation, *genDiff, error) {
+		switch {
+		case key == old.key && old.incremental(md):
+			return old.update(s, md)
+		case key == old.key && md != nil && md.Empty():
+			g, d := old.rebase(s)
+			return g, d, nil
+		case key == old.key && md != nil && md.EndpointsOnly():
+			g, _, err := old.withEndpoints(s)
+			return g, nil, err
+		default:
+			g, err := generateProxyless(s, old.proxy, key)
+			return g, nil, err
+		}
+	}
+}
+
+func (proxylessCache) adopt(*generation)                                 {}
+func (proxylessCache) installed(*model.Snapshot, map[string]*generation) {}
+func (proxylessCache) dropped(*generation, map[string]*generation)       {}

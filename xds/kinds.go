@@ -44,7 +44,8 @@ type generators struct {
 }
 
 // kindRow is one proxy kind in the table: its name, the node GENERATOR
-// that selects it, what its generators read, and its generators.
+// that selects it, what its generators read, its generators, and how the
+// server generates, brings forward and serves its groups.
 type kindRow struct {
 	name model.ProxyKind
 	// generator is the node metadata GENERATOR of the kind's nodes; ""
@@ -52,16 +53,72 @@ type kindRow struct {
 	generator string
 	reads     model.Reads
 	gens      generators
+	// generate generates a group of the kind in full, on its own.
+	generate func(s *model.Snapshot, p *Proxy, key string) (*generation, error)
+	// newCache returns the kind's part of one cache: what it keeps across
+	// the cache's groups and how a push brings them forward.
+	newCache func(c *cache) kindCache
+	// lookup returns a resource of g the kind makes on demand by name
+	// (nil: none); nil when the kind makes none.
+	lookup func(g *generation, typeURL, name string) *resource
+	// staged: the kind's state-of-the-world streams get make-before-break
+	// (staging.go).
+	staged bool
+	// agentStreams: the kind's streams may be a VM agent's own, which ask
+	// for the WorkloadGroup they register under (workloadgroup.go).
+	agentStreams bool
+	// envoy: the kind's proxies are Envoys, in front of a workload that
+	// takes mTLS (Proxy.RunsEnvoy).
+	envoy bool
 }
 
+// kindCache is one kind's part of a cache.
+type kindCache interface {
+	// build generates group key of p at s, for the cache (sharing what
+	// the kind keeps across groups at s).
+	build(s *model.Snapshot, p *Proxy, key string) (*generation, error)
+	// push prepares bringing the kind's live groups to s, given what
+	// differs from their snapshot (md; nil when there was none), and
+	// returns the step that brings one forward under its key at s.
+	push(s *model.Snapshot, md *model.Diff, live []*generation) pushStep
+	// adopt is told, under the cache's lock, that g, generated at the
+	// cache's snapshot, is one of its groups.
+	adopt(g *generation)
+	// installed is told, under the cache's lock, that a push made gens
+	// the cache's groups at s.
+	installed(s *model.Snapshot, gens map[string]*generation)
+	// dropped is told, under the cache's lock, that g left the cache,
+	// whose groups are now gens.
+	dropped(g *generation, gens map[string]*generation)
+}
+
+// pushStep brings a group forward to a push's snapshot under key: its new
+// generation, and the names that changed when known (nil: the cache
+// compares the generations).
+type pushStep func(old *generation, key string) (*generation, *genDiff, error)
+
 // kindTable is the one table of proxy kinds vmesh serves, in order. Adding
-// a kind is one package under xds and one row here.
-func kindTable() []kindRow {
-	return []kindRow{
-		{name: sidecar.Kind{}.Name(), reads: sidecar.Kind{}.Reads(),
-			gens: generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil, nil}},
-		{name: grpcgen.Kind{}.Name(), generator: node.GeneratorGRPC, reads: grpcgen.Kind{}.Reads(),
-			gens: generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, NameTable}},
+// a kind is one package under xds and one row here (and one more in the
+// array's length: an array, so that looking a kind up allocates nothing).
+func kindTable() [2]kindRow {
+	return [...]kindRow{
+		{
+			name: sidecar.Kind{}.Name(), reads: sidecar.Kind{}.Reads(),
+			gens: generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil, nil},
+			generate: func(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+				return generateSidecar(s, p, key, nil)
+			},
+			newCache: newSidecarCache,
+			envoy:    true,
+		},
+		{
+			name: grpcgen.Kind{}.Name(), generator: node.GeneratorGRPC, reads: grpcgen.Kind{}.Reads(),
+			gens:     generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, NameTable},
+			generate: generateProxyless,
+			newCache: newProxylessCache,
+			lookup:   proxylessLookup,
+			staged:   true, agentStreams: true,
+		},
 	}
 }
 
@@ -98,6 +155,15 @@ func kindNames() []model.ProxyKind {
 		out = append(out, r.name)
 	}
 	return out
+}
+
+// generate builds all resource types for a group, by its kind's row.
+func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	k, err := kindNamed(p.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+	}
+	return k.generate(s, p, key)
 }
 
 // generatorsFor returns the generators of w's kind.

@@ -74,7 +74,7 @@ func (c *cache) leaveGroupLocked(key string) {
 	if g := c.gens[key]; g != nil {
 		delete(c.diffs, g)
 		delete(c.gens, key)
-		c.releaseOutboundLocked(g.out)
+		c.kindFor(g.proxy).cache.dropped(g, c.gens)
 	}
 	delete(c.genErrs, key)
 	c.metrics.groups.Set(float64(len(c.gens)))
@@ -143,18 +143,4 @@ func (c *cache) closeStreamLocked(ref streamRef) {
 		delete(c.members, ref)
 		c.leaveGroupLocked(m.key)
 	}
-}
-
-// releaseOutboundLocked drops a scope's part when no group of the cache
-// uses it any more. Callers hold c.mu.
-func (c *cache) releaseOutboundLocked(o *outboundPart) {
-	if o == nil || c.outs[o.key] != o {
-		return
-	}
-	for _, g := range c.gens {
-		if g.out == o {
-			return
-		}
-	}
-	delete(c.outs, o.key)
 }

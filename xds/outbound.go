@@ -728,7 +728,11 @@ func ownChanges(prev, own ownPart) map[string]map[string]bool {
 // composed from this own part and resources of out's equal to the part
 // they were composed on (see updateSidecar); they are taken as they are.
 func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart, check bool, kept map[string]*resourceMap) (*generation, error) {
-	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: maps.Clone(out.types), inbound: map[string]*resource{}, out: out, own: own}
+	kind, err := kindNamed(p.Kind)
+	if err != nil {
+		return nil, err
+	}
+	g := &generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: maps.Clone(out.types), inbound: map[string]*resource{}, out: out, own: own}
 	for t, rs := range own {
 		if m := kept[t]; m != nil {
 			g.types[t] = m

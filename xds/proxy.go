@@ -68,6 +68,13 @@ func (p *Proxy) Workload() model.Workload {
 	return model.Workload{ID: p.ID, Kind: p.Kind, Reads: reads, Namespace: p.Namespace, Labels: p.Labels, IPs: p.IPs, WorkloadName: p.WorkloadName, Locality: p.Locality}
 }
 
+// RunsEnvoy reports whether the proxy is an Envoy (its kind's row in the
+// table says so), in front of a workload that takes mTLS.
+func (p *Proxy) RunsEnvoy() bool {
+	k, err := kindNamed(p.Kind)
+	return err == nil && k.envoy
+}
+
 // GroupKey returns the key of the proxy's group: proxies with one key get
 // identical generated config, so it is generated and serialised once for
 // all of them. It is the key of the proxy's model.View, which derives it

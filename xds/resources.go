@@ -11,7 +11,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -22,7 +21,6 @@ import (
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
-	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
 // The resource types vmesh serves, in push order.
@@ -108,8 +106,10 @@ func resourceFromBytes(name string, m proto.Message, b []byte) *resource {
 // resource maps are immutable; inbound listeners, whose names only the
 // proxies know, are generated on first request and cached.
 type generation struct {
-	snap    *model.Snapshot
-	proxy   *Proxy // the proxy that defined the group
+	snap  *model.Snapshot
+	proxy *Proxy // the proxy that defined the group
+	// kind is the row of the group's kind (kindTable).
+	kind    kindRow
 	key     string
 	version string
 	// types holds each type's resources by name. A generation derived
@@ -171,12 +171,13 @@ func (g *generation) count(typeURL string) int {
 	return 0
 }
 
-// generate builds all resource types for a group.
-func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-	if p.Kind == KindSidecar {
-		return generateSidecar(s, p, key, nil)
+// generateProxyless builds all resource types for a proxyless gRPC group.
+func generateProxyless(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	kind, err := kindNamed(p.Kind)
+	if err != nil {
+		return nil, err
 	}
-	g := &generation{snap: s, proxy: p, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
+	g := &generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
 	v := model.NewView(s, p.Workload())
 	gens, err := generatorsFor(v.Workload())
 	if err != nil {
@@ -212,19 +213,10 @@ func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
 	return g, nil
 }
 
-// consistent checks the references between the generated resources: for
-// sidecars with sidecar.Resources.Consistent, which follows every filter
-// and route inside the listeners; for proxyless gRPC with Consistent.
-// missing says which clusters routes name on purpose although there is
+// consistent checks the references between a proxyless group's generated
+// resources (Consistent). missing says which clusters routes name on purpose although there is
 // none (model.View.MissingCluster).
 func (g *generation) consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, missing func(string) bool) error {
-	if g.proxy.Kind == KindSidecar {
-		r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Missing: missing}
-		for _, n := range slices.Sorted(g.types[resourcev3.EndpointType].Keys()) {
-			r.Endpoints = append(r.Endpoints, g.get(resourcev3.EndpointType, n).msg.(*endpointv3.ClusterLoadAssignment))
-		}
-		return r.Consistent()
-	}
 	eds := make(map[string]bool, g.count(resourcev3.EndpointType))
 	for n := range g.types[resourcev3.EndpointType].Keys() {
 		eds[n] = true
@@ -232,23 +224,12 @@ func (g *generation) consistent(lds []*listenerv3.Listener, rds []*routev3.Route
 	return Consistent(lds, rds, cds, eds, missing)
 }
 
-// withEndpoints returns a generation for s that shares everything but EDS
-// with g: used when only endpoints changed. When the endpoint change reaches
-// beyond EDS (a LOGICAL_DNS cluster carries its endpoint in CDS), it
-// generates everything again and reports full.
+// withEndpoints returns a proxyless group's generation for s that shares
+// everything but EDS with g: used when only endpoints changed. When the
+// endpoint change reaches beyond EDS (a LOGICAL_DNS cluster carries its
+// endpoint in CDS; endpoints decide automatic mTLS and the SANs a cluster
+// verifies), it generates everything again and reports full.
 func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool, err error) {
-	if g.proxy.Kind == KindSidecar {
-		// A sidecar's listeners and clusters depend on endpoints in many
-		// ways (its own endpoints make its inbound ports; endpoints' service
-		// accounts are the SANs clusters verify; DNS clusters list their
-		// hosts): generate everything and push more than EDS only when
-		// something besides EDS changed.
-		n, err := generate(s, g.proxy, g.key)
-		if err != nil {
-			return nil, true, err
-		}
-		return n, !n.sameBesidesEDS(g), nil
-	}
 	v := model.NewView(s, g.proxy.Workload())
 	svcs := v.Services()
 	for _, svc := range svcs {
@@ -260,29 +241,13 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 			return n, true, err
 		}
 	}
-	if g.proxy.Kind == KindGRPC && tlsChanged(g.snap, model.NewView(g.snap, g.proxy.Workload()), v, svcs) {
+	if tlsChanged(g.snap, model.NewView(g.snap, g.proxy.Workload()), v, svcs) {
 		// Endpoints decide automatic mTLS and the SANs a cluster verifies.
 		n, err := generate(s, g.proxy, g.key)
 		return n, true, err
 	}
 	n, err = g.endpointsOnly(s, v)
 	return n, false, err
-}
-
-// sameBesidesEDS reports whether g and o hold the same listeners, routes
-// and clusters.
-func (g *generation) sameBesidesEDS(o *generation) bool {
-	for _, t := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType} {
-		if g.count(t) != o.count(t) {
-			return false
-		}
-		for n, r := range g.types[t].All() {
-			if x := o.get(t, n); x == nil || x.hash != r.hash {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // tlsChanged reports whether an endpoint change altered the TLS of any of
@@ -322,7 +287,7 @@ func (g *generation) endpointsOnly(s *model.Snapshot, v *model.View) (*generatio
 	if err != nil {
 		return nil, err
 	}
-	n := &generation{snap: s, proxy: g.proxy, key: g.key, version: Version(s), types: maps.Clone(g.types)}
+	n := &generation{snap: s, proxy: g.proxy, kind: g.kind, key: g.key, version: Version(s), types: maps.Clone(g.types)}
 	g.mu.Lock()
 	n.inbound = make(map[string]*resource, len(g.inbound))
 	for k, v := range g.inbound {
@@ -335,11 +300,11 @@ func (g *generation) endpointsOnly(s *model.Snapshot, v *model.View) (*generatio
 	return n, nil
 }
 
-// generateEDSFrom builds the EDS resources. With prev (an EDS-only change),
-// assignments of services whose endpoints did not change are reused, so
-// only the changed ones are built and serialised again.
+// generateEDSFrom builds a proxyless group's EDS resources. With prev (an
+// EDS-only change), assignments of services whose endpoints did not change
+// are reused, so only the changed ones are built and serialised again.
 func (g *generation) generateEDSFrom(v *model.View, gens generators, prev *generation) error {
-	if g.proxy.Kind != KindGRPC || prev == nil {
+	if prev == nil {
 		eds, err := gens.endpoints(v)
 		if err != nil {
 			return err
@@ -443,7 +408,17 @@ func (g *generation) lookup(typeURL, name string) *resource {
 		}
 		return r
 	}
-	if typeURL == resourcev3.ListenerType && g.proxy.Kind == KindGRPC && !strings.HasPrefix(name, InboundListenerPrefix) {
+	if g.kind.lookup != nil {
+		return g.kind.lookup(g, typeURL, name)
+	}
+	return nil
+}
+
+// proxylessLookup makes a proxyless group's resources on demand: the
+// server listeners named by their address and the short-name listeners
+// (shortNameListener).
+func proxylessLookup(g *generation, typeURL, name string) *resource {
+	if typeURL == resourcev3.ListenerType && !strings.HasPrefix(name, InboundListenerPrefix) {
 		return g.shortNameListener(name)
 	}
 	if typeURL != resourcev3.ListenerType || len(name) <= len(InboundListenerPrefix) || name[:len(InboundListenerPrefix)] != InboundListenerPrefix {

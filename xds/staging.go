@@ -93,10 +93,11 @@ type stagedStream struct {
 	cds bool
 }
 
-// stagedFor returns w's stream state when w's stream is staged (proxyless
-// gRPC over SotW), creating it when create is set; else nil.
+// stagedFor returns w's stream state when w's stream is staged (state of
+// the world, of a kind whose row says staged: proxyless gRPC), creating it
+// when create is set; else nil.
 func (c *cache) stagedFor(w *watch, create bool) *stagedStream {
-	if w.sotw == nil || w.proxy.Kind != KindGRPC {
+	if w.sotw == nil || !c.kindFor(w.proxy).row.staged {
 		return nil
 	}
 	st := c.staged[w.sotw]

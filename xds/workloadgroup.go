@@ -15,10 +15,10 @@ const WorkloadGroupType = "type.googleapis.com/istio.networking.v1alpha3.Workloa
 
 // workloadGroupResources generates the WorkloadGroup resources of a View:
 // the groups of its namespace, for kinds whose streams may be an agent's
-// own (proxyless gRPC nodes); an empty map for the others.
-func workloadGroupResources(v *model.View) (*resourceMap, error) {
+// own (agent: kindRow.agentStreams); an empty map for the others.
+func workloadGroupResources(v *model.View, agent bool) (*resourceMap, error) {
 	e := cowmap.New[string, *resource]().Edit()
-	if v.Workload().Kind != KindGRPC {
+	if !agent {
 		return e.Map(), nil
 	}
 	for _, wg := range v.WorkloadGroups() {
@@ -33,7 +33,7 @@ func workloadGroupResources(v *model.View) (*resourceMap, error) {
 
 // addWorkloadGroups adds the WorkloadGroups to a generation being built.
 func (g *generation) addWorkloadGroups(v *model.View) error {
-	m, err := workloadGroupResources(v)
+	m, err := workloadGroupResources(v, g.kind.agentStreams)
 	if err != nil {
 		return err
 	}
@@ -48,12 +48,12 @@ func (g *generation) addWorkloadGroups(v *model.View) error {
 // comparison of the namespace's groups.
 func (g *generation) refreshWorkloadGroups(n *generation, gd *genDiff) error {
 	ns := n.proxy.Workload().Namespace
-	if n.proxy.Kind != KindGRPC || model.SameWorkloadGroups(g.snap, n.snap, ns) {
+	if !n.kind.agentStreams || model.SameWorkloadGroups(g.snap, n.snap, ns) {
 		n.types[WorkloadGroupType] = g.types[WorkloadGroupType]
 		gd.changed[WorkloadGroupType] = map[string]bool{}
 		return nil
 	}
-	m, err := workloadGroupResources(model.NewView(n.snap, n.proxy.Workload()))
+	m, err := workloadGroupResources(model.NewView(n.snap, n.proxy.Workload()), true)
 	if err != nil {
 		return err
 	}

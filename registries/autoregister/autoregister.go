@@ -223,7 +223,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 	e.proxy = p
 	// The agent labels its own node when it runs Envoy (registration
 	// belongs to the agent's stream; Envoy's node names no group).
-	e.envoy = e.envoy || p.Kind == xds.KindSidecar || p.Labels[meshlabels.TLSModeLabel] == meshlabels.TLSModeIstio
+	e.envoy = e.envoy || p.RunsEnvoy() || p.Labels[meshlabels.TLSModeLabel] == meshlabels.TLSModeIstio
 	e.streams[stream] = true
 	r.byStream[stream] = key
 	if e.expire != nil {

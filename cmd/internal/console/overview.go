@@ -86,14 +86,10 @@ func (c *Console) overview() Overview {
 		o.Registries = slices.Clone(c.src.Registries())
 	}
 	if c.src.Syncz != nil {
+		byKind := map[model.ProxyKind]int{}
 		for _, s := range c.src.Syncz() {
 			o.Proxies.Total++
-			switch s.Kind {
-			case model.KindGRPC:
-				o.Proxies.GRPC++
-			default:
-				o.Proxies.Sidecar++
-			}
+			byKind[s.Kind]++
 			switch worst(s.Types) {
 			case StateNACK:
 				o.Proxies.Nacking++
@@ -101,6 +97,7 @@ func (c *Console) overview() Overview {
 				o.Proxies.Stale++
 			}
 		}
+		o.Proxies.GRPC, o.Proxies.Sidecar = byKind[model.KindGRPC], byKind[model.KindSidecar]
 	}
 	return o
 }

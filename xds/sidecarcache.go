@@ -1,0 +1,179 @@
+package xds
+
+import (
+	"sync"
+	"time"
+
+	"github.com/vmesh/vmesh/model"
+)
+
+// sidecarCache is the Envoy sidecar's part of a cache: the scopes' parts
+// at the cache's snapshot, by model.OutboundKey (outbound.go), from which
+// every sidecar group of a scope is composed, and the clusters the scopes
+// share (clusterMemo).
+type sidecarCache struct {
+	c *cache // for its logger and metrics
+
+	mu   sync.Mutex
+	snap *model.Snapshot // the cache's snapshot
+	outs map[string]*outboundPart
+	// memo is the scopes' shared clusters at its snapshot.
+	memo *clusterMemo
+	// outFlights generate scope parts outside the cache's lock, one per
+	// key and snapshot (flight.go).
+	outFlights flights[*outboundPart]
+}
+
+func newSidecarCache(c *cache) kindCache {
+	return &sidecarCache{c: c, outs: map[string]*outboundPart{}}
+}
+
+var _ kindCache = (*sidecarCache)(nil)
+
+// build generates a sidecar group on its scope's part at s (outbound).
+func (sc *sidecarCache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+	out, err := sc.outbound(s, p)
+	if err != nil {
+		return nil, err
+	}
+	return generateSidecar(s, p, key, out)
+}
+
+// outbound returns the part of p's scope at s: the cache's, else
+// generated once (outFlights) and kept when s is still the cache's
+// snapshot.
+func (sc *sidecarCache) outbound(s *model.Snapshot, p *Proxy) (*outboundPart, error) {
+	key := model.OutboundKey(s, p.Workload())
+	sc.mu.Lock()
+	o := sc.outs[key]
+	sc.mu.Unlock()
+	if o != nil && o.snap == s {
+		return o, nil
+	}
+	return sc.outFlights.do(s, key, func() (*outboundPart, error) {
+		sc.mu.Lock()
+		o := sc.outs[key]
+		sc.mu.Unlock()
+		if o != nil && o.snap == s {
+			return o, nil
+		}
+		o, err := generateOutbound(s, p, key, sc.clusterMemoFor(s))
+		if err != nil {
+			return nil, err
+		}
+		sc.mu.Lock()
+		if sc.snap == s {
+			sc.outs[key] = o
+		}
+		sc.mu.Unlock()
+		return o, nil
+	})
+}
+
+// clusterMemoFor returns the memo for snapshot s, a new one when it holds
+// another snapshot's.
+func (sc *sidecarCache) clusterMemoFor(s *model.Snapshot) *clusterMemo {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.memo == nil || sc.memo.snap != s {
+		sc.memo = newClusterMemo(s)
+	}
+	return sc.memo
+}
+
+// push brings the scopes of the live groups to s first, each once: from
+// its part at the previous snapshot by what differs (updateOutbound), or
+// generated again. Each group is then composed on its scope's new part
+// and its own (updateSidecar, or generateSidecar under a new key).
+func (sc *sidecarCache) push(s *model.Snapshot, md *model.Diff, live []*generation) pushStep {
+	scopes := map[string]*outboundChange{}
+	memo := sc.clusterMemoFor(s)
+	var scopeJobs []func()
+	for _, g := range live {
+		okey := model.OutboundKey(s, g.proxy.Workload())
+		if oc := scopes[okey]; oc != nil {
+			if oc.base == nil && g.out != nil && g.out.key == okey {
+				oc.base = g.out
+			}
+			continue
+		}
+		oc := &outboundChange{}
+		if g.out != nil && g.out.key == okey {
+			oc.base = g.out
+		}
+		scopes[okey] = oc
+		p := g.proxy
+		scopeJobs = append(scopeJobs, func() {
+			start := time.Now()
+			switch {
+			case oc.base != nil && md != nil && md.Empty():
+				*oc = *rebaseOutbound(oc.base, s)
+			case oc.base != nil && md != nil && !md.Global:
+				oc.part, oc.changed, oc.err = updateOutbound(oc.base, s, md)
+			default:
+				oc.part, oc.err = generateOutbound(s, p, okey, memo)
+				if oc.err == nil && oc.base != nil {
+					oc.changed = diffOutbound(oc.base, oc.part) // once per scope, not per VM
+				}
+			}
+			if oc.err != nil {
+				sc.c.logger.Error("generating xDS config", "scope", okey, "version", Version(s), "error", oc.err)
+			}
+			sc.c.metrics.generations.Inc()
+			sc.c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+		})
+	}
+	parallel(scopeJobs)
+	return func(old *generation, key string) (*generation, *genDiff, error) {
+		oc := scopes[model.OutboundKey(s, old.proxy.Workload())]
+		switch {
+		case oc.err != nil:
+			return nil, nil, oc.err
+		case key == old.key:
+			return updateSidecar(old, s, md, oc)
+		default:
+			g, err := generateSidecar(s, old.proxy, key, oc.part)
+			return g, nil, err
+		}
+	}
+}
+
+// adopt keeps the scope part of a group generated at the cache's
+// snapshot.
+func (sc *sidecarCache) adopt(g *generation) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if g.out != nil && sc.outs[g.out.key] == nil {
+		sc.outs[g.out.key] = g.out
+	}
+}
+
+// installed keeps the scope parts of the groups a push installed.
+func (sc *sidecarCache) installed(s *model.Snapshot, gens map[string]*generation) {
+	outs := map[string]*outboundPart{}
+	for _, g := range gens {
+		if g.out != nil {
+			outs[g.out.key] = g.out
+		}
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.snap, sc.outs = s, outs
+}
+
+// dropped drops a scope's part when no group of the cache uses it any
+// more.
+func (sc *sidecarCache) dropped(g *generation, gens map[string]*generation) {
+	o := g.out
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if o == nil || sc.outs[o.key] != o {
+		return
+	}
+	for _, g := range gens {
+		if g.out == o {
+			return
+		}
+	}
+	delete(sc.outs, o.key)
+}
