@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -38,14 +36,11 @@ type cache struct {
 	// any watch.
 	controlPlane *corev3.ControlPlane
 
-	mu      sync.Mutex
-	snap    *model.Snapshot
-	gens    map[string]*generation // by group key, for snap
-	genErrs map[string]error       // groups that failed to generate, for snap
-	// diffs says, for each generation made by the last push from an older
-	// one, which resource names changed: watches whose names did not change
-	// are not re-examined.
-	diffs   map[*generation]*genDiff
+	mu sync.Mutex
+	// groups is the generation side (groups.go): what is served, by group.
+	// The rest is the stream side: what each stream watches, was sent and
+	// holds. Both are guarded by mu.
+	groups
 	watches map[*watch]struct{}
 	// sent records, per stream and type, the last answer: the request that
 	// follows it (an ACK or NACK with an unchanged subscription) then
@@ -64,16 +59,6 @@ type cache struct {
 	// channel of each delta stream by id, for its close.
 	deltaRequests map[*discoveryv3.DeltaDiscoveryRequest]int64
 	deltaStreams  map[int64]chan cachev3.DeltaResponse
-	// kinds are the proxy kinds of the table (kinds.go), each with what
-	// it keeps across the cache's groups (an Envoy sidecar's scope parts).
-	kinds map[model.ProxyKind]*cacheKind
-
-	// groupFlights generate new groups outside mu, one per key and
-	// snapshot (flight.go).
-	groupFlights flights[*generation]
-	// generating, when set (tests), is called with a group's key before
-	// the group is generated outside mu.
-	generating func(key string)
 }
 
 // streamKey names one type of one ADS stream: go-control-plane gives each
@@ -124,33 +109,6 @@ func (c *cache) heldGeneration(w *watch) *generation {
 		return nil
 	}
 	return st.gen
-}
-
-// genDiff is what changed between a group's previous generation and its
-// current one, per type URL.
-type genDiff struct {
-	prev    *generation
-	changed map[string]map[string]bool
-	// inboundSame says the on-demand server listeners cannot differ (the
-	// generation was updated, not generated again), so changed covers
-	// every listener name.
-	inboundSame bool
-}
-
-// diffGenerations compares two generations of a group resource by resource.
-func diffGenerations(prev, next *generation) *genDiff {
-	d := &genDiff{prev: prev, changed: make(map[string]map[string]bool, len(typeURLs))}
-	same := func(a, b *resource) bool { return a == b || a.hash == b.hash }
-	for _, t := range typeURLs {
-		ch := map[string]bool{}
-		if prev.types[t] != nil && next.types[t] != nil {
-			for n := range cowmap.Changed(prev.types[t], next.types[t], same) {
-				ch[n] = true
-			}
-		}
-		d.changed[t] = ch
-	}
-	return d
 }
 
 // covers reports whether d's changed names are all a watch last examined
@@ -252,7 +210,7 @@ func (c *cache) watchKeyLocked(w *watch, s *model.Snapshot) string {
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
-	c := &cache{logger: logger, metrics: m, gens: map[string]*generation{}, genErrs: map[string]error{}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
+	c := &cache{logger: logger, metrics: m, groups: groups{gens: map[string]*generation{}, genErrs: map[string]error{}}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
 		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{}}
 	c.kinds = map[model.ProxyKind]*cacheKind{}
 	for _, row := range kindTable() {
@@ -260,38 +218,6 @@ func newCache(logger *slog.Logger, m *metrics) *cache {
 	}
 	return c
 }
-
-// cacheKind is one kind of the table and its part of the cache.
-type cacheKind struct {
-	row   kindRow
-	cache kindCache
-}
-
-// kindFor returns p's kind in the cache; for an unknown kind, one whose
-// every generation fails.
-func (c *cache) kindFor(p *Proxy) *cacheKind {
-	if k := c.kinds[p.Kind]; k != nil {
-		return k
-	}
-	return &cacheKind{cache: unknownKind{}}
-}
-
-// unknownKind is the cache's part of a kind the table does not have.
-type unknownKind struct{}
-
-func (unknownKind) build(_ *model.Snapshot, p *Proxy, _ string) (*generation, error) {
-	return nil, fmt.Errorf("proxy %s: unknown proxy kind %q", p.ID, p.Kind)
-}
-
-func (unknownKind) push(*model.Snapshot, *model.Diff, []*generation) pushStep {
-	return func(old *generation, _ string) (*generation, *genDiff, error) {
-		return nil, nil, fmt.Errorf("proxy %s: unknown proxy kind %q", old.proxy.ID, old.proxy.Kind)
-	}
-}
-
-func (unknownKind) adopt(*generation)                                 {}
-func (unknownKind) installed(*model.Snapshot, map[string]*generation) {}
-func (unknownKind) dropped(*generation, map[string]*generation)       {}
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
 func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
@@ -388,75 +314,6 @@ func (c *cache) closeWatchLocked(w *watch) {
 	if st := c.stagedFor(w, false); st != nil && st.open[w.typeURL] == w {
 		delete(st.open, w.typeURL)
 	}
-}
-
-// ensureGenerationLocked returns the group generation of w's proxy for
-// the current snapshot, generating it on first use; nil when generation
-// fails (the error is logged once per group and snapshot). A new group is
-// generated with c.mu released (other streams are answered meanwhile) and
-// the lock taken again; when a push installed a newer snapshot in between,
-// the group is looked up or generated at that one. Callers hold c.mu and
-// c.snap is not nil.
-func (c *cache) ensureGenerationLocked(w *watch) *generation {
-	for {
-		s := c.snap
-		key := w.groupKey(s)
-		if g := c.gens[key]; g != nil {
-			return g
-		}
-		if _, failed := c.genErrs[key]; failed {
-			return nil
-		}
-		c.mu.Unlock()
-		c.generateGroup(s, w.proxy, key)
-		c.mu.Lock()
-		if c.snap == s {
-			return c.gens[key]
-		}
-	}
-}
-
-// generateGroup generates the group key of proxy p at snapshot s, unless
-// another stream is generating it (then it waits for that), and installs it
-// (or its error) when s is still the cache's snapshot. Callers do not hold
-// c.mu.
-func (c *cache) generateGroup(s *model.Snapshot, p *Proxy, key string) {
-	_, _ = c.groupFlights.do(s, key, func() (*generation, error) {
-		c.mu.Lock()
-		g, done := c.gens[key], c.snap != s
-		c.mu.Unlock()
-		if g != nil || done {
-			return g, nil
-		}
-		if c.generating != nil {
-			c.generating(key)
-		}
-		start := time.Now()
-		g, err := c.build(s, p, key)
-		c.metrics.generations.Inc()
-		c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.snap != s {
-			return g, err // a push replaced the snapshot: its groups are its own
-		}
-		if err != nil {
-			c.genErrs[key] = err
-			c.logger.Error("generating xDS config", "group", key, "proxy", p.ID, "version", Version(s), "error", err)
-			return nil, err
-		}
-		if c.gens[key] == nil {
-			c.gens[key] = g
-			c.kindFor(p).cache.adopt(g)
-		}
-		c.metrics.groups.Set(float64(len(c.gens)))
-		return g, nil
-	})
-}
-
-// build generates a group at s, by its kind's part of the cache.
-func (c *cache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-	return c.kindFor(p).cache.build(s, p, key)
 }
 
 // respondLocked answers w from g when the proxy's view of the subscribed
@@ -663,14 +520,9 @@ type pushStats struct {
 }
 
 // push installs a new model snapshot and answers every open watch whose
-// resources changed. Groups are brought forward from their previous
-// generation by what differs between the snapshots (model.Compare):
-// proxyless groups regenerate only the resources of the hosts whose inputs
-// differ (generation.update); sidecar groups are composed from their
-// scope's part, brought forward once per scope the same way
-// (updateOutbound), and their own part, kept unless what it reads differs
-// (updateSidecar). changed is when the first change of the push was seen,
-// for latency.
+// resources changed. The groups are brought forward by their kinds
+// (advance, groups.go); changed is when the first change of the push was
+// seen, for latency.
 func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	// Regenerate the groups with open watches outside the lock; watches keep
 	// being answered from the previous snapshot meanwhile. Other groups (of
@@ -696,82 +548,11 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	}
 	c.mu.Unlock()
 
-	// Groups are independent: generate them on all cores.
-	type job struct {
-		key  string
-		old  *generation
-		gen  *generation
-		diff *genDiff
-		err  error
-	}
-	var md *model.Diff
-	if oldSnap != nil {
-		md = model.Compare(oldSnap, s)
-	}
-	var jobs []*job
-	keys := map[string]bool{}
-	newKey := func(g *generation) string {
-		if md.SameViewKeys() {
-			return liveKeys[g]
-		}
-		return GroupKey(s, g.proxy)
-	}
-	// Each kind readies its groups' push first (an Envoy sidecar's scope
-	// parts, once per scope), then the groups are brought forward on all
-	// cores.
-	byKind := map[*cacheKind][]*generation{}
-	var kinds []*cacheKind
-	for _, g := range live {
-		key := newKey(g)
-		if !keys[key] {
-			keys[key] = true
-			jobs = append(jobs, &job{key: key, old: g})
-		}
-		k := c.kindFor(g.proxy)
-		if _, ok := byKind[k]; !ok {
-			kinds = append(kinds, k)
-		}
-		byKind[k] = append(byKind[k], g)
-	}
-	steps := make(map[*cacheKind]pushStep, len(kinds))
-	for _, k := range kinds {
-		steps[k] = k.cache.push(s, md, byKind[k])
-	}
-	var groupJobs []func()
-	for _, j := range jobs {
-		step := steps[c.kindFor(j.old.proxy)]
-		groupJobs = append(groupJobs, func() {
-			start := time.Now()
-			j.gen, j.diff, j.err = step(j.old, j.key)
-			c.metrics.generations.Inc()
-			c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
-		})
-	}
-	parallel(groupJobs)
-	gens := make(map[string]*generation, len(jobs))
-	diffs := make(map[*generation]*genDiff, len(jobs))
-	errs := map[string]error{}
-	for _, j := range jobs {
-		if j.err != nil {
-			errs[j.key] = j.err
-			c.logger.Error("generating xDS config", "group", j.key, "version", Version(s), "error", j.err)
-			continue
-		}
-		gens[j.key] = j.gen
-		switch {
-		case j.diff != nil:
-			diffs[j.gen] = j.diff
-		case j.key == j.old.key:
-			diffs[j.gen] = diffGenerations(j.old, j.gen)
-		}
-	}
+	gens, diffs, errs, md := c.advance(oldSnap, s, live, liveKeys)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
-	for _, k := range c.kinds {
-		k.cache.installed(s, gens)
-	}
+	c.install(s, gens, errs, diffs)
 	c.rekeyMembersLocked(oldSnap, md)
 	// Watches whose group has no generation yet (their proxy's group had
 	// none at the previous snapshot, or changed key): generated outside the
@@ -827,46 +608,6 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	st.groups = len(c.gens)
 	c.metrics.groups.Set(float64(len(c.gens)))
 	return st
-}
-
-// parallel runs fns on GOMAXPROCS goroutines and waits for them.
-func parallel(fns []func()) {
-	next := make(chan func())
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(fns)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for fn := range next {
-				fn()
-			}
-		}()
-	}
-	for _, fn := range fns {
-		next <- fn
-	}
-	close(next)
-	wg.Wait()
-}
-
-// generationFor returns the current generation for a proxy, for debug output.
-func (c *cache) generationFor(p *Proxy) *generation {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.snap == nil {
-		return nil
-	}
-	return c.ensureGenerationLocked(&watch{proxy: p})
-}
-
-// groupKey returns the proxy's current group key, or "".
-func (c *cache) groupKey(p *Proxy) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.snap == nil {
-		return ""
-	}
-	return GroupKey(c.snap, p)
 }
 
 // sotwResponse is a state-of-the-world answer built from shared,
