@@ -3,6 +3,7 @@ package model
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
@@ -186,4 +187,39 @@ func sameMesh(a, b Mesh) bool {
 		a.TCPKeepalive = b.TCPKeepalive
 	}
 	return a == b
+}
+
+// AffectedHosts returns the hosts whose generated resources may differ
+// between prev and next, given d, their Diff: every host in the diff, and
+// every host whose VirtualService (in either snapshot) routes to a host
+// whose services or DestinationRules differ (routesTo says whether a
+// VirtualService names a host of either set: each kind's generators name
+// clusters from their own parts of a route), since the cluster a route
+// names for a destination depends on the host's ports (a destination
+// without a port takes the host's only port) and on whether the cluster
+// exists.
+func AffectedHosts(prev, next *Snapshot, d *Diff, routesTo func(vs *VirtualService, a, b map[string]bool) bool) map[string]bool {
+	out := d.Hosts()
+	if len(d.Services) == 0 && len(d.DestinationRules) == 0 {
+		return out
+	}
+	for _, s := range []*Snapshot{prev, next} {
+		for _, vs := range s.VirtualServices {
+			if !routesTo(vs, d.Services, d.DestinationRules) {
+				continue
+			}
+			for _, h := range vs.Hosts {
+				if !strings.HasPrefix(h, "*") {
+					out[h] = true
+					continue
+				}
+				for _, svc := range s.Services {
+					if HostMatches(h, svc.Hostname) {
+						out[svc.Hostname] = true
+					}
+				}
+			}
+		}
+	}
+	return out
 }

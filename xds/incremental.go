@@ -25,13 +25,13 @@ func (g *generation) incremental(d *model.Diff) bool {
 
 // update returns the generation for snapshot s, given what differs from
 // g's snapshot: the resources of the hosts whose inputs differ (see
-// affectedHosts) are generated again by the same generators as generate;
+// grpc.AffectedHosts) are generated again by the same generators as generate;
 // every other resource is g's, shared with its serialised form. The result
 // is what generate would return for s (TestIncrementalMatchesFull). It also
 // returns which names changed, so the cache need not compare every
 // resource.
 func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *genDiff, error) {
-	dirty := affectedHosts(g.snap, s, d)
+	dirty := grpcgen.AffectedHosts(g.snap, s, d)
 	// The proxy's services among the dirty hosts, in host order as its
 	// View's Services are.
 	v := model.NewView(s, g.proxy.Workload())
@@ -248,59 +248,6 @@ func resourceHost(typeURL, name string) string {
 		}
 	}
 	return name
-}
-
-// affectedHosts returns the hosts whose proxyless resources may differ
-// between prev and next: every host in the diff, and every host whose
-// VirtualService (in either snapshot) routes to a host whose services or
-// DestinationRules differ, since the cluster a route names for a
-// destination depends on the host's ports (a destination without a port
-// takes the host's only port) and on whether the cluster exists (the hash
-// policy is that of the first one that does).
-func affectedHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
-	return affectedHostsBy(prev, next, d, routesToAny)
-}
-
-// affectedHostsBy is affectedHosts with routesTo saying whether a
-// VirtualService names a host of either set.
-func affectedHostsBy(prev, next *model.Snapshot, d *model.Diff, routesTo func(*model.VirtualService, map[string]bool, map[string]bool) bool) map[string]bool {
-	out := d.Hosts()
-	if len(d.Services) == 0 && len(d.DestinationRules) == 0 {
-		return out
-	}
-	for _, s := range []*model.Snapshot{prev, next} {
-		for _, vs := range s.VirtualServices {
-			if !routesTo(vs, d.Services, d.DestinationRules) {
-				continue
-			}
-			for _, h := range vs.Hosts {
-				if !strings.HasPrefix(h, "*") {
-					out[h] = true
-					continue
-				}
-				for _, svc := range s.Services {
-					if model.HostMatches(h, svc.Hostname) {
-						out[svc.Hostname] = true
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-// routesToAny reports whether an HTTP route of vs has a destination among
-// the hosts of either set.
-func routesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
-	for _, hr := range vs.Spec.GetHttp() {
-		for _, dst := range hr.GetRoute() {
-			h := model.DestinationHost(dst.GetDestination().GetHost(), vs.Namespace)
-			if a[h] || b[h] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // rebase returns g for snapshot s when nothing the generators read differs

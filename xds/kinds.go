@@ -113,7 +113,7 @@ func kindTable() [2]kindRow {
 		},
 		{
 			name: grpcgen.Kind{}.Name(), generator: node.GeneratorGRPC, reads: grpcgen.Kind{}.Reads(),
-			gens:     generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, NameTable},
+			gens:     generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, grpcgen.NameTable},
 			generate: generateProxyless,
 			newCache: newProxylessCache,
 			lookup:   proxylessLookup,

@@ -1,11 +1,9 @@
 package xds
 
 import (
-	"net/netip"
-	"strings"
-
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
+	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/nds"
 )
 
@@ -18,58 +16,6 @@ const NameTableType = nds.TypeURL
 
 // NameTableName names the one name table resource of a proxy.
 const NameTableName = "nametable"
-
-// NameTable returns the name table for a proxy's View: every visible,
-// non-wildcard service host with its addresses (the ServiceEntry's, or the
-// VIP vmesh allocated from 240.240.0.0/16), as Istio's BuildNameTable does
-// for ServiceEntries. Hosts of the form name.namespace.svc.<domain> carry
-// their short name and namespace with Istio's Kubernetes registry, so the
-// agent also answers "name", "name.namespace" and "name.namespace.svc".
-// CIDR addresses, which no DNS answer can name, are skipped, and so are
-// hosts left without an address.
-func NameTable(v *model.View) (nds.Table, error) {
-	t := nds.Table{}
-	for _, svc := range v.Services() {
-		if _, seen := t[svc.Hostname]; seen {
-			continue // one entry per host
-		}
-		if ni, ok := nameInfoOf(svc); ok {
-			t[svc.Hostname] = ni
-		}
-	}
-	return t, nil
-}
-
-// nameInfoOf returns a service's name table entry; false for none (no
-// service, a wildcard host, no address a DNS answer can carry).
-func nameInfoOf(svc *model.Service) (nds.NameInfo, bool) {
-	if svc == nil || svc.Hostname == "" || strings.HasPrefix(svc.Hostname, "*") {
-		return nds.NameInfo{}, false
-	}
-	var ips []string
-	for _, a := range svc.Addresses {
-		if ip, err := netip.ParseAddr(a); err == nil {
-			ips = append(ips, ip.String())
-		}
-	}
-	if len(ips) == 0 {
-		return nds.NameInfo{}, false
-	}
-	ni := nds.NameInfo{IPs: ips, Registry: nds.RegistryExternal}
-	if short, ns, ok := kubernetesStyle(svc.Hostname); ok {
-		ni.Registry, ni.Shortname, ni.Namespace = nds.RegistryKubernetes, short, ns
-	}
-	return ni, true
-}
-
-// kubernetesStyle splits "name.namespace.svc.<domain>".
-func kubernetesStyle(host string) (short, ns string, ok bool) {
-	parts := strings.Split(host, ".")
-	if len(parts) < 4 || parts[2] != "svc" || parts[0] == "" || parts[1] == "" {
-		return "", "", false
-	}
-	return parts[0], parts[1], true
-}
 
 // nameTableResources generates the name table resource for a View with
 // the kind's generator; an empty map when the kind has none (every type of
@@ -116,8 +62,8 @@ func (g *generation) updateNameTable(n *generation, gd *genDiff, dirty map[strin
 		pv, nv := model.NewView(g.snap, w), model.NewView(n.snap, w)
 		same := true
 		for h := range dirty {
-			a, aok := nameInfoOf(pv.ServiceFor(h))
-			b, bok := nameInfoOf(nv.ServiceFor(h))
+			a, aok := grpcgen.NameInfoOf(pv.ServiceFor(h))
+			b, bok := grpcgen.NameInfoOf(nv.ServiceFor(h))
 			if aok != bok || !(nds.Table{h: a}).Equal(nds.Table{h: b}) {
 				same = false
 				break

@@ -199,7 +199,7 @@ func diffOutbound(a, b *outboundPart) map[string]map[string]bool {
 // (which do not read endpoints) are kept. The result equals
 // generateOutbound for s (TestSidecarIncrementalMatchesFull).
 func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboundPart, map[string]map[string]bool, error) {
-	dirty := affectedSidecarHosts(o.snap, s, d)
+	dirty := sidecar.AffectedHosts(o.snap, s, d)
 	v := model.NewView(s, o.proxy.Workload())
 	svcs := v.ServicesOf(slices.Collect(maps.Keys(dirty)))
 	refs := v.ClustersOf(svcs)
@@ -219,14 +219,14 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	var lds []*listenerv3.Listener
 	var freshHosts []*routev3.VirtualHost
 	if !d.EndpointsOnly() {
-		ports := portsOf(dirty, o.snap, s)
+		ports := sidecar.PortsOf(dirty, o.snap, s)
 		// With the same services (so the same targets), a listener differs
 		// only where it reads the touched hosts' VirtualServices: the ports
 		// where they have TCP or TLS services. A change of HTTP routes
 		// regenerates no listener.
 		lports := ports
 		if len(d.Services) == 0 {
-			lports = listenerRoutedPorts(dirty, s)
+			lports = sidecar.ListenerRoutedPorts(dirty, s)
 		}
 		gen := sidecar.NewOutbound(v)
 		var err error
@@ -527,102 +527,6 @@ func routeClustersExist(vhs []*routev3.VirtualHost, has func(string) bool) error
 	return nil
 }
 
-// listenerRoutedPorts returns the ports of the services of hosts at s
-// whose VirtualService routes are in their outbound listeners
-// (sidecar.RoutedInListener): TCP and TLS ports.
-func listenerRoutedPorts(hosts map[string]bool, s *model.Snapshot) map[uint32]bool {
-	out := map[uint32]bool{}
-	for h := range hosts {
-		for _, svc := range s.ServicesForHost(h) {
-			for _, p := range svc.Ports {
-				if sidecar.RoutedInListener(p.Protocol) {
-					out[p.Number] = true
-				}
-			}
-		}
-	}
-	return out
-}
-
-// portsOf returns every port of the services of hosts in either snapshot,
-// and port 80 where a VirtualService host that no service has is involved.
-func portsOf(hosts map[string]bool, snaps ...*model.Snapshot) map[uint32]bool {
-	out := map[uint32]bool{}
-	for _, s := range snaps {
-		for h := range hosts {
-			svcs := s.ServicesForHost(h)
-			for _, svc := range svcs {
-				for _, p := range svc.Ports {
-					out[p.Number] = true
-				}
-			}
-			// A VirtualService host that no service has routes on port 80
-			// when its VirtualService is bound to no HTTP service
-			// (sidecar.Outbound.Routes), so its changes and its VirtualService's
-			// (bound services come and go) touch port 80 too.
-			if len(svcs) == 0 {
-				out[80] = true
-			}
-			for _, vs := range s.VirtualServicesForHost(h) {
-				for _, vh := range vs.Hosts {
-					if len(s.ServicesForHost(vh)) == 0 {
-						out[80] = true
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-// affectedSidecarHosts is affectedHosts for a sidecar: a route also names
-// clusters through its mirrors and TCP routes.
-func affectedSidecarHosts(prev, next *model.Snapshot, d *model.Diff) map[string]bool {
-	return affectedHostsBy(prev, next, d, sidecarRoutesToAny)
-}
-
-// sidecarRoutesToAny reports whether a route of vs (HTTP destination or
-// mirror, TCP or TLS destination) names a host of either set.
-func sidecarRoutesToAny(vs *model.VirtualService, a, b map[string]bool) bool {
-	in := func(host string) bool {
-		if host == "" {
-			return false
-		}
-		h := model.DestinationHost(host, vs.Namespace)
-		return a[h] || b[h]
-	}
-	for _, hr := range vs.Spec.GetHttp() {
-		for _, dst := range hr.GetRoute() {
-			if in(dst.GetDestination().GetHost()) {
-				return true
-			}
-		}
-		if in(hr.GetMirror().GetHost()) {
-			return true
-		}
-		for _, m := range hr.GetMirrors() {
-			if in(m.GetDestination().GetHost()) {
-				return true
-			}
-		}
-	}
-	for _, tr := range vs.Spec.GetTcp() {
-		for _, dst := range tr.GetRoute() {
-			if in(dst.GetDestination().GetHost()) {
-				return true
-			}
-		}
-	}
-	for _, tr := range vs.Spec.GetTls() {
-		for _, dst := range tr.GetRoute() {
-			if in(dst.GetDestination().GetHost()) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // generateOwn generates a sidecar's own part.
 func generateOwn(s *model.Snapshot, p *Proxy) (ownPart, error) {
 	v := model.NewView(s, p.Workload())
@@ -650,42 +554,6 @@ func generateOwn(s *model.Snapshot, p *Proxy) (ownPart, error) {
 		own[resourcev3.ClusterType] = append(own[resourcev3.ClusterType], r)
 	}
 	return own, nil
-}
-
-// ownUnchanged reports whether a sidecar's own part is the same at s as at
-// prev, given what differs (a non-global diff): it reads the services and
-// their DestinationRules only through the endpoints it owns, so only a
-// changed service or DestinationRule of a host with such an endpoint in
-// either snapshot can change it.
-func ownUnchanged(w model.Workload, prev, s *model.Snapshot, d *model.Diff) bool {
-	if d == nil || d.Global {
-		return false
-	}
-	// Its inbound clusters read its services and their DestinationRules
-	// (the connection pool, applied server-side).
-	for _, hosts := range []map[string]bool{d.Services, d.DestinationRules} {
-		if ownsAny(w, hosts, prev, s) {
-			return false
-		}
-	}
-	return true
-}
-
-// ownsAny reports whether w has an endpoint in a service of one of hosts
-// at either snapshot.
-func ownsAny(w model.Workload, hosts map[string]bool, prev, s *model.Snapshot) bool {
-	for h := range hosts {
-		for _, snap := range []*model.Snapshot{prev, s} {
-			for _, svc := range snap.ServicesForHost(h) {
-				for _, e := range svc.Endpoints {
-					if sidecar.OwnsEndpoint(w, e) {
-						return true
-					}
-				}
-			}
-		}
-	}
-	return false
 }
 
 // ownChanges returns the names of own that differ from prev's; own's
@@ -784,7 +652,7 @@ func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart)
 func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outboundChange) (*generation, *genDiff, error) {
 	own := g.own
 	var ownCh map[string]map[string]bool
-	fresh := g.own == nil || !ownUnchanged(g.proxy.Workload(), g.snap, s, d)
+	fresh := g.own == nil || !sidecar.OwnUnchanged(g.proxy.Workload(), g.snap, s, d)
 	if fresh {
 		var err error
 		if own, err = generateOwn(s, g.proxy); err != nil {

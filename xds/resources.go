@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,45 +240,13 @@ func (g *generation) withEndpoints(s *model.Snapshot) (n *generation, full bool,
 			return n, true, err
 		}
 	}
-	if tlsChanged(g.snap, model.NewView(g.snap, g.proxy.Workload()), v, svcs) {
+	if grpcgen.TLSChanged(g.snap, model.NewView(g.snap, g.proxy.Workload()), v, svcs) {
 		// Endpoints decide automatic mTLS and the SANs a cluster verifies.
 		n, err := generate(s, g.proxy, g.key)
 		return n, true, err
 	}
 	n, err = g.endpointsOnly(s, v)
 	return n, false, err
-}
-
-// tlsChanged reports whether an endpoint change altered the TLS of any of
-// the proxy's clusters (automatic mTLS, verified SANs), which lives in CDS.
-// Only services whose endpoints changed are examined: an EDS-only push
-// changes nothing else.
-func tlsChanged(prevSnap *model.Snapshot, prev, next *model.View, svcs []*model.Service) bool {
-	for _, svc := range svcs {
-		var old *model.Service
-		for _, o := range prevSnap.ServicesForHost(svc.Hostname) {
-			if o.Namespace == svc.Namespace {
-				old = o
-			}
-		}
-		if old == nil {
-			return true
-		}
-		if model.SameEndpoints(old.Endpoints, svc.Endpoints) {
-			continue
-		}
-		dr := next.DestinationRule(svc)
-		for _, port := range svc.Ports {
-			for _, subset := range append([]string{""}, dr.SubsetNames()...) {
-				o := prev.UpstreamTLS(model.Cluster{Service: old, Port: port, Subset: subset, DestinationRule: dr}, model.AutoMTLSStrictOnly)
-				n := next.UpstreamTLS(model.Cluster{Service: svc, Port: port, Subset: subset, DestinationRule: dr}, model.AutoMTLSStrictOnly)
-				if o.Mode != n.Mode || o.Auto != n.Auto || !slices.Equal(o.SubjectAltNames, n.SubjectAltNames) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 func (g *generation) endpointsOnly(s *model.Snapshot, v *model.View) (*generation, error) {
