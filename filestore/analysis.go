@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -17,7 +19,7 @@ import (
 // (a route's subset against the DestinationRules, a host against the
 // ServiceEntries), which no single object can answer. It runs where the
 // whole set is: on the Store's snapshot in the control plane (every
-// source, registries included: Store.Analysis), and on the files given to
+// source, registries included: Analyses), and on the files given to
 // vmesh validate, analyze and diff (Analyze with complete false). It only
 // warns; nothing it finds rejects config. Only objects read from files or
 // git are warned about (they have a file:line to fix); registry and
@@ -39,7 +41,7 @@ func qualifyHost(host, ns string) string {
 // complete says objs is every object the control plane would have; when it
 // is false (files checked without the registries, which may define more
 // hosts), a host no object defines is an info, not a warning.
-func Analyze(objs []*Object, complete bool) []ConfigError {
+func Analyze(objs []*store.Object, complete bool) []store.ConfigError {
 	a := newAnalysis(objs, complete)
 	for _, o := range objs {
 		if o.Origin.File == "" {
@@ -58,7 +60,7 @@ func Analyze(objs []*Object, complete bool) []ConfigError {
 	}
 	a.conflictingVirtualServices()
 	a.sidecarsWithoutSelector()
-	slices.SortFunc(a.out, func(x, y ConfigError) int {
+	slices.SortFunc(a.out, func(x, y store.ConfigError) int {
 		return cmp.Or(cmp.Compare(x.File, y.File), cmp.Compare(x.Line, y.Line), cmp.Compare(x.Field, y.Field), cmp.Compare(x.Code, y.Code), cmp.Compare(x.Object, y.Object))
 	})
 	return a.out
@@ -66,28 +68,28 @@ func Analyze(objs []*Object, complete bool) []ConfigError {
 
 type analysis struct {
 	complete bool
-	hosts    map[string][]*Object // ServiceEntries by host
+	hosts    map[string][]*store.Object // ServiceEntries by host
 	// selectors indexes the ServiceEntries with a workloadSelector by
 	// namespace and by each selector label (an empty selector under the
 	// zero label).
-	selectors map[string]map[label][]*Object
-	drs       map[string][]*Object // DestinationRules by qualified host
-	gateways  map[Key]bool
+	selectors map[string]map[label][]*store.Object
+	drs       map[string][]*store.Object // DestinationRules by qualified host
+	gateways  map[store.Key]bool
 	// meshVS are the VirtualServices that apply to mesh clients, by
 	// qualified host.
-	meshVS map[string][]*Object
+	meshVS map[string][]*store.Object
 	// wholeSidecars are the Sidecars without a workloadSelector, by
 	// namespace.
-	wholeSidecars map[string][]*Object
+	wholeSidecars map[string][]*store.Object
 	// delegates are the VirtualServices without hosts, which only root
 	// routes' delegate: use.
-	delegates map[Key]*Object
-	out       []ConfigError
+	delegates map[store.Key]*store.Object
+	out       []store.ConfigError
 }
 
-func newAnalysis(objs []*Object, complete bool) *analysis {
-	a := &analysis{complete: complete, hosts: map[string][]*Object{}, selectors: map[string]map[label][]*Object{}, drs: map[string][]*Object{},
-		gateways: map[Key]bool{}, meshVS: map[string][]*Object{}, wholeSidecars: map[string][]*Object{}, delegates: map[Key]*Object{}}
+func newAnalysis(objs []*store.Object, complete bool) *analysis {
+	a := &analysis{complete: complete, hosts: map[string][]*store.Object{}, selectors: map[string]map[label][]*store.Object{}, drs: map[string][]*store.Object{},
+		gateways: map[store.Key]bool{}, meshVS: map[string][]*store.Object{}, wholeSidecars: map[string][]*store.Object{}, delegates: map[store.Key]*store.Object{}}
 	for _, o := range objs {
 		switch spec := o.Spec.(type) {
 		case *networking.ServiceEntry:
@@ -97,7 +99,7 @@ func newAnalysis(objs []*Object, complete bool) *analysis {
 			if sel := spec.GetWorkloadSelector(); sel != nil {
 				idx := a.selectors[o.Namespace]
 				if idx == nil {
-					idx = map[label][]*Object{}
+					idx = map[label][]*store.Object{}
 					a.selectors[o.Namespace] = idx
 				}
 				if len(sel.GetLabels()) == 0 {
@@ -139,30 +141,30 @@ func appliesToMesh(gateways []string) bool {
 	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
 }
 
-func (a *analysis) add(o *Object, field string, sev Severity, code, format string, args ...any) {
-	a.out = append(a.out, ConfigError{File: o.Origin.File, Line: o.FieldLine(field), Object: clip(o.Key.String(), maxField), Field: field,
-		Commit: o.Origin.Commit, Source: o.Origin.Source, Severity: sev, Code: code, Message: fmt.Sprintf(format, args...)}.bounded())
+func (a *analysis) add(o *store.Object, field string, sev store.Severity, code, format string, args ...any) {
+	a.out = append(a.out, store.ConfigError{File: o.Origin.File, Line: o.FieldLine(field), Object: clip(o.Key.String(), maxField), Field: field,
+		Commit: o.Origin.Commit, Source: o.Origin.Source, Severity: sev, Code: code, Message: fmt.Sprintf(format, args...)}.Bounded())
 }
 
 // missingSeverity grades a host no object defines: a warning when the set
 // is complete, an info when registries may define it.
-func (a *analysis) missingSeverity() (Severity, string) {
+func (a *analysis) missingSeverity() (store.Severity, string) {
 	if a.complete {
-		return SeverityWarning, ""
+		return store.SeverityWarning, ""
 	}
-	return SeverityInfo, "; checked without the registries, which may define it"
+	return store.SeverityInfo, "; checked without the registries, which may define it"
 }
 
 // hostDefined reports whether host (qualified, exact) is a ServiceEntry's,
 // or a wildcard that matches one; for a short host that qualifies to no
 // service while a ServiceEntry defines the short name itself, it warns
 // VM2001 and reports true (one warning for one mistake).
-func (a *analysis) hostDefined(o *Object, field, host string) bool {
+func (a *analysis) hostDefined(o *store.Object, field, host string) bool {
 	return a.hostDefinedAt(o, func() string { return field }, host)
 }
 
 // hostDefinedAt is hostDefined with the field written only for a warning.
-func (a *analysis) hostDefinedAt(o *Object, field func() string, host string) bool {
+func (a *analysis) hostDefinedAt(o *store.Object, field func() string, host string) bool {
 	q := qualifyHost(host, o.Namespace)
 	if len(a.hosts[q]) > 0 || q == "*" {
 		return true
@@ -177,7 +179,7 @@ func (a *analysis) hostDefinedAt(o *Object, field func() string, host string) bo
 	}
 	if q != host {
 		if ses := a.hosts[host]; len(ses) > 0 {
-			a.add(o, field(), SeverityWarning, CodeShortHostMismatch,
+			a.add(o, field(), store.SeverityWarning, store.CodeShortHostMismatch,
 				"host %s qualifies to %s, which no ServiceEntry defines, while ServiceEntry %s/%s defines %s: this has no effect (write the same full name, e.g. %s, in both)",
 				quote(host), quote(q), ses[0].Namespace, ses[0].Name, quote(host), quote(q))
 			return true
@@ -186,7 +188,7 @@ func (a *analysis) hostDefinedAt(o *Object, field func() string, host string) bo
 	return false
 }
 
-func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
+func (a *analysis) virtualService(o *store.Object, vs *networking.VirtualService) {
 	mesh := appliesToMesh(vs.GetGateways())
 	for i, gw := range vs.GetGateways() {
 		if gw == "mesh" {
@@ -196,8 +198,8 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 		if !ok {
 			ns, name = o.Namespace, gw
 		}
-		if !a.gateways[Key{Kind: KindGateway, Namespace: ns, Name: name}] {
-			a.add(o, at("gateways", i), SeverityWarning, CodeReferencedResourceNotFound,
+		if !a.gateways[store.Key{Kind: store.KindGateway, Namespace: ns, Name: name}] {
+			a.add(o, at("gateways", i), store.SeverityWarning, store.CodeReferencedResourceNotFound,
 				"Referenced gateway not found: %s: the VirtualService does not apply to it (define Gateway %s/%s, or fix the name)", quote(ns+"/"+name), ns, name)
 		}
 	}
@@ -205,7 +207,7 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 		for i, h := range vs.GetHosts() {
 			if !a.hostDefined(o, at("hosts", i), h) {
 				sev, why := a.missingSeverity()
-				a.add(o, at("hosts", i), sev, CodeHostNotDefined,
+				a.add(o, at("hosts", i), sev, store.CodeHostNotDefined,
 					"no ServiceEntry defines host %s: only Envoy sidecars use it, for requests with that Host on the HTTP ports of the VirtualService's other hosts (port 80 without them), as Istio's do; proxyless gRPC clients never (add a ServiceEntry, or fix the host)%s", quote(qualifyHost(h, o.Namespace)), why)
 			}
 		}
@@ -242,24 +244,24 @@ func (a *analysis) virtualService(o *Object, vs *networking.VirtualService) {
 // delegate checks a root route's delegate: a VirtualService without hosts
 // that exists and is exported to the root's namespace; otherwise the route
 // is dropped (model/delegate.go).
-func (a *analysis) delegate(o *Object, i int, root *networking.HTTPRoute) {
+func (a *analysis) delegate(o *store.Object, i int, root *networking.HTTPRoute) {
 	d := root.GetDelegate()
 	ns := cmp.Or(d.GetNamespace(), o.Namespace)
 	field := fmt.Sprintf("http[%d].delegate", i)
-	do := a.delegates[Key{Kind: KindVirtualService, Namespace: ns, Name: d.GetName()}]
+	do := a.delegates[store.Key{Kind: store.KindVirtualService, Namespace: ns, Name: d.GetName()}]
 	if do == nil {
-		a.add(o, field, SeverityWarning, CodeReferencedResourceNotFound,
+		a.add(o, field, store.SeverityWarning, store.CodeReferencedResourceNotFound,
 			"Referenced delegate VirtualService not found: %s (a delegate has no hosts): the route is dropped", quote(ns+"/"+d.GetName()))
 		return
 	}
 	if exp := exportTo(do); !slices.Contains(exp, "*") && !slices.Contains(exp, o.Namespace) {
-		a.add(o, field, SeverityWarning, CodeDelegateNotExported,
+		a.add(o, field, store.SeverityWarning, store.CodeDelegateNotExported,
 			"delegate VirtualService %s is not exported to namespace %s: the route is dropped (add %s to its exportTo)", quote(ns+"/"+d.GetName()), o.Namespace, o.Namespace)
 		return
 	}
 	for j, dr := range do.Spec.(*networking.VirtualService).GetHttp() {
 		if _, ok := MergeDelegateRoute(root, proto.Clone(dr).(*networking.HTTPRoute)); !ok {
-			a.add(o, field, SeverityWarning, CodeDelegateRouteConflicts,
+			a.add(o, field, store.SeverityWarning, store.CodeDelegateRouteConflicts,
 				"route %d of delegate VirtualService %s matches nothing this route matches: it is dropped (narrow its match to within the root's)", j, quote(ns+"/"+d.GetName()))
 		}
 	}
@@ -279,7 +281,7 @@ func (p destPath) String() string {
 }
 
 // destination checks a route destination's host and subset.
-func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination) {
+func (a *analysis) destination(o *store.Object, dp destPath, d *networking.Destination) {
 	if d == nil || d.GetHost() == "" {
 		return
 	}
@@ -287,12 +289,12 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 	if !a.hostDefinedAt(o, func() string { return dp.String() + ".host" }, d.GetHost()) {
 		path := dp.String()
 		sev, why := a.missingSeverity()
-		a.add(o, path+".host", sev, CodeReferencedResourceNotFound,
+		a.add(o, path+".host", sev, store.CodeReferencedResourceNotFound,
 			"Referenced host not found: %s: its share of the route fails, as in Istio (the route names a cluster that does not exist) (add a ServiceEntry, or fix the host)%s", quote(host), why)
 		return
 	}
 	if port := d.GetPort().GetNumber(); port != 0 && !strings.HasPrefix(host, "*") && !a.hasPort(host, port) {
-		a.add(o, dp.String()+".port.number", SeverityWarning, CodeReferencedResourceNotFound,
+		a.add(o, dp.String()+".port.number", store.SeverityWarning, store.CodeReferencedResourceNotFound,
 			"Referenced host:port not found: %s: no ServiceEntry for the host has port %d, so its share of the route fails, as in Istio (fix the port)", quote(fmt.Sprintf("%s:%d", host, port)), port)
 	}
 	subset := d.GetSubset()
@@ -302,7 +304,7 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 	path := dp.String()
 	dr := a.destinationRuleFor(host, o.Namespace)
 	if dr == nil {
-		a.add(o, path+".subset", SeverityWarning, CodeReferencedResourceNotFound,
+		a.add(o, path+".subset", store.SeverityWarning, store.CodeReferencedResourceNotFound,
 			"Referenced host+subset in destinationrule not found: %s: no DestinationRule is for host %s, so its share of the route fails, as in Istio (define the subset in a DestinationRule)", quote(host+"+"+subset), quote(host))
 		return
 	}
@@ -311,14 +313,14 @@ func (a *analysis) destination(o *Object, dp destPath, d *networking.Destination
 			return
 		}
 	}
-	a.add(o, path+".subset", SeverityWarning, CodeReferencedResourceNotFound,
+	a.add(o, path+".subset", store.SeverityWarning, store.CodeReferencedResourceNotFound,
 		"Referenced host+subset in destinationrule not found: %s: DestinationRule %s/%s has no subset %s, so its share of the route fails, as in Istio (add the subset, or fix the name)", quote(host+"+"+subset), dr.Namespace, dr.Name, quote(subset))
 }
 
 // tcpOnTLSPorts warns about a tcp route that would take a TLS or HTTPS port
 // of a host the VirtualService names: sidecars route such a port by the
 // tls routes only (as Istio's do), so the tcp route has no effect on it.
-func (a *analysis) tcpOnTLSPorts(o *Object, vs *networking.VirtualService) {
+func (a *analysis) tcpOnTLSPorts(o *store.Object, vs *networking.VirtualService) {
 routes:
 	for i, r := range vs.GetTcp() {
 		applies := func(port uint32) bool {
@@ -332,7 +334,7 @@ routes:
 			for _, se := range a.hosts[host] {
 				for _, p := range se.Spec.(*networking.ServiceEntry).GetPorts() {
 					if isTLSProtocol(p.GetProtocol()) && applies(p.GetNumber()) {
-						a.add(o, at("tcp", i), SeverityWarning, CodeL4RouteNotApplied,
+						a.add(o, at("tcp", i), store.SeverityWarning, store.CodeL4RouteNotApplied,
 							"not applied to port %d of %s: it is a %s port, which sidecars route by the VirtualService's tls routes only, as Istio's do (write a tls route with sniHosts for it)",
 							p.GetNumber(), quote(host), strings.ToUpper(p.GetProtocol()))
 						continue routes
@@ -358,7 +360,7 @@ func (a *analysis) hasPort(host string, port uint32) bool {
 // destinationRuleFor picks the DestinationRule of host for a client in ns
 // as the model does: one in ns first, then in a ServiceEntry's namespace,
 // then the first by namespace and name.
-func (a *analysis) destinationRuleFor(host, ns string) *Object {
+func (a *analysis) destinationRuleFor(host, ns string) *store.Object {
 	cands := a.drs[host]
 	if len(cands) == 0 {
 		return nil
@@ -374,16 +376,16 @@ func (a *analysis) destinationRuleFor(host, ns string) *Object {
 			}
 		}
 	}
-	return slices.MinFunc(cands, compareObjects)
+	return slices.MinFunc(cands, store.CompareObjects)
 }
 
-func (a *analysis) destinationRule(o *Object, dr *networking.DestinationRule) {
+func (a *analysis) destinationRule(o *store.Object, dr *networking.DestinationRule) {
 	if dr.GetWorkloadSelector() != nil || strings.HasPrefix(dr.GetHost(), "*") {
 		return
 	}
 	if !a.hostDefined(o, "host", dr.GetHost()) {
 		sev, why := a.missingSeverity()
-		a.add(o, "host", sev, CodeHostNotDefined,
+		a.add(o, "host", sev, store.CodeHostNotDefined,
 			"no ServiceEntry defines host %s: the DestinationRule has no effect (add a ServiceEntry, or fix the host)%s", quote(qualifyHost(dr.GetHost(), o.Namespace)), why)
 	}
 }
@@ -417,7 +419,7 @@ func labelsMatch(selector, labels map[string]string) bool {
 	return true
 }
 
-func (a *analysis) workloadEntry(o *Object, we *networking.WorkloadEntry) {
+func (a *analysis) workloadEntry(o *store.Object, we *networking.WorkloadEntry) {
 	labels := map[string]string{}
 	for k, v := range o.Labels {
 		labels[k] = v
@@ -426,12 +428,12 @@ func (a *analysis) workloadEntry(o *Object, we *networking.WorkloadEntry) {
 		labels[k] = v
 	}
 	if !a.selected(o.Namespace, labels) {
-		a.add(o, "", SeverityWarning, CodeWorkloadEntryUnselected,
+		a.add(o, "", store.SeverityWarning, store.CodeWorkloadEntryUnselected,
 			"no ServiceEntry in namespace %s selects this WorkloadEntry's labels {%s}: it is no service's endpoint (add a ServiceEntry whose workloadSelector matches, or fix the labels)", o.Namespace, labelString(labels))
 	}
 }
 
-func (a *analysis) workloadGroup(o *Object, wg *networking.WorkloadGroup) {
+func (a *analysis) workloadGroup(o *store.Object, wg *networking.WorkloadGroup) {
 	labels := map[string]string{}
 	for k, v := range wg.GetTemplate().GetLabels() {
 		labels[k] = v
@@ -440,7 +442,7 @@ func (a *analysis) workloadGroup(o *Object, wg *networking.WorkloadGroup) {
 		labels[k] = v
 	}
 	if !a.selected(o.Namespace, labels) {
-		a.add(o, "metadata", SeverityWarning, CodeWorkloadGroupUnselected,
+		a.add(o, "metadata", store.SeverityWarning, store.CodeWorkloadGroupUnselected,
 			"no ServiceEntry in namespace %s selects this WorkloadGroup's labels {%s}: the VMs that join it are no service's endpoints (add a ServiceEntry whose workloadSelector matches)", o.Namespace, labelString(labels))
 	}
 }
@@ -454,7 +456,7 @@ func (a *analysis) conflictingVirtualServices() {
 		if len(list) < 2 {
 			continue
 		}
-		list = slices.CompactFunc(slices.SortedFunc(slices.Values(list), compareObjects), func(x, y *Object) bool { return x.Key == y.Key })
+		list = slices.CompactFunc(slices.SortedFunc(slices.Values(list), store.CompareObjects), func(x, y *store.Object) bool { return x.Key == y.Key })
 		for i, o := range list {
 			if o.Origin.File == "" {
 				continue
@@ -477,7 +479,7 @@ func (a *analysis) conflictingVirtualServices() {
 					break
 				}
 			}
-			a.add(o, field, SeverityWarning, CodeConflictingVirtualServices,
+			a.add(o, field, store.SeverityWarning, store.CodeConflictingVirtualServices,
 				"The VirtualServices %s associated with mesh gateway define the same host %s: a client uses one of them (its own namespace's, else the first by namespace/name), never both (merge them into one VirtualService)",
 				strings.Join(names, ","), quote(host))
 		}
@@ -492,14 +494,14 @@ func (a *analysis) sidecarsWithoutSelector() {
 		if len(list) < 2 {
 			continue
 		}
-		list = slices.SortedFunc(slices.Values(list), compareObjects)
+		list = slices.SortedFunc(slices.Values(list), store.CompareObjects)
 		names := make([]string, len(list))
 		for i, o := range list {
 			names[i] = o.Name
 		}
 		for _, o := range list {
 			if o.Origin.File != "" {
-				a.add(o, "", SeverityWarning, CodeSidecarsWithoutSelector,
+				a.add(o, "", store.SeverityWarning, store.CodeSidecarsWithoutSelector,
 					"The Sidecars %s in namespace %s have no workload selector: vmesh uses %s for the namespace's workloads and ignores the others (keep one, or give the others a workloadSelector)",
 					strings.Join(names, ","), quote(ns), quote(list[0].Name))
 			}
@@ -509,7 +511,7 @@ func (a *analysis) sidecarsWithoutSelector() {
 
 // exportTo is where a VirtualService is visible: "*", namespaces, or
 // nothing ("~"), as the model normalises it.
-func exportTo(o *Object) []string {
+func exportTo(o *store.Object) []string {
 	in := o.Spec.(*networking.VirtualService).GetExportTo()
 	if len(in) == 0 {
 		return []string{"*"}
@@ -558,35 +560,43 @@ func labelString(l map[string]string) string {
 	return strings.Join(keys, ", ")
 }
 
-// Analysis returns the analysis of snap, a snapshot of this Store (every
-// source's objects, so complete), computed again only after a change it
-// reads: a registry's endpoint changes (WorkloadEntries from no file) do
-// not make the Store analyse its 100,000 objects again.
-func (s *Store) Analysis(snap *Snapshot) []ConfigError {
-	s.analysisMu.Lock()
-	defer s.analysisMu.Unlock()
-	if s.analysisOf != nil && s.analysisOf.analysisRevision == snap.analysisRevision {
-		return s.analysis
+// Analyses keeps the analysis of a Store's snapshots (every source's
+// objects, so complete), computed again only after a change it reads: a
+// registry's endpoint changes (WorkloadEntries from no file, which leave
+// the snapshot's ConfigRevision) do not make it analyse 100,000 objects
+// again. The zero value is ready; it is safe for concurrent use.
+type Analyses struct {
+	mu  sync.Mutex
+	out []store.ConfigError
+	of  *store.Snapshot
+}
+
+// Analysis returns the analysis of snap.
+func (a *Analyses) Analysis(snap *store.Snapshot) []store.ConfigError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.of != nil && a.of.ConfigRevision() == snap.ConfigRevision() {
+		return a.out
 	}
-	objs := make([]*Object, 0, snap.Len())
-	for _, k := range Kinds {
+	objs := make([]*store.Object, 0, snap.Len())
+	for _, k := range store.Kinds {
 		objs = append(objs, snap.List(k)...)
 	}
-	s.analysis, s.analysisOf = Analyze(objs, true), snap
-	return s.analysis
+	a.out, a.of = Analyze(objs, true), snap
+	return a.out
 }
 
 // Warnings returns every warning of snap: each source's own (its files')
 // and the analysis across sources, in that order.
-func (s *Store) Warnings(snap *Snapshot) []ConfigError {
-	var out []ConfigError
+func (a *Analyses) Warnings(snap *store.Snapshot) []store.ConfigError {
+	var out []store.ConfigError
 	for _, st := range snap.Sources {
 		for _, w := range st.Warnings {
 			w.Source = st.Source
 			out = append(out, w)
 		}
 	}
-	return append(out, s.Analysis(snap)...)
+	return append(out, a.Analysis(snap)...)
 }
 
 // analysisLogEvery bounds how often LogAnalysis analyses the config: a
@@ -597,18 +607,18 @@ const analysisLogEvery = time.Second
 // (new warnings in one line, and how many cleared), not per push, until
 // ctx ends: the first time at once (start it when the sources are ready),
 // then at most once per analysisLogEvery while the config changes.
-func LogAnalysis(ctx context.Context, store *Store, logger *slog.Logger) error {
+func LogAnalysis(ctx context.Context, st *store.Store, analyses *Analyses, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	sub := store.Subscribe()
+	sub := st.Subscribe()
 	defer sub.Close()
 	logged := map[string]bool{}
 	logNow := func() {
 		sub.Take()
 		seen := map[string]bool{}
 		var added []string
-		for _, w := range store.Analysis(store.Snapshot()) {
+		for _, w := range analyses.Analysis(st.Snapshot()) {
 			line := w.Error()
 			seen[line] = true
 			if !logged[line] {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // writeTree writes n objects (ServiceEntries, WorkloadEntries, VirtualServices,
@@ -52,7 +53,7 @@ func BenchmarkDirLoad10k(b *testing.B) {
 	writeTree(b, dir, 10000)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		store := filestore.NewStore()
+		store := store.NewStore()
 		src := filestore.NewDirSource(dir, store, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -73,7 +74,7 @@ func BenchmarkDirLoad10k(b *testing.B) {
 func BenchmarkDirSingleFileChange10k(b *testing.B) {
 	dir := b.TempDir()
 	writeTree(b, dir, 10000)
-	store := filestore.NewStore()
+	store := store.NewStore()
 	src := filestore.NewDirSource(dir, store, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -136,7 +137,7 @@ func BenchmarkGitSingleFileCommit10k(b *testing.B) {
 	git("init", "--quiet", "--initial-branch=main")
 	git("-c", "user.email=b@vmesh.io", "-c", "user.name=bench", "add", ".")
 	git("-c", "user.email=b@vmesh.io", "-c", "user.name=bench", "commit", "--quiet", "-m", "config")
-	store := filestore.NewStore()
+	store := store.NewStore()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: dir, Ref: "main", WorkDir: filepath.Join(b.TempDir(), "clone")}, store, quiet)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -29,27 +30,27 @@ type kindInfo struct {
 var networkingVersions = []string{"v1", "v1beta1", "v1alpha3"}
 var securityVersions = []string{"v1", "v1beta1"}
 
-func lookupKind(k Kind) (kindInfo, bool) {
+func lookupKind(k store.Kind) (kindInfo, bool) {
 	switch k {
-	case KindServiceEntry:
+	case store.KindServiceEntry:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.ServiceEntry{} }}, true
-	case KindWorkloadEntry:
+	case store.KindWorkloadEntry:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.WorkloadEntry{} }}, true
-	case KindWorkloadGroup:
+	case store.KindWorkloadGroup:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.WorkloadGroup{} }}, true
-	case KindVirtualService:
+	case store.KindVirtualService:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.VirtualService{} }}, true
-	case KindDestinationRule:
+	case store.KindDestinationRule:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.DestinationRule{} }}, true
-	case KindSidecar:
+	case store.KindSidecar:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.Sidecar{} }}, true
-	case KindGateway:
+	case store.KindGateway:
 		return kindInfo{"networking.istio.io", networkingVersions, func() proto.Message { return &networking.Gateway{} }}, true
-	case KindPeerAuthentication:
+	case store.KindPeerAuthentication:
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.PeerAuthentication{} }}, true
-	case KindAuthorizationPolicy:
+	case store.KindAuthorizationPolicy:
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.AuthorizationPolicy{} }}, true
-	case KindRequestAuthentication:
+	case store.KindRequestAuthentication:
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.RequestAuthentication{} }}, true
 	}
 	return kindInfo{}, false
@@ -66,7 +67,7 @@ var metadataIgnored = []string{"uid", "resourceVersion", "generation", "creation
 // every decoded object. A Kubernetes List is unpacked into its items; a
 // document of an Istio kind vmesh does not implement yields no object and
 // no error, only a warning (DecodeFile returns the warnings).
-func Decode(file string, data []byte) ([]*Object, []ConfigError) {
+func Decode(file string, data []byte) ([]*store.Object, []store.ConfigError) {
 	return DecodeLimited(file, data, DefaultLimits())
 }
 
@@ -74,7 +75,7 @@ func Decode(file string, data []byte) ([]*Object, []ConfigError) {
 // or with more than lim.MaxDocuments documents is refused (its problems
 // say which limit), and at most lim.MaxProblems problems are returned,
 // followed by a line counting the rest.
-func DecodeLimited(file string, data []byte, lim Limits) ([]*Object, []ConfigError) {
+func DecodeLimited(file string, data []byte, lim Limits) ([]*store.Object, []store.ConfigError) {
 	d := DecodeFile(file, data, lim)
 	return d.Objects, d.Errors
 }
@@ -82,13 +83,13 @@ func DecodeLimited(file string, data []byte, lim Limits) ([]*Object, []ConfigErr
 // Decoded is what one file decodes to.
 type Decoded struct {
 	// Objects are the valid objects; none when the file is refused.
-	Objects []*Object
+	Objects []*store.Object
 	// Errors reject the documents they are in (bounded by MaxProblems).
-	Errors []ConfigError
+	Errors []store.ConfigError
 	// Warnings are about config that applies but is not (fully) enforced,
 	// found in one object (warnings.go; bounded by MaxProblems): a
 	// document of an Istio kind vmesh does not implement is one.
-	Warnings []ConfigError
+	Warnings []store.ConfigError
 }
 
 // DecodeFile is DecodeLimited with the file's warnings.
@@ -96,10 +97,10 @@ func DecodeFile(file string, data []byte, lim Limits) Decoded {
 	lim = lim.withDefaults()
 	p := &problems{file: file, max: lim.MaxProblems}
 	if int64(len(data)) > lim.MaxFileBytes {
-		p.stop(ConfigError{File: file, Message: tooLarge(int64(len(data)), lim.MaxFileBytes).Error()})
+		p.stop(store.ConfigError{File: file, Message: tooLarge(int64(len(data)), lim.MaxFileBytes).Error()})
 		return Decoded{Errors: p.errors()}
 	}
-	var objs []*Object
+	var objs []*store.Object
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	docs := 0
 	tooMany := func(line int) bool {
@@ -107,7 +108,7 @@ func DecodeFile(file string, data []byte, lim Limits) Decoded {
 		if docs <= lim.MaxDocuments {
 			return false
 		}
-		p.stop(ConfigError{File: file, Line: line, Message: fmt.Sprintf("more than %s YAML documents in one file (maxDocuments); the file is not loaded", formatCount(lim.MaxDocuments))})
+		p.stop(store.ConfigError{File: file, Line: line, Message: fmt.Sprintf("more than %s YAML documents in one file (maxDocuments); the file is not loaded", formatCount(lim.MaxDocuments))})
 		return true
 	}
 decoding:
@@ -209,12 +210,12 @@ func (d *docDecoder) deref(n *yaml.Node) *yaml.Node {
 
 func (d *docDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs++
-	d.p.add(ConfigError{File: d.file, Line: n.Line, Object: d.object, Field: path, Message: fmt.Sprintf(format, args...)})
+	d.p.add(store.ConfigError{File: d.file, Line: n.Line, Object: d.object, Field: path, Message: fmt.Sprintf(format, args...)})
 }
 
 // decodeDocument decodes one document, adding its problems to p; it
 // returns nil when there are any.
-func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
+func decodeDocument(file string, root *yaml.Node, p *problems) *store.Object {
 	d := &docDecoder{file: file, p: p, first: len(p.list), lines: map[string]int{}, metaLines: map[string]int{}}
 	if root.Kind != yaml.MappingNode {
 		d.errorf(root, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
@@ -238,7 +239,7 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 		d.errorf(root, "", "missing apiVersion or kind")
 		return nil
 	}
-	kind := Kind(kindNode.Value)
+	kind := store.Kind(kindNode.Value)
 	info, ok := lookupKind(kind)
 	if !ok {
 		if served, versions := unimplementedKind(apiNode.Value, kindNode.Value); served {
@@ -256,7 +257,7 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 		d.errorf(apiNode, "apiVersion", "%s is not served for %s (want %s/%s)", quote(apiNode.Value), kind, info.group, strings.Join(info.versions, "|"))
 		return nil
 	}
-	obj := &Object{APIVersion: apiNode.Value, Origin: Origin{File: file, Line: root.Line}}
+	obj := &store.Object{APIVersion: apiNode.Value, Origin: store.Origin{File: file, Line: root.Line}}
 	obj.Kind = kind
 	d.decodeMetadata(obj, fields["metadata"], root)
 	d.object = clip(obj.Key.String(), maxField)
@@ -271,7 +272,7 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 		return nil
 	}
 	d.decodeMessage(specNode, spec, "")
-	if st := fields["status"]; st != nil && kind == KindWorkloadEntry {
+	if st := fields["status"]; st != nil && kind == store.KindWorkloadEntry {
 		status := &metav1alpha1.IstioStatus{}
 		d.decodeMessage(st, status, "status")
 		for _, c := range status.GetConditions() {
@@ -287,7 +288,7 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 	obj.Spec = spec
 	for _, vp := range Validate(obj) {
 		d.errs++
-		p.add(ConfigError{File: file, Line: d.lineOf(vp.Field, root.Line), Object: d.object, Field: vp.Field, Message: vp.Message})
+		p.add(store.ConfigError{File: file, Line: d.lineOf(vp.Field, root.Line), Object: d.object, Field: vp.Field, Message: vp.Message})
 	}
 	if d.errs > 0 {
 		return nil
@@ -299,16 +300,18 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *Object {
 		} else if w.Field == "" {
 			line = root.Line // the object as a whole
 		}
-		p.warn(ConfigError{File: file, Line: line, Object: d.object, Field: w.Field, Message: w.Message, Severity: w.Severity, Code: w.Code})
+		p.warn(store.ConfigError{File: file, Line: line, Object: d.object, Field: w.Field, Message: w.Message, Severity: w.Severity, Code: w.Code})
 	}
+	var kept map[string]int
 	for path, line := range d.lines {
 		if path != "" && lineKept(path) {
-			if obj.lines == nil {
-				obj.lines = map[string]int{}
+			if kept == nil {
+				kept = map[string]int{}
 			}
-			obj.lines[path] = line
+			kept[path] = line
 		}
 	}
+	obj.SetFieldLines(kept)
 	return obj
 }
 
@@ -327,13 +330,13 @@ func (d *docDecoder) ignoredKind(kindNode, meta *yaml.Node) {
 		}
 	}
 	object := clip(kindNode.Value+"/"+ns+"/"+name, maxField)
-	d.p.warn(ConfigError{File: d.file, Line: kindNode.Line, Object: object, Field: "kind", Severity: SeverityWarning, Code: CodeKindNotImplemented,
+	d.p.warn(store.ConfigError{File: d.file, Line: kindNode.Line, Object: object, Field: "kind", Severity: store.SeverityWarning, Code: store.CodeKindNotImplemented,
 		Message: fmt.Sprintf("%s is an Istio kind vmesh does not implement: the document is accepted and ignored", clip(kindNode.Value, maxField))})
 }
 
 func kindList() string {
-	names := make([]string, len(Kinds))
-	for i, k := range Kinds {
+	names := make([]string, len(store.Kinds))
+	for i, k := range store.Kinds {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ", ")
@@ -356,7 +359,7 @@ func (d *docDecoder) lineOf(path string, fallback int) int {
 	}
 }
 
-func (d *docDecoder) decodeMetadata(obj *Object, n, root *yaml.Node) {
+func (d *docDecoder) decodeMetadata(obj *store.Object, n, root *yaml.Node) {
 	obj.Namespace = "default"
 	if n == nil {
 		d.errorf(root, "metadata.name", "missing metadata")

@@ -11,6 +11,7 @@ import (
 	security "istio.io/api/security/v1beta1"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 func TestDecodeValidFixtures(t *testing.T) {
@@ -18,7 +19,7 @@ func TestDecodeValidFixtures(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)
 	}
-	kinds := map[filestore.Kind]int{}
+	kinds := map[store.Kind]int{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -32,7 +33,7 @@ func TestDecodeValidFixtures(t *testing.T) {
 			kinds[o.Kind]++
 		}
 	}
-	for _, k := range filestore.Kinds {
+	for _, k := range store.Kinds {
 		if kinds[k] == 0 {
 			t.Errorf("no fixture of kind %s", k)
 		}

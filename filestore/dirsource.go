@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Debounce settings for file sources: a burst of events is applied once
@@ -35,8 +36,8 @@ const (
 // skipped, and the rest of the tree stays live.
 type DirSource struct {
 	root       string
-	src        Source
-	store      *Store
+	src        store.Source
+	store      *store.Store
 	log        *slog.Logger
 	ready      chan struct{}
 	once       sync.Once
@@ -69,7 +70,7 @@ type fileStamp struct {
 
 // NewDirSource returns a source for the directory root. Its source name is
 // "dir:<absolute root>".
-func NewDirSource(root string, store *Store, logger *slog.Logger, opts ...DirOption) *DirSource {
+func NewDirSource(root string, st *store.Store, logger *slog.Logger, opts ...DirOption) *DirSource {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -79,8 +80,8 @@ func NewDirSource(root string, store *Store, logger *slog.Logger, opts ...DirOpt
 	}
 	d := &DirSource{
 		root:   abs,
-		src:    Source{Name: "dir:" + abs, Class: ClassConfig},
-		store:  store,
+		src:    store.Source{Name: "dir:" + abs, Class: store.ClassConfig},
+		store:  st,
 		log:    logger.With("source", "dir:"+abs),
 		ready:  make(chan struct{}),
 		limits: DefaultLimits(),
@@ -94,7 +95,7 @@ func NewDirSource(root string, store *Store, logger *slog.Logger, opts ...DirOpt
 }
 
 // Source returns the Store source this DirSource writes.
-func (d *DirSource) Source() Source { return d.src }
+func (d *DirSource) Source() store.Source { return d.src }
 
 // Ready is closed once the first load has reached the Store.
 func (d *DirSource) Ready() <-chan struct{} { return d.ready }
@@ -172,7 +173,7 @@ func (d *DirSource) Run(ctx context.Context) error {
 func (d *DirSource) sync(ctx context.Context, w *fsnotify.Watcher, watched map[string]bool) error {
 	tree, err := d.scan()
 	if err != nil {
-		d.store.SetStatus(d.src, "", []ConfigError{{File: d.root, Message: err.Error()}})
+		d.store.SetStatus(d.src, "", []store.ConfigError{{File: d.root, Message: err.Error()}})
 		return fmt.Errorf("dir source %s: %w", d.root, err)
 	}
 	for dir := range tree.Dirs {
@@ -200,7 +201,7 @@ func (d *DirSource) sync(ctx context.Context, w *fsnotify.Watcher, watched map[s
 	}
 	for _, pr := range tree.Problems {
 		seen[pr.File] = true
-		d.files.set(pr.File, fileStamp{}, nil, []ConfigError{pr}, nil) // keeps the path's last good objects
+		d.files.set(pr.File, fileStamp{}, nil, []store.ConfigError{pr}, nil) // keeps the path's last good objects
 	}
 	d.loadAll(ctx, stale)
 	for p := range d.files.files {
@@ -282,11 +283,11 @@ func (d *DirSource) syncFiles(ctx context.Context, rels []string) error {
 		case errors.Is(err, fs.ErrNotExist):
 			d.files.drop(rel)
 		case err != nil:
-			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, err)}, nil)
+			d.files.set(rel, fileStamp{}, nil, []store.ConfigError{entryProblem(rel, err)}, nil)
 		case !yamlFile(rel):
 			d.files.drop(rel) // a reported entry that is fine now, and not config
 		case !info.Mode().IsRegular():
-			d.files.set(rel, fileStamp{}, nil, []ConfigError{entryProblem(rel, notRegular(info.Mode()))}, nil)
+			d.files.set(rel, fileStamp{}, nil, []store.ConfigError{entryProblem(rel, notRegular(info.Mode()))}, nil)
 		case d.changed(rel):
 			stale = append(stale, rel)
 		}
@@ -300,7 +301,7 @@ func (d *DirSource) syncFiles(ctx context.Context, rels []string) error {
 // would leave the source with no object at all is held, unless allowEmpty.
 func (d *DirSource) publish() error {
 	if d.files.defined == 0 && d.published > 0 && !d.allowEmpty {
-		errs := append(d.files.errors(), ConfigError{File: d.root, Message: fmt.Sprintf(
+		errs := append(d.files.errors(), store.ConfigError{File: d.root, Message: fmt.Sprintf(
 			"the folder defines no object: withdrawing all %d is held until a file defines one again (allowEmpty withdraws them)", d.published)})
 		errs = append(errs, d.files.warnings()...)
 		d.store.SetStatus(d.src, "", errs)
@@ -323,12 +324,12 @@ func (d *DirSource) publish() error {
 // warnings) changed since they were last logged (with its bounded
 // problems), and one when a file's problems are gone: an edit to one file
 // never logs the others, and a warning is logged once, not per push.
-func (d *DirSource) logProblems(errs []ConfigError) {
+func (d *DirSource) logProblems(errs []store.ConfigError) {
 	byFile := map[string][]string{}
 	warned := map[string][]string{}
 	var order []string
 	for _, e := range errs {
-		if e.Severity == SeverityInfo {
+		if e.Severity == store.SeverityInfo {
 			continue // infos are for vmesh analyze and /debug/config, not the log
 		}
 		if _, ok := byFile[e.File]; !ok {
@@ -336,7 +337,7 @@ func (d *DirSource) logProblems(errs []ConfigError) {
 				order = append(order, e.File)
 			}
 		}
-		if e.Severity != SeverityError {
+		if e.Severity != store.SeverityError {
 			warned[e.File] = append(warned[e.File], e.Error())
 			continue
 		}
@@ -394,9 +395,9 @@ func stampOf(path string) fileStamp {
 func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 	type result struct {
 		stamp fileStamp
-		objs  []*Object
-		errs  []ConfigError
-		warns []ConfigError
+		objs  []*store.Object
+		errs  []store.ConfigError
+		warns []store.ConfigError
 	}
 	results := make([]result, len(rels))
 	work := make(chan int)
@@ -413,7 +414,7 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 					if !errors.Is(err, errTooLarge) && !errors.Is(err, errNotRegular) {
 						results[i].stamp = fileStamp{} // read again on the next event or rescan
 					}
-					results[i].errs = []ConfigError{{File: rels[i], Message: err.Error()}}
+					results[i].errs = []store.ConfigError{{File: rels[i], Message: err.Error()}}
 					continue
 				}
 				dec := DecodeSourceFile(rels[i], "", data, d.limits)
@@ -460,7 +461,7 @@ type Tree struct {
 	// relative to the root: a YAML name that is not a regular file (FIFO,
 	// device, socket), a link that cannot be followed (a loop), a folder
 	// that cannot be listed or nests too deep.
-	Problems []ConfigError
+	Problems []store.ConfigError
 	// Unlisted are the folders (relative) that could not be listed: what
 	// was known of their files stands until they can be read again.
 	Unlisted []string
@@ -537,7 +538,7 @@ func ScanTree(root string) (Tree, error) {
 }
 
 // entryProblem reports an entry of the tree that is not read.
-func entryProblem(rel string, err error) ConfigError {
+func entryProblem(rel string, err error) store.ConfigError {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err // the path is in File
@@ -546,5 +547,5 @@ func entryProblem(rel string, err error) ConfigError {
 	if errors.Is(err, syscall.ELOOP) {
 		msg = "cannot follow the symbolic link: " + msg + "; skipped"
 	}
-	return ConfigError{File: rel, Message: msg}
+	return store.ConfigError{File: rel, Message: msg}
 }

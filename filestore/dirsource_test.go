@@ -13,6 +13,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 func weYAML(name, addr string) string {
@@ -30,10 +31,10 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // startDir runs a DirSource on dir until the test ends.
-func startDir(t *testing.T, dir string) *filestore.Store {
+func startDir(t *testing.T, dir string) *store.Store {
 	t.Helper()
-	store := filestore.NewStore()
-	src := filestore.NewDirSource(dir, store, nil)
+	cs := store.NewStore()
+	src := filestore.NewDirSource(dir, cs, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -49,15 +50,15 @@ func startDir(t *testing.T, dir string) *filestore.Store {
 	case <-time.After(10 * time.Second):
 		t.Fatal("dir source never became ready")
 	}
-	return store
+	return cs
 }
 
 // eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func(*filestore.Snapshot) bool, store *filestore.Store) {
+func eventually(t *testing.T, what string, cond func(*store.Snapshot) bool, cs *store.Store) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if cond(store.Snapshot()) {
+		if cond(cs.Snapshot()) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -65,16 +66,16 @@ func eventually(t *testing.T, what string, cond func(*filestore.Snapshot) bool, 
 	t.Fatalf("timed out waiting for: %s", what)
 }
 
-func addressOf(s *filestore.Snapshot, name string) string {
-	o := s.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name})
+func addressOf(s *store.Snapshot, name string) string {
+	o := s.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: name})
 	if o == nil {
 		return ""
 	}
 	return o.Spec.(*networking.WorkloadEntry).Address
 }
 
-func errorsOf(s *filestore.Snapshot) []filestore.ConfigError {
-	var out []filestore.ConfigError
+func errorsOf(s *store.Snapshot) []store.ConfigError {
+	var out []store.ConfigError
 	for _, st := range s.Sources {
 		out = append(out, st.Errors...)
 	}
@@ -86,25 +87,25 @@ func TestDirSourceEditRenameDeleteFix(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.1"))
 	writeFile(t, filepath.Join(dir, "sub", "b.yml"), weYAML("b", "2.2.2.2"))
 	writeFile(t, filepath.Join(dir, "ignored.txt"), weYAML("c", "3.3.3.3"))
-	store := startDir(t, dir)
-	snap := store.Snapshot()
+	cs := startDir(t, dir)
+	snap := cs.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "b") != "2.2.2.2" || addressOf(snap, "c") != "" {
 		t.Fatalf("initial load wrong: %d objects", snap.Len())
 	}
-	if o := snap.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "b"}); o.Origin.File != filepath.Join("sub", "b.yml") || o.Origin.Line != 1 {
+	if o := snap.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "b"}); o.Origin.File != filepath.Join("sub", "b.yml") || o.Origin.Line != 1 {
 		t.Fatalf("origin: %+v", o.Origin)
 	}
 
 	// Plain edit.
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.2"))
-	eventually(t, "edit applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.2" }, store)
+	eventually(t, "edit applied", func(s *store.Snapshot) bool { return addressOf(s, "a") == "1.1.1.2" }, cs)
 
 	// Editor pattern: write a temp file, rename over the original.
 	writeFile(t, filepath.Join(dir, ".a.yaml.tmp"), weYAML("a", "1.1.1.3"))
 	if err := os.Rename(filepath.Join(dir, ".a.yaml.tmp"), filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "rename applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.3" }, store)
+	eventually(t, "rename applied", func(s *store.Snapshot) bool { return addressOf(s, "a") == "1.1.1.3" }, cs)
 
 	// Editor pattern: truncate, then write.
 	f, err := os.OpenFile(filepath.Join(dir, "a.yaml"), os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -116,18 +117,18 @@ func TestDirSourceEditRenameDeleteFix(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	eventually(t, "truncate+write applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.4" }, store)
+	eventually(t, "truncate+write applied", func(s *store.Snapshot) bool { return addressOf(s, "a") == "1.1.1.4" }, cs)
 
 	// New sub-folder.
 	writeFile(t, filepath.Join(dir, "new", "deeper", "d.yaml"), weYAML("d", "4.4.4.4"))
-	eventually(t, "new folder picked up", func(s *filestore.Snapshot) bool { return addressOf(s, "d") == "4.4.4.4" }, store)
+	eventually(t, "new folder picked up", func(s *store.Snapshot) bool { return addressOf(s, "d") == "4.4.4.4" }, cs)
 	writeFile(t, filepath.Join(dir, "new", "deeper", "d.yaml"), weYAML("d", "4.4.4.5"))
-	eventually(t, "file in new folder watched", func(s *filestore.Snapshot) bool { return addressOf(s, "d") == "4.4.4.5" }, store)
+	eventually(t, "file in new folder watched", func(s *store.Snapshot) bool { return addressOf(s, "d") == "4.4.4.5" }, cs)
 
 	// A bad edit keeps the last good objects and reports file:line:field.
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.5")+"  bogus: true\n")
-	eventually(t, "error reported", func(s *filestore.Snapshot) bool { return len(errorsOf(s)) > 0 }, store)
-	snap = store.Snapshot()
+	eventually(t, "error reported", func(s *store.Snapshot) bool { return len(errorsOf(s)) > 0 }, cs)
+	snap = cs.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.4" {
 		t.Fatalf("bad edit lost the last good object: %q", addressOf(snap, "a"))
 	}
@@ -137,9 +138,9 @@ func TestDirSourceEditRenameDeleteFix(t *testing.T) {
 	}
 	// Fix it: the error clears and the fix applies.
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.6"))
-	eventually(t, "fix applied and error cleared", func(s *filestore.Snapshot) bool {
+	eventually(t, "fix applied and error cleared", func(s *store.Snapshot) bool {
 		return addressOf(s, "a") == "1.1.1.6" && len(errorsOf(s)) == 0
-	}, store)
+	}, cs)
 
 	// Delete a file and a whole folder.
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
@@ -148,17 +149,17 @@ func TestDirSourceEditRenameDeleteFix(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "new")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deletes applied", func(s *filestore.Snapshot) bool {
+	eventually(t, "deletes applied", func(s *store.Snapshot) bool {
 		return addressOf(s, "a") == "" && addressOf(s, "d") == "" && addressOf(s, "b") == "2.2.2.2"
-	}, store)
+	}, cs)
 }
 
 func TestDirSourceDuplicateAcrossFiles(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("x", "1.1.1.1"))
 	writeFile(t, filepath.Join(dir, "b.yaml"), weYAML("x", "2.2.2.2"))
-	store := startDir(t, dir)
-	snap := store.Snapshot()
+	cs := startDir(t, dir)
+	snap := cs.Snapshot()
 	if addressOf(snap, "x") != "1.1.1.1" {
 		t.Fatalf("first file in path order must win")
 	}
@@ -171,27 +172,27 @@ func TestDirSourceDuplicateAcrossFiles(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b.yaml's definition after a.yaml is removed", func(s *filestore.Snapshot) bool {
+	eventually(t, "b.yaml's definition after a.yaml is removed", func(s *store.Snapshot) bool {
 		return addressOf(s, "x") == "2.2.2.2" && len(errorsOf(s)) == 0
-	}, store)
+	}, cs)
 	// It comes back and wins again; b.yaml's other object is untouched.
 	writeFile(t, filepath.Join(dir, "b.yaml"), weYAML("x", "2.2.2.2")+"---\n"+weYAML("y", "3.3.3.3"))
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("x", "1.1.1.1"))
-	eventually(t, "a.yaml's definition again", func(s *filestore.Snapshot) bool {
+	eventually(t, "a.yaml's definition again", func(s *store.Snapshot) bool {
 		return addressOf(s, "x") == "1.1.1.1" && addressOf(s, "y") == "3.3.3.3" && len(errorsOf(s)) == 1
-	}, store)
+	}, cs)
 	// Removing the duplicate from b.yaml clears the error and keeps x.
 	writeFile(t, filepath.Join(dir, "b.yaml"), weYAML("y", "3.3.3.3"))
-	eventually(t, "the duplicate gone", func(s *filestore.Snapshot) bool {
+	eventually(t, "the duplicate gone", func(s *store.Snapshot) bool {
 		return addressOf(s, "x") == "1.1.1.1" && addressOf(s, "y") == "3.3.3.3" && len(errorsOf(s)) == 0
-	}, store)
+	}, cs)
 	// And a.yaml's removal now removes x.
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "x removed with its only file", func(s *filestore.Snapshot) bool {
+	eventually(t, "x removed with its only file", func(s *store.Snapshot) bool {
 		return addressOf(s, "x") == "" && addressOf(s, "y") == "3.3.3.3" && s.Len() == 1
-	}, store)
+	}, cs)
 }
 
 // TestDirSourceAtomicSymlinkSwap follows the layout Kubernetes uses for
@@ -201,16 +202,16 @@ func TestDirSourceAtomicSymlinkSwap(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "..v1", "a.yaml"), weYAML("a", "1.1.1.1"))
 	must(t, os.Symlink("..v1", filepath.Join(dir, "..data")))
 	must(t, os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")))
-	store := startDir(t, dir)
-	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+	cs := startDir(t, dir)
+	if addressOf(cs.Snapshot(), "a") != "1.1.1.1" {
 		t.Fatal("initial load through ..data failed")
 	}
 	writeFile(t, filepath.Join(dir, "..v2", "a.yaml"), weYAML("a", "2.2.2.2"))
 	must(t, os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
 	must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
 	must(t, os.RemoveAll(filepath.Join(dir, "..v1")))
-	eventually(t, "swap applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "2.2.2.2" }, store)
-	if n := store.Snapshot().Len(); n != 1 {
+	eventually(t, "swap applied", func(s *store.Snapshot) bool { return addressOf(s, "a") == "2.2.2.2" }, cs)
+	if n := cs.Snapshot().Len(); n != 1 {
 		t.Fatalf("hidden ..v2 folder was read too: %d objects", n)
 	}
 }
@@ -223,16 +224,16 @@ func TestDirSourceSymlinkedFolderSwap(t *testing.T) {
 	writeFile(t, filepath.Join(base, "v2", "a.yaml"), weYAML("a", "2.2.2.2"))
 	must(t, os.MkdirAll(root, 0o755))
 	must(t, os.Symlink(filepath.Join(base, "v1"), filepath.Join(root, "current")))
-	store := startDir(t, root)
-	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+	cs := startDir(t, root)
+	if addressOf(cs.Snapshot(), "a") != "1.1.1.1" {
 		t.Fatal("initial load through symlinked folder failed")
 	}
 	must(t, os.Symlink(filepath.Join(base, "v2"), filepath.Join(root, ".current.new")))
 	must(t, os.Rename(filepath.Join(root, ".current.new"), filepath.Join(root, "current")))
-	eventually(t, "folder swap applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "2.2.2.2" }, store)
+	eventually(t, "folder swap applied", func(s *store.Snapshot) bool { return addressOf(s, "a") == "2.2.2.2" }, cs)
 	// Edits inside the new target are watched too.
 	writeFile(t, filepath.Join(base, "v2", "a.yaml"), weYAML("a", "2.2.2.3"))
-	eventually(t, "edit in swapped folder applied", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "2.2.2.3" }, store)
+	eventually(t, "edit in swapped folder applied", func(s *store.Snapshot) bool { return addressOf(s, "a") == "2.2.2.3" }, cs)
 }
 
 func must(t *testing.T, err error) {
@@ -248,16 +249,16 @@ func TestDirSourceFileEventsInPlace(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "sub", "a.yaml"), weYAML("a", "1.1.1.1"))
 	writeFile(t, filepath.Join(dir, "keep.yaml"), weYAML("keep", "9.9.9.9")) // the folder never comes to define nothing: that is held
-	store := startDir(t, dir)
+	cs := startDir(t, dir)
 	writeFile(t, filepath.Join(dir, "sub", "b.yaml"), weYAML("b", "2.2.2.2"))
-	eventually(t, "new file in a watched folder", func(s *filestore.Snapshot) bool { return addressOf(s, "b") == "2.2.2.2" }, store)
+	eventually(t, "new file in a watched folder", func(s *store.Snapshot) bool { return addressOf(s, "b") == "2.2.2.2" }, cs)
 	must(t, os.Rename(filepath.Join(dir, "sub", "b.yaml"), filepath.Join(dir, "sub", "c.yml")))
-	eventually(t, "renamed file keeps its objects under the new name", func(s *filestore.Snapshot) bool {
-		o := s.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "b"})
+	eventually(t, "renamed file keeps its objects under the new name", func(s *store.Snapshot) bool {
+		o := s.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "b"})
 		return o != nil && o.Origin.File == filepath.Join("sub", "c.yml")
-	}, store)
+	}, cs)
 	must(t, os.Rename(filepath.Join(dir, "sub", "c.yml"), filepath.Join(dir, "sub", "c.yml.bak")))
-	eventually(t, "file renamed to a non-YAML name dropped", func(s *filestore.Snapshot) bool { return addressOf(s, "b") == "" }, store)
+	eventually(t, "file renamed to a non-YAML name dropped", func(s *store.Snapshot) bool { return addressOf(s, "b") == "" }, cs)
 	must(t, os.Remove(filepath.Join(dir, "sub", "a.yaml")))
-	eventually(t, "removed file dropped", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "" && s.Len() == 1 }, store)
+	eventually(t, "removed file dropped", func(s *store.Snapshot) bool { return addressOf(s, "a") == "" && s.Len() == 1 }, cs)
 }

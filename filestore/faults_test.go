@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // logBuffer collects a source's JSON log lines.
@@ -49,10 +50,10 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(
 
 // runDir runs a DirSource on dir until the test ends, and checks that Run
 // returns within 5 s of being stopped (a FIFO or a loop must not hold it).
-func runDir(t *testing.T, dir string, logger *slog.Logger, opts ...filestore.DirOption) *filestore.Store {
+func runDir(t *testing.T, dir string, logger *slog.Logger, opts ...filestore.DirOption) *store.Store {
 	t.Helper()
-	store := filestore.NewStore()
-	src := filestore.NewDirSource(dir, store, logger, opts...)
+	st := store.NewStore()
+	src := filestore.NewDirSource(dir, st, logger, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx) }()
@@ -74,12 +75,12 @@ func runDir(t *testing.T, dir string, logger *slog.Logger, opts ...filestore.Dir
 	case <-time.After(60 * time.Second): // a hang guard: the first scan of a pathological tree on a loaded machine takes seconds
 		t.Fatal("dir source never became ready")
 	}
-	return store
+	return st
 }
 
 // problemsOf returns the reported problems of one file.
-func problemsOf(s *filestore.Snapshot, file string) []filestore.ConfigError {
-	var out []filestore.ConfigError
+func problemsOf(s *store.Snapshot, file string) []store.ConfigError {
+	var out []store.ConfigError
 	for _, e := range errorsOf(s) {
 		if e.File == file {
 			out = append(out, e)
@@ -89,8 +90,8 @@ func problemsOf(s *filestore.Snapshot, file string) []filestore.ConfigError {
 }
 
 // reported reports whether a file has a problem whose message holds text.
-func reported(s *filestore.Snapshot, file, text string) bool {
-	return slices.ContainsFunc(problemsOf(s, file), func(e filestore.ConfigError) bool { return strings.Contains(e.Message, text) })
+func reported(s *store.Snapshot, file, text string) bool {
+	return slices.ContainsFunc(problemsOf(s, file), func(e store.ConfigError) bool { return strings.Contains(e.Message, text) })
 }
 
 func totalAlloc() uint64 {
@@ -101,13 +102,13 @@ func totalAlloc() uint64 {
 
 // checkLive shows the rest of the folder is live: a file written now is
 // served and a file deleted now is withdrawn.
-func checkLive(t *testing.T, store *filestore.Store, dir, add, remove string) {
+func checkLive(t *testing.T, st *store.Store, dir, add, remove string) {
 	t.Helper()
 	writeFile(t, filepath.Join(dir, add+".yaml"), weYAML(add, "10.1.1.1"))
 	must(t, os.Remove(filepath.Join(dir, remove+".yaml")))
-	eventually(t, add+" served and "+remove+" withdrawn", func(s *filestore.Snapshot) bool {
+	eventually(t, add+" served and "+remove+" withdrawn", func(s *store.Snapshot) bool {
 		return addressOf(s, add) == "10.1.1.1" && addressOf(s, remove) == ""
-	}, store)
+	}, st)
 }
 
 // TestDirSourceDeviceLinkAndHugeFileAreNotRead: a link to /dev/zero and a
@@ -127,11 +128,11 @@ func TestDirSourceDeviceLinkAndHugeFileAreNotRead(t *testing.T) {
 	must(t, huge.Close())
 
 	before := totalAlloc()
-	store := runDir(t, dir, nil)
+	st := runDir(t, dir, nil)
 	if added := totalAlloc() - before; added > 64<<20 {
 		t.Errorf("loading a folder with a /dev/zero link and a 1 GiB file allocated %d MiB, want < 64 MiB", added>>20)
 	}
-	snap := store.Snapshot()
+	snap := st.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "ext") != "1.1.1.3" || snap.Len() != 3 {
 		t.Fatalf("the folder's regular files (and the link to one outside it) not served: %d objects", snap.Len())
 	}
@@ -145,13 +146,13 @@ func TestDirSourceDeviceLinkAndHugeFileAreNotRead(t *testing.T) {
 	// A device link added while running is refused the same way.
 	before = totalAlloc()
 	must(t, os.Symlink("/dev/zero", filepath.Join(dir, "zero2.yaml")))
-	eventually(t, "zero2.yaml reported", func(s *filestore.Snapshot) bool {
+	eventually(t, "zero2.yaml reported", func(s *store.Snapshot) bool {
 		return reported(s, "zero2.yaml", "not a regular file")
-	}, store)
+	}, st)
 	if added := totalAlloc() - before; added > 64<<20 {
 		t.Errorf("a /dev/zero link added while running allocated %d MiB, want < 64 MiB", added>>20)
 	}
-	checkLive(t, store, dir, "b", "gone")
+	checkLive(t, st, dir, "b", "gone")
 }
 
 // TestDirSourceFIFOLeavesFolderLive: a FIFO with no writer, at start and
@@ -163,16 +164,16 @@ func TestDirSourceFIFOLeavesFolderLive(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "gone.yaml"), weYAML("gone", "1.1.1.2"))
 	writeFile(t, filepath.Join(dir, "gone2.yaml"), weYAML("gone2", "1.1.1.3"))
 	must(t, syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o644))
-	store := runDir(t, dir, nil)
-	if !reported(store.Snapshot(), "pipe.yaml", "not a regular file (a FIFO)") {
-		t.Errorf("pipe.yaml: %+v, want a problem naming the FIFO", problemsOf(store.Snapshot(), "pipe.yaml"))
+	st := runDir(t, dir, nil)
+	if !reported(st.Snapshot(), "pipe.yaml", "not a regular file (a FIFO)") {
+		t.Errorf("pipe.yaml: %+v, want a problem naming the FIFO", problemsOf(st.Snapshot(), "pipe.yaml"))
 	}
-	checkLive(t, store, dir, "b", "gone")
+	checkLive(t, st, dir, "b", "gone")
 
 	must(t, syscall.Mkfifo(filepath.Join(dir, "pipe2.yaml"), 0o644))
-	eventually(t, "pipe2.yaml reported", func(s *filestore.Snapshot) bool { return reported(s, "pipe2.yaml", "a FIFO") }, store)
-	checkLive(t, store, dir, "c", "gone2")
-	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+	eventually(t, "pipe2.yaml reported", func(s *store.Snapshot) bool { return reported(s, "pipe2.yaml", "a FIFO") }, st)
+	checkLive(t, st, dir, "c", "gone2")
+	if addressOf(st.Snapshot(), "a") != "1.1.1.1" {
 		t.Fatal("a.yaml's object lost")
 	}
 }
@@ -188,25 +189,25 @@ func TestDirSourceSymlinkLoopLeavesFolderLive(t *testing.T) {
 	}
 	must(t, os.Symlink("self.yaml", filepath.Join(dir, "self.yaml")))
 	must(t, os.Symlink("loopdir", filepath.Join(dir, "loopdir")))
-	store := runDir(t, dir, nil)
-	snap := store.Snapshot()
+	st := runDir(t, dir, nil)
+	snap := st.Snapshot()
 	if snap.Len() != 4 || !reported(snap, "self.yaml", "too many levels of symbolic links") || !reported(snap, "loopdir", "cannot follow") {
 		t.Fatalf("start with loops: %d objects, problems %+v", snap.Len(), errorsOf(snap))
 	}
-	checkLive(t, store, dir, "b", "g1")
+	checkLive(t, st, dir, "b", "g1")
 
 	must(t, os.Symlink("loop2.yaml", filepath.Join(dir, "loop2.yaml")))
-	eventually(t, "loop added while running reported", func(s *filestore.Snapshot) bool {
+	eventually(t, "loop added while running reported", func(s *store.Snapshot) bool {
 		return reported(s, "loop2.yaml", "too many levels of symbolic links")
-	}, store)
-	checkLive(t, store, dir, "c", "g2")
+	}, st)
+	checkLive(t, st, dir, "c", "g2")
 
 	for _, l := range []string{"self.yaml", "loopdir", "loop2.yaml"} {
 		must(t, os.Remove(filepath.Join(dir, l)))
 	}
-	eventually(t, "loops' problems gone", func(s *filestore.Snapshot) bool { return len(errorsOf(s)) == 0 }, store)
-	checkLive(t, store, dir, "d", "g3")
-	if snap := store.Snapshot(); snap.Len() != 4 || addressOf(snap, "a") == "" {
+	eventually(t, "loops' problems gone", func(s *store.Snapshot) bool { return len(errorsOf(s)) == 0 }, st)
+	checkLive(t, st, dir, "d", "g3")
+	if snap := st.Snapshot(); snap.Len() != 4 || addressOf(snap, "a") == "" {
 		t.Fatalf("after the loops: %d objects", snap.Len())
 	}
 }
@@ -237,10 +238,10 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "docs.yaml"), strings.Repeat("--- {kind: Nope}\n", 100_000))
 	writeFile(t, filepath.Join(dir, "host.yaml"), "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: long}\nspec:\n  hosts: ["+strings.Repeat("a", 3<<20)+"]\n")
 	var logs logBuffer
-	store := runDir(t, dir, logs.logger())
+	st := runDir(t, dir, logs.logger())
 	max := filestore.DefaultMaxProblems
 
-	snap := store.Snapshot()
+	snap := st.Snapshot()
 	bomb := problemsOf(snap, "bomb.yaml")
 	if len(bomb) > max+1 || !strings.Contains(bomb[len(bomb)-1].Message, "more problems in this file") {
 		t.Errorf("alias bomb: %d problems, want at most %d and a line counting the rest; last %+v", len(bomb), max+1, bomb[len(bomb)-1])
@@ -259,7 +260,7 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	filestore.DebugHandler(store).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
+	filestore.DebugHandler(st, new(filestore.Analyses).Warnings).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
 	var dc filestore.DebugConfig
 	must(t, json.Unmarshal(rec.Body.Bytes(), &dc))
 	if rec.Body.Len() > 64<<10 {
@@ -280,16 +281,16 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 	// (and its logging) is over once the second is visible.
 	for i, addr := range []string{"1.1.1.2", "1.1.1.3"} {
 		writeFile(t, filepath.Join(dir, "ok.yaml"), weYAML("ok", addr))
-		eventually(t, fmt.Sprintf("edit %d applied", i+1), func(s *filestore.Snapshot) bool { return addressOf(s, "ok") == addr }, store)
+		eventually(t, fmt.Sprintf("edit %d applied", i+1), func(s *store.Snapshot) bool { return addressOf(s, "ok") == addr }, st)
 	}
 	if after := logs.lines(""); len(after) != total {
 		t.Errorf("unrelated edits logged %d lines, want none:\n%s", len(after)-total, strings.Join(after[total:], "\n"))
 	}
 	// An edit to the bomb (one more endpoint: 1,000 more problems) logs one line.
 	writeFile(t, filepath.Join(dir, "bomb.yaml"), aliasBomb()+"  - {address: 10.0.0.1, ports: *m}\n")
-	eventually(t, "bomb edit reported", func(s *filestore.Snapshot) bool { return reported(s, "bomb.yaml", "and 100,980 more problems") }, store)
+	eventually(t, "bomb edit reported", func(s *store.Snapshot) bool { return reported(s, "bomb.yaml", "and 100,980 more problems") }, st)
 	writeFile(t, filepath.Join(dir, "ok.yaml"), weYAML("ok", "1.1.1.4"))
-	eventually(t, "edit applied", func(s *filestore.Snapshot) bool { return addressOf(s, "ok") == "1.1.1.4" }, store)
+	eventually(t, "edit applied", func(s *store.Snapshot) bool { return addressOf(s, "ok") == "1.1.1.4" }, st)
 	if n := len(logs.lines("")) - total; n != 1 {
 		t.Errorf("an edit to the alias bomb logged %d lines, want 1", n)
 	}
@@ -315,23 +316,23 @@ func TestDirSourceEmptyFolderHeld(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "1.1.1.1"))
 	writeFile(t, filepath.Join(dir, "sub", "b.yaml"), weYAML("b", "2.2.2.2"))
-	store := runDir(t, dir, nil)
+	st := runDir(t, dir, nil)
 	must(t, os.Remove(filepath.Join(dir, "a.yaml")))
 	must(t, os.RemoveAll(filepath.Join(dir, "sub")))
-	eventually(t, "empty folder reported", func(s *filestore.Snapshot) bool {
-		return slices.ContainsFunc(errorsOf(s), func(e filestore.ConfigError) bool { return strings.Contains(e.Message, "allowEmpty") })
-	}, store)
-	if snap := store.Snapshot(); snap.Len() != 2 || addressOf(snap, "a") != "1.1.1.1" {
+	eventually(t, "empty folder reported", func(s *store.Snapshot) bool {
+		return slices.ContainsFunc(errorsOf(s), func(e store.ConfigError) bool { return strings.Contains(e.Message, "allowEmpty") })
+	}, st)
+	if snap := st.Snapshot(); snap.Len() != 2 || addressOf(snap, "a") != "1.1.1.1" {
 		t.Fatalf("an emptied folder withdrew its objects: %d left", snap.Len())
 	}
 	writeFile(t, filepath.Join(dir, "c.yaml"), weYAML("c", "3.3.3.3"))
-	eventually(t, "a file defines an object again: the folder applies", func(s *filestore.Snapshot) bool {
+	eventually(t, "a file defines an object again: the folder applies", func(s *store.Snapshot) bool {
 		return s.Len() == 1 && addressOf(s, "c") == "3.3.3.3" && len(errorsOf(s)) == 0
-	}, store)
+	}, st)
 
 	allowed := t.TempDir()
 	writeFile(t, filepath.Join(allowed, "a.yaml"), weYAML("a", "1.1.1.1"))
-	store = runDir(t, allowed, nil, filestore.WithAllowEmpty(true))
+	st = runDir(t, allowed, nil, filestore.WithAllowEmpty(true))
 	must(t, os.Remove(filepath.Join(allowed, "a.yaml")))
-	eventually(t, "allowEmpty withdraws everything", func(s *filestore.Snapshot) bool { return s.Len() == 0 && len(errorsOf(s)) == 0 }, store)
+	eventually(t, "allowEmpty withdraws everything", func(s *store.Snapshot) bool { return s.Len() == 0 && len(errorsOf(s)) == 0 }, st)
 }

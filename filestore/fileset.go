@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"fmt"
+	"github.com/vmesh/vmesh/store"
 	"slices"
 )
 
@@ -14,7 +15,7 @@ type fileSet struct {
 	files map[string]*fileState // by path relative to the source's root
 	// defs lists, per key, the files whose good objects define it, in path
 	// order: the first one's object is the source's.
-	defs map[Key][]string
+	defs map[store.Key][]string
 	// dups counts the keys defined by more than one file, troubled the
 	// files with errors or a key repeated within them, defined the keys
 	// of every file's good objects (a key in two files counted twice: it
@@ -26,26 +27,26 @@ type fileSet struct {
 	maxProblems int
 	// dirty holds, for each file whose good objects changed since the last
 	// changes call, the good objects it had then.
-	dirty map[string][]*Object
+	dirty map[string][]*store.Object
 }
 
 // fileState is one file: its last good objects and its current errors.
 type fileState struct {
 	stamp fileStamp
-	good  []*Object       // last good objects
-	byKey map[Key]*Object // good by key, the first of a key the file repeats
-	errs  []ConfigError
-	warns []ConfigError // the warnings of good
+	good  []*store.Object             // last good objects
+	byKey map[store.Key]*store.Object // good by key, the first of a key the file repeats
+	errs  []store.ConfigError
+	warns []store.ConfigError // the warnings of good
 }
 
 func newFileSet(maxProblems int) *fileSet {
-	return &fileSet{files: map[string]*fileState{}, defs: map[Key][]string{}, dirty: map[string][]*Object{}, maxProblems: maxProblems}
+	return &fileSet{files: map[string]*fileState{}, defs: map[store.Key][]string{}, dirty: map[string][]*store.Object{}, maxProblems: maxProblems}
 }
 
 // set records a file's newly read version: its errors, and its objects
 // and warnings when there are none (a file with errors keeps its last good
 // objects and their warnings).
-func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs, warns []ConfigError) {
+func (f *fileSet) set(rel string, stamp fileStamp, objs []*store.Object, errs, warns []store.ConfigError) {
 	fs := f.files[rel]
 	if fs == nil {
 		fs = &fileState{}
@@ -59,7 +60,7 @@ func (f *fileSet) set(rel string, stamp fileStamp, objs []*Object, errs, warns [
 		}
 		f.defined -= len(fs.byKey)
 		fs.good = objs
-		fs.byKey = make(map[Key]*Object, len(objs))
+		fs.byKey = make(map[store.Key]*store.Object, len(objs))
 		for _, o := range objs {
 			if _, dup := fs.byKey[o.Key]; !dup {
 				fs.byKey[o.Key] = o
@@ -96,7 +97,7 @@ func (f *fileSet) drop(rel string) {
 
 // warnings returns every file's warnings in path order; nothing, at no
 // cost, when no file has any.
-func (f *fileSet) warnings() []ConfigError {
+func (f *fileSet) warnings() []store.ConfigError {
 	if f.warned == 0 {
 		return nil
 	}
@@ -107,7 +108,7 @@ func (f *fileSet) warnings() []ConfigError {
 		}
 	}
 	slices.Sort(rels)
-	var out []ConfigError
+	var out []store.ConfigError
 	for _, rel := range rels {
 		out = append(out, f.files[rel].warns...)
 	}
@@ -125,8 +126,8 @@ func (fs *fileState) troubled() int {
 // changes returns what the files changed since the last call, for
 // Store.Update: the current object of every key the changed files define
 // or defined, and the keys no file defines any more.
-func (f *fileSet) changes() (set []*Object, remove []Key) {
-	touched := map[Key]struct{}{}
+func (f *fileSet) changes() (set []*store.Object, remove []store.Key) {
+	touched := map[store.Key]struct{}{}
 	for rel, before := range f.dirty {
 		for _, o := range before {
 			f.undefine(o.Key, rel)
@@ -151,7 +152,7 @@ func (f *fileSet) changes() (set []*Object, remove []Key) {
 }
 
 // define adds rel to the files defining k, in path order.
-func (f *fileSet) define(k Key, rel string) {
+func (f *fileSet) define(k store.Key, rel string) {
 	files := f.defs[k]
 	i, found := slices.BinarySearch(files, rel)
 	if found {
@@ -164,7 +165,7 @@ func (f *fileSet) define(k Key, rel string) {
 }
 
 // undefine removes rel from the files defining k.
-func (f *fileSet) undefine(k Key, rel string) {
+func (f *fileSet) undefine(k store.Key, rel string) {
 	files := f.defs[k]
 	i, found := slices.BinarySearch(files, rel)
 	if !found {
@@ -183,7 +184,7 @@ func (f *fileSet) undefine(k Key, rel string) {
 // errors returns every file's errors in path order, with the keys defined
 // twice; nothing, at no cost, for a set without either. Call it after
 // changes.
-func (f *fileSet) errors() []ConfigError {
+func (f *fileSet) errors() []store.ConfigError {
 	if f.dups == 0 && f.troubled == 0 {
 		return nil
 	}
@@ -192,13 +193,13 @@ func (f *fileSet) errors() []ConfigError {
 		rels = append(rels, p)
 	}
 	slices.Sort(rels)
-	var errs []ConfigError
+	var errs []store.ConfigError
 	var dd dedup
 	for _, rel := range rels {
 		fs := f.files[rel]
 		errs = append(errs, fs.errs...)
 		if len(fs.errs) > 0 && fs.good != nil {
-			errs = append(errs, ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
+			errs = append(errs, store.ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
 		}
 		errs = dd.add(fs.good, errs, f.maxProblems)
 	}
@@ -208,20 +209,20 @@ func (f *fileSet) errors() []ConfigError {
 // dedup collects one source's objects in file order, keeping the first
 // definition of each key and reporting the others with both places.
 type dedup struct {
-	objs  []*Object
-	first map[Key]*Object
+	objs  []*store.Object
+	first map[store.Key]*store.Object
 }
 
 // add adds one file's objects, appending to errs at most max of the
 // duplicates it finds (and a line counting the rest).
-func (d *dedup) add(objs []*Object, errs []ConfigError, max int) []ConfigError {
+func (d *dedup) add(objs []*store.Object, errs []store.ConfigError, max int) []store.ConfigError {
 	if d.first == nil {
-		d.first = map[Key]*Object{}
+		d.first = map[store.Key]*store.Object{}
 	}
 	start := len(errs)
 	for _, o := range objs {
 		if prev, dup := d.first[o.Key]; dup {
-			errs = append(errs, ConfigError{File: o.Origin.File, Line: o.Origin.Line, Object: clip(o.Key.String(), maxField),
+			errs = append(errs, store.ConfigError{File: o.Origin.File, Line: o.Origin.Line, Object: clip(o.Key.String(), maxField),
 				Message: fmt.Sprintf("defined twice in this source; keeping %s:%d", prev.Origin.File, prev.Origin.Line)})
 			continue
 		}

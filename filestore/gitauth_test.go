@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestGitSourceHTTPTokenAuth serves a repository over git's smart HTTP
@@ -48,7 +49,7 @@ func TestGitSourceHTTPTokenAuth(t *testing.T) {
 		{name: "no token"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			store := filestore.NewStore()
+			store := store.NewStore()
 			src, err := filestore.NewGitSource(filestore.GitConfig{Repo: url, Ref: "main", Username: c.user, Token: c.token,
 				WorkDir: filepath.Join(t.TempDir(), "clone")}, store, nil)
 			if err != nil {

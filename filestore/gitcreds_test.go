@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestFaultGitPasswordNotInArgv: a repository URL with a password
@@ -54,7 +55,7 @@ func TestFaultGitPasswordNotInArgv(t *testing.T) {
 	defer srv.Close()
 	url := strings.Replace(srv.URL, "http://", "http://ci-bot:"+password+"@", 1) + "/" + filepath.Base(repo.dir)
 
-	store := filestore.NewStore()
+	store := store.NewStore()
 	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: url, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone")}, store, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -19,14 +19,15 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // runGit runs a git source until the test ends, and checks that Run
 // returns within 5 s of being stopped (a stalled fetch must not hold it).
-func runGit(t *testing.T, cfg filestore.GitConfig) (*filestore.GitSource, *filestore.Store, context.CancelFunc) {
+func runGit(t *testing.T, cfg filestore.GitConfig) (*filestore.GitSource, *store.Store, context.CancelFunc) {
 	t.Helper()
-	store := filestore.NewStore()
-	src, err := filestore.NewGitSource(cfg, store, nil)
+	cs := store.NewStore()
+	src, err := filestore.NewGitSource(cfg, cs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +51,12 @@ func runGit(t *testing.T, cfg filestore.GitConfig) (*filestore.GitSource, *files
 		}
 	}
 	t.Cleanup(stop)
-	return src, store, stop
+	return src, cs, stop
 }
 
-func gitErrorWith(text string) func(*filestore.Snapshot) bool {
-	return func(s *filestore.Snapshot) bool {
-		return slices.ContainsFunc(gitStatus(s).Errors, func(e filestore.ConfigError) bool { return strings.Contains(e.Message, text) })
+func gitErrorWith(text string) func(*store.Snapshot) bool {
+	return func(s *store.Snapshot) bool {
+		return slices.ContainsFunc(gitStatus(s).Errors, func(e store.ConfigError) bool { return strings.Contains(e.Message, text) })
 	}
 }
 
@@ -78,29 +79,29 @@ func TestGitSourceRestartDuringOutage(t *testing.T) {
 	away := repo.dir + ".away"
 	must(t, os.Rename(repo.dir, away))
 	start := time.Now()
-	src, store, _ := runGit(t, cfg)
+	src, cs, _ := runGit(t, cfg)
 	select {
 	case <-src.Ready():
 	case <-time.After(5 * time.Second):
 		t.Fatal("a restart during the outage was not ready within 5 s")
 	}
 	t.Logf("ready after %s", time.Since(start).Round(time.Millisecond))
-	if snap := store.Snapshot(); snap.Commit() != c1 || addressOf(snap, "a") != "1.1.1.1" {
+	if snap := cs.Snapshot(); snap.Commit() != c1 || addressOf(snap, "a") != "1.1.1.1" {
 		t.Fatalf("restart serves commit %q, %d objects; want the last good %s", snap.Commit(), snap.Len(), c1[:12])
 	}
-	eventually(t, "the fetch error shown", gitErrorWith("fetch "), store)
-	if st := gitStatus(store.Snapshot()); st.Revision != c1 || !strings.Contains(st.Errors[0].Message, "serving "+c1[:12]) {
+	eventually(t, "the fetch error shown", gitErrorWith("fetch "), cs)
+	if st := gitStatus(cs.Snapshot()); st.Revision != c1 || !strings.Contains(st.Errors[0].Message, "serving "+c1[:12]) {
 		t.Fatalf("status during the outage: %+v", st)
 	}
 
 	must(t, os.Rename(away, repo.dir))
 	src.Trigger()
-	eventually(t, "the error clears once the remote is back", func(s *filestore.Snapshot) bool {
+	eventually(t, "the error clears once the remote is back", func(s *store.Snapshot) bool {
 		return len(gitStatus(s).Errors) == 0 && s.Commit() == c1
-	}, store)
+	}, cs)
 	repo.commit("second", map[string]string{"a.yaml": weYAML("a", "1.1.1.2")})
 	src.Trigger()
-	eventually(t, "the next commit applies", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.2" }, store)
+	eventually(t, "the next commit applies", func(s *store.Snapshot) bool { return addressOf(s, "a") == "1.1.1.2" }, cs)
 }
 
 // stalledListener accepts connections and never answers; each accepted
@@ -149,7 +150,7 @@ func TestGitSourceStalledRemote(t *testing.T) {
 		Timeout: 500 * time.Millisecond, WorkDir: filepath.Join(t.TempDir(), "clone")}
 
 	// One Sync returns once the timeout has passed, with the reason.
-	src, err := filestore.NewGitSource(cfg, filestore.NewStore(), nil)
+	src, err := filestore.NewGitSource(cfg, store.NewStore(), nil)
 	must(t, err)
 	start := time.Now()
 	err = src.Sync(context.Background())
@@ -160,8 +161,8 @@ func TestGitSourceStalledRemote(t *testing.T) {
 		t.Fatalf("sync from a stalled remote took %s", took)
 	}
 
-	_, store, stop := runGit(t, cfg)
-	eventually(t, "the stall reported", gitErrorWith("no answer within 500ms (a stalled remote?)"), store)
+	_, cs, stop := runGit(t, cfg)
+	eventually(t, "the stall reported", gitErrorWith("no answer within 500ms (a stalled remote?)"), cs)
 	// The listener saw the direct Sync, the first fetch of Run, and
 	// then the retry that the backoff (1 s) brings.
 	for i := range 3 {
@@ -181,10 +182,10 @@ func TestGitSourceEmptyCommitHeld(t *testing.T) {
 	repo := newGitRepo(t)
 	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2")})
 	workDir := filepath.Join(t.TempDir(), "clone")
-	store := filestore.NewStore()
-	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: workDir}, store, nil)
+	cs := store.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: workDir}, cs, nil)
 	must(t, err)
-	allowStore := filestore.NewStore()
+	allowStore := store.NewStore()
 	allow, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone"), AllowEmpty: true}, allowStore, nil)
 	must(t, err)
 	must(t, src.Sync(ctx))
@@ -192,7 +193,7 @@ func TestGitSourceEmptyCommitHeld(t *testing.T) {
 
 	empty := repo.commit("delete everything", map[string]string{"a.yaml": "", "b.yaml": ""})
 	must(t, src.Sync(ctx))
-	snap := store.Snapshot()
+	snap := cs.Snapshot()
 	if snap.Len() != 2 || snap.Commit() != c1 || !gitErrorWith("allowEmpty")(snap) || gitStatus(snap).Errors[0].Commit != empty {
 		t.Fatalf("empty commit: %d objects at %s, status %+v; want it held", snap.Len(), snap.Commit(), gitStatus(snap))
 	}
@@ -222,15 +223,15 @@ func TestGitSourceBlobLimits(t *testing.T) {
 	ctx := context.Background()
 	repo := newGitRepo(t)
 	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
-	store := filestore.NewStore()
+	cs := store.NewStore()
 	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone"),
-		Limits: filestore.Limits{MaxFileBytes: 64 << 10}}, store, nil)
+		Limits: filestore.Limits{MaxFileBytes: 64 << 10}}, cs, nil)
 	must(t, err)
 	must(t, src.Sync(ctx))
 
 	big := repo.commit("big", map[string]string{"big.yaml": weYAML("big", "2.2.2.2") + "# " + strings.Repeat("x", 100<<10) + "\n"})
 	must(t, src.Sync(ctx))
-	st := gitStatus(store.Snapshot())
+	st := gitStatus(cs.Snapshot())
 	if st.Revision != c1 || len(st.Errors) != 2 || st.Errors[0].File != "big.yaml" || st.Errors[0].Commit != big ||
 		!strings.Contains(st.Errors[0].Message, "more than maxFileBytes (65,536)") {
 		t.Fatalf("big blob: %+v", st)
@@ -240,15 +241,15 @@ func TestGitSourceBlobLimits(t *testing.T) {
 	must(t, os.Symlink("a.yaml", filepath.Join(repo.dir, "link.yaml")))
 	repo.commit("link", nil)
 	must(t, src.Sync(ctx))
-	if snap := store.Snapshot(); snap.Commit() != c1 || !gitErrorWith("a symbolic link in the repository")(snap) {
+	if snap := cs.Snapshot(); snap.Commit() != c1 || !gitErrorWith("a symbolic link in the repository")(snap) {
 		t.Fatalf("symlink: %+v", gitStatus(snap))
 	}
 
 	must(t, os.Remove(filepath.Join(repo.dir, "link.yaml")))
 	repo.commit("docs", map[string]string{"docs.yaml": strings.Repeat("--- {kind: Nope}\n", 3000)})
 	must(t, src.Sync(ctx))
-	st = gitStatus(store.Snapshot())
-	if st.Revision != c1 || len(st.Errors) > filestore.DefaultMaxProblems+2 || !gitErrorWith("more problems in this file")(store.Snapshot()) {
+	st = gitStatus(cs.Snapshot())
+	if st.Revision != c1 || len(st.Errors) > filestore.DefaultMaxProblems+2 || !gitErrorWith("more problems in this file")(cs.Snapshot()) {
 		t.Fatalf("3,000 invalid documents: %d problems, revision %s", len(st.Errors), st.Revision)
 	}
 }
@@ -345,7 +346,7 @@ func TestGitSourceStallCutAndRetried(t *testing.T) {
 	repo := newGitRepo(t)
 	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
 	remote := newSlowRemote(t, repo.dir, 0)
-	src, store, _ := runGit(t, filestore.GitConfig{Repo: remote.url, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone")})
+	src, cs, _ := runGit(t, filestore.GitConfig{Repo: remote.url, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone")})
 	select {
 	case <-src.Ready():
 	case <-time.After(10 * time.Second):
@@ -367,9 +368,9 @@ func TestGitSourceStallCutAndRetried(t *testing.T) {
 
 	want := "fetch stalled: no data from " + remote.url + " for 10s, retrying in 1s; serving " + c1[:12]
 	deadline := time.Now().Add(14 * time.Second)
-	for !gitErrorWith(want)(store.Snapshot()) {
+	for !gitErrorWith(want)(cs.Snapshot()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the stall is not shown on the source: %+v", gitStatus(store.Snapshot()))
+			t.Fatalf("the stall is not shown on the source: %+v", gitStatus(cs.Snapshot()))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -377,20 +378,20 @@ func TestGitSourceStallCutAndRetried(t *testing.T) {
 	if st := src.FetchStatus(); !st.Stalled || st.Stalls != 1 || !strings.Contains(st.LastError, "fetch stalled") {
 		t.Errorf("FetchStatus during the stall: %+v", st)
 	}
-	if got := store.Snapshot().Commit(); got != c1 {
+	if got := cs.Snapshot().Commit(); got != c1 {
 		t.Errorf("serving %q during the stall, want %s", got, c1)
 	}
 	remote.stall.Store(false) // the remote answers again
 
-	eventually(t, "the commit pushed during the stall applied", func(s *filestore.Snapshot) bool {
+	eventually(t, "the commit pushed during the stall applied", func(s *store.Snapshot) bool {
 		return s.Commit() == c2 && addressOf(s, "a") == "1.1.1.2"
-	}, store)
+	}, cs)
 	took := time.Since(pushed)
 	t.Logf("stall shown %s after the push, commit applied after %s", shown.Round(time.Millisecond), took.Round(time.Millisecond))
 	if took > 15*time.Second {
 		t.Errorf("the commit pushed during the stall took %s to apply, want <= 15s", took.Round(time.Millisecond))
 	}
-	if st := gitStatus(store.Snapshot()); len(st.Errors) != 0 {
+	if st := gitStatus(cs.Snapshot()); len(st.Errors) != 0 {
 		t.Errorf("the stall still reported after a good fetch: %+v", st.Errors)
 	}
 	if st := src.FetchStatus(); st.Stalled || st.LastError != "" || st.Stalls != 1 {
@@ -414,9 +415,9 @@ func TestGitSourceSlowCloneCompletes(t *testing.T) {
 	c1 := repo.commit("first", files)
 	remote := newSlowRemote(t, repo.dir, 1024)
 	const stall = 2 * time.Second
-	store := filestore.NewStore()
+	cs := store.NewStore()
 	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: remote.url, Ref: "main", StallTimeout: stall,
-		WorkDir: filepath.Join(t.TempDir(), "clone")}, store, nil)
+		WorkDir: filepath.Join(t.TempDir(), "clone")}, cs, nil)
 	must(t, err)
 	start := time.Now()
 	if err := src.Sync(context.Background()); err != nil {
@@ -427,7 +428,7 @@ func TestGitSourceSlowCloneCompletes(t *testing.T) {
 	if took < 3*stall {
 		t.Errorf("the clone took %s, not several stall timeouts (%s): the test does not show progress resetting the watchdog", took, stall)
 	}
-	if snap := store.Snapshot(); snap.Commit() != c1 || addressOf(snap, "we-3") != "10.0.0.4" {
+	if snap := cs.Snapshot(); snap.Commit() != c1 || addressOf(snap, "we-3") != "10.0.0.4" {
 		t.Errorf("serving %q after the clone, want %s", snap.Commit(), c1)
 	}
 	if st := src.FetchStatus(); st.Stalls != 0 || st.Failures != 0 {

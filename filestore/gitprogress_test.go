@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // The first fetch into an empty clone logs git's progress, a phase's end
@@ -20,7 +21,7 @@ func TestGitFirstFetchLogsProgress(t *testing.T) {
 	}
 	repo.commit("first", files)
 	var logs logBuffer
-	store := filestore.NewStore()
+	store := store.NewStore()
 	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "refs/heads/main", WorkDir: filepath.Join(t.TempDir(), "clone")}, store, logs.logger())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/store"
 	"io"
 	"log/slog"
 	"os"
@@ -72,8 +73,8 @@ const DefaultGitTimeout = 10 * time.Minute
 // serves it before the remote answers.
 type GitSource struct {
 	cfg     GitConfig
-	src     Source
-	store   *Store
+	src     store.Source
+	store   *store.Store
 	log     *slog.Logger
 	trigger chan struct{}
 	ready   chan struct{}
@@ -92,11 +93,11 @@ type GitSource struct {
 	mu          sync.Mutex
 	goodCommit  string
 	lastCommit  string
-	lastErrs    []ConfigError
+	lastErrs    []store.ConfigError
 	lastFetchAt time.Time
 	// commitErrs are lastCommit's problems (nil when it applied), shown
 	// again once a failed fetch recovers with the same commit.
-	commitErrs  []ConfigError
+	commitErrs  []store.ConfigError
 	fetchFailed bool
 	// fetchStarted is when the fetch under way began (zero: none);
 	// fetchErr and fetchErrAt the last failed fetch's error, until a fetch
@@ -146,7 +147,7 @@ func (g *GitSource) FetchStatus() FetchStatus {
 
 // NewGitSource checks the configuration and prepares the local clone folder.
 // The source name is "git:<repo>".
-func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource, error) {
+func NewGitSource(cfg GitConfig, st *store.Store, logger *slog.Logger) (*GitSource, error) {
 	if cfg.Repo == "" {
 		return nil, fmt.Errorf("git source: repository is required")
 	}
@@ -193,8 +194,8 @@ func NewGitSource(cfg GitConfig, store *Store, logger *slog.Logger) (*GitSource,
 	sum := sha256.Sum256([]byte(cfg.Repo + "\x00" + cfg.Ref + "\x00" + cfg.Path))
 	return &GitSource{
 		cfg:     cfg,
-		src:     Source{Name: name, Class: ClassConfig},
-		store:   store,
+		src:     store.Source{Name: name, Class: store.ClassConfig},
+		store:   st,
 		log:     logger.With("source", name),
 		trigger: make(chan struct{}, 1),
 		ready:   make(chan struct{}),
@@ -215,7 +216,7 @@ func redactURL(u string) string {
 }
 
 // Source returns the Store source this GitSource writes.
-func (g *GitSource) Source() Source { return g.src }
+func (g *GitSource) Source() store.Source { return g.src }
 
 // Ready is closed once the first good commit has reached the Store.
 func (g *GitSource) Ready() <-chan struct{} { return g.ready }
@@ -351,7 +352,7 @@ func (g *GitSource) sync(ctx context.Context, retry time.Duration) error {
 		g.mu.Lock()
 		g.fetchFailed = true
 		g.mu.Unlock()
-		g.setStatus(g.GoodCommit(), []ConfigError{ConfigError{Message: err.Error()}.bounded()})
+		g.setStatus(g.GoodCommit(), []store.ConfigError{store.ConfigError{Message: err.Error()}.Bounded()})
 		return err
 	}
 	if first {
@@ -384,7 +385,7 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 		for i := range errs {
 			errs[i].Commit = commit
 		}
-		errs = append(errs, ConfigError{Commit: commit, Message: fmt.Sprintf("commit rejected; still serving %s", shortOr(g.GoodCommit(), "nothing"))})
+		errs = append(errs, store.ConfigError{Commit: commit, Message: fmt.Sprintf("commit rejected; still serving %s", shortOr(g.GoodCommit(), "nothing"))})
 		g.mu.Lock()
 		g.lastCommit, g.commitErrs = commit, errs
 		g.mu.Unlock()
@@ -411,7 +412,7 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 }
 
 // errorStrings renders problems for one log line.
-func errorStrings(errs []ConfigError) []string {
+func errorStrings(errs []store.ConfigError) []string {
 	out := make([]string, len(errs))
 	for i, e := range errs {
 		out[i] = e.Error()
@@ -426,7 +427,7 @@ func errorStrings(errs []ConfigError) []string {
 // without AllowEmpty) the file set is left at the last good commit and the
 // errors are returned: a commit applies whole or not at all. Objects keep
 // the commit they were read at.
-func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]string, set []*Object, remove []Key, errs []ConfigError, err error) {
+func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]string, set []*store.Object, remove []store.Key, errs []store.ConfigError, err error) {
 	lim := g.cfg.Limits
 	entries, err := listGitTree(ctx, g.runner(), commit, g.cfg.Path)
 	if err != nil {
@@ -502,7 +503,7 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	set, remove = g.files.changes()
 	errs = g.files.errors()
 	if len(errs) == 0 && g.files.defined == 0 && served > 0 && !g.cfg.AllowEmpty {
-		errs = []ConfigError{{Message: fmt.Sprintf("the commit defines no object: applying it would withdraw all %d; held (allowEmpty applies such a commit)", len(remove))}}
+		errs = []store.ConfigError{{Message: fmt.Sprintf("the commit defines no object: applying it would withdraw all %d; held (allowEmpty applies such a commit)", len(remove))}}
 	}
 	if len(errs) > 0 {
 		for p, fs := range before {
@@ -610,7 +611,7 @@ func shortOr(s, alt string) string {
 
 // setStatus reports the source's errors with the warnings of the commit
 // it serves. Callers hold syncMu.
-func (g *GitSource) setStatus(revision string, errs []ConfigError) {
+func (g *GitSource) setStatus(revision string, errs []store.ConfigError) {
 	g.mu.Lock()
 	g.lastErrs = errs
 	g.mu.Unlock()
@@ -622,7 +623,7 @@ func (g *GitSource) setStatus(revision string, errs []ConfigError) {
 func (g *GitSource) logWarnings() {
 	var warns []string
 	for _, w := range g.files.warnings() {
-		if w.Severity == SeverityWarning { // infos are not logged
+		if w.Severity == store.SeverityWarning { // infos are not logged
 			warns = append(warns, w.Error())
 		}
 	}
@@ -647,14 +648,14 @@ type GitFile struct {
 // readGitTree returns the .yaml/.yml files of a commit under sub (all of
 // the tree when sub is empty), in path order, and the files it did not
 // read (over the size limit, or symbolic links).
-func readGitTree(ctx context.Context, git gitRunner, commit, sub string, lim Limits) ([]GitFile, []ConfigError, error) {
+func readGitTree(ctx context.Context, git gitRunner, commit, sub string, lim Limits) ([]GitFile, []store.ConfigError, error) {
 	entries, err := listGitTree(ctx, git, commit, sub)
 	if err != nil {
 		return nil, nil, err
 	}
 	var blobs []string
 	var files []GitFile
-	var problems []ConfigError
+	var problems []store.ConfigError
 	for _, e := range entries {
 		if p := e.problem(lim); p != nil {
 			problems = append(problems, *p)
@@ -682,12 +683,12 @@ type gitEntry struct {
 
 // problem says why an entry is not read: a symbolic link (git stores its
 // target, not a file), or a blob over the size limit.
-func (e gitEntry) problem(lim Limits) *ConfigError {
+func (e gitEntry) problem(lim Limits) *store.ConfigError {
 	switch {
 	case e.mode == "120000":
-		return &ConfigError{File: e.path, Message: "a symbolic link in the repository; only regular files are read from git"}
+		return &store.ConfigError{File: e.path, Message: "a symbolic link in the repository; only regular files are read from git"}
 	case e.size > lim.MaxFileBytes:
-		return &ConfigError{File: e.path, Message: tooLarge(e.size, lim.MaxFileBytes).Error()}
+		return &store.ConfigError{File: e.path, Message: tooLarge(e.size, lim.MaxFileBytes).Error()}
 	}
 	return nil
 }
@@ -777,14 +778,14 @@ func readGitBlobs(ctx context.Context, git gitRunner, commit string, blobs []str
 // Limits: it returns all objects and every error, including keys defined
 // twice. Paths are relative to the source's root (a root mesh.yaml is its
 // mesh config).
-func DecodeFiles(files []GitFile) ([]*Object, []ConfigError) {
+func DecodeFiles(files []GitFile) ([]*store.Object, []store.ConfigError) {
 	l := decodeFiles(files, "", DefaultLimits())
 	return l.Objects, l.Errors
 }
 
 func decodeFiles(files []GitFile, root string, lim Limits) Loaded {
 	lim = lim.withDefaults()
-	var errs, warns []ConfigError
+	var errs, warns []store.ConfigError
 	var d dedup
 	for _, f := range files {
 		dec := DecodeSourceFile(f.Path, root, f.Data, lim)

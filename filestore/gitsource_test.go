@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // gitRepo is a real git repository in a temporary folder.
@@ -54,36 +55,36 @@ func (r *gitRepo) commit(msg string, files map[string]string) string {
 	return r.run("rev-parse", "HEAD")
 }
 
-func newGitSource(t *testing.T, repo, ref, path string) (*filestore.GitSource, *filestore.Store) {
+func newGitSource(t *testing.T, repo, ref, path string) (*filestore.GitSource, *store.Store) {
 	t.Helper()
-	store := filestore.NewStore()
-	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: path, WorkDir: filepath.Join(t.TempDir(), "clone")}, store, nil)
+	cs := store.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo, Ref: ref, Path: path, WorkDir: filepath.Join(t.TempDir(), "clone")}, cs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return src, store
+	return src, cs
 }
 
-func gitStatus(s *filestore.Snapshot) filestore.SourceStatus {
+func gitStatus(s *store.Snapshot) store.SourceStatus {
 	for _, st := range s.Sources {
 		if strings.HasPrefix(st.Source, "git:") {
 			return st
 		}
 	}
-	return filestore.SourceStatus{}
+	return store.SourceStatus{}
 }
 
 func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
 	ctx := context.Background()
 	repo := newGitRepo(t)
 	c1 := repo.commit("first", map[string]string{"mesh/a.yaml": weYAML("a", "1.1.1.1"), "README.md": "not config"})
-	src, store := newGitSource(t, repo.dir, "main", "mesh")
+	src, cs := newGitSource(t, repo.dir, "main", "mesh")
 	must(t, src.Sync(ctx))
-	snap := store.Snapshot()
+	snap := cs.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.1" || snap.Commit() != c1 {
 		t.Fatalf("first commit not applied: %q %q", addressOf(snap, "a"), snap.Commit())
 	}
-	o := snap.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "a"})
+	o := snap.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "a"})
 	if o.Origin.Commit != c1 || o.Origin.File != "a.yaml" {
 		t.Fatalf("origin: %+v", o.Origin)
 	}
@@ -94,7 +95,7 @@ func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
 		"mesh/b.yaml": weYAML("b", "2.2.2.2") + "  weight: heavy\n",
 	})
 	must(t, src.Sync(ctx))
-	snap = store.Snapshot()
+	snap = cs.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "b") != "" {
 		t.Fatalf("bad commit partially applied")
 	}
@@ -112,7 +113,7 @@ func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
 	// The fix applies whole.
 	c3 := repo.commit("fix", map[string]string{"mesh/b.yaml": weYAML("b", "2.2.2.2")})
 	must(t, src.Sync(ctx))
-	snap = store.Snapshot()
+	snap = cs.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.2" || addressOf(snap, "b") != "2.2.2.2" || snap.Commit() != c3 || len(gitStatus(snap).Errors) != 0 {
 		t.Fatalf("fix not applied: %q %q %s %+v", addressOf(snap, "a"), addressOf(snap, "b"), snap.Commit(), gitStatus(snap).Errors)
 	}
@@ -121,7 +122,7 @@ func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
 	repo.run("reset", "--quiet", "--hard", c1)
 	c4 := repo.commit("rewritten", map[string]string{"mesh/c.yaml": weYAML("c", "3.3.3.3")})
 	must(t, src.Sync(ctx))
-	snap = store.Snapshot()
+	snap = cs.Snapshot()
 	if snap.Commit() != c4 || addressOf(snap, "b") != "" || addressOf(snap, "c") != "3.3.3.3" || addressOf(snap, "a") != "1.1.1.1" {
 		t.Fatalf("force-push not followed: commit %s", snap.Commit())
 	}
@@ -133,9 +134,9 @@ func TestGitSourceTagAndTrigger(t *testing.T) {
 	repo.run("tag", "v1")
 	repo.commit("second", map[string]string{"a.yaml": weYAML("a", "1.1.1.2")})
 
-	src, store := newGitSource(t, repo.dir, "v1", "")
+	src, cs := newGitSource(t, repo.dir, "v1", "")
 	must(t, src.Sync(context.Background()))
-	if addressOf(store.Snapshot(), "a") != "1.1.1.1" {
+	if addressOf(cs.Snapshot(), "a") != "1.1.1.1" {
 		t.Fatal("tag not followed")
 	}
 
@@ -154,19 +155,19 @@ func TestGitSourceTagAndTrigger(t *testing.T) {
 	}
 	repo.commit("third", map[string]string{"a.yaml": weYAML("a", "1.1.1.3")})
 	src2.Trigger() // the 30 s poll interval would be too slow: the trigger must fetch at once
-	eventually(t, "trigger fetched the new commit", func(s *filestore.Snapshot) bool { return addressOf(s, "a") == "1.1.1.3" }, store2)
+	eventually(t, "trigger fetched the new commit", func(s *store.Snapshot) bool { return addressOf(s, "a") == "1.1.1.3" }, store2)
 }
 
 func TestGitSourceUnreachableKeepsServing(t *testing.T) {
 	repo := newGitRepo(t)
 	repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1")})
-	src, store := newGitSource(t, repo.dir, "main", "")
+	src, cs := newGitSource(t, repo.dir, "main", "")
 	must(t, src.Sync(context.Background()))
 	must(t, os.RemoveAll(repo.dir))
 	if err := src.Sync(context.Background()); err == nil {
 		t.Fatal("fetch from a removed repository succeeded")
 	}
-	snap := store.Snapshot()
+	snap := cs.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.1" || len(gitStatus(snap).Errors) == 0 {
 		t.Fatal("lost config or error not reported when the remote vanished")
 	}
@@ -181,16 +182,16 @@ func TestGitSourceReadsChangedFilesOnly(t *testing.T) {
 	ctx := context.Background()
 	repo := newGitRepo(t)
 	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2"), "c.yaml": weYAML("c", "3.3.3.3")})
-	src, store := newGitSource(t, repo.dir, "main", "")
+	src, cs := newGitSource(t, repo.dir, "main", "")
 	must(t, src.Sync(ctx))
-	key := func(name string) filestore.Key {
-		return filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name}
+	key := func(name string) store.Key {
+		return store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: name}
 	}
-	b1 := store.Snapshot().Get(key("b"))
+	b1 := cs.Snapshot().Get(key("b"))
 
 	c2 := repo.commit("move a, drop c", map[string]string{"a.yaml": weYAML("a", "1.1.1.9"), "c.yaml": ""})
 	must(t, src.Sync(ctx))
-	snap := store.Snapshot()
+	snap := cs.Snapshot()
 	if a := snap.Get(key("a")); a == nil || a.Origin.Commit != c2 || addressOf(snap, "a") != "1.1.1.9" {
 		t.Fatalf("changed file: %+v", a)
 	}
@@ -204,7 +205,7 @@ func TestGitSourceReadsChangedFilesOnly(t *testing.T) {
 	// d.yaml defines b again: the commit is rejected whole.
 	bad := repo.commit("dup", map[string]string{"d.yaml": weYAML("b", "4.4.4.4") + "---\n" + weYAML("d", "5.5.5.5")})
 	must(t, src.Sync(ctx))
-	snap = store.Snapshot()
+	snap = cs.Snapshot()
 	st := gitStatus(snap)
 	if addressOf(snap, "d") != "" || addressOf(snap, "b") != "2.2.2.2" || st.Revision != c2 {
 		t.Fatalf("commit with a duplicate key partly applied: d %q b %q revision %s", addressOf(snap, "d"), addressOf(snap, "b"), st.Revision)
@@ -216,7 +217,7 @@ func TestGitSourceReadsChangedFilesOnly(t *testing.T) {
 	// The fix applies, from the state of the last good commit.
 	c4 := repo.commit("fix", map[string]string{"d.yaml": weYAML("d", "5.5.5.5")})
 	must(t, src.Sync(ctx))
-	snap = store.Snapshot()
+	snap = cs.Snapshot()
 	if addressOf(snap, "d") != "5.5.5.5" || addressOf(snap, "b") != "2.2.2.2" || snap.Commit() != c4 || len(gitStatus(snap).Errors) != 0 || snap.Len() != 3 {
 		t.Fatalf("fix not applied: d %q b %q commit %s errors %+v", addressOf(snap, "d"), addressOf(snap, "b"), snap.Commit(), gitStatus(snap).Errors)
 	}
@@ -229,16 +230,16 @@ func TestGitSourceRejectedEditLeavesNoTrace(t *testing.T) {
 	ctx := context.Background()
 	repo := newGitRepo(t)
 	repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2")})
-	src, store := newGitSource(t, repo.dir, "main", "")
+	src, cs := newGitSource(t, repo.dir, "main", "")
 	must(t, src.Sync(ctx))
 	repo.commit("b defines a too", map[string]string{"b.yaml": weYAML("b", "2.2.2.2") + "---\n" + weYAML("a", "9.9.9.9")})
 	must(t, src.Sync(ctx))
-	if st := gitStatus(store.Snapshot()); len(st.Errors) == 0 {
+	if st := gitStatus(cs.Snapshot()); len(st.Errors) == 0 {
 		t.Fatal("a commit defining a key twice was accepted")
 	}
 	c3 := repo.commit("revert b", map[string]string{"b.yaml": weYAML("b", "2.2.2.2")})
 	must(t, src.Sync(ctx))
-	snap := store.Snapshot()
+	snap := cs.Snapshot()
 	if st := gitStatus(snap); len(st.Errors) != 0 || snap.Commit() != c3 || addressOf(snap, "a") != "1.1.1.1" || addressOf(snap, "b") != "2.2.2.2" {
 		t.Fatalf("after reverting the rejected edit: commit %s, errors %+v, a %q, b %q", snap.Commit(), st.Errors, addressOf(snap, "a"), addressOf(snap, "b"))
 	}

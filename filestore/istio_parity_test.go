@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // The differential test against Istio: every document of the corpus that
@@ -96,15 +97,15 @@ func loadExceptions(t *testing.T) map[string]parityException {
 // vmeshVerdict decodes one corpus document the way `vmesh validate` reads a
 // file, and reports whether vmesh accepts it: an object and no error
 // (warnings accept), with the errors.
-func vmeshVerdict(t *testing.T, id string) (bool, []filestore.ConfigError) {
+func vmeshVerdict(t *testing.T, id string) (bool, []store.ConfigError) {
 	t.Helper()
 	objs, problems, err := filestore.LoadPath(filepath.Join(oracleDir, "corpus", filepath.FromSlash(id)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errs []filestore.ConfigError
+	var errs []store.ConfigError
 	for _, p := range problems {
-		if p.Severity == filestore.SeverityError {
+		if p.Severity == store.SeverityError {
 			errs = append(errs, p)
 		}
 	}

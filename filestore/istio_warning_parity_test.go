@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // The warning half of the differential test against Istio: on every corpus
@@ -23,7 +24,7 @@ import (
 // document and code; an entry that no longer differs fails it too.
 
 // The codes Istio's analyzer gives its validation warnings, in order.
-var istioWarningCodes = []string{filestore.CodeUnreachableRule, filestore.CodeIneffectiveMatch, filestore.CodeSchemaWarning}
+var istioWarningCodes = []string{store.CodeUnreachableRule, store.CodeIneffectiveMatch, store.CodeSchemaWarning}
 
 var (
 	// "virtualService rule #1 match #0 ... is not used (duplicate/overlapping match in rule #0 ...)"
@@ -37,11 +38,11 @@ var (
 func istioWarningCode(text string) string {
 	switch {
 	case istioIneffectiveRE.MatchString(text):
-		return filestore.CodeIneffectiveMatch
+		return store.CodeIneffectiveMatch
 	case istioUnreachableRE.MatchString(text):
-		return filestore.CodeUnreachableRule
+		return store.CodeUnreachableRule
 	}
-	return filestore.CodeSchemaWarning
+	return store.CodeSchemaWarning
 }
 
 type warningException struct {
@@ -93,7 +94,7 @@ func isIstioWarningCode(c string) bool {
 // vmeshWarnings loads one corpus document the way `vmesh validate` reads a
 // file; it reports whether vmesh accepts it, and its warnings and infos,
 // all of them (a file reports only its first MaxProblems).
-func vmeshWarnings(t *testing.T, id string) (bool, []filestore.ConfigError) {
+func vmeshWarnings(t *testing.T, id string) (bool, []store.ConfigError) {
 	t.Helper()
 	path := filepath.Join(oracleDir, "corpus", filepath.FromSlash(id))
 	if accepted, _ := vmeshVerdict(t, id); !accepted {
@@ -175,11 +176,11 @@ func TestIstioWarningParity(t *testing.T) {
 // spaces included.
 func TestIstioWarningCodeOfText(t *testing.T) {
 	for text, want := range map[string]string{
-		`virtualService rule #1 not used (only the last rule can have no matches)`:                                                        filestore.CodeUnreachableRule,
-		`virtualService rule "my rule" not used (all matches used by prior rules)`:                                                        filestore.CodeUnreachableRule,
-		`virtualService rule #0 match #1 is not used (duplicate/overlapping match in rule #0)`:                                            filestore.CodeIneffectiveMatch,
-		`virtualService rule "a b" match "c d" of prefix /x is not used (duplicate/overlapping match in rule "a b" of prefix / on "a b")`: filestore.CodeIneffectiveMatch,
-		`workload selector specified without labels`:                                                                                      filestore.CodeSchemaWarning,
+		`virtualService rule #1 not used (only the last rule can have no matches)`:                                                        store.CodeUnreachableRule,
+		`virtualService rule "my rule" not used (all matches used by prior rules)`:                                                        store.CodeUnreachableRule,
+		`virtualService rule #0 match #1 is not used (duplicate/overlapping match in rule #0)`:                                            store.CodeIneffectiveMatch,
+		`virtualService rule "a b" match "c d" of prefix /x is not used (duplicate/overlapping match in rule "a b" of prefix / on "a b")`: store.CodeIneffectiveMatch,
+		`workload selector specified without labels`:                                                                                      store.CodeSchemaWarning,
 	} {
 		if got := istioWarningCode(text); got != want {
 			t.Errorf("%q: %s, want %s", text, got, want)

@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vmesh/vmesh/store"
 	"io"
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
-	"unicode/utf8"
 )
 
 // Limits bound what one config file (or git blob) may cost to read, decode
@@ -79,127 +78,88 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// Bounds on the text of one reported problem: a 50 MB host name is quoted
-// by its first bytes and its length, never whole.
+// quote renders a value for a message like %q, bounded (store.Quote).
+func quote(s string) string { return store.Quote(s) }
+
+// clip cuts s to at most n bytes, saying so (store.Clip).
+func clip(s string, n int) string { return store.Clip(s, n) }
+
+// formatCount writes n with thousands separators (store.FormatCount).
+func formatCount(n int) string { return store.FormatCount(n) }
+
+// Bounds on a reported problem's texts (store's).
 const (
-	maxQuoted  = 100  // bytes of a value quoted in a message
-	maxMessage = 1024 // bytes of a message
-	maxField   = 256  // bytes of a field path or object name
+	maxQuoted = store.MaxQuoted
+	maxField  = store.MaxField
 )
-
-// quote renders a value for a message like %q, cut to its first maxQuoted
-// bytes and its length when it is longer.
-func quote(s string) string {
-	if len(s) <= maxQuoted {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(cut(s, maxQuoted)+"…") + " (" + formatCount(len(s)) + " bytes)"
-}
-
-// clip cuts s to at most n bytes (on a character boundary), saying so.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return cut(s, n) + "… (" + formatCount(len(s)) + " bytes)"
-}
-
-// cut returns the longest prefix of s of at most n bytes that does not
-// split a UTF-8 character.
-func cut(s string, n int) string {
-	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// formatCount writes n with thousands separators: 28,427.
-func formatCount(n int) string {
-	s := strconv.Itoa(n)
-	if n < 0 {
-		return "-" + formatCount(-n)
-	}
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
-// bounded returns the problem with its texts clipped.
-func (e ConfigError) bounded() ConfigError {
-	e.Message = clip(e.Message, maxMessage)
-	e.Field = clip(e.Field, maxField)
-	e.Object = clip(e.Object, maxField)
-	return e
-}
 
 // problems collects one file's problems: the first max are kept, the rest
 // only counted, so a file that expands to a million errors costs max.
 type problems struct {
 	file string
 	max  int
-	list []ConfigError
+	list []store.ConfigError
 	more int
 	// final are problems kept whatever the count (a limit that stopped
 	// decoding): they say why the file is not loaded.
-	final []ConfigError
+	final []store.ConfigError
 	// warns are the file's warnings, bounded the same way.
-	warns     []ConfigError
+	warns     []store.ConfigError
 	moreWarns int
 }
 
 // warn records a warning: the first max are kept, the rest counted.
-func (p *problems) warn(e ConfigError) {
+func (p *problems) warn(e store.ConfigError) {
 	if len(p.warns) < p.max {
-		p.warns = append(p.warns, e.bounded())
+		p.warns = append(p.warns, e.Bounded())
 		return
 	}
 	p.moreWarns++
 }
 
 // warnings returns the kept warnings and a line counting the rest.
-func (p *problems) warnings() []ConfigError {
+func (p *problems) warnings() []store.ConfigError {
 	if p.moreWarns == 0 {
 		return p.warns
 	}
-	return append(p.warns, ConfigError{File: p.file, Severity: SeverityWarning, Message: fmt.Sprintf("and %s more warnings in this file (the first %d are kept: maxProblems)", formatCount(p.moreWarns), p.max)})
+	return append(p.warns, store.ConfigError{File: p.file, Severity: store.SeverityWarning, Message: fmt.Sprintf("and %s more warnings in this file (the first %d are kept: maxProblems)", formatCount(p.moreWarns), p.max)})
 }
 
-func (p *problems) add(e ConfigError) {
+func (p *problems) add(e store.ConfigError) {
 	if len(p.list) < p.max {
-		p.list = append(p.list, e.bounded())
+		p.list = append(p.list, e.Bounded())
 		return
 	}
 	p.more++
 }
 
 // stop records why decoding stopped; it is always reported.
-func (p *problems) stop(e ConfigError) { p.final = append(p.final, e.bounded()) }
+func (p *problems) stop(e store.ConfigError) { p.final = append(p.final, e.Bounded()) }
 
 func (p *problems) total() int { return len(p.list) + p.more + len(p.final) }
 
 // errors returns the kept problems, a line counting the rest, and the
 // final ones.
-func (p *problems) errors() []ConfigError {
+func (p *problems) errors() []store.ConfigError {
 	if p.total() == 0 {
 		return nil
 	}
 	// By line, as an editor lists them: a document's validation runs after
 	// its decoding, so they are found out of order.
 	out := slices.Clone(p.list)
-	slices.SortStableFunc(out, func(a, b ConfigError) int { return cmp.Compare(a.Line, b.Line) })
+	slices.SortStableFunc(out, func(a, b store.ConfigError) int { return cmp.Compare(a.Line, b.Line) })
 	if p.more > 0 {
 		out = append(out, moreProblems(p.file, p.more, p.max))
 	}
 	return append(out, p.final...)
 }
 
-func moreProblems(file string, n, kept int) ConfigError {
-	return ConfigError{File: file, Message: fmt.Sprintf("and %s more problems in this file (the first %d are kept: maxProblems)", formatCount(n), kept)}
+func moreProblems(file string, n, kept int) store.ConfigError {
+	return store.ConfigError{File: file, Message: fmt.Sprintf("and %s more problems in this file (the first %d are kept: maxProblems)", formatCount(n), kept)}
 }
 
 // capProblems keeps at most max of one file's problems, counting the rest.
-func capProblems(file string, errs []ConfigError, max int) []ConfigError {
+func capProblems(file string, errs []store.ConfigError, max int) []store.ConfigError {
 	if len(errs) <= max {
 		return errs
 	}

@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"fmt"
+	"github.com/vmesh/vmesh/store"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 // tree, entries that are not regular files (FIFOs, devices, symlink loops)
 // are reported and skipped, as the directory source does; a file named
 // explicitly is read whatever it is, up to the size limit.
-func LoadPath(path string) ([]*Object, []ConfigError, error) {
+func LoadPath(path string) ([]*store.Object, []store.ConfigError, error) {
 	l, err := Load(path)
 	return l.Objects, l.Errors, err
 }
@@ -22,11 +23,11 @@ func LoadPath(path string) ([]*Object, []ConfigError, error) {
 type Loaded struct {
 	// Commit is the git commit read, for GitSource.Check.
 	Commit  string
-	Objects []*Object
-	Errors  []ConfigError
+	Objects []*store.Object
+	Errors  []store.ConfigError
 	// Warnings are the files' own (warnings.go); the analysis across
 	// objects is Analyze's.
-	Warnings []ConfigError
+	Warnings []store.ConfigError
 }
 
 // Load is LoadPath with the files' warnings.
@@ -47,7 +48,7 @@ func Load(path string) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, fmt.Errorf("load %s: %w", path, err)
 	}
-	var problems []ConfigError
+	var problems []store.ConfigError
 	for _, p := range tree.Problems {
 		p.File = filepath.Join(path, p.File)
 		problems = append(problems, p)
@@ -57,7 +58,7 @@ func Load(path string) (Loaded, error) {
 		full := filepath.Join(path, rel)
 		data, err := readRegular(full, lim.MaxFileBytes)
 		if err != nil {
-			problems = append(problems, ConfigError{File: full, Message: err.Error()})
+			problems = append(problems, store.ConfigError{File: full, Message: err.Error()})
 			continue
 		}
 		files = append(files, GitFile{Path: full, Data: data})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -57,9 +58,9 @@ func DefaultMeshConfig() *meshv1alpha1.MeshConfig {
 // default, except defaultConfig, whose fields are merged into the default
 // proxy config (proxyMetadata key by key), and extensionProviders, merged by
 // name. Problems name the file, line and field; with any, the result is nil.
-func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []ConfigError) {
-	fail := func(line int, field, format string, args ...any) (*meshv1alpha1.MeshConfig, []ConfigError) {
-		return nil, []ConfigError{{File: file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)}}
+func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []store.ConfigError) {
+	fail := func(line int, field, format string, args ...any) (*meshv1alpha1.MeshConfig, []store.ConfigError) {
+		return nil, []store.ConfigError{{File: file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)}}
 	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -67,7 +68,7 @@ func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []Con
 		if err.Error() == "EOF" {
 			return DefaultMeshConfig(), nil // an empty file: Istio's defaults
 		}
-		return nil, []ConfigError{yamlError(file, data, err)}
+		return nil, []store.ConfigError{yamlError(file, data, err)}
 	}
 	var second yaml.Node
 	if dec.Decode(&second) == nil {
@@ -113,7 +114,7 @@ func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []Con
 		seen[p.GetName()] = i
 	}
 	mc := mergeMeshConfig(DefaultMeshConfig(), user)
-	var errs []ConfigError
+	var errs []store.ConfigError
 	for _, p := range validateMeshConfig(mc) {
 		line := root.Line
 		top, _, _ := strings.Cut(p.Field, ".")
@@ -123,7 +124,7 @@ func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []Con
 				line = root.Content[i].Line
 			}
 		}
-		errs = append(errs, ConfigError{File: file, Line: line, Field: p.Field, Message: p.Message})
+		errs = append(errs, store.ConfigError{File: file, Line: line, Field: p.Field, Message: p.Message})
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -133,7 +134,7 @@ func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []Con
 
 // checkFields reports mapping keys that name no field of the message, at
 // their line: protojson would only say "unknown field" without one.
-func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescriptor, path string) []ConfigError {
+func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescriptor, path string) []store.ConfigError {
 	if n.Kind != yaml.MappingNode || md == nil {
 		return nil
 	}
@@ -141,7 +142,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 	case "google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.Duration", "google.protobuf.Any":
 		return nil
 	}
-	var errs []ConfigError
+	var errs []store.ConfigError
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		fd := md.Fields().ByJSONName(k.Value)
@@ -153,7 +154,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 			field = path + "." + k.Value
 		}
 		if fd == nil {
-			errs = append(errs, ConfigError{File: file, Line: k.Line, Field: field, Message: fmt.Sprintf("unknown field %q of %s%s", k.Value, md.Name(), didYouMean(k.Value, fieldNames(md)))})
+			errs = append(errs, store.ConfigError{File: file, Line: k.Line, Field: field, Message: fmt.Sprintf("unknown field %q of %s%s", k.Value, md.Name(), didYouMean(k.Value, fieldNames(md)))})
 			continue
 		}
 		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() && fd.MapValue().Kind() != protoreflect.MessageKind {
@@ -190,13 +191,13 @@ var meshConfigApplied = map[string]bool{
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that
 // vmesh reads but does not apply (VM1011), each with its line; a file that
 // does not decode has none (DecodeMeshConfig reports it).
-func MeshConfigWarnings(file string, data []byte) []ConfigError {
+func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
 	root := doc.Content[0]
-	var out []ConfigError
+	var out []store.ConfigError
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Value == "defaultConfig" && v.Kind == yaml.MappingNode {
@@ -204,21 +205,21 @@ func MeshConfigWarnings(file string, data []byte) []ConfigError {
 			// bundles (vmesh vm bundle).
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				if sk := v.Content[j]; !defaultConfigApplied[sk.Value] {
-					out = append(out, ConfigError{File: file, Line: sk.Line, Field: "defaultConfig." + sk.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+					out = append(out, store.ConfigError{File: file, Line: sk.Line, Field: "defaultConfig." + sk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 						Message: fmt.Sprintf("MeshConfig defaultConfig.%s is read but not applied by vmesh (applied: defaultConfig.discoveryAddress and defaultConfig.proxyMetadata, through vmesh vm bundle)", sk.Value)})
 				}
 			}
 			continue
 		}
 		if k.Value == "accessLogFormat" && v.Kind == yaml.ScalarNode && v.Value != "" && jsonEncoding(root) && !isJSONObject(v.Value) {
-			out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+			out = append(out, store.ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 				Message: "MeshConfig accessLogFormat is not a JSON object of field names to format strings, which accessLogEncoding JSON needs: Envoy sidecars log in Istio's default JSON format instead, as Istio's do"})
 			continue
 		}
 		if meshConfigApplied[k.Value] {
 			continue
 		}
-		out = append(out, ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+		out = append(out, store.ConfigError{File: file, Line: k.Line, Field: k.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: %s)", k.Value, strings.Join(slices.Sorted(maps.Keys(meshConfigApplied)), ", "))})
 	}
 	return out

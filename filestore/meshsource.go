@@ -6,18 +6,9 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/vmesh/vmesh/store"
 	"gopkg.in/yaml.v3"
 )
-
-// KindMeshConfig is the kind of the one MeshConfig object a config source
-// holds when its root has a MeshConfigFile: Istio's MeshConfig
-// (*meshv1alpha1.MeshConfig, Istio's defaults filled in), applied with
-// the rest of the source's files, in the same snapshot (a git commit's
-// mesh settings change with the commit's routes).
-const KindMeshConfig Kind = "MeshConfig"
-
-// MeshConfigKey is the key of a source's MeshConfig object.
-var MeshConfigKey = Key{Kind: KindMeshConfig, Name: "mesh"}
 
 // meshStartupFields are MeshConfig fields a config source's mesh.yaml
 // cannot change: the CA and the policies' root are set when the control
@@ -43,13 +34,13 @@ func DecodeSourceFile(rel, root string, data []byte, lim Limits) Decoded {
 	}
 	lim = lim.withDefaults()
 	if int64(len(data)) > lim.MaxFileBytes {
-		return Decoded{Errors: []ConfigError{{File: rel, Message: tooLarge(int64(len(data)), lim.MaxFileBytes).Error()}}}
+		return Decoded{Errors: []store.ConfigError{{File: rel, Message: tooLarge(int64(len(data)), lim.MaxFileBytes).Error()}}}
 	}
 	mc, errs := DecodeMeshConfig(rel, data)
 	if len(errs) > 0 {
 		return Decoded{Errors: errs}
 	}
-	var warns []ConfigError
+	var warns []store.ConfigError
 	for _, w := range MeshConfigWarnings(rel, data) {
 		if !meshStartupFields[w.Field] {
 			warns = append(warns, w)
@@ -63,13 +54,13 @@ func DecodeSourceFile(rel, root string, data []byte, lim Limits) Decoded {
 		line = root.Line
 		for i := 0; i+1 < len(root.Content); i += 2 {
 			if k := root.Content[i]; meshStartupFields[k.Value] {
-				warns = append(warns, ConfigError{File: rel, Line: k.Line, Field: k.Value, Severity: SeverityWarning, Code: CodeMeshConfigNotApplied,
+				warns = append(warns, store.ConfigError{File: rel, Line: k.Line, Field: k.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 					Message: fmt.Sprintf("MeshConfig %s in the config source's %s is not applied: it is set when the control plane starts (--mesh-config, --%s)", k.Value, MeshConfigFile, flagOf(k.Value))})
 			}
 		}
 	}
-	o := &Object{Key: MeshConfigKey, APIVersion: "meshconfig", Spec: mc, Origin: Origin{File: rel, Line: line}}
-	return Decoded{Objects: []*Object{o}, Warnings: warns}
+	o := &store.Object{Key: store.MeshConfigKey, APIVersion: "meshconfig", Spec: mc, Origin: store.Origin{File: rel, Line: line}}
+	return Decoded{Objects: []*store.Object{o}, Warnings: warns}
 }
 
 func flagOf(field string) string {

@@ -10,11 +10,12 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
-func meshOf(t *testing.T, s *filestore.Snapshot) *meshv1alpha1.MeshConfig {
+func meshOf(t *testing.T, s *store.Snapshot) *meshv1alpha1.MeshConfig {
 	t.Helper()
-	o := s.Get(filestore.MeshConfigKey)
+	o := s.Get(store.MeshConfigKey)
 	if o == nil {
 		return nil
 	}
@@ -34,9 +35,9 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 		"mesh/a.yaml":    weYAML("a", "1.1.1.1"),
 		"mesh/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 5}\n",
 	})
-	src, store := newGitSource(t, repo.dir, "main", "mesh")
+	src, st := newGitSource(t, repo.dir, "main", "mesh")
 	must(t, src.Sync(ctx))
-	snap := store.Snapshot()
+	snap := st.Snapshot()
 	mc := meshOf(t, snap)
 	if mc == nil || mc.GetDefaultHttpRetryPolicy().GetAttempts() != 5 {
 		t.Fatalf("mesh config %v, want defaultHttpRetryPolicy attempts 5", mc)
@@ -44,12 +45,12 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 	if mc.GetConnectTimeout().AsDuration().Seconds() != 10 {
 		t.Fatalf("connectTimeout %v, want Istio's default 10s filled in", mc.GetConnectTimeout())
 	}
-	if o := snap.Get(filestore.MeshConfigKey); o.Origin.File != "mesh.yaml" || o.Origin.Source == "" {
+	if o := snap.Get(store.MeshConfigKey); o.Origin.File != "mesh.yaml" || o.Origin.Source == "" {
 		t.Fatalf("origin %+v", o.Origin)
 	}
 
 	// One commit changes both: one snapshot holds both changes.
-	sub := store.Subscribe()
+	sub := st.Subscribe()
 	defer sub.Close()
 	repo.commit("both", map[string]string{
 		"mesh/a.yaml":    weYAML("a", "1.1.1.2"),
@@ -57,16 +58,16 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 	})
 	must(t, src.Sync(ctx))
 	ch := sub.Take()
-	if _, ok := ch.Keys[filestore.MeshConfigKey]; !ok || len(ch.Keys) != 2 {
+	if _, ok := ch.Keys[store.MeshConfigKey]; !ok || len(ch.Keys) != 2 {
 		t.Fatalf("changes %v, want the WorkloadEntry and the MeshConfig together", ch.Keys)
 	}
-	snap = store.Snapshot()
+	snap = st.Snapshot()
 	if meshOf(t, snap).GetDefaultHttpRetryPolicy().GetAttempts() != 7 || addressOf(snap, "a") != "1.1.1.2" {
 		t.Fatal("the commit was not applied whole")
 	}
 	var warned bool
 	for _, w := range gitStatus(snap).Warnings {
-		if w.Code == filestore.CodeMeshConfigNotApplied && w.Field == "trustDomain" && w.File == "mesh.yaml" && w.Line == 2 {
+		if w.Code == store.CodeMeshConfigNotApplied && w.Field == "trustDomain" && w.File == "mesh.yaml" && w.Line == 2 {
 			warned = true
 		}
 	}
@@ -80,7 +81,7 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 		"mesh/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 7}\nconnectTimeout: soon\n",
 	})
 	must(t, src.Sync(ctx))
-	snap = store.Snapshot()
+	snap = st.Snapshot()
 	if addressOf(snap, "a") != "1.1.1.2" || meshOf(t, snap).GetDefaultHttpRetryPolicy().GetAttempts() != 7 {
 		t.Fatal("a commit with a bad mesh.yaml was applied")
 	}
@@ -93,12 +94,12 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 	// config like any other file (here: not a valid document).
 	repo.commit("moved", map[string]string{"mesh/mesh.yaml": "", "mesh/sub/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 7}\n"})
 	must(t, src.Sync(ctx))
-	if errs := gitStatus(store.Snapshot()).Errors; len(errs) == 0 || errs[0].File != "sub/mesh.yaml" {
+	if errs := gitStatus(st.Snapshot()).Errors; len(errs) == 0 || errs[0].File != "sub/mesh.yaml" {
 		t.Fatalf("a mesh.yaml below the root was not read as config documents: %+v", errs)
 	}
 	repo.commit("gone", map[string]string{"mesh/sub/mesh.yaml": ""})
 	must(t, src.Sync(ctx))
-	if mc := meshOf(t, store.Snapshot()); mc != nil {
+	if mc := meshOf(t, st.Snapshot()); mc != nil {
 		t.Fatalf("mesh config still served after mesh.yaml was removed: %v", mc)
 	}
 }
@@ -116,7 +117,7 @@ func TestLoadDirectoryMeshConfig(t *testing.T) {
 		}
 		var mc *meshv1alpha1.MeshConfig
 		for _, o := range objs {
-			if o.Key == filestore.MeshConfigKey {
+			if o.Key == store.MeshConfigKey {
 				mc = o.Spec.(*meshv1alpha1.MeshConfig)
 			}
 		}
@@ -132,7 +133,7 @@ func TestRootMeshYAMLOfResourcesStaysConfig(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "mesh.yaml"), weYAML("a", "1.1.1.1"))
 	objs, errs, err := filestore.LoadPath(dir)
-	if err != nil || len(errs) > 0 || len(objs) != 1 || objs[0].Kind != filestore.KindWorkloadEntry {
+	if err != nil || len(errs) > 0 || len(objs) != 1 || objs[0].Kind != store.KindWorkloadEntry {
 		t.Fatalf("objects %v, errors %v %v: want the WorkloadEntry", objs, errs, err)
 	}
 }
@@ -152,7 +153,7 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 	} {
 		var got []int
 		for _, w := range filestore.MeshConfigWarnings("mesh.yaml", []byte(tc.doc)) {
-			if w.Code != filestore.CodeMeshConfigNotApplied {
+			if w.Code != store.CodeMeshConfigNotApplied {
 				t.Errorf("%q: code %s", tc.doc, w.Code)
 			}
 			got = append(got, w.Line)

@@ -1,29 +1,35 @@
 package filestore
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vmesh/vmesh/store"
+)
 
 // Collector exports the Store's state as Prometheus metrics, read from the
 // current snapshot at scrape time.
 type Collector struct {
-	store     *Store
-	revision  *prometheus.Desc
-	objects   *prometheus.Desc
-	errors    *prometheus.Desc
-	commit    *prometheus.Desc
-	conflicts *prometheus.Desc
-	warnings  *prometheus.Desc
+	store      *store.Store
+	warningsOf func(*store.Snapshot) []store.ConfigError
+	revision   *prometheus.Desc
+	objects    *prometheus.Desc
+	errors     *prometheus.Desc
+	commit     *prometheus.Desc
+	conflicts  *prometheus.Desc
+	warnings   *prometheus.Desc
 }
 
-// NewCollector returns a Collector for the store; register it on a Registerer.
-func NewCollector(store *Store) *Collector {
+// NewCollector returns a Collector for the store, whose warnings for a
+// snapshot warnings gives; register it on a Registerer.
+func NewCollector(st *store.Store, warnings func(*store.Snapshot) []store.ConfigError) *Collector {
 	return &Collector{
-		store:     store,
-		revision:  prometheus.NewDesc("vmesh_config_revision", "Store revision: effective config changes since start.", nil, nil),
-		objects:   prometheus.NewDesc("vmesh_config_objects", "Objects each source currently provides.", []string{"source"}, nil),
-		errors:    prometheus.NewDesc("vmesh_config_errors", "Config errors each source currently reports.", []string{"source"}, nil),
-		commit:    prometheus.NewDesc("vmesh_config_source_info", "Each source's current revision (git commit) as a label; value 1.", []string{"source", "revision"}, nil),
-		conflicts: prometheus.NewDesc("vmesh_config_conflicts", "Objects defined by more than one source.", nil, nil),
-		warnings:  prometheus.NewDesc("vmesh_config_warnings", "Config warnings (accepted, not or not fully enforced; the analysis) by source and code.", []string{"source", "code"}, nil),
+		store:      st,
+		warningsOf: warnings,
+		revision:   prometheus.NewDesc("vmesh_config_revision", "Store revision: effective config changes since start.", nil, nil),
+		objects:    prometheus.NewDesc("vmesh_config_objects", "Objects each source currently provides.", []string{"source"}, nil),
+		errors:     prometheus.NewDesc("vmesh_config_errors", "Config errors each source currently reports.", []string{"source"}, nil),
+		commit:     prometheus.NewDesc("vmesh_config_source_info", "Each source's current revision (git commit) as a label; value 1.", []string{"source", "revision"}, nil),
+		conflicts:  prometheus.NewDesc("vmesh_config_conflicts", "Objects defined by more than one source.", nil, nil),
+		warnings:   prometheus.NewDesc("vmesh_config_warnings", "Config warnings (accepted, not or not fully enforced; the analysis) by source and code.", []string{"source", "code"}, nil),
 	}
 }
 
@@ -52,14 +58,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	type sourceCode struct{ source, code string }
 	counts := map[sourceCode]int{}
 	for _, st := range snap.Sources {
-		for _, wc := range WarningCodes {
+		for _, wc := range store.WarningCodes {
 			if !wc.Info {
 				counts[sourceCode{st.Source, wc.Code}] += 0
 			}
 		}
 	}
-	for _, w := range c.store.Warnings(snap) {
-		if w.Severity == SeverityWarning {
+	for _, w := range c.warningsOf(snap) {
+		if w.Severity == store.SeverityWarning {
 			counts[sourceCode{w.Source, w.Code}]++
 		}
 	}

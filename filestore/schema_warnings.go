@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 )
@@ -28,7 +29,7 @@ import (
 
 // schemaWarnings adds the warnings Istio's own validation gives for one
 // valid object.
-func schemaWarnings(w *warner, o *Object) {
+func schemaWarnings(w *warner, o *store.Object) {
 	switch spec := o.Spec.(type) {
 	case *security.AuthorizationPolicy:
 		emptySelectorWarning(w, "selector", spec.GetSelector() != nil, len(spec.GetSelector().GetMatchLabels()))
@@ -49,7 +50,7 @@ func schemaWarnings(w *warner, o *Object) {
 		serviceEntryWarnings(w, spec)
 	case *networking.WorkloadEntry:
 		if spec.GetAddress() == "" {
-			w.add("address", CodeSchemaWarning, "address is not set (network %s): Istio reaches such an entry only through that network's gateway", quote(spec.GetNetwork()))
+			w.add("address", store.CodeSchemaWarning, "address is not set (network %s): Istio reaches such an entry only through that network's gateway", quote(spec.GetNetwork()))
 		}
 	case *networking.Gateway:
 		gatewayWarnings(w, spec)
@@ -64,7 +65,7 @@ func schemaWarnings(w *warner, o *Object) {
 // workload of the namespace, which is what leaving it out says.
 func emptySelectorWarning(w *warner, field string, set bool, labels int) {
 	if set && labels == 0 {
-		w.add(field, CodeSchemaWarning, "%s has no labels, so it selects every workload in the namespace: give it labels, or remove it to say so", field)
+		w.add(field, store.CodeSchemaWarning, "%s has no labels, so it selects every workload in the namespace: give it labels, or remove it to say so", field)
 	}
 }
 
@@ -98,9 +99,9 @@ func denyRuleWarnings(w *warner, ap *security.AuthorizationPolicy) {
 		const fix = "on each TCP port the policy covers (add to.operation.ports to keep it to HTTP ports)"
 		switch {
 		case to && !tcpTo:
-			w.add(at("rules", i), CodeSchemaWarning, "the operations of this DENY rule name only HTTP attributes (no ports), which a TCP port cannot check: there the rule denies every connection its other conditions match, %s", fix)
+			w.add(at("rules", i), store.CodeSchemaWarning, "the operations of this DENY rule name only HTTP attributes (no ports), which a TCP port cannot check: there the rule denies every connection its other conditions match, %s", fix)
 		case from && !to && !tcpFrom:
-			w.add(at("rules", i), CodeSchemaWarning, "the sources of this DENY rule name no principals, namespaces, service accounts or IP blocks, and it has no operation: a TCP port checks nothing else, so there the rule denies every connection, %s", fix)
+			w.add(at("rules", i), store.CodeSchemaWarning, "the sources of this DENY rule name no principals, namespaces, service accounts or IP blocks, and it has no operation: a TCP port checks nothing else, so there the rule denies every connection, %s", fix)
 		}
 	}
 }
@@ -145,9 +146,9 @@ func privateJWKSWarnings(w *warner, field, jwks string) {
 		_, d := k["d"]
 		switch {
 		case kty == "oct":
-			w.add(field, CodeSchemaWarning, "key %d is a symmetric (oct) key: its secret is in the config, and only public keys verify tokens; publish the public key only", i)
+			w.add(field, store.CodeSchemaWarning, "key %d is a symmetric (oct) key: its secret is in the config, and only public keys verify tokens; publish the public key only", i)
 		case d && (kty == "RSA" || kty == "EC" || kty == "OKP"):
-			w.add(field, CodeSchemaWarning, "key %d (%s) holds its private part (\"d\"): only public keys verify tokens, so remove the private members from the config", i, kty)
+			w.add(field, store.CodeSchemaWarning, "key %d (%s) holds its private part (\"d\"): only public keys verify tokens, so remove the private members from the config", i, kty)
 		}
 	}
 }
@@ -163,11 +164,11 @@ func trafficPolicyWarnings(w *warner, path string, tp *networking.TrafficPolicy)
 	}
 	od := tp.GetOutlierDetection()
 	if od.GetConsecutiveErrors() != 0 {
-		w.add(path+".outlierDetection.consecutiveErrors", CodeSchemaWarning, "consecutiveErrors is deprecated: use consecutive5xxErrors or consecutiveGatewayErrors")
+		w.add(path+".outlierDetection.consecutiveErrors", store.CodeSchemaWarning, "consecutiveErrors is deprecated: use consecutive5xxErrors or consecutiveGatewayErrors")
 	}
 	lb := tp.GetLoadBalancer()
 	if lb.GetConsistentHash().GetMinimumRingSize() != 0 {
-		w.add(path+".loadBalancer.consistentHash.minimumRingSize", CodeSchemaWarning, "minimumRingSize is deprecated: use consistentHash.ringHash.minimumRingSize")
+		w.add(path+".loadBalancer.consistentHash.minimumRingSize", store.CodeSchemaWarning, "minimumRingSize is deprecated: use consistentHash.ringHash.minimumRingSize")
 	}
 	if od != nil {
 		return
@@ -184,7 +185,7 @@ func trafficPolicyWarnings(w *warner, path string, tp *networking.TrafficPolicy)
 			field = s.field + ".failoverPriority"
 		}
 		if s.failover+s.labels > 0 {
-			w.add(field, CodeSchemaWarning, "failover needs outlierDetection: without it no endpoint is ever ejected, so traffic never fails over (add trafficPolicy.outlierDetection)")
+			w.add(field, store.CodeSchemaWarning, "failover needs outlierDetection: without it no endpoint is ever ejected, so traffic never fails over (add trafficPolicy.outlierDetection)")
 		}
 	}
 }
@@ -202,7 +203,7 @@ func sidecarWarnings(w *warner, namespace string, sc *networking.Sidecar) {
 		path := at("ingress", i)
 		serverTLSWarnings(w, path+".tls", in.GetTls())
 		if p := in.GetPort(); in.GetConnectionPool().GetHttp() != nil && !isHTTPProtocol(p.GetProtocol()) {
-			w.add(path+".connectionPool.http", CodeSchemaWarning, "port %d (%s) is not HTTP (protocol %s): its HTTP connection pool settings do not apply, only the TCP ones", p.GetNumber(), quote(p.GetName()), quote(p.GetProtocol()))
+			w.add(path+".connectionPool.http", store.CodeSchemaWarning, "port %d (%s) is not HTTP (protocol %s): its HTTP connection pool settings do not apply, only the TCP ones", p.GetNumber(), quote(p.GetName()), quote(p.GetProtocol()))
 		}
 	}
 	for i, e := range sc.GetEgress() {
@@ -233,7 +234,7 @@ func egressHostWarnings(w *warner, path, namespace string, hosts []string) {
 			seen[ns] = names
 		}
 		if (name == "*" && len(names) > 0) || (name != "*" && (names[name] || names["*"])) {
-			w.add(at(path, j), CodeSchemaWarning, "egress host %s is already selected by an earlier host of this listener", quote(h))
+			w.add(at(path, j), store.CodeSchemaWarning, "egress host %s is already selected by an earlier host of this listener", quote(h))
 		}
 		names[name] = true
 		if ns == "*" && name == "*" && all < 0 {
@@ -241,7 +242,7 @@ func egressHostWarnings(w *warner, path, namespace string, hosts []string) {
 		}
 	}
 	if all >= 0 && len(seen) > 1 {
-		w.add(at(path, all), CodeSchemaWarning, `"*/*" selects every host of every namespace: the listener's other hosts add nothing`)
+		w.add(at(path, all), store.CodeSchemaWarning, `"*/*" selects every host of every namespace: the listener's other hosts add nothing`)
 	}
 }
 
@@ -252,19 +253,19 @@ func serviceEntryWarnings(w *warner, se *networking.ServiceEntry) {
 	if se.GetResolution() != networking.ServiceEntry_DYNAMIC_DNS {
 		for i, h := range se.GetHosts() {
 			if h != "*" && strings.Contains(h, "*") && !strings.HasPrefix(h, "*.") {
-				w.add(at("hosts", i), CodeSchemaWarning, "host %s is a partial wildcard: only \"*.\" at the start of a host is a wildcard (or use resolution DYNAMIC_DNS)", quote(h))
+				w.add(at("hosts", i), store.CodeSchemaWarning, "host %s is a partial wildcard: only \"*.\" at the start of a host is a wildcard (or use resolution DYNAMIC_DNS)", quote(h))
 			}
 		}
 	}
 	switch se.GetResolution() {
 	case networking.ServiceEntry_NONE:
 		if se.GetWorkloadSelector() != nil {
-			w.add("workloadSelector", CodeSchemaWarning, "resolution NONE has no endpoints, so the workloads workloadSelector selects are not used (use resolution STATIC)")
+			w.add("workloadSelector", store.CodeSchemaWarning, "resolution NONE has no endpoints, so the workloads workloadSelector selects are not used (use resolution STATIC)")
 		}
 	case networking.ServiceEntry_STATIC:
 		for i, e := range se.GetEndpoints() {
 			if e != nil && e.GetAddress() == "" {
-				w.add(at("endpoints", i)+".address", CodeSchemaWarning, "address is not set (network %s): Istio reaches such an endpoint only through that network's gateway", quote(e.GetNetwork()))
+				w.add(at("endpoints", i)+".address", store.CodeSchemaWarning, "address is not set (network %s): Istio reaches such an endpoint only through that network's gateway", quote(e.GetNetwork()))
 			}
 		}
 	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN:
@@ -273,7 +274,7 @@ func serviceEntryWarnings(w *warner, se *networking.ServiceEntry) {
 		}
 		for i, p := range se.GetPorts() {
 			if p != nil && carriesTCP(p.GetProtocol()) {
-				w.add(at("ports", i), CodeSchemaWarning, "port %d carries TCP (protocol %s): a connection to the addresses cannot say which of the %d hosts it is for (give each host a ServiceEntry of its own)", p.GetNumber(), quote(p.GetProtocol()), len(se.GetHosts()))
+				w.add(at("ports", i), store.CodeSchemaWarning, "port %d carries TCP (protocol %s): a connection to the addresses cannot say which of the %d hosts it is for (give each host a ServiceEntry of its own)", p.GetNumber(), quote(p.GetProtocol()), len(se.GetHosts()))
 				return
 			}
 		}
@@ -309,7 +310,7 @@ func unaddressedTCPPortWarnings(w *warner, se *networking.ServiceEntry) {
 		if p.GetProtocol() == "" {
 			proto = "no protocol: TCP"
 		}
-		w.add(at("ports", i), CodeSchemaWarning, "port %d (%s) has no address: with %s no VIP is allocated, so the port's catch-all listener takes every connection to port %d that no service address claims, for one such ServiceEntry only (set addresses)", p.GetNumber(), proto, why, p.GetNumber())
+		w.add(at("ports", i), store.CodeSchemaWarning, "port %d (%s) has no address: with %s no VIP is allocated, so the port's catch-all listener takes every connection to port %d that no service address claims, for one such ServiceEntry only (set addresses)", p.GetNumber(), proto, why, p.GetNumber())
 	}
 }
 
@@ -334,7 +335,7 @@ func gatewayWarnings(w *warner, gw *networking.Gateway) {
 		path := at("servers", i)
 		serverTLSWarnings(w, path+".tls", s.GetTls())
 		if s.GetPort() != nil && !isHTTPProtocol(s.GetPort().GetProtocol()) && s.GetTls().GetHttpsRedirect() {
-			w.add(path+".tls.httpsRedirect", CodeSchemaWarning, "httpsRedirect answers plain HTTP requests, and this server is %s, not HTTP: it has no effect here", quote(s.GetPort().GetProtocol()))
+			w.add(path+".tls.httpsRedirect", store.CodeSchemaWarning, "httpsRedirect answers plain HTTP requests, and this server is %s, not HTTP: it has no effect here", quote(s.GetPort().GetProtocol()))
 		}
 	}
 }
@@ -352,7 +353,7 @@ func serverTLSWarnings(w *warner, path string, tls *networking.ServerTLSSettings
 	switch v := tls.GetMinProtocolVersion(); v {
 	case networking.ServerTLSSettings_TLSV1_0, networking.ServerTLSSettings_TLSV1_1:
 		if len(tls.GetCipherSuites()) == 0 {
-			w.add(path+".minProtocolVersion", CodeSchemaWarning, "minProtocolVersion %s without cipherSuites: the default suites are for TLS 1.2 and later, so older clients cannot connect (list cipher suites they support)", v)
+			w.add(path+".minProtocolVersion", store.CodeSchemaWarning, "minProtocolVersion %s without cipherSuites: the default suites are for TLS 1.2 and later, so older clients cannot connect (list cipher suites they support)", v)
 		}
 	}
 	cipherSuiteWarnings(w, path+".cipherSuites", tls.GetCipherSuites())
@@ -361,7 +362,7 @@ func serverTLSWarnings(w *warner, path string, tls *networking.ServerTLSSettings
 	}
 	if m := tls.GetMode(); m == networking.ServerTLSSettings_PASSTHROUGH || m == networking.ServerTLSSettings_AUTO_PASSTHROUGH {
 		if set := certificateFields(tls); len(set) > 0 {
-			w.add(path+"."+set[0], CodeSchemaWarning, "mode %s does not terminate TLS, so %s %s ignored", m, strings.Join(set, ", "), plural(len(set), "is", "are"))
+			w.add(path+"."+set[0], store.CodeSchemaWarning, "mode %s does not terminate TLS, so %s %s ignored", m, strings.Join(set, ", "), plural(len(set), "is", "are"))
 		}
 	}
 }
@@ -388,10 +389,10 @@ func cipherSuiteWarnings(w *warner, path string, suites []string) {
 		seen[cs] = true
 	}
 	if firstInvalid >= 0 {
-		w.add(at(path, firstInvalid), CodeSchemaWarning, "unknown cipher suites are ignored: %s", strings.Join(sortedUnique(invalid), ", "))
+		w.add(at(path, firstInvalid), store.CodeSchemaWarning, "unknown cipher suites are ignored: %s", strings.Join(sortedUnique(invalid), ", "))
 	}
 	if firstDup >= 0 {
-		w.add(at(path, firstDup), CodeSchemaWarning, "cipher suites listed more than once are used once: %s", strings.Join(sortedUnique(dups), ", "))
+		w.add(at(path, firstDup), store.CodeSchemaWarning, "cipher suites listed more than once are used once: %s", strings.Join(sortedUnique(dups), ", "))
 	}
 }
 
@@ -446,10 +447,10 @@ func virtualServiceWarnings(w *warner, vs *networking.VirtualService) {
 		}
 		path := at("http", i)
 		if r.GetMirrorPercent() != nil {
-			w.add(path+".mirrorPercent", CodeSchemaWarning, "mirrorPercent is deprecated: use mirrorPercentage")
+			w.add(path+".mirrorPercent", store.CodeSchemaWarning, "mirrorPercent is deprecated: use mirrorPercentage")
 		}
 		if body := r.GetDirectResponse().GetBody(); len(body.GetString_())+len(body.GetBytes()) > 100<<10 {
-			w.add(path+".directResponse.body", CodeSchemaWarning, "a direct response body over 100 KiB is sent to every proxy with the routes, which slows config distribution")
+			w.add(path+".directResponse.body", store.CodeSchemaWarning, "a direct response body over 100 KiB is sent to every proxy with the routes, which slows config distribution")
 		}
 	}
 	for i, r := range vs.GetTls() {
@@ -460,7 +461,7 @@ func virtualServiceWarnings(w *warner, vs *networking.VirtualService) {
 			mp := at(at("tls", i)+".match", j)
 			for k, h := range m.GetSniHosts() {
 				if sniHostProblem(h, vs) != "" && isIP(h) {
-					w.add(at(mp+".sniHosts", k), CodeSchemaWarning, "SNI host %s is an IP address: SNI names hosts, not addresses, and most clients send none for an IP", quote(h))
+					w.add(at(mp+".sniHosts", k), store.CodeSchemaWarning, "SNI host %s is an IP address: SNI names hosts, not addresses, and most clients send none for an IP", quote(h))
 				}
 			}
 			legacyGatewayNameWarning(w, mp+".gateways", m.GetGateways())
@@ -478,7 +479,7 @@ func legacyGatewayNameWarning(w *warner, path string, names []string) {
 			continue
 		}
 		if parts := strings.Split(g, "."); len(parts) > 1 {
-			w.add(at(path, i), CodeSchemaWarning, "gateway %s uses the legacy name.namespace form: write it as %s", quote(g), quote(parts[1]+"/"+parts[0]))
+			w.add(at(path, i), store.CodeSchemaWarning, "gateway %s uses the legacy name.namespace form: write it as %s", quote(g), quote(parts[1]+"/"+parts[0]))
 		}
 		return
 	}

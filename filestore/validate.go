@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 )
@@ -14,8 +15,8 @@ import (
 type Problem struct {
 	Field    string // path inside spec, e.g. http[1].route[0].weight
 	Message  string
-	Severity Severity // zero: an error, which rejects the object
-	Code     string   // a warning's stable code (VM1001, IST0101); "" for errors
+	Severity store.Severity // zero: an error, which rejects the object
+	Code     string         // a warning's stable code (VM1001, IST0101); "" for errors
 }
 
 type validator struct{ problems []Problem }
@@ -38,7 +39,7 @@ func at(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 // every problem found. The rules live in validate_<kind>.go; where vmesh
 // departs from Istio the code says why. Labels and names in metadata are
 // checked by the decoder.
-func Validate(o *Object) []Problem {
+func Validate(o *store.Object) []Problem {
 	v := &validator{}
 	validateAnnotations(v, o)
 	switch spec := o.Spec.(type) {
@@ -71,7 +72,7 @@ func Validate(o *Object) []Problem {
 // validateAnnotations applies Istio's metadata rules: istio.io/dry-run only
 // on ALLOW and DENY AuthorizationPolicies, with a boolean value, and none
 // of the internal.istio.io annotations Istio reserves for itself.
-func validateAnnotations(v *validator, o *Object) {
+func validateAnnotations(v *validator, o *store.Object) {
 	if val, ok := o.Annotations["istio.io/dry-run"]; ok {
 		ap, isAuthz := o.Spec.(*security.AuthorizationPolicy)
 		switch {

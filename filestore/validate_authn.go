@@ -12,18 +12,6 @@ import (
 	security "istio.io/api/security/v1beta1"
 )
 
-// KindJWKS is not a config kind users write: it is the kind of the
-// objects the JWKS fetcher (registries/jwks) puts in the Store, one per
-// RequestAuthentication jwksUri, named by the URI, whose spec is a
-// wrapperspb.StringValue holding the JSON Web Key Set fetched from it. The
-// decoder does not know it, so no file can define one.
-const KindJWKS Kind = "JWKS"
-
-// JWKSErrorAnnotation on a KindJWKS object says why its URI could not be
-// fetched; the object's value is then empty, and the JWT filter gets a key
-// set no token verifies against (fail closed, as Istio does).
-const JWKSErrorAnnotation = "vmesh.io/jwks-error"
-
 // strictHeaderName is Istio's ValidateStrictHTTPHeaderName.
 var strictHeaderName = regexp.MustCompile(`^[-_A-Za-z0-9]+$`)
 

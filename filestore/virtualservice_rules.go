@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -91,7 +92,7 @@ func orderedRuleWarnings(w *warner, field string, rules []ruleMatches) []matchRe
 		path := at(field, i)
 		if len(r.keys) == 0 {
 			if catchAll >= 0 {
-				w.add(path, CodeUnreachableRule, "%s is never used: %s before it has no match, so it takes every request, and only the last rule may have no match", ruleLabel(path, r.name), ruleLabel(at(field, catchAll), rules[catchAll].name))
+				w.add(path, store.CodeUnreachableRule, "%s is never used: %s before it has no match, so it takes every request, and only the last rule may have no match", ruleLabel(path, r.name), ruleLabel(at(field, catchAll), rules[catchAll].name))
 			}
 			catchAll = i
 			continue
@@ -100,11 +101,11 @@ func orderedRuleWarnings(w *warner, field string, rules []ruleMatches) []matchRe
 		for j, key := range r.keys {
 			mp := at(path+".match", j)
 			if catchAll >= 0 {
-				w.add(mp, CodeUnreachableRule, "%s of %s is never used: %s before it has no match, so it takes every request", mp, ruleLabel(path, r.name), ruleLabel(at(field, catchAll), rules[catchAll].name))
+				w.add(mp, store.CodeUnreachableRule, "%s of %s is never used: %s before it has no match, so it takes every request", mp, ruleLabel(path, r.name), ruleLabel(at(field, catchAll), rules[catchAll].name))
 				continue
 			}
 			if earlier, ok := first[key]; ok {
-				w.info(mp, CodeIneffectiveMatch, "%s never matches: an earlier match of %s is the same, and the first that matches wins", mp, ruleLabel(at(field, earlier), rules[earlier].name))
+				w.info(mp, store.CodeIneffectiveMatch, "%s never matches: an earlier match of %s is the same, and the first that matches wins", mp, ruleLabel(at(field, earlier), rules[earlier].name))
 				repeated++
 				continue
 			}
@@ -112,7 +113,7 @@ func orderedRuleWarnings(w *warner, field string, rules []ruleMatches) []matchRe
 			kept = append(kept, matchRef{rule: i, match: j})
 		}
 		if repeated == len(r.keys) {
-			w.add(path, CodeUnreachableRule, "%s is never used: each of its matches is a match of an earlier rule", ruleLabel(path, r.name))
+			w.add(path, store.CodeUnreachableRule, "%s is never used: each of its matches is a match of an earlier rule", ruleLabel(path, r.name))
 		}
 	}
 	return kept
@@ -240,7 +241,7 @@ func prefixCoverWarnings(w *warner, refs []matchRef) {
 			}
 			warned++
 			bp := at(at("http", b.rule)+".match", b.match)
-			w.info(bp, CodeIneffectiveMatch, "%s (uri prefix %s) is not used: the earlier %s (uri prefix %s) overlaps it and is tried first",
+			w.info(bp, store.CodeIneffectiveMatch, "%s (uri prefix %s) is not used: the earlier %s (uri prefix %s) overlaps it and is tried first",
 				bp, quote(b.prefix.prefix), at(at("http", a.rule)+".match", a.match), quote(a.prefix.prefix))
 		}
 	}

@@ -5,139 +5,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 )
-
-// Severity grades a Problem or ConfigError. Errors reject the object (a
-// file keeps its last good version, a git commit is not applied);
-// warnings and infos are reported beside the config, which applies.
-type Severity int8
-
-const (
-	// SeverityError rejects the object; the zero value.
-	SeverityError Severity = iota
-	// SeverityWarning is config vmesh accepts but does not (fully)
-	// enforce, or that references something that does not exist.
-	SeverityWarning
-	// SeverityInfo is a finding that depends on config the check could not
-	// see: a host no file defines, checked without the registries that may
-	// define it (vmesh validate and analyze on files).
-	SeverityInfo
-)
-
-// String names the severity: error, warning or info.
-func (s Severity) String() string {
-	switch s {
-	case SeverityWarning:
-		return "warning"
-	case SeverityInfo:
-		return "info"
-	}
-	return "error"
-}
-
-// MarshalText writes the severity's name (JSON: "warning").
-func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// UnmarshalText reads a severity's name.
-func (s *Severity) UnmarshalText(b []byte) error {
-	switch string(b) {
-	case "error", "":
-		*s = SeverityError
-	case "warning":
-		*s = SeverityWarning
-	case "info":
-		*s = SeverityInfo
-	default:
-		return fmt.Errorf("unknown severity %q", b)
-	}
-	return nil
-}
-
-// WarningCode documents one stable warning code. Codes of Istio's own
-// analysis messages (IST....) are used where Istio has one; vmesh's own are
-// VM1xxx (accepted, not enforced: found in one object) and VM2xxx (found
-// across the config set).
-type WarningCode struct {
-	Code string
-	Name string
-	// Info: the code is only ever an info (not counted by
-	// vmesh_config_warnings, shown by vmesh analyze).
-	Info bool
-}
-
-// The warning codes. The README's table documents each one (a test checks it).
-const (
-	CodeReferencedResourceNotFound = "IST0101" // a subset, host or gateway a route names does not exist
-	CodeConflictingVirtualServices = "IST0109" // two VirtualServices for the same host (mesh gateway)
-	CodeSidecarsWithoutSelector    = "IST0111" // two Sidecars without a workloadSelector in one namespace
-	CodeUnreachableRule            = "IST0130" // a VirtualService rule (or match) no request reaches: an earlier rule takes them all
-	CodeIneffectiveMatch           = "IST0131" // an info: a VirtualService match that repeats, or falls within, an earlier one
-	CodeSchemaWarning              = "IST0133" // config Istio's own validation accepts with a warning (schema_warnings.go)
-	CodeKindNotImplemented         = "VM1001"  // an Istio kind vmesh does not implement: ignored
-	CodePolicyTargetRefs           = "VM1002"  // AuthorizationPolicy or RequestAuthentication targetRef(s): the policy is ignored
-	CodeRuleNotEnforced            = "VM1003"  // requestPrincipals, request.auth.* and other conditions vmesh cannot enforce
-	CodeDryRunShadowOnly           = "VM1004"  // istio.io/dry-run: shadow rules on Envoy, nothing on proxyless gRPC
-	CodePolicyActionPartial        = "VM1005"  // AUDIT has no effect; CUSTOM denies what it matches
-	CodePortLevelMTLSIgnored       = "VM1006"  // PeerAuthentication portLevelMtls without a selector
-	CodeSidecarEgressHostIgnored   = "VM1007"  // a Sidecar egress host that is not namespace/host
-	CodeGatewayNotServed           = "VM1008"  // a Gateway: vmesh runs no gateway proxies
-	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
-	CodeEndpointWithoutAddress     = "VM1010"  // an endpoint with a network and no address: there is no network gateway to reach it
-	CodeMeshConfigNotApplied       = "VM1011"  // a MeshConfig field vmesh reads but does not apply
-	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched or was refused (address, not a key set, private keys): its tokens are rejected
-	CodeHealthReportsIgnored       = "VM1013"  // an agent reports the health of a WorkloadEntry that is not health-checked: it stays an endpoint
-	CodeJWKSFetchUnrestricted      = "VM1014"  // a RequestAuthentication's key set is fetched while a non-global range wider than one address is allowed (Istio's IST0175)
-	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
-	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel
-	CodeL4RouteNotApplied          = "VM1017"  // a VirtualService tcp route that would take a TLS or HTTPS port, which sidecars route by tls routes only
-	CodeHTTPPortUnauthenticated    = "VM1020"  // vmesh serve's HTTP port listens beyond loopback with no token: /debug, /ui and /metrics are open to its network
-	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
-	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
-	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
-	CodeWorkloadEntryUnselected    = "VM2003"  // a WorkloadEntry no ServiceEntry selects
-	CodeWorkloadGroupUnselected    = "VM2004"  // a WorkloadGroup whose labels no ServiceEntry selects
-	CodeDelegateNotExported        = "VM2005"  // a delegate VirtualService not exported to its root's namespace
-	CodeDelegateRouteConflicts     = "VM2006"  // a delegate route whose match fits no match of its root route
-)
-
-// WarningCodes lists every code in order, with its name.
-var WarningCodes = []WarningCode{
-	{Code: CodeReferencedResourceNotFound, Name: "ReferencedResourceNotFound"},
-	{Code: CodeConflictingVirtualServices, Name: "ConflictingMeshGatewayVirtualServiceHosts"},
-	{Code: CodeSidecarsWithoutSelector, Name: "MultipleSidecarsWithoutWorkloadSelectors"},
-	{Code: CodeUnreachableRule, Name: "VirtualServiceUnreachableRule"},
-	{Code: CodeIneffectiveMatch, Name: "VirtualServiceIneffectiveMatch", Info: true},
-	{Code: CodeSchemaWarning, Name: "SchemaWarning"},
-	{Code: CodeKindNotImplemented, Name: "KindNotImplemented"},
-	{Code: CodePolicyTargetRefs, Name: "PolicyTargetRefsIgnored"},
-	{Code: CodeRuleNotEnforced, Name: "RuleNotEnforced"},
-	{Code: CodeDryRunShadowOnly, Name: "DryRunShadowOnly"},
-	{Code: CodePolicyActionPartial, Name: "PolicyActionNotImplemented"},
-	{Code: CodePortLevelMTLSIgnored, Name: "PortLevelMtlsIgnored"},
-	{Code: CodeSidecarEgressHostIgnored, Name: "SidecarEgressHostIgnored"},
-	{Code: CodeGatewayNotServed, Name: "GatewayNotServed"},
-	{Code: CodeGatewayOnlyRoutes, Name: "GatewayOnlyVirtualService"},
-	{Code: CodeEndpointWithoutAddress, Name: "EndpointWithoutAddress"},
-	{Code: CodeMeshConfigNotApplied, Name: "MeshConfigFieldNotApplied"},
-	{Code: CodeJWKSFetchFailed, Name: "JwksFetchFailed"},
-	{Code: CodeHealthReportsIgnored, Name: "HealthReportsIgnored"},
-	{Code: CodeJWKSFetchUnrestricted, Name: "JwksUriFetchUnrestricted"},
-	{Code: CodeSidecarFieldNotApplied, Name: "SidecarFieldNotApplied"},
-	{Code: CodeTrafficPolicyNotApplied, Name: "TrafficPolicyFieldNotApplied"},
-	{Code: CodeL4RouteNotApplied, Name: "L4RouteNotApplied"},
-	{Code: CodeHTTPPortUnauthenticated, Name: "HTTPPortUnauthenticated"},
-	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
-	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
-	{Code: CodeHostNotDefined, Name: "HostNotDefined"},
-	{Code: CodeWorkloadEntryUnselected, Name: "WorkloadEntryNotSelected"},
-	{Code: CodeWorkloadGroupUnselected, Name: "WorkloadGroupNotSelected"},
-	{Code: CodeDelegateNotExported, Name: "DelegateNotExported"},
-	{Code: CodeDelegateRouteConflicts, Name: "DelegateRouteConflicts"},
-}
 
 // unimplementedKinds are the kinds of Istio's schema (the CRDs istio.io/api
 // publishes, and the Kubernetes Gateway API kinds Istio reads) that vmesh
@@ -208,7 +81,7 @@ func lineKept(path string) bool {
 // objectWarnings returns what one decoded, valid object asks for that
 // vmesh does not (fully) enforce. It reads the object alone; analysis.go
 // checks it against the rest of the config.
-func objectWarnings(o *Object) []Problem {
+func objectWarnings(o *store.Object) []Problem {
 	w := &warner{}
 	switch spec := o.Spec.(type) {
 	case *security.AuthorizationPolicy:
@@ -217,13 +90,13 @@ func objectWarnings(o *Object) []Problem {
 		warnRequestAuthentication(w, spec)
 	case *security.PeerAuthentication:
 		if len(spec.GetPortLevelMtls()) > 0 && len(spec.GetSelector().GetMatchLabels()) == 0 {
-			w.add("portLevelMtls", CodePortLevelMTLSIgnored, "portLevelMtls is ignored: it applies only to a policy with a selector (add selector.matchLabels, or set mtls.mode for the namespace)")
+			w.add("portLevelMtls", store.CodePortLevelMTLSIgnored, "portLevelMtls is ignored: it applies only to a policy with a selector (add selector.matchLabels, or set mtls.mode for the namespace)")
 		}
 	case *networking.Gateway:
-		w.add("", CodeGatewayNotServed, "vmesh runs no gateway proxies: this Gateway configures nothing, and VirtualServices bound to it route no one")
+		w.add("", store.CodeGatewayNotServed, "vmesh runs no gateway proxies: this Gateway configures nothing, and VirtualServices bound to it route no one")
 	case *networking.VirtualService:
 		if gws := spec.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
-			w.add("gateways", CodeGatewayOnlyRoutes, "bound to gateways only: vmesh serves mesh clients, not gateways, so this VirtualService routes no one (add \"mesh\" to gateways to route mesh clients)")
+			w.add("gateways", store.CodeGatewayOnlyRoutes, "bound to gateways only: vmesh serves mesh clients, not gateways, so this VirtualService routes no one (add \"mesh\" to gateways to route mesh clients)")
 			break
 		}
 		proxylessVirtualService(w, spec)
@@ -235,18 +108,18 @@ func objectWarnings(o *Object) []Problem {
 	case *networking.ServiceEntry:
 		for i, e := range spec.GetEndpoints() {
 			if e.GetAddress() == "" {
-				w.add(fmt.Sprintf("endpoints[%d]", i), CodeEndpointWithoutAddress, "endpoint without an address (network %s): it is reached through its network's gateway, which vmesh does not have, so it is not used", quote(e.GetNetwork()))
+				w.add(fmt.Sprintf("endpoints[%d]", i), store.CodeEndpointWithoutAddress, "endpoint without an address (network %s): it is reached through its network's gateway, which vmesh does not have, so it is not used", quote(e.GetNetwork()))
 			}
 		}
 	case *networking.WorkloadEntry:
 		if spec.GetAddress() == "" {
-			w.add("address", CodeEndpointWithoutAddress, "no address (network %s): the entry is reached through its network's gateway, which vmesh does not have, so it is no service's endpoint", quote(spec.GetNetwork()))
+			w.add("address", store.CodeEndpointWithoutAddress, "no address (network %s): the entry is reached through its network's gateway, which vmesh does not have, so it is no service's endpoint", quote(spec.GetNetwork()))
 		}
 	case *networking.Sidecar:
 		for i, l := range spec.GetEgress() {
 			for j, h := range l.GetHosts() {
 				if !strings.Contains(h, "/") {
-					w.add(fmt.Sprintf("egress[%d].hosts[%d]", i, j), CodeSidecarEgressHostIgnored, "egress host %s is ignored: write it as namespace/host (./%s, */%s)", quote(h), h, h)
+					w.add(fmt.Sprintf("egress[%d].hosts[%d]", i, j), store.CodeSidecarEgressHostIgnored, "egress host %s is ignored: write it as namespace/host (./%s, */%s)", quote(h), h, h)
 				}
 			}
 			sidecarListenerNotApplied(w, fmt.Sprintf("egress[%d]", i), l.GetBind(), l.GetCaptureMode())
@@ -254,7 +127,7 @@ func objectWarnings(o *Object) []Problem {
 		for i, l := range spec.GetIngress() {
 			path := fmt.Sprintf("ingress[%d]", i)
 			if l.GetTls() != nil {
-				w.add(path+".tls", CodeSidecarFieldNotApplied, "not applied: vmesh's sidecars terminate only mesh mTLS on inbound ports, so TLS from a client outside the mesh reaches the workload undecrypted (PERMISSIVE) or is refused (STRICT)")
+				w.add(path+".tls", store.CodeSidecarFieldNotApplied, "not applied: vmesh's sidecars terminate only mesh mTLS on inbound ports, so TLS from a client outside the mesh reaches the workload undecrypted (PERMISSIVE) or is refused (STRICT)")
 			}
 			sidecarListenerNotApplied(w, path, l.GetBind(), l.GetCaptureMode())
 		}
@@ -268,7 +141,7 @@ type warner struct{ problems []Problem }
 
 // info adds an info: a field some proxies apply and others ignore.
 func (w *warner) info(field, code, format string, args ...any) {
-	w.problems = append(w.problems, Problem{Field: field, Code: code, Severity: SeverityInfo, Message: fmt.Sprintf(format, args...)})
+	w.problems = append(w.problems, Problem{Field: field, Code: code, Severity: store.SeverityInfo, Message: fmt.Sprintf(format, args...)})
 }
 
 // proxylessVirtualService notes what grpc-go cannot do, so the proxyless
@@ -289,7 +162,7 @@ func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
 			{"corsPolicy", r.GetCorsPolicy() != nil}, {"headers", r.GetHeaders() != nil},
 		} {
 			if f.set {
-				w.info(path+f.name, CodeProxylessIgnores, "proxyless gRPC clients ignore %s (grpc-go has no equivalent); Envoy sidecars apply it", f.name)
+				w.info(path+f.name, store.CodeProxylessIgnores, "proxyless gRPC clients ignore %s (grpc-go has no equivalent); Envoy sidecars apply it", f.name)
 			}
 		}
 		for j, m := range r.GetMatch() {
@@ -301,7 +174,7 @@ func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
 				{"queryParams", len(m.GetQueryParams()) > 0}, {"scheme", m.GetScheme() != nil},
 			} {
 				if f.set {
-					w.info(mpath+f.name, CodeProxylessIgnores, "proxyless gRPC clients ignore %s, so the match applies to every one of them; Envoy sidecars apply it", f.name)
+					w.info(mpath+f.name, store.CodeProxylessIgnores, "proxyless gRPC clients ignore %s, so the match applies to every one of them; Envoy sidecars apply it", f.name)
 				}
 			}
 		}
@@ -311,32 +184,32 @@ func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
 func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy) {
 	check := func(path string, lb *networking.LoadBalancerSettings, od *networking.OutlierDetection, cp *networking.ConnectionPoolSettings) {
 		if cp != nil && (cp.GetTcp() != nil || onlyMaxRequests(cp.GetHttp()) != nil) {
-			w.info(path+".connectionPool", CodeProxylessIgnores, "proxyless gRPC clients apply only connectionPool.http.http2MaxRequests (a circuit breaker on concurrent requests); Envoy sidecars apply the rest")
+			w.info(path+".connectionPool", store.CodeProxylessIgnores, "proxyless gRPC clients apply only connectionPool.http.http2MaxRequests (a circuit breaker on concurrent requests); Envoy sidecars apply the rest")
 		}
 		switch lb.GetSimple() {
 		//lint:ignore SA1019 Istio still accepts LEAST_CONN
 		case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH, networking.LoadBalancerSettings_LEAST_CONN:
-			w.info(path+".loadBalancer.simple", CodeProxylessIgnores, "proxyless gRPC clients balance %s as ROUND_ROBIN (grpc-go has no equivalent); Envoy sidecars apply it", lb.GetSimple())
+			w.info(path+".loadBalancer.simple", store.CodeProxylessIgnores, "proxyless gRPC clients balance %s as ROUND_ROBIN (grpc-go has no equivalent); Envoy sidecars apply it", lb.GetSimple())
 		}
 		//lint:ignore SA1019 Istio still accepts consecutiveErrors
 		if od.GetConsecutive_5XxErrors() != nil || od.GetConsecutiveGatewayErrors() != nil || od.GetConsecutiveErrors() > 0 {
-			w.info(path+".outlierDetection", CodeProxylessIgnores, "proxyless gRPC clients eject no endpoint on consecutive errors (grpc-go ejects on success rate and failure percentage only); Envoy sidecars do")
+			w.info(path+".outlierDetection", store.CodeProxylessIgnores, "proxyless gRPC clients eject no endpoint on consecutive errors (grpc-go ejects on success rate and failure percentage only); Envoy sidecars do")
 		}
 		if lb.GetWarmup() != nil || lb.GetWarmupDurationSecs() != nil {
-			w.info(path+".loadBalancer.warmup", CodeProxylessIgnores, "proxyless gRPC clients give a new endpoint its full share at once (grpc-go has no slow start); Envoy sidecars ramp it up")
+			w.info(path+".loadBalancer.warmup", store.CodeProxylessIgnores, "proxyless gRPC clients give a new endpoint its full share at once (grpc-go has no slow start); Envoy sidecars ramp it up")
 		}
 	}
 	if tp == nil {
 		return
 	}
 	if tp.GetRetryBudget() != nil {
-		w.info(path+".retryBudget", CodeProxylessIgnores, "proxyless gRPC clients bound retries only by each route's retry policy (grpc-go has no retry budget); Envoy sidecars apply it")
+		w.info(path+".retryBudget", store.CodeProxylessIgnores, "proxyless gRPC clients bound retries only by each route's retry policy (grpc-go has no retry budget); Envoy sidecars apply it")
 	}
 	if tp.GetTunnel() != nil {
-		w.add(path+".tunnel", CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies do not tunnel upstream connections (HTTP CONNECT or POST), so traffic goes to the endpoints directly")
+		w.add(path+".tunnel", store.CodeTrafficPolicyNotApplied, "not applied: vmesh's proxies do not tunnel upstream connections (HTTP CONNECT or POST), so traffic goes to the endpoints directly")
 	}
 	if tp.GetProxyProtocol() != nil {
-		w.info(path+".proxyProtocol", CodeProxylessIgnores, "proxyless gRPC clients send no PROXY protocol header (grpc-go has none), so the endpoints see no client address from it; Envoy sidecars send it")
+		w.info(path+".proxyProtocol", store.CodeProxylessIgnores, "proxyless gRPC clients send no PROXY protocol header (grpc-go has none), so the endpoints see no client address from it; Envoy sidecars send it")
 	}
 	check(path, tp.GetLoadBalancer(), tp.GetOutlierDetection(), tp.GetConnectionPool())
 	for i, pl := range tp.GetPortLevelSettings() {
@@ -365,32 +238,32 @@ func onlyMaxRequests(h *networking.ConnectionPoolSettings_HTTPSettings) *network
 // redirects.
 func sidecarListenerNotApplied(w *warner, path, bind string, mode networking.CaptureMode) {
 	if bind != "" {
-		w.add(path+".bind", CodeSidecarFieldNotApplied, "not applied: the listener takes the traffic the VM's capture redirects, whatever its address (bind %s)", quote(bind))
+		w.add(path+".bind", store.CodeSidecarFieldNotApplied, "not applied: the listener takes the traffic the VM's capture redirects, whatever its address (bind %s)", quote(bind))
 	}
 	if mode == networking.CaptureMode_NONE {
-		w.add(path+".captureMode", CodeSidecarFieldNotApplied, "not applied: the VM's agent captures every port with iptables, so the listener's traffic is captured all the same (captureMode NONE is not honoured)")
+		w.add(path+".captureMode", store.CodeSidecarFieldNotApplied, "not applied: the VM's agent captures every port with iptables, so the listener's traffic is captured all the same (captureMode NONE is not honoured)")
 	}
 }
 
 func (w *warner) add(field, code, format string, args ...any) {
-	w.problems = append(w.problems, Problem{Field: field, Code: code, Severity: SeverityWarning, Message: fmt.Sprintf(format, args...)})
+	w.problems = append(w.problems, Problem{Field: field, Code: code, Severity: store.SeverityWarning, Message: fmt.Sprintf(format, args...)})
 }
 
 // dryRunAnnotation is Istio's annotation for an AuthorizationPolicy that is
 // only evaluated and logged, never enforced.
 const dryRunAnnotation = "istio.io/dry-run"
 
-func warnAuthorizationPolicy(w *warner, o *Object, ap *security.AuthorizationPolicy) {
+func warnAuthorizationPolicy(w *warner, o *store.Object, ap *security.AuthorizationPolicy) {
 	if strings.EqualFold(o.Annotations[dryRunAnnotation], "true") {
-		w.add("metadata.annotations."+dryRunAnnotation, CodeDryRunShadowOnly,
+		w.add("metadata.annotations."+dryRunAnnotation, store.CodeDryRunShadowOnly,
 			"dry run: not enforced; Envoy sidecars evaluate it as shadow rules (istio_dry_run_* stats), proxyless gRPC clients not at all")
 	}
 	switch ap.GetAction() {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
 	case security.AuthorizationPolicy_AUDIT:
-		w.add("action", CodePolicyActionPartial, "action AUDIT: Envoy sidecars mark the requests it matches for audit logging (RBAC action LOG, as Istio); proxyless gRPC servers ignore it")
+		w.add("action", store.CodePolicyActionPartial, "action AUDIT: Envoy sidecars mark the requests it matches for audit logging (RBAC action LOG, as Istio); proxyless gRPC servers ignore it")
 	case security.AuthorizationPolicy_CUSTOM:
-		w.add("action", CodePolicyActionPartial, "action CUSTOM: Envoy sidecars ask extension provider %q (ext_authz) about the requests its rules match, or deny them when the mesh config defines no such envoyExtAuthzHttp/envoyExtAuthzGrpc provider; proxyless gRPC servers deny them (no ext_authz in grpc-go)", ap.GetProvider().GetName())
+		w.add("action", store.CodePolicyActionPartial, "action CUSTOM: Envoy sidecars ask extension provider %q (ext_authz) about the requests its rules match, or deny them when the mesh config defines no such envoyExtAuthzHttp/envoyExtAuthzGrpc provider; proxyless gRPC servers deny them (no ext_authz in grpc-go)", ap.GetProvider().GetName())
 	default:
 		return
 	}
@@ -399,7 +272,7 @@ func warnAuthorizationPolicy(w *warner, o *Object, ap *security.AuthorizationPol
 		if ap.GetTargetRef() != nil {
 			field = "targetRef"
 		}
-		w.add(field, CodePolicyTargetRefs, "%s names Kubernetes Gateway API resources, which vmesh does not have: the policy is ignored (use selector.matchLabels)", field)
+		w.add(field, store.CodePolicyTargetRefs, "%s names Kubernetes Gateway API resources, which vmesh does not have: the policy is ignored (use selector.matchLabels)", field)
 		return
 	}
 	effect := "the rule is dropped: it allows nothing"
@@ -412,19 +285,19 @@ func warnAuthorizationPolicy(w *warner, o *Object, ap *security.AuthorizationPol
 			s := f.GetSource()
 			path := fmt.Sprintf("rules[%d].from[%d].source.", i, j)
 			if len(s.GetRequestPrincipals()) > 0 {
-				w.add(path+"requestPrincipals", CodeRuleNotEnforced, "requestPrincipals: %s", jwtEffect)
+				w.add(path+"requestPrincipals", store.CodeRuleNotEnforced, "requestPrincipals: %s", jwtEffect)
 			}
 			if len(s.GetNotRequestPrincipals()) > 0 {
-				w.add(path+"notRequestPrincipals", CodeRuleNotEnforced, "notRequestPrincipals: %s", jwtEffect)
+				w.add(path+"notRequestPrincipals", store.CodeRuleNotEnforced, "notRequestPrincipals: %s", jwtEffect)
 			}
 		}
 		for k, c := range r.GetWhen() {
 			switch {
 			case supportedConditionKey(c.GetKey()):
 			case jwtConditionKey(c.GetKey()):
-				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), CodeRuleNotEnforced, "%s: %s", quote(c.GetKey()), jwtEffect)
+				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), store.CodeRuleNotEnforced, "%s: %s", quote(c.GetKey()), jwtEffect)
 			default:
-				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), CodeRuleNotEnforced, "%s vmesh cannot enforce this condition: %s", quote(c.GetKey()), effect)
+				w.add(fmt.Sprintf("rules[%d].when[%d].key", i, k), store.CodeRuleNotEnforced, "%s vmesh cannot enforce this condition: %s", quote(c.GetKey()), effect)
 			}
 		}
 	}
@@ -440,7 +313,7 @@ func warnRequestAuthentication(w *warner, ra *security.RequestAuthentication) {
 		if ra.GetTargetRef() != nil {
 			field = "targetRef"
 		}
-		w.add(field, CodePolicyTargetRefs, "%s names Kubernetes Gateway API resources, which vmesh does not have: the policy is ignored, so no token it names authenticates a request (use selector.matchLabels)", field)
+		w.add(field, store.CodePolicyTargetRefs, "%s names Kubernetes Gateway API resources, which vmesh does not have: the policy is ignored, so no token it names authenticates a request (use selector.matchLabels)", field)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 )
 
 // where is a warning's place and code, as a test expects it.
@@ -26,7 +27,7 @@ type where struct {
 	code  string
 }
 
-func wheres(ws []filestore.ConfigError) []where {
+func wheres(ws []store.ConfigError) []where {
 	out := make([]where, len(ws))
 	for i, w := range ws {
 		out[i] = where{w.Line, w.Field, w.Code}
@@ -54,12 +55,12 @@ func TestDecodeWarnings(t *testing.T) {
 		objects int
 		want    []where
 	}{
-		{name: "Telemetry", doc: telemetryYAML, want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
+		{name: "Telemetry", doc: telemetryYAML, want: []where{{2, "kind", store.CodeKindNotImplemented}}},
 		{name: "RequestAuthentication is implemented", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  jwtRules: [{issuer: x}]\n"},
 		{name: "RequestAuthentication targetRefs", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]\n  jwtRules: [{issuer: x}]\n",
-			want: []where{{5, "targetRefs", filestore.CodePolicyTargetRefs}}},
+			want: []where{{5, "targetRefs", store.CodePolicyTargetRefs}}},
 		{name: "Gateway API HTTPRoute", doc: "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec: {}\n",
-			want: []where{{2, "kind", filestore.CodeKindNotImplemented}}},
+			want: []where{{2, "kind", store.CodeKindNotImplemented}}},
 		{name: "dry-run", objects: 1, doc: `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata:
@@ -69,7 +70,7 @@ metadata:
 spec:
   action: DENY
   rules: [{}]
-`, want: []where{{6, "metadata.annotations.istio.io/dry-run", filestore.CodeDryRunShadowOnly}}},
+`, want: []where{{6, "metadata.annotations.istio.io/dry-run", store.CodeDryRunShadowOnly}}},
 		{name: "requestPrincipals and request.auth.claims", objects: 1, doc: `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: jwt, namespace: shop}
@@ -83,14 +84,14 @@ spec:
       values: [admins]
     - key: source.namespace
       values: [shop]
-`, want: []where{{8, "rules[0].from[0].source.requestPrincipals", filestore.CodeRuleNotEnforced}, {10, "rules[1].when[0].key", filestore.CodeRuleNotEnforced}}},
+`, want: []where{{8, "rules[0].from[0].source.requestPrincipals", store.CodeRuleNotEnforced}, {10, "rules[1].when[0].key", store.CodeRuleNotEnforced}}},
 		{name: "Gateway", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
 spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
-`, want: []where{{1, "", filestore.CodeGatewayNotServed}}},
+`, want: []where{{1, "", store.CodeGatewayNotServed}}},
 		{name: "gateway-only VirtualService", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}
@@ -98,7 +99,7 @@ spec:
   hosts: [shop.example.com]
   gateways: [edge]
   http: [{route: [{destination: {host: web.shop.internal}}]}]
-`, want: []where{{6, "gateways", filestore.CodeGatewayOnlyRoutes}}},
+`, want: []where{{6, "gateways", store.CodeGatewayOnlyRoutes}}},
 		{name: "Sidecar fields not applied", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: vm, namespace: shop}
@@ -121,8 +122,8 @@ spec:
   egress:
   - hosts: ["./*"]
     bind: 127.0.0.2
-`, want: []where{{22, "egress[0].bind", filestore.CodeSidecarFieldNotApplied}, {9, "ingress[0].tls", filestore.CodeSidecarFieldNotApplied},
-			{12, "ingress[1].bind", filestore.CodeSidecarFieldNotApplied}, {13, "ingress[1].captureMode", filestore.CodeSidecarFieldNotApplied}}},
+`, want: []where{{22, "egress[0].bind", store.CodeSidecarFieldNotApplied}, {9, "ingress[0].tls", store.CodeSidecarFieldNotApplied},
+			{12, "ingress[1].bind", store.CodeSidecarFieldNotApplied}, {13, "ingress[1].captureMode", store.CodeSidecarFieldNotApplied}}},
 		{name: "traffic policy fields: not applied, proxyless infos", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: web, namespace: shop}
@@ -145,9 +146,9 @@ spec:
     labels: {version: v1}
     trafficPolicy:
       tunnel: {protocol: CONNECT, targetHost: egress.internal, targetPort: 8443}
-`, want: []where{{10, "trafficPolicy.retryBudget", filestore.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", filestore.CodeProxylessIgnores},
-			{12, "trafficPolicy.connectionPool", filestore.CodeProxylessIgnores}, {9, "trafficPolicy.loadBalancer.warmup", filestore.CodeProxylessIgnores},
-			{17, "trafficPolicy.portLevelSettings[1].connectionPool", filestore.CodeProxylessIgnores}, {22, "subsets[0].trafficPolicy.tunnel", filestore.CodeTrafficPolicyNotApplied}}},
+`, want: []where{{10, "trafficPolicy.retryBudget", store.CodeProxylessIgnores}, {11, "trafficPolicy.proxyProtocol", store.CodeProxylessIgnores},
+			{12, "trafficPolicy.connectionPool", store.CodeProxylessIgnores}, {9, "trafficPolicy.loadBalancer.warmup", store.CodeProxylessIgnores},
+			{17, "trafficPolicy.portLevelSettings[1].connectionPool", store.CodeProxylessIgnores}, {22, "subsets[0].trafficPolicy.tunnel", store.CodeTrafficPolicyNotApplied}}},
 		{name: "TLS routes and destinationSubnets are applied", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}
@@ -182,8 +183,8 @@ spec:
   trafficPolicy:
     loadBalancer: {simple: LEAST_CONN}
     outlierDetection: {consecutive5xxErrors: 5}
-`, want: []where{{10, "http[0].mirror", filestore.CodeProxylessIgnores}, {8, "http[0].match[0].queryParams", filestore.CodeProxylessIgnores},
-			{21, "trafficPolicy.loadBalancer.simple", filestore.CodeProxylessIgnores}, {22, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}}},
+`, want: []where{{10, "http[0].mirror", store.CodeProxylessIgnores}, {8, "http[0].match[0].queryParams", store.CodeProxylessIgnores},
+			{21, "trafficPolicy.loadBalancer.simple", store.CodeProxylessIgnores}, {22, "trafficPolicy.outlierDetection", store.CodeProxylessIgnores}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,9 +196,9 @@ spec:
 				t.Errorf("warnings %v, want %v\n%v", got, c.want, d.Warnings)
 			}
 			for _, w := range d.Warnings {
-				sev := filestore.SeverityWarning
-				if w.Code == filestore.CodeProxylessIgnores {
-					sev = filestore.SeverityInfo
+				sev := store.SeverityWarning
+				if w.Code == store.CodeProxylessIgnores {
+					sev = store.SeverityInfo
 				}
 				if w.Severity != sev || !strings.Contains(w.Error(), "w.yaml:") || !strings.Contains(w.Error(), ": "+sev.String()+" "+w.Code+": ") {
 					t.Errorf("rendered %q, want severity %s", w.Error(), sev)
@@ -257,7 +258,7 @@ items:
 	if d.Objects[0].Origin.Line != 6 || d.Objects[1].Origin.Line != 10 {
 		t.Errorf("lines %d, %d; want 6, 10", d.Objects[0].Origin.Line, d.Objects[1].Origin.Line)
 	}
-	if got := wheres(d.Warnings); !slices.Equal(got, []where{{18, "kind", filestore.CodeKindNotImplemented}}) {
+	if got := wheres(d.Warnings); !slices.Equal(got, []where{{18, "kind", store.CodeKindNotImplemented}}) {
 		t.Errorf("warnings %v", d.Warnings)
 	}
 	if len(d.Errors) != 1 || d.Errors[0].Line != 24 || d.Errors[0].Object != "WorkloadEntry/default/c" {
@@ -388,14 +389,14 @@ func TestAnalyze(t *testing.T) {
 	}
 	got := filestore.Analyze(objs, true)
 	want := []where{
-		{32, "hosts[0]", filestore.CodeConflictingVirtualServices},
-		{33, "gateways[1]", filestore.CodeReferencedResourceNotFound},
-		{42, "http[0].route[1].destination.subset", filestore.CodeReferencedResourceNotFound},
-		{45, "http[0].route[2].destination.host", filestore.CodeShortHostMismatch},
-		{51, "hosts[0]", filestore.CodeConflictingVirtualServices},
-		{55, "http[0].route[0].destination.host", filestore.CodeReferencedResourceNotFound},
-		{64, "", filestore.CodeWorkloadEntryUnselected},
-		{75, "metadata", filestore.CodeWorkloadGroupUnselected},
+		{32, "hosts[0]", store.CodeConflictingVirtualServices},
+		{33, "gateways[1]", store.CodeReferencedResourceNotFound},
+		{42, "http[0].route[1].destination.subset", store.CodeReferencedResourceNotFound},
+		{45, "http[0].route[2].destination.host", store.CodeShortHostMismatch},
+		{51, "hosts[0]", store.CodeConflictingVirtualServices},
+		{55, "http[0].route[0].destination.host", store.CodeReferencedResourceNotFound},
+		{64, "", store.CodeWorkloadEntryUnselected},
+		{75, "metadata", store.CodeWorkloadGroupUnselected},
 	}
 	if !slices.Equal(wheres(got), want) {
 		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
@@ -404,16 +405,16 @@ func TestAnalyze(t *testing.T) {
 		}
 	}
 	for _, w := range got {
-		if w.Severity != filestore.SeverityWarning {
+		if w.Severity != store.SeverityWarning {
 			t.Errorf("%s: severity %s", w.Error(), w.Severity)
 		}
 	}
 	// Without the registries, a host no file defines may be a registry's:
 	// an info, not a warning.
 	for _, w := range filestore.Analyze(objs, false) {
-		wantSev := filestore.SeverityWarning
+		wantSev := store.SeverityWarning
 		if w.Line == 55 {
-			wantSev = filestore.SeverityInfo
+			wantSev = store.SeverityInfo
 		}
 		if w.Severity != wantSev {
 			t.Errorf("partial: %s: severity %s, want %s", w.Error(), w.Severity, wantSev)
@@ -469,7 +470,7 @@ spec:
 		t.Fatal(errs)
 	}
 	got := filestore.Analyze(objs, true)
-	want := []where{{28, "tcp[1]", filestore.CodeL4RouteNotApplied}, {30, "tcp[2]", filestore.CodeL4RouteNotApplied}}
+	want := []where{{28, "tcp[1]", store.CodeL4RouteNotApplied}, {30, "tcp[2]", store.CodeL4RouteNotApplied}}
 	if !slices.Equal(wheres(got), want) {
 		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
 	}
@@ -524,7 +525,7 @@ spec:
 		t.Fatal(errs)
 	}
 	got := filestore.Analyze(objs, true)
-	if want := []where{{25, "", filestore.CodeSidecarsWithoutSelector}, {31, "", filestore.CodeSidecarsWithoutSelector}}; !slices.Equal(wheres(got), want) {
+	if want := []where{{25, "", store.CodeSidecarsWithoutSelector}, {31, "", store.CodeSidecarsWithoutSelector}}; !slices.Equal(wheres(got), want) {
 		t.Errorf("analysis %v, want %v\n%v", wheres(got), want, got)
 	}
 }
@@ -539,22 +540,22 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 		"mesh/telemetry.yaml": telemetryYAML,
 		"mesh/mesh.yaml":      analysisYAML,
 	})
-	src, store := newGitSource(t, repo.dir, "main", "mesh")
+	src, cs := newGitSource(t, repo.dir, "main", "mesh")
 	if err := src.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	snap := store.Snapshot()
-	if src.GoodCommit() != commit || snap.Get(filestore.Key{Kind: filestore.KindVirtualService, Namespace: "shop", Name: "ratings"}) == nil {
+	snap := cs.Snapshot()
+	if src.GoodCommit() != commit || snap.Get(store.Key{Kind: store.KindVirtualService, Namespace: "shop", Name: "ratings"}) == nil {
 		t.Fatalf("commit not applied: serving %q, errors %v", src.GoodCommit(), gitStatus(snap).Errors)
 	}
 	st := gitStatus(snap)
-	if len(st.Errors) != 0 || len(st.Warnings) != 1 || st.Warnings[0].Code != filestore.CodeKindNotImplemented ||
+	if len(st.Errors) != 0 || len(st.Warnings) != 1 || st.Warnings[0].Code != store.CodeKindNotImplemented ||
 		!strings.HasPrefix(st.Warnings[0].Error(), commit[:12]+":telemetry.yaml:2: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
 		t.Fatalf("status errors %v, warnings %v", st.Errors, st.Warnings)
 	}
 
 	rec := httptest.NewRecorder()
-	filestore.DebugHandler(store).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
+	filestore.DebugHandler(cs, new(filestore.Analyses).Warnings).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
 	var dbg filestore.DebugConfig
 	if err := json.Unmarshal(rec.Body.Bytes(), &dbg); err != nil {
 		t.Fatal(err)
@@ -562,11 +563,11 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 	codes := map[string]int{}
 	for _, w := range dbg.Warnings {
 		codes[w.Code]++
-		if w.Source != src.Source().Name || w.Commit != commit || w.Severity != filestore.SeverityWarning {
+		if w.Source != src.Source().Name || w.Commit != commit || w.Severity != store.SeverityWarning {
 			t.Errorf("/debug/config warning %+v", w)
 		}
 	}
-	if codes[filestore.CodeKindNotImplemented] != 1 || codes[filestore.CodeReferencedResourceNotFound] != 3 {
+	if codes[store.CodeKindNotImplemented] != 1 || codes[store.CodeReferencedResourceNotFound] != 3 {
 		t.Errorf("/debug/config warnings by code %v", codes)
 	}
 	if !strings.Contains(rec.Body.String(), `"severity": "warning"`) {
@@ -574,7 +575,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 	}
 
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(filestore.NewCollector(store))
+	reg.MustRegister(filestore.NewCollector(cs, new(filestore.Analyses).Warnings))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -596,7 +597,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 		}
 	}
 	want := map[string]float64{}
-	for _, c := range filestore.WarningCodes {
+	for _, c := range store.WarningCodes {
 		if !c.Info {
 			want[c.Code] = 0 // every code, at 0 when none
 		}
@@ -618,25 +619,25 @@ func TestDirSourceLogsWarningsOnce(t *testing.T) {
 	// An info (what proxyless gRPC ignores) is not logged.
 	writeFile(t, filepath.Join(dir, "dr.yaml"), "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: a}\nspec:\n  host: a.example.internal\n  trafficPolicy: {outlierDetection: {consecutive5xxErrors: 5}}\n")
 	var logs logBuffer
-	store := runDir(t, dir, logs.logger())
+	cs := runDir(t, dir, logs.logger())
 	for i, addr := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"} {
 		writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", addr))
-		eventually(t, "edit "+string(rune('1'+i)), func(s *filestore.Snapshot) bool { return addressOf(s, "a") == addr }, store)
+		eventually(t, "edit "+string(rune('1'+i)), func(s *store.Snapshot) bool { return addressOf(s, "a") == addr }, cs)
 	}
 	if n := len(logs.lines("config warnings")); n != 1 || strings.Contains(strings.Join(logs.lines(""), "\n"), "dr.yaml") {
 		t.Errorf("warnings logged %d times, want once, and no info:\n%s", n, strings.Join(logs.lines(""), "\n"))
 	}
 	must(t, os.Remove(filepath.Join(dir, "telemetry.yaml")))
-	eventually(t, "the warning cleared", func(s *filestore.Snapshot) bool {
+	eventually(t, "the warning cleared", func(s *store.Snapshot) bool {
 		for _, st := range s.Sources {
 			for _, w := range st.Warnings {
-				if w.Severity == filestore.SeverityWarning {
+				if w.Severity == store.SeverityWarning {
 					return false
 				}
 			}
 		}
 		return true
-	}, store)
+	}, cs)
 	if n := len(logs.lines("config errors cleared")); n != 1 {
 		t.Errorf("cleared logged %d times, want once", n)
 	}
@@ -680,7 +681,7 @@ func TestREADMEDocumentsWarningCodes(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range filestore.WarningCodes {
+	for _, c := range store.WarningCodes {
 		codes = append(codes, c.Code)
 	}
 	if !slices.Equal(documented, codes) {
@@ -696,13 +697,13 @@ func TestLogAnalysisOncePerChange(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	store := filestore.NewStore()
-	src := filestore.Source{Name: "dir:x", Class: filestore.ClassConfig}
-	must(t, store.Replace(src, objs))
+	cs := store.NewStore()
+	src := store.Source{Name: "dir:x", Class: store.ClassConfig}
+	must(t, cs.Replace(src, objs))
 	var logs logBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- filestore.LogAnalysis(ctx, store, logs.logger()) }()
+	go func() { done <- filestore.LogAnalysis(ctx, cs, &filestore.Analyses{}, logs.logger()) }()
 	defer func() { cancel(); <-done }()
 	waitLines := func(msg string, n int) {
 		t.Helper()
@@ -725,19 +726,19 @@ func TestLogAnalysisOncePerChange(t *testing.T) {
 		t.Fatal(errs)
 	}
 	objs = append(objs, extra...)
-	must(t, store.Replace(src, objs))
+	must(t, cs.Replace(src, objs))
 	time.Sleep(1500 * time.Millisecond) // past the next analysis
 	if n := len(logs.lines("")); n != 1 {
 		t.Errorf("an unchanged analysis was logged:\n%s", strings.Join(logs.lines(""), "\n"))
 	}
 	// Drop the stray WorkloadEntry: its warning clears.
-	var kept []*filestore.Object
+	var kept []*store.Object
 	for _, o := range objs {
 		if o.Name != "stray" {
 			kept = append(kept, o)
 		}
 	}
-	must(t, store.Replace(src, kept))
+	must(t, cs.Replace(src, kept))
 	waitLines("config analysis warnings cleared", 1)
 	if n := len(logs.lines("config analysis warnings")); n != 1 {
 		t.Errorf("analysis logged %d times, want once:\n%s", n, strings.Join(logs.lines(""), "\n"))
@@ -773,7 +774,7 @@ spec:
 		t.Fatal(errs)
 	}
 	got := filestore.Analyze(objs, true)
-	if want := []where{{20, "http[0].route[1].destination.port.number", filestore.CodeReferencedResourceNotFound}}; !slices.Equal(wheres(got), want) {
+	if want := []where{{20, "http[0].route[1].destination.port.number", store.CodeReferencedResourceNotFound}}; !slices.Equal(wheres(got), want) {
 		t.Errorf("analysis %v, want %v\n%v", wheres(got), want, got)
 	}
 }
@@ -825,9 +826,9 @@ spec:
 		t.Fatal(errs)
 	}
 	want := []where{
-		{15, "http[0].delegate", filestore.CodeReferencedResourceNotFound},
-		{16, "http[1].delegate", filestore.CodeDelegateNotExported},
-		{18, "http[2].delegate", filestore.CodeDelegateRouteConflicts},
+		{15, "http[0].delegate", store.CodeReferencedResourceNotFound},
+		{16, "http[1].delegate", store.CodeDelegateNotExported},
+		{18, "http[2].delegate", store.CodeDelegateRouteConflicts},
 	}
 	if got := wheres(filestore.Analyze(objs, true)); !slices.Equal(got, want) {
 		t.Errorf("delegate warnings = %v, want %v", got, want)
@@ -859,8 +860,8 @@ spec:
 	if len(d.Errors) > 0 {
 		t.Fatal(d.Errors)
 	}
-	want := []where{{10, "endpoints[1]", filestore.CodeEndpointWithoutAddress}, {10, "endpoints[1].address", filestore.CodeSchemaWarning},
-		{16, "address", filestore.CodeEndpointWithoutAddress}, {16, "address", filestore.CodeSchemaWarning}}
+	want := []where{{10, "endpoints[1]", store.CodeEndpointWithoutAddress}, {10, "endpoints[1].address", store.CodeSchemaWarning},
+		{16, "address", store.CodeEndpointWithoutAddress}, {16, "address", store.CodeSchemaWarning}}
 	if got := wheres(d.Warnings); !slices.Equal(got, want) {
 		t.Errorf("warnings = %v, want %v", got, want)
 	}
@@ -872,9 +873,9 @@ spec:
 // Istio's own YAML.
 func TestIstioValidationWarnings(t *testing.T) {
 	const (
-		unreachable = filestore.CodeUnreachableRule
-		ineffective = filestore.CodeIneffectiveMatch
-		schema      = filestore.CodeSchemaWarning
+		unreachable = store.CodeUnreachableRule
+		ineffective = store.CodeIneffectiveMatch
+		schema      = store.CodeSchemaWarning
 	)
 	cases := []struct {
 		name string
@@ -895,7 +896,7 @@ spec:
   - from: [{source: {principals: [cluster.local/ns/a/sa/b]}}]
     to: [{operation: {paths: [/admin]}}]
   - when: [{key: "request.headers[x-debug]", values: ["1"]}]
-`, want: []where{{10, "rules[3].from[0].source.requestPrincipals", filestore.CodeRuleNotEnforced}, {7, "rules[0]", schema}, {12, "rules[4]", schema}}},
+`, want: []where{{10, "rules[3].from[0].source.requestPrincipals", store.CodeRuleNotEnforced}, {7, "rules[0]", schema}, {12, "rules[4]", schema}}},
 		{name: "an ALLOW rule with only HTTP attributes is no warning", doc: `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: allow, namespace: shop}
@@ -1016,9 +1017,9 @@ spec:
     loadBalancer:
       localityLbSetting:
         failover: [{from: us-east, to: eu-west}]
-`, want: []where{{7, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}, {13, "subsets[0].trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores},
+`, want: []where{{7, "trafficPolicy.outlierDetection", store.CodeProxylessIgnores}, {13, "subsets[0].trafficPolicy.outlierDetection", store.CodeProxylessIgnores},
 			{7, "trafficPolicy.outlierDetection.consecutiveErrors", schema}, {9, "trafficPolicy.loadBalancer.consistentHash.minimumRingSize", schema},
-			{23, "trafficPolicy.loadBalancer.localityLbSetting.failover", schema}, {31, "trafficPolicy.outlierDetection", filestore.CodeProxylessIgnores}}},
+			{23, "trafficPolicy.loadBalancer.localityLbSetting.failover", schema}, {31, "trafficPolicy.outlierDetection", store.CodeProxylessIgnores}}},
 		{name: "Sidecar", doc: `apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: default, namespace: shop}
@@ -1060,7 +1061,7 @@ spec:
   - port: {number: 10443, name: https-3, protocol: HTTPS}
     hosts: ["*.example.com"]
     tls: {mode: SIMPLE, credentialName: edge-cert, minProtocolVersion: TLSV1_2, cipherSuites: [AES128-SHA, ECDHE-RSA-AES128-SHA]}
-`, want: []where{{1, "", filestore.CodeGatewayNotServed}, {8, "servers[0].tls.credentialName", schema},
+`, want: []where{{1, "", store.CodeGatewayNotServed}, {8, "servers[0].tls.credentialName", schema},
 			{15, "servers[1].tls.minProtocolVersion", schema}, {14, "servers[1].tls.httpsRedirect", schema},
 			{22, "servers[2].tls.cipherSuites[1]", schema}, {22, "servers[2].tls.cipherSuites[2]", schema}}},
 		{name: "VirtualService fields", doc: `apiVersion: networking.istio.io/v1
@@ -1076,10 +1077,10 @@ spec:
   tls:
   - match: [{sniHosts: [10.0.0.1], port: 443}]
     route: [{destination: {host: web.shop.internal}}]
-`, want: []where{{9, "http[0].mirror", filestore.CodeProxylessIgnores}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
+`, want: []where{{9, "http[0].mirror", store.CodeProxylessIgnores}, {6, "gateways[0]", schema}, {10, "http[0].mirrorPercent", schema},
 			{12, "tls[0].match[0].sniHosts[0]", schema}}},
 		{name: "a large direct response", doc: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: big, namespace: shop}\nspec:\n  hosts: [big.shop.internal]\n  http:\n  - directResponse:\n      status: 200\n      body: {string: " + strings.Repeat("x", 100<<10+1) + "}\n",
-			want: []where{{7, "http[0].directResponse", filestore.CodeProxylessIgnores}, {9, "http[0].directResponse.body", schema}}},
+			want: []where{{7, "http[0].directResponse", store.CodeProxylessIgnores}, {9, "http[0].directResponse.body", schema}}},
 		{name: "private keys in an inline jwks", doc: `apiVersion: security.istio.io/v1
 kind: RequestAuthentication
 metadata: {name: jwt, namespace: shop}
@@ -1134,7 +1135,7 @@ spec:
 `},
 	}
 	infos := map[string]bool{}
-	for _, c := range filestore.WarningCodes {
+	for _, c := range store.WarningCodes {
 		infos[c.Code] = c.Info
 	}
 	for _, c := range cases {
@@ -1147,9 +1148,9 @@ spec:
 				t.Errorf("warnings %v, want %v\n%v", got, c.want, d.Warnings)
 			}
 			for _, w := range d.Warnings {
-				sev := filestore.SeverityWarning
+				sev := store.SeverityWarning
 				if infos[w.Code] {
-					sev = filestore.SeverityInfo
+					sev = store.SeverityInfo
 				}
 				if w.Severity != sev || w.Message == "" {
 					t.Errorf("%s: severity %s, want %s: %v", w.Field, w.Severity, sev, w)

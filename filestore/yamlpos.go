@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"bytes"
+	"github.com/vmesh/vmesh/store"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // line 8) and a tab in the indentation as "found character that cannot
 // start any token", sometimes a line early; data is read again to name the
 // line, and a tab is called a tab.
-func yamlError(file string, data []byte, err error) ConfigError {
+func yamlError(file string, data []byte, err error) store.ConfigError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
@@ -25,16 +26,16 @@ func yamlError(file string, data []byte, err error) ConfigError {
 	lines := bytes.Split(data, []byte("\n"))
 	if strings.Contains(msg, "tab character") || strings.Contains(msg, "cannot start any token") {
 		if l := tabIndented(lines, max(line-1, 1)); l > 0 {
-			return ConfigError{File: file, Line: l, Message: "invalid YAML: tab character in indentation; YAML allows only spaces"}
+			return store.ConfigError{File: file, Line: l, Message: "invalid YAML: tab character in indentation; YAML allows only spaces"}
 		}
 	}
 	if strings.Contains(msg, "did not find expected key") || strings.Contains(msg, "did not find expected '-' indicator") ||
 		strings.Contains(msg, "mapping values are not allowed") {
 		if l := misindented(lines, max(line, 1)); l >= line && l > 0 {
-			return ConfigError{File: file, Line: l, Message: "invalid YAML: the indentation of this line matches no enclosing block (" + msg + ")"}
+			return store.ConfigError{File: file, Line: l, Message: "invalid YAML: the indentation of this line matches no enclosing block (" + msg + ")"}
 		}
 	}
-	return ConfigError{File: file, Line: line, Message: "invalid YAML: " + msg}
+	return store.ConfigError{File: file, Line: line, Message: "invalid YAML: " + msg}
 }
 
 // tabIndented returns the first line, from line from on (1-based), whose

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -30,7 +30,7 @@ type RequestAuthentication struct {
 func (r *RequestAuthentication) Key() string { return r.Namespace + "/" + r.Name }
 
 // JWKS is what the control plane fetched from one jwksUri (the JWKS
-// fetcher's Store objects, filestore.KindJWKS).
+// fetcher's Store objects, store.KindJWKS).
 type JWKS struct {
 	// Keys is the JSON Web Key Set; "" when the fetch failed or has not
 	// happened yet.
@@ -39,7 +39,7 @@ type JWKS struct {
 	Error string
 }
 
-func (b *builder) addRequestAuthentication(o *filestore.Object) {
+func (b *builder) addRequestAuthentication(o *store.Object) {
 	ra, ok := o.Spec.(*security.RequestAuthentication)
 	if !ok {
 		b.problem(o, "spec is %T, want RequestAuthentication", o.Spec)
@@ -62,8 +62,8 @@ func (b *builder) addRequestAuthentication(o *filestore.Object) {
 	b.s.raByNS[o.Namespace] = append(b.s.raByNS[o.Namespace], m)
 }
 
-func (b *builder) addJWKS(o *filestore.Object) {
-	j := JWKS{Error: o.Annotations[filestore.JWKSErrorAnnotation]}
+func (b *builder) addJWKS(o *store.Object) {
+	j := JWKS{Error: o.Annotations[store.JWKSErrorAnnotation]}
 	if v, ok := o.Spec.(*wrapperspb.StringValue); ok {
 		j.Keys = v.GetValue()
 	}
@@ -74,11 +74,11 @@ func (b *builder) addJWKS(o *filestore.Object) {
 }
 
 // addAuthn adds the RequestAuthentications and fetched key sets of fs.
-func (b *builder) addAuthn(fs *filestore.Snapshot) {
-	for _, o := range fs.List(filestore.KindRequestAuthentication) {
+func (b *builder) addAuthn(fs *store.Snapshot) {
+	for _, o := range fs.List(store.KindRequestAuthentication) {
 		b.addRequestAuthentication(o)
 	}
-	for _, o := range fs.List(filestore.KindJWKS) {
+	for _, o := range fs.List(store.KindJWKS) {
 		b.addJWKS(o)
 	}
 }

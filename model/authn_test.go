@@ -4,25 +4,25 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 )
 
-func ra(ns, name string, sel map[string]string, rules ...*security.JWTRule) *filestore.Object {
+func ra(ns, name string, sel map[string]string, rules ...*security.JWTRule) *store.Object {
 	spec := &security.RequestAuthentication{JwtRules: rules}
 	if sel != nil {
 		spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: sel}
 	}
-	return secObj(filestore.KindRequestAuthentication, ns, name, spec)
+	return secObj(store.KindRequestAuthentication, ns, name, spec)
 }
 
-func jwksObj(key, keys, errMsg string) *filestore.Object {
-	o := &filestore.Object{Key: filestore.Key{Kind: filestore.KindJWKS, Name: key}, Spec: wrapperspb.String(keys)}
+func jwksObj(key, keys, errMsg string) *store.Object {
+	o := &store.Object{Key: store.Key{Kind: store.KindJWKS, Name: key}, Spec: wrapperspb.String(keys)}
 	if errMsg != "" {
-		o.Annotations = map[string]string{filestore.JWKSErrorAnnotation: errMsg}
+		o.Annotations = map[string]string{store.JWKSErrorAnnotation: errMsg}
 	}
 	return o
 }

@@ -6,20 +6,20 @@ import (
 
 	securityapi "istio.io/api/security/v1beta1"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 )
 
 // istio.io/dry-run marks a policy as a dry run; AUDIT and CUSTOM policies
 // are kept (the generators decide how they apply); a CUSTOM policy whose
 // provider the mesh config does not define has a problem saying it denies.
 func TestAuthorizationPolicyActionsAndDryRun(t *testing.T) {
-	ap := func(name string, action securityapi.AuthorizationPolicy_Action, ann map[string]string) *filestore.Object {
-		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns", Name: name}, Annotations: ann,
+	ap := func(name string, action securityapi.AuthorizationPolicy_Action, ann map[string]string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "ns", Name: name}, Annotations: ann,
 			Spec: &securityapi.AuthorizationPolicy{Action: action, Rules: []*securityapi.Rule{{}}}}
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, []*filestore.Object{
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, []*store.Object{
 		ap("dry", securityapi.AuthorizationPolicy_DENY, map[string]string{model.DryRunAnnotation: "true"}),
 		ap("audit", securityapi.AuthorizationPolicy_AUDIT, nil),
 		ap("custom", securityapi.AuthorizationPolicy_CUSTOM, nil),

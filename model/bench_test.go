@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -14,9 +14,9 @@ import (
 // BenchmarkBuild builds the model for 1,000 services x 10 endpoints with 100
 // VirtualServices and 100 DestinationRules, as every debounced push does.
 func BenchmarkBuild(b *testing.B) {
-	st := filestore.NewStore()
+	st := store.NewStore()
 	objs := modeltest.Objects(modeltest.Size{Services: 1000, EndpointsPerService: 10, Routes: 100, Namespaces: 10})
-	if err := st.Replace(filestore.Source{Name: "bench", Class: filestore.ClassConfig}, objs); err != nil {
+	if err := st.Replace(store.Source{Name: "bench", Class: store.ClassConfig}, objs); err != nil {
 		b.Fatal(err)
 	}
 	fs := st.Snapshot()
@@ -31,9 +31,9 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 func TestFixtureBuilds(t *testing.T) {
-	st := filestore.NewStore()
+	st := store.NewStore()
 	objs := modeltest.Objects(modeltest.Size{Services: 20, EndpointsPerService: 4, Routes: 5, Namespaces: 2})
-	if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+	if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	s := model.Build(st.Snapshot())
@@ -55,16 +55,16 @@ func TestFixtureBuilds(t *testing.T) {
 func BenchmarkRebuildOneEntry(b *testing.B) {
 	for _, services := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("providers=%d", services*10), func(b *testing.B) {
-			st := filestore.NewStore()
-			src := filestore.Source{Name: "bench", Class: filestore.ClassRegistry}
+			st := store.NewStore()
+			src := store.Source{Name: "bench", Class: store.ClassRegistry}
 			objs := modeltest.Objects(modeltest.Size{Services: services, EndpointsPerService: 10, Namespaces: 1})
 			if err := st.Replace(src, objs); err != nil {
 				b.Fatal(err)
 			}
 			prev := model.Build(st.Snapshot())
-			var entry *filestore.Object
+			var entry *store.Object
 			for _, o := range objs {
-				if o.Kind == filestore.KindWorkloadEntry {
+				if o.Kind == store.KindWorkloadEntry {
 					entry = o
 					break
 				}
@@ -73,11 +73,11 @@ func BenchmarkRebuildOneEntry(b *testing.B) {
 			moved.Address = "10.255.0.1"
 			sub := st.Subscribe()
 			defer sub.Close()
-			changed := []*filestore.Object{{Key: entry.Key, Labels: entry.Labels, Spec: moved}, entry}
+			changed := []*store.Object{{Key: entry.Key, Labels: entry.Labels, Spec: moved}, entry}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				if err := st.Update(src, []*filestore.Object{changed[i%2]}, nil); err != nil {
+				if err := st.Update(src, []*store.Object{changed[i%2]}, nil); err != nil {
 					b.Fatal(err)
 				}
 				ch := sub.Take()

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -19,12 +19,12 @@ const DefaultDomainSuffix = "svc.cluster.local"
 // Build turns a Store snapshot into a model Snapshot with DefaultMesh()
 // settings. It is pure: it reads only its input and returns a new value that
 // shares nothing mutable.
-func Build(fs *filestore.Snapshot) *Snapshot { return BuildWith(fs, DefaultMesh()) }
+func Build(fs *store.Snapshot) *Snapshot { return BuildWith(fs, DefaultMesh()) }
 
 // BuildWith is Build with mesh settings; zero fields take DefaultMesh()'s.
 // A MeshConfig in the config (a source's mesh.yaml) replaces them, but for
 // the root namespace and trust domain, which stay the control plane's.
-func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
+func BuildWith(fs *store.Snapshot, mesh Mesh) *Snapshot {
 	b := &builder{
 		s: &Snapshot{
 			Revision:   fs.Revision,
@@ -42,14 +42,14 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 			wgByNS:     make(map[string][]*WorkloadGroup),
 		},
 	}
-	b.indexWorkloadEntries(fs.List(filestore.KindWorkloadEntry))
-	for _, o := range fs.List(filestore.KindServiceEntry) {
+	b.indexWorkloadEntries(fs.List(store.KindWorkloadEntry))
+	for _, o := range fs.List(store.KindServiceEntry) {
 		b.addServiceEntry(o)
 	}
 	slices.SortFunc(b.s.Services, func(a, c *Service) int {
 		return cmp.Or(cmp.Compare(a.Hostname, c.Hostname), cmp.Compare(a.Namespace, c.Namespace))
 	})
-	b.s.servicesOf = make(map[filestore.Key][]int)
+	b.s.servicesOf = make(map[store.Key][]int)
 	for i, svc := range b.s.Services {
 		r, ok := b.s.byHost[svc.Hostname]
 		if !ok {
@@ -57,22 +57,22 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 		}
 		r.hi = i + 1
 		b.s.byHost[svc.Hostname] = r
-		k := filestore.Key{Kind: filestore.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}
+		k := store.Key{Kind: store.KindServiceEntry, Namespace: svc.Namespace, Name: svc.Name}
 		b.s.servicesOf[k] = append(b.s.servicesOf[k], i)
 	}
-	b.s.seIndex = indexSelectors(fs.List(filestore.KindServiceEntry))
+	b.s.seIndex = indexSelectors(fs.List(store.KindServiceEntry))
 	assignVIPs(b.s.Services)
 	b.addRouting(fs)
-	for _, o := range fs.List(filestore.KindSidecar) {
+	for _, o := range fs.List(store.KindSidecar) {
 		b.addSidecar(o)
 	}
-	for _, o := range fs.List(filestore.KindPeerAuthentication) {
+	for _, o := range fs.List(store.KindPeerAuthentication) {
 		b.addPeerAuthentication(o)
 	}
-	for _, o := range fs.List(filestore.KindAuthorizationPolicy) {
+	for _, o := range fs.List(store.KindAuthorizationPolicy) {
 		b.addAuthorizationPolicy(o)
 	}
-	b.addWorkloadGroups(fs.List(filestore.KindWorkloadGroup))
+	b.addWorkloadGroups(fs.List(store.KindWorkloadGroup))
 	b.addAuthn(fs)
 	b.sortProblems()
 	return b.s
@@ -80,8 +80,8 @@ func BuildWith(fs *filestore.Snapshot, mesh Mesh) *Snapshot {
 
 // addRouting adds the VirtualServices and DestinationRules and binds them
 // to the services' hosts.
-func (b *builder) addRouting(fs *filestore.Snapshot) {
-	vss := fs.List(filestore.KindVirtualService)
+func (b *builder) addRouting(fs *store.Snapshot) {
+	vss := fs.List(store.KindVirtualService)
 	b.s.sourceLabelKeys = sourceLabelKeys(vss)
 	ds := delegates{}
 	for _, o := range vss {
@@ -92,7 +92,7 @@ func (b *builder) addRouting(fs *filestore.Snapshot) {
 	for _, o := range vss {
 		b.addVirtualService(o, ds)
 	}
-	for _, o := range fs.List(filestore.KindDestinationRule) {
+	for _, o := range fs.List(store.KindDestinationRule) {
 		b.addDestinationRule(o)
 	}
 	b.bindHosts()
@@ -101,7 +101,7 @@ func (b *builder) addRouting(fs *filestore.Snapshot) {
 // sourceLabelKeys returns the label keys the sourceLabels of the
 // VirtualServices' HTTP, TLS and TCP matches name (delegates included),
 // sorted.
-func sourceLabelKeys(vss []*filestore.Object) []string {
+func sourceLabelKeys(vss []*store.Object) []string {
 	keys := map[string]bool{}
 	add := func(l map[string]string) {
 		for k := range l {
@@ -151,18 +151,18 @@ type builder struct {
 	// weIndex maps namespace -> "key=value" -> WorkloadEntries carrying
 	// that label, so selecting is proportional to the matches, not to all
 	// entries in the namespace.
-	weIndex map[string]map[labelKV][]*filestore.Object
+	weIndex map[string]map[labelKV][]*store.Object
 	// weAll maps namespace -> every WorkloadEntry, for empty selectors.
-	weAll map[string][]*filestore.Object
+	weAll map[string][]*store.Object
 }
 
-func (b *builder) problem(o *filestore.Object, format string, args ...any) {
+func (b *builder) problem(o *store.Object, format string, args ...any) {
 	b.s.Problems = append(b.s.Problems, Problem{Object: o.Key.String(), Message: fmt.Sprintf(format, args...)})
 }
 
-func (b *builder) indexWorkloadEntries(list []*filestore.Object) {
-	b.weIndex = make(map[string]map[labelKV][]*filestore.Object)
-	b.weAll = make(map[string][]*filestore.Object)
+func (b *builder) indexWorkloadEntries(list []*store.Object) {
+	b.weIndex = make(map[string]map[labelKV][]*store.Object)
+	b.weAll = make(map[string][]*store.Object)
 	for _, o := range list {
 		we, ok := o.Spec.(*networking.WorkloadEntry)
 		if !ok {
@@ -171,7 +171,7 @@ func (b *builder) indexWorkloadEntries(list []*filestore.Object) {
 		b.weAll[o.Namespace] = append(b.weAll[o.Namespace], o)
 		m := b.weIndex[o.Namespace]
 		if m == nil {
-			m = make(map[labelKV][]*filestore.Object)
+			m = make(map[labelKV][]*store.Object)
 			b.weIndex[o.Namespace] = m
 		}
 		// Istio selects on the WorkloadEntry's spec labels, falling back to
@@ -187,7 +187,7 @@ type labelKV struct{ k, v string }
 
 // workloadLabels returns the labels a selector matches a WorkloadEntry on:
 // its metadata labels overlaid with its spec labels.
-func workloadLabels(o *filestore.Object, we *networking.WorkloadEntry) map[string]string {
+func workloadLabels(o *store.Object, we *networking.WorkloadEntry) map[string]string {
 	if len(o.Labels) == 0 {
 		return we.GetLabels()
 	}
@@ -206,7 +206,7 @@ func workloadLabels(o *filestore.Object, we *networking.WorkloadEntry) map[strin
 
 // selectWorkloadEntries returns the WorkloadEntries of ns that carry every
 // selector label, in namespace/name order.
-func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) []*filestore.Object {
+func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) []*store.Object {
 	if len(selector) == 0 {
 		return b.weAll[ns]
 	}
@@ -222,7 +222,7 @@ func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) [
 			}
 		}
 	}
-	var out []*filestore.Object
+	var out []*store.Object
 	for _, o := range cands {
 		if workloadMatches(selector, o, o.Spec.(*networking.WorkloadEntry)) {
 			out = append(out, o)
@@ -234,7 +234,7 @@ func (b *builder) selectWorkloadEntries(ns string, selector map[string]string) [
 // workloadMatches is LabelsMatch(selector, workloadLabels(o, we)) without
 // building the merged labels (a selector scans every entry of a
 // namespace): the entry's spec labels win over its metadata labels.
-func workloadMatches(selector map[string]string, o *filestore.Object, we *networking.WorkloadEntry) bool {
+func workloadMatches(selector map[string]string, o *store.Object, we *networking.WorkloadEntry) bool {
 	for k, v := range selector {
 		lv, ok := we.GetLabels()[k]
 		if !ok {
@@ -258,7 +258,7 @@ func LabelsMatch(selector, labels map[string]string) bool {
 	return true
 }
 
-func (b *builder) addServiceEntry(o *filestore.Object) {
+func (b *builder) addServiceEntry(o *store.Object) {
 	se, ok := o.Spec.(*networking.ServiceEntry)
 	if !ok {
 		b.problem(o, "spec is %T, want ServiceEntry", o.Spec)
@@ -313,7 +313,7 @@ func singleAddresses(addrs []string) []string {
 // endpoints returns a ServiceEntry's endpoints before per-host rules: its
 // inline endpoints and the healthy WorkloadEntries it selects, sorted by
 // address, then origin.
-func (b *builder) endpoints(o *filestore.Object, se *networking.ServiceEntry) []*Endpoint {
+func (b *builder) endpoints(o *store.Object, se *networking.ServiceEntry) []*Endpoint {
 	var eps []*Endpoint
 	// An endpoint with only a network and no address is reached through
 	// that network's gateway, which vmesh does not have: it is left out
@@ -343,7 +343,7 @@ func (b *builder) endpoints(o *filestore.Object, se *networking.ServiceEntry) []
 // hostEndpoints applies the per-host rules to a ServiceEntry's endpoints:
 // a DNS entry without endpoints or selector resolves the host itself (as
 // in Istio); NONE resolution has no endpoints.
-func hostEndpoints(o *filestore.Object, se *networking.ServiceEntry, host string, eps []*Endpoint) []*Endpoint {
+func hostEndpoints(o *store.Object, se *networking.ServiceEntry, host string, eps []*Endpoint) []*Endpoint {
 	res := Resolution(se.GetResolution())
 	if (res == ResolutionDNS || res == ResolutionDNSRoundRobin) && len(eps) == 0 && se.GetWorkloadSelector() == nil && !strings.HasPrefix(host, "*") {
 		return []*Endpoint{{Address: host, Origin: o.Namespace + "/" + o.Name + "#host"}}
@@ -356,8 +356,8 @@ func hostEndpoints(o *filestore.Object, se *networking.ServiceEntry, host string
 
 // healthy reports whether a WorkloadEntry counts as an endpoint: always,
 // unless it has health checks enabled and is not known healthy.
-func healthy(o *filestore.Object) bool {
-	if !filestore.HealthChecksEnabled(o) {
+func healthy(o *store.Object) bool {
+	if !store.HealthChecksEnabled(o) {
 		return true
 	}
 	return o.Healthy != nil && *o.Healthy
@@ -426,7 +426,7 @@ func HostMatches(pattern, host string) bool {
 	return pattern == host
 }
 
-func (b *builder) addVirtualService(o *filestore.Object, ds delegates) {
+func (b *builder) addVirtualService(o *store.Object, ds delegates) {
 	vs, ok := o.Spec.(*networking.VirtualService)
 	if !ok {
 		b.problem(o, "spec is %T, want VirtualService", o.Spec)
@@ -448,7 +448,7 @@ func (b *builder) addVirtualService(o *filestore.Object, ds delegates) {
 	b.s.VirtualServices = append(b.s.VirtualServices, m)
 }
 
-func (b *builder) addDestinationRule(o *filestore.Object) {
+func (b *builder) addDestinationRule(o *store.Object) {
 	dr, ok := o.Spec.(*networking.DestinationRule)
 	if !ok {
 		b.problem(o, "spec is %T, want DestinationRule", o.Spec)
@@ -464,7 +464,7 @@ func (b *builder) addDestinationRule(o *filestore.Object) {
 	})
 }
 
-func (b *builder) addSidecar(o *filestore.Object) {
+func (b *builder) addSidecar(o *store.Object) {
 	sc, ok := o.Spec.(*networking.Sidecar)
 	if !ok {
 		b.problem(o, "spec is %T, want Sidecar", o.Spec)

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-func obj(kind filestore.Kind, ns, name string, spec any) *filestore.Object {
-	o := &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: ns, Name: name}}
+func obj(kind store.Kind, ns, name string, spec any) *store.Object {
+	o := &store.Object{Key: store.Key{Kind: kind, Namespace: ns, Name: name}}
 	switch s := spec.(type) {
 	case *networking.ServiceEntry:
 		o.Spec = s
@@ -30,10 +30,10 @@ func obj(kind filestore.Kind, ns, name string, spec any) *filestore.Object {
 	return o
 }
 
-func build(t testing.TB, objs ...*filestore.Object) *model.Snapshot {
+func build(t testing.TB, objs ...*store.Object) *model.Snapshot {
 	t.Helper()
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	return model.Build(st.Snapshot())
@@ -49,28 +49,28 @@ func addrs(eps []*model.Endpoint) []string {
 
 func TestBuildEndpointsFromWorkloadEntries(t *testing.T) {
 	tr, fa := true, false
-	unhealthy := obj(filestore.KindWorkloadEntry, "shop", "we-sick", &networking.WorkloadEntry{Address: "10.0.0.4", Labels: map[string]string{"app": "cart"}})
+	unhealthy := obj(store.KindWorkloadEntry, "shop", "we-sick", &networking.WorkloadEntry{Address: "10.0.0.4", Labels: map[string]string{"app": "cart"}})
 	unhealthy.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 	unhealthy.Healthy = &fa
-	healthyWE := obj(filestore.KindWorkloadEntry, "shop", "we-ok", &networking.WorkloadEntry{Address: "10.0.0.5", Labels: map[string]string{"app": "cart"}})
+	healthyWE := obj(store.KindWorkloadEntry, "shop", "we-ok", &networking.WorkloadEntry{Address: "10.0.0.5", Labels: map[string]string{"app": "cart"}})
 	healthyWE.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 	healthyWE.Healthy = &tr
-	unknown := obj(filestore.KindWorkloadEntry, "shop", "we-unknown", &networking.WorkloadEntry{Address: "10.0.0.6", Labels: map[string]string{"app": "cart"}})
+	unknown := obj(store.KindWorkloadEntry, "shop", "we-unknown", &networking.WorkloadEntry{Address: "10.0.0.6", Labels: map[string]string{"app": "cart"}})
 	unknown.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 
 	s := build(t,
-		obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{
+		obj(store.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{
 			Hosts:            []string{"cart.shop.internal"},
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 8080, Protocol: "grpc", TargetPort: 9000}},
 			Resolution:       networking.ServiceEntry_STATIC,
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "cart"}},
 		}),
-		obj(filestore.KindWorkloadEntry, "shop", "we-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "cart", "version": "v1"}, Ports: map[string]uint32{"grpc": 7000}, Locality: "eu/west-1/a", Weight: 3, ServiceAccount: "cart"}),
-		obj(filestore.KindWorkloadEntry, "shop", "we-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "cart", "version": "v2"}}),
+		obj(store.KindWorkloadEntry, "shop", "we-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "cart", "version": "v1"}, Ports: map[string]uint32{"grpc": 7000}, Locality: "eu/west-1/a", Weight: 3, ServiceAccount: "cart"}),
+		obj(store.KindWorkloadEntry, "shop", "we-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "cart", "version": "v2"}}),
 		// Same labels, other namespace: never selected.
-		obj(filestore.KindWorkloadEntry, "other", "we-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "cart"}}),
+		obj(store.KindWorkloadEntry, "other", "we-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "cart"}}),
 		// Does not match the selector.
-		obj(filestore.KindWorkloadEntry, "shop", "we-db", &networking.WorkloadEntry{Address: "10.0.0.9", Labels: map[string]string{"app": "db"}}),
+		obj(store.KindWorkloadEntry, "shop", "we-db", &networking.WorkloadEntry{Address: "10.0.0.9", Labels: map[string]string{"app": "db"}}),
 		unhealthy, healthyWE, unknown,
 	)
 	if len(s.Services) != 1 {
@@ -97,20 +97,20 @@ func TestBuildEndpointsFromWorkloadEntries(t *testing.T) {
 
 func TestBuildResolutionAndVisibility(t *testing.T) {
 	s := build(t,
-		obj(filestore.KindServiceEntry, "a", "dns", &networking.ServiceEntry{
+		obj(store.KindServiceEntry, "a", "dns", &networking.ServiceEntry{
 			Hosts: []string{"api.example.com"}, Ports: []*networking.ServicePort{{Name: "https", Number: 443}},
 			Resolution: networking.ServiceEntry_DNS,
 		}),
-		obj(filestore.KindServiceEntry, "a", "none", &networking.ServiceEntry{
+		obj(store.KindServiceEntry, "a", "none", &networking.ServiceEntry{
 			Hosts: []string{"passthrough.example.com"}, Ports: []*networking.ServicePort{{Name: "tcp", Number: 9}},
 			Resolution: networking.ServiceEntry_NONE,
 		}),
-		obj(filestore.KindServiceEntry, "a", "private", &networking.ServiceEntry{
+		obj(store.KindServiceEntry, "a", "private", &networking.ServiceEntry{
 			Hosts: []string{"private.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
 			Resolution: networking.ServiceEntry_STATIC, ExportTo: []string{"."},
 			Endpoints: []*networking.WorkloadEntry{{Address: "10.1.0.1"}},
 		}),
-		obj(filestore.KindServiceEntry, "a", "explicit", &networking.ServiceEntry{
+		obj(store.KindServiceEntry, "a", "explicit", &networking.ServiceEntry{
 			Hosts: []string{"explicit.a"}, Addresses: []string{"10.200.0.1"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}},
 			Resolution: networking.ServiceEntry_STATIC,
 		}),
@@ -141,20 +141,20 @@ func TestBuildResolutionAndVisibility(t *testing.T) {
 }
 
 func TestRoutingBindingAndSidecarScope(t *testing.T) {
-	se := func(ns, host string) *filestore.Object {
-		return obj(filestore.KindServiceEntry, ns, host, &networking.ServiceEntry{
+	se := func(ns, host string) *store.Object {
+		return obj(store.KindServiceEntry, ns, host, &networking.ServiceEntry{
 			Hosts: []string{host}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}}, Resolution: networking.ServiceEntry_STATIC,
 		})
 	}
 	s := build(t,
 		se("a", "one.a"), se("b", "two.b"), se("b", "three.b"),
-		obj(filestore.KindVirtualService, "a", "vs-wild", &networking.VirtualService{Hosts: []string{"*.b"}}),
-		obj(filestore.KindVirtualService, "a", "vs-two", &networking.VirtualService{Hosts: []string{"two.b"}}),
-		obj(filestore.KindVirtualService, "c", "vs-gw", &networking.VirtualService{Hosts: []string{"one.a"}, Gateways: []string{"ingress"}}),
-		obj(filestore.KindDestinationRule, "b", "dr-two-b", &networking.DestinationRule{Host: "two.b"}),
-		obj(filestore.KindDestinationRule, "a", "dr-two-a", &networking.DestinationRule{Host: "two.b"}),
-		obj(filestore.KindSidecar, "a", "default", &networking.Sidecar{Egress: []*networking.IstioEgressListener{{Hosts: []string{"./*", "b/two.b"}}}}),
-		obj(filestore.KindSidecar, "a", "special", &networking.Sidecar{
+		obj(store.KindVirtualService, "a", "vs-wild", &networking.VirtualService{Hosts: []string{"*.b"}}),
+		obj(store.KindVirtualService, "a", "vs-two", &networking.VirtualService{Hosts: []string{"two.b"}}),
+		obj(store.KindVirtualService, "c", "vs-gw", &networking.VirtualService{Hosts: []string{"one.a"}, Gateways: []string{"ingress"}}),
+		obj(store.KindDestinationRule, "b", "dr-two-b", &networking.DestinationRule{Host: "two.b"}),
+		obj(store.KindDestinationRule, "a", "dr-two-a", &networking.DestinationRule{Host: "two.b"}),
+		obj(store.KindSidecar, "a", "default", &networking.Sidecar{Egress: []*networking.IstioEgressListener{{Hosts: []string{"./*", "b/two.b"}}}}),
+		obj(store.KindSidecar, "a", "special", &networking.Sidecar{
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "x"}},
 			Egress:           []*networking.IstioEgressListener{{Hosts: []string{"*/*"}}},
 		}),
@@ -209,8 +209,8 @@ func TestTrafficPolicyMerge(t *testing.T) {
 	}
 	simpleTLS := &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE}
 	s := build(t,
-		obj(filestore.KindServiceEntry, "a", "svc", &networking.ServiceEntry{Hosts: []string{"svc.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}, {Name: "grpc-b", Number: 81}, {Name: "https", Number: 443}}, Resolution: networking.ServiceEntry_STATIC}),
-		obj(filestore.KindDestinationRule, "a", "dr", &networking.DestinationRule{
+		obj(store.KindServiceEntry, "a", "svc", &networking.ServiceEntry{Hosts: []string{"svc.a"}, Ports: []*networking.ServicePort{{Name: "grpc", Number: 80}, {Name: "grpc-b", Number: 81}, {Name: "https", Number: 443}}, Resolution: networking.ServiceEntry_STATIC}),
+		obj(store.KindDestinationRule, "a", "dr", &networking.DestinationRule{
 			Host: "svc.a",
 			TrafficPolicy: &networking.TrafficPolicy{
 				LoadBalancer:   simple(networking.LoadBalancerSettings_ROUND_ROBIN),

@@ -7,6 +7,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Delegate VirtualServices, as Istio merges them (pilot/pkg/model
@@ -21,7 +22,7 @@ import (
 // analysis (filestore: IST0101, VM2005, VM2006) and a model problem.
 
 // delegates indexes the delegate VirtualServices by namespace/name.
-type delegates map[string]*filestore.Object
+type delegates map[string]*store.Object
 
 func delegateKey(ns, name string) string { return ns + "/" + name }
 
@@ -32,7 +33,7 @@ func isRoot(vs *networking.VirtualService) bool {
 
 // merge returns the root's spec with its delegating routes replaced, a
 // copy (the Store's objects are never changed).
-func (b *builder) merge(o *filestore.Object, root *networking.VirtualService, ds delegates) *networking.VirtualService {
+func (b *builder) merge(o *store.Object, root *networking.VirtualService, ds delegates) *networking.VirtualService {
 	out := proto.Clone(root).(*networking.VirtualService)
 	var routes []*networking.HTTPRoute
 	for i, r := range out.GetHttp() {

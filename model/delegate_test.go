@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 func prefix(p string) *networking.StringMatch {
@@ -21,10 +21,10 @@ func prefix(p string) *networking.StringMatch {
 // destination hosts qualified in the delegate's namespace; a missing or
 // unexported delegate drops the route with a problem.
 func TestDelegateVirtualServicesMerged(t *testing.T) {
-	se := obj(filestore.KindServiceEntry, "default", "reviews", &networking.ServiceEntry{
+	se := obj(store.KindServiceEntry, "default", "reviews", &networking.ServiceEntry{
 		Hosts: []string{"reviews.default.svc.cluster.local"}, Ports: []*networking.ServicePort{{Number: 9080, Name: "http", Protocol: "HTTP"}}, Resolution: networking.ServiceEntry_STATIC,
 	})
-	root := obj(filestore.KindVirtualService, "default", "root", &networking.VirtualService{
+	root := obj(store.KindVirtualService, "default", "root", &networking.VirtualService{
 		Hosts: []string{"reviews"},
 		Http: []*networking.HTTPRoute{
 			{Name: "api", Match: []*networking.HTTPMatchRequest{{Uri: prefix("/api")}}, Timeout: durationpb.New(7e9), Delegate: &networking.Delegate{Name: "routes", Namespace: "team"}},
@@ -33,14 +33,14 @@ func TestDelegateVirtualServicesMerged(t *testing.T) {
 			{Name: "rest", Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews"}}}},
 		},
 	})
-	delegate := obj(filestore.KindVirtualService, "team", "routes", &networking.VirtualService{
+	delegate := obj(store.KindVirtualService, "team", "routes", &networking.VirtualService{
 		Http: []*networking.HTTPRoute{
 			{Name: "v2", Match: []*networking.HTTPMatchRequest{{Uri: prefix("/api/v2")}}, Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews-v2"}}}},
 			{Name: "outside", Match: []*networking.HTTPMatchRequest{{Uri: prefix("/other")}}, Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews-v2"}}}},
 			{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews.default.svc.cluster.local"}}}, Timeout: durationpb.New(1e9)},
 		},
 	})
-	private := obj(filestore.KindVirtualService, "team", "private", &networking.VirtualService{
+	private := obj(store.KindVirtualService, "team", "private", &networking.VirtualService{
 		ExportTo: []string{"."},
 		Http:     []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews"}}}}},
 	})
@@ -88,13 +88,13 @@ func TestDelegateVirtualServicesMerged(t *testing.T) {
 // Sidecar egress "~ns/host" hides what it matches even where another entry
 // imports it, as in Istio; "~/host" does so in every namespace.
 func TestSidecarEgressExclusion(t *testing.T) {
-	se := func(ns, host string) *filestore.Object {
-		return obj(filestore.KindServiceEntry, ns, host, &networking.ServiceEntry{
+	se := func(ns, host string) *store.Object {
+		return obj(store.KindServiceEntry, ns, host, &networking.ServiceEntry{
 			Hosts: []string{host}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}, Resolution: networking.ServiceEntry_STATIC,
 		})
 	}
 	s := build(t, se("ns1", "a.ns1.svc.cluster.local"), se("ns2", "b.ns2.svc.cluster.local"), se("ns2", "c.ns2.svc.cluster.local"),
-		obj(filestore.KindSidecar, "bar", "default", &networking.Sidecar{Egress: []*networking.IstioEgressListener{{Hosts: []string{"*/*", "~ns1/*", "~/c.ns2.svc.cluster.local"}}}}))
+		obj(store.KindSidecar, "bar", "default", &networking.Sidecar{Egress: []*networking.IstioEgressListener{{Hosts: []string{"*/*", "~ns1/*", "~/c.ns2.svc.cluster.local"}}}}))
 	var got []string
 	for _, svc := range s.VisibleServices("bar", s.SidecarFor("bar", nil)) {
 		got = append(got, svc.Hostname)
@@ -107,7 +107,7 @@ func TestSidecarEgressExclusion(t *testing.T) {
 // An inline endpoint with only a network is left out, never an endpoint
 // with an empty address (Envoy would reject the whole assignment).
 func TestEndpointWithoutAddressLeftOut(t *testing.T) {
-	s := build(t, obj(filestore.KindServiceEntry, "default", "remote", &networking.ServiceEntry{
+	s := build(t, obj(store.KindServiceEntry, "default", "remote", &networking.ServiceEntry{
 		Hosts: []string{"remote.default.svc.cluster.local"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
 		Resolution: networking.ServiceEntry_STATIC,
 		Endpoints:  []*networking.WorkloadEntry{{Address: "10.0.0.1"}, {Network: "net2", Ports: map[string]uint32{"http": 8080}}},

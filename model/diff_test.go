@@ -3,7 +3,7 @@ package model
 import (
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
@@ -15,24 +15,24 @@ import (
 // another group are Global.
 func TestSameViewKeys(t *testing.T) {
 	base := append(rebuildBase(),
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindSidecar, Namespace: "ns-0", Name: "web"},
+		&store.Object{Key: store.Key{Kind: store.KindSidecar, Namespace: "ns-0", Name: "web"},
 			Spec: &networking.Sidecar{WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"tier": "web"}},
 				Egress: []*networking.IstioEgressListener{{Hosts: []string{"./*"}}}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindPeerAuthentication, Namespace: "ns-0", Name: "strict"},
+		&store.Object{Key: store.Key{Kind: store.KindPeerAuthentication, Namespace: "ns-0", Name: "strict"},
 			Spec: &securityv1beta1.PeerAuthentication{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"tier": "web"}},
 				Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: securityv1beta1.PeerAuthentication_MutualTLS_STRICT}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-1", Name: "deny"},
+		&store.Object{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "ns-1", Name: "deny"},
 			Spec: &securityv1beta1.AuthorizationPolicy{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"tier": "batch"}},
 				Action: securityv1beta1.AuthorizationPolicy_DENY, Rules: []*securityv1beta1.Rule{{}}}},
 	)
-	var vs, dr, se *filestore.Object
+	var vs, dr, se *store.Object
 	for _, o := range base {
 		switch {
-		case vs == nil && o.Kind == filestore.KindVirtualService:
+		case vs == nil && o.Kind == store.KindVirtualService:
 			vs = o
-		case dr == nil && o.Kind == filestore.KindDestinationRule:
+		case dr == nil && o.Kind == store.KindDestinationRule:
 			dr = o
-		case se == nil && o.Kind == filestore.KindServiceEntry:
+		case se == nil && o.Kind == store.KindServiceEntry:
 			se = o
 		}
 	}
@@ -50,32 +50,32 @@ func TestSameViewKeys(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		edit func([]*filestore.Object) []*filestore.Object
+		edit func([]*store.Object) []*store.Object
 		// moves: some workload's key differs after the edit.
 		moves bool
 	}{
-		{"VirtualService weights", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) {
+		{"VirtualService weights", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *store.Object) {
 			for _, r := range o.Spec.(*networking.VirtualService).GetHttp()[0].GetRoute() {
 				r.Weight = 50
 			}
 		}), false},
-		{"DestinationRule removed", editObject(dr.Kind, dr.Namespace, dr.Name, func(o *filestore.Object) { o.Spec = nil }), false},
-		{"ServiceEntry port added", editObject(se.Kind, se.Namespace, se.Name, func(o *filestore.Object) {
+		{"DestinationRule removed", editObject(dr.Kind, dr.Namespace, dr.Name, func(o *store.Object) { o.Spec = nil }), false},
+		{"ServiceEntry port added", editObject(se.Kind, se.Namespace, se.Name, func(o *store.Object) {
 			e := o.Spec.(*networking.ServiceEntry)
 			e.Ports = append(e.Ports, &networking.ServicePort{Name: "http", Number: 8080, Protocol: "HTTP"})
 		}), false},
-		{"Sidecar selects batch too", editObject(filestore.KindSidecar, "ns-0", "web", func(o *filestore.Object) {
+		{"Sidecar selects batch too", editObject(store.KindSidecar, "ns-0", "web", func(o *store.Object) {
 			o.Spec.(*networking.Sidecar).WorkloadSelector = nil
 		}), true},
-		{"PeerAuthentication selects batch", editObject(filestore.KindPeerAuthentication, "ns-0", "strict", func(o *filestore.Object) {
+		{"PeerAuthentication selects batch", editObject(store.KindPeerAuthentication, "ns-0", "strict", func(o *store.Object) {
 			o.Spec.(*securityv1beta1.PeerAuthentication).Selector.MatchLabels = map[string]string{"tier": "batch"}
 		}), true},
-		{"AuthorizationPolicy removed", editObject(filestore.KindAuthorizationPolicy, "ns-1", "deny", func(o *filestore.Object) { o.Spec = nil }), true},
+		{"AuthorizationPolicy removed", editObject(store.KindAuthorizationPolicy, "ns-1", "deny", func(o *store.Object) { o.Spec = nil }), true},
 	}
-	build := func(t *testing.T, objs []*filestore.Object) *Snapshot {
+	build := func(t *testing.T, objs []*store.Object) *Snapshot {
 		t.Helper()
-		st := filestore.NewStore()
-		if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+		st := store.NewStore()
+		if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
 			t.Fatal(err)
 		}
 		return Build(st.Snapshot())

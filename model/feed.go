@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // FeedSettings tune how Store changes become snapshots.
@@ -56,13 +56,13 @@ type Update struct {
 // rebuilt from the previous one when only that change happened
 // (Rebuild), else built afresh.
 type Feed struct {
-	store    *filestore.Store
+	store    *store.Store
 	settings FeedSettings
 }
 
 // NewFeed returns a Feed of store; zero settings mean
 // DefaultFeedSettings() (with its Mesh).
-func NewFeed(store *filestore.Store, settings FeedSettings) (*Feed, error) {
+func NewFeed(store *store.Store, settings FeedSettings) (*Feed, error) {
 	if store == nil {
 		return nil, errors.New("model: feed of a nil store")
 	}
@@ -83,7 +83,7 @@ func (f *Feed) Run(ctx context.Context, push func(Update)) error {
 	sub := f.store.Subscribe()
 	defer sub.Close()
 	sub.Take()
-	prev := f.build(nil, filestore.Changes{}, time.Now(), push)
+	prev := f.build(nil, store.Changes{}, time.Now(), push)
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,7 +104,7 @@ func (f *Feed) Run(ctx context.Context, push func(Update)) error {
 
 // debounce waits until the Store has been quiet for DebounceQuiet, or
 // DebounceMax has passed since first. It returns false when ctx ends.
-func (f *Feed) debounce(ctx context.Context, sub *filestore.Subscription, first time.Time) bool {
+func (f *Feed) debounce(ctx context.Context, sub *store.Subscription, first time.Time) bool {
 	quiet := time.NewTimer(f.settings.DebounceQuiet)
 	defer quiet.Stop()
 	deadline := time.NewTimer(f.settings.DebounceMax - time.Since(first))
@@ -127,7 +127,7 @@ func (f *Feed) debounce(ctx context.Context, sub *filestore.Subscription, first 
 // When the Store is exactly prev's plus ch (no change arrived since ch was
 // taken), it is rebuilt from prev: only the affected services' endpoints
 // when only WorkloadEntries changed.
-func (f *Feed) build(prev *Snapshot, ch filestore.Changes, first time.Time, push func(Update)) *Snapshot {
+func (f *Feed) build(prev *Snapshot, ch store.Changes, first time.Time, push func(Update)) *Snapshot {
 	start := time.Now()
 	fs := f.store.Snapshot()
 	var snap *Snapshot

@@ -5,7 +5,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestWorkloadMatchesIsLabelsMatchOfMergedLabels: the allocation-free
@@ -15,7 +15,7 @@ func TestWorkloadMatchesIsLabelsMatchOfMergedLabels(t *testing.T) {
 	labelSets := []map[string]string{nil, {}, {"app": "a"}, {"app": "b"}, {"app": "a", "v": "1"}, {"v": "2"}}
 	for _, meta := range labelSets {
 		for _, spec := range labelSets {
-			o := &filestore.Object{Labels: meta}
+			o := &store.Object{Labels: meta}
 			we := &networking.WorkloadEntry{Labels: spec}
 			for _, sel := range labelSets {
 				want := LabelsMatch(sel, workloadLabels(o, we))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestMeshConfigFromTheSource: a MeshConfig in the config (a source's
@@ -18,30 +19,30 @@ import (
 // without it returns to them, also through Rebuild.
 func TestMeshConfigFromTheSource(t *testing.T) {
 	base := model.Mesh{RootNamespace: "mesh-root", TrustDomain: "corp.local", ConnectTimeout: 3 * time.Second}
-	store := filestore.NewStore()
-	src := filestore.Source{Name: "git:test"}
+	st := store.NewStore()
+	src := store.Source{Name: "git:test"}
 	mc := &meshv1alpha1.MeshConfig{
 		TrustDomain: "ignored.local", RootNamespace: "ignored", ConnectTimeout: durationpb.New(2 * time.Second),
 		OutboundTrafficPolicy: &meshv1alpha1.MeshConfig_OutboundTrafficPolicy{Mode: meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY},
 	}
-	se := &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "a"},
+	se := &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: "a"},
 		Spec: &networking.ServiceEntry{Hosts: []string{"a.example.com"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}}}
-	if err := store.Replace(src, []*filestore.Object{se, {Key: filestore.MeshConfigKey, Spec: mc}}); err != nil {
+	if err := st.Replace(src, []*store.Object{se, {Key: store.MeshConfigKey, Spec: mc}}); err != nil {
 		t.Fatal(err)
 	}
-	s := model.BuildWith(store.Snapshot(), base)
+	s := model.BuildWith(st.Snapshot(), base)
 	if !s.Mesh.RegistryOnly || s.Mesh.ConnectTimeout != 2*time.Second {
 		t.Fatalf("mesh %+v, want the source's REGISTRY_ONLY and 2s connect timeout", s.Mesh)
 	}
 	if s.Mesh.TrustDomain != "corp.local" || s.Mesh.RootNamespace != "mesh-root" {
 		t.Fatalf("mesh %+v: the trust domain and root namespace must stay the control plane's", s.Mesh)
 	}
-	sub := store.Subscribe()
+	sub := st.Subscribe()
 	defer sub.Close()
-	if err := store.Replace(src, []*filestore.Object{se}); err != nil {
+	if err := st.Replace(src, []*store.Object{se}); err != nil {
 		t.Fatal(err)
 	}
-	r := model.Rebuild(s, store.Snapshot(), sub.Take().Keys)
+	r := model.Rebuild(s, st.Snapshot(), sub.Take().Keys)
 	if r.Mesh.RegistryOnly || r.Mesh.ConnectTimeout != 3*time.Second {
 		t.Fatalf("after mesh.yaml is removed: %+v, want the given settings again", r.Mesh)
 	}
@@ -64,16 +65,16 @@ extensionProviders:
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	store := filestore.NewStore()
-	if err := store.Replace(filestore.Source{Name: "git:test"}, []*filestore.Object{{Key: filestore.MeshConfigKey, Spec: mc}}); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "git:test"}, []*store.Object{{Key: store.MeshConfigKey, Spec: mc}}); err != nil {
 		t.Fatal(err)
 	}
-	a := model.BuildWith(store.Snapshot(), model.DefaultMesh())
+	a := model.BuildWith(st.Snapshot(), model.DefaultMesh())
 	mc2, _ := filestore.DecodeMeshConfig("mesh.yaml", []byte("defaultHttpRetryPolicy: {attempts: 3}\nlocalityLbSetting: {enabled: true}\nextensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz.default.svc.cluster.local, port: 9000}\n"))
-	if err := store.Replace(filestore.Source{Name: "git:test"}, []*filestore.Object{{Key: filestore.MeshConfigKey, Spec: mc2}}); err != nil {
+	if err := st.Replace(store.Source{Name: "git:test"}, []*store.Object{{Key: store.MeshConfigKey, Spec: mc2}}); err != nil {
 		t.Fatal(err)
 	}
-	b := model.BuildWith(store.Snapshot(), model.DefaultMesh())
+	b := model.BuildWith(st.Snapshot(), model.DefaultMesh())
 	if d := model.Compare(a, b); d.Global {
 		t.Fatal("the same mesh settings read twice make a global diff")
 	}

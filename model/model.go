@@ -2,11 +2,11 @@
 // read: services with their ports, addresses and endpoints, the
 // VirtualServices and DestinationRules bound to each host, and the Sidecar
 // scopes that limit what a proxy sees. A Snapshot is built from a
-// filestore.Snapshot by a pure function and never changes afterwards.
+// store.Snapshot by a pure function and never changes afterwards.
 package model
 
 import (
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -91,13 +91,13 @@ type Snapshot struct {
 	delta *rebuildDelta
 	// source is the Store snapshot this one was built from: Rebuild reads
 	// the earlier versions of changed WorkloadEntries from it.
-	source *filestore.Snapshot
+	source *store.Snapshot
 	// seIndex finds the ServiceEntries whose selector may match a
 	// WorkloadEntry, and servicesOf each ServiceEntry's services (their
 	// indexes in Services); both are shared by the snapshots Rebuild
 	// makes without changing ServiceEntries.
 	seIndex    *selectorIndex
-	servicesOf map[filestore.Key][]int
+	servicesOf map[store.Key][]int
 	// sourceLabelKeys are the label keys any VirtualService's sourceLabels
 	// name, sorted: the only labels a sidecar's outbound part reads.
 	sourceLabelKeys []string

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -22,13 +22,13 @@ import (
 // shared with prev, which stays unchanged, and unchanged services keep
 // their pointers (so Compare is cheap). Otherwise, or without prev, it
 // builds in full.
-func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]struct{}) *Snapshot {
+func Rebuild(prev *Snapshot, fs *store.Snapshot, changed map[store.Key]struct{}) *Snapshot {
 	switch {
 	case prev == nil:
 		return Build(fs)
-	case onlyKinds(changed, filestore.KindVirtualService, filestore.KindDestinationRule):
+	case onlyKinds(changed, store.KindVirtualService, store.KindDestinationRule):
 		return rebuildRouting(prev, fs)
-	case onlyKinds(changed, filestore.KindWorkloadEntry) && prev.source != nil:
+	case onlyKinds(changed, store.KindWorkloadEntry) && prev.source != nil:
 		return rebuildEndpoints(prev, fs, changed)
 	default:
 		return BuildWith(fs, prev.baseMesh)
@@ -37,13 +37,13 @@ func Rebuild(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]s
 
 // workloadVersion is one version of a changed WorkloadEntry.
 type workloadVersion struct {
-	o  *filestore.Object
+	o  *store.Object
 	we *networking.WorkloadEntry
 }
 
 // workloadEntryOf returns o as a WorkloadEntry version; ok is false when
 // o is nil or not a WorkloadEntry.
-func workloadEntryOf(o *filestore.Object) (workloadVersion, bool) {
+func workloadEntryOf(o *store.Object) (workloadVersion, bool) {
 	if o == nil {
 		return workloadVersion{}, false
 	}
@@ -52,7 +52,7 @@ func workloadEntryOf(o *filestore.Object) (workloadVersion, bool) {
 }
 
 // rebuildEndpoints is Rebuild for changes to WorkloadEntries only.
-func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filestore.Key]struct{}) *Snapshot {
+func rebuildEndpoints(prev *Snapshot, fs *store.Snapshot, changed map[store.Key]struct{}) *Snapshot {
 	next := *prev
 	next.Revision = fs.Revision
 	next.Commit = shortCommit(fs.Commit())
@@ -65,7 +65,7 @@ func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filest
 	// matches it as it is now.
 	origins := make(map[string]bool, len(changed))
 	var now []workloadVersion
-	ses := map[filestore.Key]*filestore.Object{}
+	ses := map[store.Key]*store.Object{}
 	for k := range changed {
 		origins[k.Namespace+"/"+k.Name] = true
 		old, _ := workloadEntryOf(prev.source.Get(k))
@@ -77,7 +77,7 @@ func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filest
 			if v.we == nil {
 				continue // absent, or not a WorkloadEntry (Build skips it too)
 			}
-			prev.seIndex.matching(v, func(se *filestore.Object) { ses[se.Key] = se })
+			prev.seIndex.matching(v, func(se *store.Object) { ses[se.Key] = se })
 		}
 	}
 	if len(ses) == 0 {
@@ -105,7 +105,7 @@ func rebuildEndpoints(prev *Snapshot, fs *filestore.Snapshot, changed map[filest
 
 // selectedNow returns the endpoints of the changed entries, as they are
 // now, that the ServiceEntry o selects, sorted as endpoints are.
-func selectedNow(o *filestore.Object, se *networking.ServiceEntry, now []workloadVersion) []*Endpoint {
+func selectedNow(o *store.Object, se *networking.ServiceEntry, now []workloadVersion) []*Endpoint {
 	var out []*Endpoint
 	sel := se.GetWorkloadSelector().GetLabels()
 	for _, v := range now {
@@ -149,13 +149,13 @@ func compareEndpoints(a, c *Endpoint) int {
 // labels is indexed under one of them (an entry it matches carries that
 // label), those with an empty selector under their namespace.
 type selectorIndex struct {
-	byLabel map[string]map[labelKV][]*filestore.Object
-	all     map[string][]*filestore.Object
+	byLabel map[string]map[labelKV][]*store.Object
+	all     map[string][]*store.Object
 }
 
 // indexSelectors indexes the ServiceEntries with a workloadSelector.
-func indexSelectors(list []*filestore.Object) *selectorIndex {
-	x := &selectorIndex{byLabel: map[string]map[labelKV][]*filestore.Object{}, all: map[string][]*filestore.Object{}}
+func indexSelectors(list []*store.Object) *selectorIndex {
+	x := &selectorIndex{byLabel: map[string]map[labelKV][]*store.Object{}, all: map[string][]*store.Object{}}
 	for _, o := range list {
 		se, ok := o.Spec.(*networking.ServiceEntry)
 		if !ok || se.GetWorkloadSelector() == nil {
@@ -169,7 +169,7 @@ func indexSelectors(list []*filestore.Object) *selectorIndex {
 		k := slices.Min(slices.Collect(maps.Keys(sel)))
 		m := x.byLabel[o.Namespace]
 		if m == nil {
-			m = map[labelKV][]*filestore.Object{}
+			m = map[labelKV][]*store.Object{}
 			x.byLabel[o.Namespace] = m
 		}
 		m[labelKV{k, sel[k]}] = append(m[labelKV{k, sel[k]}], o)
@@ -178,8 +178,8 @@ func indexSelectors(list []*filestore.Object) *selectorIndex {
 }
 
 // matching calls f with each ServiceEntry whose selector matches v.
-func (x *selectorIndex) matching(v workloadVersion, f func(*filestore.Object)) {
-	try := func(cands []*filestore.Object) {
+func (x *selectorIndex) matching(v workloadVersion, f func(*store.Object)) {
+	try := func(cands []*store.Object) {
 		for _, o := range cands {
 			if workloadMatches(o.Spec.(*networking.ServiceEntry).GetWorkloadSelector().GetLabels(), v.o, v.we) {
 				f(o)
@@ -203,7 +203,7 @@ func (x *selectorIndex) matching(v workloadVersion, f func(*filestore.Object)) {
 }
 
 // onlyKinds reports whether every changed key is of one of the kinds.
-func onlyKinds(changed map[filestore.Key]struct{}, kinds ...filestore.Kind) bool {
+func onlyKinds(changed map[store.Key]struct{}, kinds ...store.Kind) bool {
 	for k := range changed {
 		if !slices.Contains(kinds, k.Kind) {
 			return false
@@ -216,7 +216,7 @@ func onlyKinds(changed map[filestore.Key]struct{}, kinds ...filestore.Kind) bool
 // DestinationRules only: services and endpoints are prev's, shared; the
 // routing objects and their binding to hosts are built again (they are
 // few next to the endpoints).
-func rebuildRouting(prev *Snapshot, fs *filestore.Snapshot) *Snapshot {
+func rebuildRouting(prev *Snapshot, fs *store.Snapshot) *Snapshot {
 	next := *prev
 	next.Revision = fs.Revision
 	next.Commit = shortCommit(fs.Commit())
@@ -225,7 +225,7 @@ func rebuildRouting(prev *Snapshot, fs *filestore.Snapshot) *Snapshot {
 	next.vsByHost = make(map[string][]*VirtualService)
 	next.drByHost = make(map[string][]*DestinationRule)
 	next.Problems = nil
-	vsPrefix, drPrefix := string(filestore.KindVirtualService)+"/", string(filestore.KindDestinationRule)+"/"
+	vsPrefix, drPrefix := string(store.KindVirtualService)+"/", string(store.KindDestinationRule)+"/"
 	for _, p := range prev.Problems {
 		if !strings.HasPrefix(p.Object, vsPrefix) && !strings.HasPrefix(p.Object, drPrefix) {
 			next.Problems = append(next.Problems, p)

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -19,9 +19,9 @@ import (
 // editObject returns a change that replaces one object with an edited
 // copy (f gets a copy of its spec too); f setting the spec to nil removes
 // the object.
-func editObject(kind filestore.Kind, ns, name string, f func(*filestore.Object)) func([]*filestore.Object) []*filestore.Object {
-	return func(objs []*filestore.Object) []*filestore.Object {
-		var out []*filestore.Object
+func editObject(kind store.Kind, ns, name string, f func(*store.Object)) func([]*store.Object) []*store.Object {
+	return func(objs []*store.Object) []*store.Object {
+		var out []*store.Object
 		for _, o := range objs {
 			if o.Kind == kind && o.Namespace == ns && o.Name == name {
 				c := *o
@@ -39,16 +39,16 @@ func editObject(kind filestore.Kind, ns, name string, f func(*filestore.Object))
 	}
 }
 
-func rebuildBase() []*filestore.Object {
+func rebuildBase() []*store.Object {
 	objs := modeltest.Objects(modeltest.Size{Services: 12, EndpointsPerService: 3, Routes: 3, Namespaces: 2})
 	return append(objs,
 		// Two hosts from one entry, selecting svc-0000's workloads.
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "multi"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: "multi"},
 			Spec: &networking.ServiceEntry{Hosts: []string{"m1.internal", "m2.internal"}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0000"}}}},
 		// svc-0002's host defined again in ns-1, selecting svc-0004's workloads.
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "dup"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-1", Name: "dup"},
 			Spec: &networking.ServiceEntry{Hosts: []string{modeltest.Host(2)}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0003"}}}},
@@ -59,38 +59,38 @@ func rebuildBase() []*filestore.Object {
 // WorkloadEntry changes equals a full build, shares what did not change,
 // and leaves the previous snapshot as it was.
 func TestRebuildMatchesBuild(t *testing.T) {
-	we := func(ns, name string, f func(o *filestore.Object, w *networking.WorkloadEntry)) func([]*filestore.Object) []*filestore.Object {
-		return editObject(filestore.KindWorkloadEntry, ns, name, func(o *filestore.Object) {
+	we := func(ns, name string, f func(o *store.Object, w *networking.WorkloadEntry)) func([]*store.Object) []*store.Object {
+		return editObject(store.KindWorkloadEntry, ns, name, func(o *store.Object) {
 			f(o, o.Spec.(*networking.WorkloadEntry))
 		})
 	}
 	no := false
 	cases := []struct {
 		name   string
-		change func([]*filestore.Object) []*filestore.Object
-		keys   []filestore.Key
+		change func([]*store.Object) []*store.Object
+		keys   []store.Key
 		// touched are the services ("namespace/host") that must be new
 		// values.
 		touched []string
 	}{
-		{"address moved", we("ns-0", "svc-0000-1", func(_ *filestore.Object, w *networking.WorkloadEntry) { w.Address = "10.99.0.1" }),
-			[]filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0000-1"}}, []string{"ns-0/" + modeltest.Host(0), "ns-0/m1.internal", "ns-0/m2.internal"}},
-		{"relabelled to another service", we("ns-1", "svc-0001-0", func(_ *filestore.Object, w *networking.WorkloadEntry) { w.Labels["app"] = "svc-0003" }),
-			[]filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-1", Name: "svc-0001-0"}}, []string{"ns-1/" + modeltest.Host(1), "ns-1/" + modeltest.Host(3), "ns-1/" + modeltest.Host(2)}},
-		{"removed", we("ns-1", "svc-0003-2", func(o *filestore.Object, _ *networking.WorkloadEntry) { o.Spec = nil }),
-			[]filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-1", Name: "svc-0003-2"}}, []string{"ns-1/" + modeltest.Host(3), "ns-1/" + modeltest.Host(2)}},
-		{"added", func(objs []*filestore.Object) []*filestore.Object {
+		{"address moved", we("ns-0", "svc-0000-1", func(_ *store.Object, w *networking.WorkloadEntry) { w.Address = "10.99.0.1" }),
+			[]store.Key{{Kind: store.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0000-1"}}, []string{"ns-0/" + modeltest.Host(0), "ns-0/m1.internal", "ns-0/m2.internal"}},
+		{"relabelled to another service", we("ns-1", "svc-0001-0", func(_ *store.Object, w *networking.WorkloadEntry) { w.Labels["app"] = "svc-0003" }),
+			[]store.Key{{Kind: store.KindWorkloadEntry, Namespace: "ns-1", Name: "svc-0001-0"}}, []string{"ns-1/" + modeltest.Host(1), "ns-1/" + modeltest.Host(3), "ns-1/" + modeltest.Host(2)}},
+		{"removed", we("ns-1", "svc-0003-2", func(o *store.Object, _ *networking.WorkloadEntry) { o.Spec = nil }),
+			[]store.Key{{Kind: store.KindWorkloadEntry, Namespace: "ns-1", Name: "svc-0003-2"}}, []string{"ns-1/" + modeltest.Host(3), "ns-1/" + modeltest.Host(2)}},
+		{"added", func(objs []*store.Object) []*store.Object {
 			return append(objs, modeltest.WorkloadEntry("ns-0", "svc-0004", 7, "10.50.0.7"))
-		}, []filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0004-7"}}, []string{"ns-0/" + modeltest.Host(4)}},
-		{"turned unhealthy", we("ns-0", "svc-0006-0", func(o *filestore.Object, _ *networking.WorkloadEntry) {
+		}, []store.Key{{Kind: store.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0004-7"}}, []string{"ns-0/" + modeltest.Host(4)}},
+		{"turned unhealthy", we("ns-0", "svc-0006-0", func(o *store.Object, _ *networking.WorkloadEntry) {
 			o.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
 			o.Healthy = &no
-		}), []filestore.Key{{Kind: filestore.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0006-0"}}, []string{"ns-0/" + modeltest.Host(6)}},
+		}), []store.Key{{Kind: store.KindWorkloadEntry, Namespace: "ns-0", Name: "svc-0006-0"}}, []string{"ns-0/" + modeltest.Host(6)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := filestore.NewStore()
-			src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+			st := store.NewStore()
+			src := store.Source{Name: "t", Class: store.ClassConfig}
 			if err := st.Replace(src, rebuildBase()); err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestRebuildMatchesBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			fs := st.Snapshot()
-			keys := map[filestore.Key]struct{}{}
+			keys := map[store.Key]struct{}{}
 			for _, k := range tc.keys {
 				keys[k] = struct{}{}
 			}
@@ -134,8 +134,8 @@ func TestRebuildMatchesBuild(t *testing.T) {
 // TestRebuildOtherKindsBuildInFull checks that a change to anything but
 // WorkloadEntries gives the full build.
 func TestRebuildOtherKindsBuildInFull(t *testing.T) {
-	st := filestore.NewStore()
-	src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+	st := store.NewStore()
+	src := store.Source{Name: "t", Class: store.ClassConfig}
 	objs := rebuildBase()
 	if err := st.Replace(src, objs); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestRebuildOtherKindsBuildInFull(t *testing.T) {
 	if err := st.Replace(src, objs); err != nil {
 		t.Fatal(err)
 	}
-	got := Rebuild(prev, st.Snapshot(), map[filestore.Key]struct{}{{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "dup"}: {}})
+	got := Rebuild(prev, st.Snapshot(), map[store.Key]struct{}{{Kind: store.KindServiceEntry, Namespace: "ns-1", Name: "dup"}: {}})
 	if want := Build(st.Snapshot()); !sameSnapshot(got, want) {
 		t.Fatalf("got %s\nwant %s", dump(got), dump(want))
 	}
@@ -167,29 +167,29 @@ func sameSnapshot(a, b *Snapshot) bool {
 func TestRebuildSequenceMatchesBuild(t *testing.T) {
 	base := append(rebuildBase(),
 		// Selects every entry of ns-0.
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "everyone"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: "everyone"},
 			Spec: &networking.ServiceEntry{Hosts: []string{"all.internal"}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 				WorkloadSelector: &networking.WorkloadSelector{}}},
 		// Selects on two labels, one only ever set in metadata.
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "canary"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-1", Name: "canary"},
 			Spec: &networking.ServiceEntry{Hosts: []string{"canary.internal"}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"track": "canary", "version": "v2"}}}},
 		// NONE resolution: never endpoints.
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "none"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: "none"},
 			Spec: &networking.ServiceEntry{Hosts: []string{"none.internal"}, Resolution: networking.ServiceEntry_NONE,
 				Ports:            []*networking.ServicePort{{Name: "tcp", Number: 9000, Protocol: "TCP"}},
 				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0002"}}}},
 		// Inline endpoints beside selected ones.
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "mixed"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-1", Name: "mixed"},
 			Spec: &networking.ServiceEntry{Hosts: []string{"mixed.internal"}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 				Endpoints:        []*networking.WorkloadEntry{{Address: "10.7.0.1"}, {Address: "10.200.0.0"}},
 				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "svc-0005"}}}},
 	)
-	st := filestore.NewStore()
-	src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+	st := store.NewStore()
+	src := store.Source{Name: "t", Class: store.ClassConfig}
 	if err := st.Replace(src, base); err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +198,10 @@ func TestRebuildSequenceMatchesBuild(t *testing.T) {
 	prev := Build(st.Snapshot())
 	rnd := rand.New(rand.NewPCG(20, 1))
 	yes, no := true, false
-	entries := func() []*filestore.Object { return st.Snapshot().List(filestore.KindWorkloadEntry) }
+	entries := func() []*store.Object { return st.Snapshot().List(store.KindWorkloadEntry) }
 	for step := range 200 {
-		var upserts []*filestore.Object
-		var removes []filestore.Key
+		var upserts []*store.Object
+		var removes []store.Key
 		list := entries()
 		for range 1 + rnd.IntN(3) {
 			if len(list) == 0 || rnd.IntN(8) == 0 {
@@ -245,7 +245,7 @@ func TestRebuildSequenceMatchesBuild(t *testing.T) {
 			upserts = append(upserts, &c)
 		}
 		// One change per key in an update.
-		byKey := map[filestore.Key]*filestore.Object{}
+		byKey := map[store.Key]*store.Object{}
 		for _, o := range upserts {
 			byKey[o.Key] = o
 		}
@@ -292,42 +292,42 @@ func dump(s *Snapshot) string {
 // the services (and their endpoints) of the previous snapshot, and leaves
 // that snapshot as it was.
 func TestRebuildRoutingMatchesBuild(t *testing.T) {
-	var vs, dr *filestore.Object
+	var vs, dr *store.Object
 	for _, o := range rebuildBase() {
 		switch {
-		case vs == nil && o.Kind == filestore.KindVirtualService:
+		case vs == nil && o.Kind == store.KindVirtualService:
 			vs = o
-		case dr == nil && o.Kind == filestore.KindDestinationRule:
+		case dr == nil && o.Kind == store.KindDestinationRule:
 			dr = o
 		}
 	}
 	cases := []struct {
 		name   string
-		change func([]*filestore.Object) []*filestore.Object
-		keys   []filestore.Key
+		change func([]*store.Object) []*store.Object
+		keys   []store.Key
 	}{
-		{"weights changed", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) {
+		{"weights changed", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *store.Object) {
 			for _, r := range o.Spec.(*networking.VirtualService).GetHttp()[0].GetRoute() {
 				r.Weight = 50
 			}
-		}), []filestore.Key{vs.Key}},
-		{"route removed", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *filestore.Object) { o.Spec = nil }), []filestore.Key{vs.Key}},
-		{"wildcard route added, subset dropped", func(objs []*filestore.Object) []*filestore.Object {
-			objs = editObject(dr.Kind, dr.Namespace, dr.Name, func(o *filestore.Object) {
+		}), []store.Key{vs.Key}},
+		{"route removed", editObject(vs.Kind, vs.Namespace, vs.Name, func(o *store.Object) { o.Spec = nil }), []store.Key{vs.Key}},
+		{"wildcard route added, subset dropped", func(objs []*store.Object) []*store.Object {
+			objs = editObject(dr.Kind, dr.Namespace, dr.Name, func(o *store.Object) {
 				d := o.Spec.(*networking.DestinationRule)
 				d.Subsets = d.Subsets[:1]
 			})(objs)
-			return append(objs, &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "wild"},
+			return append(objs, &store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-0", Name: "wild"},
 				Spec: &networking.VirtualService{Hosts: []string{"*.internal"}, Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "m1.internal"}}}}}}})
-		}, []filestore.Key{dr.Key, {Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "wild"}}},
-		{"a problem appears", func(objs []*filestore.Object) []*filestore.Object {
-			return append(objs, &filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "odd"}, Spec: &networking.Sidecar{}})
-		}, []filestore.Key{{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "odd"}}},
+		}, []store.Key{dr.Key, {Kind: store.KindVirtualService, Namespace: "ns-0", Name: "wild"}}},
+		{"a problem appears", func(objs []*store.Object) []*store.Object {
+			return append(objs, &store.Object{Key: store.Key{Kind: store.KindDestinationRule, Namespace: "ns-1", Name: "odd"}, Spec: &networking.Sidecar{}})
+		}, []store.Key{{Kind: store.KindDestinationRule, Namespace: "ns-1", Name: "odd"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := filestore.NewStore()
-			src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
+			st := store.NewStore()
+			src := store.Source{Name: "t", Class: store.ClassConfig}
 			if err := st.Replace(src, rebuildBase()); err != nil {
 				t.Fatal(err)
 			}
@@ -335,7 +335,7 @@ func TestRebuildRoutingMatchesBuild(t *testing.T) {
 			if err := st.Replace(src, tc.change(rebuildBase())); err != nil {
 				t.Fatal(err)
 			}
-			keys := map[filestore.Key]struct{}{}
+			keys := map[store.Key]struct{}{}
 			for _, k := range tc.keys {
 				keys[k] = struct{}{}
 			}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/ca/spiffe"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 )
@@ -209,7 +209,7 @@ func mtlsMode(m *security.PeerAuthentication_MutualTLS) MTLSMode {
 	return MTLSUnset
 }
 
-func (b *builder) addPeerAuthentication(o *filestore.Object) {
+func (b *builder) addPeerAuthentication(o *store.Object) {
 	pa, ok := o.Spec.(*security.PeerAuthentication)
 	if !ok {
 		b.problem(o, "spec is %T, want PeerAuthentication", o.Spec)
@@ -230,7 +230,7 @@ func (b *builder) addPeerAuthentication(o *filestore.Object) {
 	b.s.paByNS[o.Namespace] = append(b.s.paByNS[o.Namespace], m)
 }
 
-func (b *builder) addAuthorizationPolicy(o *filestore.Object) {
+func (b *builder) addAuthorizationPolicy(o *store.Object) {
 	ap, ok := o.Spec.(*security.AuthorizationPolicy)
 	if !ok {
 		b.problem(o, "spec is %T, want AuthorizationPolicy", o.Spec)

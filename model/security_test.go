@@ -5,19 +5,19 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 )
 
-func secObj(kind filestore.Kind, ns, name string, spec proto.Message) *filestore.Object {
-	return &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: ns, Name: name}, Spec: spec}
+func secObj(kind store.Kind, ns, name string, spec proto.Message) *store.Object {
+	return &store.Object{Key: store.Key{Kind: kind, Namespace: ns, Name: name}, Spec: spec}
 }
 
-func pa(ns, name string, sel map[string]string, mode security.PeerAuthentication_MutualTLS_Mode, ports map[uint32]security.PeerAuthentication_MutualTLS_Mode) *filestore.Object {
+func pa(ns, name string, sel map[string]string, mode security.PeerAuthentication_MutualTLS_Mode, ports map[uint32]security.PeerAuthentication_MutualTLS_Mode) *store.Object {
 	spec := &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: mode}}
 	if sel != nil {
 		spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: sel}
@@ -28,7 +28,7 @@ func pa(ns, name string, sel map[string]string, mode security.PeerAuthentication
 			spec.PortLevelMtls[p] = &security.PeerAuthentication_MutualTLS{Mode: m}
 		}
 	}
-	return secObj(filestore.KindPeerAuthentication, ns, name, spec)
+	return secObj(store.KindPeerAuthentication, ns, name, spec)
 }
 
 func TestPeerAuthenticationModeLevels(t *testing.T) {
@@ -41,32 +41,32 @@ func TestPeerAuthenticationModeLevels(t *testing.T) {
 	cart := map[string]string{"app": "cart"}
 	tests := []struct {
 		name   string
-		objs   []*filestore.Object
+		objs   []*store.Object
 		labels map[string]string
 		port   uint32
 		want   model.MTLSMode
 	}{
 		{name: "no policy is permissive", want: model.MTLSPermissive},
-		{name: "mesh strict", objs: []*filestore.Object{pa("istio-system", "default", nil, strict, nil)}, want: model.MTLSStrict},
-		{name: "mesh policy with selector is not mesh-wide", objs: []*filestore.Object{pa("istio-system", "sel", cart, strict, nil)}, labels: cart, want: model.MTLSPermissive},
-		{name: "namespace overrides mesh", objs: []*filestore.Object{
+		{name: "mesh strict", objs: []*store.Object{pa("istio-system", "default", nil, strict, nil)}, want: model.MTLSStrict},
+		{name: "mesh policy with selector is not mesh-wide", objs: []*store.Object{pa("istio-system", "sel", cart, strict, nil)}, labels: cart, want: model.MTLSPermissive},
+		{name: "namespace overrides mesh", objs: []*store.Object{
 			pa("istio-system", "default", nil, strict, nil), pa("shop", "default", nil, disable, nil)}, want: model.MTLSDisable},
-		{name: "other namespace does not apply", objs: []*filestore.Object{pa("other", "default", nil, strict, nil)}, want: model.MTLSPermissive},
-		{name: "workload overrides namespace", objs: []*filestore.Object{
+		{name: "other namespace does not apply", objs: []*store.Object{pa("other", "default", nil, strict, nil)}, want: model.MTLSPermissive},
+		{name: "workload overrides namespace", objs: []*store.Object{
 			pa("shop", "default", nil, strict, nil), pa("shop", "cart", cart, permissive, nil)}, labels: cart, want: model.MTLSPermissive},
-		{name: "workload selector not matching", objs: []*filestore.Object{
+		{name: "workload selector not matching", objs: []*store.Object{
 			pa("shop", "default", nil, strict, nil), pa("shop", "cart", cart, disable, nil)}, labels: map[string]string{"app": "web"}, want: model.MTLSStrict},
-		{name: "unset workload inherits namespace", objs: []*filestore.Object{
+		{name: "unset workload inherits namespace", objs: []*store.Object{
 			pa("shop", "default", nil, strict, nil), pa("shop", "cart", cart, unset, nil)}, labels: cart, want: model.MTLSStrict},
-		{name: "unset namespace inherits mesh", objs: []*filestore.Object{
+		{name: "unset namespace inherits mesh", objs: []*store.Object{
 			pa("istio-system", "default", nil, disable, nil), pa("shop", "default", nil, unset, nil)}, want: model.MTLSDisable},
-		{name: "port level overrides", objs: []*filestore.Object{
+		{name: "port level overrides", objs: []*store.Object{
 			pa("shop", "cart", cart, strict, map[uint32]security.PeerAuthentication_MutualTLS_Mode{8080: disable})}, labels: cart, port: 8080, want: model.MTLSDisable},
-		{name: "port level other port", objs: []*filestore.Object{
+		{name: "port level other port", objs: []*store.Object{
 			pa("shop", "cart", cart, strict, map[uint32]security.PeerAuthentication_MutualTLS_Mode{8080: disable})}, labels: cart, port: 7070, want: model.MTLSStrict},
-		{name: "port level unset inherits workload", objs: []*filestore.Object{
+		{name: "port level unset inherits workload", objs: []*store.Object{
 			pa("shop", "cart", cart, strict, map[uint32]security.PeerAuthentication_MutualTLS_Mode{8080: unset})}, labels: cart, port: 8080, want: model.MTLSStrict},
-		{name: "first workload policy by name wins", objs: []*filestore.Object{
+		{name: "first workload policy by name wins", objs: []*store.Object{
 			pa("shop", "b", cart, disable, nil), pa("shop", "a", cart, strict, nil)}, labels: cart, want: model.MTLSStrict},
 	}
 	for _, tc := range tests {
@@ -80,9 +80,9 @@ func TestPeerAuthenticationModeLevels(t *testing.T) {
 }
 
 func TestPeerAuthenticationCustomRootNamespace(t *testing.T) {
-	st := filestore.NewStore()
-	objs := []*filestore.Object{pa("mesh-root", "default", nil, security.PeerAuthentication_MutualTLS_STRICT, nil)}
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	objs := []*store.Object{pa("mesh-root", "default", nil, security.PeerAuthentication_MutualTLS_STRICT, nil)}
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	if got := model.Build(st.Snapshot()).PeerAuthenticationMode("shop", nil, 1); got != model.MTLSPermissive {
@@ -97,12 +97,12 @@ func TestPeerAuthenticationCustomRootNamespace(t *testing.T) {
 	}
 }
 
-func ap(ns, name string, sel map[string]string, action security.AuthorizationPolicy_Action, rules ...*security.Rule) *filestore.Object {
+func ap(ns, name string, sel map[string]string, action security.AuthorizationPolicy_Action, rules ...*security.Rule) *store.Object {
 	spec := &security.AuthorizationPolicy{Action: action, Rules: rules}
 	if sel != nil {
 		spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: sel}
 	}
-	return secObj(filestore.KindAuthorizationPolicy, ns, name, spec)
+	return secObj(store.KindAuthorizationPolicy, ns, name, spec)
 }
 
 func TestAuthorizationPoliciesForAndPolicyKey(t *testing.T) {
@@ -171,20 +171,20 @@ func TestAuthorizationPolicyProblems(t *testing.T) {
 }
 
 func TestUpstreamTLS(t *testing.T) {
-	se := func(loc networking.ServiceEntry_Location, sans ...string) *filestore.Object {
-		return secObj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{
+	se := func(loc networking.ServiceEntry_Location, sans ...string) *store.Object {
+		return secObj(store.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{
 			Hosts: []string{"cart.shop"}, Location: loc, Resolution: networking.ServiceEntry_STATIC,
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC", TargetPort: 9090}},
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "cart"}},
 			SubjectAltNames:  sans,
 		})
 	}
-	we := func(name, addr, sa, version string) *filestore.Object {
-		return secObj(filestore.KindWorkloadEntry, "shop", name, &networking.WorkloadEntry{
+	we := func(name, addr, sa, version string) *store.Object {
+		return secObj(store.KindWorkloadEntry, "shop", name, &networking.WorkloadEntry{
 			Address: addr, ServiceAccount: sa, Labels: map[string]string{"app": "cart", "version": version}})
 	}
-	dr := func(tp *networking.TrafficPolicy, subsets ...*networking.Subset) *filestore.Object {
-		return secObj(filestore.KindDestinationRule, "shop", "cart", &networking.DestinationRule{Host: "cart.shop", TrafficPolicy: tp, Subsets: subsets})
+	dr := func(tp *networking.TrafficPolicy, subsets ...*networking.Subset) *store.Object {
+		return secObj(store.KindDestinationRule, "shop", "cart", &networking.DestinationRule{Host: "cart.shop", TrafficPolicy: tp, Subsets: subsets})
 	}
 	tlsPolicy := func(m networking.ClientTLSSettings_TLSmode, sans ...string) *networking.TrafficPolicy {
 		return &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{Mode: m, SubjectAltNames: sans}}
@@ -194,38 +194,38 @@ func TestUpstreamTLS(t *testing.T) {
 	v2 := &networking.Subset{Name: "v2", Labels: map[string]string{"version": "v2"}}
 	tests := []struct {
 		name   string
-		objs   []*filestore.Object
+		objs   []*store.Object
 		auto   model.AutoMTLS
 		subset string
 		want   model.UpstreamTLS
 	}{
-		{name: "auto mTLS toward service accounts", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), we("b", "10.0.0.2", "cart-b", "v2")},
+		{name: "auto mTLS toward service accounts", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), we("b", "10.0.0.2", "cart-b", "v2")},
 			want: model.UpstreamTLS{Mode: model.TLSIstioMutual, Auto: true, SubjectAltNames: []string{idA, idB}}},
-		{name: "no auto mTLS when one endpoint has no service account", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), we("b", "10.0.0.2", "", "v2")},
+		{name: "no auto mTLS when one endpoint has no service account", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), we("b", "10.0.0.2", "", "v2")},
 			want: model.UpstreamTLS{}},
-		{name: "subset endpoints decide", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "", "v1"), we("b", "10.0.0.2", "cart-b", "v2"), dr(nil, v2)},
+		{name: "subset endpoints decide", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "", "v1"), we("b", "10.0.0.2", "cart-b", "v2"), dr(nil, v2)},
 			subset: "v2", want: model.UpstreamTLS{Mode: model.TLSIstioMutual, Auto: true, SubjectAltNames: []string{idB}}},
-		{name: "mesh external never auto", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_EXTERNAL), we("a", "10.0.0.1", "cart-a", "v1")},
+		{name: "mesh external never auto", objs: []*store.Object{se(networking.ServiceEntry_MESH_EXTERNAL), we("a", "10.0.0.1", "cart-a", "v1")},
 			want: model.UpstreamTLS{}},
-		{name: "destination DISABLE blocks auto", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"),
+		{name: "destination DISABLE blocks auto", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"),
 			pa("shop", "cart", map[string]string{"app": "cart"}, security.PeerAuthentication_MutualTLS_STRICT, map[uint32]security.PeerAuthentication_MutualTLS_Mode{9090: security.PeerAuthentication_MutualTLS_DISABLE})},
 			want: model.UpstreamTLS{}},
-		{name: "strict-only skips permissive", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1")}, auto: model.AutoMTLSStrictOnly,
+		{name: "strict-only skips permissive", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1")}, auto: model.AutoMTLSStrictOnly,
 			want: model.UpstreamTLS{}},
-		{name: "strict-only toward strict", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), strictShop}, auto: model.AutoMTLSStrictOnly,
+		{name: "strict-only toward strict", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), strictShop}, auto: model.AutoMTLSStrictOnly,
 			want: model.UpstreamTLS{Mode: model.TLSIstioMutual, Auto: true, SubjectAltNames: []string{idA}}},
-		{name: "ISTIO_MUTUAL with service SANs", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_EXTERNAL, "spiffe://other/ns/x/sa/y"), we("a", "10.0.0.1", "cart-a", "v1"),
+		{name: "ISTIO_MUTUAL with service SANs", objs: []*store.Object{se(networking.ServiceEntry_MESH_EXTERNAL, "spiffe://other/ns/x/sa/y"), we("a", "10.0.0.1", "cart-a", "v1"),
 			dr(tlsPolicy(networking.ClientTLSSettings_ISTIO_MUTUAL))}, auto: model.AutoMTLSStrictOnly,
 			want: model.UpstreamTLS{Mode: model.TLSIstioMutual, SubjectAltNames: []string{idA, "spiffe://other/ns/x/sa/y"}}},
-		{name: "ISTIO_MUTUAL with rule SANs", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"),
+		{name: "ISTIO_MUTUAL with rule SANs", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"),
 			dr(tlsPolicy(networking.ClientTLSSettings_ISTIO_MUTUAL, "spiffe://cluster.local/ns/shop/sa/pinned"))},
 			want: model.UpstreamTLS{Mode: model.TLSIstioMutual, SubjectAltNames: []string{"spiffe://cluster.local/ns/shop/sa/pinned"}}},
-		{name: "DISABLE in rule beats auto", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), strictShop, dr(tlsPolicy(networking.ClientTLSSettings_DISABLE))},
+		{name: "DISABLE in rule beats auto", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"), strictShop, dr(tlsPolicy(networking.ClientTLSSettings_DISABLE))},
 			want: model.UpstreamTLS{}},
-		{name: "subset TLS overrides top level", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "", "v2"),
+		{name: "subset TLS overrides top level", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "", "v2"),
 			dr(tlsPolicy(networking.ClientTLSSettings_DISABLE), &networking.Subset{Name: "v2", Labels: map[string]string{"version": "v2"}, TrafficPolicy: tlsPolicy(networking.ClientTLSSettings_ISTIO_MUTUAL)})},
 			subset: "v2", want: model.UpstreamTLS{Mode: model.TLSIstioMutual}},
-		{name: "port level TLS overrides top level", objs: []*filestore.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"),
+		{name: "port level TLS overrides top level", objs: []*store.Object{se(networking.ServiceEntry_MESH_INTERNAL), we("a", "10.0.0.1", "cart-a", "v1"),
 			dr(&networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL},
 				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 7070}, Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_DISABLE}}}})},
 			want: model.UpstreamTLS{}},

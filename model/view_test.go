@@ -3,30 +3,30 @@ package model_test
 import (
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
 func viewFixture(t *testing.T) *model.Snapshot {
-	se := func(ns, host string, ports ...uint32) *filestore.Object {
+	se := func(ns, host string, ports ...uint32) *store.Object {
 		spec := &networking.ServiceEntry{Hosts: []string{host}, Resolution: networking.ServiceEntry_STATIC}
 		for _, p := range ports {
 			spec.Ports = append(spec.Ports, &networking.ServicePort{Number: p, Name: "p", Protocol: "GRPC"})
 		}
-		return obj(filestore.KindServiceEntry, ns, host, spec)
+		return obj(store.KindServiceEntry, ns, host, spec)
 	}
 	return build(t,
 		se("shop", "cart.shop.svc.cluster.local", 7070),
 		se("shop", "reviews.shop.svc.cluster.local", 9080, 9090),
 		se("other", "billing.other.internal", 8000),
-		obj(filestore.KindDestinationRule, "shop", "cart", &networking.DestinationRule{
+		obj(store.KindDestinationRule, "shop", "cart", &networking.DestinationRule{
 			Host: "cart.shop.svc.cluster.local", Subsets: []*networking.Subset{{Name: "v1", Labels: map[string]string{"version": "v1"}}},
 		}),
-		obj(filestore.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}}),
-		obj(filestore.KindSidecar, "shop", "scoped", &networking.Sidecar{
+		obj(store.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}}),
+		obj(store.KindSidecar, "shop", "scoped", &networking.Sidecar{
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"scope": "local"}},
 			Egress:           []*networking.IstioEgressListener{{Port: &networking.SidecarPort{Number: 9080}, Hosts: []string{"./*"}}},
 		}),
@@ -148,9 +148,9 @@ func TestOutboundKeyReadsOnlySourceLabels(t *testing.T) {
 		t.Error("labels selecting another Sidecar did not split the outbound part")
 	}
 	withSource := build(t,
-		obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+		obj(store.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
 			Ports: []*networking.ServicePort{{Number: 7070, Name: "http", Protocol: "HTTP"}}}),
-		obj(filestore.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}, Http: []*networking.HTTPRoute{{
+		obj(store.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}, Http: []*networking.HTTPRoute{{
 			Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"app": "web"}}},
 			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "cart"}}},
 		}}}),
@@ -173,11 +173,11 @@ func TestProxylessKeyReadsSourceLabels(t *testing.T) {
 	v1 := model.Workload{ID: "a", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "x"}}
 	v2 := model.Workload{ID: "b", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"version": "v2", "app": "x"}}
 	otherApp := model.Workload{ID: "c", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Labels: map[string]string{"version": "v1", "app": "y"}}
-	cart := obj(filestore.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+	cart := obj(store.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
 		Ports: []*networking.ServicePort{{Number: 7070, Name: "grpc", Protocol: "GRPC"}}})
 	plain := build(t, cart)
 	withSource := build(t, cart,
-		obj(filestore.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}, Http: []*networking.HTTPRoute{{
+		obj(store.KindVirtualService, "shop", "cart", &networking.VirtualService{Hosts: []string{"cart"}, Http: []*networking.HTTPRoute{{
 			Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"version": "v1"}}},
 			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "cart"}}},
 		}}}),

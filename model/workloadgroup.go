@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // WorkloadGroup is a WorkloadGroup of the config: the template and the
@@ -20,7 +20,7 @@ type WorkloadGroup struct {
 
 // addWorkloadGroups adds the snapshot's WorkloadGroups, sorted by
 // namespace and name (the Store's order).
-func (b *builder) addWorkloadGroups(objs []*filestore.Object) {
+func (b *builder) addWorkloadGroups(objs []*store.Object) {
 	for _, o := range objs {
 		spec, ok := o.Spec.(*networking.WorkloadGroup)
 		if !ok {

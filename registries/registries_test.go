@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/consul"
 	"github.com/vmesh/vmesh/registries/static"
 	"github.com/vmesh/vmesh/registries/zookeeper"
+	"github.com/vmesh/vmesh/store"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -100,9 +100,9 @@ func TestRunnerStatusHandlerAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := filestore.NewStore()
+	st := store.NewStore()
 	reg := prometheus.NewRegistry()
-	r, err := registries.NewRunner(store, specs, registries.Options{Registerer: reg})
+	r, err := registries.NewRunner(st, specs, registries.Options{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +113,13 @@ func TestRunnerStatusHandlerAndMetrics(t *testing.T) {
 	go func() { defer wg.Done(); runErr = r.Run(ctx) }()
 
 	deadline := time.Now().Add(10 * time.Second)
-	for len(store.Snapshot().List(filestore.KindWorkloadEntry)) != 2 {
+	for len(st.Snapshot().List(store.KindWorkloadEntry)) != 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("static registry never reached the Store")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	we := store.Snapshot().List(filestore.KindWorkloadEntry)[0]
+	we := st.Snapshot().List(store.KindWorkloadEntry)[0]
 	if we.Origin.Source != "registry:static" || we.Namespace != "default" || we.Annotations["vmesh.io/registry"] != "static" {
 		t.Errorf("generated object %+v", we)
 	}

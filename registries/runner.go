@@ -11,11 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
 	"github.com/vmesh/vmesh/registries/static"
 	"github.com/vmesh/vmesh/registries/zookeeper"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Options are the Runner's dependencies.
@@ -51,7 +51,7 @@ type Runner struct {
 }
 
 // NewRunner validates specs and builds their adapters.
-func NewRunner(store *filestore.Store, specs []Spec, opts Options) (*Runner, error) {
+func NewRunner(store *store.Store, specs []Spec, opts Options) (*Runner, error) {
 	if err := Validate(specs); err != nil {
 		return nil, err
 	}

@@ -10,16 +10,16 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 )
 
 var benchSize = modeltest.Size{Services: 1000, EndpointsPerService: 10, Routes: 100, Namespaces: 10}
 
-func benchSnapshot(b *testing.B, objs []*filestore.Object, st *filestore.Store) *model.Snapshot {
+func benchSnapshot(b *testing.B, objs []*store.Object, st *store.Store) *model.Snapshot {
 	b.Helper()
-	if err := st.Replace(filestore.Source{Name: "bench", Class: filestore.ClassConfig}, objs); err != nil {
+	if err := st.Replace(store.Source{Name: "bench", Class: store.ClassConfig}, objs); err != nil {
 		b.Fatal(err)
 	}
 	return model.Build(st.Snapshot())
@@ -28,7 +28,7 @@ func benchSnapshot(b *testing.B, objs []*filestore.Object, st *filestore.Store) 
 // BenchmarkGenerateOneProxy generates and serialises the full config (LDS,
 // RDS, CDS, EDS) one proxy sees: 1,000 services, 10,000 endpoints.
 func BenchmarkGenerateOneProxy(b *testing.B) {
-	s := benchSnapshot(b, modeltest.Objects(benchSize), filestore.NewStore())
+	s := benchSnapshot(b, modeltest.Objects(benchSize), store.NewStore())
 	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -47,7 +47,7 @@ func BenchmarkGenerateOneProxy(b *testing.B) {
 // part, every reference checked): 1,000 services, 10,000 endpoints. It is
 // the server's work when a VM connects.
 func BenchmarkGenerateOneSidecar(b *testing.B) {
-	s := benchSnapshot(b, modeltest.Objects(benchSize), filestore.NewStore())
+	s := benchSnapshot(b, modeltest.Objects(benchSize), store.NewStore())
 	p := &Proxy{ID: "vm", Kind: KindSidecar, Namespace: "ns-0", IPs: []string{"10.200.0.1"}, WorkloadName: "vm"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -134,7 +134,7 @@ func subscriptions() map[string][]string {
 // connected proxies in 10 groups: 10 generations, 1,000 RDS answers.
 func BenchmarkFullPush1000Proxies10Groups(b *testing.B) {
 	objs := modeltest.Objects(benchSize)
-	st := filestore.NewStore()
+	st := store.NewStore()
 	c := newBenchCache(b)
 	c.push(benchSnapshot(b, objs, st), time.Time{})
 	ws := newBenchWatchers(c, 1000, 10, subscriptions())
@@ -147,7 +147,7 @@ func BenchmarkFullPush1000Proxies10Groups(b *testing.B) {
 	// Find service 0's VirtualService to flip its weights each iteration.
 	var vsIdx int
 	for i, o := range objs {
-		if o.Kind == filestore.KindVirtualService && o.Name == "svc-0000" {
+		if o.Kind == store.KindVirtualService && o.Name == "svc-0000" {
 			vsIdx = i
 		}
 	}
@@ -155,7 +155,7 @@ func BenchmarkFullPush1000Proxies10Groups(b *testing.B) {
 	alt := modeltest.Objects(modeltest.Size{Services: 1, Routes: 1})[1]
 	alt.Namespace = orig.Namespace
 	alt.Spec.(interface{ Reset() }).Reset()
-	variants := []*filestore.Object{orig, alt}
+	variants := []*store.Object{orig, alt}
 	snaps := make([]*model.Snapshot, 2)
 	for i, v := range variants {
 		objs[vsIdx] = v
@@ -183,7 +183,7 @@ func BenchmarkFullPush1000Proxies10Groups(b *testing.B) {
 // 1,000 EDS watches with the one changed resource.
 func BenchmarkEDSPush1000Proxies(b *testing.B) {
 	objs := modeltest.Objects(benchSize)
-	st := filestore.NewStore()
+	st := store.NewStore()
 	c := newBenchCache(b)
 	c.push(benchSnapshot(b, objs, st), time.Time{})
 	ws := newBenchWatchers(c, 1000, 10, subscriptions())
@@ -195,7 +195,7 @@ func BenchmarkEDSPush1000Proxies(b *testing.B) {
 	}
 	var weIdx int
 	for i, o := range objs {
-		if o.Kind == filestore.KindWorkloadEntry && o.Name == "svc-0000-0" {
+		if o.Kind == store.KindWorkloadEntry && o.Name == "svc-0000-0" {
 			weIdx = i
 		}
 	}
@@ -232,7 +232,7 @@ func BenchmarkEDSPush1000Proxies(b *testing.B) {
 // was 1,000 full generations.
 func BenchmarkSidecarPush1000VMs(b *testing.B) {
 	objs := modeltest.Objects(benchSize)
-	st := filestore.NewStore()
+	st := store.NewStore()
 	c := newBenchCache(b)
 	c.push(benchSnapshot(b, objs, st), time.Time{})
 	var ws []*benchWatcher
@@ -256,7 +256,7 @@ func BenchmarkSidecarPush1000VMs(b *testing.B) {
 	}
 	var vsIdx int
 	for i, o := range objs {
-		if o.Kind == filestore.KindVirtualService && o.Name == "svc-0000" {
+		if o.Kind == store.KindVirtualService && o.Name == "svc-0000" {
 			vsIdx = i
 		}
 	}
@@ -265,7 +265,7 @@ func BenchmarkSidecarPush1000VMs(b *testing.B) {
 	alt.Namespace = orig.Namespace
 	alt.Spec.(interface{ Reset() }).Reset()
 	snaps := make([]*model.Snapshot, 2)
-	for i, v := range []*filestore.Object{orig, alt} {
+	for i, v := range []*store.Object{orig, alt} {
 		objs[vsIdx] = v
 		snaps[i] = benchSnapshot(b, objs, st)
 	}

@@ -13,9 +13,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,7 +30,7 @@ import (
 // connection and stream.
 func BenchmarkMemoryPerProxy(b *testing.B) {
 	const proxies = 500
-	store := filestore.NewStore()
+	store := store.NewStore()
 	if err := store.Replace(testSource, modeltest.Objects(modeltest.Size{Services: 1000, EndpointsPerService: 10, Routes: 100, Namespaces: 10})); err != nil {
 		b.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestAckStartsFromHeldState checks the cache's bookkeeping across a
@@ -24,7 +24,7 @@ import (
 // forgotten.
 func TestAckStartsFromHeldState(t *testing.T) {
 	objs := modeltest.Objects(modeltest.Size{Services: 6, EndpointsPerService: 2, Routes: 2, Namespaces: 1})
-	st := filestore.NewStore()
+	st := store.NewStore()
 	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestSentAnswersAreNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(testLog(t), m)
-	c.push(buildSnap(t, filestore.NewStore(), objs), time.Time{})
+	c.push(buildSnap(t, store.NewStore(), objs), time.Time{})
 	names := []string{ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))}
 	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
 	for _, delta := range []bool{false, true} {

@@ -9,8 +9,8 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -24,13 +24,13 @@ import (
 // port-level entry for the port has no retryBudget, so that port's
 // cluster has none (Istio's merge).
 func TestSidecarWarmupAndRetryBudget(t *testing.T) {
-	objs := []*filestore.Object{
-		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+	objs := []*store.Object{
+		o(store.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
 			Ports:     []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}, {Name: "http", Number: 8080, Protocol: "HTTP"}, {Name: "admin", Number: 9090, Protocol: "HTTP"}},
 			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1"}},
 		}),
-		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", TrafficPolicy: &networking.TrafficPolicy{
+		o(store.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", TrafficPolicy: &networking.TrafficPolicy{
 			LoadBalancer: &networking.LoadBalancerSettings{
 				LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_ROUND_ROBIN},
 				Warmup:   &networking.WarmupConfiguration{Duration: durationpb.New(30e9), MinimumPercent: wrapperspb.Double(25)},
@@ -70,13 +70,13 @@ func TestSidecarWarmupAndRetryBudget(t *testing.T) {
 // maxConcurrentStreams on an HTTP/2 port, and useClientProtocol (the
 // client's HTTP version upstream).
 func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
-	objs := []*filestore.Object{
-		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+	objs := []*store.Object{
+		o(store.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
 			Ports:     []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}, {Name: "http", Number: 8080, Protocol: "HTTP"}},
 			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1"}},
 		}),
-		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", TrafficPolicy: &networking.TrafficPolicy{
+		o(store.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", TrafficPolicy: &networking.TrafficPolicy{
 			ConnectionPool: &networking.ConnectionPoolSettings{
 				Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnectionDuration: durationpb.New(600e9), IdleTimeout: durationpb.New(60e9)},
 				Http: &networking.ConnectionPoolSettings_HTTPSettings{MaxConcurrentStreams: 50,
@@ -118,18 +118,18 @@ func TestSidecarConnectionPoolHTTPOptions(t *testing.T) {
 // plaintext cluster's raw buffer alike; a subset's replaces the rule's,
 // and a port-level entry for the port has none.
 func TestSidecarProxyProtocol(t *testing.T) {
-	objs := []*filestore.Object{
-		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+	objs := []*store.Object{
+		o(store.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
 			Ports:     []*networking.ServicePort{{Name: "tcp", Number: 5000, Protocol: "TCP"}, {Name: "tcp-b", Number: 6000, Protocol: "TCP"}},
 			Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1", Labels: map[string]string{"version": "v2"}}},
 		}),
-		o(filestore.KindServiceEntry, "ext", &networking.ServiceEntry{
+		o(store.KindServiceEntry, "ext", &networking.ServiceEntry{
 			Hosts: []string{"ext.example.com"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_EXTERNAL,
 			Ports:     []*networking.ServicePort{{Name: "tcp", Number: 5000, Protocol: "TCP"}},
 			Endpoints: []*networking.WorkloadEntry{{Address: "192.0.2.1"}},
 		}),
-		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal",
+		o(store.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal",
 			TrafficPolicy: &networking.TrafficPolicy{
 				ProxyProtocol:     &networking.TrafficPolicy_ProxyProtocol{Version: networking.TrafficPolicy_ProxyProtocol_V2},
 				PortLevelSettings: []*networking.TrafficPolicy_PortTrafficPolicy{{Port: &networking.PortSelector{Number: 6000}, LoadBalancer: &networking.LoadBalancerSettings{}}},
@@ -137,7 +137,7 @@ func TestSidecarProxyProtocol(t *testing.T) {
 			Subsets: []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"},
 				TrafficPolicy: &networking.TrafficPolicy{ProxyProtocol: &networking.TrafficPolicy_ProxyProtocol{Version: networking.TrafficPolicy_ProxyProtocol_V1}}}},
 		}),
-		o(filestore.KindDestinationRule, "ext", &networking.DestinationRule{Host: "ext.example.com",
+		o(store.KindDestinationRule, "ext", &networking.DestinationRule{Host: "ext.example.com",
 			TrafficPolicy: &networking.TrafficPolicy{ProxyProtocol: &networking.TrafficPolicy_ProxyProtocol{}}}),
 	}
 	byName := sidecarClusters(t, objs)
@@ -178,9 +178,9 @@ func TestSidecarProxyProtocol(t *testing.T) {
 
 // sidecarClusters returns, by name, the clusters an Envoy sidecar on a VM
 // in namespace default gets from objs.
-func sidecarClusters(t *testing.T, objs []*filestore.Object) map[string]*clusterv3.Cluster {
+func sidecarClusters(t *testing.T, objs []*store.Object) map[string]*clusterv3.Cluster {
 	t.Helper()
-	store := filestore.NewStore()
+	store := store.NewStore()
 	if err := store.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}

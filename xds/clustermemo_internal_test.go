@@ -8,9 +8,9 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestClusterMemoSharesOnlyWhatScopesSeeAlike: scope parts generated on one
@@ -21,11 +21,11 @@ import (
 // gets its own — the scopes generating at the same time.
 func TestClusterMemoSharesOnlyWhatScopesSeeAlike(t *testing.T) {
 	objs := append(incrementalBase(),
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-1", Name: "svc-0012-local"},
+		&store.Object{Key: store.Key{Kind: store.KindDestinationRule, Namespace: "ns-1", Name: "svc-0012-local"},
 			Spec: &networking.DestinationRule{Host: modeltest.Host(12), ExportTo: []string{"."}, TrafficPolicy: &networking.TrafficPolicy{
 				ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}},
 			}}})
-	s := buildSnap(t, filestore.NewStore(), objs)
+	s := buildSnap(t, store.NewStore(), objs)
 	proxies := map[string]*Proxy{
 		"ns-0":    {ID: "a", Kind: KindSidecar, Namespace: "ns-0", Locality: "r1/z1", WorkloadName: "vm-a", IPs: []string{"10.1.0.1"}},
 		"ns-2":    {ID: "b", Kind: KindSidecar, Namespace: "ns-2", Locality: "r1/z1", WorkloadName: "vm-b", IPs: []string{"10.1.0.2"}},

@@ -7,8 +7,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 )
 
 // A root VirtualService delegates one route to a VirtualService of another
@@ -17,38 +17,38 @@ import (
 func TestDelegateVirtualServiceRoutes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
+	st := store.NewStore()
 	const host = "echo.default.svc.cluster.local"
-	se := &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "echo"}, Spec: &networking.ServiceEntry{
+	se := &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: "echo"}, Spec: &networking.ServiceEntry{
 		Hosts: []string{host}, Resolution: networking.ServiceEntry_STATIC,
 		Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 		WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "echo"}},
 	}}
-	if err := store.Replace(testSource, []*filestore.Object{se}); err != nil {
+	if err := st.Replace(testSource, []*store.Object{se}); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
-	objs := []*filestore.Object{se,
-		{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "default", Name: "echo"}, Spec: &networking.DestinationRule{
+	m := startMesh(t, ctx, st)
+	objs := []*store.Object{se,
+		{Key: store.Key{Kind: store.KindDestinationRule, Namespace: "default", Name: "echo"}, Spec: &networking.DestinationRule{
 			Host: host, Subsets: []*networking.Subset{{Name: "v1", Labels: map[string]string{"version": "v1"}}, {Name: "v2", Labels: map[string]string{"version": "v2"}}},
 		}},
-		{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "default", Name: "root"}, Spec: &networking.VirtualService{
+		{Key: store.Key{Kind: store.KindVirtualService, Namespace: "default", Name: "root"}, Spec: &networking.VirtualService{
 			Hosts: []string{host},
 			Http: []*networking.HTTPRoute{
 				{Match: []*networking.HTTPMatchRequest{{Headers: map[string]*networking.StringMatch{"x-team": {MatchType: &networking.StringMatch_Exact{Exact: "a"}}}}}, Delegate: &networking.Delegate{Name: "echo-routes", Namespace: "team"}},
 				{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host, Subset: "v1"}}}},
 			},
 		}},
-		{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "team", Name: "echo-routes"}, Spec: &networking.VirtualService{
+		{Key: store.Key{Kind: store.KindVirtualService, Namespace: "team", Name: "echo-routes"}, Spec: &networking.VirtualService{
 			Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host, Subset: "v2"}}}}},
 		}},
 	}
 	for _, v := range []string{"v1", "v2"} {
 		b := xdstest.StartBackend(t, m.addr, xdstest.Node{ID: "echo-" + v, Namespace: "default", Labels: map[string]string{"app": "echo", "version": v}})
-		objs = append(objs, &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "echo-" + v},
+		objs = append(objs, &store.Object{Key: store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "echo-" + v},
 			Spec: &networking.WorkloadEntry{Address: "127.0.0.1", Ports: map[string]uint32{"grpc": uint32(b.Port)}, Labels: map[string]string{"app": "echo", "version": v}}})
 	}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	client := xdstest.Dial(t, m.addr, xdstest.Node{ID: "client", Namespace: "default"}, host+":7070")

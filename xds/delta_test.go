@@ -11,7 +11,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,11 +19,11 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 )
 
-var testSource = filestore.Source{Name: "test", Class: filestore.ClassConfig}
+var testSource = store.Source{Name: "test", Class: store.ClassConfig}
 
-func seObj(name, host, app string) *filestore.Object {
-	return &filestore.Object{
-		Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: name},
+func seObj(name, host, app string) *store.Object {
+	return &store.Object{
+		Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: name},
 		Spec: &networking.ServiceEntry{
 			Hosts: []string{host}, Resolution: networking.ServiceEntry_STATIC,
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 80, Protocol: "GRPC"}},
@@ -32,9 +32,9 @@ func seObj(name, host, app string) *filestore.Object {
 	}
 }
 
-func weObj(name, app, addr string) *filestore.Object {
-	return &filestore.Object{
-		Key:  filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name},
+func weObj(name, app, addr string) *store.Object {
+	return &store.Object{
+		Key:  store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: name},
 		Spec: &networking.WorkloadEntry{Address: addr, Labels: map[string]string{"app": app}},
 	}
 }
@@ -138,12 +138,12 @@ func endpointAddrs(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse) []string
 func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
-	objs := []*filestore.Object{seObj("a", "a.internal", "a"), seObj("b", "b.internal", "b"), weObj("a1", "a", "10.0.0.1"), weObj("b1", "b", "10.0.1.1")}
-	if err := store.Replace(testSource, objs); err != nil {
+	st := store.NewStore()
+	objs := []*store.Object{seObj("a", "a.internal", "a"), seObj("b", "b.internal", "b"), weObj("a1", "a", "10.0.0.1"), weObj("b1", "b", "10.0.1.1")}
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, st)
 	clusterA, clusterB := xds.ClusterName(80, "", "a.internal"), xds.ClusterName(80, "", "b.internal")
 
 	both := newDeltaClient(t, ctx, m.addr, "delta-both")
@@ -165,7 +165,7 @@ func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 	// An endpoint of a changes: only a's EDS resource goes out, only to the
 	// proxy watching it, and no CDS.
 	objs[2] = weObj("a1", "a", "10.0.0.2")
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	r := both.next()
@@ -181,7 +181,7 @@ func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 	// Unsubscribe from a: its changes no longer arrive.
 	both.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesUnsubscribe: []string{clusterA}})
 	objs[2] = weObj("a1", "a", "10.0.0.3")
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	both.none(400 * time.Millisecond)
@@ -193,7 +193,7 @@ func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 	}
 
 	// Removing service b removes its resources from the delta client.
-	if err := store.Replace(testSource, []*filestore.Object{objs[0], objs[2]}); err != nil {
+	if err := st.Replace(testSource, []*store.Object{objs[0], objs[2]}); err != nil {
 		t.Fatal(err)
 	}
 	gotRemoved := map[string]bool{}
@@ -214,21 +214,21 @@ func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 func TestEndpointChangeOfLogicalDNSClusterUpdatesCDS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
+	st := store.NewStore()
 	dns := seObj("ext", "ext.internal", "ext")
 	dns.Spec.(*networking.ServiceEntry).Resolution = networking.ServiceEntry_DNS
-	objs := []*filestore.Object{dns, weObj("ext1", "ext", "one.example.com")}
-	if err := store.Replace(testSource, objs); err != nil {
+	objs := []*store.Object{dns, weObj("ext1", "ext", "one.example.com")}
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, st)
 	c := newDeltaClient(t, ctx, m.addr, "dns-watcher")
 	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"*"}})
 	if r := c.next(); len(r.GetResources()) != 1 {
 		t.Fatalf("CDS = %v", names(r))
 	}
 	objs[1] = weObj("ext1", "ext", "two.example.com")
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	r := c.next()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/grpc/codes"
 )
 
@@ -241,7 +242,7 @@ func TestEndToEndDirectory(t *testing.T) {
 	dir := t.TempDir()
 	w := &dirWriter{t: t, dir: dir}
 	w.write(map[string]string{"se.yaml": serviceEntryYAML(), "dr.yaml": destinationRuleYAML()})
-	store := filestore.NewStore()
+	store := store.NewStore()
 	src := filestore.NewDirSource(dir, store, testLogger(t))
 	go func() { _ = src.Run(ctx) }()
 	<-src.Ready()
@@ -286,7 +287,7 @@ func TestEndToEndGit(t *testing.T) {
 	w.git("config", "user.name", "vmesh test")
 	w.write(map[string]string{"mesh/se.yaml": serviceEntryYAML(), "mesh/dr.yaml": destinationRuleYAML()})
 
-	store := filestore.NewStore()
+	store := store.NewStore()
 	src, err := filestore.NewGitSource(filestore.GitConfig{
 		Repo: repo, Ref: "main", Path: "mesh", Interval: time.Hour, WorkDir: filepath.Join(t.TempDir(), "clone"),
 	}, store, testLogger(t))

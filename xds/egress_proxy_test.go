@@ -5,8 +5,8 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	networking "istio.io/api/networking/v1alpha3"
@@ -19,18 +19,18 @@ import (
 // allow_any route alike, instead of going straight out; REGISTRY_ONLY
 // still blocks it.
 func TestSidecarEgressProxy(t *testing.T) {
-	egress := o(filestore.KindServiceEntry, "egress", &networking.ServiceEntry{
+	egress := o(store.KindServiceEntry, "egress", &networking.ServiceEntry{
 		Hosts: []string{"egress.mesh.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
 		Ports:     []*networking.ServicePort{{Name: "tls", Number: 443, Protocol: "TLS"}},
 		Endpoints: []*networking.WorkloadEntry{{Address: "10.0.9.9"}},
 	})
-	web := o(filestore.KindServiceEntry, "web", &networking.ServiceEntry{
+	web := o(store.KindServiceEntry, "web", &networking.ServiceEntry{
 		Hosts: []string{"web.mesh.internal"}, Resolution: networking.ServiceEntry_STATIC,
 		Ports:     []*networking.ServicePort{{Name: "http", Number: 80, Protocol: "HTTP"}},
 		Endpoints: []*networking.WorkloadEntry{{Address: "10.0.9.10"}},
 	})
-	sc := func(mode networking.OutboundTrafficPolicy_Mode) *filestore.Object {
-		return o(filestore.KindSidecar, "default", &networking.Sidecar{OutboundTrafficPolicy: &networking.OutboundTrafficPolicy{
+	sc := func(mode networking.OutboundTrafficPolicy_Mode) *store.Object {
+		return o(store.KindSidecar, "default", &networking.Sidecar{OutboundTrafficPolicy: &networking.OutboundTrafficPolicy{
 			Mode:        mode,
 			EgressProxy: &networking.Destination{Host: "egress.mesh.internal", Subset: "", Port: &networking.PortSelector{Number: 443}},
 		}})
@@ -45,11 +45,11 @@ func TestSidecarEgressProxy(t *testing.T) {
 		{"REGISTRY_ONLY", networking.OutboundTrafficPolicy_REGISTRY_ONLY, sidecar.BlackHoleCluster},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			store := filestore.NewStore()
-			if err := store.Replace(testSource, []*filestore.Object{egress, web, sc(c.mode)}); err != nil {
+			st := store.NewStore()
+			if err := st.Replace(testSource, []*store.Object{egress, web, sc(c.mode)}); err != nil {
 				t.Fatal(err)
 			}
-			s := model.Build(store.Snapshot())
+			s := model.Build(st.Snapshot())
 			lds, err := xds.Listeners(s, p)
 			if err != nil {
 				t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -24,9 +24,9 @@ import (
 // wait for the hook, which waits for them: the test fails at its deadline.
 func TestNewGroupGeneratedOutsideTheLock(t *testing.T) {
 	base := incrementalBase()
-	st := filestore.NewStore()
+	st := store.NewStore()
 	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+	s1 := buildSnap(t, st, edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 		v := protoClone(o.Spec.(*networking.VirtualService))
 		v.Http[0].Route[0].Weight, v.Http[0].Route[1].Weight = 10, 90
 		o.Spec = v

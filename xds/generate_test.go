@@ -19,8 +19,8 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/google/go-cmp/cmp"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -34,36 +34,36 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-func o(kind filestore.Kind, name string, spec proto.Message) *filestore.Object {
-	return &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: "default", Name: name}, Spec: spec}
+func o(kind store.Kind, name string, spec proto.Message) *store.Object {
+	return &store.Object{Key: store.Key{Kind: kind, Namespace: "default", Name: name}, Spec: spec}
 }
 
 // richSnapshot exercises every feature the gRPC generator maps.
 func richSnapshot(t testing.TB) *model.Snapshot {
 	t.Helper()
-	store := filestore.NewStore()
-	objs := []*filestore.Object{
-		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+	st := store.NewStore()
+	objs := []*store.Object{
+		o(store.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}, {Name: "admin", Number: 9090, Protocol: "GRPC", TargetPort: 19090}},
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "shop"}},
 		}),
-		o(filestore.KindWorkloadEntry, "shop-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", Weight: 2, Ports: map[string]uint32{"grpc": 17070}, ServiceAccount: "shop"}),
-		o(filestore.KindWorkloadEntry, "shop-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "shop", "version": "v2"}, Locality: "eu/west/b", ServiceAccount: "shop"}),
-		o(filestore.KindWorkloadEntry, "shop-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", ServiceAccount: "shop-v1b"}),
+		o(store.KindWorkloadEntry, "shop-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", Weight: 2, Ports: map[string]uint32{"grpc": 17070}, ServiceAccount: "shop"}),
+		o(store.KindWorkloadEntry, "shop-2", &networking.WorkloadEntry{Address: "10.0.0.2", Labels: map[string]string{"app": "shop", "version": "v2"}, Locality: "eu/west/b", ServiceAccount: "shop"}),
+		o(store.KindWorkloadEntry, "shop-3", &networking.WorkloadEntry{Address: "10.0.0.3", Labels: map[string]string{"app": "shop", "version": "v1"}, Locality: "eu/west/a", ServiceAccount: "shop-v1b"}),
 		// Security: STRICT namespace, the shop admin port PERMISSIVE; shop
 		// endpoints all have service accounts, so automatic mTLS applies to
 		// port 7070 and not to 9090 (target 19090).
-		o(filestore.KindPeerAuthentication, "default", &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}),
-		o(filestore.KindPeerAuthentication, "shop-admin", &security.PeerAuthentication{
+		o(store.KindPeerAuthentication, "default", &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}),
+		o(store.KindPeerAuthentication, "shop-admin", &security.PeerAuthentication{
 			Selector:      &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "shop"}},
 			PortLevelMtls: map[uint32]*security.PeerAuthentication_MutualTLS{19090: {Mode: security.PeerAuthentication_MutualTLS_PERMISSIVE}},
 		}),
-		o(filestore.KindAuthorizationPolicy, "deny-blocked", &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{
+		o(store.KindAuthorizationPolicy, "deny-blocked", &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{
 			From: []*security.Rule_From{{Source: &security.Source{Principals: []string{"cluster.local/ns/default/sa/blocked"}}}},
 			To:   []*security.Rule_To{{Operation: &security.Operation{Paths: []string{"/shop.Admin/*"}}}},
 		}}}),
-		o(filestore.KindAuthorizationPolicy, "allow-tenants", &security.AuthorizationPolicy{Rules: []*security.Rule{
+		o(store.KindAuthorizationPolicy, "allow-tenants", &security.AuthorizationPolicy{Rules: []*security.Rule{
 			{
 				From: []*security.Rule_From{{Source: &security.Source{Namespaces: []string{"default", "front*"}}}, {Source: &security.Source{IpBlocks: []string{"10.1.0.0/16"}}}},
 				To:   []*security.Rule_To{{Operation: &security.Operation{Ports: []string{"17070"}, Methods: []string{"POST"}, NotPaths: []string{"*/Delete"}}}},
@@ -71,19 +71,19 @@ func richSnapshot(t testing.TB) *model.Snapshot {
 			},
 			{From: []*security.Rule_From{{Source: &security.Source{RequestPrincipals: []string{"*"}}}}}, // dropped: needs JWT
 		}}),
-		o(filestore.KindDestinationRule, "api", &networking.DestinationRule{
+		o(store.KindDestinationRule, "api", &networking.DestinationRule{
 			Host:          "api.example.com",
 			TrafficPolicy: &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_SIMPLE, CredentialName: "api-ca", Sni: "api.example.com"}},
 		}),
-		o(filestore.KindServiceEntry, "api", &networking.ServiceEntry{
+		o(store.KindServiceEntry, "api", &networking.ServiceEntry{
 			Hosts: []string{"api.example.com"}, Resolution: networking.ServiceEntry_DNS,
 			Ports: []*networking.ServicePort{{Name: "grpc", Number: 443, Protocol: "GRPC"}},
 		}),
-		o(filestore.KindServiceEntry, "passthrough", &networking.ServiceEntry{
+		o(store.KindServiceEntry, "passthrough", &networking.ServiceEntry{
 			Hosts: []string{"passthrough.example.com"}, Resolution: networking.ServiceEntry_NONE,
 			Ports: []*networking.ServicePort{{Name: "tcp", Number: 5432, Protocol: "TCP"}},
 		}),
-		o(filestore.KindVirtualService, "shop", &networking.VirtualService{
+		o(store.KindVirtualService, "shop", &networking.VirtualService{
 			Hosts: []string{"shop.internal"},
 			Http: []*networking.HTTPRoute{
 				{
@@ -114,7 +114,7 @@ func richSnapshot(t testing.TB) *model.Snapshot {
 				},
 			},
 		}),
-		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{
+		o(store.KindDestinationRule, "shop", &networking.DestinationRule{
 			Host: "shop.internal",
 			TrafficPolicy: &networking.TrafficPolicy{
 				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_ConsistentHash{ConsistentHash: &networking.LoadBalancerSettings_ConsistentHashLB{
@@ -135,10 +135,10 @@ func richSnapshot(t testing.TB) *model.Snapshot {
 			},
 		}),
 	}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	return model.Build(store.Snapshot())
+	return model.Build(st.Snapshot())
 }
 
 var grpcProxy = &xds.Proxy{ID: "p1", Kind: xds.KindGRPC, Namespace: "default"}

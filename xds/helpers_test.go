@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -42,7 +43,7 @@ func testLogger(t testing.TB) *slog.Logger {
 // mesh is a running vmesh xDS server over a Store.
 type mesh struct {
 	t     *testing.T
-	store *filestore.Store
+	store *store.Store
 	srv   *xds.Server
 	addr  string
 	reg   *prometheus.Registry
@@ -50,7 +51,7 @@ type mesh struct {
 }
 
 // startMesh serves store over xDS on a loopback port until the test ends.
-func startMesh(t *testing.T, ctx context.Context, store *filestore.Store) *mesh {
+func startMesh(t *testing.T, ctx context.Context, store *store.Store) *mesh {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	srv, err := xds.NewServer(xds.Options{Logger: testLogger(t), Registerer: reg})

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -27,7 +27,7 @@ import (
 // DestinationRule defines, a host no ServiceEntry declares: issue 15 item
 // 6), and mesh-wide STRICT mTLS (so endpoints' service accounts reach the
 // clusters).
-func incrementalBase() []*filestore.Object {
+func incrementalBase() []*store.Object {
 	objs := modeltest.Objects(modeltest.Size{Services: 30, EndpointsPerService: 4, Routes: 10, Namespaces: 3})
 	for _, o := range objs {
 		if we, ok := o.Spec.(*networking.WorkloadEntry); ok {
@@ -35,27 +35,27 @@ func incrementalBase() []*filestore.Object {
 		}
 	}
 	objs = append(objs,
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-2", Name: "cross"},
+		&store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-2", Name: "cross"},
 			Spec: &networking.VirtualService{Hosts: []string{modeltest.Host(11)}, Http: []*networking.HTTPRoute{{
 				Route: []*networking.HTTPRouteDestination{
 					{Destination: &networking.Destination{Host: modeltest.Host(12), Subset: "v2"}, Weight: 50},
 					{Destination: &networking.Destination{Host: modeltest.Host(11)}, Weight: 50},
 				},
 			}}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-0", Name: "svc-0012"},
+		&store.Object{Key: store.Key{Kind: store.KindDestinationRule, Namespace: "ns-0", Name: "svc-0012"},
 			Spec: &networking.DestinationRule{Host: modeltest.Host(12), Subsets: []*networking.Subset{
 				{Name: "v1", Labels: map[string]string{"version": "v1"}},
 				{Name: "v2", Labels: map[string]string{"version": "v2"}},
 			}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "other"},
+		&store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: "other"},
 			Spec: &networking.ServiceEntry{Hosts: []string{"a.other.internal", "b.other.internal"}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:     []*networking.ServicePort{{Name: "grpc", Number: 8080, Protocol: "GRPC"}},
 				Endpoints: []*networking.WorkloadEntry{{Address: "10.9.9.9"}}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "wild"},
+		&store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-0", Name: "wild"},
 			Spec: &networking.VirtualService{Hosts: []string{"*.other.internal"}, Http: []*networking.HTTPRoute{{
 				Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: modeltest.Host(13), Port: &networking.PortSelector{Number: 7070}}}},
 			}}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-2", Name: "partial"},
+		&store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-2", Name: "partial"},
 			Spec: &networking.VirtualService{Hosts: []string{modeltest.Host(17)}, Http: []*networking.HTTPRoute{{
 				Route: []*networking.HTTPRouteDestination{
 					{Destination: &networking.Destination{Host: modeltest.Host(17)}, Weight: 50},
@@ -63,7 +63,7 @@ func incrementalBase() []*filestore.Object {
 					{Destination: &networking.Destination{Host: lateHost}, Weight: 20},
 				},
 			}}}},
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindPeerAuthentication, Namespace: "istio-system", Name: "default"},
+		&store.Object{Key: store.Key{Kind: store.KindPeerAuthentication, Namespace: "istio-system", Name: "default"},
 			Spec: &security.PeerAuthentication{Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}},
 	)
 	return objs
@@ -75,8 +75,8 @@ const lateHost = "late.other.internal"
 
 // edit returns objs with the object of key replaced by f's result (f gets
 // a clone; nil removes it), or with add appended.
-func edit(objs []*filestore.Object, kind filestore.Kind, ns, name string, f func(o *filestore.Object) *filestore.Object) []*filestore.Object {
-	var out []*filestore.Object
+func edit(objs []*store.Object, kind store.Kind, ns, name string, f func(o *store.Object) *store.Object) []*store.Object {
+	var out []*store.Object
 	found := false
 	for _, o := range objs {
 		if o.Kind == kind && o.Namespace == ns && o.Name == name {
@@ -99,9 +99,9 @@ func edit(objs []*filestore.Object, kind filestore.Kind, ns, name string, f func
 
 func protoClone[T proto.Message](m T) T { return proto.Clone(m).(T) }
 
-func buildSnap(t *testing.T, st *filestore.Store, objs []*filestore.Object) *model.Snapshot {
+func buildSnap(t *testing.T, st *store.Store, objs []*store.Object) *model.Snapshot {
 	t.Helper()
-	if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+	if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	return model.Build(st.Snapshot())
@@ -132,7 +132,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := filestore.NewStore()
+			st := store.NewStore()
 			s0 := buildSnap(t, st, base)
 			s1 := buildSnap(t, st, tc.objs)
 			d := model.Compare(s0, s1)
@@ -172,62 +172,62 @@ func TestIncrementalMatchesFull(t *testing.T) {
 func TestSidecarIncrementalMatchesFull(t *testing.T) {
 	// A TLS ServiceEntry with a VIP routed by SNI (tls routes), for the
 	// changes to its VirtualService below.
-	edge := &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "edge"},
+	edge := &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: "edge"},
 		Spec: &networking.ServiceEntry{Hosts: []string{"a.edge.example", "b.edge.example"}, Addresses: []string{"192.0.2.50"}, Resolution: networking.ServiceEntry_DNS,
 			Location: networking.ServiceEntry_MESH_EXTERNAL, Ports: []*networking.ServicePort{{Name: "tls", Number: 443, Protocol: "TLS"}}}}
-	sni := func(dest string) *filestore.Object {
-		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "edge"},
+	sni := func(dest string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-0", Name: "edge"},
 			Spec: &networking.VirtualService{Hosts: []string{"a.edge.example"}, Tls: []*networking.TLSRoute{{
 				Match: []*networking.TLSMatchAttributes{{Port: 443, SniHosts: []string{"a.edge.example", "b.edge.example"}}},
 				Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: dest}}},
 			}}}}
 	}
 	// A TCP service with a VIP routed by a tcp route, and a second one.
-	db := func(name, addr string) *filestore.Object {
-		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: name},
+	db := func(name, addr string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: name},
 			Spec: &networking.ServiceEntry{Hosts: []string{name + ".db.example"}, Addresses: []string{addr}, Resolution: networking.ServiceEntry_DNS,
 				Location: networking.ServiceEntry_MESH_EXTERNAL, Ports: []*networking.ServicePort{{Name: "pg", Number: 5432, Protocol: "TCP"}}}}
 	}
-	tcp := func(dest string) *filestore.Object {
-		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "db"},
+	tcp := func(dest string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-0", Name: "db"},
 			Spec: &networking.VirtualService{Hosts: []string{"a.db.example"}, Tcp: []*networking.TCPRoute{{
 				Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: dest}}},
 			}}}}
 	}
 	base := append(incrementalBase(), edge, sni("a.edge.example"), db("a", "192.0.2.60"), db("b", "192.0.2.61"), tcp("a.db.example"))
 	cases := append(incrementalCases(base),
-		incrementalCase{"tls route to another host", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object {
+		incrementalCase{"tls route to another host", edit(base, store.KindVirtualService, "ns-0", "edge", func(*store.Object) *store.Object {
 			return sni("b.edge.example")
 		}), []string{"192.0.2.50_443"}},
-		incrementalCase{"VirtualService gains a host no service has", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+		incrementalCase{"VirtualService gains a host no service has", edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 			v := protoClone(o.Spec.(*networking.VirtualService))
 			v.Hosts = append(v.Hosts, "alias.example.org")
 			o.Spec = v
 			return o
 		}), []string{"7070"}},
-		incrementalCase{"VirtualService with a host no service has loses its service", edit(edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+		incrementalCase{"VirtualService with a host no service has loses its service", edit(edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 			v := protoClone(o.Spec.(*networking.VirtualService))
 			v.Hosts = append(v.Hosts, "alias.example.org")
 			o.Spec = v
 			return o
-		}), filestore.KindServiceEntry, "ns-0", "svc-0000", func(*filestore.Object) *filestore.Object { return nil }), []string{"7070"}},
-		incrementalCase{"tcp route to another host", edit(base, filestore.KindVirtualService, "ns-0", "db", func(*filestore.Object) *filestore.Object {
+		}), store.KindServiceEntry, "ns-0", "svc-0000", func(*store.Object) *store.Object { return nil }), []string{"7070"}},
+		incrementalCase{"tcp route to another host", edit(base, store.KindVirtualService, "ns-0", "db", func(*store.Object) *store.Object {
 			return tcp("b.db.example")
 		}), []string{"192.0.2.60_5432"}},
-		incrementalCase{"tls route removed", edit(base, filestore.KindVirtualService, "ns-0", "edge", func(*filestore.Object) *filestore.Object { return nil }),
+		incrementalCase{"tls route removed", edit(base, store.KindVirtualService, "ns-0", "edge", func(*store.Object) *store.Object { return nil }),
 			[]string{"192.0.2.50_443"}},
-		incrementalCase{"VirtualService mirror to another host", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+		incrementalCase{"VirtualService mirror to another host", edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 			v := protoClone(o.Spec.(*networking.VirtualService))
 			v.Http[0].Mirror = &networking.Destination{Host: modeltest.Host(14)}
 			o.Spec = v
 			return o
 		}), []string{"7070"}},
-		incrementalCase{"mirrored host removed", edit(edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+		incrementalCase{"mirrored host removed", edit(edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 			v := protoClone(o.Spec.(*networking.VirtualService))
 			v.Http[0].Mirror = &networking.Destination{Host: modeltest.Host(14)}
 			o.Spec = v
 			return o
-		}), filestore.KindServiceEntry, "ns-2", "svc-0014", func(*filestore.Object) *filestore.Object { return nil }), []string{"7070"}},
+		}), store.KindServiceEntry, "ns-2", "svc-0014", func(*store.Object) *store.Object { return nil }), []string{"7070"}},
 	)
 	proxies := []*Proxy{
 		{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.1.2.3"}},
@@ -235,7 +235,7 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := filestore.NewStore()
+			st := store.NewStore()
 			s0 := buildSnap(t, st, base)
 			s1 := buildSnap(t, st, tc.objs)
 			d := model.Compare(s0, s1)
@@ -278,8 +278,8 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 				checkSame(t, p, back, g0)
 				// Then a change on the other port (8080): its route
 				// configuration was carried through the updates above.
-				s3 := buildSnap(t, st, edit(base, filestore.KindVirtualService, "ns-0", "a-only", func(*filestore.Object) *filestore.Object {
-					return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-0", Name: "a-only"},
+				s3 := buildSnap(t, st, edit(base, store.KindVirtualService, "ns-0", "a-only", func(*store.Object) *store.Object {
+					return &store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-0", Name: "a-only"},
 						Spec: &networking.VirtualService{Hosts: []string{"a.other.internal"}, Http: []*networking.HTTPRoute{{
 							Timeout: durationpb.New(3 * time.Second),
 							Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a.other.internal"}}},
@@ -341,7 +341,7 @@ func checkSame(t *testing.T, p *Proxy, back, g0 *generation) {
 // incrementalCase is one change of the incremental tests.
 type incrementalCase struct {
 	name string
-	objs []*filestore.Object
+	objs []*store.Object
 	// wantChanged are resource names that must be among the changed
 	// ones (a check that the change is seen at all).
 	wantChanged []string
@@ -349,39 +349,39 @@ type incrementalCase struct {
 
 // incrementalCases are the changes TestIncrementalMatchesFull and
 // TestSidecarIncrementalMatchesFull make to base.
-func incrementalCases(base []*filestore.Object) []incrementalCase {
-	se := func(f func(*networking.ServiceEntry)) func(o *filestore.Object) *filestore.Object {
-		return func(o *filestore.Object) *filestore.Object {
+func incrementalCases(base []*store.Object) []incrementalCase {
+	se := func(f func(*networking.ServiceEntry)) func(o *store.Object) *store.Object {
+		return func(o *store.Object) *store.Object {
 			s := protoClone(o.Spec.(*networking.ServiceEntry))
 			f(s)
 			o.Spec = s
 			return o
 		}
 	}
-	vs := func(f func(*networking.VirtualService)) func(o *filestore.Object) *filestore.Object {
-		return func(o *filestore.Object) *filestore.Object {
+	vs := func(f func(*networking.VirtualService)) func(o *store.Object) *store.Object {
+		return func(o *store.Object) *store.Object {
 			s := protoClone(o.Spec.(*networking.VirtualService))
 			f(s)
 			o.Spec = s
 			return o
 		}
 	}
-	dr := func(f func(*networking.DestinationRule)) func(o *filestore.Object) *filestore.Object {
-		return func(o *filestore.Object) *filestore.Object {
+	dr := func(f func(*networking.DestinationRule)) func(o *store.Object) *store.Object {
+		return func(o *store.Object) *store.Object {
 			s := protoClone(o.Spec.(*networking.DestinationRule))
 			f(s)
 			o.Spec = s
 			return o
 		}
 	}
-	remove := func(*filestore.Object) *filestore.Object { return nil }
+	remove := func(*store.Object) *store.Object { return nil }
 	return []incrementalCase{
-		{"VirtualService weights", edit(base, filestore.KindVirtualService, "ns-0", "svc-0000", vs(func(v *networking.VirtualService) {
+		{"VirtualService weights", edit(base, store.KindVirtualService, "ns-0", "svc-0000", vs(func(v *networking.VirtualService) {
 			v.Http[0].Route[0].Weight, v.Http[0].Route[1].Weight = 10, 90
 		})), []string{ListenerName(modeltest.Host(0), 7070)}},
-		{"VirtualService removed", edit(base, filestore.KindVirtualService, "ns-1", "svc-0001", remove), []string{ListenerName(modeltest.Host(1), 7070)}},
-		{"VirtualService added", edit(base, filestore.KindVirtualService, "ns-2", "svc-0020", func(*filestore.Object) *filestore.Object {
-			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-2", Name: "svc-0020"},
+		{"VirtualService removed", edit(base, store.KindVirtualService, "ns-1", "svc-0001", remove), []string{ListenerName(modeltest.Host(1), 7070)}},
+		{"VirtualService added", edit(base, store.KindVirtualService, "ns-2", "svc-0020", func(*store.Object) *store.Object {
+			return &store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-2", Name: "svc-0020"},
 				Spec: &networking.VirtualService{Hosts: []string{modeltest.Host(20)}, Http: []*networking.HTTPRoute{{
 					Retries: &networking.HTTPRetry{Attempts: 3},
 					Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: modeltest.Host(21)}}},
@@ -389,58 +389,58 @@ func incrementalCases(base []*filestore.Object) []incrementalCase {
 		}), []string{ListenerName(modeltest.Host(20), 7070)}},
 		// The route keeps naming the subset (issue 15 item 6): only the
 		// cluster goes.
-		{"DestinationRule subset removed (cross-host route)", edit(base, filestore.KindDestinationRule, "ns-0", "svc-0012", dr(func(d *networking.DestinationRule) {
+		{"DestinationRule subset removed (cross-host route)", edit(base, store.KindDestinationRule, "ns-0", "svc-0012", dr(func(d *networking.DestinationRule) {
 			d.Subsets = d.Subsets[:1]
 		})), []string{ClusterName(7070, "v2", modeltest.Host(12))}},
-		{"DestinationRule defines a missing subset", edit(base, filestore.KindDestinationRule, "ns-2", "svc-0017", func(*filestore.Object) *filestore.Object {
-			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "ns-2", Name: "svc-0017"},
+		{"DestinationRule defines a missing subset", edit(base, store.KindDestinationRule, "ns-2", "svc-0017", func(*store.Object) *store.Object {
+			return &store.Object{Key: store.Key{Kind: store.KindDestinationRule, Namespace: "ns-2", Name: "svc-0017"},
 				Spec: &networking.DestinationRule{Host: modeltest.Host(17), Subsets: []*networking.Subset{{Name: "canary", Labels: map[string]string{"version": "v1"}}}}}
 		}), []string{ClusterName(7070, "canary", modeltest.Host(17))}},
 		// The destination names no port: the missing host's cluster was on
 		// the route's port, now it is on the host's only port.
-		{"ServiceEntry declares a missing host", edit(base, filestore.KindServiceEntry, "ns-1", "late", func(*filestore.Object) *filestore.Object {
-			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-1", Name: "late"},
+		{"ServiceEntry declares a missing host", edit(base, store.KindServiceEntry, "ns-1", "late", func(*store.Object) *store.Object {
+			return &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-1", Name: "late"},
 				Spec: &networking.ServiceEntry{Hosts: []string{lateHost}, Resolution: networking.ServiceEntry_STATIC,
 					Ports:     []*networking.ServicePort{{Name: "grpc", Number: 9443, Protocol: "GRPC"}},
 					Endpoints: []*networking.WorkloadEntry{{Address: "10.9.9.8"}}}}
 		}), []string{ListenerName(modeltest.Host(17), 7070), ClusterName(9443, "", lateHost)}},
-		{"DestinationRule hash policy", edit(base, filestore.KindDestinationRule, "ns-2", "svc-0002", dr(func(d *networking.DestinationRule) {
+		{"DestinationRule hash policy", edit(base, store.KindDestinationRule, "ns-2", "svc-0002", dr(func(d *networking.DestinationRule) {
 			d.TrafficPolicy = &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_ConsistentHash{
 				ConsistentHash: &networking.LoadBalancerSettings_ConsistentHashLB{HashKey: &networking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName{HttpHeaderName: "x-user"}}}}}
 		})), []string{ListenerName(modeltest.Host(2), 7070), ClusterName(7070, "", modeltest.Host(2))}},
 		// The wildcard route names port 7070, which no longer exists: it
 		// keeps naming it (issue 15 item 6).
-		{"ServiceEntry port renumbered (VirtualService destination)", edit(base, filestore.KindServiceEntry, "ns-1", "svc-0013", se(func(s *networking.ServiceEntry) {
+		{"ServiceEntry port renumbered (VirtualService destination)", edit(base, store.KindServiceEntry, "ns-1", "svc-0013", se(func(s *networking.ServiceEntry) {
 			s.Ports[0].Number = 9090
 		})), []string{ListenerName(modeltest.Host(13), 9090), ClusterName(7070, "", modeltest.Host(13))}},
-		{"ServiceEntry removed (cross-host destination)", edit(base, filestore.KindServiceEntry, "ns-0", "svc-0012", remove), []string{ClusterName(7070, "v2", modeltest.Host(12))}},
+		{"ServiceEntry removed (cross-host destination)", edit(base, store.KindServiceEntry, "ns-0", "svc-0012", remove), []string{ClusterName(7070, "v2", modeltest.Host(12))}},
 		// A destination the route names without a port, on a host whose
 		// only port changes: the route's cluster name follows the port.
-		{"ServiceEntry port renumbered (portless cross-host destination)", edit(base, filestore.KindServiceEntry, "ns-0", "svc-0012", se(func(s *networking.ServiceEntry) {
+		{"ServiceEntry port renumbered (portless cross-host destination)", edit(base, store.KindServiceEntry, "ns-0", "svc-0012", se(func(s *networking.ServiceEntry) {
 			s.Ports[0].Number = 7171
 		})), []string{ListenerName(modeltest.Host(11), 7070), ClusterName(7171, "v2", modeltest.Host(12))}},
-		{"ServiceEntry added", edit(base, filestore.KindServiceEntry, "ns-0", "new", func(*filestore.Object) *filestore.Object {
-			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "ns-0", Name: "new"},
+		{"ServiceEntry added", edit(base, store.KindServiceEntry, "ns-0", "new", func(*store.Object) *store.Object {
+			return &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "ns-0", Name: "new"},
 				Spec: &networking.ServiceEntry{Hosts: []string{"c.other.internal"}, Resolution: networking.ServiceEntry_DNS,
 					Ports: []*networking.ServicePort{{Name: "grpc", Number: 8080, Protocol: "GRPC"}}}}
 		}), []string{ListenerName("c.other.internal", 8080)}},
-		{"ServiceEntry hidden from other namespaces", edit(base, filestore.KindServiceEntry, "ns-2", "svc-0005", se(func(s *networking.ServiceEntry) {
+		{"ServiceEntry hidden from other namespaces", edit(base, store.KindServiceEntry, "ns-2", "svc-0005", se(func(s *networking.ServiceEntry) {
 			s.ExportTo = []string{"."}
 		})), []string{ListenerName(modeltest.Host(5), 7070)}},
-		{"WorkloadEntry moved", edit(base, filestore.KindWorkloadEntry, "ns-0", "svc-0000-1", func(o *filestore.Object) *filestore.Object {
+		{"WorkloadEntry moved", edit(base, store.KindWorkloadEntry, "ns-0", "svc-0000-1", func(o *store.Object) *store.Object {
 			w := protoClone(o.Spec.(*networking.WorkloadEntry))
 			w.Address = "10.200.0.1"
 			o.Spec = w
 			return o
 		}), []string{ClusterName(7070, "v2", modeltest.Host(0))}},
-		{"WorkloadEntry service account (cluster SANs)", edit(base, filestore.KindWorkloadEntry, "ns-1", "svc-0004-0", func(o *filestore.Object) *filestore.Object {
+		{"WorkloadEntry service account (cluster SANs)", edit(base, store.KindWorkloadEntry, "ns-1", "svc-0004-0", func(o *store.Object) *store.Object {
 			w := protoClone(o.Spec.(*networking.WorkloadEntry))
 			w.ServiceAccount = "other"
 			o.Spec = w
 			return o
 		}), []string{ClusterName(7070, "", modeltest.Host(4))}},
-		{"nothing relevant", edit(base, filestore.KindWorkloadGroup, "ns-0", "g", func(*filestore.Object) *filestore.Object {
-			return &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
+		{"nothing relevant", edit(base, store.KindWorkloadGroup, "ns-0", "g", func(*store.Object) *store.Object {
+			return &store.Object{Key: store.Key{Kind: store.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
 				Spec: &networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "x"}}}
 		}), nil},
 	}
@@ -450,10 +450,10 @@ func incrementalCases(base []*filestore.Object) []incrementalCase {
 // groups are generated in full.
 func TestCompareGlobal(t *testing.T) {
 	base := incrementalBase()
-	st := filestore.NewStore()
+	st := store.NewStore()
 	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, append(slices.Clone(base), &filestore.Object{
-		Key:  filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
+	s1 := buildSnap(t, st, append(slices.Clone(base), &store.Object{
+		Key:  store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
 		Spec: &security.AuthorizationPolicy{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "x"}}, Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{}}},
 	}))
 	if d := model.Compare(s0, s1); !d.Global || (&generation{proxy: &Proxy{Kind: KindGRPC}}).incremental(d) {
@@ -491,10 +491,10 @@ func differ(a, b map[string]string) []string {
 // resources as a full generation makes them, under the new version.
 func TestRebaseWhenNothingDiffers(t *testing.T) {
 	base := incrementalBase()
-	st := filestore.NewStore()
+	st := store.NewStore()
 	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, append(slices.Clone(base), &filestore.Object{
-		Key:  filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
+	s1 := buildSnap(t, st, append(slices.Clone(base), &store.Object{
+		Key:  store.Key{Kind: store.KindWorkloadGroup, Namespace: "ns-0", Name: "g"},
 		Spec: &networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "x"}},
 	}))
 	d := model.Compare(s0, s1)

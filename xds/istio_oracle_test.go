@@ -22,6 +22,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/sidecar"
@@ -193,8 +194,8 @@ func oracleLoad(t *testing.T, path string) (*model.Snapshot, []string) {
 	for _, e := range errs {
 		msgs = append(msgs, e.Error())
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "istio-oracle", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "istio-oracle", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	// The case's MeshConfig, when it has one (mesh.yaml next to config.yaml).

@@ -9,9 +9,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -34,15 +34,15 @@ func TestClosedStreamsLeaveNothingInTheCache(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	objs := modeltest.Objects(modeltest.Size{Services: 4, EndpointsPerService: 2, Routes: 1, Namespaces: 1})
-	store := filestore.NewStore()
-	if err := store.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	s, err := NewServer(Options{Logger: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed, err := model.NewFeed(store, model.FeedSettings{})
+	feed, err := model.NewFeed(st, model.FeedSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -44,16 +44,16 @@ const mib = 1 << 20
 // connection to it.
 func memMesh(t *testing.T, ctx context.Context) (*mesh, *grpc.ClientConn) {
 	t.Helper()
-	store := filestore.NewStore()
-	var objs []*filestore.Object
+	st := store.NewStore()
+	var objs []*store.Object
 	for i := range 20 {
 		app := fmt.Sprintf("svc%d", i)
 		objs = append(objs, seObj(app, app+".internal", app), weObj(app+"-1", app, fmt.Sprintf("10.0.%d.1", i)))
 	}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, st)
 	cc, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

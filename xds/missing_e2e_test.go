@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
@@ -61,12 +62,12 @@ func pollUntil(t *testing.T, client testpb.TestServiceClient, what string, cond 
 func TestMissingDestinationFailsItsShare(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
-	m := startMesh(t, ctx, store)
+	st := store.NewStore()
+	m := startMesh(t, ctx, st)
 	<-m.srv.Ready()
 	b1 := startBackend(t, m.addr, "b1", &failOnce{seen: map[string]bool{}})
 
-	objs := func(http string) []*filestore.Object {
+	objs := func(http string) []*store.Object {
 		t.Helper()
 		files := serviceEntryYAML() + "---\n" + destinationRuleYAML() + "---\n" + workloadEntryYAML("b1", "echo", "v1", b1.port)
 		if http != "" {
@@ -80,7 +81,7 @@ func TestMissingDestinationFailsItsShare(t *testing.T) {
 	}
 	apply := func(http string) {
 		t.Helper()
-		if err := store.Replace(testSource, objs(http)); err != nil {
+		if err := st.Replace(testSource, objs(http)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	networking "istio.io/api/networking/v1alpha3"
@@ -31,8 +31,8 @@ const (
 // alone, mirrored and on a TCP port.
 func missingSnapshot(t *testing.T) *model.Snapshot {
 	t.Helper()
-	o := func(kind filestore.Kind, name string, spec any) *filestore.Object {
-		obj := &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: "default", Name: name}}
+	o := func(kind store.Kind, name string, spec any) *store.Object {
+		obj := &store.Object{Key: store.Key{Kind: kind, Namespace: "default", Name: name}}
 		switch s := spec.(type) {
 		case *networking.ServiceEntry:
 			obj.Spec = s
@@ -62,14 +62,14 @@ func missingSnapshot(t *testing.T) *model.Snapshot {
 		return []*networking.HTTPMatchRequest{{Headers: map[string]*networking.StringMatch{name: {MatchType: &networking.StringMatch_Exact{Exact: "1"}}}}}
 	}
 	v1 := []*networking.Subset{{Name: "v1", Labels: map[string]string{"version": "v1"}}}
-	store := filestore.NewStore()
-	objs := []*filestore.Object{
-		o(filestore.KindServiceEntry, "reviews", se(mdReviews, "GRPC", 9080, 9090)),
-		o(filestore.KindServiceEntry, "ratings", se(mdRatings, "GRPC", 8000)),
-		o(filestore.KindServiceEntry, "mongo", se(mdMongo, "TCP", 27017)),
-		o(filestore.KindDestinationRule, "reviews", &networking.DestinationRule{Host: mdReviews, Subsets: v1}),
-		o(filestore.KindDestinationRule, "mongo", &networking.DestinationRule{Host: mdMongo, Subsets: v1}),
-		o(filestore.KindVirtualService, "reviews", &networking.VirtualService{Hosts: []string{mdReviews}, Http: []*networking.HTTPRoute{
+	st := store.NewStore()
+	objs := []*store.Object{
+		o(store.KindServiceEntry, "reviews", se(mdReviews, "GRPC", 9080, 9090)),
+		o(store.KindServiceEntry, "ratings", se(mdRatings, "GRPC", 8000)),
+		o(store.KindServiceEntry, "mongo", se(mdMongo, "TCP", 27017)),
+		o(store.KindDestinationRule, "reviews", &networking.DestinationRule{Host: mdReviews, Subsets: v1}),
+		o(store.KindDestinationRule, "mongo", &networking.DestinationRule{Host: mdMongo, Subsets: v1}),
+		o(store.KindVirtualService, "reviews", &networking.VirtualService{Hosts: []string{mdReviews}, Http: []*networking.HTTPRoute{
 			{Name: "ported", Match: header("x-port"), Route: []*networking.HTTPRouteDestination{dest(mdReviews, "", 7777, 0)}},
 			{Name: "ratings", Match: header("x-ratings"), Route: []*networking.HTTPRouteDestination{dest(mdRatings, "v2", 0, 0)}},
 			{Name: "ghost", Match: header("x-ghost"), Route: []*networking.HTTPRouteDestination{dest(mdGhost, "", 0, 0)}},
@@ -79,17 +79,17 @@ func missingSnapshot(t *testing.T) *model.Snapshot {
 				Mirror: &networking.Destination{Host: mdGhost, Port: &networking.PortSelector{Number: 9000}},
 			},
 		}}),
-		o(filestore.KindVirtualService, "mongo", &networking.VirtualService{Hosts: []string{mdMongo}, Tcp: []*networking.TCPRoute{{
+		o(store.KindVirtualService, "mongo", &networking.VirtualService{Hosts: []string{mdMongo}, Tcp: []*networking.TCPRoute{{
 			Route: []*networking.RouteDestination{
 				{Destination: &networking.Destination{Host: mdMongo, Subset: "v1"}, Weight: 70},
 				{Destination: &networking.Destination{Host: mdMongo, Subset: "v9"}, Weight: 30},
 			},
 		}}}),
 	}
-	if err := store.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+	if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
-	return model.Build(store.Snapshot())
+	return model.Build(st.Snapshot())
 }
 
 // routeClusters lists the clusters and weights of the route named name of

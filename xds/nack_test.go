@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -16,18 +16,18 @@ import (
 func TestNACKVisibleInSyncz(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
-	dup := func(name string) *filestore.Object {
-		return &filestore.Object{
-			Key:  filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name},
+	cs := store.NewStore()
+	dup := func(name string) *store.Object {
+		return &store.Object{
+			Key:  store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: name},
 			Spec: &networking.WorkloadEntry{Address: "127.0.0.1", Ports: map[string]uint32{"grpc": 1}, Labels: map[string]string{"app": "a"}},
 		}
 	}
-	objs := []*filestore.Object{seObj("a", "a.internal", "a"), dup("a1"), dup("a2")}
-	if err := store.Replace(testSource, objs); err != nil {
+	objs := []*store.Object{seObj("a", "a.internal", "a"), dup("a1"), dup("a2")}
+	if err := cs.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, cs)
 	client := dial(t, m.addr, "nack-client", "a.internal:80")
 	go call(client) // starts the xDS watches; the call itself cannot succeed
 
@@ -49,7 +49,7 @@ func TestNACKVisibleInSyncz(t *testing.T) {
 	}
 
 	// Fix the config: the next version is ACKed and the NACK clears.
-	if err := store.Replace(testSource, objs[:2]); err != nil {
+	if err := cs.Replace(testSource, objs[:2]); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "EDS ACKed after the fix", func() bool {

@@ -13,14 +13,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/nds"
 )
 
-func seWithAddrs(name, host string, addrs ...string) *filestore.Object {
-	return &filestore.Object{
-		Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: name},
+func seWithAddrs(name, host string, addrs ...string) *store.Object {
+	return &store.Object{
+		Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: name},
 		Spec: &networking.ServiceEntry{
 			Hosts: []string{host}, Addresses: addrs, Resolution: networking.ServiceEntry_STATIC,
 			Ports:     []*networking.ServicePort{{Name: "http", Number: 9080, Protocol: "HTTP"}},
@@ -37,16 +37,16 @@ func seWithAddrs(name, host string, addrs ...string) *filestore.Object {
 func TestNameTableOverSotW(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := filestore.NewStore()
-	objs := []*filestore.Object{
+	st := store.NewStore()
+	objs := []*store.Object{
 		seWithAddrs("reviews", "reviews.default.svc.cluster.local"),
 		seWithAddrs("db", "db.example.com", "10.1.2.3"),
 		seWithAddrs("wild", "*.wild.example.com"),
 	}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, st)
 
 	cc, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -94,7 +94,7 @@ func TestNameTableOverSotW(t *testing.T) {
 	}
 	objs[1] = seWithAddrs("db", "db.example.com", "10.1.2.4")
 	start := time.Now()
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	tab, r = next()
@@ -111,13 +111,13 @@ func TestNameTableOverSotW(t *testing.T) {
 	}
 	objs[1] = seWithAddrs("db", "db.example.com", "10.1.2.4")
 	objs[1].Spec.(*networking.ServiceEntry).Endpoints = []*networking.WorkloadEntry{{Address: "10.9.0.2"}}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	objs[1] = seWithAddrs("db", "db.example.com", "10.1.2.4")
 	objs[1].Spec.(*networking.ServiceEntry).Ports = append(objs[1].Spec.(*networking.ServiceEntry).Ports, &networking.ServicePort{Name: "http-alt", Number: 9081, Protocol: "HTTP"})
 	time.Sleep(100 * time.Millisecond) // two pushes
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *discoveryv3.DiscoveryResponse, 1)

@@ -14,9 +14,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/proto"
 	security "istio.io/api/security/v1beta1"
@@ -28,7 +28,7 @@ import (
 // serialised anew or shared; and a configuration with a field the splice
 // does not know is marshalled whole.
 func TestRouteResourceIsProtoMarshal(t *testing.T) {
-	s := buildSnap(t, filestore.NewStore(), incrementalBase())
+	s := buildSnap(t, store.NewStore(), incrementalBase())
 	p := &Proxy{ID: "e", Kind: KindSidecar, Namespace: "ns-0"}
 	g, err := generate(s, p, GroupKey(s, p))
 	if err != nil {
@@ -104,10 +104,10 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 // the group equals a full generation.
 func TestSidecarGlobalChangeDiff(t *testing.T) {
 	base := incrementalBase()
-	st := filestore.NewStore()
+	st := store.NewStore()
 	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, append(edit(base, filestore.KindPeerAuthentication, "istio-system", "default", func(*filestore.Object) *filestore.Object { return nil }),
-		&filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
+	s1 := buildSnap(t, st, append(edit(base, store.KindPeerAuthentication, "istio-system", "default", func(*store.Object) *store.Object { return nil }),
+		&store.Object{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
 			Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{}}}}))
 	d := model.Compare(s0, s1)
 	if !d.Global {
@@ -156,9 +156,9 @@ func TestSidecarGlobalChangeDiff(t *testing.T) {
 // A sidecar owning no endpoint of that service keeps its own part.
 func TestSidecarOwnDestinationRuleChange(t *testing.T) {
 	base := incrementalBase()
-	st := filestore.NewStore()
+	st := store.NewStore()
 	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, edit(base, filestore.KindDestinationRule, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+	s1 := buildSnap(t, st, edit(base, store.KindDestinationRule, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 		dr := proto.Clone(o.Spec).(*networking.DestinationRule)
 		dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}}}
 		o.Spec = dr
@@ -193,7 +193,7 @@ func TestSidecarOwnDestinationRuleChange(t *testing.T) {
 // fleet's heap), and what a stream holds still shows them whole: the held
 // dump decodes each to the message the generator made.
 func TestScopeClustersKeepOnlyTheirBytes(t *testing.T) {
-	s := buildSnap(t, filestore.NewStore(), incrementalBase())
+	s := buildSnap(t, store.NewStore(), incrementalBase())
 	p := &Proxy{ID: "vm-1", Kind: KindSidecar, Namespace: "ns-0", IPs: []string{"10.9.0.1"}, WorkloadName: "vm-1"}
 	m, err := newMetrics(nil)
 	if err != nil {
@@ -274,15 +274,15 @@ func TestScopeClustersKeepOnlyTheirBytes(t *testing.T) {
 // cluster map; either way the group equals a full generation.
 func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
 	base := incrementalBase()
-	st := filestore.NewStore()
+	st := store.NewStore()
 	s0 := buildSnap(t, st, base)
-	weights := edit(base, filestore.KindVirtualService, "ns-2", "cross", func(o *filestore.Object) *filestore.Object {
+	weights := edit(base, store.KindVirtualService, "ns-2", "cross", func(o *store.Object) *store.Object {
 		vs := proto.Clone(o.Spec).(*networking.VirtualService)
 		vs.Http[0].Route[0].Weight, vs.Http[0].Route[1].Weight = 70, 30
 		o.Spec = vs
 		return o
 	})
-	pool := edit(base, filestore.KindDestinationRule, "ns-0", "svc-0000", func(o *filestore.Object) *filestore.Object {
+	pool := edit(base, store.KindDestinationRule, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 		dr := proto.Clone(o.Spec).(*networking.DestinationRule)
 		dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}}}
 		o.Spec = dr
@@ -291,7 +291,7 @@ func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
 	p := &Proxy{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}}
 	for _, c := range []struct {
 		name         string
-		objs         []*filestore.Object
+		objs         []*store.Object
 		keepClusters bool
 	}{{"VirtualService weights", weights, true}, {"DestinationRule pool", pool, false}} {
 		g0, n, _ := sidecarStep(t, c.name, s0, buildSnap(t, st, c.objs), p)

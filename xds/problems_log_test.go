@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	security "istio.io/api/security/v1beta1"
 )
@@ -43,8 +43,8 @@ func TestPushLogsNoConfigProblem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := filestore.NewStore()
-	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: time.Millisecond, DebounceMax: 10 * time.Millisecond})
+	st := store.NewStore()
+	feed, err := model.NewFeed(st, model.FeedSettings{DebounceQuiet: time.Millisecond, DebounceMax: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +54,13 @@ func TestPushLogsNoConfigProblem(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-srv.Ready()
 
-	bad := &filestore.Object{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "demo", Name: "audit"},
+	bad := &store.Object{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "demo", Name: "audit"},
 		Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_AUDIT}}
 	pushes := func() int { return strings.Count(logs.String(), `msg="pushed config"`) }
 	for i := range 3 {
-		objs := []*filestore.Object{bad, seObj(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d.internal", i), "s")}
+		objs := []*store.Object{bad, seObj(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d.internal", i), "s")}
 		before := pushes()
-		if err := store.Replace(testSource, objs); err != nil {
+		if err := st.Replace(testSource, objs); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "a push", func() bool { return pushes() > before })

@@ -10,8 +10,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -52,7 +52,7 @@ func TestFeedSettingsValidate(t *testing.T) {
 	if err := (model.FeedSettings{DebounceQuiet: time.Second, DebounceMax: time.Millisecond}).Validate(); err == nil {
 		t.Error("max < quiet accepted")
 	}
-	if _, err := model.NewFeed(filestore.NewStore(), model.FeedSettings{DebounceQuiet: -1}); err == nil {
+	if _, err := model.NewFeed(store.NewStore(), model.FeedSettings{DebounceQuiet: -1}); err == nil {
 		t.Error("negative quiet accepted")
 	}
 }
@@ -93,12 +93,12 @@ func newDeltaClientNS(t *testing.T, ctx context.Context, addr, id, ns string, la
 func TestProxiesWithIdenticalInputsShareOneGeneration(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
-	objs := []*filestore.Object{seObj("a", "a.internal", "a"), weObj("a1", "a", "10.0.0.1")}
-	if err := store.Replace(testSource, objs); err != nil {
+	cs := store.NewStore()
+	objs := []*store.Object{seObj("a", "a.internal", "a"), weObj("a1", "a", "10.0.0.1")}
+	if err := cs.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, cs)
 	var clients []*deltaClient
 	for i := range 4 {
 		ns := "default"
@@ -123,7 +123,7 @@ func TestProxiesWithIdenticalInputsShareOneGeneration(t *testing.T) {
 
 	// A change regenerates once per group, not once per proxy.
 	objs = append(objs, seObj("b", "b.internal", "b"))
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := cs.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range clients {
@@ -142,13 +142,13 @@ func TestProxiesWithIdenticalInputsShareOneGeneration(t *testing.T) {
 func TestDebounceCoalescesBursts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
+	cs := store.NewStore()
 	reg := prometheus.NewRegistry()
 	srv, err := xds.NewServer(xds.Options{Logger: testLogger(t), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: 500 * time.Millisecond, DebounceMax: 30 * time.Second})
+	feed, err := model.NewFeed(cs, model.FeedSettings{DebounceQuiet: 500 * time.Millisecond, DebounceMax: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestDebounceCoalescesBursts(t *testing.T) {
 	<-srv.Ready()
 	m := &mesh{t: t, reg: reg}
 	for i := range 50 {
-		if err := store.Replace(testSource, []*filestore.Object{seObj("a", "a.internal", "a"), weObj("a1", "a", fmt.Sprintf("10.0.0.%d", i+1))}); err != nil {
+		if err := cs.Replace(testSource, []*store.Object{seObj("a", "a.internal", "a"), weObj("a1", "a", fmt.Sprintf("10.0.0.%d", i+1))}); err != nil {
 			t.Fatal(err)
 		}
 	}

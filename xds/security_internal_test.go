@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
@@ -17,23 +17,23 @@ import (
 // endpoints (their service accounts), so an endpoint-only change that flips
 // it regenerates CDS, while one that does not reuses the clusters.
 func TestEndpointOnlyChangeUpdatesClusterTLS(t *testing.T) {
-	st := filestore.NewStore()
+	st := store.NewStore()
 	snap := func(wes ...*networking.WorkloadEntry) *model.Snapshot {
 		t.Helper()
-		objs := []*filestore.Object{
-			{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "shop", Name: "cart"}, Spec: &networking.ServiceEntry{
+		objs := []*store.Object{
+			{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "shop", Name: "cart"}, Spec: &networking.ServiceEntry{
 				Hosts: []string{"cart.shop"}, Location: networking.ServiceEntry_MESH_INTERNAL, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 				WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "cart"}},
 			}},
-			{Key: filestore.Key{Kind: filestore.KindPeerAuthentication, Namespace: "shop", Name: "default"}, Spec: &security.PeerAuthentication{
+			{Key: store.Key{Kind: store.KindPeerAuthentication, Namespace: "shop", Name: "default"}, Spec: &security.PeerAuthentication{
 				Mtls: &security.PeerAuthentication_MutualTLS{Mode: security.PeerAuthentication_MutualTLS_STRICT}}},
 		}
 		for i, we := range wes {
 			we.Labels = map[string]string{"app": "cart"}
-			objs = append(objs, &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "shop", Name: string(rune('a' + i))}, Spec: we})
+			objs = append(objs, &store.Object{Key: store.Key{Kind: store.KindWorkloadEntry, Namespace: "shop", Name: string(rune('a' + i))}, Spec: we})
 		}
-		if err := st.Replace(filestore.Source{Name: "t", Class: filestore.ClassConfig}, objs); err != nil {
+		if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
 			t.Fatal(err)
 		}
 		return model.Build(st.Snapshot())

@@ -11,8 +11,8 @@ import (
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"
 	security1 "istio.io/api/security/v1beta1"
@@ -132,17 +132,17 @@ func httpFilters(t *testing.T, l *listenerv3.Listener) []*hcmv3.HttpFilter {
 }
 
 func TestRBACFiltersAllowNothing(t *testing.T) {
-	store := filestore.NewStore()
-	objs := []*filestore.Object{
-		{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "shop", Name: "allow-nothing"}, Spec: &security1.AuthorizationPolicy{
+	st := store.NewStore()
+	objs := []*store.Object{
+		{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "shop", Name: "allow-nothing"}, Spec: &security1.AuthorizationPolicy{
 			Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "locked"}}}},
-		{Key: filestore.Key{Kind: filestore.KindAuthorizationPolicy, Namespace: "shop", Name: "deny-nothing"}, Spec: &security1.AuthorizationPolicy{
+		{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "shop", Name: "deny-nothing"}, Spec: &security1.AuthorizationPolicy{
 			Action: security1.AuthorizationPolicy_DENY}},
 	}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	s := model.Build(store.Snapshot())
+	s := model.Build(st.Snapshot())
 	locked := &xds.Proxy{ID: "l", Kind: xds.KindGRPC, Namespace: "shop", Labels: map[string]string{"app": "locked"}}
 	open := &xds.Proxy{ID: "o", Kind: xds.KindGRPC, Namespace: "shop"}
 	l, err := xds.InboundListener(s, locked, xds.InboundListenerPrefix+"127.0.0.1:8080")

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -40,10 +40,10 @@ type shiftDest struct {
 }
 
 // shiftConfig is the whole config of one step.
-func shiftConfig(dests []*shiftDest, weights []int32) []*filestore.Object {
-	se := func(name, host, app string) *filestore.Object {
-		return &filestore.Object{
-			Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: name},
+func shiftConfig(dests []*shiftDest, weights []int32) []*store.Object {
+	se := func(name, host, app string) *store.Object {
+		return &store.Object{
+			Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: name},
 			Spec: &networking.ServiceEntry{
 				Hosts: []string{host}, Location: networking.ServiceEntry_MESH_INTERNAL, Resolution: networking.ServiceEntry_STATIC,
 				Ports:            []*networking.ServicePort{{Name: "grpc", Number: shiftPort, Protocol: "GRPC"}},
@@ -51,11 +51,11 @@ func shiftConfig(dests []*shiftDest, weights []int32) []*filestore.Object {
 			},
 		}
 	}
-	objs := []*filestore.Object{
+	objs := []*store.Object{
 		se("greeter-v1", shiftV1, "greeter-v1"),
 		se("greeter-v2", shiftV2, "greeter-v2"),
 		{
-			Key: filestore.Key{Kind: filestore.KindDestinationRule, Namespace: "default", Name: "greeter-v2"},
+			Key: store.Key{Kind: store.KindDestinationRule, Namespace: "default", Name: "greeter-v2"},
 			Spec: &networking.DestinationRule{
 				Host: shiftV2,
 				TrafficPolicy: &networking.TrafficPolicy{
@@ -77,8 +77,8 @@ func shiftConfig(dests []*shiftDest, weights []int32) []*filestore.Object {
 			route = append(route, &networking.HTTPRouteDestination{Destination: &networking.Destination{Host: d.host, Subset: d.subset}, Weight: weights[i]})
 		}
 	}
-	objs = append(objs, &filestore.Object{
-		Key:  filestore.Key{Kind: filestore.KindVirtualService, Namespace: "default", Name: "greeter"},
+	objs = append(objs, &store.Object{
+		Key:  store.Key{Kind: store.KindVirtualService, Namespace: "default", Name: "greeter"},
 		Spec: &networking.VirtualService{Hosts: []string{shiftV1}, Http: []*networking.HTTPRoute{{Route: route}}},
 	})
 	for _, d := range dests {
@@ -90,8 +90,8 @@ func shiftConfig(dests []*shiftDest, weights []int32) []*filestore.Object {
 			if d.color != "" {
 				labels["color"] = d.color
 			}
-			objs = append(objs, &filestore.Object{
-				Key:  filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: b.ID},
+			objs = append(objs, &store.Object{
+				Key:  store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: b.ID},
 				Spec: &networking.WorkloadEntry{Address: "127.0.0.1", Ports: map[string]uint32{"grpc": uint32(b.Port)}, Labels: labels},
 			})
 		}
@@ -211,7 +211,7 @@ func routesAt(t *testing.T, m *mesh, id, v string) {
 func TestTrafficShiftsFailNoCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
+	store := store.NewStore()
 	m := startMesh(t, ctx, store)
 	<-m.srv.Ready()
 

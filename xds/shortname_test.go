@@ -9,8 +9,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -21,25 +21,25 @@ import (
 func TestShortNamesFromTheServiceNamespace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
-	se := &filestore.Object{
-		Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "reviews"},
+	cs := store.NewStore()
+	se := &store.Object{
+		Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: "reviews"},
 		Spec: &networking.ServiceEntry{
 			Hosts: []string{"reviews.default.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 9080, Protocol: "GRPC"}},
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "reviews"}},
 		},
 	}
-	if err := store.Replace(testSource, []*filestore.Object{se}); err != nil {
+	if err := cs.Replace(testSource, []*store.Object{se}); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, cs)
 	b := xdstest.StartBackend(t, m.addr, xdstest.Node{ID: "reviews-1", Namespace: "default", Labels: map[string]string{"app": "reviews"}})
-	we := &filestore.Object{
-		Key:  filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: "reviews-1"},
+	we := &store.Object{
+		Key:  store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "reviews-1"},
 		Spec: &networking.WorkloadEntry{Address: "127.0.0.1", Ports: map[string]uint32{"grpc": uint32(b.Port)}, Labels: map[string]string{"app": "reviews"}},
 	}
-	if err := store.Replace(testSource, []*filestore.Object{se, we}); err != nil {
+	if err := cs.Replace(testSource, []*store.Object{se, we}); err != nil {
 		t.Fatal(err)
 	}
 	short := xdstest.Dial(t, m.addr, xdstest.Node{ID: "client-short", Namespace: "default"}, "reviews:9080")
@@ -54,7 +54,7 @@ func TestShortNamesFromTheServiceNamespace(t *testing.T) {
 	}
 
 	// The short name follows the service: a new port is served under it.
-	se2 := &filestore.Object{Key: se.Key, Spec: &networking.ServiceEntry{
+	se2 := &store.Object{Key: se.Key, Spec: &networking.ServiceEntry{
 		Hosts: []string{"reviews.default.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
 		Ports: []*networking.ServicePort{
 			{Name: "grpc", Number: 9080, Protocol: "GRPC"},
@@ -62,7 +62,7 @@ func TestShortNamesFromTheServiceNamespace(t *testing.T) {
 		},
 		WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "reviews"}},
 	}}
-	if err := store.Replace(testSource, []*filestore.Object{se2, we}); err != nil {
+	if err := cs.Replace(testSource, []*store.Object{se2, we}); err != nil {
 		t.Fatal(err)
 	}
 	full := xdstest.Dial(t, m.addr, xdstest.Node{ID: "client-alt-full", Namespace: "default"}, "reviews.default.svc.cluster.local:9081")
@@ -97,7 +97,7 @@ func TestShortNamesFromTheServiceNamespace(t *testing.T) {
 	}
 
 	// The service goes: so does the listener its short name stood for.
-	if err := store.Replace(testSource, []*filestore.Object{we}); err != nil {
+	if err := cs.Replace(testSource, []*store.Object{we}); err != nil {
 		t.Fatal(err)
 	}
 	xdstest.Eventually(t, "reviews:9080 gone with its service", func() bool {

@@ -21,6 +21,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/grpc"
@@ -368,15 +369,15 @@ func TestSidecarDelivery(t *testing.T) {
 		if err != nil || len(errs) > 0 {
 			t.Fatalf("%s: %v %v", tc.dir, err, errs)
 		}
-		store := filestore.NewStore()
-		if err := store.Replace(testSource, objs); err != nil {
+		cs := store.NewStore()
+		if err := cs.Replace(testSource, objs); err != nil {
 			t.Fatal(err)
 		}
 		for _, protocol := range []string{"sotw", "delta"} {
 			t.Run(tc.name+"/"+protocol, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				m := startMesh(t, ctx, store)
+				m := startMesh(t, ctx, cs)
 				node := tc.node.proto(t)
 				var c adsClient
 				if protocol == "sotw" {
@@ -389,7 +390,7 @@ func TestSidecarDelivery(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := sidecar.Generate(model.NewView(model.Build(store.Snapshot()), p.Workload()))
+				want, err := sidecar.Generate(model.NewView(model.Build(cs.Snapshot()), p.Workload()))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -443,17 +444,17 @@ func TestSidecarGroupKey(t *testing.T) {
 		t.Fatal(err, errs)
 	}
 	// A route only canary clients get: labels no policy selects matter.
-	canary := &filestore.Object{Key: filestore.Key{Kind: filestore.KindVirtualService, Namespace: "shop", Name: "ratings-canary"},
+	canary := &store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "shop", Name: "ratings-canary"},
 		Spec: &networking.VirtualService{Hosts: []string{"ratings"}, Http: []*networking.HTTPRoute{{
 			Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"canary": "true"}}},
 			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "ratings"}}},
 			Fault: &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{ErrorType: &networking.HTTPFaultInjection_Abort_HttpStatus{HttpStatus: 418}}},
 		}}}}
-	store := filestore.NewStore()
-	if err := store.Replace(testSource, append(objs, canary)); err != nil {
+	cs := store.NewStore()
+	if err := cs.Replace(testSource, append(objs, canary)); err != nil {
 		t.Fatal(err)
 	}
-	s := model.Build(store.Snapshot())
+	s := model.Build(cs.Snapshot())
 	base := xds.Proxy{ID: "a", Kind: xds.KindSidecar, Namespace: "shop", Labels: map[string]string{"app": "productpage"},
 		IPs: []string{"10.0.0.5"}, WorkloadName: "productpage-1", Locality: "us-east/zone-a/rack-1"}
 	gen := func(p xds.Proxy) string {
@@ -505,13 +506,13 @@ func TestSidecarEndpointPushes(t *testing.T) {
 	if err != nil || len(errs) > 0 {
 		t.Fatal(err, errs)
 	}
-	store := filestore.NewStore()
-	if err := store.Replace(testSource, objs); err != nil {
+	cs := store.NewStore()
+	if err := cs.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, cs)
 	node := envoyNode{id: "pp", ns: "shop", ip: "10.0.0.5", workload: "productpage-1", labels: map[string]string{"app": "productpage"}}
 	c := newDeltaADS(t, ctx, m.addr, node.proto(t))
 	held := receiveLikeEnvoy(t, c)
@@ -521,7 +522,7 @@ func TestSidecarEndpointPushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := sidecar.Generate(model.NewView(model.Build(store.Snapshot()), p.Workload()))
+	gen, err := sidecar.Generate(model.NewView(model.Build(cs.Snapshot()), p.Workload()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,16 +548,16 @@ func TestSidecarEndpointPushes(t *testing.T) {
 		t.Fatal("the features config names no missing destination: the checks below would not cover one")
 	}
 
-	reviews := func(name, addr, sa string) *filestore.Object {
-		return &filestore.Object{Key: filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "shop", Name: name},
+	reviews := func(name, addr, sa string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindWorkloadEntry, Namespace: "shop", Name: name},
 			Spec: &networking.WorkloadEntry{Address: addr, ServiceAccount: sa,
 				Labels: map[string]string{"app": "reviews", "version": "v1", "security.istio.io/tlsMode": "istio"}}}
 	}
 	// pushTypes applies objs and returns the types pushed until the stream
 	// is quiet, checking the delivered config after each response.
-	pushTypes := func(objs []*filestore.Object) []string {
+	pushTypes := func(objs []*store.Object) []string {
 		t.Helper()
-		if err := store.Replace(testSource, objs); err != nil {
+		if err := cs.Replace(testSource, objs); err != nil {
 			t.Fatal(err)
 		}
 		var types []string

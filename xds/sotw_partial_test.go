@@ -10,7 +10,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -48,12 +48,12 @@ func sotwNames(t *testing.T, r *discoveryv3.DiscoveryResponse) []string {
 func TestSotWPartialEndpointsFullClusters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := filestore.NewStore()
-	objs := []*filestore.Object{seObj("a", "a.internal", "a"), seObj("b", "b.internal", "b"), weObj("a1", "a", "10.0.0.1"), weObj("b1", "b", "10.0.1.1")}
-	if err := store.Replace(testSource, objs); err != nil {
+	st := store.NewStore()
+	objs := []*store.Object{seObj("a", "a.internal", "a"), seObj("b", "b.internal", "b"), weObj("a1", "a", "10.0.0.1"), weObj("b1", "b", "10.0.1.1")}
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, st)
 	clusterA, clusterB := xds.ClusterName(80, "", "a.internal"), xds.ClusterName(80, "", "b.internal")
 	md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": "default"})
 	c := newSotwADS(t, ctx, m.addr, &corev3.Node{Id: "sotw", Metadata: md})
@@ -69,7 +69,7 @@ func TestSotWPartialEndpointsFullClusters(t *testing.T) {
 
 	// An endpoint of a moves: EDS carries a's assignment only.
 	objs[2] = weObj("a1", "a", "10.0.0.2")
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	r := sotwNext(t, c)
@@ -87,7 +87,7 @@ func TestSotWPartialEndpointsFullClusters(t *testing.T) {
 
 	// A new service: CDS is sent in full (a and b unchanged, c new).
 	objs = append(objs, seObj("c", "c.internal", "c"))
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	clusterC := xds.ClusterName(80, "", "c.internal")

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -19,24 +19,24 @@ import (
 // takes every request of its (Istio's IsCatchAllRoute). The same holds for
 // an Envoy sidecar.
 func TestProxylessRoutesFollowSourceMatches(t *testing.T) {
-	store := filestore.NewStore()
+	st := store.NewStore()
 	prefix := func(p string) *networking.StringMatch {
 		return &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p}}
 	}
 	dest := func(subset string) []*networking.HTTPRouteDestination {
 		return []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "shop.internal", Subset: subset}}}
 	}
-	objs := []*filestore.Object{
-		o(filestore.KindServiceEntry, "shop", &networking.ServiceEntry{
+	objs := []*store.Object{
+		o(store.KindServiceEntry, "shop", &networking.ServiceEntry{
 			Hosts: []string{"shop.internal"}, Resolution: networking.ServiceEntry_STATIC, Location: networking.ServiceEntry_MESH_INTERNAL,
 			Ports:            []*networking.ServicePort{{Name: "grpc", Number: 7070, Protocol: "GRPC"}},
 			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "shop"}},
 		}),
-		o(filestore.KindWorkloadEntry, "shop-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "shop", "version": "v1"}}),
-		o(filestore.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", Subsets: []*networking.Subset{
+		o(store.KindWorkloadEntry, "shop-1", &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "shop", "version": "v1"}}),
+		o(store.KindDestinationRule, "shop", &networking.DestinationRule{Host: "shop.internal", Subsets: []*networking.Subset{
 			{Name: "v1", Labels: map[string]string{"version": "v1"}}, {Name: "v2", Labels: map[string]string{"version": "v2"}},
 		}}),
-		o(filestore.KindVirtualService, "shop", &networking.VirtualService{Hosts: []string{"shop.internal"}, Http: []*networking.HTTPRoute{
+		o(store.KindVirtualService, "shop", &networking.VirtualService{Hosts: []string{"shop.internal"}, Http: []*networking.HTTPRoute{
 			{Name: "canary", Match: []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"track": "canary"}, Uri: prefix("/c")}}, Route: dest("v2")},
 			{Name: "from-ops", Match: []*networking.HTTPMatchRequest{{SourceNamespace: "ops", Uri: prefix("/o")}}, Route: dest("v2")},
 			{Name: "mesh-wins", Match: []*networking.HTTPMatchRequest{{Gateways: []string{"mesh"}, SourceLabels: map[string]string{"track": "none"}, Uri: prefix("/m")}}, Route: dest("v1")},
@@ -51,10 +51,10 @@ func TestProxylessRoutesFollowSourceMatches(t *testing.T) {
 			{Name: "unreachable", Route: dest("v2")},
 		}}),
 	}
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	s := model.Build(store.Snapshot())
+	s := model.Build(st.Snapshot())
 	routeNames := func(p *xds.Proxy) []string {
 		t.Helper()
 		rds, err := xds.Routes(s, p)

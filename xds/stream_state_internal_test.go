@@ -11,9 +11,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -22,10 +22,10 @@ import (
 )
 
 // moveEndpoint returns objs with WorkloadEntry name at a new address.
-func moveEndpoint(objs []*filestore.Object, name, addr string) []*filestore.Object {
-	out := append([]*filestore.Object(nil), objs...)
+func moveEndpoint(objs []*store.Object, name, addr string) []*store.Object {
+	out := append([]*store.Object(nil), objs...)
 	for i, o := range out {
-		if o.Kind == filestore.KindWorkloadEntry && o.Name == name {
+		if o.Kind == store.KindWorkloadEntry && o.Name == name {
 			n := *o
 			n.Spec = &networking.WorkloadEntry{Address: addr, Labels: o.Spec.(*networking.WorkloadEntry).GetLabels()}
 			out[i] = &n
@@ -59,16 +59,16 @@ func TestSotWStreamIsRecognisedAcrossRequests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	objs := modeltest.Objects(modeltest.Size{Services: 4, EndpointsPerService: 2, Routes: 1, Namespaces: 1})
-	store := filestore.NewStore()
-	src := filestore.Source{Name: "t", Class: filestore.ClassConfig}
-	if err := store.Replace(src, objs); err != nil {
+	cs := store.NewStore()
+	src := store.Source{Name: "t", Class: store.ClassConfig}
+	if err := cs.Replace(src, objs); err != nil {
 		t.Fatal(err)
 	}
 	s, err := NewServer(Options{Logger: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed, err := model.NewFeed(store, model.FeedSettings{DebounceQuiet: 5 * time.Millisecond, DebounceMax: 20 * time.Millisecond})
+	feed, err := model.NewFeed(cs, model.FeedSettings{DebounceQuiet: 5 * time.Millisecond, DebounceMax: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestSotWStreamIsRecognisedAcrossRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the ACK's watch", func() bool { return s.openWatches() == 1 })
-	if err := store.Replace(src, moveEndpoint(objs, "svc-0000-0", "10.77.0.1")); err != nil {
+	if err := cs.Replace(src, moveEndpoint(objs, "svc-0000-0", "10.77.0.1")); err != nil {
 		t.Fatal(err)
 	}
 	r, err := ads.Recv()
@@ -162,7 +162,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // once sent, so the next watch answers the change again.
 func TestDroppedAnswerIsSentAgain(t *testing.T) {
 	objs := modeltest.Objects(modeltest.Size{Services: 4, EndpointsPerService: 2, Routes: 1, Namespaces: 1})
-	st := filestore.NewStore()
+	st := store.NewStore()
 	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,13 +13,13 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/agents/xdsproxy"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
-func workloadGroup(ns, name string, probe *networking.ReadinessProbe) *filestore.Object {
-	return &filestore.Object{
-		Key:  filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: ns, Name: name},
+func workloadGroup(ns, name string, probe *networking.ReadinessProbe) *store.Object {
+	return &store.Object{
+		Key:  store.Key{Kind: store.KindWorkloadGroup, Namespace: ns, Name: name},
 		Spec: &networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "reviews"}, Probe: probe},
 	}
 }
@@ -39,12 +39,12 @@ func TestWorkloadGroupServedToAgent(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := filestore.NewStore()
-	objs := []*filestore.Object{workloadGroup("default", "reviews-vms", tcpProbe(9080)), workloadGroup("other", "reviews-vms", tcpProbe(1))}
-	if err := store.Replace(testSource, objs); err != nil {
+	st := store.NewStore()
+	objs := []*store.Object{workloadGroup("default", "reviews-vms", tcpProbe(9080)), workloadGroup("other", "reviews-vms", tcpProbe(1))}
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
-	m := startMesh(t, ctx, store)
+	m := startMesh(t, ctx, st)
 	cc, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestWorkloadGroupServedToAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs[0] = workloadGroup("default", "reviews-vms", tcpProbe(9090))
-	if err := store.Replace(testSource, objs); err != nil {
+	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)
 	}
 	wg, _ = next()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/cmd/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -116,7 +117,7 @@ func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var registry []*filestore.Object
+	var registry []*store.Object
 	if o.server != "" {
 		if registry, err = registryObjects(cmd, o.server); err != nil {
 			return false, err
@@ -151,14 +152,14 @@ func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
 // files' own and the analysis, with the registry objects of --server when
 // complete), each prefixed "+ " when the config before did not have it,
 // else "  ".
-func newWarnings(before, after filestore.Loaded, registry []*filestore.Object, complete bool) []string {
+func newWarnings(before, after filestore.Loaded, registry []*store.Object, complete bool) []string {
 	had := map[string]bool{}
 	for _, w := range warningsOf(before, registry, complete) {
 		had[warningText(w)] = true
 	}
 	var out []string
 	for _, w := range warningsOf(after, registry, complete) {
-		if w.Severity != filestore.SeverityWarning {
+		if w.Severity != store.SeverityWarning {
 			continue // infos: vmesh analyze
 		}
 		mark := "  "
@@ -172,7 +173,7 @@ func newWarnings(before, after filestore.Loaded, registry []*filestore.Object, c
 
 // warningText is a warning without where it is (a line or commit that
 // moved does not make it new).
-func warningText(w filestore.ConfigError) string {
+func warningText(w store.ConfigError) string {
 	w.Line, w.Commit = 0, ""
 	return w.Error()
 }
@@ -202,7 +203,7 @@ func loadGit(cmd *cobra.Command, repo, ref, sub string) (filestore.Loaded, error
 }
 
 // diffProxies picks the proxies to compute for.
-func diffProxies(server, file string, sets ...[]*filestore.Object) ([]*xds.Proxy, error) {
+func diffProxies(server, file string, sets ...[]*store.Object) ([]*xds.Proxy, error) {
 	switch {
 	case server != "":
 		return connectedProxies(server)

@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // -o json|yaml on validate and analyze prints {objects, errors, warnings}
@@ -23,7 +23,7 @@ func TestValidateAndAnalyzeOutput(t *testing.T) {
 	}
 	found := false
 	for _, w := range r.Warnings {
-		found = found || w.Code == filestore.CodeKindNotImplemented && w.Severity == filestore.SeverityWarning && w.File != "" && w.Line > 0
+		found = found || w.Code == store.CodeKindNotImplemented && w.Severity == store.SeverityWarning && w.File != "" && w.Line > 0
 	}
 	if !found {
 		t.Errorf("no VM1001 warning with file and line: %+v", r.Warnings)

@@ -11,6 +11,7 @@ import (
 	"github.com/vmesh/vmesh/ca/bundle"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestVMBundleTakesTheMeshDefaultConfig: with a mesh.yaml in the config
@@ -27,7 +28,7 @@ func TestVMBundleTakesTheMeshDefaultConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for cp.Store().Snapshot().Get(filestore.MeshConfigKey) == nil {
+	for cp.Store().Snapshot().Get(store.MeshConfigKey) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the config directory's mesh.yaml was never loaded")
 		}

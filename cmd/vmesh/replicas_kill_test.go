@@ -23,10 +23,10 @@ import (
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 )
 
 // serveProcess is a `vmesh serve` child process of the repository's build.
@@ -149,7 +149,7 @@ func testReplicaKilled(t *testing.T, spec sharedstate.Spec) {
 	}()
 	t.Cleanup(func() { stopAgent(); <-agentDone })
 
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
 	fromA := func(r *testReplica) bool {
 		o := r.cp.Store().Snapshot().Get(key)
 		return o != nil && o.Healthy != nil && *o.Healthy && strings.HasPrefix(o.Origin.Registry, "replica A: ")

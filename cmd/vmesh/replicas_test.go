@@ -32,10 +32,10 @@ import (
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestReplicasConsul and TestReplicasZooKeeper run three `vmesh serve`
@@ -317,7 +317,7 @@ func testReplicas(t *testing.T, spec sharedstate.Spec, target string) {
 	}()
 	t.Cleanup(func() { stopAgent(); <-agentDone })
 
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
 	endpoint := func(r *testReplica, source string) bool {
 		o := r.cp.Store().Snapshot().Get(key)
 		return o != nil && o.Healthy != nil && *o.Healthy && (source == "" || o.Origin.Source == source)

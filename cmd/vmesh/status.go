@@ -14,6 +14,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -167,7 +168,7 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 	}
 	rs.FirstError = cmp.Or(sourceErr, otherErr)
 	for _, w := range dc.Warnings {
-		if w.Severity != filestore.SeverityWarning {
+		if w.Severity != store.SeverityWarning {
 			continue
 		}
 		rs.Warnings++

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -72,20 +73,20 @@ the warnings with their severity; the exit code is the same.`,
 
 // configReport is validate's and analyze's -o json|yaml output.
 type configReport struct {
-	Objects  int                     `json:"objects"`
-	Errors   []filestore.ConfigError `json:"errors"`
-	Warnings []filestore.ConfigError `json:"warnings"`
+	Objects  int                 `json:"objects"`
+	Errors   []store.ConfigError `json:"errors"`
+	Warnings []store.ConfigError `json:"warnings"`
 }
 
 // writeReport prints a loaded config's errors and warnings: as lines
 // (table; infos only when infos is set), or as a configReport.
-func writeReport(cmd *cobra.Command, output string, l filestore.Loaded, warns []filestore.ConfigError, infos bool) error {
+func writeReport(cmd *cobra.Command, output string, l filestore.Loaded, warns []store.ConfigError, infos bool) error {
 	r := configReport{Objects: len(l.Objects), Errors: l.Errors, Warnings: warns}
 	if r.Errors == nil {
-		r.Errors = []filestore.ConfigError{}
+		r.Errors = []store.ConfigError{}
 	}
 	if r.Warnings == nil {
-		r.Warnings = []filestore.ConfigError{}
+		r.Warnings = []store.ConfigError{}
 	}
 	return writeOutput(cmd.OutOrStdout(), output, r, func(tw *tabwriter.Writer) error {
 		for _, e := range l.Errors {
@@ -117,7 +118,7 @@ func gitVerboseFlag(cmd *cobra.Command) {
 // load decodes the input as one source and returns it with its warnings:
 // the files' own and the analysis of the whole set: without registries (a
 // host no file defines is an info), or with those of --server.
-func (in *configInput) load(cmd *cobra.Command, args []string, verb string) (filestore.Loaded, []filestore.ConfigError, error) {
+func (in *configInput) load(cmd *cobra.Command, args []string, verb string) (filestore.Loaded, []store.ConfigError, error) {
 	var l filestore.Loaded
 	if in.gitRef != "" {
 		if len(args) > 1 {
@@ -146,7 +147,7 @@ func (in *configInput) load(cmd *cobra.Command, args []string, verb string) (fil
 			l.Warnings = append(l.Warnings, pl.Warnings...)
 		}
 	}
-	var remote []*filestore.Object
+	var remote []*store.Object
 	if in.server != "" {
 		var err error
 		if remote, err = registryObjects(cmd, in.server); err != nil {
@@ -159,12 +160,12 @@ func (in *configInput) load(cmd *cobra.Command, args []string, verb string) (fil
 // registryObjects reads the objects a running control plane has from its
 // sources other than files and git (registries, registrations): what files
 // reference and do not define.
-func registryObjects(cmd *cobra.Command, server string) ([]*filestore.Object, error) {
+func registryObjects(cmd *cobra.Command, server string) ([]*store.Object, error) {
 	var dc filestore.DebugConfig
 	if err := getJSON(server, "/debug/config", &dc); err != nil {
 		return nil, err
 	}
-	objs, err := dc.DecodeObjects(func(_, class string) bool { return class != filestore.ClassConfig.String() })
+	objs, err := dc.DecodeObjects(func(_, class string) bool { return class != store.ClassConfig.String() })
 	if err != nil {
 		return nil, fmt.Errorf("--server %s: %w", server, err)
 	}
@@ -175,13 +176,13 @@ func registryObjects(cmd *cobra.Command, server string) ([]*filestore.Object, er
 // warningsOf returns a loaded config's warnings, the files' own and the
 // analysis, sorted by file and line: the analysis of the files alone, or,
 // when complete, with the registry objects of a control plane.
-func warningsOf(l filestore.Loaded, registry []*filestore.Object, complete bool) []filestore.ConfigError {
+func warningsOf(l filestore.Loaded, registry []*store.Object, complete bool) []store.ConfigError {
 	all := l.Objects
 	if complete {
 		all = append(slices.Clip(l.Objects), registry...)
 	}
 	warns := append(slices.Clip(l.Warnings), filestore.Analyze(all, complete)...)
-	slices.SortStableFunc(warns, func(a, b filestore.ConfigError) int {
+	slices.SortStableFunc(warns, func(a, b store.ConfigError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
 	return warns
@@ -207,19 +208,19 @@ func checkGit(cmd *cobra.Command, repo, ref, sub string) (filestore.Loaded, erro
 }
 
 // printWarnings prints warnings, one a line, and the infos too when infos.
-func printWarnings(w io.Writer, warns []filestore.ConfigError, infos bool) {
+func printWarnings(w io.Writer, warns []store.ConfigError, infos bool) {
 	for _, e := range warns {
-		if infos || e.Severity == filestore.SeverityWarning {
+		if infos || e.Severity == store.SeverityWarning {
 			fmt.Fprintln(w, e.Error())
 		}
 	}
 }
 
 // countWarnings counts the warnings (not the infos).
-func countWarnings(warns []filestore.ConfigError) int {
+func countWarnings(warns []store.ConfigError) int {
 	n := 0
 	for _, w := range warns {
-		if w.Severity == filestore.SeverityWarning {
+		if w.Severity == store.SeverityWarning {
 			n++
 		}
 	}

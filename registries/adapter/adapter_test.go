@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 func TestDNSLabelAndName(t *testing.T) {
@@ -119,9 +119,9 @@ func TestObjectsAndSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := filestore.NewStore()
-	sink := adapter.NewSink(store, meta, "127.0.0.1:8500", m, nil)
-	if err := sink.Replace([]*filestore.Object{se, we}); err != nil {
+	cs := store.NewStore()
+	sink := adapter.NewSink(cs, meta, "127.0.0.1:8500", m, nil)
+	if err := sink.Replace([]*store.Object{se, we}); err != nil {
 		t.Fatal(err)
 	}
 	sink.SetConnected(true)
@@ -132,7 +132,7 @@ func TestObjectsAndSink(t *testing.T) {
 		st.LastError != "boom" || st.LastSync.IsZero() || st.Syncs != 1 {
 		t.Errorf("Status() = %+v", st)
 	}
-	if got := store.Snapshot().Get(we.Key); got != we {
+	if got := cs.Snapshot().Get(we.Key); got != we {
 		t.Errorf("store has %v, want the WorkloadEntry", got)
 	}
 	if v := gauge(t, reg, "vmesh_registries_objects", "kind", "WorkloadEntry"); v != 1 {
@@ -141,7 +141,7 @@ func TestObjectsAndSink(t *testing.T) {
 	if v := gauge(t, reg, "vmesh_registries_connected", "registry", "c1"); v != 1 {
 		t.Errorf("connected gauge = %v", v)
 	}
-	if err := sink.Replace([]*filestore.Object{we, we}); err == nil || sink.Status().Objects != 2 {
+	if err := sink.Replace([]*store.Object{we, we}); err == nil || sink.Status().Objects != 2 {
 		t.Error("a duplicate key must be rejected and keep the previous status")
 	}
 }

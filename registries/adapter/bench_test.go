@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // BenchmarkFirstSet measures what follows a registry's first complete
@@ -16,7 +16,7 @@ import (
 // sync, after the last registry read.
 func BenchmarkFirstSet(b *testing.B) {
 	const services, endpoints = 10000, 10
-	groups := make([][]*filestore.Object, services)
+	groups := make([][]*store.Object, services)
 	for i := range groups {
 		name := fmt.Sprintf("svc-%05d", i)
 		addrs := make([]string, endpoints)
@@ -28,8 +28,8 @@ func BenchmarkFirstSet(b *testing.B) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b.ReportAllocs()
 	for b.Loop() {
-		store := filestore.NewStore()
-		sink := adapter.NewSink(store, setMeta, "bench", nil, quiet)
+		st := store.NewStore()
+		sink := adapter.NewSink(st, setMeta, "bench", nil, quiet)
 		set := adapter.NewSet()
 		for i, g := range groups {
 			set.Put(fmt.Sprint(i), g)
@@ -37,7 +37,7 @@ func BenchmarkFirstSet(b *testing.B) {
 		if err := sink.Apply(set.Changes()); err != nil {
 			b.Fatal(err)
 		}
-		if n := len(store.Snapshot().List(filestore.KindWorkloadEntry)); n != services*endpoints {
+		if n := len(st.Snapshot().List(store.KindWorkloadEntry)); n != services*endpoints {
 			b.Fatalf("%d WorkloadEntries in the Store, want %d", n, services*endpoints)
 		}
 	}

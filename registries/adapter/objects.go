@@ -11,8 +11,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Annotations on every generated object.
@@ -43,27 +43,27 @@ type Meta struct {
 }
 
 // Source is the Store source of the registry entry.
-func (m Meta) Source() filestore.Source {
-	return filestore.Source{Name: "registry:" + m.Name, Class: filestore.ClassRegistry}
+func (m Meta) Source() store.Source {
+	return store.Source{Name: "registry:" + m.Name, Class: store.ClassRegistry}
 }
 
-func (m Meta) object(kind filestore.Kind, name, origin string) *filestore.Object {
-	return &filestore.Object{
-		Key:        filestore.Key{Kind: kind, Namespace: m.Namespace, Name: name},
+func (m Meta) object(kind store.Kind, name, origin string) *store.Object {
+	return &store.Object{
+		Key:        store.Key{Kind: kind, Namespace: m.Namespace, Name: name},
 		APIVersion: APIVersion,
 		Annotations: map[string]string{
 			AnnotationRegistry:     m.Type,
 			AnnotationRegistryName: m.Name,
 			AnnotationOrigin:       origin,
 		},
-		Origin: filestore.Origin{Source: m.Source().Name, Registry: origin},
+		Origin: store.Origin{Source: m.Source().Name, Registry: origin},
 	}
 }
 
 // ServiceEntry builds a MESH_INTERNAL, STATIC ServiceEntry that selects its
 // WorkloadEntries with LabelService. Ports are sorted by number.
-func (m Meta) ServiceEntry(name, origin string, hosts []string, ports []*networking.ServicePort, labels map[string]string) *filestore.Object {
-	o := m.object(filestore.KindServiceEntry, name, origin)
+func (m Meta) ServiceEntry(name, origin string, hosts []string, ports []*networking.ServicePort, labels map[string]string) *store.Object {
+	o := m.object(store.KindServiceEntry, name, origin)
 	o.Labels = labels
 	ports = slices.Clone(ports)
 	slices.SortFunc(ports, func(a, b *networking.ServicePort) int {
@@ -83,8 +83,8 @@ func (m Meta) ServiceEntry(name, origin string, hosts []string, ports []*network
 // service. healthy nil means health is unknown; otherwise the entry carries
 // Istio's health-checks annotation so it is an endpoint only while healthy.
 // labels must be valid labels (see Labels); LabelService is added.
-func (m Meta) WorkloadEntry(name, origin, service string, spec *networking.WorkloadEntry, healthy *bool) *filestore.Object {
-	o := m.object(filestore.KindWorkloadEntry, name, origin)
+func (m Meta) WorkloadEntry(name, origin, service string, spec *networking.WorkloadEntry, healthy *bool) *store.Object {
+	o := m.object(store.KindWorkloadEntry, name, origin)
 	labels := make(map[string]string, len(spec.Labels)+1)
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -145,8 +145,8 @@ func CommonPort(ports []uint32) uint32 {
 }
 
 // SortObjects sorts objects by kind, namespace and name.
-func SortObjects(objs []*filestore.Object) {
-	slices.SortFunc(objs, func(a, b *filestore.Object) int {
+func SortObjects(objs []*store.Object) {
+	slices.SortFunc(objs, func(a, b *store.Object) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 }

@@ -7,7 +7,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // PortCandidate is one port of a generated ServiceEntry before it has a
@@ -88,10 +88,10 @@ func (p *PortNumbers) Ports(service string, candidates []PortCandidate) []*netwo
 // objs. An adapter calls it with each complete set it publishes, so the
 // numbers of a service that is gone from the registry are chosen afresh if
 // it comes back.
-func (p *PortNumbers) Retain(objs []*filestore.Object) {
+func (p *PortNumbers) Retain(objs []*store.Object) {
 	keep := map[string]bool{}
 	for _, o := range objs {
-		if o.Kind == filestore.KindServiceEntry {
+		if o.Kind == store.KindServiceEntry {
 			keep[o.Name] = true
 		}
 	}

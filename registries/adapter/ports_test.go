@@ -7,8 +7,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // portsString renders ServicePorts as "name:number/protocol ...".
@@ -29,9 +29,9 @@ func httpPort(instances ...uint32) adapter.PortCandidate {
 }
 
 // published is a complete set with one ServiceEntry per name.
-func published(names ...string) []*filestore.Object {
+func published(names ...string) []*store.Object {
 	meta := adapter.Meta{Type: "consul", Name: "c1", Namespace: "default"}
-	var objs []*filestore.Object
+	var objs []*store.Object
 	for _, n := range names {
 		objs = append(objs, meta.ServiceEntry(n, n, []string{n + ".service.consul"}, nil, nil))
 	}

@@ -7,19 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 func TestPublisherHoldsTheFirstSetUntilReadyOrTimedOut(t *testing.T) {
-	store := filestore.NewStore()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "static", Name: "s", Namespace: "default"}, "", nil, nil)
+	st := store.NewStore()
+	sink := adapter.NewSink(st, adapter.Meta{Type: "static", Name: "s", Namespace: "default"}, "", nil, nil)
 	pub := adapter.NewPublisher()
 	var ready, sawTimeout atomic.Bool
 	var calls atomic.Int32
 	meta := sink.Meta()
 	set := adapter.NewSet()
-	set.Put("svc", []*filestore.Object{meta.ServiceEntry("svc", "o", []string{"svc.example"}, nil, nil)})
+	set.Put("svc", []*store.Object{meta.ServiceEntry("svc", "o", []string{"svc.example"}, nil, nil)})
 	var mu sync.Mutex
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -59,12 +59,12 @@ func TestPublisherHoldsTheFirstSetUntilReadyOrTimedOut(t *testing.T) {
 	if !sawTimeout.Load() {
 		t.Fatal("published without collect being told the initial wait was over")
 	}
-	if n := store.Snapshot().Len(); n != 1 {
+	if n := st.Snapshot().Len(); n != 1 {
 		t.Fatalf("the first set put %d objects in the Store, want 1", n)
 	}
 	ready.Store(true)
 	mu.Lock()
-	set.Put("other", []*filestore.Object{meta.ServiceEntry("other", "o", []string{"other.example"}, nil, nil)})
+	set.Put("other", []*store.Object{meta.ServiceEntry("other", "o", []string{"other.example"}, nil, nil)})
 	mu.Unlock()
 	pub.Mark()
 	for sink.Status().Syncs < 2 {
@@ -73,7 +73,7 @@ func TestPublisherHoldsTheFirstSetUntilReadyOrTimedOut(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := store.Snapshot().Len(); n != 2 {
+	if n := st.Snapshot().Len(); n != 2 {
 		t.Fatalf("after the second change the Store holds %d objects, want 2", n)
 	}
 }

@@ -7,23 +7,23 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 var setMeta = adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}
 
 // service generates a ServiceEntry and one WorkloadEntry per address, as an
 // adapter regenerating a service does (new objects every time).
-func service(name string, addrs ...string) []*filestore.Object {
-	out := []*filestore.Object{setMeta.ServiceEntry(name, "/"+name, []string{name + ".dubbo"}, nil, nil)}
+func service(name string, addrs ...string) []*store.Object {
+	out := []*store.Object{setMeta.ServiceEntry(name, "/"+name, []string{name + ".dubbo"}, nil, nil)}
 	for _, a := range addrs {
 		out = append(out, setMeta.WorkloadEntry(adapter.ObjectName(name, a), "/"+name+"/"+a, name, &networking.WorkloadEntry{Address: a}, nil))
 	}
 	return out
 }
 
-func names(objs []*filestore.Object) []string {
+func names(objs []*store.Object) []string {
 	var out []string
 	for _, o := range objs {
 		out = append(out, o.Key.String())
@@ -32,7 +32,7 @@ func names(objs []*filestore.Object) []string {
 	return out
 }
 
-func keyNames(keys []filestore.Key) []string {
+func keyNames(keys []store.Key) []string {
 	var out []string
 	for _, k := range keys {
 		out = append(out, k.String())
@@ -42,15 +42,15 @@ func keyNames(keys []filestore.Key) []string {
 }
 
 func TestSetHandsOverOnlyWhatChanged(t *testing.T) {
-	store := filestore.NewStore()
+	st := store.NewStore()
 	set := adapter.NewSet()
 	apply := func(c adapter.Change) {
 		t.Helper()
 		var err error
 		if c.Full {
-			err = store.Replace(setMeta.Source(), c.Set)
+			err = st.Replace(setMeta.Source(), c.Set)
 		} else {
-			err = store.Update(setMeta.Source(), c.Set, c.Remove)
+			err = st.Update(setMeta.Source(), c.Set, c.Remove)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -89,10 +89,10 @@ func TestSetHandsOverOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("deleted service: %+v", c)
 	}
 	apply(c)
-	if n := store.Snapshot().Len(); n != 297 {
+	if n := st.Snapshot().Len(); n != 297 {
 		t.Fatalf("store holds %d objects, want 297", n)
 	}
-	if o := store.Snapshot().Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "dubbo", Name: "svc7-10.0.0.3"}); o == nil {
+	if o := st.Snapshot().Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "dubbo", Name: "svc7-10.0.0.3"}); o == nil {
 		t.Fatal("moved WorkloadEntry missing from the Store")
 	}
 
@@ -109,7 +109,7 @@ func TestSetContestedKeyGoesToTheFirstGroup(t *testing.T) {
 	set.Put("b", service("web", "10.0.0.2"))
 	set.Put("a", service("web", "10.0.0.1"))
 	c := set.Changes()
-	se := filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "dubbo", Name: "web"}
+	se := store.Key{Kind: store.KindServiceEntry, Namespace: "dubbo", Name: "web"}
 	if got := c.Contested[se]; !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("contested %v, want the ServiceEntry lost by b", c.Contested)
 	}
@@ -176,7 +176,7 @@ func TestSameSpecKnowsEveryField(t *testing.T) {
 // over by a later Changes: the same winners, contests and counts, with
 // keys two groups generate and a group generating one key twice.
 func TestFirstChangesAsLaterChanges(t *testing.T) {
-	groups := map[string][]*filestore.Object{}
+	groups := map[string][]*store.Object{}
 	for i := range 40 {
 		name := fmt.Sprintf("svc%d", i%25) // groups 25..39 contest 0..14's keys
 		objs := service(name, fmt.Sprintf("10.0.%d.1", i), "10.0.0.9")
@@ -200,7 +200,7 @@ func TestFirstChangesAsLaterChanges(t *testing.T) {
 	if !a.Full || b.Full {
 		t.Fatalf("full: first %v, later %v", a.Full, b.Full)
 	}
-	origins := func(objs []*filestore.Object) []string {
+	origins := func(objs []*store.Object) []string {
 		var out []string
 		for _, o := range objs {
 			out = append(out, fmt.Sprintf("%s@%p", o.Key, o)) // the very object: which copy won

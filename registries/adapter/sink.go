@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Status is what a registry entry reports about itself in
@@ -35,7 +35,7 @@ type Status struct {
 // Sink hands one registry entry's objects to the Store (a complete set, or a
 // Set's changes) and keeps its Status and metrics. It is safe for concurrent use.
 type Sink struct {
-	store   *filestore.Store
+	store   *store.Store
 	meta    Meta
 	metrics *Metrics
 
@@ -51,7 +51,7 @@ type Sink struct {
 // NewSink returns the Sink for the registry entry meta; target names what
 // it reads (an address or a file) for the status. metrics and logger may be
 // nil.
-func NewSink(store *filestore.Store, meta Meta, target string, metrics *Metrics, logger *slog.Logger) *Sink {
+func NewSink(store *store.Store, meta Meta, target string, metrics *Metrics, logger *slog.Logger) *Sink {
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil)
 	}
@@ -84,7 +84,7 @@ func (s *Sink) Synced() <-chan struct{} { return s.synced }
 func (s *Sink) Meta() Meta { return s.meta }
 
 // Replace hands the complete current set to the Store.
-func (s *Sink) Replace(objs []*filestore.Object) error {
+func (s *Sink) Replace(objs []*store.Object) error {
 	if err := s.store.Replace(s.meta.Source(), objs); err != nil {
 		err = fmt.Errorf("registry %s: %w", s.meta.Name, err)
 		s.Error(err)
@@ -93,9 +93,9 @@ func (s *Sink) Replace(objs []*filestore.Object) error {
 	var ses, wes int
 	for _, o := range objs {
 		switch o.Kind {
-		case filestore.KindServiceEntry:
+		case store.KindServiceEntry:
 			ses++
-		case filestore.KindWorkloadEntry:
+		case store.KindWorkloadEntry:
 			wes++
 		}
 	}
@@ -148,8 +148,8 @@ func (s *Sink) synced1(objects, ses, wes int) {
 	s.once.Do(func() { close(s.synced) })
 	s.metrics.syncs.WithLabelValues(s.meta.Name).Inc()
 	s.metrics.lastSync.WithLabelValues(s.meta.Name).Set(float64(now.UnixNano()) / 1e9)
-	s.metrics.objects.WithLabelValues(s.meta.Name, string(filestore.KindServiceEntry)).Set(float64(ses))
-	s.metrics.objects.WithLabelValues(s.meta.Name, string(filestore.KindWorkloadEntry)).Set(float64(wes))
+	s.metrics.objects.WithLabelValues(s.meta.Name, string(store.KindServiceEntry)).Set(float64(ses))
+	s.metrics.objects.WithLabelValues(s.meta.Name, string(store.KindWorkloadEntry)).Set(float64(wes))
 }
 
 // SetConnected records whether the registry answers.
@@ -188,7 +188,7 @@ func (s *Sink) Skip(reason string) {
 // ConfigErrors reports problems found in the registry's input (e.g. bad
 // entries of a static file, by line) on the Store's source status, which
 // /debug/config and `vmesh status` show.
-func (s *Sink) ConfigErrors(revision string, errs []filestore.ConfigError) {
+func (s *Sink) ConfigErrors(revision string, errs []store.ConfigError) {
 	s.store.SetStatus(s.meta.Source(), revision, errs)
 }
 

@@ -9,7 +9,7 @@
 // An agent whose node names instead a WorkloadEntry of the config
 // (WORKLOAD_ENTRY) annotated proxy.istio.io/health-checks-enabled becomes
 // that entry's health controller, as in Istio: its reports decide whether
-// the entry is an endpoint (filestore.Store.SetHealth), and a grace period
+// the entry is an endpoint (store.Store.SetHealth), and a grace period
 // after its last stream closes the entry's health is unknown again, so it
 // stops being one.
 package autoregister
@@ -28,9 +28,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/refusal"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -51,7 +51,7 @@ const (
 )
 
 // Source is the Store source of registrations.
-var Source = filestore.Source{Name: "registration", Class: filestore.ClassRegistration}
+var Source = store.Source{Name: "registration", Class: store.ClassRegistration}
 
 // Authenticator returns the namespace and service account a stream's peer
 // proved (its mesh certificate), or an error.
@@ -71,16 +71,16 @@ type Config struct {
 // Registrar implements xds.Observer and keeps the registration source.
 type Registrar struct {
 	cfg   Config
-	store *filestore.Store
+	store *store.Store
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	entries  map[filestore.Key]*entry
-	byStream map[int64]filestore.Key
+	entries  map[store.Key]*entry
+	byStream map[int64]store.Key
 	// checked are the config-defined WorkloadEntries whose health agents
 	// report, and checkedBy their streams.
-	checked   map[filestore.Key]*checkedEntry
-	checkedBy map[int64]filestore.Key
+	checked   map[store.Key]*checkedEntry
+	checkedBy map[int64]store.Key
 	// unchecked are the streams of agents naming a config-defined
 	// WorkloadEntry that is not health-checked: their reports are ignored
 	// (as Istio's), counted in ignoredReports, and the entry of each that
@@ -91,7 +91,7 @@ type Registrar struct {
 
 // uncheckedStream is an agent's stream whose health reports are ignored.
 type uncheckedStream struct {
-	key      filestore.Key
+	key      store.Key
 	reported bool // a report was ignored
 }
 
@@ -103,8 +103,8 @@ type checkedEntry struct {
 }
 
 type entry struct {
-	key     filestore.Key
-	group   filestore.Key
+	key     store.Key
+	group   store.Key
 	proxy   *xds.Proxy
 	ip      string
 	streams map[int64]bool
@@ -119,33 +119,33 @@ type entry struct {
 var _ xds.Observer = (*Registrar)(nil)
 
 // New returns a Registrar writing to store.
-func New(store *filestore.Store, cfg Config, logger *slog.Logger) *Registrar {
+func New(st *store.Store, cfg Config, logger *slog.Logger) *Registrar {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Registrar{cfg: cfg, store: store, log: logger.With("component", "autoregister"),
-		entries: map[filestore.Key]*entry{}, byStream: map[int64]filestore.Key{},
-		checked: map[filestore.Key]*checkedEntry{}, checkedBy: map[int64]filestore.Key{}, unchecked: map[int64]*uncheckedStream{}}
+	return &Registrar{cfg: cfg, store: st, log: logger.With("component", "autoregister"),
+		entries: map[store.Key]*entry{}, byStream: map[int64]store.Key{},
+		checked: map[store.Key]*checkedEntry{}, checkedBy: map[int64]store.Key{}, unchecked: map[int64]*uncheckedStream{}}
 }
 
 // warnLocked puts warning VM1013 on the source's status for each entry
 // whose agents' reports are ignored, at the entry's file and line. Callers
 // hold r.mu.
 func (r *Registrar) warnLocked() {
-	ignoring := map[filestore.Key]bool{}
+	ignoring := map[store.Key]bool{}
 	for _, u := range r.unchecked {
 		if u.reported {
 			ignoring[u.key] = true
 		}
 	}
 	snap := r.store.Snapshot()
-	var warnings []filestore.ConfigError
-	for _, key := range slices.SortedFunc(maps.Keys(ignoring), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
-		w := filestore.ConfigError{Object: key.String(), Field: "metadata.annotations", Severity: filestore.SeverityWarning,
-			Code:    filestore.CodeHealthReportsIgnored,
+	var warnings []store.ConfigError
+	for _, key := range slices.SortedFunc(maps.Keys(ignoring), func(a, b store.Key) int { return strings.Compare(a.String(), b.String()) }) {
+		w := store.ConfigError{Object: key.String(), Field: "metadata.annotations", Severity: store.SeverityWarning,
+			Code:    store.CodeHealthReportsIgnored,
 			Message: fmt.Sprintf("its agent reports its health, which is ignored: the entry is not health-checked, so it stays an endpoint whatever the agent reports; annotate it %s: \"true\" to make it an endpoint only while healthy", meshlabels.HealthChecksAnnotation)}
 		if o := snap.Get(key); o != nil {
 			w.File, w.Line, w.Commit, w.Source = o.Origin.File, o.Origin.Line, o.Origin.Commit, o.Origin.Source
@@ -185,7 +185,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 		}
 		return nil
 	}
-	groupKey := filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: p.Namespace, Name: p.AutoRegisterGroup}
+	groupKey := store.Key{Kind: store.KindWorkloadGroup, Namespace: p.Namespace, Name: p.AutoRegisterGroup}
 	refuse := func(code codes.Code, reason, msg, fix string) error {
 		r.log.Warn("auto-registration refused: "+msg, "proxy", p.ID, "group", groupKey.String(), "reason", reason)
 		return &refusal.Refusal{Code: code, Reason: reason, Message: "auto-registration into WorkloadGroup " + groupKey.Namespace + "/" + groupKey.Name + " refused: " + msg, Fix: fix, Permanent: true}
@@ -212,7 +212,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 		}
 	}
 	ip := p.IPs[0]
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: p.Namespace, Name: EntryName(p.AutoRegisterGroup, ip, p.Network)}
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: p.Namespace, Name: EntryName(p.AutoRegisterGroup, ip, p.Network)}
 	r.mu.Lock()
 	e := r.entries[key]
 	if e == nil {
@@ -323,7 +323,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 			r.mu.Unlock()
 			return nil
 		case <-sub.C():
-			if sub.Take().Kinds()[filestore.KindWorkloadGroup] {
+			if sub.Take().Kinds()[store.KindWorkloadGroup] {
 				r.mu.Lock()
 				if len(r.entries) > 0 {
 					r.publishLocked()
@@ -337,8 +337,8 @@ func (r *Registrar) Run(ctx context.Context) error {
 // publishLocked hands the complete set to the Store. Callers hold r.mu.
 func (r *Registrar) publishLocked() {
 	snap := r.store.Snapshot()
-	objs := make([]*filestore.Object, 0, len(r.entries))
-	for _, k := range slices.SortedFunc(maps.Keys(r.entries), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
+	objs := make([]*store.Object, 0, len(r.entries))
+	for _, k := range slices.SortedFunc(maps.Keys(r.entries), func(a, b store.Key) int { return strings.Compare(a.String(), b.String()) }) {
 		e := r.entries[k]
 		group := snap.Get(e.group)
 		if group == nil {
@@ -353,7 +353,7 @@ func (r *Registrar) publishLocked() {
 
 // entryObject builds the WorkloadEntry from the group template: labels merge
 // template < group metadata < proxy labels, as in Istio.
-func entryObject(e *entry, group *filestore.Object) *filestore.Object {
+func entryObject(e *entry, group *store.Object) *store.Object {
 	wg := group.Spec.(*networking.WorkloadGroup)
 	spec := proto.Clone(wg.GetTemplate()).(*networking.WorkloadEntry)
 	if spec == nil {
@@ -384,9 +384,9 @@ func entryObject(e *entry, group *filestore.Object) *filestore.Object {
 	annotations["vmesh.io/registry"] = "agent"
 	annotations["vmesh.io/workload-group"] = group.Name
 	annotations["vmesh.io/proxy"] = e.proxy.ID
-	o := &filestore.Object{
+	o := &store.Object{
 		Key: e.key, APIVersion: "networking.istio.io/v1", Labels: labels, Annotations: annotations, Spec: spec,
-		Origin: filestore.Origin{Source: Source.Name, Registry: fmt.Sprintf("agent %s (group %s)", e.proxy.ID, group.Name)},
+		Origin: store.Origin{Source: Source.Name, Registry: fmt.Sprintf("agent %s (group %s)", e.proxy.ID, group.Name)},
 	}
 	if wg.GetProbe() != nil {
 		// The agent probes: only a healthy report makes it an endpoint.
@@ -403,7 +403,7 @@ func entryObject(e *entry, group *filestore.Object) *filestore.Object {
 // (else nothing happens, as in Istio), and the stream's peer must be the
 // entry's namespace and service account.
 func (r *Registrar) controlEntry(ctx context.Context, stream int64, p *xds.Proxy) error {
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: p.Namespace, Name: p.WorkloadEntry}
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: p.Namespace, Name: p.WorkloadEntry}
 	refuse := func(code codes.Code, reason, msg, fix string, permanent bool) error {
 		r.log.Warn("health control refused: "+msg, "proxy", p.ID, "entry", key.String(), "reason", reason)
 		return &refusal.Refusal{Code: code, Reason: reason, Message: "health reports for WorkloadEntry " + key.Namespace + "/" + key.Name + " refused: " + msg, Fix: fix, Permanent: permanent}
@@ -413,7 +413,7 @@ func (r *Registrar) controlEntry(ctx context.Context, stream int64, p *xds.Proxy
 		return refuse(codes.FailedPrecondition, ReasonNoWorkloadEntry, "no such WorkloadEntry in the control plane's config",
 			"add WorkloadEntry "+key.Name+" in namespace "+key.Namespace+" to the config, or start the agent with the --workload-entry that exists", false)
 	}
-	if !filestore.HealthChecksEnabled(o) {
+	if !store.HealthChecksEnabled(o) {
 		r.mu.Lock()
 		r.unchecked[stream] = &uncheckedStream{key: key}
 		r.mu.Unlock()
@@ -455,7 +455,7 @@ func (r *Registrar) controlEntry(ctx context.Context, stream int64, p *xds.Proxy
 // releaseEntryLocked ends a stream's health control of key; a grace period
 // after the last one ends, the entry's health is unknown (not an
 // endpoint) until an agent reports again. Callers hold r.mu.
-func (r *Registrar) releaseEntryLocked(stream int64, key filestore.Key) {
+func (r *Registrar) releaseEntryLocked(stream int64, key store.Key) {
 	delete(r.checkedBy, stream)
 	c := r.checked[key]
 	if c == nil {

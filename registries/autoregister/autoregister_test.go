@@ -14,6 +14,7 @@ import (
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -32,20 +33,20 @@ spec:
     tcpSocket: {port: 50051}
 `
 
-func setup(t *testing.T, cfg autoregister.Config) (*filestore.Store, *autoregister.Registrar) {
+func setup(t *testing.T, cfg autoregister.Config) (*store.Store, *autoregister.Registrar) {
 	t.Helper()
-	store := filestore.NewStore()
+	st := store.NewStore()
 	objs, errs := filestore.Decode("group.yaml", []byte(groupYAML))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+	if err := st.Replace(store.Source{Name: "dir:test"}, objs); err != nil {
 		t.Fatal(err)
 	}
-	return store, autoregister.New(store, cfg, nil)
+	return st, autoregister.New(st, cfg, nil)
 }
 
-var entryKey = filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "demo", Name: "greeter-10.1.2.3"}
+var entryKey = store.Key{Kind: store.KindWorkloadEntry, Namespace: "demo", Name: "greeter-10.1.2.3"}
 
 func vm() *xds.Proxy {
 	return &xds.Proxy{ID: "vm-1", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.1.2.3"}, AutoRegisterGroup: "greeter",
@@ -53,11 +54,11 @@ func vm() *xds.Proxy {
 }
 
 func TestRegisterHealthAndGrace(t *testing.T) {
-	store, r := setup(t, autoregister.Config{Grace: 200 * time.Millisecond})
+	st, r := setup(t, autoregister.Config{Grace: 200 * time.Millisecond})
 	ctx := context.Background()
 	r.StreamOpened(ctx, 1, vm())
 	r.StreamOpened(ctx, 2, vm()) // a second stream of the same VM (e.g. Envoy's and the agent's)
-	o := store.Snapshot().Get(entryKey)
+	o := st.Snapshot().Get(entryKey)
 	if o == nil {
 		t.Fatal("no WorkloadEntry registered")
 	}
@@ -73,29 +74,29 @@ func TestRegisterHealthAndGrace(t *testing.T) {
 		t.Fatalf("annotations/health before any report: %v %v", o.Annotations, o.Healthy)
 	}
 	r.Health(2, vm(), true, "")
-	if h := store.Snapshot().Get(entryKey).Healthy; h == nil || !*h {
+	if h := st.Snapshot().Get(entryKey).Healthy; h == nil || !*h {
 		t.Fatal("healthy report not applied")
 	}
 	r.Health(2, vm(), false, "tcp 127.0.0.1:50051: connection refused")
-	if h := store.Snapshot().Get(entryKey).Healthy; h == nil || *h {
+	if h := st.Snapshot().Get(entryKey).Healthy; h == nil || *h {
 		t.Fatal("unhealthy report not applied")
 	}
 
 	// One stream closing keeps the entry; the last one starts the grace period.
 	r.StreamClosed(1, vm())
 	r.StreamClosed(2, vm())
-	if store.Snapshot().Get(entryKey) == nil {
+	if st.Snapshot().Get(entryKey) == nil {
 		t.Fatal("entry removed before the grace period")
 	}
 	// Reconnecting within the grace period keeps it.
 	r.StreamOpened(ctx, 3, vm())
 	time.Sleep(400 * time.Millisecond)
-	if store.Snapshot().Get(entryKey) == nil {
+	if st.Snapshot().Get(entryKey) == nil {
 		t.Fatal("reconnected entry removed")
 	}
 	r.StreamClosed(3, vm())
 	deadline := time.Now().Add(5 * time.Second)
-	for store.Snapshot().Get(entryKey) != nil {
+	for st.Snapshot().Get(entryKey) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("entry never removed after the grace period")
 		}
@@ -128,7 +129,7 @@ func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store, r := setup(t, autoregister.Config{Authenticate: c.auth})
+			st, r := setup(t, autoregister.Config{Authenticate: c.auth})
 			err := r.StreamOpened(context.Background(), 1, c.proxy())
 			switch ref, ok := refusal.Of(err); {
 			case c.wantOK && err != nil:
@@ -145,7 +146,7 @@ func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
 				}
 			}
 			got := 0
-			for _, o := range store.Snapshot().List(filestore.KindWorkloadEntry) {
+			for _, o := range st.Snapshot().List(store.KindWorkloadEntry) {
 				if o.Origin.Source == autoregister.Source.Name {
 					got++
 				}
@@ -158,14 +159,14 @@ func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
 }
 
 func TestFilesWinOverRegistrations(t *testing.T) {
-	store, r := setup(t, autoregister.Config{})
+	st, r := setup(t, autoregister.Config{})
 	r.StreamOpened(context.Background(), 1, vm())
-	manual := &filestore.Object{APIVersion: "networking.istio.io/v1", Spec: &networking.WorkloadEntry{Address: "10.9.9.9"}}
+	manual := &store.Object{APIVersion: "networking.istio.io/v1", Spec: &networking.WorkloadEntry{Address: "10.9.9.9"}}
 	manual.Key = entryKey
-	if err := store.Replace(filestore.Source{Name: "dir:ops"}, []*filestore.Object{manual}); err != nil {
+	if err := st.Replace(store.Source{Name: "dir:ops"}, []*store.Object{manual}); err != nil {
 		t.Fatal(err)
 	}
-	if got := store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).Address; got != "10.9.9.9" {
+	if got := st.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).Address; got != "10.9.9.9" {
 		t.Fatalf("registration beat a file: %s", got)
 	}
 }
@@ -176,10 +177,10 @@ func TestFilesWinOverRegistrations(t *testing.T) {
 // not (clients of a plaintext proxyless server must not start TLS), and the
 // label outlives an Envoy restart.
 func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
-	store, r := setup(t, autoregister.Config{Grace: time.Minute})
+	st, r := setup(t, autoregister.Config{Grace: time.Minute})
 	ctx := context.Background()
 	label := func() string {
-		return store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[meshlabels.TLSModeLabel]
+		return st.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[meshlabels.TLSModeLabel]
 	}
 	r.StreamOpened(ctx, 1, vm()) // the agent's own proxyless stream
 	if got := label(); got != "" {
@@ -202,13 +203,13 @@ func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
 // and the applications' nodes name no group) carries the tlsMode label in
 // its LABELS; the entry keeps it.
 func TestAgentStreamLabelledForEnvoyMarksTheEntry(t *testing.T) {
-	store, r := setup(t, autoregister.Config{Grace: time.Minute})
+	st, r := setup(t, autoregister.Config{Grace: time.Minute})
 	agent := vm()
 	agent.Labels = map[string]string{"app": "cart", meshlabels.TLSModeLabel: meshlabels.TLSModeIstio}
 	if err := r.StreamOpened(context.Background(), 1, agent); err != nil {
 		t.Fatal(err)
 	}
-	if got := store.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[meshlabels.TLSModeLabel]; got != meshlabels.TLSModeIstio {
+	if got := st.Snapshot().Get(entryKey).Spec.(*networking.WorkloadEntry).GetLabels()[meshlabels.TLSModeLabel]; got != meshlabels.TLSModeIstio {
 		t.Fatalf("tlsMode=%q, want istio", got)
 	}
 }
@@ -217,7 +218,7 @@ func TestAgentStreamLabelledForEnvoyMarksTheEntry(t *testing.T) {
 // node without the group (an application, after the agent made its
 // bootstrap) neither registers nor keeps the entry.
 func TestOnlyTheAgentStreamKeepsTheEntry(t *testing.T) {
-	store, r := setup(t, autoregister.Config{Grace: 100 * time.Millisecond})
+	st, r := setup(t, autoregister.Config{Grace: 100 * time.Millisecond})
 	ctx := context.Background()
 	if err := r.StreamOpened(ctx, 1, vm()); err != nil {
 		t.Fatal(err)
@@ -229,7 +230,7 @@ func TestOnlyTheAgentStreamKeepsTheEntry(t *testing.T) {
 	}
 	r.StreamClosed(1, vm()) // the agent stops; the application stays
 	deadline := time.Now().Add(2 * time.Second)
-	for store.Snapshot().Get(entryKey) != nil {
+	for st.Snapshot().Get(entryKey) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("entry outlived the agent's stream by more than the grace period")
 		}

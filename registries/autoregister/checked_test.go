@@ -9,6 +9,7 @@ import (
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -42,10 +43,10 @@ spec:
 
 // endpoints returns the addresses of ratings' endpoints in the model built
 // from the store.
-func ratingsEndpoints(t *testing.T, store *filestore.Store) map[string]bool {
+func ratingsEndpoints(t *testing.T, cs *store.Store) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, svc := range model.Build(store.Snapshot()).ServicesForHost("ratings.demo.svc.cluster.local") {
+	for _, svc := range model.Build(cs.Snapshot()).ServicesForHost("ratings.demo.svc.cluster.local") {
 		for _, e := range svc.Endpoints {
 			out[e.Address] = true
 		}
@@ -61,50 +62,50 @@ func ratingsEndpoints(t *testing.T, store *filestore.Store) map[string]bool {
 // entry without the annotation is an endpoint throughout, and an agent
 // naming it changes nothing.
 func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
-	store := filestore.NewStore()
+	cs := store.NewStore()
 	objs, errs := filestore.Decode("vms.yaml", []byte(checkedYAML))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+	if err := cs.Replace(store.Source{Name: "dir:test"}, objs); err != nil {
 		t.Fatal(err)
 	}
-	r := autoregister.New(store, autoregister.Config{Grace: 100 * time.Millisecond,
+	r := autoregister.New(cs, autoregister.Config{Grace: 100 * time.Millisecond,
 		Authenticate: func(context.Context) (string, string, error) { return "demo", "ratings", nil }}, nil)
 	agent := &xds.Proxy{ID: "ratings-vm", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
 
-	if eps := ratingsEndpoints(t, store); eps["10.2.0.5"] || !eps["10.2.0.6"] {
+	if eps := ratingsEndpoints(t, cs); eps["10.2.0.5"] || !eps["10.2.0.6"] {
 		t.Fatalf("before any report: %v, want only the unchecked 10.2.0.6", eps)
 	}
 	if err := r.StreamOpened(context.Background(), 1, agent); err != nil {
 		t.Fatal(err)
 	}
 	r.Health(1, agent, true, "")
-	if eps := ratingsEndpoints(t, store); !eps["10.2.0.5"] {
+	if eps := ratingsEndpoints(t, cs); !eps["10.2.0.5"] {
 		t.Fatalf("after a healthy report: %v, want 10.2.0.5", eps)
 	}
 	r.Health(1, agent, false, "connection refused")
-	if eps := ratingsEndpoints(t, store); eps["10.2.0.5"] {
+	if eps := ratingsEndpoints(t, cs); eps["10.2.0.5"] {
 		t.Fatalf("after an unhealthy report: %v", eps)
 	}
 	r.Health(1, agent, true, "")
 	// The config changing under it keeps the report.
 	objs[2].Labels = map[string]string{"changed": "yes"}
-	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+	if err := cs.Replace(store.Source{Name: "dir:test"}, objs); err != nil {
 		t.Fatal(err)
 	}
-	if eps := ratingsEndpoints(t, store); !eps["10.2.0.5"] {
+	if eps := ratingsEndpoints(t, cs); !eps["10.2.0.5"] {
 		t.Fatalf("after an unrelated config change: %v, want 10.2.0.5 still", eps)
 	}
 	r.StreamClosed(1, agent)
 	deadline := time.Now().Add(5 * time.Second)
-	for ratingsEndpoints(t, store)["10.2.0.5"] {
+	for ratingsEndpoints(t, cs)["10.2.0.5"] {
 		if time.Now().After(deadline) {
 			t.Fatal("the entry is still an endpoint long after its agent left")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if h := store.Snapshot().Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "demo", Name: "ratings-vm"}).Healthy; h != nil {
+	if h := cs.Snapshot().Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "demo", Name: "ratings-vm"}).Healthy; h != nil {
 		t.Fatalf("health after the grace period = %v, want unknown", *h)
 	}
 
@@ -114,7 +115,7 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Health(2, plain, false, "down")
-	if eps := ratingsEndpoints(t, store); !eps["10.2.0.6"] {
+	if eps := ratingsEndpoints(t, cs); !eps["10.2.0.6"] {
 		t.Fatalf("an unchecked entry followed its agent's report: %v", eps)
 	}
 	// ... and they are counted as ignored (the checked entry's were not),
@@ -124,7 +125,7 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	if n := r.IgnoredHealthReports(); n != 2 {
 		t.Fatalf("%d reports counted as ignored, want the unchecked entry's 2", n)
 	}
-	if w := registrationWarnings(store); len(w) != 1 || w[0].Code != filestore.CodeHealthReportsIgnored || w[0].File != "vms.yaml" ||
+	if w := registrationWarnings(cs); len(w) != 1 || w[0].Code != store.CodeHealthReportsIgnored || w[0].File != "vms.yaml" ||
 		w[0].Line != 21 || w[0].Object != "WorkloadEntry/demo/plain-vm" || w[0].Field != "metadata.annotations" {
 		t.Fatalf("warnings while ignoring: %+v", w)
 	}
@@ -133,15 +134,15 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	if n := r.IgnoredHealthReports(); n != 2 {
 		t.Fatalf("a closed stream's report counted: %d", n)
 	}
-	if w := registrationWarnings(store); len(w) != 0 {
+	if w := registrationWarnings(cs); len(w) != 0 {
 		t.Fatalf("warnings after the agent left: %+v", w)
 	}
 }
 
 // registrationWarnings returns the warnings on the registration source's
 // status.
-func registrationWarnings(store *filestore.Store) []filestore.ConfigError {
-	for _, st := range store.Snapshot().Sources {
+func registrationWarnings(cs *store.Store) []store.ConfigError {
+	for _, st := range cs.Snapshot().Sources {
 		if st.Source == autoregister.Source.Name {
 			return st.Warnings
 		}
@@ -154,15 +155,15 @@ func registrationWarnings(store *filestore.Store) []filestore.ConfigError {
 // commit); one whose certificate is another service account's is refused
 // for good, and its reports change nothing.
 func TestConfigDefinedEntryRefusals(t *testing.T) {
-	store := filestore.NewStore()
+	cs := store.NewStore()
 	objs, errs := filestore.Decode("vms.yaml", []byte(checkedYAML))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if err := store.Replace(filestore.Source{Name: "dir:test"}, objs); err != nil {
+	if err := cs.Replace(store.Source{Name: "dir:test"}, objs); err != nil {
 		t.Fatal(err)
 	}
-	r := autoregister.New(store, autoregister.Config{
+	r := autoregister.New(cs, autoregister.Config{
 		Authenticate: func(context.Context) (string, string, error) { return "demo", "intruder", nil }}, nil)
 	missing := &xds.Proxy{ID: "x", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.9"}, WorkloadEntry: "nope"}
 	ref, ok := refusal.Of(r.StreamOpened(context.Background(), 1, missing))
@@ -175,7 +176,7 @@ func TestConfigDefinedEntryRefusals(t *testing.T) {
 		t.Fatalf("other service account: %+v, want a permanent %s refusal", ref, autoregister.ReasonIdentityMismatch)
 	}
 	r.Health(2, intruder, true, "")
-	if ratingsEndpoints(t, store)["10.2.0.5"] {
+	if ratingsEndpoints(t, cs)["10.2.0.5"] {
 		t.Fatal("a refused stream's report made the entry an endpoint")
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
+	"github.com/vmesh/vmesh/store"
 )
 
 func TestConfigValidation(t *testing.T) {
-	sink := adapter.NewSink(filestore.NewStore(), adapter.Meta{Type: "consul", Name: "c", Namespace: "default"}, "", nil, nil)
+	sink := adapter.NewSink(store.NewStore(), adapter.Meta{Type: "consul", Name: "c", Namespace: "default"}, "", nil, nil)
 	for _, tc := range []struct {
 		name    string
 		cfg     consul.Config

@@ -16,9 +16,9 @@ import (
 	"github.com/hashicorp/consul/api"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/retry"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Adapter watches one Consul datacenter.
@@ -205,12 +205,12 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 
 // serviceObjects generates the ServiceEntry and WorkloadEntries of one
 // Consul service. It runs with a.mu held.
-func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*filestore.Object {
+func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*store.Object {
 	meta := a.sink.Meta()
 	host := adapter.DNSLabel(name) + "." + adapter.DNSName(a.cfg.HostSuffix)
 	seName := adapter.ObjectName(name)
 	ports := map[string]*adapter.PortCandidate{}
-	var wes []*filestore.Object
+	var wes []*store.Object
 	seen := map[string]bool{}
 	for _, e := range entries {
 		svc := e.Service
@@ -269,7 +269,7 @@ func (a *Adapter) serviceObjects(name string, entries []*api.ServiceEntry) []*fi
 	}
 	sePorts := a.ports.Ports(seName, candidates)
 	se := meta.ServiceEntry(seName, a.cfg.Datacenter+"/"+name, []string{host}, sePorts, nil)
-	return append([]*filestore.Object{se}, wes...)
+	return append([]*store.Object{se}, wes...)
 }
 
 // tagLabels turns "k=v" (and Istio's former "k|v") tags into labels; other

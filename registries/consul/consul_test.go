@@ -15,17 +15,17 @@ import (
 	"github.com/hashicorp/consul/api"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
+	"github.com/vmesh/vmesh/store"
 )
 
-func run(t *testing.T, cfg consul.Config) (*filestore.Store, *adapter.Sink) {
+func run(t *testing.T, cfg consul.Config) (*store.Store, *adapter.Sink) {
 	t.Helper()
-	store := filestore.NewStore()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, cfg.Address, nil, nil)
+	cs := store.NewStore()
+	sink := adapter.NewSink(cs, adapter.Meta{Type: "consul", Name: "consul", Namespace: "default"}, cfg.Address, nil, nil)
 	level := slog.LevelWarn
 	if os.Getenv("VMESH_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -44,7 +44,7 @@ func run(t *testing.T, cfg consul.Config) (*filestore.Store, *adapter.Sink) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return store, sink
+	return cs, sink
 }
 
 func client(t *testing.T, addr string) *api.Client {
@@ -67,13 +67,13 @@ func register(t *testing.T, c *api.Client, id, addr string, port int, meta map[s
 	}
 }
 
-func eventually(t *testing.T, store *filestore.Store, what string, cond func(s *filestore.Snapshot) bool) {
+func eventually(t *testing.T, cs *store.Store, what string, cond func(s *store.Snapshot) bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for !cond(store.Snapshot()) {
+	for !cond(cs.Snapshot()) {
 		if time.Now().After(deadline) {
 			var b strings.Builder
-			for _, o := range store.Snapshot().List(filestore.KindWorkloadEntry) {
+			for _, o := range cs.Snapshot().List(store.KindWorkloadEntry) {
 				fmt.Fprintf(&b, "  %s healthy=%v %v\n", o.Key, o.Healthy, o.Spec)
 			}
 			t.Fatalf("timed out waiting for %s; WorkloadEntries:\n%s", what, b.String())
@@ -83,9 +83,9 @@ func eventually(t *testing.T, store *filestore.Store, what string, cond func(s *
 }
 
 // instances returns "address:port healthy" of the web WorkloadEntries.
-func instances(s *filestore.Snapshot) []string {
+func instances(s *store.Snapshot) []string {
 	var out []string
-	for _, o := range s.List(filestore.KindWorkloadEntry) {
+	for _, o := range s.List(store.KindWorkloadEntry) {
 		we := o.Spec.(*networking.WorkloadEntry)
 		h := "unknown"
 		if o.Healthy != nil {
@@ -105,11 +105,11 @@ func TestInstancesHealthAndDeregistration(t *testing.T) {
 	c := testenv.StartConsul(t)
 	cc := client(t, c.HTTPAddr)
 	register(t, cc, "web-1", "10.0.0.1", 9090, map[string]string{"protocol": "grpc", "team": "pay"}, "version=v1", "primary")
-	store, sink := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 500 * time.Millisecond})
+	cs, sink := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 500 * time.Millisecond})
 
-	eventually(t, store, "web-1", func(s *filestore.Snapshot) bool { return is(instances(s), "10.0.0.1:9090 true") })
-	s := store.Snapshot()
-	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "web"})
+	eventually(t, cs, "web-1", func(s *store.Snapshot) bool { return is(instances(s), "10.0.0.1:9090 true") })
+	s := cs.Snapshot()
+	se := s.Get(store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: "web"})
 	if se == nil {
 		t.Fatal("no ServiceEntry web")
 	}
@@ -122,7 +122,7 @@ func TestInstancesHealthAndDeregistration(t *testing.T) {
 	if se.Annotations[adapter.AnnotationRegistry] != "consul" {
 		t.Errorf("annotations %v", se.Annotations)
 	}
-	we := s.List(filestore.KindWorkloadEntry)[0]
+	we := s.List(store.KindWorkloadEntry)[0]
 	wspec := we.Spec.(*networking.WorkloadEntry)
 	if we.Labels["version"] != "v1" || we.Labels["team"] != "pay" || we.Labels["protocol"] != "grpc" ||
 		wspec.Locality != "dc1" || we.Annotations[meshlabels.HealthChecksAnnotation] != "true" ||
@@ -134,29 +134,29 @@ func TestInstancesHealthAndDeregistration(t *testing.T) {
 	}
 
 	register(t, cc, "web-2", "10.0.0.2", 9091, map[string]string{"protocol": "grpc"})
-	eventually(t, store, "web-2", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "web-2", func(s *store.Snapshot) bool {
 		return is(instances(s), "10.0.0.1:9090 true", "10.0.0.2:9091 true")
 	})
 	if err := cc.Agent().UpdateTTL("ttl-web-2", "down", api.HealthCritical); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, store, "web-2 unhealthy", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "web-2 unhealthy", func(s *store.Snapshot) bool {
 		return is(instances(s), "10.0.0.1:9090 true", "10.0.0.2:9091 false")
 	})
 	if err := cc.Agent().UpdateTTL("ttl-web-2", "", api.HealthPassing); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, store, "web-2 healthy again", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "web-2 healthy again", func(s *store.Snapshot) bool {
 		return is(instances(s), "10.0.0.1:9090 true", "10.0.0.2:9091 true")
 	})
 	if err := cc.Agent().ServiceDeregister("web-1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, store, "web-1 gone", func(s *filestore.Snapshot) bool { return is(instances(s), "10.0.0.2:9091 true") })
+	eventually(t, cs, "web-1 gone", func(s *store.Snapshot) bool { return is(instances(s), "10.0.0.2:9091 true") })
 	if err := cc.Agent().ServiceDeregister("web-2"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, store, "service gone", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "service gone", func(s *store.Snapshot) bool {
 		return s.Len() == 0
 	})
 	if st := sink.Status(); !st.Connected || st.Syncs < 5 {
@@ -169,8 +169,8 @@ func TestUnreachableKeepsLastKnownSet(t *testing.T) {
 	proxy := testenv.StartProxy(t, c.HTTPAddr)
 	cc := client(t, c.HTTPAddr)
 	register(t, cc, "web-1", "10.0.0.1", 8080, nil)
-	store, sink := run(t, consul.Config{Address: proxy.Addr, RetryMax: 300 * time.Millisecond})
-	eventually(t, store, "web-1", func(s *filestore.Snapshot) bool { return is(instances(s), "10.0.0.1:8080 true") })
+	cs, sink := run(t, consul.Config{Address: proxy.Addr, RetryMax: 300 * time.Millisecond})
+	eventually(t, cs, "web-1", func(s *store.Snapshot) bool { return is(instances(s), "10.0.0.1:8080 true") })
 
 	proxy.Cut()
 	register(t, cc, "web-2", "10.0.0.2", 8080, nil)
@@ -181,14 +181,14 @@ func TestUnreachableKeepsLastKnownSet(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := instances(store.Snapshot()); !is(got, "10.0.0.1:8080 true") {
+	if got := instances(cs.Snapshot()); !is(got, "10.0.0.1:8080 true") {
 		t.Fatalf("while unreachable the last known set must stay, got %v", got)
 	}
 	if sink.Status().LastError == "" {
 		t.Error("no last error recorded")
 	}
 	proxy.Restore()
-	eventually(t, store, "reconnect and catch up", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "reconnect and catch up", func(s *store.Snapshot) bool {
 		return is(instances(s), "10.0.0.1:8080 true", "10.0.0.2:8080 true")
 	})
 	// Connected is set by whichever watch reaches Consul first after the
@@ -227,7 +227,7 @@ func TestACLToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	withToken, _ := run(t, consul.Config{Address: c.HTTPAddr, TokenFile: tokenFile, RetryMax: 300 * time.Millisecond})
-	eventually(t, withToken, "web-1 read with the ACL token", func(s *filestore.Snapshot) bool {
+	eventually(t, withToken, "web-1 read with the ACL token", func(s *store.Snapshot) bool {
 		return is(instances(s), "10.0.0.1:8080 true")
 	})
 	// Without a token, default-deny ACLs hide every service: nothing is generated.
@@ -261,8 +261,8 @@ func kernelPorts(t *testing.T, n int) []int {
 
 // webPorts returns the port numbers of the web ServiceEntry, nil while
 // there is none.
-func webPorts(s *filestore.Snapshot) []uint32 {
-	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "web"})
+func webPorts(s *store.Snapshot) []uint32 {
+	se := s.Get(store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: "web"})
 	if se == nil {
 		return nil
 	}
@@ -286,29 +286,29 @@ func TestServicePortSurvivesItsInstance(t *testing.T) {
 	register(t, cc, "web-1", "127.0.0.1", p[0], grpc)
 	register(t, cc, "web-2", "127.0.0.2", p[1], grpc)
 	register(t, cc, "web-3", "127.0.0.3", p[2], grpc)
-	store, _ := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 500 * time.Millisecond})
+	cs, _ := run(t, consul.Config{Address: c.HTTPAddr, RetryMax: 500 * time.Millisecond})
 	inst := func(i int) string { return fmt.Sprintf("127.0.0.%d:%d true", i+1, p[i]) }
 
-	eventually(t, store, "three instances", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "three instances", func(s *store.Snapshot) bool {
 		return is(instances(s), inst(0), inst(1), inst(2))
 	})
-	if got := webPorts(store.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
+	if got := webPorts(cs.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
 		t.Fatalf("first sight: ServiceEntry ports %v, want the lowest instance port %d", got, p[0])
 	}
 
 	if err := cc.Agent().ServiceDeregister("web-1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, store, "web-1 gone", func(s *filestore.Snapshot) bool { return is(instances(s), inst(1), inst(2)) })
-	if got := webPorts(store.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
+	eventually(t, cs, "web-1 gone", func(s *store.Snapshot) bool { return is(instances(s), inst(1), inst(2)) })
+	if got := webPorts(cs.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
 		t.Fatalf("after the lowest instance left: ServiceEntry ports %v, want %d kept", got, p[0])
 	}
 	// Another port becoming the most common does not renumber it either.
 	register(t, cc, "web-4", "127.0.0.4", p[2], grpc)
-	eventually(t, store, "web-4", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "web-4", func(s *store.Snapshot) bool {
 		return is(instances(s), inst(1), inst(2), fmt.Sprintf("127.0.0.4:%d true", p[2]))
 	})
-	if got := webPorts(store.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
+	if got := webPorts(cs.Snapshot()); !slices.Equal(got, []uint32{uint32(p[0])}) {
 		t.Fatalf("with %d the most common: ServiceEntry ports %v, want %d kept", p[2], got, p[0])
 	}
 
@@ -317,9 +317,9 @@ func TestServicePortSurvivesItsInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, store, "service gone", func(s *filestore.Snapshot) bool { return s.Len() == 0 })
+	eventually(t, cs, "service gone", func(s *store.Snapshot) bool { return s.Len() == 0 })
 	register(t, cc, "web-5", "127.0.0.5", p[1], grpc)
-	eventually(t, store, "service back, numbered afresh", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "service back, numbered afresh", func(s *store.Snapshot) bool {
 		return slices.Equal(webPorts(s), []uint32{uint32(p[1])})
 	})
 }

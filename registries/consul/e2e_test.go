@@ -13,12 +13,12 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -32,7 +32,7 @@ func TestEndToEndProxylessGRPC(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	store := filestore.NewStore()
+	store := store.NewStore()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := xds.NewServer(xds.Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {

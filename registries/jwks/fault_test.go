@@ -24,6 +24,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/jwks"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -117,7 +118,7 @@ func (l *logBuffer) String() string {
 
 // fetcherOn runs a fetcher over st with settings (its log kept in the
 // returned buffer).
-func fetcherOn(t *testing.T, st *filestore.Store, s jwks.Settings) *logBuffer {
+func fetcherOn(t *testing.T, st *store.Store, s jwks.Settings) *logBuffer {
 	t.Helper()
 	logs := &logBuffer{}
 	s.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -130,9 +131,9 @@ func fetcherOn(t *testing.T, st *filestore.Store, s jwks.Settings) *logBuffer {
 
 // settled waits until every key the config needs has an object in the
 // Store: its keys, or its error.
-func settled(t *testing.T, st *filestore.Store, uris ...string) *filestore.Snapshot {
+func settled(t *testing.T, st *store.Store, uris ...string) *store.Snapshot {
 	t.Helper()
-	return waitFor(t, st, "every key set fetched or refused", func(s *filestore.Snapshot) bool {
+	return waitFor(t, st, "every key set fetched or refused", func(s *store.Snapshot) bool {
 		for _, u := range uris {
 			v, e, ok := jwksValue(s, u)
 			if !ok || (v == "" && e == "") {
@@ -147,10 +148,10 @@ func settled(t *testing.T, st *filestore.Store, uris ...string) *filestore.Snaps
 // generates for the api workload's sidecar: every object (spec,
 // annotations), every source's warnings and errors, the sidecar's
 // listeners (as /debug/config_dump renders them), and the fetcher's log.
-func everything(t *testing.T, fs *filestore.Snapshot, logs *logBuffer) string {
+func everything(t *testing.T, fs *store.Snapshot, logs *logBuffer) string {
 	t.Helper()
 	var b strings.Builder
-	for _, k := range []filestore.Kind{filestore.KindJWKS, filestore.KindRequestAuthentication, filestore.KindServiceEntry} {
+	for _, k := range []store.Kind{store.KindJWKS, store.KindRequestAuthentication, store.KindServiceEntry} {
 		for _, o := range fs.List(k) {
 			fmt.Fprintf(&b, "%+v %v %v\n", o.Key, o.Spec, o.Annotations)
 		}
@@ -175,7 +176,7 @@ func everything(t *testing.T, fs *filestore.Snapshot, logs *logBuffer) string {
 }
 
 // warningsOf returns the jwks source's warnings with code for field.
-func warningsOf(fs *filestore.Snapshot, code, field string) []string {
+func warningsOf(fs *store.Snapshot, code, field string) []string {
 	var out []string
 	for _, src := range fs.Sources {
 		if src.Source != jwks.SourceName {
@@ -192,7 +193,7 @@ func warningsOf(fs *filestore.Snapshot, code, field string) []string {
 
 // providerKeys returns the inline key set of each JWT provider the api
 // sidecar gets, by issuer.
-func providerKeys(t *testing.T, fs *filestore.Snapshot) map[string]string {
+func providerKeys(t *testing.T, fs *store.Snapshot) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, p := range jwtConfig(t, inboundHTTPFilters(t, model.Build(fs))).GetProviders() {
@@ -231,7 +232,7 @@ func TestFaultJWKSLoopbackRefusedByDefault(t *testing.T) {
 		t.Errorf("the fetcher sent %d requests to a loopback server", n)
 	}
 	for i, field := range []string{"jwtRules[0].jwksUri", "jwtRules[1].issuer"} {
-		ws := warningsOf(fs, filestore.CodeJWKSFetchFailed, field)
+		ws := warningsOf(fs, store.CodeJWKSFetchFailed, field)
 		if len(ws) != 1 || !strings.Contains(ws[0], "127.0.0.1 is a loopback address") || !strings.Contains(ws[0], "--jwks-allowed-cidr") {
 			t.Errorf("rule %d: VM1012 warnings %q, want one naming the loopback address and the flag", i, ws)
 		}
@@ -247,7 +248,7 @@ func TestFaultJWKSLoopbackRefusedByDefault(t *testing.T) {
 
 	allowed := storeWith(t, yaml)
 	logs = fetcherOn(t, allowed, jwks.Settings{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	fs = waitFor(t, allowed, "the allowed key sets", func(fs *filestore.Snapshot) bool {
+	fs = waitFor(t, allowed, "the allowed key sets", func(fs *store.Snapshot) bool {
 		for _, u := range uris {
 			if v, _, _ := jwksValue(fs, u); v != s.jwks {
 				return false
@@ -294,7 +295,7 @@ func TestFaultJWKSUnspecifiedAddressRefused(t *testing.T) {
 				if v, e, _ := jwksValue(fs, u); v != "" || !strings.Contains(e, "refused") {
 					t.Errorf("%s: keys %q, error %q; want it refused", u, v, e)
 				}
-				if ws := warningsOf(fs, filestore.CodeJWKSFetchFailed, fmt.Sprintf("jwtRules[%d].jwksUri", i)); len(ws) != 1 {
+				if ws := warningsOf(fs, store.CodeJWKSFetchFailed, fmt.Sprintf("jwtRules[%d].jwksUri", i)); len(ws) != 1 {
 					t.Errorf("%s: VM1012 warnings %q, want one", u, ws)
 				}
 			}
@@ -413,7 +414,7 @@ func TestFaultJWKSSecretBodyNeverStored(t *testing.T) {
 		if v, e, _ := jwksValue(fs, u); v != "" || e == "" {
 			t.Errorf("%s: keys %q, error %q; want it refused", u, v, e)
 		}
-		if ws := warningsOf(fs, filestore.CodeJWKSFetchFailed, fmt.Sprintf("jwtRules[%d].jwksUri", i)); len(ws) != 1 {
+		if ws := warningsOf(fs, store.CodeJWKSFetchFailed, fmt.Sprintf("jwtRules[%d].jwksUri", i)); len(ws) != 1 {
 			t.Errorf("%s: VM1012 warnings %q, want one", u, ws)
 		}
 	}
@@ -496,7 +497,7 @@ func TestFaultJWKSPrivateKeyMaterialDropped(t *testing.T) {
 	if e != "" || err != nil || len(set.Keys) != 1 || set.Keys[0].KeyID != "ec-public" || !set.Keys[0].IsPublic() {
 		t.Fatalf("mixed set: stored %q (error %q, %v); want the EC public key only", v, e, err)
 	}
-	ws := warningsOf(fs, filestore.CodeJWKSFetchFailed, "jwtRules[0].jwksUri")
+	ws := warningsOf(fs, store.CodeJWKSFetchFailed, "jwtRules[0].jwksUri")
 	if len(ws) != 1 || !strings.Contains(ws[0], "keys[0] refused") || !strings.Contains(ws[0], "keys[1] refused") || !strings.Contains(ws[0], "keys[2] refused") {
 		t.Errorf("mixed set: VM1012 warnings %q, want one naming the three refused keys", ws)
 	}

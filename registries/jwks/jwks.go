@@ -3,7 +3,7 @@
 // by default (PILOT_JWT_ENABLE_REMOTE_JWKS=false): the control plane
 // fetches each key set with a timeout, keeps it, refreshes it, and the JWT
 // filter carries it inline (local_jwks). The Fetcher is a Store source: it
-// writes one filestore.KindJWKS object per key set, so a change of keys is a
+// writes one store.KindJWKS object per key set, so a change of keys is a
 // Store change like any other and reaches the proxies through the model.
 //
 // Fetching is bounded, since whoever may write a RequestAuthentication
@@ -40,8 +40,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 )
@@ -52,8 +52,8 @@ const SourceName = "jwks"
 
 // Source is the Store source the Fetcher writes as: generated objects,
 // ranked as a registry's.
-func Source() filestore.Source {
-	return filestore.Source{Name: SourceName, Class: filestore.ClassRegistry}
+func Source() store.Source {
+	return store.Source{Name: SourceName, Class: store.ClassRegistry}
 }
 
 // Settings tune the Fetcher.
@@ -124,7 +124,7 @@ func (s Settings) withDefaults() Settings {
 // Fetcher keeps the Store's KindJWKS objects equal to the key sets of the
 // Store's RequestAuthentications. Run drives it.
 type Fetcher struct {
-	store    *filestore.Store
+	store    *store.Store
 	settings Settings
 	entries  map[string]*entry // by model.JWKSKey; only Run's goroutine touches it
 	// published: the source has written to the Store (a config without
@@ -142,17 +142,17 @@ type entry struct {
 	fetched time.Time
 	err     error // the last fetch's error; nil after a success
 	due     time.Time
-	object  *filestore.Object
+	object  *store.Object
 }
 
 type user struct {
 	object string // kind/namespace/name
 	field  string
-	origin filestore.Origin
+	origin store.Origin
 }
 
 // New returns a Fetcher writing to store.
-func New(store *filestore.Store, s Settings) (*Fetcher, error) {
+func New(store *store.Store, s Settings) (*Fetcher, error) {
 	if store == nil {
 		return nil, errors.New("jwks: nil store")
 	}
@@ -206,9 +206,9 @@ func (f *Fetcher) Run(ctx context.Context) error {
 	}
 }
 
-func onlyJWKS(ch filestore.Changes) bool {
+func onlyJWKS(ch store.Changes) bool {
 	for k := range ch.Keys {
-		if k.Kind != filestore.KindJWKS {
+		if k.Kind != store.KindJWKS {
 			return false
 		}
 	}
@@ -299,38 +299,38 @@ func (f *Fetcher) publish() {
 		return
 	}
 	f.published = true
-	var objects []*filestore.Object
-	var warnings []filestore.ConfigError
+	var objects []*store.Object
+	var warnings []store.ConfigError
 	for _, k := range slices.Sorted(maps.Keys(f.entries)) {
 		e := f.entries[k]
 		var ann map[string]string
 		if e.keys == "" && e.err != nil {
-			ann = map[string]string{filestore.JWKSErrorAnnotation: e.err.Error()}
+			ann = map[string]string{store.JWKSErrorAnnotation: e.err.Error()}
 		}
 		if e.object == nil || e.object.Spec.(*wrapperspb.StringValue).GetValue() != e.keys || !maps.Equal(e.object.Annotations, ann) {
-			e.object = &filestore.Object{
-				Key:         filestore.Key{Kind: filestore.KindJWKS, Name: k},
+			e.object = &store.Object{
+				Key:         store.Key{Kind: store.KindJWKS, Name: k},
 				APIVersion:  "vmesh.io/v1",
 				Annotations: ann,
 				Spec:        wrapperspb.String(e.keys),
-				Origin:      filestore.Origin{Source: SourceName, Registry: k},
+				Origin:      store.Origin{Source: SourceName, Registry: k},
 			}
 		}
 		objects = append(objects, e.object)
 		if broad := f.broadAllowed(); len(broad) > 0 {
 			for _, u := range e.users {
-				warnings = append(warnings, filestore.ConfigError{
+				warnings = append(warnings, store.ConfigError{
 					File: u.origin.File, Line: u.origin.Line, Commit: u.origin.Commit, Object: u.object, Field: u.field,
-					Severity: filestore.SeverityWarning, Code: filestore.CodeJWKSFetchUnrestricted, Source: u.origin.Source,
+					Severity: store.SeverityWarning, Code: store.CodeJWKSFetchUnrestricted, Source: u.origin.Source,
 					Message: fmt.Sprintf("JWKS %s may be fetched from any address in %s (jwksAllowedCIDRs, --jwks-allowed-cidr): whoever may write a RequestAuthentication can make the control plane fetch from the hosts of those ranges; allow only the key servers' own addresses", k, strings.Join(broad, ", ")),
 				})
 			}
 		}
 		if e.err == nil && len(e.notes) > 0 {
 			for _, u := range e.users {
-				warnings = append(warnings, filestore.ConfigError{
+				warnings = append(warnings, store.ConfigError{
 					File: u.origin.File, Line: u.origin.Line, Commit: u.origin.Commit, Object: u.object, Field: u.field,
-					Severity: filestore.SeverityWarning, Code: filestore.CodeJWKSFetchFailed, Source: u.origin.Source,
+					Severity: store.SeverityWarning, Code: store.CodeJWKSFetchFailed, Source: u.origin.Source,
 					Message: fmt.Sprintf("JWKS %s: %s: tokens signed with those keys are rejected; the other keys serve", k, strings.Join(e.notes, "; ")),
 				})
 			}
@@ -343,9 +343,9 @@ func (f *Fetcher) publish() {
 			effect = fmt.Sprintf("the keys fetched at %s keep serving", e.fetched.UTC().Format(time.RFC3339))
 		}
 		for _, u := range e.users {
-			warnings = append(warnings, filestore.ConfigError{
+			warnings = append(warnings, store.ConfigError{
 				File: u.origin.File, Line: u.origin.Line, Commit: u.origin.Commit, Object: u.object, Field: u.field,
-				Severity: filestore.SeverityWarning, Code: filestore.CodeJWKSFetchFailed, Source: u.origin.Source,
+				Severity: store.SeverityWarning, Code: store.CodeJWKSFetchFailed, Source: u.origin.Source,
 				Message: fmt.Sprintf("JWKS %s: %v: %s", k, e.err, effect),
 			})
 		}
@@ -375,9 +375,9 @@ type want struct {
 // sources are the key sets the Store's RequestAuthentications need, by
 // model.JWKSKey: rules without an inline jwks (of several rules with one
 // key, the longest timeout wins).
-func sources(fs *filestore.Snapshot) map[string]*want {
+func sources(fs *store.Snapshot) map[string]*want {
 	out := map[string]*want{}
-	for _, o := range fs.List(filestore.KindRequestAuthentication) {
+	for _, o := range fs.List(store.KindRequestAuthentication) {
 		ra, ok := o.Spec.(*security.RequestAuthentication)
 		if !ok || len(ra.GetTargetRefs()) > 0 || ra.GetTargetRef() != nil {
 			continue

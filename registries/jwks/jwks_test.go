@@ -27,6 +27,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/jwks"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"
 	"github.com/vmesh/vmesh/xds/sidecar"
@@ -163,14 +164,14 @@ spec:
 `
 }
 
-func storeWith(t *testing.T, yaml string) *filestore.Store {
+func storeWith(t *testing.T, yaml string) *store.Store {
 	t.Helper()
 	d := filestore.DecodeFile("jwt.yaml", []byte(yaml), filestore.Limits{})
 	if len(d.Errors) > 0 {
 		t.Fatalf("decode: %v", d.Errors)
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, d.Objects); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, d.Objects); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -182,12 +183,12 @@ func storeWith(t *testing.T, yaml string) *filestore.Store {
 var testServers = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 
 // runFetcher runs a fetcher that may fetch from the test servers.
-func runFetcher(t *testing.T, st *filestore.Store, client *http.Client, refresh time.Duration) {
+func runFetcher(t *testing.T, st *store.Store, client *http.Client, refresh time.Duration) {
 	t.Helper()
 	runFetcherWith(t, st, jwks.Settings{Client: client, Refresh: refresh, RetryAfterFailure: refresh, Timeout: 10 * time.Second, AllowedCIDRs: testServers})
 }
 
-func runFetcherWith(t *testing.T, st *filestore.Store, settings jwks.Settings) {
+func runFetcherWith(t *testing.T, st *store.Store, settings jwks.Settings) {
 	t.Helper()
 	f, err := jwks.New(st, settings)
 	if err != nil {
@@ -205,7 +206,7 @@ func runFetcherWith(t *testing.T, st *filestore.Store, settings jwks.Settings) {
 }
 
 // waitFor polls the Store until cond holds, with a deadline.
-func waitFor(t *testing.T, st *filestore.Store, what string, cond func(*filestore.Snapshot) bool) *filestore.Snapshot {
+func waitFor(t *testing.T, st *store.Store, what string, cond func(*store.Snapshot) bool) *store.Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -220,12 +221,12 @@ func waitFor(t *testing.T, st *filestore.Store, what string, cond func(*filestor
 	}
 }
 
-func jwksValue(s *filestore.Snapshot, key string) (string, string, bool) {
-	o := s.Get(filestore.Key{Kind: filestore.KindJWKS, Name: key})
+func jwksValue(s *store.Snapshot, key string) (string, string, bool) {
+	o := s.Get(store.Key{Kind: store.KindJWKS, Name: key})
 	if o == nil {
 		return "", "", false
 	}
-	return o.Spec.(*wrapperspb.StringValue).GetValue(), o.Annotations[filestore.JWKSErrorAnnotation], true
+	return o.Spec.(*wrapperspb.StringValue).GetValue(), o.Annotations[store.JWKSErrorAnnotation], true
 }
 
 // inboundHTTPFilters returns the HTTP filters of the sidecar's inbound
@@ -307,7 +308,7 @@ func TestServedJWTConfigVerifiesIssuerTokens(t *testing.T) {
 	runFetcher(t, st, ks.Client(), 200*time.Millisecond)
 
 	keysURI, missingURI := ks.URL+"/keys", ks.URL+"/missing"
-	fs := waitFor(t, st, "both key sets fetched", func(s *filestore.Snapshot) bool {
+	fs := waitFor(t, st, "both key sets fetched", func(s *store.Snapshot) bool {
 		_, _, ok1 := jwksValue(s, keysURI)
 		_, _, ok2 := jwksValue(s, missingURI)
 		return ok1 && ok2
@@ -321,7 +322,7 @@ func TestServedJWTConfigVerifiesIssuerTokens(t *testing.T) {
 	var warned bool
 	for _, src := range fs.Sources {
 		for _, w := range src.Warnings {
-			if src.Source == jwks.SourceName && w.Code == filestore.CodeJWKSFetchFailed && w.Object == "RequestAuthentication/shop/jwt" && w.Field == "jwtRules[1].jwksUri" && w.File == "jwt.yaml" {
+			if src.Source == jwks.SourceName && w.Code == store.CodeJWKSFetchFailed && w.Object == "RequestAuthentication/shop/jwt" && w.Field == "jwtRules[1].jwksUri" && w.File == "jwt.yaml" {
 				warned = true
 			}
 		}
@@ -398,7 +399,7 @@ func TestServedJWTConfigVerifiesIssuerTokens(t *testing.T) {
 	// Key rotation: the refreshed key set reaches the served config.
 	rotated := newSigner(t, "k3")
 	ks.set(rotated.jwks)
-	fs = waitFor(t, st, "the rotated key set", func(s *filestore.Snapshot) bool {
+	fs = waitFor(t, st, "the rotated key set", func(s *store.Snapshot) bool {
 		v, _, _ := jwksValue(s, keysURI)
 		return v == rotated.jwks
 	})
@@ -423,7 +424,7 @@ func TestUntrustedKeyServerFailsClosed(t *testing.T) {
 	ks := newKeyServer(t, s.jwks)
 	st := storeWith(t, configYAML(ks.URL))
 	runFetcher(t, st, &http.Client{}, time.Minute)
-	fs := waitFor(t, st, "a failed fetch", func(s *filestore.Snapshot) bool {
+	fs := waitFor(t, st, "a failed fetch", func(s *store.Snapshot) bool {
 		_, e, _ := jwksValue(s, ks.URL+"/keys")
 		return e != ""
 	})
@@ -453,7 +454,7 @@ func TestBlockedCIDRsFailClosed(t *testing.T) {
 	blocked := storeWith(t, configYAML(ks.URL))
 	runFetcherWith(t, blocked, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute, AllowedCIDRs: testServers,
 		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8")}})
-	fs := waitFor(t, blocked, "a refused fetch", func(s *filestore.Snapshot) bool {
+	fs := waitFor(t, blocked, "a refused fetch", func(s *store.Snapshot) bool {
 		_, e, _ := jwksValue(s, ks.URL+"/keys")
 		return e != ""
 	})
@@ -469,7 +470,7 @@ func TestBlockedCIDRsFailClosed(t *testing.T) {
 	allowed := storeWith(t, configYAML(ks.URL))
 	runFetcherWith(t, allowed, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute, AllowedCIDRs: testServers,
 		BlockedCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
-	waitFor(t, allowed, "the key set fetched past a range it is not in", func(s *filestore.Snapshot) bool {
+	waitFor(t, allowed, "the key set fetched past a range it is not in", func(s *store.Snapshot) bool {
 		v, e, _ := jwksValue(s, ks.URL+"/keys")
 		return e == "" && v == signer.jwks
 	})
@@ -477,11 +478,11 @@ func TestBlockedCIDRsFailClosed(t *testing.T) {
 
 // unrestricted returns the VM1014 warnings of the jwks source, as
 // "file:line field".
-func unrestricted(fs *filestore.Snapshot) []string {
+func unrestricted(fs *store.Snapshot) []string {
 	var out []string
 	for _, src := range fs.Sources {
 		for _, w := range src.Warnings {
-			if src.Source == jwks.SourceName && w.Code == filestore.CodeJWKSFetchUnrestricted {
+			if src.Source == jwks.SourceName && w.Code == store.CodeJWKSFetchUnrestricted {
 				out = append(out, fmt.Sprintf("%s:%d %s %s", w.File, w.Line, w.Object, w.Field))
 			}
 		}
@@ -501,14 +502,14 @@ func TestUnrestrictedFetchesWarn(t *testing.T) {
 	open := storeWith(t, configYAML(ks.URL))
 	runFetcherWith(t, open, jwks.Settings{Client: ks.Client(), Refresh: time.Minute, RetryAfterFailure: time.Minute,
 		AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.1.2.3/32")}})
-	fs := waitFor(t, open, "both rules warned", func(s *filestore.Snapshot) bool { return len(unrestricted(s)) == 2 })
+	fs := waitFor(t, open, "both rules warned", func(s *store.Snapshot) bool { return len(unrestricted(s)) == 2 })
 	want := []string{"jwt.yaml:11 RequestAuthentication/shop/jwt jwtRules[0].jwksUri", "jwt.yaml:11 RequestAuthentication/shop/jwt jwtRules[1].jwksUri"}
 	if got := unrestricted(fs); !slices.Equal(got, want) {
 		t.Errorf("VM1014 warnings %q, want %q", got, want)
 	}
 	for _, src := range fs.Sources {
 		for _, w := range src.Warnings {
-			if w.Code == filestore.CodeJWKSFetchUnrestricted && (!strings.Contains(w.Message, "127.0.0.0/8") || strings.Contains(w.Message, "10.1.2.3")) {
+			if w.Code == store.CodeJWKSFetchUnrestricted && (!strings.Contains(w.Message, "127.0.0.0/8") || strings.Contains(w.Message, "10.1.2.3")) {
 				t.Errorf("VM1014 %q: want the broad range named, not the single address", w.Message)
 			}
 		}
@@ -516,7 +517,7 @@ func TestUnrestrictedFetchesWarn(t *testing.T) {
 
 	guarded := storeWith(t, configYAML(ks.URL))
 	runFetcher(t, guarded, ks.Client(), time.Minute)
-	fs = waitFor(t, guarded, "the key set fetched", func(s *filestore.Snapshot) bool {
+	fs = waitFor(t, guarded, "the key set fetched", func(s *store.Snapshot) bool {
 		v, e, _ := jwksValue(s, ks.URL+"/keys")
 		return e == "" && v == signer.jwks
 	})
@@ -539,14 +540,14 @@ spec:
 `)
 	runFetcher(t, st, ks.Client(), time.Minute)
 	key := model.IssuerKeyPrefix + ks.URL
-	waitFor(t, st, "the discovered key set", func(fs *filestore.Snapshot) bool {
+	waitFor(t, st, "the discovered key set", func(fs *store.Snapshot) bool {
 		v, _, _ := jwksValue(fs, key)
 		return v == s.jwks
 	})
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, nil); err != nil {
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, st, "the key set removed", func(fs *filestore.Snapshot) bool {
+	waitFor(t, st, "the key set removed", func(fs *store.Snapshot) bool {
 		_, _, ok := jwksValue(fs, key)
 		return !ok
 	})

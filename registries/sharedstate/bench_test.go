@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 )
 
 // BenchmarkRegistrationVisible measures registration through replica A →
@@ -38,14 +38,14 @@ func BenchmarkRegistrationVisible(b *testing.B) {
 					r := startReplica(b, "B", spec, target)
 					<-a.state.Synced()
 					<-r.state.Synced()
-					var objs []*filestore.Object
+					var objs []*store.Object
 					for i := range preload {
 						objs = append(objs, entry("fin", fmt.Sprintf("pre-%d", i), fmt.Sprintf("10.1.%d.%d", i/250, i%250), true))
 					}
 					if err := a.store.Replace(localSource, objs); err != nil {
 						b.Fatal(err)
 					}
-					last := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: fmt.Sprintf("pre-%d", preload-1)}
+					last := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: fmt.Sprintf("pre-%d", preload-1)}
 					for preload > 0 && r.store.Snapshot().Get(last) == nil {
 						time.Sleep(10 * time.Millisecond)
 					}
@@ -55,9 +55,9 @@ func BenchmarkRegistrationVisible(b *testing.B) {
 					b.ResetTimer()
 					for i := range b.N {
 						name := fmt.Sprintf("vm-%d", i)
-						key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: name}
+						key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: name}
 						start := time.Now()
-						if err := a.store.Update(localSource, []*filestore.Object{entry("fin", name, fmt.Sprintf("10.2.%d.%d", i/250%250, i%250), true)}, nil); err != nil {
+						if err := a.store.Update(localSource, []*store.Object{entry("fin", name, fmt.Sprintf("10.2.%d.%d", i/250%250, i%250), true)}, nil); err != nil {
 							b.Fatal(err)
 						}
 						deadline := time.After(10 * time.Second)

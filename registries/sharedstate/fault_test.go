@@ -14,10 +14,10 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 )
 
 // rawStore writes into the shared state directly, as whoever has write
@@ -192,7 +192,7 @@ func (c *consulRaw) endSession() {
 
 // neverServes fails the test if any of keys ever enters the store, as
 // far as its change notifications show, until the test ends.
-func neverServes(t *testing.T, store *filestore.Store, keys ...filestore.Key) {
+func neverServes(t *testing.T, store *store.Store, keys ...store.Key) {
 	sub := store.Subscribe()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -251,20 +251,20 @@ func testForgedRecords(t *testing.T, spec sharedstate.Spec, target string, raw f
 		}
 	}
 	// A health-checked config entry on B: no agent reports on it.
-	healthKey := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm"}
+	healthKey := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm"}
 	we := entry("fin", "ledger-vm", "10.0.0.9", false)
 	we.Healthy = nil
 	we.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
-	we.Origin = filestore.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}
-	if err := b.store.Replace(filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}, []*filestore.Object{we}); err != nil {
+	we.Origin = store.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}
+	if err := b.store.Replace(store.Source{Name: "dir:/etc/vmesh", Class: store.ClassConfig}, []*store.Object{we}); err != nil {
 		t.Fatal(err)
 	}
 
-	key := func(name string) filestore.Key {
-		return filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: name}
+	key := func(name string) store.Key {
+		return store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: name}
 	}
 	bad := []string{"vm-otherkey", "vm-forged", "vm-unsigned", "vm-replayed", "vm-port", "vm-host", "vm-persistent", "vm-noreplica", "vm-future"}
-	var badKeys []filestore.Key
+	var badKeys []store.Key
 	for _, n := range bad {
 		badKeys = append(badKeys, key(n))
 	}

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 )
 
 func TestConsulSharedHealth(t *testing.T) {
@@ -35,13 +35,13 @@ func testSharedHealth(t *testing.T, spec sharedstate.Spec, target string) {
 			t.Fatalf("replica %s never read the shared state", r.id)
 		}
 	}
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm"}
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm"}
 	for _, r := range []*replica{a, b} {
 		we := entry("fin", "ledger-vm", "10.0.0.9", false)
 		we.Healthy = nil
 		we.Annotations = map[string]string{meshlabels.HealthChecksAnnotation: "true"}
-		we.Origin = filestore.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}
-		if err := r.store.Replace(filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}, []*filestore.Object{we}); err != nil {
+		we.Origin = store.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}
+		if err := r.store.Replace(store.Source{Name: "dir:/etc/vmesh", Class: store.ClassConfig}, []*store.Object{we}); err != nil {
 			t.Fatal(err)
 		}
 	}

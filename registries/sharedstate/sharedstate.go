@@ -44,6 +44,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Backend types.
@@ -60,7 +61,7 @@ const LocalSource = "registration"
 // class is the registrations' class, and its name sorts after LocalSource,
 // so this replica's own registration of a WorkloadEntry wins over another
 // replica's (see Precedence in the README).
-var Source = filestore.Source{Name: "replicas", Class: filestore.ClassRegistration}
+var Source = store.Source{Name: "replicas", Class: store.ClassRegistration}
 
 // Defaults.
 const (
@@ -203,7 +204,7 @@ type record struct {
 	// Registry is the local origin's Registry ("agent X (group G)").
 	Registry string `json:"registry,omitempty"`
 	// HealthOnly marks a health report on a config-defined WorkloadEntry
-	// (filestore.Store.SetHealth) instead of a registration: only
+	// (store.Store.SetHealth) instead of a registration: only
 	// Namespace, Name and Healthy (nil: unknown) are set.
 	HealthOnly bool `json:"healthOnly,omitempty"`
 	// Updated is when this replica last wrote the entry: among replicas
@@ -254,7 +255,7 @@ type backend interface {
 // State is one replica's part of the shared state. Run it.
 type State struct {
 	cfg     Config
-	store   *filestore.Store
+	store   *store.Store
 	log     *slog.Logger
 	backend backend
 	started time.Time
@@ -266,7 +267,7 @@ type State struct {
 	// writtenFrom the Store object it was made from (objects in the Store
 	// never change: the same pointer needs no comparison).
 	written     map[string][]byte
-	writtenFrom map[string]*filestore.Object
+	writtenFrom map[string]*store.Object
 	// evalMu orders the evaluations of the entries (the entries' watch
 	// and the replicas' watch both evaluate).
 	evalMu sync.Mutex
@@ -277,14 +278,14 @@ type State struct {
 	// remote holds the other replicas' records by key (latest per key);
 	// parsed caches each backend value's record and object by key, so an
 	// unchanged value is authenticated and validated once.
-	remote map[filestore.Key]*parsedRecord
+	remote map[store.Key]*parsedRecord
 	parsed map[string]*parsedRecord
 	// local holds the keys the local registration source serves.
-	local map[filestore.Key]bool
+	local map[store.Key]bool
 	// remoteHealth holds the other replicas' health reports by key
 	// (latest per key), and applied the keys handed to the Store.
-	remoteHealth map[filestore.Key]record
-	applied      map[filestore.Key]bool
+	remoteHealth map[store.Key]record
+	applied      map[store.Key]bool
 	// shared holds the latest shared revocation of each name as the store
 	// holds them now, once revocationsRead (the first read of them) is
 	// set; republish asks mirror to write the local ones it lacks.
@@ -306,7 +307,7 @@ type State struct {
 
 // New returns a State sharing store's registrations through the backend
 // cfg.Spec names. logger nil means slog.Default().
-func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error) {
+func New(st *store.Store, cfg Config, logger *slog.Logger) (*State, error) {
 	if err := cfg.Spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -336,8 +337,8 @@ func New(store *filestore.Store, cfg Config, logger *slog.Logger) (*State, error
 		return nil, err
 	}
 	logger.Info("shared state: records signed and checked with the state key", "keyID", cfg.Key.ID())
-	return &State{cfg: cfg, store: store, log: logger, backend: b, started: cfg.Now().UTC(),
-		written: map[string][]byte{}, writtenFrom: map[string]*filestore.Object{}, remote: map[filestore.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[filestore.Key]bool{},
+	return &State{cfg: cfg, store: st, log: logger, backend: b, started: cfg.Now().UTC(),
+		written: map[string][]byte{}, writtenFrom: map[string]*store.Object{}, remote: map[store.Key]*parsedRecord{}, parsed: map[string]*parsedRecord{}, local: map[store.Key]bool{},
 		shared: map[string]ca.Revocation{}, republish: make(chan struct{}, 1), synced: make(chan struct{}),
 		refusedTotal: map[string]uint64{}}, nil
 }
@@ -505,7 +506,7 @@ func (s *State) mirror(ctx context.Context, sessions <-chan struct{}) error {
 			s.heartbeat(ctx)
 		case <-sub.C():
 			ch := sub.Take()
-			if ch.Kinds()[filestore.KindWorkloadEntry] {
+			if ch.Kinds()[store.KindWorkloadEntry] {
 				dirty = true
 			}
 		case <-beat.C:
@@ -552,17 +553,17 @@ const healthSuffix = "~health"
 
 // entryName is an entry's backend name: "<replica>~<namespace>~<name>"
 // (a health report's adds healthSuffix).
-func entryName(replica string, k filestore.Key) string {
+func entryName(replica string, k store.Key) string {
 	return replica + "~" + k.Namespace + "~" + k.Name
 }
 
 // localEntries returns this replica's registrations as the Store serves
 // them, by backend name, and the keys it serves.
-func (s *State) localEntries() (map[string]*filestore.Object, map[filestore.Key]bool) {
+func (s *State) localEntries() (map[string]*store.Object, map[store.Key]bool) {
 	snap := s.store.Snapshot()
-	out := map[string]*filestore.Object{}
-	keys := map[filestore.Key]bool{}
-	for _, o := range snap.List(filestore.KindWorkloadEntry) {
+	out := map[string]*store.Object{}
+	keys := map[store.Key]bool{}
+	for _, o := range snap.List(store.KindWorkloadEntry) {
 		if o.Origin.Source != LocalSource {
 			continue
 		}
@@ -618,7 +619,7 @@ func (s *State) writeRegistrations(ctx context.Context) error {
 	}
 	health := s.store.LocalHealth()
 	wantHealth := make(map[string]bool, len(health))
-	for _, k := range slices.SortedFunc(maps.Keys(health), func(a, b filestore.Key) int { return strings.Compare(a.String(), b.String()) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(health), func(a, b store.Key) int { return strings.Compare(a.String(), b.String()) }) {
 		name := entryName(s.cfg.ID, k) + healthSuffix
 		wantHealth[name] = true
 		rec := record{Replica: s.cfg.ID, Session: session, Namespace: k.Namespace, Name: k.Name, Healthy: health[k], HealthOnly: true}
@@ -658,7 +659,7 @@ type parsedRecord struct {
 	data    string
 	session string
 	rec     record
-	obj     *filestore.Object
+	obj     *store.Object
 	err     *refusal
 }
 
@@ -683,7 +684,7 @@ func (s *State) parse(v value) *parsedRecord {
 		return p
 	}
 	rec := p.rec
-	k := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: rec.Namespace, Name: rec.Name}
+	k := store.Key{Kind: store.KindWorkloadEntry, Namespace: rec.Namespace, Name: rec.Name}
 	want := entryName(rec.Replica, k)
 	if rec.HealthOnly {
 		want += healthSuffix
@@ -785,8 +786,8 @@ func (s *State) evaluate() {
 	s.mu.Unlock()
 	refused := map[string]*refusal{}
 	parsed := make(map[string]*parsedRecord, len(s.entries))
-	remote := map[filestore.Key]*parsedRecord{}
-	health := map[filestore.Key]record{}
+	remote := map[store.Key]*parsedRecord{}
+	health := map[store.Key]record{}
 	for _, v := range s.entries {
 		p := cache[v.key]
 		if p == nil || p.data != string(v.data) || p.session != v.session {
@@ -811,7 +812,7 @@ func (s *State) evaluate() {
 			continue
 		}
 		if p.rec.HealthOnly {
-			k := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: p.rec.Namespace, Name: p.rec.Name}
+			k := store.Key{Kind: store.KindWorkloadEntry, Namespace: p.rec.Namespace, Name: p.rec.Name}
 			if cur, ok := health[k]; !ok || newer(p.rec, cur) {
 				health[k] = p.rec
 			}
@@ -853,7 +854,7 @@ func (s *State) publishRemote() {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
 	s.mu.Lock()
-	objs := make([]*filestore.Object, 0, len(s.remote))
+	objs := make([]*store.Object, 0, len(s.remote))
 	for k, p := range s.remote {
 		if !s.local[k] {
 			objs = append(objs, p.obj)
@@ -874,13 +875,13 @@ func (s *State) applyRemoteHealth() {
 	defer s.pubMu.Unlock()
 	s.mu.Lock()
 	health := s.remoteHealth
-	gone := []filestore.Key{}
+	gone := []store.Key{}
 	for k := range s.applied {
 		if _, ok := health[k]; !ok {
 			gone = append(gone, k)
 		}
 	}
-	s.applied = make(map[filestore.Key]bool, len(health))
+	s.applied = make(map[store.Key]bool, len(health))
 	for k := range health {
 		s.applied[k] = true
 	}
@@ -914,7 +915,7 @@ func validName(v string) bool {
 // would be decoded (filestore.DecodeFile: the schema, Istio's validation),
 // and then requires what a registration always has: an IP address (a file
 // may name a host; an agent registers its VM's IP).
-func (r record) object() (*filestore.Object, error) {
+func (r record) object() (*store.Object, error) {
 	if len(r.Spec) == 0 || r.Spec[0] != '{' {
 		return nil, errors.New("spec: not an object")
 	}
@@ -926,7 +927,7 @@ func (r record) object() (*filestore.Object, error) {
 		meta["annotations"] = r.Annotations
 	}
 	doc, err := json.Marshal(map[string]any{
-		"apiVersion": cmp.Or(r.APIVersion, "networking.istio.io/v1"), "kind": string(filestore.KindWorkloadEntry),
+		"apiVersion": cmp.Or(r.APIVersion, "networking.istio.io/v1"), "kind": string(store.KindWorkloadEntry),
 		"metadata": meta, "spec": r.Spec,
 	})
 	if err != nil {
@@ -937,7 +938,7 @@ func (r record) object() (*filestore.Object, error) {
 		e := d.Errors[0]
 		return nil, fmt.Errorf("%s: %s", cmp.Or(e.Field, "spec"), e.Message)
 	}
-	if len(d.Objects) != 1 || d.Objects[0].Kind != filestore.KindWorkloadEntry {
+	if len(d.Objects) != 1 || d.Objects[0].Kind != store.KindWorkloadEntry {
 		return nil, errors.New("not one WorkloadEntry")
 	}
 	o := d.Objects[0]
@@ -953,10 +954,10 @@ func (r record) object() (*filestore.Object, error) {
 		ann = map[string]string{}
 	}
 	ann["vmesh.io/replica"] = r.Replica
-	return &filestore.Object{
+	return &store.Object{
 		Key: o.Key, APIVersion: o.APIVersion, Labels: o.Labels, Annotations: ann,
 		Spec: spec, Healthy: r.Healthy,
-		Origin: filestore.Origin{Source: Source.Name, Registry: "replica " + r.Replica + ": " + r.Registry},
+		Origin: store.Origin{Source: Source.Name, Registry: "replica " + r.Replica + ": " + r.Registry},
 	}, nil
 }
 

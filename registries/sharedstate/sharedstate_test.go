@@ -13,19 +13,19 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 )
 
-var localSource = filestore.Source{Name: sharedstate.LocalSource, Class: filestore.ClassRegistration}
+var localSource = store.Source{Name: sharedstate.LocalSource, Class: store.ClassRegistration}
 
 // replica is one replica's Store, CA and State, its backend reached
 // through a proxy the test can cut (a replica that dies, or loses its
 // network, without any cleanup).
 type replica struct {
 	id    string
-	store *filestore.Store
+	store *store.Store
 	ca    *ca.CA
 	state *sharedstate.State
 	proxy *testenv.Proxy
@@ -39,7 +39,7 @@ func startReplica(t testing.TB, id string, spec sharedstate.Spec, target string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{id: id, store: filestore.NewStore(), ca: authority, done: make(chan error, 1)}
+	r := &replica{id: id, store: store.NewStore(), ca: authority, done: make(chan error, 1)}
 	r.proxy = testenv.StartProxy(t, target)
 	spec.Address = r.proxy.Addr
 	r.state, err = sharedstate.New(r.store, sharedstate.Config{Spec: spec, ID: id, CA: authority, Key: testKey(t), Heartbeat: 500 * time.Millisecond,
@@ -81,14 +81,14 @@ func logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func entry(ns, name, ip string, healthy bool) *filestore.Object {
-	return &filestore.Object{
-		Key:        filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: ns, Name: name},
+func entry(ns, name, ip string, healthy bool) *store.Object {
+	return &store.Object{
+		Key:        store.Key{Kind: store.KindWorkloadEntry, Namespace: ns, Name: name},
 		APIVersion: "networking.istio.io/v1", Labels: map[string]string{"app": "ledger"},
 		Annotations: map[string]string{"vmesh.io/registry": "agent"},
 		Spec:        &networking.WorkloadEntry{Address: ip, Labels: map[string]string{"app": "ledger"}, Ports: map[string]uint32{"grpc": 7070}},
 		Healthy:     &healthy,
-		Origin:      filestore.Origin{Source: sharedstate.LocalSource, Registry: "agent vm-1 (group ledger)"},
+		Origin:      store.Origin{Source: sharedstate.LocalSource, Registry: "agent vm-1 (group ledger)"},
 	}
 }
 
@@ -130,7 +130,7 @@ func testSharedState(t *testing.T, spec sharedstate.Spec, target string) {
 			t.Fatalf("replica %s never read the shared state", r.id)
 		}
 	}
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-10.0.0.7"}
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-10.0.0.7"}
 	served := func(r *replica, from string, healthy bool) func() bool {
 		return func() bool {
 			o := r.store.Snapshot().Get(key)
@@ -141,7 +141,7 @@ func testSharedState(t *testing.T, spec sharedstate.Spec, target string) {
 	}
 
 	// Registered through A: B and C serve it within 2s.
-	if err := a.store.Replace(localSource, []*filestore.Object{entry("fin", "ledger-10.0.0.7", "10.0.0.7", true)}); err != nil {
+	if err := a.store.Replace(localSource, []*store.Object{entry("fin", "ledger-10.0.0.7", "10.0.0.7", true)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []*replica{b, c} {
@@ -152,14 +152,14 @@ func testSharedState(t *testing.T, spec sharedstate.Spec, target string) {
 		t.Fatalf("A's own entry lost or replaced on A: %+v", got)
 	}
 	// Its health follows.
-	if err := a.store.Replace(localSource, []*filestore.Object{entry("fin", "ledger-10.0.0.7", "10.0.0.7", false)}); err != nil {
+	if err := a.store.Replace(localSource, []*store.Object{entry("fin", "ledger-10.0.0.7", "10.0.0.7", false)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Second, "C sees A's health report", served(c, "A", false))
 
 	// The agent registers through B too (it failed over): one entry
 	// everywhere, no conflict; B serves its own, C the newest (B's).
-	if err := b.store.Replace(localSource, []*filestore.Object{entry("fin", "ledger-10.0.0.7", "10.0.0.7", true)}); err != nil {
+	if err := b.store.Replace(localSource, []*store.Object{entry("fin", "ledger-10.0.0.7", "10.0.0.7", true)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Second, "C serves B's newer registration", served(c, "B", true))
@@ -288,16 +288,16 @@ func TestConsulRestartWithTheSameID(t *testing.T) {
 	spec := sharedstate.Spec{Type: sharedstate.TypeConsul, Prefix: "vmesh-restart", TTL: 30 * time.Second}
 	watcher := startReplica(t, "W", spec, c.HTTPAddr)
 	first := startReplica(t, "R", spec, c.HTTPAddr)
-	if err := first.store.Replace(localSource, []*filestore.Object{entry("fin", "vm-a", "10.0.0.1", true)}); err != nil {
+	if err := first.store.Replace(localSource, []*store.Object{entry("fin", "vm-a", "10.0.0.1", true)}); err != nil {
 		t.Fatal(err)
 	}
-	keyA := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "vm-a"}
-	keyB := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "vm-b"}
+	keyA := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "vm-a"}
+	keyB := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "vm-b"}
 	eventually(t, 5*time.Second, "W serves R's first entry", func() bool { return watcher.store.Snapshot().Get(keyA) != nil })
 	first.proxy.Cut() // dies without cleanup: its session lives on for up to 60s
 	first.stop()
 	second := startReplica(t, "R", spec, c.HTTPAddr)
-	if err := second.store.Replace(localSource, []*filestore.Object{entry("fin", "vm-b", "10.0.0.2", true)}); err != nil {
+	if err := second.store.Replace(localSource, []*store.Object{entry("fin", "vm-b", "10.0.0.2", true)}); err != nil {
 		t.Fatal(err)
 	}
 	took := eventually(t, 10*time.Second, "W serves the restarted R's entry, and not the old one", func() bool {
@@ -323,8 +323,8 @@ func TestUnreadableSharedRecords(t *testing.T) {
 	spec := sharedstate.Spec{Type: sharedstate.TypeZooKeeper, Prefix: "vmesh/unreadable", TTL: 2 * time.Second}
 	a := startReplica(t, "A", spec, z.Addr)
 	b := startReplica(t, "B", spec, z.Addr)
-	key := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-10.0.0.7"}
-	if err := a.store.Replace(localSource, []*filestore.Object{entry("fin", key.Name, "10.0.0.7", true)}); err != nil {
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-10.0.0.7"}
+	if err := a.store.Replace(localSource, []*store.Object{entry("fin", key.Name, "10.0.0.7", true)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "B serves A's registration", func() bool { return b.store.Snapshot().Get(key) != nil })

@@ -22,8 +22,8 @@ import (
 	"gopkg.in/yaml.v3"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Config configures one static registry entry.
@@ -72,15 +72,15 @@ var (
 // Parse turns the file's content into generated objects and the problems
 // of the entries it left out. A file that is not YAML returns an error and
 // no objects.
-func Parse(meta adapter.Meta, file string, data []byte) ([]*filestore.Object, []filestore.ConfigError, error) {
+func Parse(meta adapter.Meta, file string, data []byte) ([]*store.Object, []store.ConfigError, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", file, err)
 	}
-	var objs []*filestore.Object
-	var errs []filestore.ConfigError
+	var objs []*store.Object
+	var errs []store.ConfigError
 	bad := func(n *yaml.Node, field, format string, args ...any) {
-		errs = append(errs, filestore.ConfigError{File: file, Line: n.Line, Field: field, Message: fmt.Sprintf(format, args...)})
+		errs = append(errs, store.ConfigError{File: file, Line: n.Line, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil, nil // empty file: no services
@@ -300,19 +300,19 @@ func (a *Adapter) load() {
 	if err != nil {
 		a.sink.SetConnected(false)
 		a.sink.Error(fmt.Errorf("static: %w", err))
-		a.sink.ConfigErrors("", []filestore.ConfigError{{File: a.cfg.File, Message: err.Error()}})
+		a.sink.ConfigErrors("", []store.ConfigError{{File: a.cfg.File, Message: err.Error()}})
 		a.log.Warn("static registry file unreadable; keeping the last good set", "file", a.cfg.File, "error", err)
 		return
 	}
 	a.sink.SetConnected(true)
 	objs, errs, err := Parse(a.sink.Meta(), a.cfg.File, data)
 	if err != nil {
-		ce := filestore.ConfigError{File: a.cfg.File, Message: err.Error()}
+		ce := store.ConfigError{File: a.cfg.File, Message: err.Error()}
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			ce.Line, _ = strconv.Atoi(m[1])
 		}
 		a.sink.Error(err)
-		a.sink.ConfigErrors("", []filestore.ConfigError{ce})
+		a.sink.ConfigErrors("", []store.ConfigError{ce})
 		a.log.Warn("static registry file is not valid YAML; keeping the last good set", "error", ce.Error())
 		return
 	}

@@ -11,10 +11,10 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/static"
+	"github.com/vmesh/vmesh/store"
 )
 
 var meta = adapter.Meta{Type: "static", Name: "inventory", Namespace: "default"}
@@ -45,7 +45,7 @@ func TestParse(t *testing.T) {
 	if err != nil || len(errs) != 0 {
 		t.Fatalf("Parse: %v %v", err, errs)
 	}
-	byName := map[string]*filestore.Object{}
+	byName := map[string]*store.Object{}
 	for _, o := range objs {
 		byName[string(o.Kind)+"/"+o.Name] = o
 	}
@@ -122,15 +122,15 @@ func TestWatchedFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte(inventory), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := filestore.NewStore()
+	st := store.NewStore()
 	// A user's file defines "ledger" too: it must win over the registry.
-	userSE := &filestore.Object{Key: filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "ledger"},
+	userSE := &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: "ledger"},
 		APIVersion: "networking.istio.io/v1", Spec: &networking.ServiceEntry{Hosts: []string{"ledger.user"}},
-		Origin: filestore.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}}
-	if err := store.Replace(filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}, []*filestore.Object{userSE}); err != nil {
+		Origin: store.Origin{Source: "dir:/etc/vmesh", File: "ledger.yaml", Line: 1}}
+	if err := st.Replace(store.Source{Name: "dir:/etc/vmesh", Class: store.ClassConfig}, []*store.Object{userSE}); err != nil {
 		t.Fatal(err)
 	}
-	sink := adapter.NewSink(store, meta, file, nil, nil)
+	sink := adapter.NewSink(st, meta, file, nil, nil)
 	a, err := static.New(static.Config{File: file, Debounce: 20 * time.Millisecond}, sink, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +141,14 @@ func TestWatchedFile(t *testing.T) {
 	go func() { defer wg.Done(); _ = a.Run(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 
-	weKey := func(name string) filestore.Key {
-		return filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "default", Name: name}
+	weKey := func(name string) store.Key {
+		return store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: name}
 	}
-	wait(t, "initial load", func() bool { return store.Snapshot().Get(weKey("billing-10.0.0.1-8080")) != nil })
-	if got := store.Snapshot().Get(userSE.Key); got != userSE {
+	wait(t, "initial load", func() bool { return st.Snapshot().Get(weKey("billing-10.0.0.1-8080")) != nil })
+	if got := st.Snapshot().Get(userSE.Key); got != userSE {
 		t.Errorf("the user's ServiceEntry must win, got %v", got.Origin)
 	}
-	if c := store.Snapshot().Conflicts; len(c) != 1 || c[0].Losers[0].Source != "registry:inventory" {
+	if c := st.Snapshot().Conflicts; len(c) != 1 || c[0].Losers[0].Source != "registry:inventory" {
 		t.Errorf("conflicts %+v", c)
 	}
 
@@ -161,21 +161,21 @@ func TestWatchedFile(t *testing.T) {
 	if err := os.Rename(tmp, file); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "new instance", func() bool { return store.Snapshot().Get(weKey("ledger-10.0.0.9-5432")) != nil })
+	wait(t, "new instance", func() bool { return st.Snapshot().Get(weKey("ledger-10.0.0.9-5432")) != nil })
 
 	// Broken YAML keeps the last good set and reports the line.
 	if err := os.WriteFile(file, []byte("services:\n  - name: x\n   port: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, "error reported", func() bool {
-		for _, s := range store.Snapshot().Sources {
+		for _, s := range st.Snapshot().Sources {
 			if s.Source == "registry:inventory" && len(s.Errors) == 1 && s.Errors[0].Line > 0 {
 				return true
 			}
 		}
 		return false
 	})
-	if store.Snapshot().Get(weKey("ledger-10.0.0.9-5432")) == nil {
+	if st.Snapshot().Get(weKey("ledger-10.0.0.9-5432")) == nil {
 		t.Fatal("broken file removed the last good set")
 	}
 
@@ -184,7 +184,7 @@ func TestWatchedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, "instance removed", func() bool {
-		s := store.Snapshot()
+		s := st.Snapshot()
 		for _, src := range s.Sources {
 			if src.Source == "registry:inventory" && len(src.Errors) != 0 {
 				return false

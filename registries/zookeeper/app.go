@@ -11,8 +11,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Instance is one Dubbo 3 application instance: the Curator ServiceInstance
@@ -274,7 +274,7 @@ func (a *Adapter) watchMetadata(ctx context.Context, w *watcher, appRev string) 
 // for each Dubbo service it provides: from its MetadataInfo when stored in
 // ZooKeeper, else from the interface→application mapping. Each gets one
 // WorkloadEntry per instance.
-func (a *Adapter) applicationObjectsLocked() map[serviceKey][]*filestore.Object {
+func (a *Adapter) applicationObjectsLocked() map[serviceKey][]*store.Object {
 	byKey := map[serviceKey][]member{}
 	origins := map[serviceKey]string{}
 	provided := map[string][]string{} // application → interfaces, from the mapping
@@ -332,7 +332,7 @@ func (a *Adapter) applicationObjectsLocked() map[serviceKey][]*filestore.Object 
 			}
 		}
 	}
-	out := make(map[serviceKey][]*filestore.Object, len(byKey))
+	out := make(map[serviceKey][]*store.Object, len(byKey))
 	for k, ms := range byKey {
 		host := InterfaceHost(k.iface, k.group, k.version, a.cfg.HostSuffix)
 		if k.app != "" {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/zookeeper"
+	"github.com/vmesh/vmesh/store"
 )
 
 // benchProviders is the providers per interface; the sizes are the
@@ -65,10 +65,10 @@ func populate(b *testing.B, conn *zk.Conn, interfaces, providers int) {
 	flush()
 }
 
-func benchAdapter(b *testing.B, addr string) (*filestore.Store, *adapter.Sink, func()) {
-	store := filestore.NewStore()
+func benchAdapter(b *testing.B, addr string) (*store.Store, *adapter.Sink, func()) {
+	st := store.NewStore()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sink := adapter.NewSink(store, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, addr, nil, quiet)
+	sink := adapter.NewSink(st, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, addr, nil, quiet)
 	a, err := zookeeper.New(zookeeper.Config{Servers: []string{addr}, InitialSyncTimeout: time.Minute}, sink, quiet)
 	if err != nil {
 		b.Fatal(err)
@@ -77,14 +77,14 @@ func benchAdapter(b *testing.B, addr string) (*filestore.Store, *adapter.Sink, f
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = a.Run(ctx) }()
-	return store, sink, func() { cancel(); wg.Wait() }
+	return st, sink, func() { cancel(); wg.Wait() }
 }
 
-func waitWorkloads(b *testing.B, store *filestore.Store, n int) {
+func waitWorkloads(b *testing.B, st *store.Store, n int) {
 	deadline := time.Now().Add(5 * time.Minute)
-	for len(store.Snapshot().List(filestore.KindWorkloadEntry)) != n {
+	for len(st.Snapshot().List(store.KindWorkloadEntry)) != n {
 		if time.Now().After(deadline) {
-			b.Fatalf("store has %d WorkloadEntries, want %d", len(store.Snapshot().List(filestore.KindWorkloadEntry)), n)
+			b.Fatalf("store has %d WorkloadEntries, want %d", len(st.Snapshot().List(store.KindWorkloadEntry)), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -113,8 +113,8 @@ func benchInitialSync(b *testing.B, benchInterfaces int) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for range b.N {
-		store, sink, stop := benchAdapter(b, z.Addr)
-		waitWorkloads(b, store, benchInterfaces*benchProviders)
+		st, sink, stop := benchAdapter(b, z.Addr)
+		waitWorkloads(b, st, benchInterfaces*benchProviders)
 		b.StopTimer()
 		<-sink.Synced() // the status is updated just after the Store
 		if s := sink.Status(); s.ServiceEntries != benchInterfaces {
@@ -142,9 +142,9 @@ func benchProviderChanges(b *testing.B, benchInterfaces int) {
 	z := testenv.StartZooKeeper(b)
 	d := newDubboB(b, z.Addr)
 	populate(b, d, benchInterfaces, benchProviders)
-	store, sink, stop := benchAdapter(b, z.Addr)
+	st, sink, stop := benchAdapter(b, z.Addr)
 	defer stop()
-	waitWorkloads(b, store, benchInterfaces*benchProviders)
+	waitWorkloads(b, st, benchInterfaces*benchProviders)
 	syncs0 := sink.Status().Syncs
 	acl := zk.WorldACL(zk.PermAll)
 	b.ResetTimer()
@@ -167,7 +167,7 @@ func benchProviderChanges(b *testing.B, benchInterfaces int) {
 		}()
 	}
 	wg.Wait()
-	waitWorkloads(b, store, benchInterfaces*benchProviders+b.N)
+	waitWorkloads(b, st, benchInterfaces*benchProviders+b.N)
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "changes/s")
@@ -179,7 +179,7 @@ func benchProviderChanges(b *testing.B, benchInterfaces int) {
 		p := benchProviders + i/benchInterfaces
 		_ = d.Delete("/dubbo/"+benchIface(iface)+"/providers/"+dubboNode(benchURL(iface, p)), -1)
 	}
-	waitWorkloads(b, store, benchInterfaces*benchProviders)
+	waitWorkloads(b, st, benchInterfaces*benchProviders)
 }
 
 func newDubboB(b *testing.B, addr string) *zk.Conn {

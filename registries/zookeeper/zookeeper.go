@@ -21,8 +21,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Adapter watches one ZooKeeper ensemble.
@@ -38,7 +38,7 @@ type Adapter struct {
 	apps       map[string]map[string]*Instance // application → instance id → instance
 	mapping    map[string][]string             // interface → applications
 	metadata   map[string]*metadataInfo        // "app/revision" → metadata
-	appObjs    map[serviceKey][]*filestore.Object
+	appObjs    map[serviceKey][]*store.Object
 	appDirty   bool
 	set        *adapter.Set        // generated objects by service, as handed to the Store
 	ifaceKeys  map[serviceKey]int  // interface-level services: how many interfaces generate each
@@ -57,7 +57,7 @@ type serviceKey struct {
 type ifaceState struct {
 	// objs are the objects generated from providers, by service (set with
 	// setInterfaceLocked, which keeps the Set in step).
-	objs map[serviceKey][]*filestore.Object
+	objs map[serviceKey][]*store.Object
 }
 
 // New returns an adapter that publishes through sink. logger nil means
@@ -79,7 +79,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 		apps:       map[string]map[string]*Instance{},
 		mapping:    map[string][]string{},
 		metadata:   map[string]*metadataInfo{},
-		appObjs:    map[serviceKey][]*filestore.Object{},
+		appObjs:    map[serviceKey][]*store.Object{},
 		set:        adapter.NewSet(),
 		ifaceKeys:  map[serviceKey]int{},
 		recheck:    map[serviceKey]bool{},
@@ -247,7 +247,7 @@ func (a *Adapter) watchProviders(ctx context.Context, w *watcher, iface string) 
 			}
 		}
 		known = next
-		objs := make(map[serviceKey][]*filestore.Object, len(prepared))
+		objs := make(map[serviceKey][]*store.Object, len(prepared))
 		for k, ps := range prepared {
 			objs[k] = a.finishServiceLocked(ps)
 		}
@@ -309,7 +309,7 @@ type Endpoint struct {
 
 // serviceObjects builds a ServiceEntry for host and a WorkloadEntry per
 // member address. It runs with a.mu held.
-func (a *Adapter) serviceObjects(host, origin string, members []member) []*filestore.Object {
+func (a *Adapter) serviceObjects(host, origin string, members []member) []*store.Object {
 	return a.finishServiceLocked(a.prepareService(host, origin, members))
 }
 
@@ -318,7 +318,7 @@ func (a *Adapter) serviceObjects(host, origin string, members []member) []*files
 type preparedService struct {
 	host, origin, seName string
 	candidates           []adapter.PortCandidate
-	entries              []*filestore.Object
+	entries              []*store.Object
 }
 
 // prepareService groups members by address and builds their
@@ -363,7 +363,7 @@ func (a *Adapter) prepareService(host, origin string, members []member) *prepare
 	for _, c := range ports {
 		ps.candidates = append(ps.candidates, *c)
 	}
-	ps.entries = make([]*filestore.Object, 0, len(byName))
+	ps.entries = make([]*store.Object, 0, len(byName))
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		c := byName[name]
 		ps.entries = append(ps.entries, meta.WorkloadEntry(name, c.m.origin, ps.seName, &networking.WorkloadEntry{
@@ -377,12 +377,12 @@ func (a *Adapter) prepareService(host, origin string, members []member) *prepare
 // ServiceEntry, its ports numbered by a.ports (the members' most common
 // port when the service first appears, then kept), then its
 // WorkloadEntries; none without members. It runs with a.mu held.
-func (a *Adapter) finishServiceLocked(ps *preparedService) []*filestore.Object {
+func (a *Adapter) finishServiceLocked(ps *preparedService) []*store.Object {
 	if len(ps.entries) == 0 {
 		return nil
 	}
 	sePorts := a.ports.Ports(ps.seName, ps.candidates)
-	objs := make([]*filestore.Object, 0, len(ps.entries)+1)
+	objs := make([]*store.Object, 0, len(ps.entries)+1)
 	objs = append(objs, a.sink.Meta().ServiceEntry(ps.seName, ps.origin, []string{ps.host}, sePorts, nil))
 	return append(objs, ps.entries...)
 }
@@ -404,7 +404,7 @@ func (a *Adapter) doneLocked(p string) { delete(a.pending, p) }
 
 // setInterfaceLocked replaces the objects one interface's providers
 // generate, service by service, in the Set.
-func (a *Adapter) setInterfaceLocked(iface string, st *ifaceState, objs map[serviceKey][]*filestore.Object) {
+func (a *Adapter) setInterfaceLocked(iface string, st *ifaceState, objs map[serviceKey][]*store.Object) {
 	for k := range st.objs {
 		if _, ok := objs[k]; !ok {
 			a.set.Delete(interfaceGroup(iface, k))

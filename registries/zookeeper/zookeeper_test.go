@@ -15,10 +15,10 @@ import (
 	"github.com/go-zookeeper/zk"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/zookeeper"
+	"github.com/vmesh/vmesh/store"
 )
 
 // dubbo is a Dubbo-like writer: a separate ZooKeeper client that registers
@@ -105,10 +105,10 @@ func providerPath(iface, rawURL string) string {
 }
 
 // run starts an adapter for servers and returns its Store and sink.
-func run(t *testing.T, cfg zookeeper.Config) (*filestore.Store, *adapter.Sink) {
+func run(t *testing.T, cfg zookeeper.Config) (*store.Store, *adapter.Sink) {
 	t.Helper()
-	store := filestore.NewStore()
-	sink := adapter.NewSink(store, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, strings.Join(cfg.Servers, ","), nil, nil)
+	cs := store.NewStore()
+	sink := adapter.NewSink(cs, adapter.Meta{Type: "zookeeper", Name: "zk", Namespace: "dubbo"}, strings.Join(cfg.Servers, ","), nil, nil)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	a, err := zookeeper.New(cfg, sink, logger)
 	if err != nil {
@@ -124,24 +124,24 @@ func run(t *testing.T, cfg zookeeper.Config) (*filestore.Store, *adapter.Sink) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return store, sink
+	return cs, sink
 }
 
 // eventually polls cond on the Store's snapshot for up to 20s.
-func eventually(t *testing.T, store *filestore.Store, what string, cond func(s *filestore.Snapshot) bool) {
+func eventually(t *testing.T, cs *store.Store, what string, cond func(s *store.Snapshot) bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for !cond(store.Snapshot()) {
+	for !cond(cs.Snapshot()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; store has:\n%s", what, dump(store.Snapshot()))
+			t.Fatalf("timed out waiting for %s; store has:\n%s", what, dump(cs.Snapshot()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func dump(s *filestore.Snapshot) string {
+func dump(s *store.Snapshot) string {
 	var b strings.Builder
-	for _, k := range []filestore.Kind{filestore.KindServiceEntry, filestore.KindWorkloadEntry} {
+	for _, k := range []store.Kind{store.KindServiceEntry, store.KindWorkloadEntry} {
 		for _, o := range s.List(k) {
 			fmt.Fprintf(&b, "  %s %v\n", o.Key, o.Spec)
 		}
@@ -151,10 +151,10 @@ func dump(s *filestore.Snapshot) string {
 
 // endpoints returns the addresses:ports of the WorkloadEntries that the
 // ServiceEntry with host selects.
-func endpoints(s *filestore.Snapshot, host string) []string {
+func endpoints(s *store.Snapshot, host string) []string {
 	var sel map[string]string
 	var ns string
-	for _, o := range s.List(filestore.KindServiceEntry) {
+	for _, o := range s.List(store.KindServiceEntry) {
 		se := o.Spec.(*networking.ServiceEntry)
 		if len(se.Hosts) == 1 && se.Hosts[0] == host {
 			sel, ns = se.WorkloadSelector.GetLabels(), o.Namespace
@@ -164,7 +164,7 @@ func endpoints(s *filestore.Snapshot, host string) []string {
 		return nil
 	}
 	var out []string
-	for _, o := range s.List(filestore.KindWorkloadEntry) {
+	for _, o := range s.List(store.KindWorkloadEntry) {
 		if o.Namespace != ns {
 			continue
 		}
@@ -211,13 +211,13 @@ func TestProvidersAppearAndDisappear(t *testing.T) {
 	d.mkdirs("/dubbo/" + demo + "/consumers")
 	d.mkdirs("/dubbo/config/dubbo")
 
-	store, sink := run(t, zookeeper.Config{Servers: []string{z.Addr}})
+	cs, sink := run(t, zookeeper.Config{Servers: []string{z.Addr}})
 	host := "org.apache.dubbo.demo.demoservice"
-	eventually(t, store, "first provider", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "first provider", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo")
 	})
-	s := store.Snapshot()
-	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "dubbo", Name: host})
+	s := cs.Snapshot()
+	se := s.Get(store.Key{Kind: store.KindServiceEntry, Namespace: "dubbo", Name: host})
 	if se == nil || se.Annotations[adapter.AnnotationRegistry] != "zookeeper" || se.Origin.Source != "registry:zk" {
 		t.Fatalf("ServiceEntry %v", se)
 	}
@@ -225,7 +225,7 @@ func TestProvidersAppearAndDisappear(t *testing.T) {
 	if len(spec.Ports) != 1 || spec.Ports[0].Number != 20880 || spec.Ports[0].Name != "tcp-dubbo" || spec.Ports[0].Protocol != "TCP" {
 		t.Errorf("ports %v", spec.Ports)
 	}
-	we := s.List(filestore.KindWorkloadEntry)[0]
+	we := s.List(store.KindWorkloadEntry)[0]
 	if we.Labels["application"] != "demo-provider" || we.Labels["side"] != "provider" || we.Labels["release"] != "3.1.0" ||
 		!strings.HasPrefix(we.Origin.Registry, "dubbo://10.0.0.1:20880/") {
 		t.Errorf("WorkloadEntry labels %v origin %v", we.Labels, we.Origin)
@@ -236,11 +236,11 @@ func TestProvidersAppearAndDisappear(t *testing.T) {
 	d.create(providerPath(demo, demoURL("10.0.0.2", "&weight=50")), nil)
 	d.create(providerPath(demo, demoURL("10.0.0.3", "&version=2.0.0&group=gold")), nil)
 	d.create("/dubbo/"+demo+"/providers/"+dubboNode("dubbo://10.0.0.9/"+demo+"?weight=x"), nil)
-	eventually(t, store, "three providers in two services", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "three providers in two services", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo", "10.0.0.2:20880/tcp-dubbo") &&
 			equal(endpoints(s, host+".g-gold.v-2-0-0"), "10.0.0.3:20880/tcp-dubbo") && sink.Status().Skipped == 1
 	})
-	for _, o := range store.Snapshot().List(filestore.KindWorkloadEntry) {
+	for _, o := range cs.Snapshot().List(store.KindWorkloadEntry) {
 		if we := o.Spec.(*networking.WorkloadEntry); we.Address == "10.0.0.2" && we.Weight != 50 {
 			t.Errorf("weight = %d, want 50", we.Weight)
 		}
@@ -248,9 +248,9 @@ func TestProvidersAppearAndDisappear(t *testing.T) {
 
 	d.delete(providerPath(demo, demoURL("10.0.0.1", "")))
 	d.delete(providerPath(demo, demoURL("10.0.0.3", "&version=2.0.0&group=gold")))
-	eventually(t, store, "deregistered providers gone", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "deregistered providers gone", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), "10.0.0.2:20880/tcp-dubbo") &&
-			s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "dubbo", Name: host + ".g-gold.v-2-0-0"}) == nil
+			s.Get(store.Key{Kind: store.KindServiceEntry, Namespace: "dubbo", Name: host + ".g-gold.v-2-0-0"}) == nil
 	})
 	if st := sink.Status(); !st.Connected || st.ServiceEntries != 1 || st.WorkloadEntries != 1 {
 		t.Errorf("status %+v", st)
@@ -266,9 +266,9 @@ func TestWatchesSurviveSessionExpiryAndRestart(t *testing.T) {
 	proxy := testenv.StartProxy(t, z.Addr)
 	d := newDubbo(t, z.Addr)
 	d.create(providerPath(demo, demoURL("10.0.0.1", "")), nil)
-	store, sink := run(t, zookeeper.Config{Servers: []string{proxy.Addr}, SessionTimeout: 800 * time.Millisecond, RetryMax: 500 * time.Millisecond})
+	cs, sink := run(t, zookeeper.Config{Servers: []string{proxy.Addr}, SessionTimeout: 800 * time.Millisecond, RetryMax: 500 * time.Millisecond})
 	host := "org.apache.dubbo.demo.demoservice"
-	eventually(t, store, "first provider", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "first provider", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo")
 	})
 
@@ -276,36 +276,36 @@ func TestWatchesSurviveSessionExpiryAndRestart(t *testing.T) {
 	d.create(providerPath(demo, demoURL("10.0.0.2", "")), nil)
 	// Past the session timeout the server expires the session.
 	time.Sleep(2500 * time.Millisecond)
-	if got := endpoints(store.Snapshot(), host); !equal(got, "10.0.0.1:20880/tcp-dubbo") {
+	if got := endpoints(cs.Snapshot(), host); !equal(got, "10.0.0.1:20880/tcp-dubbo") {
 		t.Fatalf("while cut off the last known set must stay, got %v", got)
 	}
 	if sink.Status().Connected {
 		t.Error("status still connected while cut off")
 	}
 	proxy.Restore()
-	eventually(t, store, "change made during the outage, after session expiry", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "change made during the outage, after session expiry", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo", "10.0.0.2:20880/tcp-dubbo")
 	})
 	// The re-armed watch still fires.
 	d.create(providerPath(demo, demoURL("10.0.0.3", "")), nil)
-	eventually(t, store, "change after session expiry", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "change after session expiry", func(s *store.Snapshot) bool {
 		return len(endpoints(s, host)) == 3
 	})
 	// A new interface: the root's watch, on the adapter's other session
 	// (TestPathsSpreadOverSessions), re-armed too.
 	const greeter = "org.apache.dubbo.demo.GreeterService"
 	d.create(providerPath(greeter, "dubbo://10.0.1.1:20880/"+greeter+"?interface="+greeter+"&side=provider"), nil)
-	eventually(t, store, "new interface after session expiry", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "new interface after session expiry", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, "org.apache.dubbo.demo.greeterservice"), "10.0.1.1:20880/tcp-dubbo")
 	})
 
 	z.Restart()
 	d.create(providerPath(demo, demoURL("10.0.0.4", "")), nil)
-	eventually(t, store, "change after a ZooKeeper restart", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "change after a ZooKeeper restart", func(s *store.Snapshot) bool {
 		return len(endpoints(s, host)) == 4
 	})
 	d.delete(providerPath(demo, demoURL("10.0.0.1", "")))
-	eventually(t, store, "delete after a ZooKeeper restart", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "delete after a ZooKeeper restart", func(s *store.Snapshot) bool {
 		return len(endpoints(s, host)) == 3 && sink.Status().Connected
 	})
 }
@@ -322,13 +322,13 @@ func TestDubbo3ApplicationLevel(t *testing.T) {
 	}
 	d.create("/services/shop/10.1.0.1:20880", inst("10.1.0.1", "r1"))
 	d.set("/dubbo/mapping/com.acme.Cart", []byte("shop"))
-	store, _ := run(t, zookeeper.Config{Servers: []string{z.Addr}})
+	cs, _ := run(t, zookeeper.Config{Servers: []string{z.Addr}})
 
-	eventually(t, store, "application and mapped interface", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "application and mapped interface", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, "shop.dubbo"), "10.1.0.1:20880/tcp-dubbo", "10.1.0.1:50051/grpc-tri") &&
 			equal(endpoints(s, "com.acme.cart"), "10.1.0.1:20880/tcp-dubbo", "10.1.0.1:50051/grpc-tri")
 	})
-	we := store.Snapshot().Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "dubbo", Name: "shop.dubbo-10.1.0.1-20880"})
+	we := cs.Snapshot().Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "dubbo", Name: "shop.dubbo-10.1.0.1-20880"})
 	if we == nil || we.Labels["application"] != "shop" || we.Labels["dubbo.metadata.revision"] != "r1" {
 		t.Fatalf("application WorkloadEntry %+v", we)
 	}
@@ -337,7 +337,7 @@ func TestDubbo3ApplicationLevel(t *testing.T) {
 	d.set("/dubbo/metadata/shop/r2", []byte(`{"app":"shop","revision":"r2","services":{"gold/com.acme.Cart:1.0.0:tri":`+
 		`{"name":"com.acme.Cart","group":"gold","version":"1.0.0","protocol":"tri","port":50051,"path":"com.acme.Cart"}}}`))
 	d.create("/services/shop/10.1.0.2:20880", inst("10.1.0.2", "r2"))
-	eventually(t, store, "second instance and its metadata", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "second instance and its metadata", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, "shop.dubbo"), "10.1.0.1:20880/tcp-dubbo", "10.1.0.1:50051/grpc-tri", "10.1.0.2:20880/tcp-dubbo", "10.1.0.2:50051/grpc-tri") &&
 			equal(endpoints(s, "com.acme.cart.g-gold.v-1-0-0"), "10.1.0.2:50051/grpc-tri")
 	})
@@ -345,13 +345,13 @@ func TestDubbo3ApplicationLevel(t *testing.T) {
 	// Registered at interface level too (register-mode=all): one
 	// ServiceEntry, the interface-level one.
 	d.create(providerPath("com.acme.Cart", "dubbo://10.1.0.1:20880/com.acme.Cart?application=shop&side=provider"), nil)
-	eventually(t, store, "interface level wins", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "interface level wins", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, "com.acme.cart"), "10.1.0.1:20880/tcp-dubbo")
 	})
 
 	d.delete("/services/shop/10.1.0.1:20880")
 	d.delete("/services/shop/10.1.0.2:20880")
-	eventually(t, store, "application gone with its instances", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "application gone with its instances", func(s *store.Snapshot) bool {
 		return endpoints(s, "shop.dubbo") == nil && endpoints(s, "com.acme.cart.g-gold.v-1-0-0") == nil
 	})
 }
@@ -383,8 +383,8 @@ func kernelPorts(t *testing.T, n int) []int {
 
 // servicePorts returns "name:number" of the ServiceEntry with host, nil
 // while there is none.
-func servicePorts(s *filestore.Snapshot, host string) []string {
-	se := s.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "dubbo", Name: host})
+func servicePorts(s *store.Snapshot, host string) []string {
+	se := s.Get(store.Key{Kind: store.KindServiceEntry, Namespace: "dubbo", Name: host})
 	if se == nil {
 		return nil
 	}
@@ -411,30 +411,30 @@ func TestServicePortSurvivesItsProvider(t *testing.T) {
 	for i := range p {
 		d.create(provider(i), nil)
 	}
-	store, _ := run(t, zookeeper.Config{Servers: []string{z.Addr}})
+	cs, _ := run(t, zookeeper.Config{Servers: []string{z.Addr}})
 	host := "org.apache.dubbo.demo.demoservice"
 	first := fmt.Sprintf("tcp-dubbo:%d", p[0])
 
-	eventually(t, store, "three providers", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "three providers", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), endpoint(0), endpoint(1), endpoint(2))
 	})
-	if got := servicePorts(store.Snapshot(), host); !equal(got, first) {
+	if got := servicePorts(cs.Snapshot(), host); !equal(got, first) {
 		t.Fatalf("first sight: ServiceEntry ports %v, want the lowest provider port %s", got, first)
 	}
 
 	d.delete(provider(0))
-	eventually(t, store, "the lowest provider gone", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "the lowest provider gone", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), endpoint(1), endpoint(2))
 	})
-	if got := servicePorts(store.Snapshot(), host); !equal(got, first) {
+	if got := servicePorts(cs.Snapshot(), host); !equal(got, first) {
 		t.Fatalf("after the lowest provider left: ServiceEntry ports %v, want %s kept", got, first)
 	}
 
 	d.delete(provider(1))
 	d.delete(provider(2))
-	eventually(t, store, "service gone", func(s *filestore.Snapshot) bool { return s.Len() == 0 })
+	eventually(t, cs, "service gone", func(s *store.Snapshot) bool { return s.Len() == 0 })
 	d.create(provider(1), nil)
-	eventually(t, store, "service back, numbered afresh", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "service back, numbered afresh", func(s *store.Snapshot) bool {
 		return equal(servicePorts(s, host), fmt.Sprintf("tcp-dubbo:%d", p[1])) && equal(endpoints(s, host), endpoint(1))
 	})
 }
@@ -451,24 +451,24 @@ func TestProviderChangeHandsOverOnlyItsService(t *testing.T) {
 	otherURL := strings.ReplaceAll(demoURL("10.0.0.5", ""), demo, other)
 	d.create(providerPath(demo, demoURL("10.0.0.1", "")), nil)
 	d.create(providerPath(other, otherURL), nil)
-	store, sink := run(t, zookeeper.Config{Servers: []string{z.Addr}})
+	cs, sink := run(t, zookeeper.Config{Servers: []string{z.Addr}})
 	host := "org.apache.dubbo.demo.demoservice"
-	eventually(t, store, "first set", func(s *filestore.Snapshot) bool {
-		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo") && len(s.List(filestore.KindWorkloadEntry)) == 2
+	eventually(t, cs, "first set", func(s *store.Snapshot) bool {
+		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo") && len(s.List(store.KindWorkloadEntry)) == 2
 	})
 	<-sink.Synced()
 	marker := sink.Meta().ServiceEntry("marker", "test", []string{"marker.example"}, nil, nil)
-	if err := store.Update(sink.Meta().Source(), []*filestore.Object{marker}, nil); err != nil {
+	if err := cs.Update(sink.Meta().Source(), []*store.Object{marker}, nil); err != nil {
 		t.Fatal(err)
 	}
-	sub := store.Subscribe()
+	sub := cs.Subscribe()
 	defer sub.Close()
 
 	d.create(providerPath(demo, demoURL("10.0.0.2", "")), nil)
-	eventually(t, store, "second provider", func(s *filestore.Snapshot) bool {
+	eventually(t, cs, "second provider", func(s *store.Snapshot) bool {
 		return equal(endpoints(s, host), "10.0.0.1:20880/tcp-dubbo", "10.0.0.2:20880/tcp-dubbo")
 	})
-	if store.Snapshot().Get(marker.Key) == nil {
+	if cs.Snapshot().Get(marker.Key) == nil {
 		t.Fatal("a provider change replaced the adapter's complete set (the marker object is gone)")
 	}
 	var changed []string

@@ -11,6 +11,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -28,7 +29,7 @@ func load(t testing.TB, dir string) *model.Snapshot {
 // loadEdited builds the model of the config in dir after edit, when not
 // nil, has replaced each object by what it returns (nil drops it); extra
 // objects are added.
-func loadEdited(t testing.TB, dir string, edit func(*filestore.Object) *filestore.Object, extra ...*filestore.Object) *model.Snapshot {
+func loadEdited(t testing.TB, dir string, edit func(*store.Object) *store.Object, extra ...*store.Object) *model.Snapshot {
 	t.Helper()
 	objs, errs, err := filestore.LoadPath(dir)
 	if err != nil {
@@ -37,7 +38,7 @@ func loadEdited(t testing.TB, dir string, edit func(*filestore.Object) *filestor
 	if len(errs) > 0 {
 		t.Fatalf("config errors: %v", errs)
 	}
-	var kept []*filestore.Object
+	var kept []*store.Object
 	for _, o := range objs {
 		if edit != nil {
 			o = edit(o)
@@ -46,8 +47,8 @@ func loadEdited(t testing.TB, dir string, edit func(*filestore.Object) *filestor
 			kept = append(kept, o)
 		}
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, append(kept, extra...)); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, append(kept, extra...)); err != nil {
 		t.Fatal(err)
 	}
 	return model.Build(st.Snapshot())

@@ -8,8 +8,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -98,7 +98,7 @@ func TestSidecarIngressDefaultEndpoints(t *testing.T) {
 			ingress(9001, ""), ingress(9002, "127.0.0.1:8002"), ingress(9003, "0.0.0.0:8003"), ingress(9004, "unix:///run/app.sock"),
 		},
 	}
-	snap := loadEdited(t, featuresDir, without(filestore.KindSidecar), object(filestore.KindSidecar, "shop", "productpage", spec))
+	snap := loadEdited(t, featuresDir, without(store.KindSidecar), object(store.KindSidecar, "shop", "productpage", spec))
 	v := model.NewView(snap, productpage())
 	want := map[string][2]string{
 		"inbound|9001||": {"original", "127.0.0.6"},

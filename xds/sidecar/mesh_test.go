@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -22,14 +23,14 @@ func TestMeshConfigDefaults(t *testing.T) {
 	if err != nil || len(cerrs) > 0 {
 		t.Fatal(err, cerrs)
 	}
-	var kept []*filestore.Object
+	var kept []*store.Object
 	for _, o := range objs {
-		if o.Kind != filestore.KindSidecar && o.Kind != filestore.KindDestinationRule {
+		if o.Kind != store.KindSidecar && o.Kind != store.KindDestinationRule {
 			kept = append(kept, o)
 		}
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, kept); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, kept); err != nil {
 		t.Fatal(err)
 	}
 	v := model.NewView(model.BuildWith(st.Snapshot(), model.MeshFromConfig(mc)), productpage())

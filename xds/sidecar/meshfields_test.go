@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -60,8 +61,8 @@ func meshView(t *testing.T, meshYAML, configYAML string, w model.Workload) *mode
 	if len(derrs) > 0 {
 		t.Fatal(derrs)
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	return model.NewView(model.BuildWith(st.Snapshot(), model.MeshFromConfig(mc)), w)

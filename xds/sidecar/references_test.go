@@ -13,6 +13,7 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -39,8 +40,8 @@ func loadOracleCase(t *testing.T, cfg string) (*model.Snapshot, model.Workload) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "oracle", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "oracle", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	mesh := model.DefaultMesh()

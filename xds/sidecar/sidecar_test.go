@@ -10,8 +10,8 @@ import (
 	rbacconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	typev1beta1 "istio.io/api/type/v1beta1"
 
@@ -42,8 +42,8 @@ func features(t *testing.T) (*model.Snapshot, model.Workload) {
 }
 
 // without drops the objects of a kind.
-func without(kind filestore.Kind) func(*filestore.Object) *filestore.Object {
-	return func(o *filestore.Object) *filestore.Object {
+func without(kind store.Kind) func(*store.Object) *store.Object {
+	return func(o *store.Object) *store.Object {
 		if o.Kind == kind {
 			return nil
 		}
@@ -51,8 +51,8 @@ func without(kind filestore.Kind) func(*filestore.Object) *filestore.Object {
 	}
 }
 
-func object(kind filestore.Kind, ns, name string, spec proto.Message) *filestore.Object {
-	return &filestore.Object{Key: filestore.Key{Kind: kind, Namespace: ns, Name: name}, Spec: spec}
+func object(kind store.Kind, ns, name string, spec proto.Message) *store.Object {
+	return &store.Object{Key: store.Key{Kind: kind, Namespace: ns, Name: name}, Spec: spec}
 }
 
 func listener(t *testing.T, ls []*listenerv3.Listener, name string) *listenerv3.Listener {
@@ -195,7 +195,7 @@ func TestOutboundLayout(t *testing.T) {
 	}
 
 	// Without a Sidecar: ALLOW_ANY passes unknown traffic through.
-	snap = loadEdited(t, featuresDir, without(filestore.KindSidecar))
+	snap = loadEdited(t, featuresDir, without(store.KindSidecar))
 	ls, err = sidecar.Listeners(model.NewView(snap, p))
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestOutboundLayout(t *testing.T) {
 // (sniffed HTTP through an HCM) unless STRICT, other TLS passed undecrypted
 // under PERMISSIVE; no default chain (under STRICT plaintext matches none).
 func TestInboundMTLSModes(t *testing.T) {
-	pa := func(ns, name string, sel map[string]string, mode securityv1beta1.PeerAuthentication_MutualTLS_Mode, ports map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode) *filestore.Object {
+	pa := func(ns, name string, sel map[string]string, mode securityv1beta1.PeerAuthentication_MutualTLS_Mode, ports map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode) *store.Object {
 		spec := &securityv1beta1.PeerAuthentication{Mtls: &securityv1beta1.PeerAuthentication_MutualTLS{Mode: mode}}
 		if sel != nil {
 			spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: sel}
@@ -236,7 +236,7 @@ func TestInboundMTLSModes(t *testing.T) {
 			}
 			spec.PortLevelMtls[port] = &securityv1beta1.PeerAuthentication_MutualTLS{Mode: m}
 		}
-		return object(filestore.KindPeerAuthentication, ns, name, spec)
+		return object(store.KindPeerAuthentication, ns, name, spec)
 	}
 	const (
 		unset      = securityv1beta1.PeerAuthentication_MutualTLS_UNSET
@@ -255,25 +255,25 @@ func TestInboundMTLSModes(t *testing.T) {
 	disablePass := []string{"virtualInbound-catchall-http raw_buffer http", "virtualInbound-catchall raw_buffer any"}
 	cases := []struct {
 		name   string
-		pas    []*filestore.Object
+		pas    []*store.Object
 		chains []string // for port 8080
 		// passthrough are the chains for ports that are no workload
 		// port: Istio's catch-all chains for the workload-level mode.
 		passthrough []string
 	}{
 		{"none is permissive", nil, permissiveChains, permissivePass},
-		{"mesh strict", []*filestore.Object{meshStrict}, []string{"inbound|8080|mtls"}, strictPass},
-		{"workload overrides mesh", []*filestore.Object{meshStrict, pa("shop", "pp", app, disable, nil)},
+		{"mesh strict", []*store.Object{meshStrict}, []string{"inbound|8080|mtls"}, strictPass},
+		{"workload overrides mesh", []*store.Object{meshStrict, pa("shop", "pp", app, disable, nil)},
 			[]string{"inbound|8080|plaintext"}, disablePass},
-		{"unset inherits", []*filestore.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, strictPass},
-		{"port level overrides", []*filestore.Object{pa("shop", "pp", app, permissive, map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode{8080: strict})},
+		{"unset inherits", []*store.Object{meshStrict, pa("shop", "default", nil, unset, nil)}, []string{"inbound|8080|mtls"}, strictPass},
+		{"port level overrides", []*store.Object{pa("shop", "pp", app, permissive, map[uint32]securityv1beta1.PeerAuthentication_MutualTLS_Mode{8080: strict})},
 			[]string{"inbound|8080|mtls"}, permissivePass},
-		{"another workload's policy", []*filestore.Object{pa("shop", "reviews", map[string]string{"app": "reviews"}, strict, nil)},
+		{"another workload's policy", []*store.Object{pa("shop", "reviews", map[string]string{"app": "reviews"}, strict, nil)},
 			permissiveChains, permissivePass},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := loadEdited(t, featuresDir, without(filestore.KindPeerAuthentication), tc.pas...)
+			snap := loadEdited(t, featuresDir, without(store.KindPeerAuthentication), tc.pas...)
 			ls, err := sidecar.Listeners(model.NewView(snap, productpage()))
 			if err != nil {
 				t.Fatal(err)
@@ -409,7 +409,7 @@ func TestSidecarIngressAndEgressPorts(t *testing.T) {
 			Hosts: []string{"./*"},
 		}},
 	}
-	snap := loadEdited(t, featuresDir, without(filestore.KindSidecar), object(filestore.KindSidecar, "shop", "productpage", spec))
+	snap := loadEdited(t, featuresDir, without(store.KindSidecar), object(store.KindSidecar, "shop", "productpage", spec))
 	res, err := sidecar.Generate(model.NewView(snap, productpage()))
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +488,7 @@ func TestSimpleTLSVerifiesAgainstSystemRoots(t *testing.T) {
 		skip bool
 		want string
 	}{{false, sidecar.SystemCABundle}, {true, ""}} {
-		snap := loadEdited(t, featuresDir, func(o *filestore.Object) *filestore.Object {
+		snap := loadEdited(t, featuresDir, func(o *store.Object) *store.Object {
 			dr, ok := o.Spec.(*networking.DestinationRule)
 			if !ok || dr.GetHost() != "api.example.com" {
 				return o
@@ -498,7 +498,7 @@ func TestSimpleTLSVerifiesAgainstSystemRoots(t *testing.T) {
 			if tc.skip {
 				c.TrafficPolicy.Tls.InsecureSkipVerify = wrapperspb.Bool(true)
 			}
-			return &filestore.Object{Key: o.Key, Spec: c, Origin: o.Origin}
+			return &store.Object{Key: o.Key, Spec: c, Origin: o.Origin}
 		})
 		cs, err := sidecar.Clusters(model.NewView(snap, p))
 		if err != nil {
@@ -552,10 +552,10 @@ func TestTLSRoutesBySNI(t *testing.T) {
 		return &networking.RouteDestination{Destination: &networking.Destination{Host: host}, Weight: weight}
 	}
 	snap := loadEdited(t, featuresDir, nil,
-		object(filestore.KindServiceEntry, "shop", "sni-api", se("pay.example.net", "192.0.2.30", "TLS", 443)),
-		object(filestore.KindServiceEntry, "shop", "sni-backup", se("paybackup.example.net", "192.0.2.31", "TLS", 443)),
-		object(filestore.KindServiceEntry, "shop", "sni-db", se("store.example.net", "192.0.2.40", "TCP", 5432)),
-		object(filestore.KindVirtualService, "shop", "sni-api", &networking.VirtualService{Hosts: []string{"pay.example.net"},
+		object(store.KindServiceEntry, "shop", "sni-api", se("pay.example.net", "192.0.2.30", "TLS", 443)),
+		object(store.KindServiceEntry, "shop", "sni-backup", se("paybackup.example.net", "192.0.2.31", "TLS", 443)),
+		object(store.KindServiceEntry, "shop", "sni-db", se("store.example.net", "192.0.2.40", "TCP", 5432)),
+		object(store.KindVirtualService, "shop", "sni-api", &networking.VirtualService{Hosts: []string{"pay.example.net"},
 			Tls: []*networking.TLSRoute{
 				{Match: []*networking.TLSMatchAttributes{{Port: 443, SniHosts: []string{"pay.example.net", "www.example.net"}}},
 					Route: []*networking.RouteDestination{dest("pay.example.net", 90), dest("paybackup.example.net", 10)}},
@@ -568,7 +568,7 @@ func TestTLSRoutesBySNI(t *testing.T) {
 			},
 			Tcp: []*networking.TCPRoute{{Route: []*networking.RouteDestination{dest("paybackup.example.net", 0)}}},
 		}),
-		object(filestore.KindVirtualService, "shop", "sni-db", &networking.VirtualService{Hosts: []string{"store.example.net"},
+		object(store.KindVirtualService, "shop", "sni-db", &networking.VirtualService{Hosts: []string{"store.example.net"},
 			Tcp: []*networking.TCPRoute{{Match: []*networking.L4MatchAttributes{{DestinationSubnets: []string{"192.0.2.0/28"}}, {DestinationSubnets: []string{"192.0.2.40"}}},
 				Route: []*networking.RouteDestination{dest("paybackup.example.net", 0)}}},
 		}),
@@ -640,8 +640,8 @@ func TestVirtualHostDomains(t *testing.T) {
 			Ports: []*networking.ServicePort{{Name: "http", Number: 8000, Protocol: "HTTP"}}}
 	}
 	snap := loadEdited(t, featuresDir, nil,
-		object(filestore.KindServiceEntry, "shop", "echo", se("echo.shop.svc.cluster.local", "10.96.7.7", "2001:db8::7")),
-		object(filestore.KindServiceEntry, "shop", "echo2", se("echo2.shop.svc.cluster.local", "10.96.7.7")),
+		object(store.KindServiceEntry, "shop", "echo", se("echo.shop.svc.cluster.local", "10.96.7.7", "2001:db8::7")),
+		object(store.KindServiceEntry, "shop", "echo2", se("echo2.shop.svc.cluster.local", "10.96.7.7")),
 	)
 	rcs, err := sidecar.Routes(model.NewView(snap, productpage()))
 	if err != nil {
@@ -672,16 +672,16 @@ func TestVirtualServiceHostsWithoutService(t *testing.T) {
 	route := func(host string) []*networking.HTTPRoute {
 		return []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host}}}}}
 	}
-	snap := loadEdited(t, featuresDir, func(o *filestore.Object) *filestore.Object {
-		if o.Kind == filestore.KindVirtualService && slices.Contains(o.Spec.(*networking.VirtualService).GetHosts(), "ratings.shop.svc.cluster.local") {
+	snap := loadEdited(t, featuresDir, func(o *store.Object) *store.Object {
+		if o.Kind == store.KindVirtualService && slices.Contains(o.Spec.(*networking.VirtualService).GetHosts(), "ratings.shop.svc.cluster.local") {
 			return nil
 		}
 		return o
 	},
-		object(filestore.KindVirtualService, "shop", "ratings-alias", &networking.VirtualService{Hosts: []string{"ratings.shop.svc.cluster.local", "ratings.example.org"}, Http: route("ratings.shop.svc.cluster.local")}),
-		object(filestore.KindVirtualService, "shop", "edge", &networking.VirtualService{Hosts: []string{"edge.example.org", "ratings.example.org"}, Http: route("httpbin.org")}),
-		object(filestore.KindVirtualService, "shop", "edge2", &networking.VirtualService{Hosts: []string{"edge.example.org"}, Http: route("ratings.shop.svc.cluster.local")}),
-		object(filestore.KindVirtualService, "finance", "hidden", &networking.VirtualService{Hosts: []string{"hidden.example.org"}, Http: route("httpbin.org")}),
+		object(store.KindVirtualService, "shop", "ratings-alias", &networking.VirtualService{Hosts: []string{"ratings.shop.svc.cluster.local", "ratings.example.org"}, Http: route("ratings.shop.svc.cluster.local")}),
+		object(store.KindVirtualService, "shop", "edge", &networking.VirtualService{Hosts: []string{"edge.example.org", "ratings.example.org"}, Http: route("httpbin.org")}),
+		object(store.KindVirtualService, "shop", "edge2", &networking.VirtualService{Hosts: []string{"edge.example.org"}, Http: route("ratings.shop.svc.cluster.local")}),
+		object(store.KindVirtualService, "finance", "hidden", &networking.VirtualService{Hosts: []string{"hidden.example.org"}, Http: route("httpbin.org")}),
 	)
 	rcs, err := sidecar.Routes(model.NewView(snap, productpage()))
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -23,14 +23,14 @@ import (
 func TestUpdateRouteIsRoutes(t *testing.T) {
 	const port = 9191
 	hosts := []string{"a.shop.svc.cluster.local", "b.other.internal", "c.other.internal", "d.shop.svc.cluster.local"}
-	services := func() []*filestore.Object {
-		var out []*filestore.Object
+	services := func() []*store.Object {
+		var out []*store.Object
 		for i, h := range hosts {
 			addr := "240.240.9.1" // a, b and c share it
 			if i == 3 {
 				addr = "240.240.9.4"
 			}
-			out = append(out, object(filestore.KindServiceEntry, "shop", fmt.Sprintf("se-%d", i), &networking.ServiceEntry{
+			out = append(out, object(store.KindServiceEntry, "shop", fmt.Sprintf("se-%d", i), &networking.ServiceEntry{
 				Hosts: []string{h}, Addresses: []string{addr}, Resolution: networking.ServiceEntry_STATIC,
 				Ports:     []*networking.ServicePort{{Number: port, Name: "http", Protocol: "HTTP"}},
 				Endpoints: []*networking.WorkloadEntry{{Address: fmt.Sprintf("10.9.0.%d", i+1)}},
@@ -39,10 +39,10 @@ func TestUpdateRouteIsRoutes(t *testing.T) {
 		return out
 	}
 	// routes gives each host in timeouts a VirtualService with that timeout.
-	routes := func(timeouts map[string]int) []*filestore.Object {
-		var out []*filestore.Object
+	routes := func(timeouts map[string]int) []*store.Object {
+		var out []*store.Object
 		for h, s := range timeouts {
-			out = append(out, object(filestore.KindVirtualService, "shop", "vs-"+h[:1], &networking.VirtualService{
+			out = append(out, object(store.KindVirtualService, "shop", "vs-"+h[:1], &networking.VirtualService{
 				Hosts: []string{h},
 				Http:  []*networking.HTTPRoute{{Timeout: durationpb.New(time.Duration(s) * time.Second), Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: h}}}}},
 			}))

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/cmd/internal/console"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -14,7 +14,7 @@ import (
 // searched: the console's own cost, apart from reading the sync state.
 func BenchmarkProxiesPage10k(b *testing.B) {
 	all := fakeProxies(10000)
-	c, err := console.New(console.Sources{Store: filestore.NewStore(), Syncz: func() []xds.SyncStatus { return all }})
+	c, err := console.New(console.Sources{Store: store.NewStore(), Syncz: func() []xds.SyncStatus { return all }})
 	if err != nil {
 		b.Fatal(err)
 	}

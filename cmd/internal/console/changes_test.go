@@ -7,34 +7,34 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // A git source writes a commit's objects, then reports the commit: the
 // changes page shows the revision with that commit and what it changed.
 func TestChangesShowCommit(t *testing.T) {
-	store := filestore.NewStore()
-	srv := newConsole(t, store)
-	git := filestore.Source{Name: "git:https://example.test/mesh.git", Class: filestore.ClassConfig}
-	se := func(name string, line int) *filestore.Object {
-		return &filestore.Object{
-			Key:    filestore.Key{Kind: filestore.KindServiceEntry, Namespace: "default", Name: name},
+	st := store.NewStore()
+	srv := newConsole(t, st)
+	git := store.Source{Name: "git:https://example.test/mesh.git", Class: store.ClassConfig}
+	se := func(name string, line int) *store.Object {
+		return &store.Object{
+			Key:    store.Key{Kind: store.KindServiceEntry, Namespace: "default", Name: name},
 			Spec:   &networking.ServiceEntry{Hosts: []string{name + ".internal"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}},
-			Origin: filestore.Origin{Source: git.Name, File: "mesh/" + name + ".yaml", Line: line, Commit: "0123456789abcdef0123456789abcdef01234567"},
+			Origin: store.Origin{Source: git.Name, File: "mesh/" + name + ".yaml", Line: line, Commit: "0123456789abcdef0123456789abcdef01234567"},
 		}
 	}
-	if err := store.Update(git, []*filestore.Object{se("a", 1), se("b", 7)}, nil); err != nil {
+	if err := st.Update(git, []*store.Object{se("a", 1), se("b", 7)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	store.SetStatus(git, "0123456789abcdef0123456789abcdef01234567", nil)
+	st.SetStatus(git, "0123456789abcdef0123456789abcdef01234567", nil)
 	eventually(t, 5*time.Second, "changes page with the first commit", func() bool {
 		_, body := getPage(t, srv.URL+"/ui/changes")
 		return strings.Contains(body, "0123456789ab</code>; </p>")
 	})
-	if err := store.Update(git, nil, []filestore.Key{{Kind: filestore.KindServiceEntry, Namespace: "default", Name: "b"}}); err != nil {
+	if err := st.Update(git, nil, []store.Key{{Kind: store.KindServiceEntry, Namespace: "default", Name: "b"}}); err != nil {
 		t.Fatal(err)
 	}
-	store.SetStatus(git, "fedcba9876543210fedcba9876543210fedcba98", nil)
+	st.SetStatus(git, "fedcba9876543210fedcba9876543210fedcba98", nil)
 
 	var body string
 	eventually(t, 5*time.Second, "changes page with both commits", func() bool {

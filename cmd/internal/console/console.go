@@ -22,6 +22,7 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -35,7 +36,11 @@ var assets embed.FS
 // handler leaves its part of the console empty.
 type Sources struct {
 	// Store is the control plane's config Store.
-	Store *filestore.Store
+	Store *store.Store
+	// Warnings returns every warning of a Store snapshot (its sources'
+	// own and the analysis across them); nil: the console analyses the
+	// snapshots itself.
+	Warnings func(*store.Snapshot) []store.ConfigError
 	// Syncz returns every connected proxy's sync state, as
 	// xds.(*Server).Syncz does.
 	Syncz func() []xds.SyncStatus
@@ -64,7 +69,7 @@ type Console struct {
 
 	mu      sync.Mutex
 	model   *model.Snapshot // built from modelOf
-	modelOf *filestore.Snapshot
+	modelOf *store.Snapshot
 	history []Change // newest last, at most maxHistory
 }
 
@@ -104,6 +109,9 @@ func New(src Sources, opts ...Option) (*Console, error) {
 	}
 	if src.TrustDomain == "" {
 		src.TrustDomain = "cluster.local"
+	}
+	if src.Warnings == nil {
+		src.Warnings = new(filestore.Analyses).Warnings
 	}
 	c := &Console{src: src, perPage: 50, hub: newHub(),
 		streams: make(chan struct{}, DefaultMaxEventStreams), streamLifetime: DefaultEventStreamLifetime}

@@ -15,7 +15,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/cmd/internal/console"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -40,19 +40,19 @@ func fakeProxies(n int) []xds.SyncStatus {
 	return out
 }
 
-// newConsole serves a running console of src (a *filestore.Store alone, or
+// newConsole serves a running console of src (a *store.Store alone, or
 // console.Sources).
 func newConsole(t *testing.T, of any) *httptest.Server {
 	t.Helper()
 	var src console.Sources
 	switch v := of.(type) {
-	case *filestore.Store:
+	case *store.Store:
 		src.Store = v
 	case console.Sources:
 		src = v
 	}
 	if src.Store == nil {
-		src.Store = filestore.NewStore()
+		src.Store = store.NewStore()
 	}
 	c, err := console.New(src, console.WithPageSize(50))
 	if err != nil {
@@ -182,25 +182,25 @@ func TestProxyStatesAndEscaping(t *testing.T) {
 }
 
 func TestServicesSearch(t *testing.T) {
-	store := filestore.NewStore()
-	src := filestore.Source{Name: "dir:test", Class: filestore.ClassConfig}
-	var objs []*filestore.Object
+	st := store.NewStore()
+	src := store.Source{Name: "dir:test", Class: store.ClassConfig}
+	var objs []*store.Object
 	for i := range 30 {
 		ns := "default"
 		if i%3 == 0 {
 			ns = "shop"
 		}
 		host := fmt.Sprintf("svc%02d.internal", i)
-		objs = append(objs, &filestore.Object{
-			Key:    filestore.Key{Kind: filestore.KindServiceEntry, Namespace: ns, Name: fmt.Sprintf("svc%02d", i)},
+		objs = append(objs, &store.Object{
+			Key:    store.Key{Kind: store.KindServiceEntry, Namespace: ns, Name: fmt.Sprintf("svc%02d", i)},
 			Spec:   &networking.ServiceEntry{Hosts: []string{host}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}, Resolution: networking.ServiceEntry_STATIC, Endpoints: []*networking.WorkloadEntry{{Address: "10.0.0.1"}}},
-			Origin: filestore.Origin{Source: src.Name, File: "services.yaml", Line: 1 + 10*i},
+			Origin: store.Origin{Source: src.Name, File: "services.yaml", Line: 1 + 10*i},
 		})
 	}
-	if err := store.Replace(src, objs); err != nil {
+	if err := st.Replace(src, objs); err != nil {
 		t.Fatal(err)
 	}
-	c, err := console.New(console.Sources{Store: store}, console.WithPageSize(10))
+	c, err := console.New(console.Sources{Store: st}, console.WithPageSize(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,8 +235,8 @@ func TestServicesSearch(t *testing.T) {
 // The event stream ticks at once with the change counter, and again when
 // a source's status changes (which notifies no Store subscriber).
 func TestEventsTickOnStatusChange(t *testing.T) {
-	store := filestore.NewStore()
-	srv := newConsole(t, console.Sources{Store: store})
+	st := store.NewStore()
+	srv := newConsole(t, console.Sources{Store: st})
 	resp, err := http.Get(srv.URL + "/ui/events")
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestEventsTickOnStatusChange(t *testing.T) {
 		return ""
 	}
 	first := next()
-	store.SetStatus(filestore.Source{Name: "dir:x", Class: filestore.ClassConfig}, "", []filestore.ConfigError{{File: "a.yaml", Line: 3, Message: "bad"}})
+	st.SetStatus(store.Source{Name: "dir:x", Class: store.ClassConfig}, "", []store.ConfigError{{File: "a.yaml", Line: 3, Message: "bad"}})
 	if second := next(); second == first {
 		t.Errorf("second tick carries the same counter %s", first)
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Change is what one Store revision changed, as the console saw it.
@@ -38,12 +38,12 @@ type SourceRevision struct {
 // ObjectChange is one object a revision changed, with where it is (or was)
 // defined.
 type ObjectChange struct {
-	Key    filestore.Key
-	Origin filestore.Origin
+	Key    store.Key
+	Origin store.Origin
 }
 
 // diff returns the change from prev to next of the keys that changed.
-func diff(prev, next *filestore.Snapshot, keys map[filestore.Key]struct{}) Change {
+func diff(prev, next *store.Snapshot, keys map[store.Key]struct{}) Change {
 	ch := Change{From: prev.Revision + 1, Revision: next.Revision, Time: time.Now(), Sources: sourceRevisions(next)}
 	for k := range keys {
 		before, after := prev.Get(k), next.Get(k)
@@ -65,10 +65,10 @@ func diff(prev, next *filestore.Snapshot, keys map[filestore.Key]struct{}) Chang
 }
 
 // sourceRevisions lists the sources' revisions in the snapshot's order.
-func sourceRevisions(s *filestore.Snapshot) []SourceRevision {
+func sourceRevisions(s *store.Snapshot) []SourceRevision {
 	out := make([]SourceRevision, 0, len(s.Sources))
 	for _, st := range s.Sources {
-		if st.Class == filestore.ClassConfig.String() {
+		if st.Class == store.ClassConfig.String() {
 			out = append(out, SourceRevision{Source: st.Source, Revision: st.Revision})
 		}
 	}

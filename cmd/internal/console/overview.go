@@ -4,22 +4,22 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 )
 
 // Overview is the overview page's data.
 type Overview struct {
 	Revision int64
 	Commit   string
-	Sources  []filestore.SourceStatus
+	Sources  []store.SourceStatus
 	// Errors are every source's current config errors (its last good
 	// objects keep serving); Warnings are config that applies but is not
 	// (fully) enforced and what the analysis finds (filestore warnings).
 	Errors     []SourceError
 	Warnings   []SourceError
-	Conflicts  []filestore.Conflict
+	Conflicts  []store.Conflict
 	Registries []adapter.Status
 	Kinds      []KindCount
 	Services   int
@@ -30,7 +30,7 @@ type Overview struct {
 // SourceError is one config error with the source that reports it.
 type SourceError struct {
 	Source string
-	filestore.ConfigError
+	store.ConfigError
 }
 
 // Location is the error's file:line (git-style <sha>:file:line for a
@@ -51,7 +51,7 @@ func (e SourceError) Location() string {
 
 // KindCount is how many objects of one kind the Store holds.
 type KindCount struct {
-	Kind  filestore.Kind
+	Kind  store.Kind
 	Count int
 }
 
@@ -71,12 +71,12 @@ func (c *Console) overview() Overview {
 			o.Errors = append(o.Errors, SourceError{Source: st.Source, ConfigError: e})
 		}
 	}
-	for _, w := range c.src.Store.Warnings(fs) {
-		if w.Severity == filestore.SeverityWarning { // infos: /debug/config and vmesh analyze
+	for _, w := range c.src.Warnings(fs) {
+		if w.Severity == store.SeverityWarning { // infos: /debug/config and vmesh analyze
 			o.Warnings = append(o.Warnings, SourceError{Source: w.Source, ConfigError: w})
 		}
 	}
-	for _, k := range filestore.Kinds {
+	for _, k := range store.Kinds {
 		if n := len(fs.List(k)); n > 0 {
 			o.Kinds = append(o.Kinds, KindCount{Kind: k, Count: n})
 		}
@@ -103,7 +103,7 @@ func (c *Console) overview() Overview {
 }
 
 // modelFor returns the model of fs, built once per Store revision.
-func (c *Console) modelFor(fs *filestore.Snapshot) *model.Snapshot {
+func (c *Console) modelFor(fs *store.Snapshot) *model.Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.model == nil || c.modelOf.Revision != fs.Revision {

@@ -4,8 +4,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -27,7 +27,7 @@ type Services struct {
 // ServiceRow is one host of a ServiceEntry.
 type ServiceRow struct {
 	*model.Service
-	Origin           filestore.Origin
+	Origin           store.Origin
 	Endpoints        []EndpointRow
 	VirtualServices  []Applied
 	DestinationRules []Applied
@@ -42,13 +42,13 @@ type EndpointRow struct {
 	Health  string
 	// Name is the WorkloadEntry (namespace/name) or ServiceEntry#index.
 	Name   string
-	Origin filestore.Origin
+	Origin store.Origin
 }
 
 // Applied is a VirtualService or DestinationRule that applies to a host.
 type Applied struct {
 	Namespace, Name string
-	Origin          filestore.Origin
+	Origin          store.Origin
 }
 
 func (Services) title() string { return "Services" }
@@ -76,16 +76,16 @@ func (c *Console) services(q url.Values) Services {
 	return out
 }
 
-func serviceRow(fs *filestore.Snapshot, ms *model.Snapshot, s *model.Service) ServiceRow {
+func serviceRow(fs *store.Snapshot, ms *model.Snapshot, s *model.Service) ServiceRow {
 	row := ServiceRow{Service: s}
-	se := fs.Get(filestore.Key{Kind: filestore.KindServiceEntry, Namespace: s.Namespace, Name: s.Name})
+	se := fs.Get(store.Key{Kind: store.KindServiceEntry, Namespace: s.Namespace, Name: s.Name})
 	if se != nil {
 		row.Origin = se.Origin
 	}
 	for _, e := range s.Endpoints {
 		er := EndpointRow{Address: e.Address, Ports: e.Ports, Labels: model.LabelString(e.Labels), Name: e.Origin, Health: HealthInline}
 		if ns, name, ok := strings.Cut(e.Origin, "/"); ok && !strings.Contains(name, "#") {
-			if we := fs.Get(filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: ns, Name: name}); we != nil {
+			if we := fs.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: ns, Name: name}); we != nil {
 				er.Origin, er.Health = we.Origin, healthOf(we)
 			}
 		} else if se != nil {
@@ -97,24 +97,24 @@ func serviceRow(fs *filestore.Snapshot, ms *model.Snapshot, s *model.Service) Se
 		row.Endpoints = append(row.Endpoints, unhealthy(fs, se)...)
 	}
 	for _, vs := range ms.VirtualServicesForHost(s.Hostname) {
-		row.VirtualServices = append(row.VirtualServices, applied(fs, filestore.KindVirtualService, vs.Namespace, vs.Name))
+		row.VirtualServices = append(row.VirtualServices, applied(fs, store.KindVirtualService, vs.Namespace, vs.Name))
 	}
 	for _, dr := range ms.DestinationRulesForHost(s.Hostname) {
-		row.DestinationRules = append(row.DestinationRules, applied(fs, filestore.KindDestinationRule, dr.Namespace, dr.Name))
+		row.DestinationRules = append(row.DestinationRules, applied(fs, store.KindDestinationRule, dr.Namespace, dr.Name))
 	}
 	return row
 }
 
-func applied(fs *filestore.Snapshot, kind filestore.Kind, ns, name string) Applied {
+func applied(fs *store.Snapshot, kind store.Kind, ns, name string) Applied {
 	a := Applied{Namespace: ns, Name: name}
-	if o := fs.Get(filestore.Key{Kind: kind, Namespace: ns, Name: name}); o != nil {
+	if o := fs.Get(store.Key{Kind: kind, Namespace: ns, Name: name}); o != nil {
 		a.Origin = o.Origin
 	}
 	return a
 }
 
-func healthOf(we *filestore.Object) string {
-	if !filestore.HealthChecksEnabled(we) {
+func healthOf(we *store.Object) string {
+	if !store.HealthChecksEnabled(we) {
 		return HealthUnchecked
 	}
 	if we.Healthy != nil && *we.Healthy {
@@ -125,13 +125,13 @@ func healthOf(we *filestore.Object) string {
 
 // unhealthy lists the WorkloadEntries the ServiceEntry selects that the
 // model leaves out for failing their health checks.
-func unhealthy(fs *filestore.Snapshot, se *filestore.Object) []EndpointRow {
+func unhealthy(fs *store.Snapshot, se *store.Object) []EndpointRow {
 	spec, ok := se.Spec.(*networking.ServiceEntry)
 	if !ok || spec.GetWorkloadSelector() == nil {
 		return nil
 	}
 	var out []EndpointRow
-	for _, o := range fs.List(filestore.KindWorkloadEntry) {
+	for _, o := range fs.List(store.KindWorkloadEntry) {
 		if o.Namespace != se.Namespace || healthOf(o) != HealthUnhealthy {
 			continue
 		}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 const (
@@ -28,9 +28,9 @@ const (
 // history and ticks the hub.
 type watcher struct {
 	c        *Console
-	sub      *filestore.Subscription
-	seen     *filestore.Snapshot // the last snapshot ticked for
-	recorded *filestore.Snapshot // the last snapshot recorded in the history
+	sub      *store.Subscription
+	seen     *store.Snapshot // the last snapshot ticked for
+	recorded *store.Snapshot // the last snapshot recorded in the history
 	syncHash uint64
 	nextSync time.Time
 }

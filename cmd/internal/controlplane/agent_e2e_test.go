@@ -19,9 +19,9 @@ import (
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 )
 
 type vmBackend struct {
@@ -82,7 +82,7 @@ spec:
 	}()
 	defer func() { stopAgent(); <-agentDone }()
 
-	entry := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
+	entry := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
 	waitFor(t, "the VM registered and healthy", func() bool {
 		o := cp.Store().Snapshot().Get(entry)
 		return o != nil && o.Healthy != nil && *o.Healthy

@@ -11,8 +11,8 @@ import (
 	"github.com/vmesh/vmesh/agents/agent"
 	"github.com/vmesh/vmesh/agents/health"
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestAgentDecidesConfigDefinedEntry: a VM whose WorkloadEntry is in the
@@ -34,7 +34,7 @@ spec:
   ports: {grpc: APP_PORT}
   serviceAccount: ledger
 `)
-	entry := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm-1"}
+	entry := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-vm-1"}
 	healthOf := func() *bool { return cp.Store().Snapshot().Get(entry).Healthy }
 	if h := healthOf(); h != nil {
 		t.Fatalf("health before any agent: %v, want unknown", *h)

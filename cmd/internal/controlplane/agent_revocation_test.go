@@ -14,8 +14,8 @@ import (
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/ca/spiffe"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/refusal"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestAgentExitsOnRevocation: a running agent whose identity is revoked
@@ -56,7 +56,7 @@ func TestAgentExitsOnRevocation(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("agent.Run = %v before it was ready", err)
 	}
-	entry := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
+	entry := store.Key{Kind: store.KindWorkloadEntry, Namespace: "fin", Name: "ledger-127.0.0.1"}
 	waitUntil(t, 10*time.Second, "the agent registered", func() bool { return cp.Store().Snapshot().Get(entry) != nil })
 
 	if err := cp.CA().RevokeIdentity(spiffe.Identity{TrustDomain: cp.CA().TrustDomain(), Namespace: "fin", ServiceAccount: "ledger"}, "decommissioned"); err != nil {

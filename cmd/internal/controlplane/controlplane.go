@@ -43,6 +43,7 @@ import (
 	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/registries/jwks"
 	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -55,7 +56,7 @@ type runner interface {
 type ControlPlane struct {
 	cfg      Config
 	log      *slog.Logger
-	store    *filestore.Store
+	store    *store.Store
 	registry *prometheus.Registry
 	// metricNames registers on registry and remembers every metric's name.
 	metricNames *namingRegisterer
@@ -69,9 +70,12 @@ type ControlPlane struct {
 	secLis      net.Listener
 	xds         *xds.Server
 	feed        *model.Feed // the Store's snapshots, which xds serves
-	ca          *ca.CA
-	grpc        *grpc.Server
-	secure      *grpc.Server
+	// analyses is the analysis of the Store's snapshots (debug, metrics,
+	// console, log).
+	analyses *filestore.Analyses
+	ca       *ca.CA
+	grpc     *grpc.Server
+	secure   *grpc.Server
 	// secureTLS serves the secure port's certificate (onboarding checks
 	// the names VMs dial against it).
 	secureTLS *tls.Config
@@ -106,10 +110,10 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	cp := &ControlPlane{
+	cp := &ControlPlane{analyses: &filestore.Analyses{},
 		cfg:      cfg,
 		log:      logger,
-		store:    filestore.NewStore(),
+		store:    store.NewStore(),
 		registry: prometheus.NewRegistry(),
 		mux:      newRouteMux(),
 
@@ -125,7 +129,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	cp.metricNames = &namingRegisterer{Registerer: cp.registry, names: map[string]bool{}}
 	cp.metricNames.MustRegister(cp.newHTTPMetrics()...)
 	cp.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cp.metricNames.MustRegister(filestore.NewCollector(cp.store), newBuildInfoMetric(buildinfo.Get()))
+	cp.metricNames.MustRegister(filestore.NewCollector(cp.store, cp.analyses.Warnings), newBuildInfoMetric(buildinfo.Get()))
 	cp.metricNames.MustRegister(newGitMetrics(func() *filestore.GitSource { return cp.git })...)
 	cp.metricNames.MustRegister(newStateMetrics(func() *sharedstate.State { return cp.state })...)
 	cfg.publishMeshWarnings(cp.store, meshWarnings)
@@ -361,7 +365,7 @@ func (cp *ControlPlane) addSources() error {
 }
 
 // Store returns the control plane's config Store.
-func (cp *ControlPlane) Store() *filestore.Store { return cp.store }
+func (cp *ControlPlane) Store() *store.Store { return cp.store }
 
 // XDSAddr returns the address the plaintext xDS server listens on.
 func (cp *ControlPlane) XDSAddr() string { return cp.xdsLis.Addr().String() }
@@ -413,12 +417,12 @@ func (cp *ControlPlane) routes() {
 		}
 	})
 	cp.mux.Handle("/metrics", promhttp.HandlerFor(cp.registry, promhttp.HandlerOpts{Registry: cp.registry}))
-	cp.mux.Handle("/debug/config", filestore.DebugHandler(cp.store))
+	cp.mux.Handle("/debug/config", filestore.DebugHandler(cp.store, cp.analyses.Warnings))
 	cp.mux.HandleFunc("/webhook/git", cp.gitWebhook)
 	cp.mux.Handle("/debug/syncz", cp.xds.SynczHandler())
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
-	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()},
+	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Warnings: cp.analyses.Warnings, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()},
 		console.WithEventStreams(cp.cfg.HTTP.MaxEventStreams, cp.cfg.HTTP.EventStreamLifetime, func() { cp.httpRefused.WithLabelValues(reasonEventStreams).Inc() })))
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -619,7 +623,7 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 				return
 			}
 		}
-		_ = filestore.LogAnalysis(ctx, cp.store, cp.log)
+		_ = filestore.LogAnalysis(ctx, cp.store, cp.analyses, cp.log)
 	}()
 	// systemd (Type=notify) hears READY=1 once /ready would answer 200.
 	wg.Add(1)

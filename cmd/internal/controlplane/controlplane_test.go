@@ -23,6 +23,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries"
+	"github.com/vmesh/vmesh/store"
 )
 
 func start(t *testing.T, cfg controlplane.Config) *controlplane.ControlPlane {
@@ -86,7 +87,7 @@ func TestServeQuickstart(t *testing.T) {
 	}
 	var sawVS bool
 	for _, o := range dc.Objects {
-		if o.Kind == filestore.KindVirtualService && o.Origin.File == filepath.Join("config", "greeter.yaml") && o.Origin.Line > 1 {
+		if o.Kind == store.KindVirtualService && o.Origin.File == filepath.Join("config", "greeter.yaml") && o.Origin.Line > 1 {
 			var spec struct {
 				HTTP []struct {
 					Route []struct{ Weight int } `json:"route"`
@@ -263,7 +264,7 @@ func TestReadyWaitsForRegistries(t *testing.T) {
 	cfg.Registries = specs
 	cp := start(t, cfg)
 	waitReady(t, cp)
-	wes := len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry))
+	wes := len(cp.Store().Snapshot().List(store.KindWorkloadEntry))
 	if wes != 3 {
 		t.Fatalf("ready with %d of the registry's 3 WorkloadEntries in the Store", wes)
 	}

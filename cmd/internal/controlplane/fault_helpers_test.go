@@ -30,9 +30,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
 	"github.com/vmesh/vmesh/registries/adapter"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -540,7 +540,7 @@ func dumpOnFailure(t *testing.T, cp *controlplane.ControlPlane) {
 		if _, body := get(t, "http://"+cp.HTTPAddr()+"/debug/registries"); body != "" {
 			t.Logf("/debug/registries:\n%s", body)
 		}
-		for _, o := range cp.Store().Snapshot().List(filestore.KindWorkloadEntry) {
+		for _, o := range cp.Store().Snapshot().List(store.KindWorkloadEntry) {
 			t.Logf("WorkloadEntry %s healthy=%v %v", o.Key, o.Healthy, o.Spec)
 		}
 		b, _ := json.Marshal(syncz(t, cp))

@@ -21,12 +21,12 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/consul"
 	"github.com/vmesh/vmesh/registries/zookeeper"
+	"github.com/vmesh/vmesh/store"
 )
 
 // echoPlane runs a control plane over a config folder holding the echo
@@ -347,7 +347,7 @@ func zkPlane(t *testing.T, zkAddr, writerAddr string, zc zookeeper.Config, logge
 
 // workloadEntries counts the WorkloadEntries in the Store.
 func workloadEntries(cp *controlplane.ControlPlane) int {
-	return len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry))
+	return len(cp.Store().Snapshot().List(store.KindWorkloadEntry))
 }
 
 // TestFaultZooKeeperKillRestart kills ZooKeeper under a grpc-go client
@@ -447,7 +447,7 @@ func TestFaultConsulKill(t *testing.T) {
 	if n := workloadEntries(cp); n != 1 {
 		t.Errorf("%d WorkloadEntries while Consul is down, want the last known 1", n)
 	}
-	if st := cp.Store().Snapshot().List(filestore.KindServiceEntry); len(st) != 1 {
+	if st := cp.Store().Snapshot().List(store.KindServiceEntry); len(st) != 1 {
 		t.Errorf("%d ServiceEntries while Consul is down, want the last known 1", len(st))
 	}
 	calls.checkNoneFailed(t)

@@ -17,6 +17,7 @@ import (
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 )
 
 // do sends one request to the control plane's HTTP port with the given
@@ -178,7 +179,7 @@ func TestHTTPToken(t *testing.T) {
 		var warned bool
 		for _, st := range open.Store().Snapshot().Sources {
 			for _, w := range st.Warnings {
-				warned = warned || (w.Code == filestore.CodeHTTPPortUnauthenticated && st.Source == "http")
+				warned = warned || (w.Code == store.CodeHTTPPortUnauthenticated && st.Source == "http")
 			}
 		}
 		if warned != c.warn {
@@ -199,7 +200,7 @@ func TestHTTPToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Contains(fmt.Sprint(dc), filestore.CodeHTTPPortUnauthenticated); got != c.warn {
+		if got := strings.Contains(fmt.Sprint(dc), store.CodeHTTPPortUnauthenticated); got != c.warn {
 			t.Errorf("/debug/config shows VM1020: %v, want %v", got, c.warn)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vmesh/vmesh/cmd/internal/httpguard"
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // The HTTP port's timeouts. Ordinary requests are read and answered within
@@ -163,8 +163,8 @@ func (cp *ControlPlane) warnOpenHTTP() {
 		return
 	}
 	msg := fmt.Sprintf("the HTTP port %s listens beyond loopback with no token: /debug/*, /ui/ and /metrics are open to every host that reaches it; set --http-token-file (http.tokenFile), or bind --http-addr to loopback and use an SSH tunnel", cp.HTTPAddr())
-	cp.log.Warn(msg, "code", filestore.CodeHTTPPortUnauthenticated)
-	cp.store.SetStatus(filestore.Source{Name: "http", Class: filestore.ClassConfig}, "", []filestore.ConfigError{{
-		Field: "httpAddr", Severity: filestore.SeverityWarning, Code: filestore.CodeHTTPPortUnauthenticated, Message: msg,
+	cp.log.Warn(msg, "code", store.CodeHTTPPortUnauthenticated)
+	cp.store.SetStatus(store.Source{Name: "http", Class: store.ClassConfig}, "", []store.ConfigError{{
+		Field: "httpAddr", Severity: store.SeverityWarning, Code: store.CodeHTTPPortUnauthenticated, Message: msg,
 	}})
 }

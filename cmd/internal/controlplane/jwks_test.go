@@ -25,6 +25,7 @@ import (
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // vmesh serve fetches a RequestAuthentication's jwksUri from an address
@@ -51,11 +52,11 @@ func TestServeFetchesJWKS(t *testing.T) {
 				var fetched, warned bool
 				unrestricted := 0
 				for _, o := range dc.Objects {
-					fetched = fetched || (o.Kind == filestore.KindJWKS && o.Name == ks.URL+"/keys" && strings.Contains(string(o.Spec), ks.kid))
+					fetched = fetched || (o.Kind == store.KindJWKS && o.Name == ks.URL+"/keys" && strings.Contains(string(o.Spec), ks.kid))
 				}
 				for _, w := range dc.Warnings {
-					warned = warned || (w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[1].jwksUri")
-					if w.Code == filestore.CodeJWKSFetchUnrestricted && w.File == "jwt.yaml" && strings.Contains(w.Message, c.allowed) {
+					warned = warned || (w.Code == store.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[1].jwksUri")
+					if w.Code == store.CodeJWKSFetchUnrestricted && w.File == "jwt.yaml" && strings.Contains(w.Message, c.allowed) {
 						unrestricted++
 					}
 				}
@@ -206,7 +207,7 @@ func TestServeBlocksJWKSCIDRs(t *testing.T) {
 			}
 		}
 		for _, w := range dc.Warnings {
-			if w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[0].jwksUri" &&
+			if w.Code == store.CodeJWKSFetchFailed && w.File == "jwt.yaml" && w.Field == "jwtRules[0].jwksUri" &&
 				strings.Contains(w.Message, "in the blocked range 127.0.0.0/8") {
 				return true
 			}
@@ -294,7 +295,7 @@ func TestFaultJWKSServeNeverReadsBack(t *testing.T) {
 	waitJWKSConfig(t, cp, "three VM1012 warnings naming loopback", func(dc filestore.DebugConfig) bool {
 		n := 0
 		for _, w := range dc.Warnings {
-			if w.Code == filestore.CodeJWKSFetchFailed && w.File == "jwt.yaml" && strings.Contains(w.Message, "127.0.0.1 is a loopback address") {
+			if w.Code == store.CodeJWKSFetchFailed && w.File == "jwt.yaml" && strings.Contains(w.Message, "127.0.0.1 is a loopback address") {
 				n++
 			}
 		}
@@ -320,7 +321,7 @@ func TestFaultJWKSServeNeverReadsBack(t *testing.T) {
 			fetched = fetched || (o.Name == ks.URL+"/keys" && strings.Contains(string(o.Spec), ks.kid))
 		}
 		for _, w := range dc.Warnings {
-			refused = refused || (w.Code == filestore.CodeJWKSFetchFailed && w.Field == "jwtRules[1].jwksUri" && strings.Contains(w.Message, `no "keys" member`))
+			refused = refused || (w.Code == store.CodeJWKSFetchFailed && w.Field == "jwtRules[1].jwksUri" && strings.Contains(w.Message, `no "keys" member`))
 		}
 		return fetched && refused
 	})

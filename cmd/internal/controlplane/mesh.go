@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 )
 
 // meshSettings reads Config.MeshConfig, Istio's MeshConfig YAML (the `mesh`
@@ -19,7 +20,7 @@ import (
 // a file the mesh is Istio's defaults with the CA settings.
 // The warnings are the file's fields vmesh reads but does not apply
 // (filestore.MeshConfigWarnings).
-func (c *Config) meshSettings() (model.Mesh, *meshv1alpha1.MeshConfig, []filestore.ConfigError, error) {
+func (c *Config) meshSettings() (model.Mesh, *meshv1alpha1.MeshConfig, []store.ConfigError, error) {
 	if c.MeshConfig == "" {
 		return model.Mesh{RootNamespace: c.CA.RootNamespace, TrustDomain: c.CA.TrustDomain}, nil, nil, nil
 	}
@@ -65,7 +66,7 @@ func (c *Config) meshSettings() (model.Mesh, *meshv1alpha1.MeshConfig, []filesto
 // --mesh-config, as for the rest of the mesh settings.
 func (cp *ControlPlane) proxyDefaults() (discovery string, metadata map[string]string) {
 	mc := cp.meshConfig
-	if o := cp.store.Snapshot().Get(filestore.MeshConfigKey); o != nil {
+	if o := cp.store.Snapshot().Get(store.MeshConfigKey); o != nil {
 		if v, ok := o.Spec.(*meshv1alpha1.MeshConfig); ok {
 			mc = v
 		}
@@ -80,9 +81,9 @@ func (cp *ControlPlane) proxyDefaults() (discovery string, metadata map[string]s
 // publishMeshWarnings shows the mesh config's not-applied fields as the
 // warnings of a source of their own, mesh-config:FILE: /debug/config, the
 // vmesh_config_warnings gauge, the console and vmesh status see them.
-func (c *Config) publishMeshWarnings(store *filestore.Store, warns []filestore.ConfigError) {
+func (c *Config) publishMeshWarnings(st *store.Store, warns []store.ConfigError) {
 	if c.MeshConfig == "" {
 		return
 	}
-	store.SetStatus(filestore.Source{Name: "mesh-config:" + c.MeshConfig, Class: filestore.ClassConfig}, "", warns)
+	st.SetStatus(store.Source{Name: "mesh-config:" + c.MeshConfig, Class: store.ClassConfig}, "", warns)
 }

@@ -14,8 +14,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 )
 
 // OnboardingRequest is what `vmesh vm bundle` and `vmesh token create` are
@@ -91,11 +91,11 @@ func (cp *ControlPlane) CheckOnboarding(req OnboardingRequest) OnboardingCheck {
 
 func (cp *ControlPlane) checkGroup(req OnboardingRequest, add func(flag, fix, format string, args ...any)) {
 	snap := cp.store.Snapshot()
-	key := filestore.Key{Kind: filestore.KindWorkloadGroup, Namespace: req.Namespace, Name: req.WorkloadGroup}
+	key := store.Key{Kind: store.KindWorkloadGroup, Namespace: req.Namespace, Name: req.WorkloadGroup}
 	o := snap.Get(key)
 	if o == nil {
 		var names []string
-		for _, g := range snap.List(filestore.KindWorkloadGroup) {
+		for _, g := range snap.List(store.KindWorkloadGroup) {
 			if g.Namespace == req.Namespace {
 				names = append(names, g.Name)
 			}
@@ -113,7 +113,7 @@ func (cp *ControlPlane) checkGroup(req OnboardingRequest, add func(flag, fix, fo
 			"WorkloadGroup %s/%s registers service account %q, not %q: the registration would be refused", req.Namespace, req.WorkloadGroup, sa, req.ServiceAccount)
 	}
 	labels := wg.GetMetadata().GetLabels()
-	for _, se := range snap.List(filestore.KindServiceEntry) {
+	for _, se := range snap.List(store.KindServiceEntry) {
 		sel := se.Spec.(*networking.ServiceEntry).GetWorkloadSelector().GetLabels()
 		if se.Namespace == req.Namespace && len(sel) > 0 && model.LabelsMatch(sel, labels) {
 			return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -27,8 +28,8 @@ func benchModel(b *testing.B) (*model.Snapshot, *xds.Proxy) {
 	if err != nil || len(errs) > 0 {
 		b.Fatalf("LoadPath: %v %v", err, errs)
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "dir:" + dir, Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "dir:" + dir, Class: store.ClassConfig}, objs); err != nil {
 		b.Fatal(err)
 	}
 	return model.Build(st.Snapshot()), &xds.Proxy{ID: "bench", Kind: xds.KindGRPC, Namespace: "ns-1", Labels: map[string]string{"tier": "web"}}

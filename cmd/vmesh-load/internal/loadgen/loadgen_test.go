@@ -32,6 +32,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/registries/zookeeper"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestMain lets the test binary act as a server child, as the vmesh-load
@@ -101,13 +102,13 @@ func TestWriteDecodes(t *testing.T) {
 	if err != nil || len(errs) > 0 {
 		t.Fatalf("LoadPath: %v %v", err, errs)
 	}
-	count := map[filestore.Kind]int{}
+	count := map[store.Kind]int{}
 	for _, o := range objs {
 		count[o.Kind]++
 	}
-	want := map[filestore.Kind]int{
-		filestore.KindServiceEntry: 12, filestore.KindWorkloadEntry: 36,
-		filestore.KindVirtualService: 4, filestore.KindDestinationRule: 4, filestore.KindSidecar: 3,
+	want := map[store.Kind]int{
+		store.KindServiceEntry: 12, store.KindWorkloadEntry: 36,
+		store.KindVirtualService: 4, store.KindDestinationRule: 4, store.KindSidecar: 3,
 	}
 	for k, n := range want {
 		if count[k] != n {
@@ -133,19 +134,19 @@ func TestChangesAlterWhatTheySay(t *testing.T) {
 	if err := Write(dir, sz, SourceDir); err != nil {
 		t.Fatal(err)
 	}
-	load := func() map[filestore.Key]*filestore.Object {
+	load := func() map[store.Key]*store.Object {
 		objs, errs, err := filestore.LoadPath(dir)
 		if err != nil || len(errs) > 0 {
 			t.Fatalf("LoadPath: %v %v", err, errs)
 		}
-		m := map[filestore.Key]*filestore.Object{}
+		m := map[store.Key]*store.Object{}
 		for _, o := range objs {
 			m[o.Key] = o
 		}
 		return m
 	}
-	vsKey := filestore.Key{Kind: filestore.KindVirtualService, Namespace: "ns-1", Name: ServiceName(1)}
-	weEKey := filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: "ns-1", Name: ServiceName(1) + "-0"}
+	vsKey := store.Key{Kind: store.KindVirtualService, Namespace: "ns-1", Name: ServiceName(1)}
+	weEKey := store.Key{Kind: store.KindWorkloadEntry, Namespace: "ns-1", Name: ServiceName(1) + "-0"}
 	prevWeight, prevAddr := int32(-1), ""
 	for gen := range 45 {
 		if err := WriteRouting(dir, sz, SourceDir, 1, gen); err != nil {
@@ -630,7 +631,7 @@ func TestZooKeeperHostsAndProviders(t *testing.T) {
 	}
 	var dr *networking.DestinationRule
 	for _, o := range objs {
-		if o.Kind == filestore.KindDestinationRule && o.Name == ServiceName(1) {
+		if o.Kind == store.KindDestinationRule && o.Name == ServiceName(1) {
 			dr = o.Spec.(*networking.DestinationRule)
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -161,7 +162,7 @@ func RunVmesh(ctx context.Context, o VmeshOptions, ready func(Addrs)) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(10 * time.Minute)
-	for !cp.Ready() || len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry)) < o.ExpectWorkloads {
+	for !cp.Ready() || len(cp.Store().Snapshot().List(store.KindWorkloadEntry)) < o.ExpectWorkloads {
 		select {
 		case err := <-errc:
 			return fmt.Errorf("loadgen: vmesh ended before ready: %w", err)
@@ -169,7 +170,7 @@ func RunVmesh(ctx context.Context, o VmeshOptions, ready func(Addrs)) error {
 		}
 		if cp.Ready() && time.Now().After(deadline) {
 			return fmt.Errorf("loadgen: vmesh: %d of %d WorkloadEntries after 10 minutes (registries: %+v)",
-				len(cp.Store().Snapshot().List(filestore.KindWorkloadEntry)), o.ExpectWorkloads, o.Registries)
+				len(cp.Store().Snapshot().List(store.KindWorkloadEntry)), o.ExpectWorkloads, o.Registries)
 		}
 	}
 	ready(Addrs{XDS: cp.XDSAddr(), HTTP: cp.HTTPAddr()})
@@ -226,8 +227,8 @@ func loadModel(dir string) (*model.Snapshot, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("loadgen: baseline: %s", errs[0].Error())
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "dir:" + dir, Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "dir:" + dir, Class: store.ClassConfig}, objs); err != nil {
 		return nil, fmt.Errorf("loadgen: baseline: %w", err)
 	}
 	return model.Build(st.Snapshot()), nil

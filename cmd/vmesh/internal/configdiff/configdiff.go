@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -56,7 +56,7 @@ type resources map[string]map[string]proto.Message
 // Diff returns, for every proxy whose config differs between the two object
 // sets, the resources added, removed and changed, sorted by proxy, type and
 // name. Proxies with no change are left out.
-func Diff(from, to []*filestore.Object, proxies []*xds.Proxy) ([]ProxyDiff, error) {
+func Diff(from, to []*store.Object, proxies []*xds.Proxy) ([]ProxyDiff, error) {
 	before, err := snapshotOf(from)
 	if err != nil {
 		return nil, fmt.Errorf("before: %w", err)
@@ -82,12 +82,12 @@ func Diff(from, to []*filestore.Object, proxies []*xds.Proxy) ([]ProxyDiff, erro
 
 // snapshotOf builds the service model for an object set, as the control
 // plane would serve it.
-func snapshotOf(objs []*filestore.Object) (*model.Snapshot, error) {
-	store := filestore.NewStore()
-	if err := store.Replace(filestore.Source{Name: "diff", Class: filestore.ClassConfig}, objs); err != nil {
+func snapshotOf(objs []*store.Object) (*model.Snapshot, error) {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "diff", Class: store.ClassConfig}, objs); err != nil {
 		return nil, err
 	}
-	return model.Build(store.Snapshot()), nil
+	return model.Build(st.Snapshot()), nil
 }
 
 func generate(s *model.Snapshot, p *xds.Proxy) (resources, error) {

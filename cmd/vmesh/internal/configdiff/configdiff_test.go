@@ -6,6 +6,7 @@ import (
 
 	"github.com/vmesh/vmesh/cmd/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -52,7 +53,7 @@ spec:
     - {destination: {host: greeter.demo.internal, subset: v2}, weight: WEIGHT_V2}
 `
 
-func decode(t *testing.T, doc string) []*filestore.Object {
+func decode(t *testing.T, doc string) []*store.Object {
 	t.Helper()
 	objs, errs := filestore.Decode("mesh.yaml", []byte(doc))
 	if len(errs) > 0 {
@@ -90,7 +91,7 @@ func TestDiffListsExactlyTheProxiesRoutingToTheHost(t *testing.T) {
 	}
 
 	// Removing the billing service shows up as removed resources, for its own client only.
-	var fewer []*filestore.Object
+	var fewer []*store.Object
 	for _, o := range from {
 		if o.Name != "billing" {
 			fewer = append(fewer, o)

@@ -1,4 +1,4 @@
-package filestore
+package store
 
 import (
 	"cmp"
@@ -43,59 +43,6 @@ type Source struct {
 	Class SourceClass
 }
 
-// ConfigError is one problem found in a source, located by file, line and
-// field: an error (the zero Severity), or a warning with its stable Code.
-type ConfigError struct {
-	File    string `json:"file,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Object  string `json:"object,omitempty"` // kind/namespace/name, when known
-	Field   string `json:"field,omitempty"`  // e.g. http[1].route[0].weight
-	Commit  string `json:"commit,omitempty"`
-	Message string `json:"message"`
-	// Severity is omitted for errors; Code names a warning (VM1001,
-	// IST0101: see WarningCodes).
-	Severity Severity `json:"severity,omitempty"`
-	Code     string   `json:"code,omitempty"`
-	// Source is the source of the object a cross-object warning is about
-	// (the analysis); a source's own problems leave it empty.
-	Source string `json:"source,omitempty"`
-}
-
-// Error renders the problem as "file:line: kind/ns/name: field: message";
-// for a git commit the file is written git-style as "<sha>:file". A
-// warning's message starts with "warning CODE: ".
-func (e ConfigError) Error() string {
-	s := ""
-	switch {
-	case e.File != "" && e.Commit != "":
-		s = fmt.Sprintf("%.12s:%s", e.Commit, e.File)
-	case e.File != "":
-		s = e.File
-	case e.Commit != "":
-		s = fmt.Sprintf("commit %.12s", e.Commit)
-	}
-	if e.File != "" && e.Line > 0 {
-		s += fmt.Sprintf(":%d", e.Line)
-	}
-	if s != "" {
-		s += ": "
-	}
-	if e.Object != "" {
-		s += e.Object + ": "
-	}
-	if e.Field != "" {
-		s += e.Field + ": "
-	}
-	if e.Severity != SeverityError {
-		s += e.Severity.String()
-		if e.Code != "" {
-			s += " " + e.Code
-		}
-		s += ": "
-	}
-	return s + e.Message
-}
-
 // SourceStatus is what a source last reported about itself.
 type SourceStatus struct {
 	Source string `json:"source"`
@@ -107,7 +54,7 @@ type SourceStatus struct {
 	// Warnings are the source's files' warnings: config that applies
 	// but is not (fully) enforced (an Istio kind vmesh does not
 	// implement, a policy field it cannot enforce). The analysis across
-	// sources is Store.Analysis.
+	// sources is the analysis's (filestore.Analyses).
 	Warnings   []ConfigError `json:"warnings,omitempty"`
 	LastUpdate time.Time     `json:"lastUpdate"`
 }
@@ -125,12 +72,11 @@ type Conflict struct {
 type Snapshot struct {
 	// Revision counts effective changes to the Store since it was created.
 	Revision int64
-	// analysisRevision is the Revision of the last change the analysis
-	// reads (Analyze): every change but to WorkloadEntries no file
-	// defines, before or after, which it does not look at.
-	analysisRevision int64
-	byKind           map[Kind]*sortedList
-	byKey            *cowmap.Map[Key, *Object]
+	// configRevision is the Revision of the last change to anything but
+	// WorkloadEntries no file defines, before or after (ConfigRevision).
+	configRevision int64
+	byKind         map[Kind]*sortedList
+	byKey          *cowmap.Map[Key, *Object]
 	// Sources holds every source's status, sorted by name.
 	Sources []SourceStatus
 	// Conflicts lists objects defined by more than one source, sorted by key.
@@ -151,6 +97,12 @@ func (s *Snapshot) Get(k Key) *Object {
 	o, _ := s.byKey.Get(k)
 	return o
 }
+
+// ConfigRevision is the Revision of the last change to anything but the
+// WorkloadEntries that no file defines (a registry's endpoints, agents'
+// registrations): what reads only the configured objects, like the
+// analysis, is computed again only when it moves.
+func (s *Snapshot) ConfigRevision() int64 { return s.configRevision }
 
 // Len returns the number of objects in the snapshot.
 func (s *Snapshot) Len() int { return s.byKey.Len() }
@@ -192,12 +144,6 @@ type Store struct {
 	// health holds agents' reports on config-defined WorkloadEntries
 	// (SetHealth, SetRemoteHealth).
 	health healthReports
-
-	// analysisMu guards the last analysis (Analysis) and the snapshot it
-	// is of.
-	analysisMu sync.Mutex
-	analysis   []ConfigError
-	analysisOf *Snapshot
 }
 
 type sourceState struct {
@@ -356,7 +302,7 @@ func (s *Store) publish(touched []Key) {
 	changed := make(map[Key]struct{}, len(touched))
 	byKey := old.byKey
 	kindsDirty := make(map[Kind][]Key) // the touched keys by kind
-	analysed := false                  // a change the analysis reads
+	configChanged := false             // a change to the configured objects (ConfigRevision)
 	if len(touched) > 0 {
 		edit := old.byKey.Edit()
 		wasEmpty := old.byKey.Len() == 0 // a first set: no previous object to look up
@@ -385,8 +331,8 @@ func (s *Store) publish(touched []Key) {
 			}
 			if winner == nil || prev == nil || !sameContent(prev, winner) {
 				changed[k] = struct{}{}
-				if !analysed {
-					analysed = k.Kind != KindWorkloadEntry || (prev != nil && prev.Origin.File != "") || (winner != nil && winner.Origin.File != "")
+				if !configChanged {
+					configChanged = k.Kind != KindWorkloadEntry || (prev != nil && prev.Origin.File != "") || (winner != nil && winner.Origin.File != "")
 				}
 			}
 			kindsDirty[k.Kind] = append(kindsDirty[k.Kind], k)
@@ -396,9 +342,9 @@ func (s *Store) publish(touched []Key) {
 	if len(changed) > 0 {
 		s.revision++
 	}
-	next := &Snapshot{Revision: s.revision, analysisRevision: old.analysisRevision, byKey: byKey, byKind: old.byKind}
-	if analysed {
-		next.analysisRevision = s.revision
+	next := &Snapshot{Revision: s.revision, configRevision: old.configRevision, byKey: byKey, byKind: old.byKind}
+	if configChanged {
+		next.configRevision = s.revision
 	}
 	if len(kindsDirty) > 0 {
 		next.byKind = maps.Clone(old.byKind)
@@ -419,8 +365,8 @@ func (s *Store) publish(touched []Key) {
 	}
 }
 
-// compareObjects orders objects by namespace, then name.
-func compareObjects(a, b *Object) int { return compareNames(a.Namespace, a.Name, b.Namespace, b.Name) }
+// CompareObjects orders objects by namespace, then name.
+func CompareObjects(a, b *Object) int { return compareNames(a.Namespace, a.Name, b.Namespace, b.Name) }
 
 // compareNames orders (namespace, name) pairs. Namespaces are nearly
 // always equal, so they are tested for equality first: one comparison

@@ -1,7 +1,12 @@
-// Package filestore turns Istio YAML into typed config objects, keeps them in
-// the memory Store, and feeds the Store from a watched directory or a git
-// repository.
-package filestore
+// Package store is the memory config Store that every source writes and
+// the model reads: the config objects (Kind, Key, Object with its Origin
+// and field lines), the sources' identity and status (Source, SourceClass,
+// SourceStatus, ConfigError with the stable warning codes), and the Store
+// itself, which picks a winner per key, counts revisions and publishes
+// immutable Snapshots. It imports no source: the directory and git
+// sources (filestore), the registries and the other writers sit beside
+// each other over it.
+package store
 
 import (
 	"fmt"
@@ -35,6 +40,28 @@ var Kinds = []Kind{
 	KindDestinationRule, KindSidecar, KindGateway, KindPeerAuthentication, KindAuthorizationPolicy,
 	KindRequestAuthentication,
 }
+
+// KindJWKS is not a config kind users write: it is the kind of the
+// objects the JWKS fetcher (registries/jwks) puts in the Store, one per
+// RequestAuthentication jwksUri, named by the URI, whose spec is a
+// wrapperspb.StringValue holding the JSON Web Key Set fetched from it. The
+// decoder does not know it, so no file can define one.
+const KindJWKS Kind = "JWKS"
+
+// JWKSErrorAnnotation on a KindJWKS object says why its URI could not be
+// fetched; the object's value is then empty, and the JWT filter gets a key
+// set no token verifies against (fail closed, as Istio does).
+const JWKSErrorAnnotation = "vmesh.io/jwks-error"
+
+// KindMeshConfig is the kind of the one MeshConfig object a config source
+// holds when its root has a MeshConfigFile: Istio's MeshConfig
+// (*meshv1alpha1.MeshConfig, Istio's defaults filled in), applied with
+// the rest of the source's files, in the same snapshot (a git commit's
+// mesh settings change with the commit's routes).
+const KindMeshConfig Kind = "MeshConfig"
+
+// MeshConfigKey is the key of a source's MeshConfig object.
+var MeshConfigKey = Key{Kind: KindMeshConfig, Name: "mesh"}
 
 // Key identifies one object in the Store.
 type Key struct {
@@ -91,9 +118,15 @@ type Object struct {
 	// Origin says where the object came from.
 	Origin Origin `json:"origin"`
 	// lines are the lines of the fields the analysis points at (hosts,
-	// subsets, gateways, selectors, delegates: lineKept), by path inside spec.
+	// subsets, gateways, selectors, delegates), by path inside spec: the
+	// decoder sets them (SetFieldLines).
 	lines map[string]int
 }
+
+// SetFieldLines records the lines of fields inside spec, by path (e.g.
+// "http[0].route[1].destination.subset"), for FieldLine. The decoder calls
+// it before the object is handed to the Store; lines is kept, not copied.
+func (o *Object) SetFieldLines(lines map[string]int) { o.lines = lines }
 
 // FieldLine returns the line of a field path inside spec (or of its
 // nearest parent the decoder kept), else the object's own line.

@@ -1,4 +1,4 @@
-package filestore_test
+package store_test
 
 import (
 	"cmp"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestStoreUpdateMatchesReplace drives two Stores through the same random
@@ -18,21 +18,21 @@ import (
 // and large edits exercise both ways the sorted per-kind lists are kept.
 func TestStoreUpdateMatchesReplace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	src := filestore.Source{Name: "dir:/x", Class: filestore.ClassConfig}
-	reg := filestore.Source{Name: "consul", Class: filestore.ClassRegistry}
-	byUpdate, byReplace := filestore.NewStore(), filestore.NewStore()
+	src := store.Source{Name: "dir:/x", Class: store.ClassConfig}
+	reg := store.Source{Name: "consul", Class: store.ClassRegistry}
+	byUpdate, byReplace := store.NewStore(), store.NewStore()
 	subU, subR := byUpdate.Subscribe(), byReplace.Subscribe()
 	defer subU.Close()
 	defer subR.Close()
-	cur := map[filestore.Key]*filestore.Object{}
-	obj := func(i, gen int) *filestore.Object {
-		return we(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("we-%03d", i), fmt.Sprintf("10.0.%d.%d", gen%250, i%250), filestore.Origin{File: "f.yaml"})
+	cur := map[store.Key]*store.Object{}
+	obj := func(i, gen int) *store.Object {
+		return we(fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("we-%03d", i), fmt.Sprintf("10.0.%d.%d", gen%250, i%250), store.Origin{File: "f.yaml"})
 	}
-	var regObjs []*filestore.Object
+	var regObjs []*store.Object
 	for i := range 40 {
 		regObjs = append(regObjs, obj(i*5, 999))
 	}
-	for _, s := range []*filestore.Store{byUpdate, byReplace} {
+	for _, s := range []*store.Store{byUpdate, byReplace} {
 		if err := s.Replace(reg, regObjs); err != nil {
 			t.Fatal(err)
 		}
@@ -42,8 +42,8 @@ func TestStoreUpdateMatchesReplace(t *testing.T) {
 		if step%50 == 0 {
 			edits = 60 // a large edit: the lists are sorted anew
 		}
-		var set []*filestore.Object
-		var remove []filestore.Key
+		var set []*store.Object
+		var remove []store.Key
 		touched := map[int]bool{}
 		for range edits {
 			i := rng.IntN(200)
@@ -70,10 +70,10 @@ func TestStoreUpdateMatchesReplace(t *testing.T) {
 		if u.Revision != r.Revision || u.Len() != r.Len() {
 			t.Fatalf("step %d: revision %d/%d, %d/%d objects", step, u.Revision, r.Revision, u.Len(), r.Len())
 		}
-		if lu, lr := u.List(filestore.KindWorkloadEntry), r.List(filestore.KindWorkloadEntry); !slices.Equal(lu, lr) {
+		if lu, lr := u.List(store.KindWorkloadEntry), r.List(store.KindWorkloadEntry); !slices.Equal(lu, lr) {
 			t.Fatalf("step %d: Update lists %d objects, Replace %d (or in another order)", step, len(lu), len(lr))
 		}
-		if !slices.IsSortedFunc(u.List(filestore.KindWorkloadEntry), func(a, b *filestore.Object) int {
+		if !slices.IsSortedFunc(u.List(store.KindWorkloadEntry), func(a, b *store.Object) int {
 			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		}) {
 			t.Fatalf("step %d: list not sorted", step)
@@ -82,7 +82,7 @@ func TestStoreUpdateMatchesReplace(t *testing.T) {
 			t.Fatalf("step %d: Update changed %d keys, Replace %d", step, len(cu.Keys), len(cr.Keys))
 		}
 	}
-	if err := byUpdate.Update(src, []*filestore.Object{obj(1, 0), obj(1, 1)}, nil); err == nil {
+	if err := byUpdate.Update(src, []*store.Object{obj(1, 0), obj(1, 1)}, nil); err == nil {
 		t.Fatal("a key set twice in one update was accepted")
 	}
 }
@@ -91,16 +91,16 @@ func TestStoreUpdateMatchesReplace(t *testing.T) {
 // publication's key set never see each other's later additions: a set
 // taken by one stays as it was while the other's grows.
 func TestSubscribersShareNoWrites(t *testing.T) {
-	s := filestore.NewStore()
+	s := store.NewStore()
 	a, b := s.Subscribe(), s.Subscribe()
 	defer a.Close()
 	defer b.Close()
-	src := filestore.Source{Name: "registry:t", Class: filestore.ClassRegistry}
-	if err := s.Update(src, []*filestore.Object{we("ns", "one", "10.0.0.1", filestore.Origin{})}, nil); err != nil {
+	src := store.Source{Name: "registry:t", Class: store.ClassRegistry}
+	if err := s.Update(src, []*store.Object{we("ns", "one", "10.0.0.1", store.Origin{})}, nil); err != nil {
 		t.Fatal(err)
 	}
 	first := a.Take()
-	if err := s.Update(src, []*filestore.Object{we("ns", "two", "10.0.0.2", filestore.Origin{})}, nil); err != nil {
+	if err := s.Update(src, []*store.Object{we("ns", "two", "10.0.0.2", store.Origin{})}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(first.Keys) != 1 {

@@ -1,4 +1,4 @@
-package filestore_test
+package store_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
 // TestListAfterManyUpdates checks the lazily sorted lists: after a seeded
@@ -15,14 +15,14 @@ import (
 // every snapshot's List, read in any order, late or never, from several
 // goroutines at once, holds exactly that snapshot's objects, sorted.
 func TestListAfterManyUpdates(t *testing.T) {
-	s := filestore.NewStore()
-	src := filestore.Source{Name: "t", Class: filestore.ClassRegistry}
+	s := store.NewStore()
+	src := store.Source{Name: "t", Class: store.ClassRegistry}
 	rnd := rand.New(rand.NewPCG(7, 9))
-	live := map[string]*filestore.Object{}
+	live := map[string]*store.Object{}
 	name := func(i int) string { return fmt.Sprintf("e-%04d", i) }
-	var initial []*filestore.Object
+	var initial []*store.Object
 	for i := range 400 {
-		o := we(fmt.Sprintf("ns-%d", i%3), name(i), "10.0.0.1", filestore.Origin{})
+		o := we(fmt.Sprintf("ns-%d", i%3), name(i), "10.0.0.1", store.Origin{})
 		initial = append(initial, o)
 		live[o.Namespace+"/"+o.Name] = o
 	}
@@ -30,7 +30,7 @@ func TestListAfterManyUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	type step struct {
-		snap *filestore.Snapshot
+		snap *store.Snapshot
 		want []string
 	}
 	names := func() []string {
@@ -43,8 +43,8 @@ func TestListAfterManyUpdates(t *testing.T) {
 	}
 	steps := []step{{s.Snapshot(), names()}}
 	for i := range 600 {
-		var up []*filestore.Object
-		var rm []filestore.Key
+		var up []*store.Object
+		var rm []store.Key
 		seen := map[string]bool{}
 		for range 1 + rnd.IntN(4) {
 			n := rnd.IntN(500)
@@ -55,11 +55,11 @@ func TestListAfterManyUpdates(t *testing.T) {
 			}
 			seen[k] = true
 			if _, ok := live[k]; ok && rnd.IntN(3) == 0 {
-				rm = append(rm, filestore.Key{Kind: filestore.KindWorkloadEntry, Namespace: ns, Name: name(n)})
+				rm = append(rm, store.Key{Kind: store.KindWorkloadEntry, Namespace: ns, Name: name(n)})
 				delete(live, k)
 				continue
 			}
-			o := we(ns, name(n), fmt.Sprintf("10.1.%d.%d", i/250, i%250), filestore.Origin{})
+			o := we(ns, name(n), fmt.Sprintf("10.1.%d.%d", i/250, i%250), store.Origin{})
 			up = append(up, o)
 			live[k] = o
 		}
@@ -69,12 +69,12 @@ func TestListAfterManyUpdates(t *testing.T) {
 		steps = append(steps, step{s.Snapshot(), names()})
 		// Some lists are read as they are made, most only later.
 		if rnd.IntN(50) == 0 {
-			steps[len(steps)-1].snap.List(filestore.KindWorkloadEntry)
+			steps[len(steps)-1].snap.List(store.KindWorkloadEntry)
 		}
 	}
 	check := func(st step) error {
 		var got []string
-		for _, o := range st.snap.List(filestore.KindWorkloadEntry) {
+		for _, o := range st.snap.List(store.KindWorkloadEntry) {
 			if o2 := st.snap.Get(o.Key); o2 != o {
 				return fmt.Errorf("revision %d: listed %s is not the snapshot's object", st.snap.Revision, o.Key)
 			}

@@ -1,4 +1,4 @@
-package filestore_test
+package store_test
 
 import (
 	"strings"
@@ -6,26 +6,26 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/store"
 )
 
-func we(ns, name, addr string, origin filestore.Origin) *filestore.Object {
-	o := &filestore.Object{APIVersion: "networking.istio.io/v1", Spec: &networking.WorkloadEntry{Address: addr}, Origin: origin}
-	o.Kind, o.Namespace, o.Name = filestore.KindWorkloadEntry, ns, name
+func we(ns, name, addr string, origin store.Origin) *store.Object {
+	o := &store.Object{APIVersion: "networking.istio.io/v1", Spec: &networking.WorkloadEntry{Address: addr}, Origin: origin}
+	o.Kind, o.Namespace, o.Name = store.KindWorkloadEntry, ns, name
 	return o
 }
 
 func TestStoreReplaceDiffsAndNotifies(t *testing.T) {
-	s := filestore.NewStore()
+	s := store.NewStore()
 	sub := s.Subscribe()
 	defer sub.Close()
-	src := filestore.Source{Name: "dir:/a", Class: filestore.ClassConfig}
-	a, b := we("ns", "a", "1.1.1.1", filestore.Origin{}), we("ns", "b", "1.1.1.2", filestore.Origin{})
-	if err := s.Replace(src, []*filestore.Object{a, b}); err != nil {
+	src := store.Source{Name: "dir:/a", Class: store.ClassConfig}
+	a, b := we("ns", "a", "1.1.1.1", store.Origin{}), we("ns", "b", "1.1.1.2", store.Origin{})
+	if err := s.Replace(src, []*store.Object{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	snap1 := s.Snapshot()
-	if snap1.Revision != 1 || snap1.Len() != 2 || len(snap1.List(filestore.KindWorkloadEntry)) != 2 {
+	if snap1.Revision != 1 || snap1.Len() != 2 || len(snap1.List(store.KindWorkloadEntry)) != 2 {
 		t.Fatalf("snapshot after first replace: rev %d len %d", snap1.Revision, snap1.Len())
 	}
 	<-sub.C()
@@ -34,7 +34,7 @@ func TestStoreReplaceDiffsAndNotifies(t *testing.T) {
 	}
 
 	// Same content in new objects: no revision, no event.
-	if err := s.Replace(src, []*filestore.Object{we("ns", "a", "1.1.1.1", filestore.Origin{}), b}); err != nil {
+	if err := s.Replace(src, []*store.Object{we("ns", "a", "1.1.1.1", store.Origin{}), b}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Snapshot().Revision != 1 {
@@ -47,8 +47,8 @@ func TestStoreReplaceDiffsAndNotifies(t *testing.T) {
 	}
 
 	// Change a, drop b.
-	a2 := we("ns", "a", "9.9.9.9", filestore.Origin{})
-	if err := s.Replace(src, []*filestore.Object{a2}); err != nil {
+	a2 := we("ns", "a", "9.9.9.9", store.Origin{})
+	if err := s.Replace(src, []*store.Object{a2}); err != nil {
 		t.Fatal(err)
 	}
 	<-sub.C()
@@ -67,9 +67,9 @@ func TestStoreReplaceDiffsAndNotifies(t *testing.T) {
 }
 
 func TestStoreRejectsDuplicateKeys(t *testing.T) {
-	s := filestore.NewStore()
-	src := filestore.Source{Name: "x"}
-	err := s.Replace(src, []*filestore.Object{we("ns", "a", "1.1.1.1", filestore.Origin{File: "a.yaml", Line: 1}), we("ns", "a", "1.1.1.2", filestore.Origin{File: "b.yaml", Line: 3})})
+	s := store.NewStore()
+	src := store.Source{Name: "x"}
+	err := s.Replace(src, []*store.Object{we("ns", "a", "1.1.1.1", store.Origin{File: "a.yaml", Line: 1}), we("ns", "a", "1.1.1.2", store.Origin{File: "b.yaml", Line: 3})})
 	if err == nil || s.Snapshot().Len() != 0 {
 		t.Fatalf("duplicate accepted: %v", err)
 	}
@@ -80,18 +80,18 @@ func TestStoreRejectsDuplicateKeys(t *testing.T) {
 }
 
 func TestStoreConflictFilesBeatRegistries(t *testing.T) {
-	s := filestore.NewStore()
-	reg := filestore.Source{Name: "registry:consul", Class: filestore.ClassRegistry}
-	dir := filestore.Source{Name: "dir:/etc/vmesh", Class: filestore.ClassConfig}
-	fromReg := we("ns", "a", "10.0.0.1", filestore.Origin{Source: reg.Name, Registry: "consul/a"})
-	fromFile := we("ns", "a", "10.0.0.2", filestore.Origin{Source: dir.Name, File: "a.yaml", Line: 1})
-	if err := s.Replace(reg, []*filestore.Object{fromReg}); err != nil {
+	s := store.NewStore()
+	reg := store.Source{Name: "registry:consul", Class: store.ClassRegistry}
+	dir := store.Source{Name: "dir:/etc/vmesh", Class: store.ClassConfig}
+	fromReg := we("ns", "a", "10.0.0.1", store.Origin{Source: reg.Name, Registry: "consul/a"})
+	fromFile := we("ns", "a", "10.0.0.2", store.Origin{Source: dir.Name, File: "a.yaml", Line: 1})
+	if err := s.Replace(reg, []*store.Object{fromReg}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Snapshot().Get(fromReg.Key) != fromReg {
 		t.Fatal("registry object not served alone")
 	}
-	if err := s.Replace(dir, []*filestore.Object{fromFile}); err != nil {
+	if err := s.Replace(dir, []*store.Object{fromFile}); err != nil {
 		t.Fatal(err)
 	}
 	snap := s.Snapshot()
@@ -110,19 +110,19 @@ func TestStoreConflictFilesBeatRegistries(t *testing.T) {
 		t.Fatalf("after file removal: %v %+v", snap.Get(fromReg.Key), snap.Conflicts)
 	}
 	// Among equal classes the winner is deterministic: the lower name.
-	other := filestore.Source{Name: "dir:/a", Class: filestore.ClassConfig}
-	fromOther := we("ns", "a", "10.0.0.3", filestore.Origin{Source: other.Name})
-	_ = s.Replace(dir, []*filestore.Object{fromFile})
-	_ = s.Replace(other, []*filestore.Object{fromOther})
+	other := store.Source{Name: "dir:/a", Class: store.ClassConfig}
+	fromOther := we("ns", "a", "10.0.0.3", store.Origin{Source: other.Name})
+	_ = s.Replace(dir, []*store.Object{fromFile})
+	_ = s.Replace(other, []*store.Object{fromOther})
 	if s.Snapshot().Get(fromFile.Key) != fromOther {
 		t.Fatal("tie not broken by source name")
 	}
 }
 
 func TestStoreStatus(t *testing.T) {
-	s := filestore.NewStore()
-	src := filestore.Source{Name: "git:repo", Class: filestore.ClassConfig}
-	s.SetStatus(src, "0123456789abcdef", []filestore.ConfigError{{File: "a.yaml", Line: 3, Message: "bad"}})
+	s := store.NewStore()
+	src := store.Source{Name: "git:repo", Class: store.ClassConfig}
+	s.SetStatus(src, "0123456789abcdef", []store.ConfigError{{File: "a.yaml", Line: 3, Message: "bad"}})
 	snap := s.Snapshot()
 	if snap.Commit() != "0123456789abcdef" || len(snap.Sources) != 1 || len(snap.Sources[0].Errors) != 1 {
 		t.Fatalf("status: %+v", snap.Sources)

@@ -1,4 +1,4 @@
-package filestore
+package store
 
 import (
 	"slices"
@@ -138,6 +138,6 @@ func sortKind(kind Kind, byKey *cowmap.Map[Key, *Object]) []*Object {
 			out = append(out, o)
 		}
 	}
-	slices.SortFunc(out, compareObjects)
+	slices.SortFunc(out, CompareObjects)
 	return out
 }
