@@ -86,11 +86,11 @@ FAULT_TESTS := ^(TestFault.*|TestDirSourceDeviceLinkAndHugeFileAreNotRead|TestDi
 
 ## fault: only the fault-injection suite, with the race detector
 fault: test-tools
-	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./cmd/internal/controlplane/ ./xds/ ./cmd/vmesh/ ./ca/ ./registries/... ./agents/... | bin/testsummary
+	PATH="$(CURDIR)/.bin:$$PATH" $(GO) test -json -race -count=1 -run '$(FAULT_TESTS)' ./filestore/ ./cmd/internal/controlplane/ ./xds/ ./cmd/vmesh/ ./ca/ ./registries/... ./writers/... ./agents/... | bin/testsummary
 
 ## bench: Go benchmarks of the hot paths (results go to BENCHMARKS.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./internal/cowmap/ ./cmd/vmesh-load/internal/loadgen/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./store/ ./filestore/ ./model/ ./xds/... ./ca/ ./registries/... ./writers/... ./internal/cowmap/ ./cmd/vmesh-load/internal/loadgen/
 	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
 	bin/vmesh-load -services 1000 -proxies 200 -changes 3 -json bench-load.json
 

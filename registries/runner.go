@@ -66,17 +66,9 @@ func NewRunner(store *store.Store, specs []Spec, opts Options) (*Runner, error) 
 	r := &Runner{log: log}
 	for _, s := range specs {
 		s = s.withDefaults()
-		sink := adapter.NewSink(store, adapter.Meta{Type: s.Type, Name: s.Name, Namespace: s.Namespace}, s.target(), metrics, log)
-		var a adapterRunner
-		var err error
-		switch s.Type {
-		case TypeConsul:
-			a, err = consul.New(*s.Consul, sink, log)
-		case TypeZooKeeper:
-			a, err = zookeeper.New(*s.ZooKeeper, sink, log)
-		case TypeStatic:
-			a, err = static.New(*s.Static, sink, log)
-		}
+		t, _ := registryTypeNamed(s.Type, false) // Validate knows every type
+		sink := adapter.NewSink(store, adapter.Meta{Type: s.Type, Name: s.Name, Namespace: s.Namespace}, t.target(s), metrics, log)
+		a, err := t.start(s, sink, log)
 		if err != nil {
 			return nil, fmt.Errorf("registry %s: %w", s.Name, err)
 		}

@@ -9,8 +9,11 @@ package registries
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 
+	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/registries/consul"
 	"github.com/vmesh/vmesh/registries/static"
 	"github.com/vmesh/vmesh/registries/zookeeper"
@@ -50,17 +53,85 @@ type Spec struct {
 	Static    *static.Config    `yaml:"static,omitempty" json:"static,omitempty"`
 }
 
-// target names what the entry reads, for the status page.
-func (s Spec) target() string {
-	switch {
-	case s.Consul != nil:
-		return s.Consul.Address
-	case s.ZooKeeper != nil:
-		return strings.Join(s.ZooKeeper.Servers, ",")
-	case s.Static != nil:
-		return s.Static.File
+// registryType is one registry type's row: how --registry names it, what
+// its settings section is, what it reads and how its adapter starts. A new
+// registry is one row here (and its section in Spec).
+type registryType struct {
+	name string
+	// aliases name the type in --registry too (zk=ADDR).
+	aliases []string
+	// flagForm is the --registry value's form, for messages.
+	flagForm string
+	// fromFlag sets the type's settings from a --registry value.
+	fromFlag func(s *Spec, val string)
+	// set reports whether s carries the type's settings section.
+	set func(s Spec) bool
+	// target names what the entry reads, for the status page.
+	target func(s Spec) string
+	// start builds the entry's adapter, which publishes through sink.
+	start func(s Spec, sink *adapter.Sink, log *slog.Logger) (adapterRunner, error)
+}
+
+// registryTypes lists every registry type, in the order messages name them.
+func registryTypes() []registryType {
+	return []registryType{
+		{
+			name: TypeConsul, flagForm: "consul=ADDR",
+			fromFlag: func(s *Spec, val string) { s.Consul = &consul.Config{Address: val} },
+			set:      func(s Spec) bool { return s.Consul != nil },
+			target:   func(s Spec) string { return s.Consul.Address },
+			start: func(s Spec, sink *adapter.Sink, log *slog.Logger) (adapterRunner, error) {
+				return consul.New(*s.Consul, sink, log)
+			},
+		},
+		{
+			name: TypeZooKeeper, aliases: []string{"zk"}, flagForm: "zookeeper=ADDR[,ADDR]",
+			fromFlag: func(s *Spec, val string) {
+				var servers []string
+				for _, a := range strings.Split(val, ",") {
+					if a = strings.TrimSpace(a); a != "" {
+						servers = append(servers, strings.TrimPrefix(a, "zookeeper://"))
+					}
+				}
+				s.ZooKeeper = &zookeeper.Config{Servers: servers}
+			},
+			set:    func(s Spec) bool { return s.ZooKeeper != nil },
+			target: func(s Spec) string { return strings.Join(s.ZooKeeper.Servers, ",") },
+			start: func(s Spec, sink *adapter.Sink, log *slog.Logger) (adapterRunner, error) {
+				return zookeeper.New(*s.ZooKeeper, sink, log)
+			},
+		},
+		{
+			name: TypeStatic, flagForm: "static=FILE",
+			fromFlag: func(s *Spec, val string) { s.Static = &static.Config{File: val} },
+			set:      func(s Spec) bool { return s.Static != nil },
+			target:   func(s Spec) string { return s.Static.File },
+			start: func(s Spec, sink *adapter.Sink, log *slog.Logger) (adapterRunner, error) {
+				return static.New(*s.Static, sink, log)
+			},
+		},
 	}
-	return ""
+}
+
+// registryTypeNamed returns the row of a type (or, for --registry, an
+// alias).
+func registryTypeNamed(name string, aliases bool) (registryType, bool) {
+	for _, t := range registryTypes() {
+		if t.name == name || aliases && slices.Contains(t.aliases, name) {
+			return t, true
+		}
+	}
+	return registryType{}, false
+}
+
+// typeList names the types' forms as messages list them: "a, b or c".
+func typeList(form func(registryType) string) string {
+	types := registryTypes()
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = form(t)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // ParseFlag parses one --registry value: consul=ADDR,
@@ -70,26 +141,14 @@ func ParseFlag(v string) (Spec, error) {
 	typ = strings.TrimSpace(typ)
 	val = strings.TrimSpace(val)
 	if !ok || val == "" {
-		return Spec{}, fmt.Errorf("--registry %q: want consul=ADDR, zookeeper=ADDR[,ADDR] or static=FILE", v)
+		return Spec{}, fmt.Errorf("--registry %q: want %s", v, typeList(func(t registryType) string { return t.flagForm }))
 	}
-	s := Spec{Name: typ, Type: typ}
-	switch typ {
-	case TypeConsul:
-		s.Consul = &consul.Config{Address: val}
-	case TypeZooKeeper, "zk":
-		s.Type, s.Name = TypeZooKeeper, TypeZooKeeper
-		var servers []string
-		for _, a := range strings.Split(val, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				servers = append(servers, strings.TrimPrefix(a, "zookeeper://"))
-			}
-		}
-		s.ZooKeeper = &zookeeper.Config{Servers: servers}
-	case TypeStatic:
-		s.Static = &static.Config{File: val}
-	default:
-		return Spec{}, fmt.Errorf("--registry %q: unknown type %q (want consul, zookeeper or static)", v, typ)
+	t, ok := registryTypeNamed(typ, true)
+	if !ok {
+		return Spec{}, fmt.Errorf("--registry %q: unknown type %q (want %s)", v, typ, typeList(func(t registryType) string { return t.name }))
 	}
+	s := Spec{Name: t.name, Type: t.name}
+	t.fromFlag(&s, val)
 	return s, nil
 }
 
@@ -125,17 +184,15 @@ func Validate(specs []Spec) error {
 			errs = append(errs, fmt.Errorf("registries[%d]: name %q used twice", i, s.Name))
 		}
 		names[s.Name] = true
-		var ok bool
-		switch s.Type {
-		case TypeConsul:
-			ok = s.Consul != nil && s.ZooKeeper == nil && s.Static == nil
-		case TypeZooKeeper:
-			ok = s.ZooKeeper != nil && s.Consul == nil && s.Static == nil
-		case TypeStatic:
-			ok = s.Static != nil && s.Consul == nil && s.ZooKeeper == nil
-		default:
-			errs = append(errs, fmt.Errorf("registries[%d] %q: unknown type %q (want consul, zookeeper or static)", i, s.Name, s.Type))
+		t, known := registryTypeNamed(s.Type, false)
+		if !known {
+			errs = append(errs, fmt.Errorf("registries[%d] %q: unknown type %q (want %s)", i, s.Name, s.Type, typeList(func(t registryType) string { return t.name })))
 			continue
+		}
+		// Its own settings section, and no other type's.
+		ok := true
+		for _, other := range registryTypes() {
+			ok = ok && other.set(s) == (other.name == t.name)
 		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("registries[%d] %q: type %s needs its %s: settings and no others", i, s.Name, s.Type, s.Type))

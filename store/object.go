@@ -42,7 +42,7 @@ var Kinds = []Kind{
 }
 
 // KindJWKS is not a config kind users write: it is the kind of the
-// objects the JWKS fetcher (registries/jwks) puts in the Store, one per
+// objects the JWKS fetcher (writers/jwks) puts in the Store, one per
 // RequestAuthentication jwksUri, named by the URI, whose spec is a
 // wrapperspb.StringValue holding the JSON Web Key Set fetched from it. The
 // decoder does not know it, so no file can define one.

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/ca"
-	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // caDataDir is where the CA lives in a control plane's data dir.

@@ -25,8 +25,8 @@ import (
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // serveProcess is a `vmesh serve` child process of the repository's build.

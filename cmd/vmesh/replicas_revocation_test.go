@@ -14,7 +14,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/internal/testenv"
-	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // revocationStore reads and deletes a revocation straight in the store, as

@@ -34,8 +34,8 @@ import (
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // TestReplicasConsul and TestReplicasZooKeeper run three `vmesh serve`

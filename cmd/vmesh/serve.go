@@ -11,7 +11,7 @@ import (
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/registries"
-	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 func newServeCmd() *cobra.Command { return newServeCmdWith(runControlPlane) }

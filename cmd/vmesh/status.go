@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/filestore"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 	"github.com/vmesh/vmesh/xds"
 )
 

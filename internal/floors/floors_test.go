@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,17 +28,50 @@ var allowed = map[string][]string{
 	// The node-metadata contract, which agents write and xds reads.
 	"xds/node": {},
 	// The DNS name table (NDS) message, which xds serves and agents read.
-	"xds/nds":                 {},
-	"registries":              {"store", "filestore", "model", "internal/"},
-	"registries/autoregister": {"store", "model", "xds", "internal/"},
-	// The shared state carries the CA's revocations between replicas.
-	"registries/sharedstate": {"store", "filestore", "model", "ca", "internal/"},
-	"ca":                     {"internal/"},
-	"agents":                 {"ca/bundle", "ca/spiffe", "xds/node", "xds/nds", "internal/"},
+	"xds/nds": {},
+	// The registries (Consul, ZooKeeper, static) write the Store only.
+	"registries": {"store", "internal/"},
+	// The other writers of the Store: agent registrations, the replicas'
+	// shared state, fetched key sets (JWKS).
+	"writers": {"store", "model", "internal/"},
+	// The shared state carries the CA's revocations between replicas and
+	// checks a record as a file (filestore.DecodeFile).
+	"writers/sharedstate": {"store", "filestore", "ca", "internal/"},
+	"ca":                  {"internal/"},
+	"agents":              {"ca/bundle", "ca/spiffe", "xds/node", "xds/nds", "internal/"},
 	// Imported by the agents' tests only: a real CA to enrol against.
 	"agents/internal/agenttest": {"ca", "internal/"},
 	"examples":                  {"examples", "internal/"},
-	"cmd":                       {"cmd", "store", "filestore", "model", "xds", "registries", "ca", "agents", "internal/"},
+	"cmd":                       {"cmd", "store", "filestore", "model", "xds", "registries", "writers", "ca", "agents", "internal/"},
+}
+
+// sources are the floors of the Store's writers, side by side over it: the
+// config sources (directory, git), the registries and the other writers.
+var sources = []string{"filestore", "registries", "writers"}
+
+// TestSourcesSideBySide keeps the Store below its sources: the Store
+// imports no source (nor the model or xds, which read it), and no source
+// or writer imports xds (whatever writes registrations gets the xDS
+// server's stream events through the control plane's wiring). Any floor
+// within a source's folder counts as that source's.
+func TestSourcesSideBySide(t *testing.T) {
+	for _, m := range allowed["store"] {
+		for _, above := range append([]string{"model", "xds", "cmd"}, sources...) {
+			if within(above, m) || within(m, above) {
+				t.Errorf("store may import %s: the Store imports no source, nor what reads it", m)
+			}
+		}
+	}
+	for prefix, may := range allowed {
+		if !slices.ContainsFunc(sources, func(s string) bool { return within(prefix, s) }) {
+			continue
+		}
+		for _, m := range may {
+			if within("xds", m) || within(m, "xds") {
+				t.Errorf("%s may import %s: no source or writer of the Store imports xds", prefix, m)
+			}
+		}
+	}
 }
 
 // TestImportsRunOneWay lists every package's imports with go list and

@@ -28,14 +28,13 @@ type Adapter struct {
 	log    *slog.Logger
 	client *api.Client
 
-	mu        sync.Mutex
-	pub       *adapter.Publisher
-	ports     adapter.PortNumbers // keeps each service's port numbers
-	set       *adapter.Set        // generated objects by service
-	watches   map[string]context.CancelFunc
-	pending   map[string]bool
-	listed    bool
-	firstSent bool
+	mu      sync.Mutex
+	pub     *adapter.Publisher
+	ports   adapter.PortNumbers // keeps each service's port numbers
+	set     *adapter.Set        // generated objects by service
+	watches map[string]context.CancelFunc
+	listed  bool // the catalogue was listed once
+	first   adapter.FirstSync
 }
 
 // New returns an adapter that publishes through sink. logger nil means
@@ -72,7 +71,6 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 		pub:     adapter.NewPublisher(),
 		set:     adapter.NewSet(),
 		watches: map[string]context.CancelFunc{},
-		pending: map[string]bool{},
 	}, nil
 }
 
@@ -141,9 +139,7 @@ func (a *Adapter) watchCatalog(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			sctx, stop := context.WithCancel(ctx)
 			a.watches[name] = stop
-			if !a.firstSent {
-				a.pending[name] = true
-			}
+			a.first.Begin(name)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -196,7 +192,7 @@ func (a *Adapter) watchService(ctx context.Context, name string) {
 		a.mu.Lock()
 		if ctx.Err() == nil {
 			a.set.Put(name, a.serviceObjects(name, entries))
-			delete(a.pending, name)
+			a.first.Done(name)
 			a.pub.Mark()
 		}
 		a.mu.Unlock()
@@ -295,14 +291,9 @@ func tagLabels(tags []string) map[string]string {
 func (a *Adapter) collect(timedOut bool) (adapter.Change, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.firstSent && (!a.listed || len(a.pending) > 0) {
-		if !timedOut || !a.listed {
-			return adapter.Change{}, false
-		}
-		a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
+	if !a.first.Ready(a.listed, timedOut, a.log) {
+		return adapter.Change{}, false
 	}
-	a.firstSent = true
-	clear(a.pending)
 	c := a.set.Changes()
 	a.ports.Forget(c.RemovedServices...)
 	return c, true

@@ -43,9 +43,8 @@ type Adapter struct {
 	set        *adapter.Set        // generated objects by service, as handed to the Store
 	ifaceKeys  map[serviceKey]int  // interface-level services: how many interfaces generate each
 	recheck    map[serviceKey]bool // services whose interface-level presence changed
-	pending    map[string]bool     // watches that have not reported yet, before the first set
-	firstSent  bool
-	badEntries map[string]bool // malformed records already logged
+	first      adapter.FirstSync   // the first set waits for every watch's first report
+	badEntries map[string]bool     // malformed records already logged
 }
 
 // serviceKey names one generated ServiceEntry: a Dubbo service
@@ -83,7 +82,6 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 		set:        adapter.NewSet(),
 		ifaceKeys:  map[serviceKey]int{},
 		recheck:    map[serviceKey]bool{},
-		pending:    map[string]bool{},
 		badEntries: map[string]bool{},
 	}, nil
 }
@@ -394,13 +392,9 @@ func (a *Adapter) begin(p string) {
 	a.mu.Unlock()
 }
 
-func (a *Adapter) beginLocked(p string) {
-	if !a.firstSent {
-		a.pending[p] = true
-	}
-}
+func (a *Adapter) beginLocked(p string) { a.first.Begin(p) }
 
-func (a *Adapter) doneLocked(p string) { delete(a.pending, p) }
+func (a *Adapter) doneLocked(p string) { a.first.Done(p) }
 
 // setInterfaceLocked replaces the objects one interface's providers
 // generate, service by service, in the Set.
@@ -443,14 +437,9 @@ func (k serviceKey) String() string {
 func (a *Adapter) collect(timedOut bool) (adapter.Change, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.firstSent && len(a.pending) > 0 {
-		if !timedOut {
-			return adapter.Change{}, false
-		}
-		a.log.Warn("initial sync incomplete; publishing what was read", "pending", len(a.pending))
+	if !a.first.Ready(true, timedOut, a.log) {
+		return adapter.Change{}, false
 	}
-	a.firstSent = true
-	clear(a.pending)
 	a.applicationsLocked()
 	c := a.set.Changes()
 	a.ports.Forget(c.RemovedServices...)

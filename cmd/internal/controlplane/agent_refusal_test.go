@@ -17,7 +17,7 @@ import (
 	"github.com/vmesh/vmesh/ca/spiffe"
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/refusal"
-	"github.com/vmesh/vmesh/registries/autoregister"
+	"github.com/vmesh/vmesh/writers/autoregister"
 )
 
 const ledgerGroupYAML = `apiVersion: networking.istio.io/v1

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/registries"
-	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // Config is the server configuration: the keys of vmesh.yaml, mirrored by

@@ -40,10 +40,10 @@ import (
 	"github.com/vmesh/vmesh/internal/buildinfo"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries"
-	"github.com/vmesh/vmesh/registries/autoregister"
-	"github.com/vmesh/vmesh/registries/jwks"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/autoregister"
+	"github.com/vmesh/vmesh/writers/jwks"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -185,7 +185,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	xdsServer, err := xds.NewServer(xds.Options{
 		Logger:         logger,
 		Registerer:     cp.metricNames,
-		Observer:       registrar,
+		Observer:       registrationObserver{registrar},
 		ControlPlaneID: controlPlaneID(),
 	})
 	if err != nil {

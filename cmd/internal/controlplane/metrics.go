@@ -10,8 +10,8 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
-	"github.com/vmesh/vmesh/registries/autoregister"
-	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/writers/autoregister"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // newBuildInfoMetric is vmesh_build_info{version,revision,dirty,goversion} 1.

@@ -49,7 +49,7 @@ import (
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/ca/spiffe"
 	"github.com/vmesh/vmesh/internal/testenv"
-	"github.com/vmesh/vmesh/registries/sharedstate"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 	"github.com/vmesh/vmesh/xds/node"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // rawStore writes into the shared state directly, as whoever has write

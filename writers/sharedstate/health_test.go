@@ -6,8 +6,8 @@ import (
 
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/testenv"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 func TestConsulSharedHealth(t *testing.T) {

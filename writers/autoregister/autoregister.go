@@ -31,7 +31,6 @@ import (
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/store"
-	"github.com/vmesh/vmesh/xds"
 )
 
 // DefaultGrace is how long an entry outlives its agent's last stream (Istio's
@@ -57,6 +56,30 @@ var Source = store.Source{Name: "registration", Class: store.ClassRegistration}
 // proved (its mesh certificate), or an error.
 type Authenticator func(ctx context.Context) (namespace, serviceAccount string, err error)
 
+// Agent is what the Registrar reads of a connected proxy's node (xDS node
+// metadata). The xDS server's stream events reach the Registrar through
+// the control plane's wiring (cmd/internal/controlplane), which hands it
+// each proxy as an Agent: the Registrar, a writer of the Store, does not
+// import xds.
+type Agent struct {
+	ID             string
+	Namespace      string
+	Labels         map[string]string
+	ServiceAccount string
+	IPs            []string
+	// AutoRegisterGroup is the WorkloadGroup the agent registers under.
+	AutoRegisterGroup string
+	// WorkloadEntry names the config-defined WorkloadEntry whose health
+	// the agent reports.
+	WorkloadEntry string
+	// Network and Locality ("region/zone/subzone") describe where it runs.
+	Network  string
+	Locality string
+	// Envoy says the proxy is an Envoy sidecar, in front of a workload
+	// that takes mTLS.
+	Envoy bool
+}
+
 // Config configures a Registrar.
 type Config struct {
 	// Grace is how long an entry outlives its last stream; default DefaultGrace.
@@ -68,7 +91,8 @@ type Config struct {
 	Authenticate Authenticator
 }
 
-// Registrar implements xds.Observer and keeps the registration source.
+// Registrar keeps the registration source from the agents' streams
+// (StreamOpened, StreamClosed, Health).
 type Registrar struct {
 	cfg   Config
 	store *store.Store
@@ -105,7 +129,7 @@ type checkedEntry struct {
 type entry struct {
 	key     store.Key
 	group   store.Key
-	proxy   *xds.Proxy
+	proxy   Agent
 	ip      string
 	streams map[int64]bool
 	healthy *bool
@@ -115,8 +139,6 @@ type entry struct {
 	// GENERATOR=grpc) registered the entry: the VM runs an Envoy.
 	envoy bool
 }
-
-var _ xds.Observer = (*Registrar)(nil)
 
 // New returns a Registrar writing to store.
 func New(st *store.Store, cfg Config, logger *slog.Logger) *Registrar {
@@ -178,7 +200,7 @@ func EntryName(group, ip, network string) string {
 // registration that cannot be made is refused with a *refusal.Refusal, and
 // the xDS server ends the stream with it, as Istio closes the connection of
 // a proxy whose auto-registration failed: the agent learns why and stops.
-func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy) error {
+func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p Agent) error {
 	if p.AutoRegisterGroup == "" {
 		if p.WorkloadEntry != "" {
 			return r.controlEntry(ctx, stream, p)
@@ -223,7 +245,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 	e.proxy = p
 	// The agent labels its own node when it runs Envoy (registration
 	// belongs to the agent's stream; Envoy's node names no group).
-	e.envoy = e.envoy || p.RunsEnvoy() || p.Labels[meshlabels.TLSModeLabel] == meshlabels.TLSModeIstio
+	e.envoy = e.envoy || p.Envoy || p.Labels[meshlabels.TLSModeLabel] == meshlabels.TLSModeIstio
 	e.streams[stream] = true
 	r.byStream[stream] = key
 	if e.expire != nil {
@@ -236,7 +258,7 @@ func (r *Registrar) StreamOpened(ctx context.Context, stream int64, p *xds.Proxy
 }
 
 // StreamClosed starts the grace period when the entry's last stream ends.
-func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
+func (r *Registrar) StreamClosed(stream int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if u := r.unchecked[stream]; u != nil {
@@ -274,7 +296,7 @@ func (r *Registrar) StreamClosed(stream int64, _ *xds.Proxy) {
 }
 
 // Health records the agent's report on the entry of the stream.
-func (r *Registrar) Health(stream int64, _ *xds.Proxy, healthy bool, message string) {
+func (r *Registrar) Health(stream int64, healthy bool, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if key, ok := r.checkedBy[stream]; ok {
@@ -402,7 +424,7 @@ func entryObject(e *entry, group *store.Object) *store.Object {
 // the stream is refused, for now: the agent retries), be health-checked
 // (else nothing happens, as in Istio), and the stream's peer must be the
 // entry's namespace and service account.
-func (r *Registrar) controlEntry(ctx context.Context, stream int64, p *xds.Proxy) error {
+func (r *Registrar) controlEntry(ctx context.Context, stream int64, p Agent) error {
 	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: p.Namespace, Name: p.WorkloadEntry}
 	refuse := func(code codes.Code, reason, msg, fix string, permanent bool) error {
 		r.log.Warn("health control refused: "+msg, "proxy", p.ID, "entry", key.String(), "reason", reason)

@@ -14,8 +14,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/internal/testenv"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 var localSource = store.Source{Name: sharedstate.LocalSource, Class: store.ClassRegistration}

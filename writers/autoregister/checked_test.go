@@ -8,9 +8,8 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/refusal"
 	"github.com/vmesh/vmesh/model"
-	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/store"
-	"github.com/vmesh/vmesh/xds"
+	"github.com/vmesh/vmesh/writers/autoregister"
 )
 
 const checkedYAML = `apiVersion: networking.istio.io/v1
@@ -72,7 +71,7 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	}
 	r := autoregister.New(cs, autoregister.Config{Grace: 100 * time.Millisecond,
 		Authenticate: func(context.Context) (string, string, error) { return "demo", "ratings", nil }}, nil)
-	agent := &xds.Proxy{ID: "ratings-vm", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
+	agent := autoregister.Agent{ID: "ratings-vm", Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
 
 	if eps := ratingsEndpoints(t, cs); eps["10.2.0.5"] || !eps["10.2.0.6"] {
 		t.Fatalf("before any report: %v, want only the unchecked 10.2.0.6", eps)
@@ -80,15 +79,15 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	if err := r.StreamOpened(context.Background(), 1, agent); err != nil {
 		t.Fatal(err)
 	}
-	r.Health(1, agent, true, "")
+	r.Health(1, true, "")
 	if eps := ratingsEndpoints(t, cs); !eps["10.2.0.5"] {
 		t.Fatalf("after a healthy report: %v, want 10.2.0.5", eps)
 	}
-	r.Health(1, agent, false, "connection refused")
+	r.Health(1, false, "connection refused")
 	if eps := ratingsEndpoints(t, cs); eps["10.2.0.5"] {
 		t.Fatalf("after an unhealthy report: %v", eps)
 	}
-	r.Health(1, agent, true, "")
+	r.Health(1, true, "")
 	// The config changing under it keeps the report.
 	objs[2].Labels = map[string]string{"changed": "yes"}
 	if err := cs.Replace(store.Source{Name: "dir:test"}, objs); err != nil {
@@ -97,7 +96,7 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	if eps := ratingsEndpoints(t, cs); !eps["10.2.0.5"] {
 		t.Fatalf("after an unrelated config change: %v, want 10.2.0.5 still", eps)
 	}
-	r.StreamClosed(1, agent)
+	r.StreamClosed(1)
 	deadline := time.Now().Add(5 * time.Second)
 	for ratingsEndpoints(t, cs)["10.2.0.5"] {
 		if time.Now().After(deadline) {
@@ -110,18 +109,18 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 	}
 
 	// An agent naming the unannotated entry: its reports change nothing.
-	plain := &xds.Proxy{ID: "plain-vm", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.6"}, WorkloadEntry: "plain-vm"}
+	plain := autoregister.Agent{ID: "plain-vm", Namespace: "demo", IPs: []string{"10.2.0.6"}, WorkloadEntry: "plain-vm"}
 	if err := r.StreamOpened(context.Background(), 2, plain); err != nil {
 		t.Fatal(err)
 	}
-	r.Health(2, plain, false, "down")
+	r.Health(2, false, "down")
 	if eps := ratingsEndpoints(t, cs); !eps["10.2.0.6"] {
 		t.Fatalf("an unchecked entry followed its agent's report: %v", eps)
 	}
 	// ... and they are counted as ignored (the checked entry's were not),
 	// and warning VM1013 names the entry's file, line and field while
 	// its agent is connected.
-	r.Health(2, plain, true, "")
+	r.Health(2, true, "")
 	if n := r.IgnoredHealthReports(); n != 2 {
 		t.Fatalf("%d reports counted as ignored, want the unchecked entry's 2", n)
 	}
@@ -129,8 +128,8 @@ func TestAgentDecidesConfigDefinedEntry(t *testing.T) {
 		w[0].Line != 21 || w[0].Object != "WorkloadEntry/demo/plain-vm" || w[0].Field != "metadata.annotations" {
 		t.Fatalf("warnings while ignoring: %+v", w)
 	}
-	r.StreamClosed(2, plain)
-	r.Health(2, plain, false, "after close")
+	r.StreamClosed(2)
+	r.Health(2, false, "after close")
 	if n := r.IgnoredHealthReports(); n != 2 {
 		t.Fatalf("a closed stream's report counted: %d", n)
 	}
@@ -165,17 +164,17 @@ func TestConfigDefinedEntryRefusals(t *testing.T) {
 	}
 	r := autoregister.New(cs, autoregister.Config{
 		Authenticate: func(context.Context) (string, string, error) { return "demo", "intruder", nil }}, nil)
-	missing := &xds.Proxy{ID: "x", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.9"}, WorkloadEntry: "nope"}
+	missing := autoregister.Agent{ID: "x", Namespace: "demo", IPs: []string{"10.2.0.9"}, WorkloadEntry: "nope"}
 	ref, ok := refusal.Of(r.StreamOpened(context.Background(), 1, missing))
 	if !ok || ref.Reason != autoregister.ReasonNoWorkloadEntry || ref.Permanent {
 		t.Fatalf("missing entry: %+v, want a non-permanent %s refusal", ref, autoregister.ReasonNoWorkloadEntry)
 	}
-	intruder := &xds.Proxy{ID: "y", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
+	intruder := autoregister.Agent{ID: "y", Namespace: "demo", IPs: []string{"10.2.0.5"}, WorkloadEntry: "ratings-vm"}
 	ref, ok = refusal.Of(r.StreamOpened(context.Background(), 2, intruder))
 	if !ok || ref.Reason != autoregister.ReasonIdentityMismatch || !ref.Permanent {
 		t.Fatalf("other service account: %+v, want a permanent %s refusal", ref, autoregister.ReasonIdentityMismatch)
 	}
-	r.Health(2, intruder, true, "")
+	r.Health(2, true, "")
 	if ratingsEndpoints(t, cs)["10.2.0.5"] {
 		t.Fatal("a refused stream's report made the entry an endpoint")
 	}

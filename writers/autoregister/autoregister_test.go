@@ -13,9 +13,8 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/internal/refusal"
-	"github.com/vmesh/vmesh/registries/autoregister"
 	"github.com/vmesh/vmesh/store"
-	"github.com/vmesh/vmesh/xds"
+	"github.com/vmesh/vmesh/writers/autoregister"
 )
 
 const groupYAML = `apiVersion: networking.istio.io/v1
@@ -48,8 +47,8 @@ func setup(t *testing.T, cfg autoregister.Config) (*store.Store, *autoregister.R
 
 var entryKey = store.Key{Kind: store.KindWorkloadEntry, Namespace: "demo", Name: "greeter-10.1.2.3"}
 
-func vm() *xds.Proxy {
-	return &xds.Proxy{ID: "vm-1", Kind: xds.KindGRPC, Namespace: "demo", IPs: []string{"10.1.2.3"}, AutoRegisterGroup: "greeter",
+func vm() autoregister.Agent {
+	return autoregister.Agent{ID: "vm-1", Namespace: "demo", IPs: []string{"10.1.2.3"}, AutoRegisterGroup: "greeter",
 		Labels: map[string]string{"version": "v2", "tier": "proxy"}, Locality: "eu/west-1"}
 }
 
@@ -73,18 +72,18 @@ func TestRegisterHealthAndGrace(t *testing.T) {
 	if o.Annotations["proxy.istio.io/health-checks-enabled"] != "true" || o.Annotations["team"] != "greeters" || o.Healthy != nil {
 		t.Fatalf("annotations/health before any report: %v %v", o.Annotations, o.Healthy)
 	}
-	r.Health(2, vm(), true, "")
+	r.Health(2, true, "")
 	if h := st.Snapshot().Get(entryKey).Healthy; h == nil || !*h {
 		t.Fatal("healthy report not applied")
 	}
-	r.Health(2, vm(), false, "tcp 127.0.0.1:50051: connection refused")
+	r.Health(2, false, "tcp 127.0.0.1:50051: connection refused")
 	if h := st.Snapshot().Get(entryKey).Healthy; h == nil || *h {
 		t.Fatal("unhealthy report not applied")
 	}
 
 	// One stream closing keeps the entry; the last one starts the grace period.
-	r.StreamClosed(1, vm())
-	r.StreamClosed(2, vm())
+	r.StreamClosed(1)
+	r.StreamClosed(2)
 	if st.Snapshot().Get(entryKey) == nil {
 		t.Fatal("entry removed before the grace period")
 	}
@@ -94,7 +93,7 @@ func TestRegisterHealthAndGrace(t *testing.T) {
 	if st.Snapshot().Get(entryKey) == nil {
 		t.Fatal("reconnected entry removed")
 	}
-	r.StreamClosed(3, vm())
+	r.StreamClosed(3)
 	deadline := time.Now().Add(5 * time.Second)
 	for st.Snapshot().Get(entryKey) != nil {
 		if time.Now().After(deadline) {
@@ -108,7 +107,7 @@ func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
 	cases := []struct {
 		name   string
 		auth   autoregister.Authenticator
-		proxy  func() *xds.Proxy
+		proxy  func() autoregister.Agent
 		wantOK bool
 		// the refusal's reason and gRPC code when it is refused
 		reason string
@@ -123,9 +122,9 @@ func TestRegistrationNeedsTheGroupsIdentity(t *testing.T) {
 		{name: "other namespace", proxy: vm, reason: autoregister.ReasonIdentityMismatch, code: codes.PermissionDenied,
 			auth: func(context.Context) (string, string, error) { return "prod", "greeter", nil }},
 		{name: "unknown group", auth: nil, reason: autoregister.ReasonNoWorkloadGroup, code: codes.FailedPrecondition,
-			proxy: func() *xds.Proxy { p := vm(); p.AutoRegisterGroup = "nope"; return p }},
+			proxy: func() autoregister.Agent { p := vm(); p.AutoRegisterGroup = "nope"; return p }},
 		{name: "no IP", auth: nil, reason: autoregister.ReasonNoInstanceIPs, code: codes.InvalidArgument,
-			proxy: func() *xds.Proxy { p := vm(); p.IPs = nil; return p }},
+			proxy: func() autoregister.Agent { p := vm(); p.IPs = nil; return p }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -187,12 +186,12 @@ func TestEnvoyStreamsMarkTheEntryForMTLS(t *testing.T) {
 		t.Fatalf("proxyless-only VM labelled tlsMode=%q", got)
 	}
 	envoy := vm()
-	envoy.ID, envoy.Kind = "sidecar~10.1.2.3~vm-1.demo~demo.svc.cluster.local", xds.KindSidecar
+	envoy.ID, envoy.Envoy = "sidecar~10.1.2.3~vm-1.demo~demo.svc.cluster.local", true
 	r.StreamOpened(ctx, 2, envoy)
 	if got := label(); got != meshlabels.TLSModeIstio {
 		t.Fatalf("VM with Envoy: tlsMode=%q, want istio", got)
 	}
-	r.StreamClosed(2, envoy) // Envoy restarts
+	r.StreamClosed(2) // Envoy restarts
 	r.StreamOpened(ctx, 3, vm())
 	if got := label(); got != meshlabels.TLSModeIstio {
 		t.Fatalf("tlsMode dropped while Envoy restarts: %q", got)
@@ -228,7 +227,7 @@ func TestOnlyTheAgentStreamKeepsTheEntry(t *testing.T) {
 	if err := r.StreamOpened(ctx, 2, app); err != nil {
 		t.Fatal(err)
 	}
-	r.StreamClosed(1, vm()) // the agent stops; the application stays
+	r.StreamClosed(1) // the agent stops; the application stays
 	deadline := time.Now().Add(2 * time.Second)
 	for st.Snapshot().Get(entryKey) != nil {
 		if time.Now().After(deadline) {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/internal/testenv"
-	"github.com/vmesh/vmesh/registries/sharedstate"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/sharedstate"
 )
 
 // BenchmarkRegistrationVisible measures registration through replica A →

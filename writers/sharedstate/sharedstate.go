@@ -6,7 +6,7 @@
 // A State does three things:
 //
 //   - it mirrors this replica's auto-registrations (the Store source
-//     "registration" that registries/autoregister keeps, health included)
+//     "registration" that writers/autoregister keeps, health included)
 //     into the backend, tied to this replica's session: a Consul session
 //     with a TTL (keys deleted when it is invalidated) or a ZooKeeper
 //     session (ephemeral nodes). A replica that dies takes its entries with
@@ -54,7 +54,7 @@ const (
 )
 
 // LocalSource is the Store source this package mirrors: agent
-// registrations made through this replica (registries/autoregister).
+// registrations made through this replica (writers/autoregister).
 const LocalSource = "registration"
 
 // Source is the Store source of the other replicas' registrations. Its
