@@ -354,7 +354,7 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 			want = append(want, r)
 		}
 	}
-	if n := g.inboundRefused.Swap(0); n > 0 {
+	if n := g.takeRefused(); n > 0 {
 		c.metrics.inboundRefused.Add(float64(n))
 		c.logger.Warn("server listener names not answered: the proxy's group has the most inbound listeners it may make",
 			"proxy", w.proxy.ID, "refused", n, "max", maxInboundListeners)

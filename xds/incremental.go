@@ -48,7 +48,8 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	cds := grpcgen.ClustersOf(v, refs)
 	eds := grpcgen.EndpointsOf(refs)
 
-	n := &generation{snap: s, proxy: g.proxy, kind: g.kind, key: g.key, version: Version(s), types: make(map[string]*resourceMap, len(typeURLs))}
+	n, np := newProxyless(s, g.proxy, g.kind, g.key, make(map[string]*resourceMap, len(typeURLs)))
+	gp := proxylessOf(g)
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
 	fresh := make(map[string]map[string]*resource, len(typeURLs))
 	for _, t := range typeURLs {
@@ -107,23 +108,23 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 	// Server listeners depend only on the proxy and on policies, which a
 	// non-global diff leaves alone. A short-name listener changes with the
 	// listener it copies.
-	g.mu.Lock()
-	for name, a := range g.aliases {
+	gp.mu.Lock()
+	for name, a := range gp.aliases {
 		if gd.changed[resourcev3.ListenerType][a.target.name] {
 			gd.changed[resourcev3.ListenerType][name] = true
 			continue
 		}
-		if n.aliases == nil {
-			n.aliases = map[string]alias{}
+		if np.aliases == nil {
+			np.aliases = map[string]alias{}
 		}
-		n.aliases[name] = a
+		np.aliases[name] = a
 	}
-	n.inbound = make(map[string]*resource, len(g.inbound))
-	for k, v := range g.inbound {
-		n.inbound[k] = v
+	np.inbound = make(map[string]*resource, len(gp.inbound))
+	for k, v := range gp.inbound {
+		np.inbound[k] = v
 	}
 	// Carry the host index forward, fixing up the dirty hosts.
-	for t, idx := range g.hostIndex {
+	for t, idx := range gp.hostIndex {
 		if len(gd.changed[t]) > 0 {
 			e := idx.Edit()
 			for h := range dirty {
@@ -136,12 +137,12 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 			}
 			idx = e.Map()
 		}
-		if n.hostIndex == nil {
-			n.hostIndex = map[string]*cowmap.Map[string, []string]{}
+		if np.hostIndex == nil {
+			np.hostIndex = map[string]*cowmap.Map[string, []string]{}
 		}
-		n.hostIndex[t] = idx
+		np.hostIndex[t] = idx
 	}
-	g.mu.Unlock()
+	gp.mu.Unlock()
 	if err := n.consistentFresh(fresh, v.MissingCluster); err != nil {
 		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
 	}
@@ -179,9 +180,10 @@ func (g *generation) hostNames(t string, hosts map[string]bool) []string {
 
 // byHost indexes g's resources of type t by host, once per generation.
 func (g *generation) byHost(t string) *cowmap.Map[string, []string] {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if idx := g.hostIndex[t]; idx != nil {
+	gp := proxylessOf(g)
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	if idx := gp.hostIndex[t]; idx != nil {
 		return idx
 	}
 	byHost := map[string][]string{}
@@ -190,10 +192,10 @@ func (g *generation) byHost(t string) *cowmap.Map[string, []string] {
 		byHost[h] = append(byHost[h], name)
 	}
 	idx := cowmap.From(byHost)
-	if g.hostIndex == nil {
-		g.hostIndex = map[string]*cowmap.Map[string, []string]{}
+	if gp.hostIndex == nil {
+		gp.hostIndex = map[string]*cowmap.Map[string, []string]{}
 	}
-	g.hostIndex[t] = idx
+	gp.hostIndex[t] = idx
 	return idx
 }
 
@@ -250,18 +252,19 @@ func resourceHost(typeURL, name string) string {
 	return name
 }
 
-// rebase returns g for snapshot s when nothing the generators read differs
+// rebase returns a proxyless group g for snapshot s when nothing the generators read differs
 // (model.Diff.Empty): the same resources under s's version.
 func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
-	n := &generation{snap: s, proxy: g.proxy, kind: g.kind, key: g.key, version: Version(s), types: maps.Clone(g.types)}
+	n, np := newProxyless(s, g.proxy, g.kind, g.key, maps.Clone(g.types))
+	gp := proxylessOf(g)
 	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
-	g.mu.Lock()
-	n.inbound = maps.Clone(g.inbound)
-	n.aliases = maps.Clone(g.aliases)
-	n.hostIndex = g.hostIndex
-	g.mu.Unlock()
-	if n.inbound == nil {
-		n.inbound = map[string]*resource{}
+	gp.mu.Lock()
+	np.inbound = maps.Clone(gp.inbound)
+	np.aliases = maps.Clone(gp.aliases)
+	np.hostIndex = gp.hostIndex
+	gp.mu.Unlock()
+	if np.inbound == nil {
+		np.inbound = map[string]*resource{}
 	}
 	// A WorkloadGroup that cannot be serialised (decoded protos always
 	// can) keeps the previous ones.

@@ -245,11 +245,11 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 			}
 			step := func(g *generation, s *model.Snapshot, d *model.Diff) (*generation, *genDiff) {
 				t.Helper()
-				part, changed, err := updateOutbound(g.out, s, d)
+				part, changed, err := updateOutbound(outOf(g), s, d)
 				if err != nil {
 					t.Fatal(err)
 				}
-				n, gd, err := updateSidecar(g, s, d, &outboundChange{part: part, base: g.out, changed: changed})
+				n, gd, err := updateSidecar(g, s, d, &outboundChange{part: part, base: outOf(g), changed: changed})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -267,7 +267,7 @@ func TestSidecarIncrementalMatchesFull(t *testing.T) {
 				// Through a push that changed nothing first (the scope part
 				// rebased), as a fleet's parts usually are.
 				sr := buildSnap(t, st, base)
-				gr, _, err := updateSidecar(g0, sr, model.Compare(s0, sr), rebaseOutbound(g0.out, sr))
+				gr, _, err := updateSidecar(g0, sr, model.Compare(s0, sr), rebaseOutbound(outOf(g0), sr))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -509,7 +509,16 @@ func TestRebaseWhenNothingDiffers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, gd := g0.rebase(s1)
+		// As a push brings the group forward: by its kind.
+		m, err := newMetrics(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := newCache(testLog(t), m).kindFor(p)
+		n, gd, err := k.cache.push(s1, d, []*generation{g0})(g0, g0.key)
+		if err != nil {
+			t.Fatal(err)
+		}
 		full, err := generate(s1, p, GroupKey(s1, p))
 		if err != nil {
 			t.Fatal(err)

@@ -54,6 +54,37 @@ type outboundChange struct {
 	err     error
 }
 
+// sidecarPart is what a sidecar group keeps with its generation: its two
+// parts, its scope's (shared with every group of the scope) and its own.
+type sidecarPart struct {
+	out *outboundPart
+	own ownPart
+}
+
+// takeRefused is 0: a sidecar group makes nothing on demand.
+func (*sidecarPart) takeRefused() int64 { return 0 }
+
+// sidecarGeneration is a sidecar group's generation and its part, in one
+// allocation.
+type sidecarGeneration struct {
+	generation
+	part sidecarPart
+}
+
+// sidecarOf returns a sidecar group's part; nil for another kind's.
+func sidecarOf(g *generation) *sidecarPart {
+	p, _ := g.part.(*sidecarPart)
+	return p
+}
+
+// outOf returns a sidecar group's scope part; nil for another kind's.
+func outOf(g *generation) *outboundPart {
+	if p := sidecarOf(g); p != nil {
+		return p.out
+	}
+	return nil
+}
+
 // ownPart is the resources of a sidecar's own (per-VM) part, by type:
 // virtualInbound (LDS) and the inbound clusters (CDS).
 type ownPart map[string][]*resource
@@ -600,7 +631,9 @@ func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, 
 	if err != nil {
 		return nil, err
 	}
-	g := &generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: maps.Clone(out.types), inbound: map[string]*resource{}, out: out, own: own}
+	x := &sidecarGeneration{generation: generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: maps.Clone(out.types)}, part: sidecarPart{out: out, own: own}}
+	x.generation.part = &x.part
+	g := &x.generation
 	for t, rs := range own {
 		if m := kept[t]; m != nil {
 			g.types[t] = m
@@ -650,15 +683,16 @@ func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart)
 // scope's changed names plus its own. The diff is nil when not known
 // (the cache then compares the generations).
 func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outboundChange) (*generation, *genDiff, error) {
-	own := g.own
+	gs := sidecarOf(g)
+	own := gs.own
 	var ownCh map[string]map[string]bool
-	fresh := g.own == nil || !sidecar.OwnUnchanged(g.proxy.Workload(), g.snap, s, d)
+	fresh := gs.own == nil || !sidecar.OwnUnchanged(g.proxy.Workload(), g.snap, s, d)
 	if fresh {
 		var err error
 		if own, err = generateOwn(s, g.proxy); err != nil {
 			return nil, nil, err
 		}
-		ownCh = ownChanges(g.own, own)
+		ownCh = ownChanges(gs.own, own)
 	}
 	// Kept, its listeners name its own clusters (InboundPassthroughCluster
 	// among them) and the scope's BlackHoleCluster, there in every part;
@@ -666,7 +700,7 @@ func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outbound
 	// (a change of route configurations only, the common one, then copies
 	// nothing per VM).
 	var kept map[string]*resourceMap
-	if !fresh && ch.changed != nil && ch.base == g.out {
+	if !fresh && ch.changed != nil && ch.base == gs.out {
 		kept = map[string]*resourceMap{}
 		for t := range own {
 			if len(ch.changed[t]) == 0 {
@@ -678,7 +712,7 @@ func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outbound
 	if err != nil {
 		return nil, nil, err
 	}
-	if ch.changed == nil || ch.base != g.out || g.own == nil {
+	if ch.changed == nil || ch.base != gs.out || gs.own == nil {
 		return n, nil, nil
 	}
 	// Sidecars have no listeners made on demand: the changed names cover

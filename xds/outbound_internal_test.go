@@ -123,7 +123,7 @@ func TestSidecarGlobalChangeDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, gd, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: diffOutbound(g0.out, part)})
+	n, gd, err := updateSidecar(g0, s1, d, &outboundChange{part: part, base: outOf(g0), changed: diffOutbound(outOf(g0), part)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestScopeClustersKeepOnlyTheirBytes(t *testing.T) {
 			t.Fatalf("%s: no generation for the proxy's group", shortType(typeURL))
 		}
 		for name := range msgs {
-			if r := g.out.types[typeURL]; r == nil {
+			if r := outOf(g).types[typeURL]; r == nil {
 				t.Fatalf("%s: the scope part has none", shortType(typeURL))
 			} else if x, ok := r.Get(name); !ok || x.msg != nil {
 				t.Errorf("%s %s: in the part %v, keeps its message %v; want only its bytes", shortType(typeURL), name, ok, ok && x.msg != nil)
@@ -295,7 +295,7 @@ func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
 		keepClusters bool
 	}{{"VirtualService weights", weights, true}, {"DestinationRule pool", pool, false}} {
 		g0, n, _ := sidecarStep(t, c.name, s0, buildSnap(t, st, c.objs), p)
-		if n.own == nil || &n.own[resourcev3.ListenerType][0] != &g0.own[resourcev3.ListenerType][0] {
+		if sidecarOf(n).own == nil || &sidecarOf(n).own[resourcev3.ListenerType][0] != &sidecarOf(g0).own[resourcev3.ListenerType][0] {
 			t.Fatalf("%s: the VM's own part was made again; want it kept", c.name)
 		}
 		if n.types[resourcev3.ListenerType] != g0.types[resourcev3.ListenerType] {
@@ -319,11 +319,11 @@ func sidecarStep(t *testing.T, name string, s0, s1 *model.Snapshot, p *Proxy) (g
 	if err != nil {
 		t.Fatal(err)
 	}
-	part, changed, err := updateOutbound(g0.out, s1, d)
+	part, changed, err := updateOutbound(outOf(g0), s1, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, gd, err = updateSidecar(g0, s1, d, &outboundChange{part: part, base: g0.out, changed: changed}); err != nil {
+	if n, gd, err = updateSidecar(g0, s1, d, &outboundChange{part: part, base: outOf(g0), changed: changed}); err != nil {
 		t.Fatal(err)
 	}
 	full, err := generate(s1, p, key)

@@ -102,8 +102,8 @@ func resourceFromBytes(name string, m proto.Message, b []byte) *resource {
 }
 
 // generation is the config of one proxy group at one model snapshot. Its
-// resource maps are immutable; inbound listeners, whose names only the
-// proxies know, are generated on first request and cached.
+// resource maps are immutable; what the group's kind keeps besides them
+// (what it makes on demand, the parts it was composed from) is its part.
 type generation struct {
 	snap  *model.Snapshot
 	proxy *Proxy // the proxy that defined the group
@@ -116,26 +116,70 @@ type generation struct {
 	// not change, down to parts of these maps (cowmap).
 	types map[string]*resourceMap
 
+	mu sync.Mutex
+	// markers holds the marker clusters' resources served from this
+	// generation, by type and name (see staging.go); guarded by mu.
+	markers map[[2]string]*resource
+
+	// part is what the group's kind keeps with it (proxylessPart,
+	// sidecarPart); only the kind reads it. It is allocated with the
+	// generation (proxylessGeneration, sidecarGeneration).
+	part kindPart
+}
+
+// takeRefused returns, and resets, how many names g's kind refused to
+// make on demand.
+func (g *generation) takeRefused() int64 {
+	if g.part == nil {
+		return 0
+	}
+	return g.part.takeRefused()
+}
+
+// kindPart is what a group's kind keeps with its generation.
+type kindPart interface {
+	// takeRefused returns, and resets, how many names the kind's lookup
+	// refused because the group had made the most it may.
+	takeRefused() int64
+}
+
+// proxylessPart is what a proxyless group keeps: the resources made on
+// demand, whose names only the proxies know.
+type proxylessPart struct {
 	mu      sync.Mutex
 	inbound map[string]*resource
 	// hostIndex maps type -> host -> resource names, built on demand for
 	// proxyless updates (see hostNames); guarded by mu.
 	hostIndex map[string]*cowmap.Map[string, []string]
-	// markers holds the marker clusters' resources served from this
-	// generation, by type and name (see staging.go); guarded by mu.
-	markers map[[2]string]*resource
 	// aliases holds the short-name listeners served from this generation
 	// (shortNameListener); guarded by mu.
 	aliases map[string]alias
 	// inboundRefused counts the server listener names not answered
 	// because inbound held maxInboundListeners already.
 	inboundRefused atomic.Int64
+}
 
-	// out and own are an Envoy sidecar group's two parts (outbound.go):
-	// its scope's, shared with every group of the scope, and its own.
-	// nil for proxyless groups.
-	out *outboundPart
-	own ownPart
+func (p *proxylessPart) takeRefused() int64 { return p.inboundRefused.Swap(0) }
+
+// proxylessGeneration is a proxyless group's generation and its part, in
+// one allocation.
+type proxylessGeneration struct {
+	generation
+	part proxylessPart
+}
+
+// newProxyless returns a proxyless generation of p's group key at s with
+// types, and its part.
+func newProxyless(s *model.Snapshot, p *Proxy, kind kindRow, key string, types map[string]*resourceMap) (*generation, *proxylessPart) {
+	x := &proxylessGeneration{generation: generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: types}}
+	x.generation.part = &x.part
+	return &x.generation, &x.part
+}
+
+// proxylessOf returns a proxyless group's part; nil for another kind's.
+func proxylessOf(g *generation) *proxylessPart {
+	p, _ := g.part.(*proxylessPart)
+	return p
 }
 
 // resourceMap is one type's resources by name.
@@ -176,7 +220,8 @@ func generateProxyless(s *model.Snapshot, p *Proxy, key string) (*generation, er
 	if err != nil {
 		return nil, err
 	}
-	g := &generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: make(map[string]*resourceMap, 4), inbound: map[string]*resource{}}
+	g, gp := newProxyless(s, p, kind, key, make(map[string]*resourceMap, 4))
+	gp.inbound = map[string]*resource{}
 	v := model.NewView(s, p.Workload())
 	gens, err := generatorsFor(v.Workload())
 	if err != nil {
@@ -254,13 +299,14 @@ func (g *generation) endpointsOnly(s *model.Snapshot, v *model.View) (*generatio
 	if err != nil {
 		return nil, err
 	}
-	n := &generation{snap: s, proxy: g.proxy, kind: g.kind, key: g.key, version: Version(s), types: maps.Clone(g.types)}
-	g.mu.Lock()
-	n.inbound = make(map[string]*resource, len(g.inbound))
-	for k, v := range g.inbound {
-		n.inbound[k] = v
+	n, np := newProxyless(s, g.proxy, g.kind, g.key, maps.Clone(g.types))
+	gp := proxylessOf(g)
+	gp.mu.Lock()
+	np.inbound = make(map[string]*resource, len(gp.inbound))
+	for k, v := range gp.inbound {
+		np.inbound[k] = v
 	}
-	g.mu.Unlock()
+	gp.mu.Unlock()
 	if err := n.generateEDSFrom(v, gens, g); err != nil {
 		return nil, err
 	}
@@ -391,22 +437,26 @@ func proxylessLookup(g *generation, typeURL, name string) *resource {
 	if typeURL != resourcev3.ListenerType || len(name) <= len(InboundListenerPrefix) || name[:len(InboundListenerPrefix)] != InboundListenerPrefix {
 		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if r, ok := g.inbound[name]; ok {
+	gp := proxylessOf(g)
+	if gp == nil {
+		return nil
+	}
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	if r, ok := gp.inbound[name]; ok {
 		return r
 	}
-	if len(g.inbound) >= maxInboundListeners {
+	if len(gp.inbound) >= maxInboundListeners {
 		// Any address makes a listener: without a bound, one request
 		// naming 85,000 of them makes (and keeps) 85,000.
-		g.inboundRefused.Add(1)
+		gp.inboundRefused.Add(1)
 		return nil
 	}
 	var r *resource
 	if l, err := InboundListener(g.snap, g.proxy, name); err == nil {
 		r, _ = newResource(name, l)
 	}
-	g.inbound[name] = r // remember failures too: nil
+	gp.inbound[name] = r // remember failures too: nil
 	return r
 }
 
@@ -428,12 +478,16 @@ func (g *generation) shortNameListener(name string) *resource {
 	if target == nil {
 		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if r, ok := g.aliases[name]; ok && r.target == target {
+	gp := proxylessOf(g)
+	if gp == nil {
+		return nil
+	}
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	if r, ok := gp.aliases[name]; ok && r.target == target {
 		return r.resource
 	}
-	if len(g.aliases) >= maxAliases {
+	if len(gp.aliases) >= maxAliases {
 		return nil
 	}
 	l := proto.Clone(target.msg).(*listenerv3.Listener)
@@ -442,10 +496,10 @@ func (g *generation) shortNameListener(name string) *resource {
 	if err != nil {
 		return nil
 	}
-	if g.aliases == nil {
-		g.aliases = map[string]alias{}
+	if gp.aliases == nil {
+		gp.aliases = map[string]alias{}
 	}
-	g.aliases[name] = alias{resource: r, target: target}
+	gp.aliases[name] = alias{resource: r, target: target}
 	return r
 }
 

@@ -91,15 +91,16 @@ func (sc *sidecarCache) push(s *model.Snapshot, md *model.Diff, live []*generati
 	var scopeJobs []func()
 	for _, g := range live {
 		okey := model.OutboundKey(s, g.proxy.Workload())
+		out := outOf(g)
 		if oc := scopes[okey]; oc != nil {
-			if oc.base == nil && g.out != nil && g.out.key == okey {
-				oc.base = g.out
+			if oc.base == nil && out != nil && out.key == okey {
+				oc.base = out
 			}
 			continue
 		}
 		oc := &outboundChange{}
-		if g.out != nil && g.out.key == okey {
-			oc.base = g.out
+		if out != nil && out.key == okey {
+			oc.base = out
 		}
 		scopes[okey] = oc
 		p := g.proxy
@@ -143,8 +144,8 @@ func (sc *sidecarCache) push(s *model.Snapshot, md *model.Diff, live []*generati
 func (sc *sidecarCache) adopt(g *generation) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if g.out != nil && sc.outs[g.out.key] == nil {
-		sc.outs[g.out.key] = g.out
+	if o := outOf(g); o != nil && sc.outs[o.key] == nil {
+		sc.outs[o.key] = o
 	}
 }
 
@@ -152,8 +153,8 @@ func (sc *sidecarCache) adopt(g *generation) {
 func (sc *sidecarCache) installed(s *model.Snapshot, gens map[string]*generation) {
 	outs := map[string]*outboundPart{}
 	for _, g := range gens {
-		if g.out != nil {
-			outs[g.out.key] = g.out
+		if o := outOf(g); o != nil {
+			outs[o.key] = o
 		}
 	}
 	sc.mu.Lock()
@@ -164,14 +165,14 @@ func (sc *sidecarCache) installed(s *model.Snapshot, gens map[string]*generation
 // dropped drops a scope's part when no group of the cache uses it any
 // more.
 func (sc *sidecarCache) dropped(g *generation, gens map[string]*generation) {
-	o := g.out
+	o := outOf(g)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if o == nil || sc.outs[o.key] != o {
 		return
 	}
 	for _, g := range gens {
-		if g.out == o {
+		if outOf(g) == o {
 			return
 		}
 	}
