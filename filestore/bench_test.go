@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -171,7 +172,7 @@ func BenchmarkGitSingleFileCommit10k(b *testing.B) {
 }
 
 // BenchmarkAnalyze10k measures the analysis of a 10,000-object config (run
-// once per Store revision in the control plane).
+// once per config revision in the control plane), its model build included.
 func BenchmarkAnalyze10k(b *testing.B) {
 	dir := b.TempDir()
 	writeTree(b, dir, 10_000)
@@ -181,7 +182,11 @@ func BenchmarkAnalyze10k(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if ws := filestore.Analyze(l.Objects, true); len(ws) != 0 {
+		ws, err := analysis.Objects(l.Objects, nil, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ws) != 0 {
 			b.Fatalf("warnings: %v", ws[:1])
 		}
 	}

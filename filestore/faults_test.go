@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -260,7 +261,7 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	filestore.DebugHandler(st, new(filestore.Analyses).Warnings).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
+	filestore.DebugHandler(st, new(analysis.Cache).Warnings).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
 	var dc filestore.DebugConfig
 	must(t, json.Unmarshal(rec.Body.Bytes(), &dc))
 	if rec.Body.Len() > 64<<10 {

@@ -63,7 +63,7 @@ func unimplementedKind(apiVersion, kind string) (ok bool, versions []string) {
 }
 
 // lineKept reports whether the decoder keeps a field path's line on the
-// object for the analysis (analysis.go) to point at: hosts, gateways,
+// object for the analysis (model/analysis) to point at: hosts, gateways,
 // ports, subsets and selectors, not every field (a 10,000-object Store would
 // carry every line of every file).
 func lineKept(path string) bool {
@@ -79,7 +79,7 @@ func lineKept(path string) bool {
 }
 
 // objectWarnings returns what one decoded, valid object asks for that
-// vmesh does not (fully) enforce. It reads the object alone; analysis.go
+// vmesh does not (fully) enforce. It reads the object alone; model/analysis
 // checks it against the rest of the config.
 func objectWarnings(o *store.Object) []Problem {
 	w := &warner{}

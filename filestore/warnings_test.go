@@ -11,12 +11,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -380,156 +380,6 @@ spec:
   template: {serviceAccount: ledger}
 `
 
-// The analysis finds, across objects, what no object alone shows, with
-// Istio's codes where Istio has one.
-func TestAnalyze(t *testing.T) {
-	objs, errs := filestore.Decode("mesh.yaml", []byte(analysisYAML))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	got := filestore.Analyze(objs, true)
-	want := []where{
-		{32, "hosts[0]", store.CodeConflictingVirtualServices},
-		{33, "gateways[1]", store.CodeReferencedResourceNotFound},
-		{42, "http[0].route[1].destination.subset", store.CodeReferencedResourceNotFound},
-		{45, "http[0].route[2].destination.host", store.CodeShortHostMismatch},
-		{51, "hosts[0]", store.CodeConflictingVirtualServices},
-		{55, "http[0].route[0].destination.host", store.CodeReferencedResourceNotFound},
-		{64, "", store.CodeWorkloadEntryUnselected},
-		{75, "metadata", store.CodeWorkloadGroupUnselected},
-	}
-	if !slices.Equal(wheres(got), want) {
-		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
-		for _, w := range got {
-			t.Log(w.Error())
-		}
-	}
-	for _, w := range got {
-		if w.Severity != store.SeverityWarning {
-			t.Errorf("%s: severity %s", w.Error(), w.Severity)
-		}
-	}
-	// Without the registries, a host no file defines may be a registry's:
-	// an info, not a warning.
-	for _, w := range filestore.Analyze(objs, false) {
-		wantSev := store.SeverityWarning
-		if w.Line == 55 {
-			wantSev = store.SeverityInfo
-		}
-		if w.Severity != wantSev {
-			t.Errorf("partial: %s: severity %s, want %s", w.Error(), w.Severity, wantSev)
-		}
-	}
-}
-
-// A tcp route that would take a TLS or HTTPS port of its host is not
-// applied there (sidecars route such ports by tls routes only, as Istio's
-// do): VM1017 at the route. One on a TCP port only, or on a host without a
-// TLS port, is applied.
-func TestAnalyzeTCPRouteOnTLSPort(t *testing.T) {
-	objs, errs := filestore.Decode("l4.yaml", []byte(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: edge, namespace: shop}
-spec:
-  hosts: [edge.example.com]
-  ports:
-  - {number: 443, name: tls, protocol: TLS}
-  - {number: 5000, name: tcp, protocol: TCP}
-  resolution: DNS
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: db, namespace: shop}
-spec:
-  hosts: [db.example.com]
-  ports:
-  - {number: 5432, name: tcp, protocol: TCP}
-  resolution: DNS
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: edge, namespace: shop}
-spec:
-  hosts: [edge.example.com]
-  tcp:
-  - match: [{port: 5000}]
-    route: [{destination: {host: edge.example.com}}]
-  - match: [{port: 443}]
-    route: [{destination: {host: edge.example.com}}]
-  - route: [{destination: {host: edge.example.com}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: db, namespace: shop}
-spec:
-  hosts: [db.example.com]
-  tcp:
-  - route: [{destination: {host: db.example.com}}]
-`))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	got := filestore.Analyze(objs, true)
-	want := []where{{28, "tcp[1]", store.CodeL4RouteNotApplied}, {30, "tcp[2]", store.CodeL4RouteNotApplied}}
-	if !slices.Equal(wheres(got), want) {
-		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
-	}
-	for _, w := range got {
-		if !strings.Contains(w.Message, "port 443") {
-			t.Errorf("%s: want the TLS port named", w.Error())
-		}
-	}
-}
-
-// VirtualServices for one host that no namespace sees together do not
-// conflict; two Sidecars without a selector in one namespace do.
-func TestAnalyzeExportToAndSidecars(t *testing.T) {
-	doc := `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: r, namespace: a}
-spec:
-  hosts: [r.example.internal]
-  exportTo: ["."]
-  http: [{route: [{destination: {host: r.example.internal}}]}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: r, namespace: b}
-spec:
-  hosts: [r.example.internal]
-  exportTo: ["."]
-  http: [{route: [{destination: {host: r.example.internal}}]}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: r, namespace: a}
-spec:
-  hosts: [r.example.internal]
-  ports: [{number: 80, name: http}]
-  resolution: DNS
----
-apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {name: one, namespace: a}
-spec:
-  egress: [{hosts: ["./*"]}]
----
-apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {name: two, namespace: a}
-spec:
-  egress: [{hosts: ["*/*"]}]
-`
-	objs, errs := filestore.Decode("x.yaml", []byte(doc))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	got := filestore.Analyze(objs, true)
-	if want := []where{{25, "", store.CodeSidecarsWithoutSelector}, {31, "", store.CodeSidecarsWithoutSelector}}; !slices.Equal(wheres(got), want) {
-		t.Errorf("analysis %v, want %v\n%v", wheres(got), want, got)
-	}
-}
-
 // A git commit with a Telemetry object (an Istio kind vmesh does not
 // implement) and a valid VirtualService is applied; the warning is in the
 // source's status, /debug/config and vmesh_config_warnings.
@@ -555,7 +405,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 	}
 
 	rec := httptest.NewRecorder()
-	filestore.DebugHandler(cs, new(filestore.Analyses).Warnings).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
+	filestore.DebugHandler(cs, new(analysis.Cache).Warnings).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/config", nil))
 	var dbg filestore.DebugConfig
 	if err := json.Unmarshal(rec.Body.Bytes(), &dbg); err != nil {
 		t.Fatal(err)
@@ -575,7 +425,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 	}
 
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(filestore.NewCollector(cs, new(filestore.Analyses).Warnings))
+	reg.MustRegister(filestore.NewCollector(cs, new(analysis.Cache).Warnings))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -686,152 +536,6 @@ func TestREADMEDocumentsWarningCodes(t *testing.T) {
 	}
 	if !slices.Equal(documented, codes) {
 		t.Errorf("README documents %v, want %v (in order)", documented, codes)
-	}
-}
-
-// The analysis is logged once per change, not per push: a change that
-// leaves the warnings as they are logs nothing; one that clears a warning
-// says so.
-func TestLogAnalysisOncePerChange(t *testing.T) {
-	objs, errs := filestore.Decode("mesh.yaml", []byte(analysisYAML))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	cs := store.NewStore()
-	src := store.Source{Name: "dir:x", Class: store.ClassConfig}
-	must(t, cs.Replace(src, objs))
-	var logs logBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- filestore.LogAnalysis(ctx, cs, &filestore.Analyses{}, logs.logger()) }()
-	defer func() { cancel(); <-done }()
-	waitLines := func(msg string, n int) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for len(logs.lines(msg)) < n && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if got := len(logs.lines(msg)); got != n {
-			t.Fatalf("%d %q lines, want %d:\n%s", got, msg, n, strings.Join(logs.lines(""), "\n"))
-		}
-	}
-	waitLines("config analysis warnings", 1)
-	if !strings.Contains(logs.lines("config analysis warnings")[0], `"total":8`) {
-		t.Errorf("first line: %s", logs.lines("")[0])
-	}
-	// A change that leaves the warnings as they are (one more endpoint of
-	// a selected service): analysed again, nothing logged.
-	extra, errs := filestore.Decode("extra.yaml", []byte("apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: ratings-2, namespace: shop}\nspec: {address: 10.0.0.9, labels: {app: ratings}}\n"))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	objs = append(objs, extra...)
-	must(t, cs.Replace(src, objs))
-	time.Sleep(1500 * time.Millisecond) // past the next analysis
-	if n := len(logs.lines("")); n != 1 {
-		t.Errorf("an unchanged analysis was logged:\n%s", strings.Join(logs.lines(""), "\n"))
-	}
-	// Drop the stray WorkloadEntry: its warning clears.
-	var kept []*store.Object
-	for _, o := range objs {
-		if o.Name != "stray" {
-			kept = append(kept, o)
-		}
-	}
-	must(t, cs.Replace(src, kept))
-	waitLines("config analysis warnings cleared", 1)
-	if n := len(logs.lines("config analysis warnings")); n != 1 {
-		t.Errorf("analysis logged %d times, want once:\n%s", n, strings.Join(logs.lines(""), "\n"))
-	}
-}
-
-// A destination port no ServiceEntry of the host has is IST0101 too.
-func TestAnalyzeDestinationPort(t *testing.T) {
-	doc := `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: r, namespace: a}
-spec:
-  hosts: [r.example.internal]
-  ports: [{number: 80, name: http}]
-  resolution: DNS
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: r, namespace: a}
-spec:
-  hosts: [r.example.internal]
-  http:
-  - route:
-    - destination: {host: r.example.internal, port: {number: 80}}
-      weight: 50
-    - destination:
-        host: r.example.internal
-        port: {number: 8080}
-      weight: 50
-`
-	objs, errs := filestore.Decode("p.yaml", []byte(doc))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	got := filestore.Analyze(objs, true)
-	if want := []where{{20, "http[0].route[1].destination.port.number", store.CodeReferencedResourceNotFound}}; !slices.Equal(wheres(got), want) {
-		t.Errorf("analysis %v, want %v\n%v", wheres(got), want, got)
-	}
-}
-
-// A root route's delegate that does not exist, or is not exported to the
-// root's namespace, is a warning on the route (the model drops it).
-func TestDelegateWarnings(t *testing.T) {
-	objs, errs := filestore.Decode("vs.yaml", []byte(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: reviews, namespace: default}
-spec:
-  hosts: [reviews.default.svc.cluster.local]
-  ports: [{number: 9080, name: http, protocol: HTTP}]
-  resolution: STATIC
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: root, namespace: default}
-spec:
-  hosts: [reviews.default.svc.cluster.local]
-  http:
-  - delegate: {name: missing}
-  - delegate: {name: private, namespace: team}
-  - match: [{uri: {prefix: /api}}]
-    delegate: {name: public, namespace: team}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: private, namespace: team}
-spec:
-  exportTo: ["."]
-  http:
-  - route:
-    - destination: {host: reviews.default.svc.cluster.local}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: public, namespace: team}
-spec:
-  http:
-  - match: [{uri: {prefix: /api/v2}}]
-    route:
-    - destination: {host: reviews.default.svc.cluster.local}
-  - match: [{uri: {prefix: /other}}]
-    route:
-    - destination: {host: reviews.default.svc.cluster.local}
-`))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	want := []where{
-		{15, "http[0].delegate", store.CodeReferencedResourceNotFound},
-		{16, "http[1].delegate", store.CodeDelegateNotExported},
-		{18, "http[2].delegate", store.CodeDelegateRouteConflicts},
-	}
-	if got := wheres(filestore.Analyze(objs, true)); !slices.Equal(got, want) {
-		t.Errorf("delegate warnings = %v, want %v", got, want)
 	}
 }
 

@@ -407,12 +407,20 @@ func Visible(exportTo []string, ns string) bool {
 	return false
 }
 
-// qualify expands a short host name to name.namespace.svc.cluster.local.
-func qualify(host, ns string) string {
+// QualifyHost expands a short host name in namespace ns to
+// name.ns.svc.cluster.local (DefaultDomainSuffix); "*" and names with a
+// dot are kept.
+func QualifyHost(host, ns string) string {
 	if host == "*" || strings.Contains(host, ".") {
 		return host
 	}
 	return host + "." + ns + "." + DefaultDomainSuffix
+}
+
+// AppliesToMesh reports whether a VirtualService with these gateways
+// routes mesh clients: none named, or "mesh" among them.
+func AppliesToMesh(gateways []string) bool {
+	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
 }
 
 // HostMatches reports whether pattern ("*", "*.suffix" or exact) matches host.
@@ -432,7 +440,7 @@ func (b *builder) addVirtualService(o *store.Object, ds delegates) {
 		b.problem(o, "spec is %T, want VirtualService", o.Spec)
 		return
 	}
-	if gw := vs.GetGateways(); len(gw) > 0 && !slices.Contains(gw, "mesh") {
+	if !AppliesToMesh(vs.GetGateways()) {
 		return // gateway-only routes do not apply to mesh clients
 	}
 	if len(vs.GetHosts()) == 0 {
@@ -443,7 +451,7 @@ func (b *builder) addVirtualService(o *store.Object, ds delegates) {
 	}
 	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Spec: vs}
 	for _, h := range vs.GetHosts() {
-		m.Hosts = append(m.Hosts, qualify(h, o.Namespace))
+		m.Hosts = append(m.Hosts, QualifyHost(h, o.Namespace))
 	}
 	b.s.VirtualServices = append(b.s.VirtualServices, m)
 }
@@ -459,7 +467,7 @@ func (b *builder) addDestinationRule(o *store.Object) {
 		return
 	}
 	b.s.DestinationRules = append(b.s.DestinationRules, &DestinationRule{
-		Namespace: o.Namespace, Name: o.Name, Host: qualify(dr.GetHost(), o.Namespace),
+		Namespace: o.Namespace, Name: o.Name, Host: QualifyHost(dr.GetHost(), o.Namespace),
 		ExportTo: normaliseExportTo(exportTo(dr.GetExportTo(), b.s.Mesh.ExportTo.DestinationRules), o.Namespace), Spec: dr,
 	})
 }

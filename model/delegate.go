@@ -6,7 +6,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -19,7 +18,7 @@ import (
 // from the root's). A delegate route whose match conflicts with the root's
 // is dropped, as is the root route when the delegate does not exist or is
 // not exported to the root's namespace. Each drop is a warning of the
-// analysis (filestore: IST0101, VM2005, VM2006) and a model problem.
+// analysis (model/analysis: IST0101, VM2005, VM2006) and a model problem.
 
 // delegates indexes the delegate VirtualServices by namespace/name.
 type delegates map[string]*store.Object
@@ -29,6 +28,15 @@ func delegateKey(ns, name string) string { return ns + "/" + name }
 // isRoot reports whether any HTTP route of vs delegates.
 func isRoot(vs *networking.VirtualService) bool {
 	return slices.ContainsFunc(vs.GetHttp(), func(r *networking.HTTPRoute) bool { return r.GetDelegate() != nil })
+}
+
+// DelegateExported reports whether the delegate VirtualService do is
+// exported to a root VirtualService's namespace rootNS (its exportTo, else
+// the mesh's default for VirtualServices): otherwise the root's route is
+// dropped, as Istio drops it. "~" exports it nowhere.
+func DelegateExported(do *store.Object, rootNS string, mesh Mesh) bool {
+	vs, _ := do.Spec.(*networking.VirtualService)
+	return Visible(normaliseExportTo(exportTo(vs.GetExportTo(), mesh.ExportTo.VirtualServices), do.Namespace), rootNS)
 }
 
 // merge returns the root's spec with its delegating routes replaced, a
@@ -52,7 +60,7 @@ func (b *builder) merge(o *store.Object, root *networking.VirtualService, ds del
 			continue
 		}
 		dvs := do.Spec.(*networking.VirtualService)
-		if exp := normaliseExportTo(exportTo(dvs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), do.Namespace); exp != nil && !slices.Contains(exp, "*") && !slices.Contains(exp, o.Namespace) {
+		if !DelegateExported(do, o.Namespace, b.s.Mesh) {
 			b.problem(o, "http[%d].delegate: VirtualService %s/%s is not exported to namespace %s; the route is ignored", i, ns, d.GetName(), o.Namespace)
 			continue
 		}
@@ -60,7 +68,7 @@ func (b *builder) merge(o *store.Object, root *networking.VirtualService, ds del
 		qualifyDestinations(sub, do.Namespace)
 		r.Delegate = nil
 		for j, dr := range sub.GetHttp() {
-			merged, ok := filestore.MergeDelegateRoute(r, dr)
+			merged, ok := MergeDelegateRoute(r, dr)
 			if !ok {
 				b.problem(o, "http[%d].delegate: route %d of %s/%s matches nothing the root route matches; it is ignored", i, j, ns, d.GetName())
 				continue
@@ -79,15 +87,15 @@ func qualifyDestinations(vs *networking.VirtualService, ns string) {
 	for _, r := range vs.GetHttp() {
 		for _, d := range r.GetRoute() {
 			if d.GetDestination() != nil {
-				d.Destination.Host = qualify(d.Destination.Host, ns)
+				d.Destination.Host = QualifyHost(d.Destination.Host, ns)
 			}
 		}
 		if r.GetMirror() != nil {
-			r.Mirror.Host = qualify(r.Mirror.Host, ns)
+			r.Mirror.Host = QualifyHost(r.Mirror.Host, ns)
 		}
 		for _, m := range r.GetMirrors() {
 			if m.GetDestination() != nil {
-				m.Destination.Host = qualify(m.Destination.Host, ns)
+				m.Destination.Host = QualifyHost(m.Destination.Host, ns)
 			}
 		}
 	}

@@ -262,6 +262,14 @@ func (s *Snapshot) VirtualServicesForHost(host string) []*VirtualService { retur
 // matches first, then by namespace and name.
 func (s *Snapshot) DestinationRulesForHost(host string) []*DestinationRule { return s.drByHost[host] }
 
+// Source returns the Store snapshot s was built from: the objects as their
+// sources wrote them, with their origins (file:line).
+func (s *Snapshot) Source() *store.Snapshot { return s.source }
+
+// IsTLS reports whether the port carries TLS (protocol HTTPS or TLS): a
+// sidecar routes it by a VirtualService's tls routes only, as Istio's do.
+func (p Port) IsTLS() bool { return p.Protocol == "HTTPS" || p.Protocol == "TLS" }
+
 // Objects returns the number of services, endpoints and routing objects, for
 // logs and metrics.
 func (s *Snapshot) Objects() (services, endpoints, routing int) {

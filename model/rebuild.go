@@ -202,6 +202,24 @@ func (x *selectorIndex) matching(v workloadVersion, f func(*store.Object)) {
 	}
 }
 
+// Selects reports whether a ServiceEntry of namespace ns selects a
+// workload with labels (its workloadSelector matches them): what makes a
+// WorkloadEntry a service's endpoint.
+func (s *Snapshot) Selects(ns string, labels map[string]string) bool {
+	if len(s.seIndex.all[ns]) > 0 {
+		return true
+	}
+	m := s.seIndex.byLabel[ns]
+	for k, v := range labels {
+		for _, o := range m[labelKV{k, v}] {
+			if LabelsMatch(o.Spec.(*networking.ServiceEntry).GetWorkloadSelector().GetLabels(), labels) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // onlyKinds reports whether every changed key is of one of the kinds.
 func onlyKinds(changed map[store.Key]struct{}, kinds ...store.Kind) bool {
 	for k := range changed {

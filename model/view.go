@@ -432,7 +432,7 @@ func (v *View) ServiceIdentities(svc *Service) []string { return v.snap.ServiceI
 // the VirtualService's namespace. Resolve and the incremental generator's
 // "which hosts does this route reach" both use it.
 func DestinationHost(host, vsNamespace string) string {
-	return qualify(host, vsNamespace)
+	return QualifyHost(host, vsNamespace)
 }
 
 // Resolve finds the cluster a route destination of vs names when the route

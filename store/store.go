@@ -54,7 +54,7 @@ type SourceStatus struct {
 	// Warnings are the source's files' warnings: config that applies
 	// but is not (fully) enforced (an Istio kind vmesh does not
 	// implement, a policy field it cannot enforce). The analysis across
-	// sources is the analysis's (filestore.Analyses).
+	// sources is model/analysis's (analysis.Cache).
 	Warnings   []ConfigError `json:"warnings,omitempty"`
 	LastUpdate time.Time     `json:"lastUpdate"`
 }

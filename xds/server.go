@@ -135,6 +135,6 @@ func (s *Server) push(u model.Update) {
 		"took", (u.Built + time.Since(start)).Round(time.Microsecond))
 	// Config the model does not use is not logged here, at a push: it is a
 	// warning found when the config is read (filestore/warnings.go and
-	// analysis.go), logged once per change by its source and shown in
+	// model/analysis), logged once per change by its source and shown in
 	// /debug/config and vmesh_config_warnings.
 }

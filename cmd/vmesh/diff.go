@@ -123,7 +123,10 @@ func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
 			return false, err
 		}
 	}
-	warns := newWarnings(before, after, registry, o.server != "")
+	warns, err := newWarnings(before, after, registry, o.server != "")
+	if err != nil {
+		return false, err
+	}
 	if o.asJSON {
 		o.output = "json"
 	}
@@ -152,13 +155,21 @@ func (o *diffOptions) run(cmd *cobra.Command) (bool, error) {
 // files' own and the analysis, with the registry objects of --server when
 // complete), each prefixed "+ " when the config before did not have it,
 // else "  ".
-func newWarnings(before, after filestore.Loaded, registry []*store.Object, complete bool) []string {
+func newWarnings(before, after filestore.Loaded, registry []*store.Object, complete bool) ([]string, error) {
 	had := map[string]bool{}
-	for _, w := range warningsOf(before, registry, complete) {
+	old, err := warningsOf(before, registry, complete)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range old {
 		had[warningText(w)] = true
 	}
+	now, err := warningsOf(after, registry, complete)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, w := range warningsOf(after, registry, complete) {
+	for _, w := range now {
 		if w.Severity != store.SeverityWarning {
 			continue // infos: vmesh analyze
 		}
@@ -168,7 +179,7 @@ func newWarnings(before, after filestore.Loaded, registry []*store.Object, compl
 		}
 		out = append(out, mark+w.Error())
 	}
-	return out
+	return out, nil
 }
 
 // warningText is a warning without where it is (a line or commit that

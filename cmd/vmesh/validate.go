@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -154,7 +155,8 @@ func (in *configInput) load(cmd *cobra.Command, args []string, verb string) (fil
 			return l, nil, err
 		}
 	}
-	return l, warningsOf(l, remote, in.server != ""), nil
+	warns, err := warningsOf(l, remote, in.server != "")
+	return l, warns, err
 }
 
 // registryObjects reads the objects a running control plane has from its
@@ -176,16 +178,19 @@ func registryObjects(cmd *cobra.Command, server string) ([]*store.Object, error)
 // warningsOf returns a loaded config's warnings, the files' own and the
 // analysis, sorted by file and line: the analysis of the files alone, or,
 // when complete, with the registry objects of a control plane.
-func warningsOf(l filestore.Loaded, registry []*store.Object, complete bool) []store.ConfigError {
-	all := l.Objects
-	if complete {
-		all = append(slices.Clip(l.Objects), registry...)
+func warningsOf(l filestore.Loaded, registry []*store.Object, complete bool) ([]store.ConfigError, error) {
+	if !complete {
+		registry = nil
 	}
-	warns := append(slices.Clip(l.Warnings), filestore.Analyze(all, complete)...)
+	found, err := analysis.Objects(l.Objects, registry, complete)
+	if err != nil {
+		return nil, err
+	}
+	warns := append(slices.Clip(l.Warnings), found...)
 	slices.SortStableFunc(warns, func(a, b store.ConfigError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
-	return warns
+	return warns, nil
 }
 
 // checkGit reads a git ref's tree (sub-folder sub) without a Store.

@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	// source.
 	"store":     {"internal/"},
 	"filestore": {"store", "internal/"},
-	"model":     {"store", "filestore", "ca/spiffe", "internal/"},
+	"model":     {"store", "ca/spiffe", "internal/"},
 	"xds":       {"model", "ca/spiffe", "internal/"},
 	// The node-metadata contract, which agents write and xds reads.
 	"xds/node": {},

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/store"
@@ -111,7 +111,7 @@ func New(src Sources, opts ...Option) (*Console, error) {
 		src.TrustDomain = "cluster.local"
 	}
 	if src.Warnings == nil {
-		src.Warnings = new(filestore.Analyses).Warnings
+		src.Warnings = new(analysis.Cache).Warnings
 	}
 	c := &Console{src: src, perPage: 50, hub: newHub(),
 		streams: make(chan struct{}, DefaultMaxEventStreams), streamLifetime: DefaultEventStreamLifetime}

@@ -39,6 +39,7 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/buildinfo"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/writers/autoregister"
@@ -72,7 +73,7 @@ type ControlPlane struct {
 	feed        *model.Feed // the Store's snapshots, which xds serves
 	// analyses is the analysis of the Store's snapshots (debug, metrics,
 	// console, log).
-	analyses *filestore.Analyses
+	analyses *analysis.Cache
 	ca       *ca.CA
 	grpc     *grpc.Server
 	secure   *grpc.Server
@@ -110,7 +111,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	cp := &ControlPlane{analyses: &filestore.Analyses{},
+	cp := &ControlPlane{analyses: analysis.NewCache(mesh),
 		cfg:      cfg,
 		log:      logger,
 		store:    store.NewStore(),
@@ -623,7 +624,7 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 				return
 			}
 		}
-		_ = filestore.LogAnalysis(ctx, cp.store, cp.analyses, cp.log)
+		_ = analysis.Log(ctx, cp.store, cp.analyses, cp.log)
 	}()
 	// systemd (Type=notify) hears READY=1 once /ready would answer 200.
 	wg.Add(1)

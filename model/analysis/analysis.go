@@ -1,4 +1,16 @@
-package filestore
+// Package analysis checks Istio config across objects, as istioctl analyze
+// does (a route's subset against the DestinationRules, a host against the
+// ServiceEntries), which no single object can answer. It runs on a built
+// model Snapshot and asks the model's own rules (host qualification,
+// exportTo, which DestinationRule a client uses, delegate merging, which
+// ServiceEntry selects a workload), so a warning cannot disagree with what
+// is served. It runs on every source's config in the control plane (Cache,
+// Log), and on the files given to vmesh validate, analyze and diff (Objects,
+// with complete false). It only warns; nothing it finds rejects config.
+// Only objects read from files or git are warned about (they have a
+// file:line to fix); registry and registration objects are what references
+// resolve against.
+package analysis
 
 import (
 	"cmp"
@@ -10,52 +22,35 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 )
 
-// The analysis: like istioctl analyze, checks across the whole config set
-// (a route's subset against the DestinationRules, a host against the
-// ServiceEntries), which no single object can answer. It runs where the
-// whole set is: on the Store's snapshot in the control plane (every
-// source, registries included: Analyses), and on the files given to
-// vmesh validate, analyze and diff (Analyze with complete false). It only
-// warns; nothing it finds rejects config. Only objects read from files or
-// git are warned about (they have a file:line to fix); registry and
-// registration objects are what references resolve against.
-
-// domainSuffix completes short host names as model.DefaultDomainSuffix does
-// (filestore cannot import model).
-const domainSuffix = "svc.cluster.local"
-
-// qualifyHost expands a short host name in ns, as the model does.
-func qualifyHost(host, ns string) string {
-	if host == "*" || strings.Contains(host, ".") {
-		return host
-	}
-	return host + "." + ns + "." + domainSuffix
-}
-
-// Analyze returns the warnings found across objs, sorted by file and line.
-// complete says objs is every object the control plane would have; when it
-// is false (files checked without the registries, which may define more
-// hosts), a host no object defines is an info, not a warning.
-func Analyze(objs []*store.Object, complete bool) []store.ConfigError {
-	a := newAnalysis(objs, complete)
-	for _, o := range objs {
-		if o.Origin.File == "" {
-			continue
-		}
-		switch spec := o.Spec.(type) {
-		case *networking.VirtualService:
-			a.virtualService(o, spec)
-		case *networking.DestinationRule:
-			a.destinationRule(o, spec)
-		case *networking.WorkloadEntry:
-			a.workloadEntry(o, spec)
-		case *networking.WorkloadGroup:
-			a.workloadGroup(o, spec)
+// Analyze returns the warnings found across the config ms was built from,
+// sorted by file and line. complete says it holds every object the control
+// plane would have; when it is false (files checked without the
+// registries, which may define more hosts), a host no object defines is an
+// info, not a warning.
+func Analyze(ms *model.Snapshot, complete bool) []store.ConfigError {
+	a := newAnalysis(ms, complete)
+	for _, k := range []store.Kind{store.KindVirtualService, store.KindDestinationRule, store.KindWorkloadEntry, store.KindWorkloadGroup} {
+		for _, o := range a.objects.List(k) {
+			if o.Origin.File == "" {
+				continue
+			}
+			switch spec := o.Spec.(type) {
+			case *networking.VirtualService:
+				a.virtualService(o, spec)
+			case *networking.DestinationRule:
+				a.destinationRule(o, spec)
+			case *networking.WorkloadEntry:
+				a.workloadEntry(o, spec)
+			case *networking.WorkloadGroup:
+				a.workloadGroup(o, spec)
+			}
 		}
 	}
 	a.conflictingVirtualServices()
@@ -66,83 +61,59 @@ func Analyze(objs []*store.Object, complete bool) []store.ConfigError {
 	return a.out
 }
 
+// Objects analyses objects as the control plane would hold them, built
+// into a model snapshot with DefaultMesh() settings (and a MeshConfig
+// among them): config (files, git) wins over others (a control plane's
+// registry objects) for a key both define, and a key one of them defines
+// twice keeps its first object (the loader reports the second).
+func Objects(config, others []*store.Object, complete bool) ([]store.ConfigError, error) {
+	first := func(objs []*store.Object) []*store.Object {
+		seen := make(map[store.Key]bool, len(objs))
+		return slices.DeleteFunc(slices.Clone(objs), func(o *store.Object) bool {
+			dup := seen[o.Key]
+			seen[o.Key] = true
+			return dup
+		})
+	}
+	config, others = first(config), first(others)
+	st := store.NewStore()
+	for _, set := range []struct {
+		src  store.Source
+		objs []*store.Object
+	}{
+		{store.Source{Name: "config", Class: store.ClassConfig}, config},
+		{store.Source{Name: "others", Class: store.ClassRegistry}, others},
+	} {
+		if err := st.Replace(set.src, set.objs); err != nil {
+			return nil, fmt.Errorf("analysis: %w", err)
+		}
+	}
+	return Analyze(model.Build(st.Snapshot()), complete), nil
+}
+
 type analysis struct {
 	complete bool
-	hosts    map[string][]*store.Object // ServiceEntries by host
-	// selectors indexes the ServiceEntries with a workloadSelector by
-	// namespace and by each selector label (an empty selector under the
-	// zero label).
-	selectors map[string]map[label][]*store.Object
-	drs       map[string][]*store.Object // DestinationRules by qualified host
-	gateways  map[store.Key]bool
-	// meshVS are the VirtualServices that apply to mesh clients, by
-	// qualified host.
-	meshVS map[string][]*store.Object
-	// wholeSidecars are the Sidecars without a workloadSelector, by
-	// namespace.
-	wholeSidecars map[string][]*store.Object
+	ms       *model.Snapshot
+	// objects are the objects ms was built from (their origins).
+	objects *store.Snapshot
 	// delegates are the VirtualServices without hosts, which only root
 	// routes' delegate: use.
 	delegates map[store.Key]*store.Object
 	out       []store.ConfigError
 }
 
-func newAnalysis(objs []*store.Object, complete bool) *analysis {
-	a := &analysis{complete: complete, hosts: map[string][]*store.Object{}, selectors: map[string]map[label][]*store.Object{}, drs: map[string][]*store.Object{},
-		gateways: map[store.Key]bool{}, meshVS: map[string][]*store.Object{}, wholeSidecars: map[string][]*store.Object{}, delegates: map[store.Key]*store.Object{}}
-	for _, o := range objs {
-		switch spec := o.Spec.(type) {
-		case *networking.ServiceEntry:
-			for _, h := range spec.GetHosts() {
-				a.hosts[h] = append(a.hosts[h], o)
-			}
-			if sel := spec.GetWorkloadSelector(); sel != nil {
-				idx := a.selectors[o.Namespace]
-				if idx == nil {
-					idx = map[label][]*store.Object{}
-					a.selectors[o.Namespace] = idx
-				}
-				if len(sel.GetLabels()) == 0 {
-					idx[label{}] = append(idx[label{}], o)
-				}
-				for k, v := range sel.GetLabels() {
-					idx[label{k, v}] = append(idx[label{k, v}], o)
-				}
-			}
-		case *networking.DestinationRule:
-			if spec.GetWorkloadSelector() == nil {
-				h := qualifyHost(spec.GetHost(), o.Namespace)
-				a.drs[h] = append(a.drs[h], o)
-			}
-		case *networking.Gateway:
-			a.gateways[o.Key] = true
-		case *networking.Sidecar:
-			if len(spec.GetWorkloadSelector().GetLabels()) == 0 {
-				a.wholeSidecars[o.Namespace] = append(a.wholeSidecars[o.Namespace], o)
-			}
-		case *networking.VirtualService:
-			if len(spec.GetHosts()) == 0 {
-				a.delegates[o.Key] = o
-			}
-			if appliesToMesh(spec.GetGateways()) {
-				for _, h := range spec.GetHosts() {
-					q := qualifyHost(h, o.Namespace)
-					a.meshVS[q] = append(a.meshVS[q], o)
-				}
-			}
+func newAnalysis(ms *model.Snapshot, complete bool) *analysis {
+	a := &analysis{complete: complete, ms: ms, objects: ms.Source(), delegates: map[store.Key]*store.Object{}}
+	for _, o := range a.objects.List(store.KindVirtualService) {
+		if vs, ok := o.Spec.(*networking.VirtualService); ok && len(vs.GetHosts()) == 0 {
+			a.delegates[o.Key] = o
 		}
 	}
 	return a
 }
 
-// appliesToMesh reports whether a VirtualService with these gateways
-// routes mesh clients: none named, or "mesh" among them.
-func appliesToMesh(gateways []string) bool {
-	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
-}
-
 func (a *analysis) add(o *store.Object, field string, sev store.Severity, code, format string, args ...any) {
-	a.out = append(a.out, store.ConfigError{File: o.Origin.File, Line: o.FieldLine(field), Object: clip(o.Key.String(), maxField), Field: field,
+	a.out = append(a.out, store.ConfigError{File: o.Origin.File, Line: o.FieldLine(field), Object: store.Clip(o.Key.String(), store.MaxField), Field: field,
 		Commit: o.Origin.Commit, Source: o.Origin.Source, Severity: sev, Code: code, Message: fmt.Sprintf(format, args...)}.Bounded())
 }
 
@@ -165,23 +136,18 @@ func (a *analysis) hostDefined(o *store.Object, field, host string) bool {
 
 // hostDefinedAt is hostDefined with the field written only for a warning.
 func (a *analysis) hostDefinedAt(o *store.Object, field func() string, host string) bool {
-	q := qualifyHost(host, o.Namespace)
-	if len(a.hosts[q]) > 0 || q == "*" {
+	q := model.QualifyHost(host, o.Namespace)
+	if len(a.ms.ServicesForHost(q)) > 0 || q == "*" {
 		return true
 	}
 	if strings.HasPrefix(q, "*") {
-		for h := range a.hosts {
-			if strings.HasSuffix(h, q[1:]) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(a.ms.Services, func(svc *model.Service) bool { return strings.HasSuffix(svc.Hostname, q[1:]) })
 	}
 	if q != host {
-		if ses := a.hosts[host]; len(ses) > 0 {
+		if ses := a.ms.ServicesForHost(host); len(ses) > 0 {
 			a.add(o, field(), store.SeverityWarning, store.CodeShortHostMismatch,
 				"host %s qualifies to %s, which no ServiceEntry defines, while ServiceEntry %s/%s defines %s: this has no effect (write the same full name, e.g. %s, in both)",
-				quote(host), quote(q), ses[0].Namespace, ses[0].Name, quote(host), quote(q))
+				store.Quote(host), store.Quote(q), ses[0].Namespace, ses[0].Name, store.Quote(host), store.Quote(q))
 			return true
 		}
 	}
@@ -189,7 +155,7 @@ func (a *analysis) hostDefinedAt(o *store.Object, field func() string, host stri
 }
 
 func (a *analysis) virtualService(o *store.Object, vs *networking.VirtualService) {
-	mesh := appliesToMesh(vs.GetGateways())
+	mesh := model.AppliesToMesh(vs.GetGateways())
 	for i, gw := range vs.GetGateways() {
 		if gw == "mesh" {
 			continue
@@ -198,9 +164,9 @@ func (a *analysis) virtualService(o *store.Object, vs *networking.VirtualService
 		if !ok {
 			ns, name = o.Namespace, gw
 		}
-		if !a.gateways[store.Key{Kind: store.KindGateway, Namespace: ns, Name: name}] {
+		if a.objects.Get(store.Key{Kind: store.KindGateway, Namespace: ns, Name: name}) == nil {
 			a.add(o, at("gateways", i), store.SeverityWarning, store.CodeReferencedResourceNotFound,
-				"Referenced gateway not found: %s: the VirtualService does not apply to it (define Gateway %s/%s, or fix the name)", quote(ns+"/"+name), ns, name)
+				"Referenced gateway not found: %s: the VirtualService does not apply to it (define Gateway %s/%s, or fix the name)", store.Quote(ns+"/"+name), ns, name)
 		}
 	}
 	if mesh {
@@ -208,7 +174,7 @@ func (a *analysis) virtualService(o *store.Object, vs *networking.VirtualService
 			if !a.hostDefined(o, at("hosts", i), h) {
 				sev, why := a.missingSeverity()
 				a.add(o, at("hosts", i), sev, store.CodeHostNotDefined,
-					"no ServiceEntry defines host %s: only Envoy sidecars use it, for requests with that Host on the HTTP ports of the VirtualService's other hosts (port 80 without them), as Istio's do; proxyless gRPC clients never (add a ServiceEntry, or fix the host)%s", quote(qualifyHost(h, o.Namespace)), why)
+					"no ServiceEntry defines host %s: only Envoy sidecars use it, for requests with that Host on the HTTP ports of the VirtualService's other hosts (port 80 without them), as Istio's do; proxyless gRPC clients never (add a ServiceEntry, or fix the host)%s", store.Quote(model.QualifyHost(h, o.Namespace)), why)
 			}
 		}
 	}
@@ -251,18 +217,18 @@ func (a *analysis) delegate(o *store.Object, i int, root *networking.HTTPRoute) 
 	do := a.delegates[store.Key{Kind: store.KindVirtualService, Namespace: ns, Name: d.GetName()}]
 	if do == nil {
 		a.add(o, field, store.SeverityWarning, store.CodeReferencedResourceNotFound,
-			"Referenced delegate VirtualService not found: %s (a delegate has no hosts): the route is dropped", quote(ns+"/"+d.GetName()))
+			"Referenced delegate VirtualService not found: %s (a delegate has no hosts): the route is dropped", store.Quote(ns+"/"+d.GetName()))
 		return
 	}
-	if exp := exportTo(do); !slices.Contains(exp, "*") && !slices.Contains(exp, o.Namespace) {
+	if !model.DelegateExported(do, o.Namespace, a.ms.Mesh) {
 		a.add(o, field, store.SeverityWarning, store.CodeDelegateNotExported,
-			"delegate VirtualService %s is not exported to namespace %s: the route is dropped (add %s to its exportTo)", quote(ns+"/"+d.GetName()), o.Namespace, o.Namespace)
+			"delegate VirtualService %s is not exported to namespace %s: the route is dropped (add %s to its exportTo)", store.Quote(ns+"/"+d.GetName()), o.Namespace, o.Namespace)
 		return
 	}
 	for j, dr := range do.Spec.(*networking.VirtualService).GetHttp() {
-		if _, ok := MergeDelegateRoute(root, proto.Clone(dr).(*networking.HTTPRoute)); !ok {
+		if _, ok := model.MergeDelegateRoute(root, proto.Clone(dr).(*networking.HTTPRoute)); !ok {
 			a.add(o, field, store.SeverityWarning, store.CodeDelegateRouteConflicts,
-				"route %d of delegate VirtualService %s matches nothing this route matches: it is dropped (narrow its match to within the root's)", j, quote(ns+"/"+d.GetName()))
+				"route %d of delegate VirtualService %s matches nothing this route matches: it is dropped (narrow its match to within the root's)", j, store.Quote(ns+"/"+d.GetName()))
 		}
 	}
 }
@@ -285,17 +251,17 @@ func (a *analysis) destination(o *store.Object, dp destPath, d *networking.Desti
 	if d == nil || d.GetHost() == "" {
 		return
 	}
-	host := qualifyHost(d.GetHost(), o.Namespace)
+	host := model.QualifyHost(d.GetHost(), o.Namespace)
 	if !a.hostDefinedAt(o, func() string { return dp.String() + ".host" }, d.GetHost()) {
 		path := dp.String()
 		sev, why := a.missingSeverity()
 		a.add(o, path+".host", sev, store.CodeReferencedResourceNotFound,
-			"Referenced host not found: %s: its share of the route fails, as in Istio (the route names a cluster that does not exist) (add a ServiceEntry, or fix the host)%s", quote(host), why)
+			"Referenced host not found: %s: its share of the route fails, as in Istio (the route names a cluster that does not exist) (add a ServiceEntry, or fix the host)%s", store.Quote(host), why)
 		return
 	}
 	if port := d.GetPort().GetNumber(); port != 0 && !strings.HasPrefix(host, "*") && !a.hasPort(host, port) {
 		a.add(o, dp.String()+".port.number", store.SeverityWarning, store.CodeReferencedResourceNotFound,
-			"Referenced host:port not found: %s: no ServiceEntry for the host has port %d, so its share of the route fails, as in Istio (fix the port)", quote(fmt.Sprintf("%s:%d", host, port)), port)
+			"Referenced host:port not found: %s: no ServiceEntry for the host has port %d, so its share of the route fails, as in Istio (fix the port)", store.Quote(fmt.Sprintf("%s:%d", host, port)), port)
 	}
 	subset := d.GetSubset()
 	if subset == "" || strings.HasPrefix(host, "*") {
@@ -305,16 +271,14 @@ func (a *analysis) destination(o *store.Object, dp destPath, d *networking.Desti
 	dr := a.destinationRuleFor(host, o.Namespace)
 	if dr == nil {
 		a.add(o, path+".subset", store.SeverityWarning, store.CodeReferencedResourceNotFound,
-			"Referenced host+subset in destinationrule not found: %s: no DestinationRule is for host %s, so its share of the route fails, as in Istio (define the subset in a DestinationRule)", quote(host+"+"+subset), quote(host))
+			"Referenced host+subset in destinationrule not found: %s: no DestinationRule is for host %s, so its share of the route fails, as in Istio (define the subset in a DestinationRule)", store.Quote(host+"+"+subset), store.Quote(host))
 		return
 	}
-	for _, s := range dr.Spec.(*networking.DestinationRule).GetSubsets() {
-		if s.GetName() == subset {
-			return
-		}
+	if dr.Subset(subset) != nil {
+		return
 	}
 	a.add(o, path+".subset", store.SeverityWarning, store.CodeReferencedResourceNotFound,
-		"Referenced host+subset in destinationrule not found: %s: DestinationRule %s/%s has no subset %s, so its share of the route fails, as in Istio (add the subset, or fix the name)", quote(host+"+"+subset), dr.Namespace, dr.Name, quote(subset))
+		"Referenced host+subset in destinationrule not found: %s: DestinationRule %s/%s has no subset %s, so its share of the route fails, as in Istio (add the subset, or fix the name)", store.Quote(host+"+"+subset), dr.Namespace, dr.Name, store.Quote(subset))
 }
 
 // tcpOnTLSPorts warns about a tcp route that would take a TLS or HTTPS port
@@ -330,13 +294,13 @@ routes:
 			return slices.ContainsFunc(r.GetMatch(), func(m *networking.L4MatchAttributes) bool { return m.GetPort() == 0 || m.GetPort() == port })
 		}
 		for _, h := range vs.GetHosts() {
-			host := qualifyHost(h, o.Namespace)
-			for _, se := range a.hosts[host] {
-				for _, p := range se.Spec.(*networking.ServiceEntry).GetPorts() {
-					if isTLSProtocol(p.GetProtocol()) && applies(p.GetNumber()) {
+			host := model.QualifyHost(h, o.Namespace)
+			for _, svc := range a.ms.ServicesForHost(host) {
+				for _, p := range svc.Ports {
+					if p.IsTLS() && applies(p.Number) {
 						a.add(o, at("tcp", i), store.SeverityWarning, store.CodeL4RouteNotApplied,
 							"not applied to port %d of %s: it is a %s port, which sidecars route by the VirtualService's tls routes only, as Istio's do (write a tls route with sniHosts for it)",
-							p.GetNumber(), quote(host), strings.ToUpper(p.GetProtocol()))
+							p.Number, store.Quote(host), p.Protocol)
 						continue routes
 					}
 				}
@@ -347,36 +311,31 @@ routes:
 
 // hasPort reports whether a ServiceEntry for host has port.
 func (a *analysis) hasPort(host string, port uint32) bool {
-	for _, se := range a.hosts[host] {
-		for _, p := range se.Spec.(*networking.ServiceEntry).GetPorts() {
-			if p.GetNumber() == port {
+	svcs := a.ms.ServicesForHost(host)
+	for _, svc := range svcs {
+		for _, p := range svc.Ports {
+			if p.Number == port {
 				return true
 			}
 		}
 	}
-	return len(a.hosts[host]) == 0 // a short-host mismatch, warned as such
+	return len(svcs) == 0 // a short-host mismatch, warned as such
 }
 
-// destinationRuleFor picks the DestinationRule of host for a client in ns
-// as the model does: one in ns first, then in a ServiceEntry's namespace,
-// then the first by namespace and name.
-func (a *analysis) destinationRuleFor(host, ns string) *store.Object {
-	cands := a.drs[host]
-	if len(cands) == 0 {
-		return nil
+// destinationRuleFor returns the DestinationRule a client in ns uses for
+// host, as the model picks it (model.Snapshot.DestinationRuleFor) for the
+// host's services, by namespace.
+func (a *analysis) destinationRuleFor(host, ns string) *model.DestinationRule {
+	svcs := a.ms.ServicesForHost(host)
+	if len(svcs) == 0 {
+		return a.ms.DestinationRuleFor(host, ns, "")
 	}
-	want := []string{ns}
-	for _, se := range a.hosts[host] {
-		want = append(want, se.Namespace)
-	}
-	for _, w := range want {
-		for _, dr := range cands {
-			if dr.Namespace == w {
-				return dr
-			}
+	for _, svc := range svcs {
+		if dr := a.ms.DestinationRuleFor(host, ns, svc.Namespace); dr != nil {
+			return dr
 		}
 	}
-	return slices.MinFunc(cands, store.CompareObjects)
+	return nil
 }
 
 func (a *analysis) destinationRule(o *store.Object, dr *networking.DestinationRule) {
@@ -386,37 +345,8 @@ func (a *analysis) destinationRule(o *store.Object, dr *networking.DestinationRu
 	if !a.hostDefined(o, "host", dr.GetHost()) {
 		sev, why := a.missingSeverity()
 		a.add(o, "host", sev, store.CodeHostNotDefined,
-			"no ServiceEntry defines host %s: the DestinationRule has no effect (add a ServiceEntry, or fix the host)%s", quote(qualifyHost(dr.GetHost(), o.Namespace)), why)
+			"no ServiceEntry defines host %s: the DestinationRule has no effect (add a ServiceEntry, or fix the host)%s", store.Quote(model.QualifyHost(dr.GetHost(), o.Namespace)), why)
 	}
-}
-
-// label is one label, as an index key.
-type label struct{ k, v string }
-
-// selected reports whether a ServiceEntry of ns selects labels: one with
-// an empty selector, or one among those selecting one of the labels.
-func (a *analysis) selected(ns string, labels map[string]string) bool {
-	idx := a.selectors[ns]
-	if len(idx[label{}]) > 0 {
-		return true
-	}
-	for k, v := range labels {
-		for _, se := range idx[label{k, v}] {
-			if labelsMatch(se.Spec.(*networking.ServiceEntry).GetWorkloadSelector().GetLabels(), labels) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func labelsMatch(selector, labels map[string]string) bool {
-	for k, v := range selector {
-		if lv, ok := labels[k]; !ok || lv != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (a *analysis) workloadEntry(o *store.Object, we *networking.WorkloadEntry) {
@@ -427,7 +357,7 @@ func (a *analysis) workloadEntry(o *store.Object, we *networking.WorkloadEntry) 
 	for k, v := range we.GetLabels() {
 		labels[k] = v
 	}
-	if !a.selected(o.Namespace, labels) {
+	if !a.ms.Selects(o.Namespace, labels) {
 		a.add(o, "", store.SeverityWarning, store.CodeWorkloadEntryUnselected,
 			"no ServiceEntry in namespace %s selects this WorkloadEntry's labels {%s}: it is no service's endpoint (add a ServiceEntry whose workloadSelector matches, or fix the labels)", o.Namespace, labelString(labels))
 	}
@@ -441,7 +371,7 @@ func (a *analysis) workloadGroup(o *store.Object, wg *networking.WorkloadGroup) 
 	for k, v := range wg.GetMetadata().GetLabels() {
 		labels[k] = v
 	}
-	if !a.selected(o.Namespace, labels) {
+	if !a.ms.Selects(o.Namespace, labels) {
 		a.add(o, "metadata", store.SeverityWarning, store.CodeWorkloadGroupUnselected,
 			"no ServiceEntry in namespace %s selects this WorkloadGroup's labels {%s}: the VMs that join it are no service's endpoints (add a ServiceEntry whose workloadSelector matches)", o.Namespace, labelString(labels))
 	}
@@ -452,18 +382,24 @@ func (a *analysis) workloadGroup(o *store.Object, wg *networking.WorkloadGroup) 
 // sees both of (exportTo): a client uses one (of its own namespace first,
 // else the first by namespace and name), never a merge.
 func (a *analysis) conflictingVirtualServices() {
-	for host, list := range a.meshVS {
+	byHost := map[string][]*model.VirtualService{}
+	for _, vs := range a.ms.VirtualServices {
+		for _, h := range slices.Compact(slices.Sorted(slices.Values(vs.Hosts))) {
+			byHost[h] = append(byHost[h], vs)
+		}
+	}
+	for host, list := range byHost {
 		if len(list) < 2 {
 			continue
 		}
-		list = slices.CompactFunc(slices.SortedFunc(slices.Values(list), store.CompareObjects), func(x, y *store.Object) bool { return x.Key == y.Key })
-		for i, o := range list {
-			if o.Origin.File == "" {
+		for i, vs := range list {
+			o := a.objects.Get(store.Key{Kind: store.KindVirtualService, Namespace: vs.Namespace, Name: vs.Name})
+			if o == nil || o.Origin.File == "" {
 				continue
 			}
-			names := []string{o.Namespace + "/" + o.Name}
+			names := []string{vs.Namespace + "/" + vs.Name}
 			for j, other := range list {
-				if i != j && seenTogether(exportTo(o), exportTo(other)) {
+				if i != j && seenTogether(vs.ExportTo, other.ExportTo) {
 					names = append(names, other.Namespace+"/"+other.Name)
 				}
 			}
@@ -471,17 +407,16 @@ func (a *analysis) conflictingVirtualServices() {
 				continue
 			}
 			slices.Sort(names)
-			vs := o.Spec.(*networking.VirtualService)
 			field := "hosts"
-			for k, h := range vs.GetHosts() {
-				if qualifyHost(h, o.Namespace) == host {
+			for k, h := range o.Spec.(*networking.VirtualService).GetHosts() {
+				if model.QualifyHost(h, o.Namespace) == host {
 					field = at("hosts", k)
 					break
 				}
 			}
 			a.add(o, field, store.SeverityWarning, store.CodeConflictingVirtualServices,
 				"The VirtualServices %s associated with mesh gateway define the same host %s: a client uses one of them (its own namespace's, else the first by namespace/name), never both (merge them into one VirtualService)",
-				strings.Join(names, ","), quote(host))
+				strings.Join(names, ","), store.Quote(host))
 		}
 	}
 }
@@ -490,48 +425,32 @@ func (a *analysis) conflictingVirtualServices() {
 // without a workloadSelector in one namespace: the first by name applies to
 // the namespace's other workloads, the rest to none.
 func (a *analysis) sidecarsWithoutSelector() {
-	for ns, list := range a.wholeSidecars {
+	whole := map[string][]*model.Sidecar{} // model.Snapshot.Sidecars are sorted by namespace and name
+	for _, sc := range a.ms.Sidecars {
+		if len(sc.Selector) == 0 {
+			whole[sc.Namespace] = append(whole[sc.Namespace], sc)
+		}
+	}
+	for ns, list := range whole {
 		if len(list) < 2 {
 			continue
 		}
-		list = slices.SortedFunc(slices.Values(list), store.CompareObjects)
 		names := make([]string, len(list))
-		for i, o := range list {
-			names[i] = o.Name
+		for i, sc := range list {
+			names[i] = sc.Name
 		}
-		for _, o := range list {
-			if o.Origin.File != "" {
+		for _, sc := range list {
+			if o := a.objects.Get(store.Key{Kind: store.KindSidecar, Namespace: sc.Namespace, Name: sc.Name}); o != nil && o.Origin.File != "" {
 				a.add(o, "", store.SeverityWarning, store.CodeSidecarsWithoutSelector,
 					"The Sidecars %s in namespace %s have no workload selector: vmesh uses %s for the namespace's workloads and ignores the others (keep one, or give the others a workloadSelector)",
-					strings.Join(names, ","), quote(ns), quote(list[0].Name))
+					strings.Join(names, ","), store.Quote(ns), store.Quote(list[0].Name))
 			}
 		}
 	}
 }
 
-// exportTo is where a VirtualService is visible: "*", namespaces, or
-// nothing ("~"), as the model normalises it.
-func exportTo(o *store.Object) []string {
-	in := o.Spec.(*networking.VirtualService).GetExportTo()
-	if len(in) == 0 {
-		return []string{"*"}
-	}
-	var out []string
-	for _, e := range in {
-		switch e {
-		case "~":
-			return nil
-		case ".":
-			out = append(out, o.Namespace)
-		default:
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // seenTogether reports whether some namespace sees config exported to a
-// and to b.
+// and to b (model.VirtualService.ExportTo: "*", namespaces, or none).
 func seenTogether(a, b []string) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return false
@@ -547,6 +466,9 @@ func seenTogether(a, b []string) bool {
 	return false
 }
 
+// at is a list element's field path: path[i].
+func at(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+
 // labelString renders labels as sorted k=v pairs.
 func labelString(l map[string]string) string {
 	keys := make([]string, 0, len(l))
@@ -560,35 +482,37 @@ func labelString(l map[string]string) string {
 	return strings.Join(keys, ", ")
 }
 
-// Analyses keeps the analysis of a Store's snapshots (every source's
-// objects, so complete), computed again only after a change it reads: a
-// registry's endpoint changes (WorkloadEntries from no file, which leave
-// the snapshot's ConfigRevision) do not make it analyse 100,000 objects
-// again. The zero value is ready; it is safe for concurrent use.
-type Analyses struct {
-	mu  sync.Mutex
-	out []store.ConfigError
-	of  *store.Snapshot
+// Cache keeps the analysis of a Store's snapshots (every source's objects,
+// so complete), each built into a model snapshot with its mesh settings,
+// computed again only after a change it reads: a registry's endpoint
+// changes (WorkloadEntries from no file, which leave the snapshot's
+// ConfigRevision) do not make it build and analyse 100,000 objects again.
+// The zero value uses DefaultMesh(); it is safe for concurrent use.
+type Cache struct {
+	mesh model.Mesh
+	mu   sync.Mutex
+	out  []store.ConfigError
+	of   *store.Snapshot
 }
 
+// NewCache returns a Cache that builds the model with mesh, as the control
+// plane's model.Feed does.
+func NewCache(mesh model.Mesh) *Cache { return &Cache{mesh: mesh} }
+
 // Analysis returns the analysis of snap.
-func (a *Analyses) Analysis(snap *store.Snapshot) []store.ConfigError {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.of != nil && a.of.ConfigRevision() == snap.ConfigRevision() {
-		return a.out
+func (c *Cache) Analysis(snap *store.Snapshot) []store.ConfigError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.of != nil && c.of.ConfigRevision() == snap.ConfigRevision() {
+		return c.out
 	}
-	objs := make([]*store.Object, 0, snap.Len())
-	for _, k := range store.Kinds {
-		objs = append(objs, snap.List(k)...)
-	}
-	a.out, a.of = Analyze(objs, true), snap
-	return a.out
+	c.out, c.of = Analyze(model.BuildWith(snap, c.mesh), true), snap
+	return c.out
 }
 
 // Warnings returns every warning of snap: each source's own (its files')
 // and the analysis across sources, in that order.
-func (a *Analyses) Warnings(snap *store.Snapshot) []store.ConfigError {
+func (c *Cache) Warnings(snap *store.Snapshot) []store.ConfigError {
 	var out []store.ConfigError
 	for _, st := range snap.Sources {
 		for _, w := range st.Warnings {
@@ -596,18 +520,18 @@ func (a *Analyses) Warnings(snap *store.Snapshot) []store.ConfigError {
 			out = append(out, w)
 		}
 	}
-	return append(out, a.Analysis(snap)...)
+	return append(out, c.Analysis(snap)...)
 }
 
-// analysisLogEvery bounds how often LogAnalysis analyses the config: a
+// analysisLogEvery bounds how often Log analyses the config: a
 // registry that changes endpoints every 100 ms costs one analysis a second.
 const analysisLogEvery = time.Second
 
-// LogAnalysis logs the analysis of the store's config once per change
+// Log logs the analysis of the store's config once per change
 // (new warnings in one line, and how many cleared), not per push, until
 // ctx ends: the first time at once (start it when the sources are ready),
 // then at most once per analysisLogEvery while the config changes.
-func LogAnalysis(ctx context.Context, st *store.Store, analyses *Analyses, logger *slog.Logger) error {
+func Log(ctx context.Context, st *store.Store, cache *Cache, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -618,7 +542,7 @@ func LogAnalysis(ctx context.Context, st *store.Store, analyses *Analyses, logge
 		sub.Take()
 		seen := map[string]bool{}
 		var added []string
-		for _, w := range analyses.Analysis(st.Snapshot()) {
+		for _, w := range cache.Analysis(st.Snapshot()) {
 			line := w.Error()
 			seen[line] = true
 			if !logged[line] {

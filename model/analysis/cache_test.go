@@ -1,4 +1,4 @@
-package filestore_test
+package analysis_test
 
 import (
 	"reflect"
@@ -7,7 +7,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -17,13 +18,13 @@ func we(ns, name, addr string, origin store.Origin) *store.Object {
 	return o
 }
 
-// TestAnalysisFollowsWhatItReads checks the Store's cached analysis: a
+// TestAnalysisFollowsWhatItReads checks the cached analysis: a
 // registry's WorkloadEntry changes (which the analysis does not read) keep
 // it, and it equals a fresh Analyze of every snapshot; a change to a file's
 // WorkloadEntry or a ServiceEntry shows at once.
 func TestAnalysisFollowsWhatItReads(t *testing.T) {
 	s := store.NewStore()
-	analyses := &filestore.Analyses{}
+	cache := &analysis.Cache{}
 	files := store.Source{Name: "dir:/cfg", Class: store.ClassConfig}
 	reg := store.Source{Name: "registry:zk", Class: store.ClassRegistry}
 	se := func(ns, name, app string, origin store.Origin) *store.Object {
@@ -42,14 +43,7 @@ func TestAnalysisFollowsWhatItReads(t *testing.T) {
 	if err := s.Replace(files, []*store.Object{fileWE}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := func() []store.ConfigError {
-		snap := s.Snapshot()
-		var objs []*store.Object
-		for _, k := range store.Kinds {
-			objs = append(objs, snap.List(k)...)
-		}
-		return filestore.Analyze(objs, true)
-	}
+	fresh := func() []store.ConfigError { return analysis.Analyze(model.Build(s.Snapshot()), true) }
 	codes := func(ws []store.ConfigError) []string {
 		var out []string
 		for _, w := range ws {
@@ -60,7 +54,7 @@ func TestAnalysisFollowsWhatItReads(t *testing.T) {
 	}
 	check := func(step string, want []string) {
 		t.Helper()
-		got := analyses.Analysis(s.Snapshot())
+		got := cache.Analysis(s.Snapshot())
 		if !reflect.DeepEqual(codes(got), codes(fresh())) {
 			t.Fatalf("%s: cached analysis %v, fresh %v", step, codes(got), codes(fresh()))
 		}
