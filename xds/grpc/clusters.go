@@ -74,6 +74,7 @@ func applyPolicy(c *clusterv3.Cluster, tp *networking.TrafficPolicy) {
 		c.LbConfig = &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: rh}
 	case lb.GetSimple() == networking.LoadBalancerSettings_LEAST_REQUEST:
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+		c.LoadBalancingPolicy = leastRequestOrRoundRobin()
 	}
 	if n := tp.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); n > 0 {
 		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
@@ -89,12 +90,13 @@ func applyPolicy(c *clusterv3.Cluster, tp *networking.TrafficPolicy) {
 // outlierDetection maps Istio's settings field by field. grpc-go implements
 // success-rate and failure-percentage ejection (not consecutive errors): it
 // uses interval, base_ejection_time and max_ejection_percent from here, and
-// Envoy's success-rate defaults.
+// Envoy's success-rate defaults, written out (explicitSuccessRate).
 func outlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetection {
 	out := &clusterv3.OutlierDetection{
 		Interval:         od.GetInterval(),
 		BaseEjectionTime: od.GetBaseEjectionTime(),
 	}
+	explicitSuccessRate(out)
 	if v := od.GetConsecutive_5XxErrors(); v != nil {
 		out.Consecutive_5Xx = wrapperspb.UInt32(v.GetValue())
 	} else if n := od.GetConsecutiveErrors(); n > 0 {
