@@ -12,6 +12,10 @@
 #     real rules in network namespaces and query the DNS proxy with dig.
 #   - Chromium: Debian's chromium (/usr/bin/chromium), the headless browser
 #     the web console's test (cmd/internal/console) drives through chromedp.
+#   - Node.js and npm (Debian's nodejs, npm when missing; grpc-js-xds asks
+#     for node >= 10.10), then `npm ci` in tools/grpc-node: the pinned
+#     @grpc/grpc-js and @grpc/grpc-js-xds the grpc-node end-to-end test
+#     (xds/grpc/grpcnode_e2e_test.go) runs.
 #   - Consul: the dev agent built from the Go module proxy as a Go tool
 #     (github.com/hashicorp/consul v1.14.11, tools/consul/go.mod). It is built
 #     once per machine into a cache outside the clone, keyed by version
@@ -108,6 +112,26 @@ else
 	step "chromium: apt-get update" sudo_ apt-get update -q
 	step "chromium: apt-get install chromium" \
 		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+fi
+
+# --- Node.js, npm, grpc-node ---------------------------------------------
+missing=()
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ "${#missing[@]}" -eq 0 ]; then
+	say "node, npm: present ($(node --version), npm $(npm --version))"
+else
+	step "node: apt-get update" sudo_ apt-get update -q
+	step "node: apt-get install ${missing[*]}" \
+		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# npm ci installs exactly package-lock.json; skipped when it already has
+# (npm's record of the install is newer than the lock file).
+gn="$root/tools/grpc-node"
+if [ -f "$gn/node_modules/@grpc/grpc-js-xds/package.json" ] && [ "$gn/node_modules/.package-lock.json" -nt "$gn/package-lock.json" ]; then
+	say "grpc-node: present (tools/grpc-node/node_modules)"
+else
+	step "grpc-node: npm ci (tools/grpc-node)" npm ci --prefix "$gn" --no-audit --no-fund
 fi
 
 # --- Consul ----------------------------------------------------------------
