@@ -9,6 +9,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds/grpc"
 )
 
@@ -20,8 +21,8 @@ func clientView(t *testing.T, configYAML string) *model.View {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	st := filestore.NewStore()
-	if err := st.Replace(filestore.Source{Name: "test", Class: filestore.ClassConfig}, objs); err != nil {
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, objs); err != nil {
 		t.Fatal(err)
 	}
 	return model.NewView(model.Build(st.Snapshot()), model.Workload{ID: "client", Kind: model.KindGRPC, Reads: grpc.Kind{}.Reads(), Namespace: "default"})
