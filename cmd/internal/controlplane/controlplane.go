@@ -598,7 +598,8 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := cp.grpc.Serve(cp.xdsLis); err != nil {
+		// ErrServerStopped: the shutdown came before Serve started.
+		if err := cp.grpc.Serve(cp.xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("xds server: %w", err)
 			cancel()
 		}
@@ -606,7 +607,8 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := cp.secure.Serve(cp.secLis); err != nil {
+		// ErrServerStopped: the shutdown came before Serve started.
+		if err := cp.secure.Serve(cp.secLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("secure server: %w", err)
 			cancel()
 		}
