@@ -17,15 +17,18 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/vmesh/vmesh/internal/settle"
 	"github.com/vmesh/vmesh/store"
 )
 
-// Debounce settings for file sources: a burst of events is applied once
-// the tree has been quiet for DebounceQuiet, or at most DebounceMax after the
-// first event of the burst.
+// Settle settings for file sources (internal/settle): a burst of events is
+// applied once the tree has been quiet for SettleQuiet (the gap between one
+// writer's writes, so a file is read whole), or at most SettleMax after the
+// first event of the burst. There is no other wait before the change is
+// built: model.Feed pushes the first change after a quiet period at once.
 const (
-	DebounceQuiet = 100 * time.Millisecond
-	DebounceMax   = time.Second
+	SettleQuiet = settle.DefaultQuiet
+	SettleMax   = settle.DefaultMax
 )
 
 // DirSource watches a directory tree of Istio YAML and keeps the Store's set
@@ -44,6 +47,9 @@ type DirSource struct {
 	files      *fileSet // by path relative to root
 	limits     Limits
 	allowEmpty bool
+	// settleQuiet and settleMax bound a burst of events (SettleQuiet,
+	// SettleMax unless WithSettle).
+	settleQuiet, settleMax time.Duration
 	// published is how many keys the Store has from this source: a folder
 	// that defines nothing is kept from emptying it.
 	published int
@@ -57,6 +63,13 @@ type DirOption func(*DirSource)
 
 // WithLimits bounds each file the source reads (zero fields: defaults).
 func WithLimits(l Limits) DirOption { return func(d *DirSource) { d.limits = l.withDefaults() } }
+
+// WithSettle sets how long a burst of events must stop before the tree is
+// read (quiet), and how long after its first event it is read at the latest
+// (max); zero takes SettleQuiet and SettleMax.
+func WithSettle(quiet, max time.Duration) DirOption {
+	return func(d *DirSource) { d.settleQuiet, d.settleMax = quiet, max }
+}
 
 // WithAllowEmpty lets the source withdraw every object when the folder comes
 // to define none; by default that state is held and reported.
@@ -111,9 +124,8 @@ func (d *DirSource) Run(ctx context.Context) error {
 	if err := d.sync(ctx, w, watched); err != nil {
 		return err
 	}
-	var timer *time.Timer
-	var timerC <-chan time.Time
-	var burstStart time.Time
+	burst := settle.New(d.settleQuiet, d.settleMax)
+	defer burst.Stop()
 	// The paths events named during the burst (filesOnly decides whether
 	// they can be reloaded alone or the tree needs rescanning).
 	pending := map[string]bool{}
@@ -129,20 +141,7 @@ func (d *DirSource) Run(ctx context.Context) error {
 				continue
 			}
 			pending[ev.Name] = true
-			now := time.Now()
-			if timerC == nil {
-				burstStart = now
-			}
-			wait := DebounceQuiet
-			if rest := DebounceMax - now.Sub(burstStart); rest < wait {
-				wait = max(rest, 0)
-			}
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			timerC = timer.C
+			burst.Event(time.Now())
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
@@ -151,8 +150,8 @@ func (d *DirSource) Run(ctx context.Context) error {
 			if err := d.sync(ctx, w, watched); err != nil {
 				d.log.Error("rescan failed", "error", err)
 			}
-		case <-timerC:
-			timerC = nil
+		case <-burst.C():
+			burst.Done()
 			var err error
 			if rels, ok := d.filesOnly(pending); ok {
 				err = d.syncFiles(ctx, rels)

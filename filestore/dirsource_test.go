@@ -262,3 +262,37 @@ func TestDirSourceFileEventsInPlace(t *testing.T) {
 	must(t, os.Remove(filepath.Join(dir, "sub", "a.yaml")))
 	eventually(t, "removed file dropped", func(s *store.Snapshot) bool { return addressOf(s, "a") == "" && s.Len() == 1 }, cs)
 }
+
+// TestDirSourceChunkedWriteAppliedWhole: a file written in place in several
+// chunks (an event each) is read once, whole, when its events stop: the
+// Store changes once, never holding the first chunk's objects alone. The
+// writer pauses between chunks for less than the settle window.
+func TestDirSourceChunkedWriteAppliedWhole(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "keep.yaml"), weYAML("keep", "9.9.9.9"))
+	cs := store.NewStore()
+	src := filestore.NewDirSource(dir, cs, nil, filestore.WithSettle(time.Second, 10*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-src.Ready()
+	before := cs.Snapshot().Revision
+
+	f, err := os.Create(filepath.Join(dir, "two.yaml"))
+	must(t, err)
+	for i, doc := range []string{weYAML("one", "1.1.1.1") + "---\n", weYAML("two", "2.2.2.2")} {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond) // a slow writer: well inside the settle window
+		}
+		_, err := f.WriteString(doc)
+		must(t, err)
+	}
+	must(t, f.Close())
+	eventually(t, "both objects of the chunked file", func(s *store.Snapshot) bool {
+		return addressOf(s, "one") == "1.1.1.1" && addressOf(s, "two") == "2.2.2.2"
+	}, cs)
+	if got := cs.Snapshot().Revision - before; got != 1 {
+		t.Errorf("the Store changed %d times for one file write, want once", got)
+	}
+}

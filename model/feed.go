@@ -48,12 +48,21 @@ type Update struct {
 	Changes int
 	// Built is how long building the snapshot took.
 	Built time.Duration
+	// Leading is true when the change came after a quiet period and was
+	// built at once, without waiting; false when it was batched (it came
+	// while a burst or a previous push was going on).
+	Leading bool
 }
 
-// Feed turns Store changes into snapshots: the one debounce between the
-// config sources and the proxies. A Store change waits until the Store has
-// been quiet for DebounceQuiet (at most DebounceMax); the snapshot is
-// rebuilt from the previous one when only that change happened
+// Feed turns Store changes into snapshots: the one batching between the
+// config sources and the proxies, for files, git, registries and
+// registrations alike. Pushes are leading-edge: the first change after a
+// quiet period (no change and no build for DebounceQuiet) is built and
+// handed on at once. A change that arrives while a build is going on or
+// within DebounceQuiet of the previous change or build belongs to a burst:
+// it waits until the Store has been quiet for DebounceQuiet, at most
+// DebounceMax after the burst's first change (as Istio's debounce max). The
+// snapshot is rebuilt from the previous one when only that change happened
 // (Rebuild), else built afresh.
 type Feed struct {
 	store    *store.Store
@@ -83,7 +92,10 @@ func (f *Feed) Run(ctx context.Context, push func(Update)) error {
 	sub := f.store.Subscribe()
 	defer sub.Close()
 	sub.Take()
-	prev := f.build(nil, store.Changes{}, time.Now(), push)
+	prev := f.build(nil, store.Changes{}, time.Now(), false, push)
+	// last is the end of the latest activity: a build, or the latest
+	// change a burst waited for.
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,14 +103,16 @@ func (f *Feed) Run(ctx context.Context, push func(Update)) error {
 		case <-sub.C():
 		}
 		first := time.Now()
-		if !f.debounce(ctx, sub, first) {
+		leading := first.Sub(last) >= f.settings.DebounceQuiet
+		if !leading && !f.debounce(ctx, sub, first) {
 			return nil
 		}
 		ch := sub.Take()
 		if len(ch.Keys) == 0 {
 			continue
 		}
-		prev = f.build(prev, ch, first, push)
+		prev = f.build(prev, ch, first, leading, push)
+		last = time.Now()
 	}
 }
 
@@ -127,7 +141,7 @@ func (f *Feed) debounce(ctx context.Context, sub *store.Subscription, first time
 // When the Store is exactly prev's plus ch (no change arrived since ch was
 // taken), it is rebuilt from prev: only the affected services' endpoints
 // when only WorkloadEntries changed.
-func (f *Feed) build(prev *Snapshot, ch store.Changes, first time.Time, push func(Update)) *Snapshot {
+func (f *Feed) build(prev *Snapshot, ch store.Changes, first time.Time, leading bool, push func(Update)) *Snapshot {
 	start := time.Now()
 	fs := f.store.Snapshot()
 	var snap *Snapshot
@@ -136,6 +150,6 @@ func (f *Feed) build(prev *Snapshot, ch store.Changes, first time.Time, push fun
 	} else {
 		snap = BuildWith(fs, f.settings.Mesh)
 	}
-	push(Update{Snapshot: snap, First: first, Changes: len(ch.Keys), Built: time.Since(start)})
+	push(Update{Snapshot: snap, First: first, Changes: len(ch.Keys), Built: time.Since(start), Leading: leading})
 	return snap
 }

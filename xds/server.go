@@ -131,7 +131,7 @@ func (s *Server) push(u model.Update) {
 	st := s.cache.push(snap, u.First)
 	svcs, eps, routing := snap.Objects()
 	s.logger.Info("pushed config", "version", Version(snap), "edsOnly", st.edsOnly, "changes", u.Changes,
-		"services", svcs, "endpoints", eps, "routing", routing, "groups", st.groups, "responses", st.responses,
+		"leading", u.Leading, "services", svcs, "endpoints", eps, "routing", routing, "groups", st.groups, "responses", st.responses,
 		"took", (u.Built + time.Since(start)).Round(time.Microsecond))
 	// Config the model does not use is not logged here, at a push: it is a
 	// warning found when the config is read (filestore/warnings.go and

@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/vmesh/vmesh/internal/settle"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/store"
 )
@@ -30,7 +31,9 @@ import (
 type Config struct {
 	// File is the YAML inventory.
 	File string `yaml:"file" json:"file"`
-	// Debounce groups file events, default 250ms (as Istio's file watcher).
+	// Debounce is how long the file's events must stop before it is read
+	// (internal/settle; default settle.DefaultQuiet, a few milliseconds:
+	// long enough to read a write whole, with no fixed wait after it).
 	Debounce time.Duration `yaml:"debounce,omitempty" json:"debounce,omitempty"`
 }
 
@@ -245,7 +248,7 @@ func New(cfg Config, sink *adapter.Sink, logger *slog.Logger) (*Adapter, error) 
 	}
 	cfg.File = abs
 	if cfg.Debounce <= 0 {
-		cfg.Debounce = 250 * time.Millisecond
+		cfg.Debounce = settle.DefaultQuiet
 	}
 	if logger == nil {
 		logger = slog.Default()
@@ -267,9 +270,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return fmt.Errorf("static %s: watch: %w", a.cfg.File, err)
 	}
 	a.load()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	burst := settle.New(a.cfg.Debounce, settle.DefaultMax)
+	defer burst.Stop()
 	base := filepath.Base(a.cfg.File)
 	for {
 		select {
@@ -280,15 +282,16 @@ func (a *Adapter) Run(ctx context.Context) error {
 				return nil
 			}
 			if filepath.Base(ev.Name) == base {
-				timer.Reset(a.cfg.Debounce)
+				burst.Event(time.Now())
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
 			a.sink.Error(fmt.Errorf("static %s: watch: %w", a.cfg.File, err))
-			timer.Reset(a.cfg.Debounce)
-		case <-timer.C:
+			burst.Event(time.Now())
+		case <-burst.C():
+			burst.Done()
 			a.load()
 		}
 	}

@@ -347,8 +347,8 @@ func TestRunSmall(t *testing.T) {
 			if c.Latency.Max <= 0 || c.Latency.P50 > c.Latency.P99 || c.Latency.P99 > c.Latency.Max || c.BytesPerChange <= 0 {
 				t.Errorf("%s %s: implausible %+v", s.Server, c.Kind, c)
 			}
-			if s.Server == ServerVmesh && c.Latency.P50 < DirDebounce {
-				t.Errorf("vmesh %s: p50 %s is below the directory debounce: latency not measured from the write", c.Kind, c.Latency.P50)
+			if s.Server == ServerVmesh && c.Latency.P50 < DirSettle {
+				t.Errorf("vmesh %s: p50 %s is below the directory source's settle window: latency not measured from the write", c.Kind, c.Latency.P50)
 			}
 		}
 	}
@@ -529,8 +529,8 @@ func TestRunGit(t *testing.T) {
 	}
 	v := checkSmallRun(t, o, rep)
 	for _, c := range v.Changes {
-		if c.Debounce != o.DebounceQuiet {
-			t.Errorf("git %s change: debounce %s, want the push debounce %s only", c.Kind, c.Debounce, o.DebounceQuiet)
+		if c.Debounce != 0 {
+			t.Errorf("git %s change: debounce %s, want none (leading-edge pushes)", c.Kind, c.Debounce)
 		}
 	}
 	// The initial commit, one warm-up and one measured change of each kind.
@@ -565,9 +565,9 @@ func TestRunZooKeeper(t *testing.T) {
 	}
 	v := checkSmallRun(t, o, rep)
 	for _, c := range v.Changes {
-		want := o.DebounceQuiet
+		var want time.Duration
 		if c.Kind == ChangeRouting {
-			want += DirDebounce // still a file write
+			want = DirSettle // still a file write
 		}
 		if c.Debounce != want {
 			t.Errorf("zookeeper %s change: debounce %s, want %s", c.Kind, c.Debounce, want)
@@ -641,8 +641,9 @@ func TestZooKeeperHostsAndProviders(t *testing.T) {
 }
 
 // TestDebouncePerSource: the deliberate waiting counted per source and
-// change: the directory source's quiet period only where the change
-// reaches vmesh as a file write.
+// change: for vmesh (leading-edge pushes) the directory source's settle
+// window only where the change reaches vmesh as a file write; for Istio its
+// push debounce.
 func TestDebouncePerSource(t *testing.T) {
 	quiet := 30 * time.Millisecond
 	for _, tc := range []struct {
@@ -651,17 +652,18 @@ func TestDebouncePerSource(t *testing.T) {
 		kind     string
 		debounce time.Duration
 	}{
-		{server: ServerVmesh, src: SourceDir, kind: ChangeRouting, debounce: DirDebounce + quiet},
-		{server: ServerVmesh, src: SourceDir, kind: ChangeEndpoint, debounce: DirDebounce + quiet},
-		{server: ServerVmesh, src: SourceGit, kind: ChangeRouting, debounce: quiet},
-		{server: ServerVmesh, src: SourceGit, kind: ChangeEndpoint, debounce: quiet},
-		{server: ServerVmesh, src: SourceZooKeeper, kind: ChangeRouting, debounce: DirDebounce + quiet},
-		{server: ServerVmesh, src: SourceZooKeeper, kind: ChangeEndpoint, debounce: quiet},
+		{server: ServerVmesh, src: SourceDir, kind: ChangeRouting, debounce: DirSettle},
+		{server: ServerVmesh, src: SourceDir, kind: ChangeEndpoint, debounce: DirSettle},
+		{server: ServerVmesh, src: SourceGit, kind: ChangeRouting, debounce: 0},
+		{server: ServerVmesh, src: SourceGit, kind: ChangeEndpoint, debounce: 0},
+		{server: ServerVmesh, src: SourceZooKeeper, kind: ChangeRouting, debounce: DirSettle},
+		{server: ServerVmesh, src: SourceZooKeeper, kind: ChangeEndpoint, debounce: 0},
+		{server: ServerIstio, src: SourceDir, kind: ChangeRouting, debounce: quiet},
 		{server: ServerBaseline, src: SourceZooKeeper, kind: ChangeEndpoint, debounce: 0},
 		{server: ServerBaseline, src: SourceDir, kind: ChangeRouting, debounce: 0},
 	} {
 		c := changer{server: tc.server, src: tc.src}
-		if tc.server == ServerVmesh {
+		if tc.server == ServerVmesh || tc.server == ServerIstio {
 			c.quiet = quiet
 		}
 		if got := c.Debounce(tc.kind); got != tc.debounce {

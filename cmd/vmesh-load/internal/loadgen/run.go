@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/xds"
 )
 
@@ -626,8 +627,9 @@ func settle(ctx context.Context, child *Child) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// DirDebounce is the quiet period of vmesh's directory source.
-const DirDebounce = 100 * time.Millisecond
+// DirSettle is how long vmesh's directory source lets a file's events
+// settle before reading it (filestore.SettleQuiet).
+const DirSettle = filestore.SettleQuiet
 
 // changer makes changes to one server's config and measures them.
 type changer struct {
@@ -647,10 +649,12 @@ type changer struct {
 }
 
 // Debounce returns the deliberate waiting in a change of kind: for Istio
-// its push debounce (set to vmesh's); for vmesh the push debounce, plus the directory source's quiet period when the
-// change reaches vmesh as a file write (every change with SourceDir, the
-// VirtualService changes with SourceZooKeeper; a git commit arrives by
-// webhook and a ZooKeeper write by watch, neither debounced).
+// its push debounce (set to vmesh's); for vmesh, whose pushes are
+// leading-edge (a change after a quiet period is built at once, and the
+// harness spaces its changes), only the directory source's settle window
+// when the change reaches vmesh as a file write (every change with
+// SourceDir, the VirtualService changes with SourceZooKeeper; a git commit
+// arrives by webhook and a ZooKeeper write by watch, neither waits).
 func (c *changer) Debounce(kind string) time.Duration {
 	switch {
 	case c.server == ServerIstio:
@@ -658,9 +662,9 @@ func (c *changer) Debounce(kind string) time.Duration {
 	case c.server != ServerVmesh:
 		return 0
 	case c.src == SourceGit, c.src == SourceZooKeeper && kind == ChangeEndpoint:
-		return c.quiet
+		return 0
 	}
-	return DirDebounce + c.quiet
+	return DirSettle
 }
 
 // measured is one change's outcome.
