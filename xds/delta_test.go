@@ -180,6 +180,9 @@ func TestDeltaEndpointChangeSendsOnlyThatResource(t *testing.T) {
 
 	// Unsubscribe from a: its changes no longer arrive.
 	both.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesUnsubscribe: []string{clusterA}})
+	// Pushes are leading-edge: wait until the server has taken the
+	// unsubscription before changing a, or the change may overtake it.
+	eventually(t, "the unsubscription of "+clusterA+" taken", func() bool { return !m.holds("delta-both", "EDS", clusterA) })
 	objs[2] = weObj("a1", "a", "10.0.0.3")
 	if err := st.Replace(testSource, objs); err != nil {
 		t.Fatal(err)

@@ -79,6 +79,27 @@ func startMesh(t *testing.T, ctx context.Context, store *store.Store) *mesh {
 	return &mesh{t: t, store: store, srv: srv, addr: lis.Addr().String(), reg: reg, debug: debug}
 }
 
+// holds reports whether /debug/config_dump says proxy holds resource name
+// of short type typ (e.g. "EDS") on any of its streams.
+func (m *mesh) holds(proxy, typ, name string) bool {
+	m.t.Helper()
+	resp, err := http.Get(m.debug.URL + "/debug/config_dump?proxy=" + proxy)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var dump xds.ConfigDump
+	if err := json.NewDecoder(resp.Body).Decode(&dump); err != nil {
+		m.t.Fatal(err)
+	}
+	for _, st := range dump.Streams {
+		if _, ok := st.Versions[typ][name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // syncz fetches /debug/syncz over HTTP.
 func (m *mesh) syncz() []xds.SyncStatus {
 	m.t.Helper()
