@@ -95,6 +95,8 @@ func (b *builder) addRouting(fs *store.Snapshot) {
 	for _, o := range fs.List(store.KindDestinationRule) {
 		b.addDestinationRule(o)
 	}
+	b.s.localityMatters = localityMatters(b.s.Mesh, b.s.DestinationRules)
+	b.s.failoverLabelKeys = failoverLabelKeys(b.s.Mesh, b.s.DestinationRules)
 	b.bindHosts()
 }
 

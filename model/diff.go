@@ -75,7 +75,8 @@ func Compare(prev, next *Snapshot) *Diff {
 		!slices.EqualFunc(prev.PeerAuthentications, next.PeerAuthentications, samePeerAuthentication) ||
 		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) ||
 		!sameAuthn(prev, next) ||
-		!slices.Equal(prev.sourceLabelKeys, next.sourceLabelKeys) {
+		!slices.Equal(prev.sourceLabelKeys, next.sourceLabelKeys) ||
+		prev.localityMatters != next.localityMatters || !slices.Equal(prev.failoverLabelKeys, next.failoverLabelKeys) {
 		d.Global = true
 		d.endpointsOnly = false
 		return d

@@ -101,6 +101,12 @@ type Snapshot struct {
 	// sourceLabelKeys are the label keys any VirtualService's sourceLabels
 	// name, sorted: the only labels a sidecar's outbound part reads.
 	sourceLabelKeys []string
+	// localityMatters: a locality setting or outlier detection applies to
+	// some cluster, so a kind that reads the locality where it matters
+	// (Reads.Locality) sees it; failoverLabelKeys are the label keys
+	// failoverPriority lists name, sorted, which it sees then too.
+	localityMatters   bool
+	failoverLabelKeys []string
 }
 
 // hostRange is the range [lo, hi) of Services holding one host.

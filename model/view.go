@@ -38,6 +38,12 @@ type Reads struct {
 	// hosts (no Envoy in the path to resolve DNS or match a wildcard).
 	// Otherwise any service with ports.
 	Resolvable bool
+	// Locality: when the generators do not read the whole workload, they
+	// read its locality, and the labels failoverPriority names, where a
+	// locality setting or outlier detection can apply (a proxyless
+	// client's EDS priorities and weights, as Istio's endpoint builder
+	// gives them); the group key then carries them.
+	Locality bool
 }
 
 // Workload is what config generation may know about a proxy.
@@ -114,6 +120,9 @@ type Cluster struct {
 	// DestinationRule is the rule of the service as the proxy sees it, or
 	// nil.
 	DestinationRule *DestinationRule
+	// LocalityLB is how the proxy balances the cluster's endpoints by
+	// locality, nil for not at all.
+	LocalityLB *LocalityLB
 }
 
 // Name is the cluster's name, Istio's outbound|<port>|<subset>|<host>.
@@ -174,7 +183,19 @@ func visibleWorkload(s *Snapshot, w Workload) Workload {
 	if w.Reads.Workload {
 		return w
 	}
-	return Workload{ID: w.ID, Kind: w.Kind, Reads: w.Reads, Namespace: w.Namespace, Labels: sourceLabels(s, w.Labels)}
+	vw := Workload{ID: w.ID, Kind: w.Kind, Reads: w.Reads, Namespace: w.Namespace, Labels: sourceLabels(s, w.Labels)}
+	if w.Reads.Locality && s.localityMatters && w.Locality != "" {
+		vw.Locality = w.Locality
+		for _, k := range s.failoverLabelKeys {
+			if v, ok := w.Labels[k]; ok {
+				if vw.Labels == nil {
+					vw.Labels = map[string]string{}
+				}
+				vw.Labels[k] = v
+			}
+		}
+	}
+	return vw
 }
 
 // sourceLabels returns the labels among l whose keys VirtualService
@@ -262,10 +283,11 @@ func (v *View) ClustersOf(svcs []*Service) []Cluster {
 			if !v.reaches(svc, port.Number) {
 				continue
 			}
-			out = append(out, Cluster{Service: svc, Port: port, DestinationRule: dr})
+			out = append(out, Cluster{Service: svc, Port: port, DestinationRule: dr, LocalityLB: v.localityLB(dr, port.Number, "")})
 			for _, ss := range dr.Subsets() {
 				if ss.GetName() != "" {
-					out = append(out, Cluster{Service: svc, Port: port, Subset: ss.GetName(), SubsetLabels: ss.GetLabels(), DestinationRule: dr})
+					out = append(out, Cluster{Service: svc, Port: port, Subset: ss.GetName(), SubsetLabels: ss.GetLabels(), DestinationRule: dr,
+						LocalityLB: v.localityLB(dr, port.Number, ss.GetName())})
 				}
 			}
 		}

@@ -1,8 +1,6 @@
 package grpc
 
 import (
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/vmesh/vmesh/xds/translate"
@@ -16,7 +14,8 @@ import (
 // Endpoints groups each EDS cluster's endpoints by locality
 // (region/zone/subzone). Locality weight is the sum of its endpoints'
 // weights, so weighted endpoints keep their share under gRPC's
-// weighted-locality balancing. Endpoints are kept as configured: two
+// weighted-locality balancing; a locality setting gives priorities or
+// weights relative to the client's locality, as for sidecars. Endpoints are kept as configured: two
 // WorkloadEntries with one address:port make grpc-go NACK the assignment,
 // and the NACK shows in /debug/syncz.
 func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
@@ -34,32 +33,19 @@ func EndpointsOf(refs []model.Cluster) []*endpointv3.ClusterLoadAssignment {
 	return out
 }
 
-// LoadAssignment is the assignment of one EDS cluster.
+// LoadAssignment is the assignment of one EDS cluster: its endpoints
+// (but unix sockets) by locality, with the client's locality load
+// balancing (priorities and distribute weights, ref.LocalityLB) applied by
+// the function the sidecar's EDS uses too.
 func LoadAssignment(ref model.Cluster) *endpointv3.ClusterLoadAssignment {
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: ref.Name()}
-	byLoc := make(map[string]*endpointv3.LocalityLbEndpoints)
-	for _, e := range ref.Service.SubsetEndpoints(ref.SubsetLabels) {
+	return translate.LoadAssignment(ref, func(e *model.Endpoint) *endpointv3.LbEndpoint {
 		if strings.HasPrefix(e.Address, "unix://") {
-			continue
+			return nil
 		}
-		lle := byLoc[e.Locality]
-		if lle == nil {
-			lle = &endpointv3.LocalityLbEndpoints{
-				Locality:            translate.Locality(e.Locality),
-				LoadBalancingWeight: wrapperspb.UInt32(0),
-			}
-			byLoc[e.Locality] = lle
-		}
-		w := e.EffectiveWeight()
-		lle.LoadBalancingWeight.Value += w
-		lle.LbEndpoints = append(lle.LbEndpoints, &endpointv3.LbEndpoint{
+		return &endpointv3.LbEndpoint{
 			HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: translate.SocketAddress(e.Address, e.PortFor(ref.Port))}},
 			HealthStatus:        corev3.HealthStatus_HEALTHY,
-			LoadBalancingWeight: wrapperspb.UInt32(w),
-		})
-	}
-	for _, loc := range slices.Sorted(maps.Keys(byLoc)) {
-		cla.Endpoints = append(cla.Endpoints, byLoc[loc])
-	}
-	return cla
+			LoadBalancingWeight: wrapperspb.UInt32(e.EffectiveWeight()),
+		}
+	})
 }

@@ -13,6 +13,8 @@ func (Kind) Name() model.ProxyKind { return model.KindGRPC }
 // Reads is what a proxyless gRPC client's generators read: of the workload
 // only its namespace and the labels VirtualService sourceLabels name (its
 // routes' source matches); the Sidecar's hosts but not its egress ports;
-// and only resolvable, non-wildcard hosts (grpc-go resolves no DNS and
-// matches no wildcard).
-func (Kind) Reads() model.Reads { return model.Reads{Resolvable: true} }
+// only resolvable, non-wildcard hosts (grpc-go resolves no DNS and
+// matches no wildcard); and its locality (and the labels failoverPriority
+// names) where a locality setting or outlier detection applies: its EDS
+// priorities and weights, as Istio's.
+func (Kind) Reads() model.Reads { return model.Reads{Resolvable: true, Locality: true} }

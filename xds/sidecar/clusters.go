@@ -18,6 +18,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/translate"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -185,17 +186,17 @@ func (sc *scope) outboundCluster(ref model.Cluster) *clusterv3.Cluster {
 	case ref.Service.Resolution == model.ResolutionDNSRoundRobin:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
-		c.LoadAssignment = firstEndpoint(sc.loadAssignment(ref, tp))
+		c.LoadAssignment = firstEndpoint(loadAssignment(ref))
 		sc.dnsRefresh(c)
 	default:
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
-		c.LoadAssignment = sc.loadAssignment(ref, tp)
+		c.LoadAssignment = loadAssignment(ref)
 		sc.dnsRefresh(c)
 	}
 	if c.GetType() != clusterv3.Cluster_ORIGINAL_DST {
 		applyLB(c, tp.GetLoadBalancer())
-		if w := sc.localityWeights(ref, tp); w != nil {
+		if translate.Distributes(ref.LocalityLB) {
 			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
 				LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
 			}}
