@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ type Node struct {
 	Labels    map[string]string
 	// ServiceAccount, when set, is the node's SERVICE_ACCOUNT.
 	ServiceAccount string
+	// Locality, when set, is the node's locality, region/zone/subzone.
+	Locality string
 }
 
 // Bootstrap returns grpc-go bootstrap JSON for a proxyless gRPC node.
@@ -38,13 +41,19 @@ func Bootstrap(xdsAddr string, n Node) []byte {
 	if n.ServiceAccount != "" {
 		md["SERVICE_ACCOUNT"] = n.ServiceAccount
 	}
+	node := map[string]any{"id": n.ID, "metadata": md}
+	if n.Locality != "" {
+		region, rest, _ := strings.Cut(n.Locality, "/")
+		zone, subzone, _ := strings.Cut(rest, "/")
+		node["locality"] = map[string]any{"region": region, "zone": zone, "sub_zone": subzone}
+	}
 	b, err := json.Marshal(map[string]any{
 		"xds_servers": []any{map[string]any{
 			"server_uri":      xdsAddr,
 			"channel_creds":   []any{map[string]any{"type": "insecure"}},
 			"server_features": []string{"xds_v3"},
 		}},
-		"node":                                   map[string]any{"id": n.ID, "metadata": md},
+		"node":                                   node,
 		"server_listener_resource_name_template": InboundTemplate,
 	})
 	if err != nil {
