@@ -56,10 +56,15 @@ const (
 
 // File and socket names inside OutDir and SocketDir.
 const (
-	GRPCBootstrapFile  = "grpc-bootstrap.json"
-	EnvoyBootstrapFile = "envoy-bootstrap.json"
-	XDSSocketFile      = "xds.sock"
-	SDSSocketFile      = "sds.sock"
+	GRPCBootstrapFile = "grpc-bootstrap.json"
+	// GRPCMTLSBootstrapFile is the proxyless bootstrap that goes to the
+	// control plane directly, over mTLS with the agent's certificate
+	// (grpc-go, grpc-java and grpc-python read "tls" channel credentials;
+	// grpc-node does not).
+	GRPCMTLSBootstrapFile = "grpc-bootstrap-mtls.json"
+	EnvoyBootstrapFile    = "envoy-bootstrap.json"
+	XDSSocketFile         = "xds.sock"
+	SDSSocketFile         = "sds.sock"
 )
 
 // Config configures the agent. Only BundleDir is required.
@@ -67,8 +72,9 @@ type Config struct {
 	// BundleDir holds the onboarding bundle written by `vmesh vm bundle`.
 	BundleDir string
 	// OutDir receives cert-chain.pem, key.pem, root-cert.pem,
-	// grpc-bootstrap.json (point GRPC_XDS_BOOTSTRAP at it) and
-	// envoy-bootstrap.json; default DefaultOutDir.
+	// grpc-bootstrap.json (point GRPC_XDS_BOOTSTRAP at it: xDS through the
+	// agent's xds.sock), grpc-bootstrap-mtls.json (xDS to the control
+	// plane directly) and envoy-bootstrap.json; default DefaultOutDir.
 	OutDir string
 	// SocketDir holds xds.sock and sds.sock; default DefaultSocketDir.
 	SocketDir string
@@ -237,7 +243,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 	node := bootstrap.Node{
 		Namespace: b.Namespace, ServiceAccount: b.ServiceAccount, WorkloadName: cfg.WorkloadName,
 		Labels: b.Labels, IPs: cfg.IPs, WorkloadGroup: b.WorkloadGroup, WorkloadEntry: cfg.WorkloadEntry,
-		ExtraMetadata: nodeMetadata(b.ProxyMetadata, logger),
+		Locality: bootstrap.LocalityFromLabels(b.Labels), ExtraMetadata: nodeMetadata(b.ProxyMetadata, logger),
 	}
 	if err := node.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -261,14 +267,22 @@ func (a *Agent) Node() bootstrap.Node { return a.node }
 // the sockets are listening.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
-// XDSSocket is the Unix socket Envoy's ADS stream connects to.
+// XDSSocket is the Unix socket of the agent's xDS proxy: Envoy's ADS
+// stream and proxyless applications' (grpc-bootstrap.json) connect to it,
+// without TLS; the agent carries each stream to the control plane over
+// mTLS.
 func (a *Agent) XDSSocket() string { return filepath.Join(a.cfg.SocketDir, XDSSocketFile) }
 
 // SDSSocket is the Unix socket of the SDS server.
 func (a *Agent) SDSSocket() string { return filepath.Join(a.cfg.SocketDir, SDSSocketFile) }
 
-// GRPCBootstrap is the grpc-go xDS bootstrap file (GRPC_XDS_BOOTSTRAP).
+// GRPCBootstrap is the proxyless xDS bootstrap file (GRPC_XDS_BOOTSTRAP)
+// of every gRPC language: xDS through the agent's xDS socket.
 func (a *Agent) GRPCBootstrap() string { return filepath.Join(a.cfg.OutDir, GRPCBootstrapFile) }
+
+// GRPCMTLSBootstrap is the proxyless bootstrap that reaches the control
+// plane directly over mTLS.
+func (a *Agent) GRPCMTLSBootstrap() string { return filepath.Join(a.cfg.OutDir, GRPCMTLSBootstrapFile) }
 
 // EnvoyBootstrap is the Envoy bootstrap file (envoy -c).
 func (a *Agent) EnvoyBootstrap() string { return filepath.Join(a.cfg.OutDir, EnvoyBootstrapFile) }
@@ -597,15 +611,18 @@ func (a *Agent) adminPort() uint32 {
 	return bootstrap.DefaultAdminPort
 }
 
-// writeBootstraps writes the grpc-go and Envoy bootstrap files.
+// writeBootstraps writes the proxyless bootstrap files (through the
+// agent's xDS socket; directly over mTLS) and Envoy's.
 func (a *Agent) writeBootstraps() error {
-	gb, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: a.node, ServerURI: a.discovery()[0], ServerURIs: a.discovery()[1:], CertDir: a.cfg.OutDir,
-		CertFile: certs.CertChainFile, KeyFile: certs.KeyFile, RootFile: certs.RootCertFile})
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	if err := atomicfile.Write(a.GRPCBootstrap(), gb, 0o644); err != nil {
-		return fmt.Errorf("agent: write %s: %w", a.GRPCBootstrap(), err)
+	for file, local := range map[string]string{a.GRPCBootstrap(): a.XDSSocket(), a.GRPCMTLSBootstrap(): ""} {
+		gb, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: a.node, LocalXDS: local, ServerURI: a.discovery()[0], ServerURIs: a.discovery()[1:], CertDir: a.cfg.OutDir,
+			CertFile: certs.CertChainFile, KeyFile: certs.KeyFile, RootFile: certs.RootCertFile})
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		if err := atomicfile.Write(file, gb, 0o644); err != nil {
+			return fmt.Errorf("agent: write %s: %w", file, err)
+		}
 	}
 	eb, err := bootstrap.Envoy(bootstrap.EnvoyConfig{Node: a.node, XDSSocket: a.XDSSocket(), SDSSocket: a.SDSSocket(), AdminPort: a.adminPort(), SotW: a.cfg.EnvoySotW})
 	if err != nil {

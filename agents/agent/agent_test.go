@@ -140,8 +140,14 @@ func start(t *testing.T, edit func(*agent.Config)) *rig {
 // register adds, with a bundle for shop/cart in WorkloadGroup cart-vms.
 func startWith(t *testing.T, register func(*grpc.Server, *ca.CA), edit func(*agent.Config)) *rig {
 	t.Helper()
+	return startWithLabels(t, map[string]string{"app": "cart"}, register, edit)
+}
+
+// startWithLabels is startWith for a bundle with these labels.
+func startWithLabels(t *testing.T, labels map[string]string, register func(*grpc.Server, *ca.CA), edit func(*agent.Config)) *rig {
+	t.Helper()
 	c := agenttest.NewCA(t, register)
-	bundleDir, _ := c.Bundle(t, "shop", "cart", "cart-vms", map[string]string{"app": "cart"})
+	bundleDir, _ := c.Bundle(t, "shop", "cart", "cart-vms", labels)
 	dir := t.TempDir()
 	cfg := agent.Config{
 		BundleDir: bundleDir, OutDir: filepath.Join(dir, "out"), SocketDir: filepath.Join(dir, "run"),

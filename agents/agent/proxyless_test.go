@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,88 +45,190 @@ import (
 // TestProxylessAppReachesServiceOverMTLS: a grpc-go application configured
 // only by the files the agent wrote (its xDS bootstrap and certificates)
 // gets its configuration from an xDS server on the control plane's TLS port
-// (go-control-plane here, standing in for vmesh's) over mTLS, and calls a
-// service over mTLS with the agent's certificate through the "default"
-// certificate provider.
+// (go-control-plane here, standing in for vmesh's), through the agent's xDS
+// socket without TLS (grpc-bootstrap.json: the agent carries the stream
+// over its mTLS connection) or directly over mTLS
+// (grpc-bootstrap-mtls.json), and calls a service over mTLS with the
+// agent's certificate through the "default" certificate provider. The
+// node carries the locality of the VM's topology labels.
 func TestProxylessAppReachesServiceOverMTLS(t *testing.T) {
-	snaps := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
+	for _, tc := range []struct {
+		name  string
+		file  func(*agent.Agent) string
+		local bool
+	}{
+		{"through the agent's xDS socket", (*agent.Agent).GRPCBootstrap, true},
+		{"directly over mTLS", (*agent.Agent).GRPCMTLSBootstrap, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := startStandIn(t)
+			a := cp.agent
+
+			// The service: a plain gRPC server requiring a mesh client certificate.
+			dir := a.CertDir()
+			pair, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.CertChainFile), filepath.Join(dir, certs.KeyFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rootsPEM, err := os.ReadFile(filepath.Join(dir, certs.RootCertFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			callers := make(chan string, 16)
+			roots := x509.NewCertPool()
+			roots.AppendCertsFromPEM(rootsPEM)
+			svc := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+				Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert,
+			})), grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				p, _ := peer.FromContext(ctx)
+				ti := p.AuthInfo.(credentials.TLSInfo)
+				callers <- ti.State.PeerCertificates[0].URIs[0].String()
+				return h(ctx, req)
+			}))
+			hs := healthgrpc.NewServer()
+			healthpb.RegisterHealthServer(svc, hs)
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go svc.Serve(lis)
+			defer svc.Stop()
+
+			// The control plane's view: one service, cart.shop:8080, whose cluster
+			// asks for mTLS with the "default" certificate provider.
+			cp.set(t, apiListener(t, "cart.shop:8080", "cart"), mtlsCluster(t, "cart"), endpoints("cart", uint32(lis.Addr().(*net.TCPAddr).Port)))
+
+			// The application: nothing but the agent's bootstrap file.
+			js, err := os.ReadFile(tc.file(a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkBootstrap(t, a, js, tc.local)
+			resolver, err := xds.NewXDSResolverWithConfigForTesting(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := grpc.NewClient("xds:///cart.shop:8080", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+				t.Fatalf("call through xDS: %v", err)
+			}
+			if got := <-callers; got != "spiffe://cluster.local/ns/shop/sa/cart" {
+				t.Fatalf("the service saw caller %q, want the VM's identity", got)
+			}
+			if got := cp.locality(t); got != "eu-west/eu-west-1/rack-7" {
+				t.Fatalf("the control plane saw node locality %q, want the bundle's topology labels' eu-west/eu-west-1/rack-7", got)
+			}
+		})
+	}
+}
+
+// standIn is go-control-plane standing in for vmesh's xDS server on the
+// control plane's TLS port, behind an agent whose bundle carries topology
+// labels (eu-west/eu-west-1/rack-7).
+type standIn struct {
+	agent *agent.Agent
+	snaps cachev3.SnapshotCache
+	// nodes gets the locality of each stream's first request's node.
+	nodes chan string
+}
+
+func startStandIn(t *testing.T) *standIn {
+	t.Helper()
+	cp := &standIn{snaps: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil), nodes: make(chan string, 64)}
 	srvCtx, stopSrv := context.WithCancel(context.Background())
-	defer stopSrv()
-	r := startWith(t, func(s *grpc.Server, _ *ca.CA) {
-		discoveryv3.RegisterAggregatedDiscoveryServiceServer(s, serverv3.NewServer(srvCtx, snaps, nil))
+	t.Cleanup(stopSrv)
+	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
+		if n := req.GetNode(); n != nil {
+			l := n.GetLocality()
+			select {
+			case cp.nodes <- strings.TrimRight(l.GetRegion()+"/"+l.GetZone()+"/"+l.GetSubZone(), "/"):
+			default:
+			}
+		}
+		return nil
+	}}
+	labels := map[string]string{"app": "cart", "topology.kubernetes.io/region": "eu-west", "topology.kubernetes.io/zone": "eu-west-1", "topology.istio.io/subzone": "rack-7"}
+	r := startWithLabels(t, labels, func(s *grpc.Server, _ *ca.CA) {
+		discoveryv3.RegisterAggregatedDiscoveryServiceServer(s, serverv3.NewServer(srvCtx, cp.snaps, cb))
 	}, func(c *agent.Config) { c.CertTTL = time.Hour })
-	a := r.agent
+	cp.agent = r.agent
+	return cp
+}
 
-	// The service: a plain gRPC server requiring a mesh client certificate.
-	dir := a.CertDir()
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, certs.CertChainFile), filepath.Join(dir, certs.KeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rootsPEM, err := os.ReadFile(filepath.Join(dir, certs.RootCertFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	callers := make(chan string, 16)
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootsPEM)
-	svc := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert,
-	})), grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		p, _ := peer.FromContext(ctx)
-		ti := p.AuthInfo.(credentials.TLSInfo)
-		callers <- ti.State.PeerCertificates[0].URIs[0].String()
-		return h(ctx, req)
-	}))
-	hs := healthgrpc.NewServer()
-	healthpb.RegisterHealthServer(svc, hs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go svc.Serve(lis)
-	defer svc.Stop()
-
-	// The control plane's view: one service, cart.shop:8080, whose cluster
-	// asks for mTLS with the "default" certificate provider.
-	port := uint32(lis.Addr().(*net.TCPAddr).Port)
+// set serves the agent's node (shared by its applications) these resources.
+func (cp *standIn) set(t *testing.T, l *listenerv3.Listener, c *clusterv3.Cluster, e *endpointv3.ClusterLoadAssignment) {
+	t.Helper()
 	snap, err := cachev3.NewSnapshot("1", map[resourcev3.Type][]types.Resource{
-		resourcev3.ListenerType: {apiListener(t, "cart.shop:8080", "cart")},
-		resourcev3.ClusterType:  {mtlsCluster(t, "cart")},
-		resourcev3.EndpointType: {endpoints("cart", port)},
+		resourcev3.ListenerType: {l}, resourcev3.ClusterType: {c}, resourcev3.EndpointType: {e},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := snaps.SetSnapshot(context.Background(), a.Node().ID(), snap); err != nil {
+	if err := cp.snaps.SetSnapshot(context.Background(), cp.agent.Node().ID(), snap); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// The application: nothing but the agent's bootstrap file.
-	js, err := os.ReadFile(a.GRPCBootstrap())
-	if err != nil {
+// locality returns the locality of the next node that opens a stream
+// (the agent's own stream's is skipped: it is the first).
+func (cp *standIn) locality(t *testing.T) string {
+	t.Helper()
+	var got []string
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l := <-cp.nodes:
+			got = append(got, l)
+			if len(got) >= 2 {
+				return got[len(got)-1]
+			}
+		case <-timeout:
+			t.Fatalf("saw nodes with localities %q only", got)
+			return ""
+		}
+	}
+}
+
+// checkBootstrap checks the proxyless bootstrap's xDS server (the agent's
+// socket without TLS, or the control plane with TLS) and node locality.
+func checkBootstrap(t *testing.T, a *agent.Agent, js []byte, local bool) {
+	t.Helper()
+	var b struct {
+		XDSServers []struct {
+			ServerURI    string `json:"server_uri"`
+			ChannelCreds []struct {
+				Type string `json:"type"`
+			} `json:"channel_creds"`
+		} `json:"xds_servers"`
+		Node struct {
+			Locality map[string]string `json:"locality"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal(js, &b); err != nil {
 		t.Fatal(err)
 	}
-	resolver, err := xds.NewXDSResolverWithConfigForTesting(js)
-	if err != nil {
-		t.Fatal(err)
+	if len(b.XDSServers) == 0 || len(b.XDSServers[0].ChannelCreds) == 0 {
+		t.Fatalf("bootstrap without an xDS server:\n%s", js)
 	}
-	creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
+	s := b.XDSServers[0]
+	if local && (s.ServerURI != "unix://"+a.XDSSocket() || s.ChannelCreds[0].Type != "insecure" || len(b.XDSServers) != 1) {
+		t.Fatalf("local bootstrap's xDS servers %+v, want only unix://%s without TLS", b.XDSServers, a.XDSSocket())
 	}
-	conn, err := grpc.NewClient("xds:///cart.shop:8080", grpc.WithResolvers(resolver), grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
+	if !local && s.ChannelCreds[0].Type != "tls" {
+		t.Fatalf("mTLS bootstrap's xDS server %+v", s)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
-		t.Fatalf("call through xDS: %v", err)
-	}
-	if got := <-callers; got != "spiffe://cluster.local/ns/shop/sa/cart" {
-		t.Fatalf("the service saw caller %q, want the VM's identity", got)
+	if want := map[string]string{"region": "eu-west", "zone": "eu-west-1", "sub_zone": "rack-7"}; !maps.Equal(b.Node.Locality, want) {
+		t.Fatalf("node.locality %v, want %v", b.Node.Locality, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,14 @@ type GRPCConfig struct {
 	// resource is not cached yet (gRFC A71); for live failover give
 	// ServerURI one DNS name with several addresses.
 	ServerURIs []string
+	// LocalXDS, when set, is the agent's xDS proxy on the VM, a Unix
+	// socket path: the only xDS server then, without channel credentials
+	// ("insecure": a local socket only the VM's data planes may open),
+	// the agent carrying the stream over its own mTLS connection, as
+	// istio-agent's xDS proxy does. Every gRPC language reads that file
+	// (grpc-node accepts no "tls" channel credentials). ServerURI and
+	// ServerURIs are not written then.
+	LocalXDS string
 	// CertDir holds cert-chain.pem, key.pem and root-cert.pem (written by
 	// the agent); the xDS channel uses them for mTLS and the "default"
 	// certificate provider serves them to the application's connections.
@@ -55,9 +64,18 @@ type grpcCreds struct {
 }
 
 type grpcNode struct {
-	ID       string         `json:"id"`
-	Cluster  string         `json:"cluster"`
+	ID      string `json:"id"`
+	Cluster string `json:"cluster"`
+	// Locality is always written (grpc-node requires the field, empty or
+	// not).
+	Locality grpcLocality   `json:"locality"`
 	Metadata map[string]any `json:"metadata"`
+}
+
+type grpcLocality struct {
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	SubZone string `json:"sub_zone,omitempty"`
 }
 
 type grpcProvider struct {
@@ -65,15 +83,17 @@ type grpcProvider struct {
 	Config     map[string]any `json:"config"`
 }
 
-// GRPC renders the grpc-go xDS bootstrap JSON (the file GRPC_XDS_BOOTSTRAP
-// names): ADS to the control plane over TLS with the agent's certificate,
-// the node with GENERATOR=grpc, the "default" file_watcher certificate
+// GRPC renders the xDS bootstrap JSON of proxyless gRPC applications (the
+// file GRPC_XDS_BOOTSTRAP names), in the fields every gRPC language
+// documents: ADS to the agent's local xDS proxy (LocalXDS) or to the
+// control plane over TLS with the agent's certificate, the node with its
+// locality and GENERATOR=grpc, the "default" file_watcher certificate
 // provider and vmesh's server listener name template.
 func GRPC(cfg GRPCConfig) ([]byte, error) {
 	if err := cfg.Node.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ServerURI == "" || cfg.CertDir == "" {
+	if (cfg.ServerURI == "" && cfg.LocalXDS == "") || cfg.CertDir == "" {
 		return nil, fmt.Errorf("bootstrap: grpc bootstrap needs a server URI and a certificate directory")
 	}
 	// Applications read the file from their own working directory: every
@@ -104,15 +124,26 @@ func GRPC(cfg GRPCConfig) ([]byte, error) {
 		provider[k] = v
 	}
 	var servers []grpcServer
-	for _, uri := range append([]string{cfg.ServerURI}, cfg.ServerURIs...) {
-		if uri == "" {
-			return nil, fmt.Errorf("bootstrap: an empty xDS server URI")
+	if cfg.LocalXDS != "" {
+		sock, err := filepath.Abs(cfg.LocalXDS)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: local xDS socket: %w", err)
 		}
-		servers = append(servers, grpcServer{ServerURI: uri, ChannelCreds: []grpcCreds{{Type: "tls", Config: files}}, ServerFeatures: []string{"xds_v3"}})
+		servers = []grpcServer{{ServerURI: "unix://" + sock, ChannelCreds: []grpcCreds{{Type: "insecure"}}, ServerFeatures: []string{"xds_v3"}}}
+	} else {
+		for _, uri := range append([]string{cfg.ServerURI}, cfg.ServerURIs...) {
+			if uri == "" {
+				return nil, fmt.Errorf("bootstrap: an empty xDS server URI")
+			}
+			servers = append(servers, grpcServer{ServerURI: uri, ChannelCreds: []grpcCreds{{Type: "tls", Config: files}}, ServerFeatures: []string{"xds_v3"}})
+		}
 	}
+	region, rest, _ := strings.Cut(cfg.Node.Locality, "/")
+	zone, subzone, _ := strings.Cut(rest, "/")
 	b := grpcBootstrap{
-		XDSServers:                         servers,
-		Node:                               grpcNode{ID: cfg.Node.ID(), Cluster: cfg.Node.Cluster(), Metadata: cfg.Node.Metadata(GeneratorGRPC)},
+		XDSServers: servers,
+		Node: grpcNode{ID: cfg.Node.ID(), Cluster: cfg.Node.Cluster(), Metadata: cfg.Node.Metadata(GeneratorGRPC),
+			Locality: grpcLocality{Region: region, Zone: zone, SubZone: subzone}},
 		CertificateProviders:               map[string]grpcProvider{CertProviderName: {PluginName: "file_watcher", Config: provider}},
 		ServerListenerResourceNameTemplate: ServerListenerTemplate,
 	}

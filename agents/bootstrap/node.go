@@ -7,6 +7,7 @@ package bootstrap
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/vmesh/vmesh/xds/node"
 
@@ -32,6 +33,10 @@ type Node struct {
 	// WorkloadEntry, when set, names the WorkloadEntry (in Namespace),
 	// defined in config, that the agent's health reports are for.
 	WorkloadEntry string
+	// Locality is the VM's region/zone/subzone (LocalityFromLabels), the
+	// node's locality field: clients balance by it (locality failover and
+	// distribute).
+	Locality string
 	// ExtraMetadata is further node metadata (the bundle's proxyMetadata
 	// ISTIO_META_* entries, without the prefix); the fields above win.
 	ExtraMetadata map[string]string
@@ -82,7 +87,27 @@ func (n Node) AgentIdentity() node.Identity {
 		labels = map[string]string{} // LABELS is always written
 	}
 	return node.Identity{ID: n.ID(), Cluster: n.Cluster(), Generator: GeneratorGRPC, Namespace: n.Namespace, Labels: labels,
-		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup, WorkloadEntry: n.WorkloadEntry, Extra: n.ExtraMetadata}
+		ServiceAccount: n.ServiceAccount, WorkloadName: n.WorkloadName, IPs: n.IPs, WorkloadGroup: n.WorkloadGroup, WorkloadEntry: n.WorkloadEntry,
+		Locality: n.Locality, Extra: n.ExtraMetadata}
+}
+
+// The labels a workload's locality is read from (Kubernetes' and Istio's
+// topology labels).
+const (
+	LabelRegion  = "topology.kubernetes.io/region"
+	LabelZone    = "topology.kubernetes.io/zone"
+	LabelSubzone = "topology.istio.io/subzone"
+)
+
+// LocalityFromLabels returns the locality "region/zone/subzone" the
+// topology labels give (trailing empty parts left out), "" without a
+// region.
+func LocalityFromLabels(labels map[string]string) string {
+	region := labels[LabelRegion]
+	if region == "" {
+		return ""
+	}
+	return strings.TrimRight(region+"/"+labels[LabelZone]+"/"+labels[LabelSubzone], "/")
 }
 
 // Metadata returns a data plane's node metadata (Identity(generator).Metadata()).
