@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/cmd/vmesh/internal/configdiff"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/xds"
 )
@@ -94,15 +96,22 @@ func servedCommit(server string) (string, error) {
 	return dc.Commit, nil
 }
 
-// connectedProxies returns the proxies connected to a replica.
-func connectedProxies(server string) ([]*xds.Proxy, error) {
+// connectedTargets returns the proxies connected to a replica, each with
+// the resources it holds (its /debug/config_dump) when the replica still
+// has it.
+func connectedTargets(server string) ([]configdiff.Target, error) {
 	st, err := syncz(server)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*xds.Proxy, 0, len(st))
+	out := make([]configdiff.Target, 0, len(st))
+	seen := map[string]bool{}
 	for _, s := range st {
-		p := &xds.Proxy{ID: s.ID, Kind: s.Kind, Namespace: s.Namespace}
+		if seen[s.ID] {
+			continue // one proxy, several streams
+		}
+		seen[s.ID] = true
+		p := &xds.Proxy{ID: s.ID, Kind: s.Kind, Namespace: s.Namespace, ServiceAccount: s.ServiceAccount}
 		if s.Labels != "" {
 			p.Labels = map[string]string{}
 			for _, kv := range strings.Split(s.Labels, ",") {
@@ -110,7 +119,48 @@ func connectedProxies(server string) ([]*xds.Proxy, error) {
 				p.Labels[k] = v
 			}
 		}
-		out = append(out, p)
+		t := configdiff.Target{Proxy: p}
+		var dump xds.ConfigDump
+		if err := getJSON(server, "/debug/config_dump?proxy="+url.QueryEscape(s.ID), &dump); err == nil && dump.Proxy != nil {
+			t.Proxy = dump.Proxy
+			t.Held = heldOf(dump)
+		}
+		out = append(out, t)
 	}
 	return out, nil
+}
+
+// diffType maps a /debug/config_dump type name to the diff's.
+func diffType(t string) (string, bool) {
+	switch t {
+	case "LDS":
+		return "listener", true
+	case "RDS":
+		return "route", true
+	case "CDS":
+		return "cluster", true
+	case "EDS":
+		return "endpoint", true
+	}
+	return "", false
+}
+
+// heldOf returns what a proxy's streams hold, by the diff's type names.
+func heldOf(dump xds.ConfigDump) map[string]map[string]bool {
+	held := map[string]map[string]bool{}
+	for _, s := range dump.Streams {
+		for t, names := range s.Versions {
+			typ, ok := diffType(t)
+			if !ok || len(names) == 0 {
+				continue
+			}
+			if held[typ] == nil {
+				held[typ] = map[string]bool{}
+			}
+			for n := range names {
+				held[typ][n] = true
+			}
+		}
+	}
+	return held
 }

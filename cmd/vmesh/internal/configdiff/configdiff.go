@@ -43,7 +43,12 @@ type ProxyDiff struct {
 	Proxy   string   `json:"proxy"`
 	Kind    string   `json:"kind"`
 	Changes []Change `json:"changes"`
-	// Note explains a proxy whose config cannot be generated.
+	// Representative is set for a proxy no one told the diff about: it
+	// stands for a group of proxies (by namespace, kind and the workload
+	// it was derived from) the change touches, and Note says which.
+	Representative bool `json:"representative,omitempty"`
+	// Note explains a proxy whose config cannot be generated, or what a
+	// representative stands for.
 	Note string `json:"note,omitempty"`
 }
 
@@ -57,27 +62,51 @@ type resources map[string]map[string]proto.Message
 // sets, the resources added, removed and changed, sorted by proxy, type and
 // name. Proxies with no change are left out.
 func Diff(from, to []*store.Object, proxies []*xds.Proxy) ([]ProxyDiff, error) {
-	before, err := snapshotOf(from)
-	if err != nil {
-		return nil, fmt.Errorf("before: %w", err)
+	told := make([]Target, len(proxies))
+	for i, p := range proxies {
+		told[i] = Target{Proxy: p}
 	}
-	after, err := snapshotOf(to)
-	if err != nil {
-		return nil, fmt.Errorf("after: %w", err)
+	r, err := DiffTargets(from, to, told, false)
+	return r.Diffs, err
+}
+
+// snapshots builds the before and after models.
+func snapshots(from, to []*store.Object) (before, after *model.Snapshot, err error) {
+	if before, err = snapshotOf(from); err != nil {
+		return nil, nil, fmt.Errorf("before: %w", err)
 	}
-	var out []ProxyDiff
-	for _, p := range proxies {
-		a, errA := generate(before, p)
-		b, errB := generate(after, p)
-		if err := cmp.Or(errA, errB); err != nil {
-			return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+	if after, err = snapshotOf(to); err != nil {
+		return nil, nil, fmt.Errorf("after: %w", err)
+	}
+	return before, after, nil
+}
+
+// diffOne compares what a proxy is served before and after, keeping only
+// the changes to what it holds when held is known.
+func diffOne(before, after *model.Snapshot, p *xds.Proxy, held map[string]map[string]bool) ([]Change, error) {
+	var inbound []string
+	for n := range held["listener"] {
+		if strings.HasPrefix(n, xds.InboundListenerPrefix) {
+			inbound = append(inbound, n)
 		}
-		if changes := compare(a, b); len(changes) > 0 {
-			out = append(out, ProxyDiff{Proxy: p.ID, Kind: string(p.Kind), Changes: changes})
-		}
 	}
-	slices.SortFunc(out, func(x, y ProxyDiff) int { return cmp.Compare(x.Proxy, y.Proxy) })
-	return out, nil
+	slices.Sort(inbound)
+	a, errA := generate(before, p, inbound)
+	b, errB := generate(after, p, inbound)
+	if err := cmp.Or(errA, errB); err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
+	}
+	changes := compare(a, b)
+	if held == nil {
+		return changes, nil
+	}
+	return slices.DeleteFunc(changes, func(c Change) bool {
+		names, ok := held[c.Type]
+		if !ok {
+			return true // it holds no resource of the type: an LDS-only proxy has no routes
+		}
+		return c.Op != Added && !names[c.Name]
+	}), nil
 }
 
 // snapshotOf builds the service model for an object set, as the control
@@ -90,7 +119,10 @@ func snapshotOf(objs []*store.Object) (*model.Snapshot, error) {
 	return model.Build(st.Snapshot()), nil
 }
 
-func generate(s *model.Snapshot, p *xds.Proxy) (resources, error) {
+// generate is a proxy's config from s: its client resources, and the
+// server listeners named in inbound (a proxyless gRPC server's, which it
+// asks for by name).
+func generate(s *model.Snapshot, p *xds.Proxy, inbound []string) (resources, error) {
 	out := resources{}
 	add := func(typ string, name string, m proto.Message) {
 		if out[typ] == nil {
@@ -104,6 +136,11 @@ func generate(s *model.Snapshot, p *xds.Proxy) (resources, error) {
 	}
 	for _, r := range lds {
 		add("listener", r.GetName(), r)
+	}
+	for _, name := range inbound {
+		if l, err := xds.InboundListener(s, p, name); err == nil {
+			add("listener", name, l)
+		}
 	}
 	rds, err := xds.Routes(s, p)
 	if err != nil {
@@ -236,6 +273,10 @@ func Format(diffs []ProxyDiff) string {
 	var sb strings.Builder
 	for _, d := range diffs {
 		fmt.Fprintf(&sb, "proxy %s (%s)\n", d.Proxy, d.Kind)
+		if d.Representative {
+			fmt.Fprintf(&sb, "  representative (no proxy told about is in its group): %s\n", d.Note)
+			d.Note = ""
+		}
 		if d.Note != "" {
 			fmt.Fprintf(&sb, "  %s\n", d.Note)
 		}

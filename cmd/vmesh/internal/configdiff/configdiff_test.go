@@ -117,3 +117,51 @@ func TestDiffListsExactlyTheProxiesRoutingToTheHost(t *testing.T) {
 		t.Fatalf("identical configs differ: %+v", diffs)
 	}
 }
+
+// A proxy holding only its listener (a proxyless gRPC server: LDS only) is
+// not listed as changing a route; a client holding the route is; and a
+// group no told proxy is in gets a representative (issue 45).
+func TestDiffTargetsHeldAndRepresentatives(t *testing.T) {
+	from := decode(t, strings.NewReplacer("WEIGHT_V1", "100", "WEIGHT_V2", "0").Replace(base))
+	to := decode(t, strings.NewReplacer("WEIGHT_V1", "80", "WEIGHT_V2", "20").Replace(base))
+	server := configdiff.Target{Proxy: &xds.Proxy{ID: "greeter-v1", Kind: xds.KindGRPC, Namespace: "demo"},
+		Held: map[string]map[string]bool{"listener": {xds.InboundListenerPrefix + "10.0.0.1:50051": true}}}
+	client := configdiff.Target{Proxy: &xds.Proxy{ID: "client", Kind: xds.KindGRPC, Namespace: "demo"},
+		Held: map[string]map[string]bool{"listener": {"greeter.demo.internal:50051": true}, "route": {"greeter.demo.internal:50051": true}}}
+	res, err := configdiff.DiffTargets(from, to, []configdiff.Target{server, client}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Diffs) != 1 || res.Diffs[0].Proxy != "client" || res.Diffs[0].Representative || res.Uncovered != 0 {
+		t.Fatalf("want the client alone, got %+v", res)
+	}
+
+	// Only the LDS-only server told about: it is not listed, and it does
+	// not stand for the clients of its group, which a representative shows.
+	res, err = configdiff.DiffTargets(from, to, []configdiff.Target{server}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Diffs) != 1 || !res.Diffs[0].Representative || res.Diffs[0].Changes[0].Type != "route" {
+		t.Fatalf("want a representative changing its route, got %+v", res.Diffs)
+	}
+
+	// Nobody told about: a representative of each kind in demo, none in other.
+	res, err = configdiff.DiffTargets(from, to, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, d := range res.Diffs {
+		if !d.Representative || !strings.HasPrefix(d.Proxy, "demo/") || d.Note == "" {
+			t.Errorf("%+v", d)
+		}
+		kinds[d.Kind] = true
+	}
+	if !kinds["grpc"] || !kinds["sidecar"] || res.Uncovered < 2 {
+		t.Errorf("representatives: %+v", res)
+	}
+	if text := configdiff.Format(res.Diffs); !strings.Contains(text, "representative (no proxy told about is in its group)") {
+		t.Errorf("format:\n%s", text)
+	}
+}
