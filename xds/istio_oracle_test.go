@@ -816,7 +816,7 @@ func oracleNormCluster(side string, o oracleJsonObj) oracleJsonObj {
 }
 
 // oracleNormEndpoints sorts each locality's endpoints by address and localities by
-// locality; endpoint metadata (Istio's workload and tlsMode labels for
+// locality and priority; endpoint metadata (Istio's workload and tlsMode labels for
 // telemetry and transport socket matching) is dropped by oracleNormCommon.
 func oracleNormEndpoints(side string, o oracleJsonObj) oracleJsonObj {
 	o = oracleNormCommon(o).(oracleJsonObj)
@@ -825,8 +825,14 @@ func oracleNormEndpoints(side string, o oracleJsonObj) oracleJsonObj {
 		lb := oracleList(oracleObj(l)["lbEndpoints"])
 		sort.Slice(lb, func(i, j int) bool { return oracleShort(lb[i]) < oracleShort(lb[j]) })
 	}
+	// By locality, then priority: failoverPriority splits a locality into
+	// several of different priorities.
 	sort.Slice(eps, func(i, j int) bool {
-		return oracleShort(oracleObj(eps[i])["locality"]) < oracleShort(oracleObj(eps[j])["locality"])
+		li, lj := oracleShort(oracleObj(eps[i])["locality"]), oracleShort(oracleObj(eps[j])["locality"])
+		if li != lj {
+			return li < lj
+		}
+		return oracleShort(oracleObj(eps[i])["priority"]) < oracleShort(oracleObj(eps[j])["priority"])
 	})
 	return o
 }

@@ -33,6 +33,7 @@ import (
 	"istio.io/istio/pilot/pkg/config/kube/crd"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pilot/pkg/networking/grpcgen"
+	labelutil "istio.io/istio/pilot/pkg/serviceregistry/util/label"
 	"istio.io/istio/pilot/pkg/xds/endpoints"
 	xdsfake "istio.io/istio/pilot/test/xds"
 	"istio.io/istio/pkg/config/mesh"
@@ -125,6 +126,9 @@ type corpusCase struct {
 	name    string
 	sidecar string // WorkloadEntry (namespace default) the sidecar runs as
 	config  string // the YAML given to Istio and to vmesh
+	// grpcLocality ("# grpc-locality: region/zone/subzone", the locality
+	// cases) is the proxyless client's locality; "" for none.
+	grpcLocality string
 	// mesh is the case's MeshConfig (corpus/<case>.mesh.yaml, the YAML under
 	// the mesh key of istiod's ConfigMap); "" for Istio's defaults.
 	mesh string
@@ -155,6 +159,8 @@ func readCase(dir, path string) (corpusCase, error) {
 			bases = append(bases, strings.Fields(v)...)
 		case "sidecar":
 			c.sidecar = v
+		case "grpc-locality":
+			c.grpcLocality = v
 		}
 	}
 	var b strings.Builder
@@ -224,7 +230,7 @@ func run(c corpusCase, dir string) (err error) {
 	} else if err := os.Remove(meshFile); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	g, err := proxyless(s)
+	g, err := proxyless(s, c.grpcLocality)
 	if err != nil {
 		return err
 	}
@@ -246,13 +252,23 @@ func run(c corpusCase, dir string) (err error) {
 // service port, the route configuration each names, the clusters those
 // routes use plus each port's default cluster, and the endpoints of the EDS
 // clusters (Istio serves proxyless EDS with its ordinary EDS generator).
-func proxyless(s *xdsfake.FakeDiscoveryServer) (*Output, error) {
+// With a locality (the locality cases) the client has it as its node
+// locality, and its labels get the topology labels istiod adds from it
+// (region, zone, subzone: AugmentLabels, as istiod's initProxyMetadata
+// does), which failoverPriority compares; the saved node keeps the labels
+// it sent.
+func proxyless(s *xdsfake.FakeDiscoveryServer, loc string) (*Output, error) {
 	node := Node{Kind: "grpc", ID: "grpc-client.default", Namespace: "default", IPs: []string{"10.10.0.1"},
-		Labels: map[string]string{"app": "grpc-client"}}
-	p := s.SetupProxy(&model.Proxy{
+		Labels: map[string]string{"app": "grpc-client"}, Locality: loc}
+	px := &model.Proxy{
 		ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: node.Namespace, Labels: node.Labels,
 		Metadata: &model.NodeMetadata{Generator: "grpc", Namespace: node.Namespace, Labels: node.Labels},
-	})
+	}
+	if loc != "" {
+		px.Locality = locality(loc)
+		px.Labels = labelutil.AugmentLabels(node.Labels, "", loc, "", "")
+	}
+	p := s.SetupProxy(px)
 	push := s.PushContext()
 	gen := &grpcgen.GrpcConfigGenerator{}
 	var names, defaults []string
@@ -393,6 +409,7 @@ func sidecar(s *xdsfake.FakeDiscoveryServer, we string) (*Output, error) {
 	px := &model.Proxy{Type: model.SidecarProxy, ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: "default", Labels: spec.Labels, Metadata: md}
 	if spec.Locality != "" {
 		px.Locality = locality(spec.Locality)
+		px.Labels = labelutil.AugmentLabels(spec.Labels, "", spec.Locality, "", "")
 	}
 	p := s.SetupProxy(px)
 	o := &Output{Istio: istioVersion, Node: node}
