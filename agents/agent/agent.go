@@ -52,6 +52,9 @@ import (
 const (
 	DefaultOutDir    = "/var/lib/vmesh/agent"
 	DefaultSocketDir = "/var/run/vmesh"
+	// DefaultCredentialsDir is where `vmesh agent` looks for file
+	// credentials (Config.CredentialsDir).
+	DefaultCredentialsDir = "/etc/vmesh/credentials"
 )
 
 // File and socket names inside OutDir and SocketDir.
@@ -108,6 +111,11 @@ type Config struct {
 	EnvoyArgs []string
 	// EnvoyDrain is how long Envoy drains at shutdown; default 5 s.
 	EnvoyDrain time.Duration
+	// CredentialsDir, when set, holds file credentials (one folder per
+	// credentialName with tls.crt, tls.key, ca.crt), served to Envoy over
+	// SDS and re-read when they change (agents/sds; `vmesh agent` uses
+	// DefaultCredentialsDir). Their private keys never leave the VM.
+	CredentialsDir string
 
 	// Probe, when set, is the workload's readiness probe, overriding the
 	// one of the WorkloadGroup the VM registers under (which the control
@@ -183,6 +191,7 @@ type parts struct {
 	dns     *dnsproxy.Proxy
 	envoy   bool
 	capture *capture.Capture
+	secrets *sds.Server
 }
 
 // New reads the bundle and checks the configuration. Metrics of the agent
@@ -371,7 +380,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	default:
 		_ = proxy.Report(ctx, health.Status{Healthy: true})
 	}
-	ps := &parts{certs: cm, proxy: proxy, prober: prober, dns: dns, envoy: envoyBin != ""}
+	ps := &parts{certs: cm, proxy: proxy, prober: prober, dns: dns, envoy: envoyBin != "", secrets: secrets}
 	a.parts.Store(ps)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -469,6 +478,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	g.Go(func() error { return proxy.Serve(ctx, xdsLis) })
 	g.Go(func() error { return secrets.Serve(ctx, a.SDSSocket()) })
+	if a.cfg.CredentialsDir != "" {
+		g.Go(func() error { return secrets.ServeCredentials(ctx, a.cfg.CredentialsDir) })
+	}
 	g.Go(func() error { return prober.Run(ctx) })
 	// The agent's own stream registers the VM, reports its health and
 	// receives the name table, with or without Envoy. With Envoy, its node

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/vmesh/vmesh/agents/sds"
 	"github.com/vmesh/vmesh/xds/nds"
 )
 
@@ -84,6 +85,7 @@ func (a *Agent) serveStatus(ctx context.Context, lis net.Listener) error {
 	})
 	mux.HandleFunc("/stats/prometheus", a.serveStats)
 	mux.HandleFunc("/debug/ndsz", a.serveNameTable)
+	mux.HandleFunc("/debug/credentials", a.serveCredentials)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
@@ -130,6 +132,28 @@ func (a *Agent) serveStats(w http.ResponseWriter, r *http.Request) {
 		defer resp.Body.Close()
 		_, _ = io.Copy(w, resp.Body)
 	}
+}
+
+// CredentialsDump is /debug/credentials: the file credentials the agent
+// serves to Envoy over SDS (never their keys), and the names Envoy asked
+// for that no folder holds.
+type CredentialsDump struct {
+	Dir         string                `json:"dir"`
+	Credentials []sds.CredentialState `json:"credentials"`
+	Missing     []string              `json:"missing"`
+}
+
+func (a *Agent) serveCredentials(w http.ResponseWriter, _ *http.Request) {
+	d := CredentialsDump{Dir: a.cfg.CredentialsDir, Credentials: []sds.CredentialState{}, Missing: []string{}}
+	if ps := a.parts.Load(); ps != nil && ps.secrets != nil {
+		states, missing := ps.secrets.Credentials()
+		d.Credentials = append(d.Credentials, states...)
+		d.Missing = append(d.Missing, missing...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(d)
 }
 
 // NameTableDump is /debug/ndsz: the name table the DNS proxy answers from

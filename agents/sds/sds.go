@@ -45,6 +45,22 @@ type Server struct {
 	onFirst sync.Once
 	// gid, when not -1, owns the socket (SetSocketGroup).
 	gid int
+	// creds are the file credentials (credentials.go).
+	creds credentials
+}
+
+// credentials is the Server's file-credential state.
+type credentials struct {
+	// served maps each credential to the secret names it is served under;
+	// written only by the goroutine of ServeCredentials.
+	served map[string][]string
+	mu     sync.Mutex
+	states []CredentialState
+	// names are the secret names the credentials are served under.
+	names map[string]bool
+	// asked are the secret names (other than the workload's own) streams
+	// asked for.
+	asked map[string]bool
 }
 
 // SetSocketGroup makes the socket Serve creates owned by group gid (the
@@ -64,23 +80,26 @@ func New(logger *slog.Logger, reg prometheus.Registerer) *Server {
 		cache: cachev3.NewLinearCache(resourcev3.SecretType, cachev3.WithVersionPrefix("sds-")),
 		first: make(chan struct{}),
 		gid:   -1,
+		creds: credentials{served: map[string][]string{}, asked: map[string]bool{}},
 	}
 }
 
 // Secrets builds the two secrets for a certificate chain (leaf first), its
 // PEM key and the PEM trusted roots.
 func Secrets(chainPEM, keyPEM, rootsPEM []byte) (def, root *tlsv3.Secret) {
-	inline := func(b []byte) *corev3.DataSource {
-		return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
-	}
 	def = &tlsv3.Secret{Name: DefaultSecret, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
-		CertificateChain: inline(chainPEM),
-		PrivateKey:       inline(keyPEM),
+		CertificateChain: inlineBytes(chainPEM),
+		PrivateKey:       inlineBytes(keyPEM),
 	}}}
 	root = &tlsv3.Secret{Name: RootSecret, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-		TrustedCa: inline(rootsPEM),
+		TrustedCa: inlineBytes(rootsPEM),
 	}}}
 	return def, root
+}
+
+// inlineBytes is a DataSource holding b.
+func inlineBytes(b []byte) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
 }
 
 // Update installs a new certificate pair and pushes it to every stream. It
@@ -115,6 +134,14 @@ func (s *Server) Register(ctx context.Context, g grpc.ServiceRegistrar) {
 			return nil
 		},
 		StreamClosedFunc: func(int64, *corev3.Node) { s.met.streams.Dec() },
+		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+			s.requested(r.GetResourceNames())
+			return nil
+		},
+		StreamDeltaRequestFunc: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+			s.requested(r.GetResourceNamesSubscribe())
+			return nil
+		},
 		DeltaStreamOpenFunc: func(context.Context, int64, string) error {
 			s.met.streams.Inc()
 			return nil

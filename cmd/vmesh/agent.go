@@ -101,6 +101,7 @@ another trust domain; an unknown WorkloadGroup) makes the agent exit 78
 	f.DurationVar(&cfg.CertTTL, "cert-ttl", 0, "requested certificate lifetime (default: the CA's)")
 	f.StringVar(&cfg.EnvoyBinary, "envoy", "", "Envoy binary (default: envoy on PATH, if any)")
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
+	f.StringVar(&cfg.CredentialsDir, "credentials-dir", agent.DefaultCredentialsDir, `file credentials for credentialName: one folder each with tls.crt, tls.key, ca.crt, served to Envoy over SDS and reloaded on change ("" = none)`)
 	f.StringVar(&probeFile, "probe", "", "a readiness probe as YAML (httpGet, tcpSocket, exec or grpc), overriding the one of the WorkloadGroup the control plane serves")
 	f.StringVar(&cfg.ExecProbeUser, "exec-probe-user", "", "allow exec probes, run as this unprivileged local user (not root); without it an exec probe is not run and the VM reports not ready")
 	f.StringVar(&cfg.DNSAddr, "dns-addr", dnsproxy.DefaultAddr, `DNS proxy address, UDP and TCP ("" = no DNS proxy)`)

@@ -1,0 +1,357 @@
+package sds
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/vmesh/vmesh/internal/settle"
+)
+
+// File credentials: what Istio keeps in Kubernetes secrets and names with
+// credentialName (Gateway servers, DestinationRules), a VM keeps in a
+// directory, one folder per credential:
+//
+//	<dir>/<name>/tls.crt   certificate chain, leaf first (or "cert")
+//	<dir>/<name>/tls.key   its private key (or "key")
+//	<dir>/<name>/ca.crt    roots to verify the peer with (or "cacert")
+//
+// The agent serves them to its Envoy over SDS under Istio's secret names:
+// the pair as "<name>" and "kubernetes://<name>", the roots as
+// "<name>-cacert" and "kubernetes://<name>-cacert". The private key stays on
+// the VM: it never travels over xDS. Files are re-read when they change (a
+// Kubernetes-style "..data" symlink swap included); a credential that
+// becomes invalid keeps its last good version, one that is removed is
+// withdrawn, and a name Envoy asks for that the directory does not hold is
+// counted as missing (vmesh_sds_credentials{state="missing"}): Envoy then
+// brings the listener or cluster up without it, which fails closed.
+const (
+	// KubernetesPrefix is the prefix Istio puts before a credentialName in
+	// SDS resource names.
+	KubernetesPrefix = "kubernetes://"
+	// CACertSuffix names a credential's roots.
+	CACertSuffix = "-cacert"
+)
+
+// credentialName is a credential folder name: Kubernetes' secret names.
+var credentialName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// credential is one folder's parsed contents.
+type credential struct {
+	chain, key, roots []byte
+}
+
+// readCredential reads and checks the folder dir/name.
+func readCredential(dir, name string) (credential, error) {
+	var c credential
+	read := func(names ...string) ([]byte, string, error) {
+		for _, n := range names {
+			p := filepath.Join(dir, name, n)
+			b, err := os.ReadFile(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, p, err
+			}
+			if err := ownedSafely(p); err != nil {
+				return nil, p, err
+			}
+			return b, p, nil
+		}
+		return nil, "", nil
+	}
+	chain, chainPath, err := read("tls.crt", "cert")
+	if err != nil {
+		return c, err
+	}
+	key, keyPath, err := read("tls.key", "key")
+	if err != nil {
+		return c, err
+	}
+	roots, rootsPath, err := read("ca.crt", "cacert")
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case chain == nil && key == nil && roots == nil:
+		return c, errors.New("holds none of tls.crt, tls.key, ca.crt")
+	case (chain == nil) != (key == nil):
+		return c, fmt.Errorf("has %s without its pair (tls.crt and tls.key go together)", cmpOr(chainPath, keyPath))
+	}
+	if chain != nil {
+		if _, err := tls.X509KeyPair(chain, key); err != nil {
+			return c, fmt.Errorf("%s and %s: %w", chainPath, keyPath, err)
+		}
+	}
+	if roots != nil && !x509.NewCertPool().AppendCertsFromPEM(roots) {
+		return c, fmt.Errorf("%s: no PEM certificate", rootsPath)
+	}
+	return credential{chain: chain, key: key, roots: roots}, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// ownedSafely refuses a file that another user could have written: a key
+// or root planted by someone who can write the file is an identity.
+func ownedSafely(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by group or others (mode %04o): refused", path, st.Mode().Perm())
+	}
+	return nil
+}
+
+// secretsOf are the SDS resources of credential name.
+func secretsOf(name string, c credential) map[string]types.Resource {
+	out := map[string]types.Resource{}
+	if c.chain != nil {
+		for _, n := range []string{name, KubernetesPrefix + name} {
+			out[n] = &tlsv3.Secret{Name: n, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+				CertificateChain: inlineBytes(c.chain),
+				PrivateKey:       inlineBytes(c.key),
+			}}}
+		}
+	}
+	if c.roots != nil {
+		for _, n := range []string{name + CACertSuffix, KubernetesPrefix + name + CACertSuffix} {
+			out[n] = &tlsv3.Secret{Name: n, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: inlineBytes(c.roots),
+			}}}
+		}
+	}
+	return out
+}
+
+// CredentialState is one credential folder as the server last read it.
+type CredentialState struct {
+	// Name is the folder's name (the credentialName).
+	Name string `json:"name"`
+	// Secrets are the SDS resource names it is served under.
+	Secrets []string `json:"secrets,omitempty"`
+	// Error is why the folder's current contents are refused ("" when
+	// they are served); a refused credential keeps its last good version.
+	Error string `json:"error,omitempty"`
+}
+
+// loadCredentials reads dir and brings the served credentials in line with
+// it: valid folders are (re)served, invalid ones keep their last good
+// version, removed ones are withdrawn. It returns the state of each folder.
+func (s *Server) loadCredentials(dir string) ([]CredentialState, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("sds: credentials %s: %w", dir, err)
+	}
+	var states []CredentialState
+	upsert := map[string]types.Resource{}
+	next := map[string][]string{} // credential -> the secret names it is served under
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue // "..data" and its timestamped folders: reached through the links
+		}
+		st := CredentialState{Name: name}
+		full := filepath.Join(dir, name)
+		info, err := os.Stat(full) // follows a link to a folder
+		switch {
+		case err != nil:
+			st.Error = err.Error()
+		case !info.IsDir():
+			continue
+		case !credentialName.MatchString(name) || name == DefaultSecret || name == RootSecret:
+			st.Error = fmt.Sprintf("%q is not a credential name (lower-case letters, digits, '-' and '.'; not %q or %q)", name, DefaultSecret, RootSecret)
+		default:
+			c, err := readCredential(dir, name)
+			if err != nil {
+				st.Error = err.Error()
+				break
+			}
+			for n, r := range secretsOf(name, c) {
+				if err := r.(*tlsv3.Secret).ValidateAll(); err != nil {
+					return nil, fmt.Errorf("sds: secret %s: %w", n, err)
+				}
+				upsert[n] = r
+				st.Secrets = append(st.Secrets, n)
+			}
+			slices.Sort(st.Secrets)
+			next[name] = st.Secrets
+		}
+		if st.Error != "" {
+			if last, ok := s.creds.served[name]; ok {
+				next[name] = last // the last good version keeps serving
+				st.Secrets = last
+				s.log.Warn("credential refused; its last good version keeps serving", "credential", name, "error", st.Error)
+			} else {
+				s.log.Warn("credential refused", "credential", name, "error", st.Error)
+			}
+		}
+		states = append(states, st)
+	}
+	keep := map[string]bool{}
+	for _, names := range next {
+		for _, n := range names {
+			keep[n] = true
+		}
+	}
+	var remove []string
+	for _, names := range s.creds.served {
+		for _, n := range names {
+			if !keep[n] {
+				remove = append(remove, n)
+			}
+		}
+	}
+	s.creds.served = next
+	if len(upsert) > 0 || len(remove) > 0 {
+		if err := s.cache.UpdateResources(upsert, remove); err != nil {
+			return states, fmt.Errorf("sds: %w", err)
+		}
+	}
+	s.creds.mu.Lock()
+	s.creds.states = states
+	s.creds.names = keep
+	s.creds.mu.Unlock()
+	s.met.setCredentials(states, s.missingCredentials())
+	return states, nil
+}
+
+// Credentials returns the state of each credential folder as last read,
+// and the credential names Envoy asked for that no folder serves.
+func (s *Server) Credentials() (states []CredentialState, missing []string) {
+	s.creds.mu.Lock()
+	defer s.creds.mu.Unlock()
+	return slices.Clone(s.creds.states), s.missingLocked()
+}
+
+// requested records the secret names a stream asked for.
+func (s *Server) requested(names []string) {
+	s.creds.mu.Lock()
+	changed := false
+	for _, n := range names {
+		if n == DefaultSecret || n == RootSecret || n == "" || s.creds.asked[n] {
+			continue
+		}
+		s.creds.asked[n] = true
+		changed = true
+	}
+	states := s.creds.states
+	s.creds.mu.Unlock()
+	if changed {
+		missing := s.missingCredentials()
+		if len(missing) > 0 {
+			s.log.Warn("Envoy asks for credentials the credentials directory does not hold; what needs them fails closed", "missing", missing)
+		}
+		s.met.setCredentials(states, missing)
+	}
+}
+
+func (s *Server) missingCredentials() []string {
+	s.creds.mu.Lock()
+	defer s.creds.mu.Unlock()
+	return s.missingLocked()
+}
+
+func (s *Server) missingLocked() []string {
+	var out []string
+	for n := range s.creds.asked {
+		if !s.creds.names[n] {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ServeCredentials serves the credentials in dir (see the package's File
+// credentials) and re-reads them whenever the folder changes, until ctx is
+// done. A missing dir serves none, and is watched for once it appears only
+// when its parent exists.
+func (s *Server) ServeCredentials(ctx context.Context, dir string) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("sds: credentials %s: %w", dir, err)
+	}
+	defer w.Close()
+	watched := map[string]bool{}
+	watch := func() {
+		// The folder, its parent (it may appear or be swapped), and each
+		// credential folder (files replaced in place).
+		want := map[string]bool{filepath.Dir(dir): true, dir: true}
+		if entries, err := os.ReadDir(dir); err == nil {
+			for _, e := range entries {
+				if p := filepath.Join(dir, e.Name()); isDir(p) {
+					want[p] = true
+				}
+			}
+		}
+		for p := range want {
+			if !watched[p] && w.Add(p) == nil {
+				watched[p] = true
+			}
+		}
+		for p := range watched {
+			if !want[p] {
+				_ = w.Remove(p)
+				delete(watched, p)
+			}
+		}
+	}
+	watch()
+	if _, err := s.loadCredentials(dir); err != nil {
+		s.log.Error("credentials", "error", err)
+	}
+	burst := settle.New(settle.DefaultQuiet, settle.DefaultMax)
+	defer burst.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			burst.Event(time.Now())
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			s.log.Warn("credentials watch error; re-reading", "error", err)
+			burst.Event(time.Now())
+		case <-burst.C():
+			burst.Done()
+			watch()
+			if _, err := s.loadCredentials(dir); err != nil {
+				s.log.Error("credentials", "error", err)
+			}
+		}
+	}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
