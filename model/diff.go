@@ -45,9 +45,10 @@ func (d *Diff) Empty() bool {
 
 // SameViewKeys reports whether every workload's ViewKey is the same at
 // both snapshots: a key reads only the Sidecars, the workload policies
-// (PeerAuthentications, AuthorizationPolicies, RequestAuthentications) and
-// the label keys sourceLabels name, and any difference in those makes the
-// diff Global.
+// (PeerAuthentications, AuthorizationPolicies, RequestAuthentications),
+// the label keys sourceLabels and failoverPriority name, and whether a
+// locality setting or outlier detection applies anywhere (a proxyless
+// key's locality), and any difference in those makes the diff Global.
 func (d *Diff) SameViewKeys() bool { return d != nil && !d.Global }
 
 // EndpointsOnly reports whether nothing but endpoint lists of services

@@ -7,6 +7,7 @@ import (
 	"github.com/vmesh/vmesh/store"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
 	"github.com/vmesh/vmesh/xds/sidecar"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -247,5 +248,70 @@ func TestViewRouteCluster(t *testing.T) {
 		if v.MissingCluster(n) {
 			t.Errorf("MissingCluster(%q): not a name RouteCluster gives", n)
 		}
+	}
+}
+
+// TestProxylessKeyReadsLocalityWhereItMatters: a proxyless client's
+// locality is in its View and group key only where a locality setting or
+// outlier detection applies (its EDS priorities and weights then depend on
+// it), and with it the labels failoverPriority names; the cluster carries
+// the LocalityLB its EDS applies. A change that makes locality matter is
+// global (keys change).
+func TestProxylessKeyReadsLocalityWhereItMatters(t *testing.T) {
+	client := func(loc, zoneLabel string) model.Workload {
+		return model.Workload{ID: "c", Kind: model.KindGRPC, Reads: grpcgen.Kind{}.Reads(), Namespace: "shop", Locality: loc,
+			Labels: map[string]string{"app": "x", "rack": zoneLabel}}
+	}
+	cart := obj(store.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+		Ports: []*networking.ServicePort{{Number: 7070, Name: "grpc", Protocol: "GRPC"}}})
+	dr := func(tp *networking.TrafficPolicy) *store.Object {
+		return obj(store.KindDestinationRule, "shop", "cart", &networking.DestinationRule{Host: "cart.shop.svc.cluster.local", TrafficPolicy: tp})
+	}
+	od := &networking.OutlierDetection{Consecutive_5XxErrors: wrapperspb.UInt32(1)}
+	plain := build(t, cart, dr(&networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{}}))
+	failover := build(t, cart, dr(&networking.TrafficPolicy{OutlierDetection: od}))
+	byRack := build(t, cart, dr(&networking.TrafficPolicy{OutlierDetection: od, LoadBalancer: &networking.LoadBalancerSettings{
+		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{FailoverPriority: []string{"rack"}}}}))
+	distribute := build(t, cart, dr(&networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{Distribute: []*networking.LocalityLoadBalancerSetting_Distribute{{From: "eu/*", To: map[string]uint32{"eu/a": 100}}}}}}))
+	disabled := build(t, cart, dr(&networking.TrafficPolicy{OutlierDetection: od, LoadBalancer: &networking.LoadBalancerSettings{
+		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(false)}}}))
+
+	a, b := client("eu/a", "r1"), client("eu/b", "r1")
+	if model.ViewKey(plain, a) != model.ViewKey(plain, b) {
+		t.Errorf("no locality setting or outlier detection, yet locality splits proxyless clients: %q vs %q", model.ViewKey(plain, a), model.ViewKey(plain, b))
+	}
+	if v := model.NewView(plain, a); v.Workload().Locality != "" || v.Clusters()[0].LocalityLB != nil {
+		t.Errorf("no locality setting: the View shows locality %q, cluster LocalityLB %+v", v.Workload().Locality, v.Clusters()[0].LocalityLB)
+	}
+	for name, s := range map[string]*model.Snapshot{"outlier detection": failover, "distribute": distribute} {
+		if model.ViewKey(s, a) == model.ViewKey(s, b) {
+			t.Errorf("%s: proxyless clients in other zones share a key", name)
+		}
+		v := model.NewView(s, a)
+		if lb := v.Clusters()[0].LocalityLB; v.Workload().Locality != "eu/a" || lb == nil || lb.Proxy != "eu/a" {
+			t.Errorf("%s: View locality %q, cluster LocalityLB %+v; want eu/a", name, v.Workload().Locality, lb)
+		}
+	}
+	if lb := model.NewView(failover, a).Clusters()[0].LocalityLB; !lb.Failover {
+		t.Errorf("outlier detection: LocalityLB %+v without failover", lb)
+	}
+	if lb := model.NewView(distribute, a).Clusters()[0].LocalityLB; lb.Failover || len(lb.Setting.GetDistribute()) != 1 {
+		t.Errorf("distribute without outlier detection: LocalityLB %+v", lb)
+	}
+	if lb := model.NewView(disabled, a).Clusters()[0].LocalityLB; lb != nil {
+		t.Errorf("a disabled localityLbSetting: LocalityLB %+v, want none", lb)
+	}
+	// failoverPriority names rack: clients on other racks differ, and the
+	// View shows the label; a label it does not name (app) still does not.
+	other := client("eu/a", "r2")
+	if model.ViewKey(byRack, a) == model.ViewKey(byRack, other) || model.ViewKey(failover, a) != model.ViewKey(failover, other) {
+		t.Error("a label failoverPriority names should split keys exactly where it is named")
+	}
+	if l := model.NewView(byRack, a).Workload().Labels; l["rack"] != "r1" || l["app"] != "" {
+		t.Errorf("failoverPriority rack: the View shows labels %v, want rack only", l)
+	}
+	if d := model.Compare(plain, failover); !d.Global {
+		t.Error("a change that makes locality matter is not global")
 	}
 }

@@ -273,3 +273,56 @@ func TestGRPCBootstrapParses(t *testing.T) {
 		t.Fatal("grpc-go's xDS server accepted a bootstrap without the listener template")
 	}
 }
+
+// TestGRPCBootstrapLocalXDSAndLocality: with LocalXDS the only xDS server is
+// the agent's socket without TLS (what every gRPC language reads), and the
+// node carries the locality in the bootstrap's own fields (always present:
+// grpc-node requires it); grpc-go parses it. LocalityFromLabels reads the
+// topology labels.
+func TestGRPCBootstrapLocalXDSAndLocality(t *testing.T) {
+	t.Setenv("GRPC_XDS_BOOTSTRAP", "")
+	t.Setenv("GRPC_XDS_BOOTSTRAP_CONFIG", "")
+	n := testNode()
+	n.Locality = bootstrap.LocalityFromLabels(map[string]string{bootstrap.LabelRegion: "eu", bootstrap.LabelZone: "eu-1"})
+	if n.Locality != "eu/eu-1" {
+		t.Fatalf("LocalityFromLabels = %q, want eu/eu-1", n.Locality)
+	}
+	if l := bootstrap.LocalityFromLabels(map[string]string{bootstrap.LabelZone: "eu-1"}); l != "" {
+		t.Fatalf("a zone without a region gave locality %q", l)
+	}
+	js, err := bootstrap.GRPC(bootstrap.GRPCConfig{Node: n, LocalXDS: "/var/run/vmesh/xds.sock", ServerURI: "cp:15012", CertDir: "/var/lib/vmesh/certs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parseWithGRPC(js); err != nil {
+		t.Fatalf("grpc-go rejects the bootstrap: %v\n%s", err, js)
+	}
+	var got struct {
+		XDSServers []struct {
+			ServerURI    string `json:"server_uri"`
+			ChannelCreds []struct {
+				Type string `json:"type"`
+			} `json:"channel_creds"`
+		} `json:"xds_servers"`
+		Node struct {
+			Locality map[string]string `json:"locality"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.XDSServers) != 1 || got.XDSServers[0].ServerURI != "unix:///var/run/vmesh/xds.sock" || got.XDSServers[0].ChannelCreds[0].Type != "insecure" {
+		t.Fatalf("xds_servers %+v, want only the agent's socket without TLS", got.XDSServers)
+	}
+	if got.Node.Locality["region"] != "eu" || got.Node.Locality["zone"] != "eu-1" || len(got.Node.Locality) != 2 {
+		t.Fatalf("node.locality %v", got.Node.Locality)
+	}
+	// Without a locality the field is still there, empty.
+	js, err = bootstrap.GRPC(bootstrap.GRPCConfig{Node: testNode(), LocalXDS: "/var/run/vmesh/xds.sock", CertDir: "/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"locality": {}`) {
+		t.Fatalf("no empty node.locality:\n%s", js)
+	}
+}
