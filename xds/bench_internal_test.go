@@ -36,8 +36,8 @@ func BenchmarkGenerateOneProxy(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if g.count(resourcev3.ClusterType) != 1200 {
-			b.Fatal(g.count(resourcev3.ClusterType))
+		if g.Count(resourcev3.ClusterType) != 1200 {
+			b.Fatal(g.Count(resourcev3.ClusterType))
 		}
 	}
 }
@@ -55,7 +55,7 @@ func BenchmarkGenerateOneSidecar(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if g.count(resourcev3.ListenerType) == 0 || g.count(resourcev3.ClusterType) == 0 {
+		if g.Count(resourcev3.ListenerType) == 0 || g.Count(resourcev3.ClusterType) == 0 {
 			b.Fatal("no listeners or clusters")
 		}
 	}

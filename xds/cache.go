@@ -17,6 +17,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -71,7 +72,7 @@ type streamKey struct {
 
 // sentState is the last answer on a stream's type.
 type sentState struct {
-	gen *generation
+	gen *gen.Generation
 	// sub is the stream's subscription of the type and seq its change
 	// count when the answer was sent: the stream holds what the answer
 	// says once it was delivered (delivered) and the subscription changed
@@ -92,7 +93,7 @@ func (w *watch) key() streamKey { return streamKey{sotw: w.sotw, delta: w.delta,
 // stream holds, when every request since the cache's last answer on the
 // stream (w's included) kept the subscription; else nil, and the answer
 // is forgotten.
-func (c *cache) heldGeneration(w *watch) *generation {
+func (c *cache) heldGeneration(w *watch) *gen.Generation {
 	k := w.key()
 	st := c.sent[k]
 	if st == nil {
@@ -112,29 +113,29 @@ func (c *cache) heldGeneration(w *watch) *generation {
 }
 
 // covers reports whether d's changed names are all a watch last examined
-// against d.prev can find new in the next generation.
-func (d *genDiff) covers(w *watch) bool {
-	return d != nil && w.seen == d.prev && (d.inboundSame || w.typeURL != resourcev3.ListenerType)
+// against d.Prev can find new in the next generation.
+func covers(d *gen.Diff, w *watch) bool {
+	return d != nil && w.seen == d.Prev && (d.InboundSame || w.typeURL != resourcev3.ListenerType)
 }
 
 // unaffected reports whether a watch last examined against d.prev has
 // nothing new in next: none of the names it sees changed. It costs the
 // smaller of the changed set and the subscription.
-func (d *genDiff) unaffected(w *watch, next *generation) bool {
-	if d == nil || w.seen != d.prev {
+func unaffected(d *gen.Diff, w *watch, next *gen.Generation) bool {
+	if d == nil || w.seen != d.Prev {
 		return false
 	}
-	ch := d.changed[w.typeURL]
-	if !d.covers(w) {
+	ch := d.Changed[w.typeURL]
+	if !covers(d, w) {
 		// Server listeners and short-name listeners are made on demand:
 		// compare them directly.
 		for n := range w.sub.SubscribedResources() {
 			if ch[n] {
 				return false
 			}
-			if next.get(w.typeURL, n) == nil && w.typeURL == resourcev3.ListenerType {
-				a, b := d.prev.lookup(w.typeURL, n), next.lookup(w.typeURL, n)
-				if (a == nil) != (b == nil) || a != nil && a.hash != b.hash {
+			if next.Get(w.typeURL, n) == nil && w.typeURL == resourcev3.ListenerType {
+				a, b := lookup(d.Prev, w.typeURL, n), lookup(next, w.typeURL, n)
+				if (a == nil) != (b == nil) || a != nil && a.Hash != b.Hash {
 					return false
 				}
 			}
@@ -181,7 +182,7 @@ type watch struct {
 
 	// seen is the generation this watch was last examined against (it had
 	// nothing to send then). Guarded by cache.mu.
-	seen *generation
+	seen *gen.Generation
 	// group is the proxy's group key at snapshot groupSnap, so a push
 	// computes it once per watch. Guarded by cache.mu.
 	group     string
@@ -210,11 +211,15 @@ func (c *cache) watchKeyLocked(w *watch, s *model.Snapshot) string {
 }
 
 func newCache(logger *slog.Logger, m *metrics) *cache {
-	c := &cache{logger: logger, metrics: m, groups: groups{gens: map[string]*generation{}, genErrs: map[string]error{}}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
+	c := &cache{logger: logger, metrics: m, groups: groups{gens: map[string]*gen.Generation{}, genErrs: map[string]error{}}, watches: map[*watch]struct{}{}, sent: map[streamKey]*sentState{}, staged: map[chan cachev3.Response]*stagedStream{},
 		members: map[streamRef]*member{}, groupStreams: map[string]int{}, deltaRequests: map[*discoveryv3.DeltaDiscoveryRequest]int64{}, deltaStreams: map[int64]chan cachev3.DeltaResponse{}}
 	c.kinds = map[model.ProxyKind]*cacheKind{}
+	env := gen.Env{Logger: logger, Generated: func(start time.Time) {
+		m.generations.Inc()
+		m.generateSeconds.Observe(time.Since(start).Seconds())
+	}}
 	for _, row := range kindTable() {
-		c.kinds[row.name] = &cacheKind{row: row, cache: row.newCache(c)}
+		c.kinds[row.name] = &cacheKind{row: row, cache: row.kind.NewCache(env)}
 	}
 	return c
 }
@@ -257,7 +262,7 @@ func (c *cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, erro
 }
 
 func (c *cache) open(w *watch, first bool) (func(), error) {
-	if !slices.Contains(typeURLs, w.typeURL) {
+	if !served(w.typeURL) {
 		// Unknown types (e.g. SDS) stay open without answers.
 		return func() {}, nil
 	}
@@ -327,48 +332,48 @@ func (c *cache) closeWatchLocked(w *watch) {
 // deleted; grpc-go's xdsclient and Envoy treat them so). Callers hold
 // c.mu; sends never block (each watch's channel has room for its one
 // answer).
-func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, changed time.Time) bool {
+func (c *cache) respondLocked(w *watch, g *gen.Generation, d *gen.Diff, force bool, changed time.Time) bool {
 	if w.typeURL == resourcev3.RouteType || w.typeURL == resourcev3.EndpointType {
 		if st := c.stagedFor(w, false); st != nil {
 			return c.respondStagedLocked(w, g, st, force, changed)
 		}
 	}
 	partial := w.delta != nil || w.typeURL == resourcev3.RouteType || w.typeURL == resourcev3.EndpointType
-	if !force && partial && d.covers(w) {
-		return c.respondChangedLocked(w, g, d.changed[w.typeURL], changed)
+	if !force && partial && covers(d, w) {
+		return c.respondChangedLocked(w, g, d.Changed[w.typeURL], changed)
 	}
 	w.seen = g
 	names, wildcard := w.sub.SubscribedResources(), w.sub.IsWildcard()
 	held := w.sub.ReturnedResources()
-	var want []*resource
+	var want []*gen.Resource
 	if wildcard {
-		for _, r := range g.types[w.typeURL].All() {
+		for _, r := range g.Types[w.typeURL].All() {
 			want = append(want, r)
 		}
 	}
 	for n := range names {
-		if wildcard && g.get(w.typeURL, n) != nil {
+		if wildcard && g.Get(w.typeURL, n) != nil {
 			continue
 		}
-		if r := g.lookup(w.typeURL, n); r != nil {
+		if r := lookup(g, w.typeURL, n); r != nil {
 			want = append(want, r)
 		}
 	}
-	if n := g.takeRefused(); n > 0 {
+	if n, most := g.TakeRefused(); n > 0 {
 		c.metrics.inboundRefused.Add(float64(n))
 		c.logger.Warn("server listener names not answered: the proxy's group has the most inbound listeners it may make",
-			"proxy", w.proxy.ID, "refused", n, "max", maxInboundListeners)
+			"proxy", w.proxy.ID, "refused", n, "max", most)
 	}
 	next := make(map[string]string, len(want))
 	for _, r := range want {
-		next[r.name] = r.hash
+		next[r.Name] = r.Hash
 	}
 	if w.sotw != nil {
 		if !force && maps.Equal(next, held) {
 			return false
 		}
 		if !force && partial {
-			want = slices.DeleteFunc(want, func(r *resource) bool { return held[r.name] == r.hash })
+			want = slices.DeleteFunc(want, func(r *gen.Resource) bool { return held[r.Name] == r.Hash })
 			if len(want) == 0 {
 				return false // only removals, which RDS and EDS do not send
 			}
@@ -376,9 +381,9 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 		return c.sendSotWLocked(w, g, want, next, nil, nil, changed)
 	}
 	// Delta: send what changed, remove what the proxy holds but no longer exists.
-	var send []*resource
+	var send []*gen.Resource
 	for _, r := range want {
-		if held[r.name] != r.hash {
+		if held[r.Name] != r.Hash {
 			send = append(send, r)
 		}
 	}
@@ -394,11 +399,11 @@ func (c *cache) respondLocked(w *watch, g *generation, d *genDiff, force bool, c
 // respondChangedLocked answers a delta watch, or a SotW RDS or EDS watch,
 // that held g's predecessor's view of its resources, looking only at the
 // names that changed.
-func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool, changed time.Time) bool {
+func (c *cache) respondChangedLocked(w *watch, g *gen.Generation, ch map[string]bool, changed time.Time) bool {
 	w.seen = g
 	subs, wildcard := w.sub.SubscribedResources(), w.sub.IsWildcard()
 	held := w.sub.ReturnedResources()
-	var send []*resource
+	var send []*gen.Resource
 	var removed []string
 	for n := range ch {
 		if !wildcard {
@@ -406,14 +411,14 @@ func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool
 				continue
 			}
 		}
-		r := g.lookup(w.typeURL, n)
+		r := lookup(g, w.typeURL, n)
 		if r == nil {
 			if v, ok := held[n]; ok && v != "" {
 				removed = append(removed, n)
 			}
 			continue
 		}
-		if held[r.name] != r.hash {
+		if held[r.Name] != r.Hash {
 			send = append(send, r)
 		}
 	}
@@ -438,7 +443,7 @@ func (c *cache) respondChangedLocked(w *watch, g *generation, ch map[string]bool
 // and type is open, so nothing else reads the map.
 type heldUpdate struct {
 	held    map[string]string
-	set     []*resource
+	set     []*gen.Resource
 	removed []string
 	once    sync.Once
 }
@@ -450,7 +455,7 @@ func (u *heldUpdate) apply() map[string]string {
 			delete(u.held, n)
 		}
 		for _, r := range u.set {
-			u.held[r.name] = r.hash
+			u.held[r.Name] = r.Hash
 		}
 	})
 	return u.held
@@ -459,13 +464,13 @@ func (u *heldUpdate) apply() map[string]string {
 // sendSotWLocked sends a state-of-the-world answer carrying rs, after
 // which the stream holds next; info, for a staged stream's RDS answer,
 // goes with it to /debug/syncz.
-func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map[string]string, u *heldUpdate, info *routeStaging, changed time.Time) bool {
-	slices.SortFunc(rs, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
+func (c *cache) sendSotWLocked(w *watch, g *gen.Generation, rs []*gen.Resource, next map[string]string, u *heldUpdate, info *routeStaging, changed time.Time) bool {
+	slices.SortFunc(rs, func(a, b *gen.Resource) int { return strings.Compare(a.Name, b.Name) })
 	anys := make([]*anypb.Any, len(rs))
 	for i, r := range rs {
-		anys[i] = r.any
+		anys[i] = r.Any
 	}
-	resp := &sotwResponse{req: w.req, version: g.version, resources: anys, returned: next, update: u, staging: info, delivered: new(atomic.Bool), controlPlane: c.controlPlane}
+	resp := &sotwResponse{req: w.req, version: g.Version, resources: anys, returned: next, update: u, staging: info, delivered: new(atomic.Bool), controlPlane: c.controlPlane}
 	seq := w.sub.seq
 	select {
 	case w.sotw <- resp:
@@ -480,17 +485,17 @@ func (c *cache) sendSotWLocked(w *watch, g *generation, rs []*resource, next map
 }
 
 // sendDeltaLocked sends a delta answer, when there is anything to send.
-func (c *cache) sendDeltaLocked(w *watch, g *generation, rs []*resource, removed []string, next map[string]string, u *heldUpdate, changed time.Time) bool {
+func (c *cache) sendDeltaLocked(w *watch, g *gen.Generation, rs []*gen.Resource, removed []string, next map[string]string, u *heldUpdate, changed time.Time) bool {
 	if len(rs) == 0 && len(removed) == 0 {
 		return false
 	}
-	slices.SortFunc(rs, func(a, b *resource) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(rs, func(a, b *gen.Resource) int { return strings.Compare(a.Name, b.Name) })
 	send := make([]*discoveryv3.Resource, len(rs))
 	for i, r := range rs {
-		send[i] = &discoveryv3.Resource{Name: r.name, Version: r.hash, Resource: r.any}
+		send[i] = &discoveryv3.Resource{Name: r.Name, Version: r.Hash, Resource: r.Any}
 	}
 	slices.Sort(removed)
-	resp := &deltaResponse{req: w.dreq, version: g.version, resources: send, removed: removed, next: next, update: u, delivered: new(atomic.Bool), controlPlane: c.controlPlane}
+	resp := &deltaResponse{req: w.dreq, version: g.Version, resources: send, removed: removed, next: next, update: u, delivered: new(atomic.Bool), controlPlane: c.controlPlane}
 	seq := w.sub.seq
 	select {
 	case w.delta <- resp:
@@ -531,9 +536,9 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 	// (members.go).
 	c.mu.Lock()
 	oldSnap := c.snap
-	var live []*generation
+	var live []*gen.Generation
 	// liveKeys are the live groups' keys at oldSnap.
-	liveKeys := map[*generation]string{}
+	liveKeys := map[*gen.Generation]string{}
 	for w := range c.watches {
 		if oldSnap == nil {
 			break
@@ -575,7 +580,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 		for key, p := range missing {
 			fill = append(fill, func() { c.generateGroup(s, p, key) })
 		}
-		parallel(fill)
+		gen.Parallel(fill)
 		c.mu.Lock()
 	}
 	st := pushStats{edsOnly: md != nil && md.EndpointsOnly()}
@@ -585,7 +590,7 @@ func (c *cache) push(s *model.Snapshot, changed time.Time) pushStats {
 			continue
 		}
 		d := c.diffs[g]
-		if d.unaffected(w, g) {
+		if unaffected(d, w, g) {
 			w.seen = g
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/xds/gen/gentest"
 )
 
 // TestAckStartsFromHeldState checks the cache's bookkeeping across a
@@ -30,7 +31,7 @@ func TestAckStartsFromHeldState(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(testLog(t), m)
-	c.push(buildSnap(t, st, objs), time.Time{})
+	c.push(gentest.Snapshot(t, st, objs), time.Time{})
 	a, b := ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))
 	sub := newSotwSubscription([]string{a, b}, false)
 	ch := make(chan cachev3.Response, 1)
@@ -81,7 +82,7 @@ func TestAckStartsFromHeldState(t *testing.T) {
 
 	// An endpoint of service 0 moves: the push answers with a's assignment.
 	objs = moveEndpoint(objs, "svc-0000-0", "10.77.0.1")
-	c.push(buildSnap(t, st, objs), time.Time{})
+	c.push(gentest.Snapshot(t, st, objs), time.Time{})
 	if got := receive(); len(got) != 1 || got[0] != a {
 		t.Fatalf("after the endpoint change: %v, want [%s]", got, a)
 	}
@@ -113,7 +114,7 @@ func TestAckStartsFromHeldState(t *testing.T) {
 		delete(c.watches, w)
 	}
 	for range 3 {
-		c.push(buildSnap(t, st, objs), time.Time{})
+		c.push(gentest.Snapshot(t, st, objs), time.Time{})
 	}
 	if len(c.sent) != 0 {
 		t.Fatalf("%d answers of departed streams kept", len(c.sent))
@@ -134,7 +135,7 @@ func TestSentAnswersAreNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(testLog(t), m)
-	c.push(buildSnap(t, store.NewStore(), objs), time.Time{})
+	c.push(gentest.Snapshot(t, store.NewStore(), objs), time.Time{})
 	names := []string{ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))}
 	p := &Proxy{ID: "p", Kind: KindGRPC, Namespace: "ns-0"}
 	for _, delta := range []bool{false, true} {

@@ -11,6 +11,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	deltav3 "github.com/envoyproxy/go-control-plane/pkg/server/delta/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -48,7 +49,7 @@ func (s *deltaADS) DeltaStreamHandler(st stream.DeltaStream, typeURL string) err
 	watches := map[string]*deltaWatch{}
 	// Room for two answers per type, as go-control-plane's delta server
 	// keeps: a cache answer and one made at a request can meet.
-	responses := make(chan cachev3.DeltaResponse, 2*len(typeURLs)+2)
+	responses := make(chan cachev3.DeltaResponse, 2*gen.NumTypes+2)
 	defer func() {
 		for _, w := range watches {
 			w.cancel()

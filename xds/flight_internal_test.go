@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/xds/gen/gentest"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -23,11 +24,11 @@ import (
 // With the generation under the cache's lock, the ACK and the push would
 // wait for the hook, which waits for them: the test fails at its deadline.
 func TestNewGroupGeneratedOutsideTheLock(t *testing.T) {
-	base := incrementalBase()
+	base := gentest.Base()
 	st := store.NewStore()
-	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
-		v := protoClone(o.Spec.(*networking.VirtualService))
+	s0 := gentest.Snapshot(t, st, base)
+	s1 := gentest.Snapshot(t, st, gentest.Edit(base, store.KindVirtualService, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
+		v := gentest.Clone(o.Spec.(*networking.VirtualService))
 		v.Http[0].Route[0].Weight, v.Http[0].Route[1].Weight = 10, 90
 		o.Spec = v
 		return o

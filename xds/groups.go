@@ -2,12 +2,10 @@ package xds
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
 
-	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
 )
 
 // groups is the cache's generation side, as go-control-plane keeps
@@ -18,60 +16,33 @@ import (
 // by cache.mu.
 type groups struct {
 	snap    *model.Snapshot
-	gens    map[string]*generation // by group key, for snap
-	genErrs map[string]error       // groups that failed to generate, for snap
+	gens    map[string]*gen.Generation // by group key, for snap
+	genErrs map[string]error           // groups that failed to generate, for snap
 	// diffs says, for each generation made by the last push from an older
 	// one, which resource names changed: watches whose names did not change
 	// are not re-examined.
-	diffs map[*generation]*genDiff
+	diffs map[*gen.Generation]*gen.Diff
 	// kinds are the proxy kinds of the table (kinds.go), each with what
 	// it keeps across the cache's groups (an Envoy sidecar's scope parts).
 	kinds map[model.ProxyKind]*cacheKind
 	// groupFlights generate new groups outside mu, one per key and
-	// snapshot (flight.go).
-	groupFlights flights[*generation]
+	// snapshot (gen.Flights).
+	groupFlights gen.Flights[*gen.Generation]
 	// generating, when set (tests), is called with a group's key before
 	// the group is generated outside mu.
 	generating func(key string)
 }
 
-// genDiff is what changed between a group's previous generation and its
-// current one, per type URL.
-type genDiff struct {
-	prev    *generation
-	changed map[string]map[string]bool
-	// inboundSame says the on-demand server listeners cannot differ (the
-	// generation was updated, not generated again), so changed covers
-	// every listener name.
-	inboundSame bool
-}
-
-// diffGenerations compares two generations of a group resource by resource.
-func diffGenerations(prev, next *generation) *genDiff {
-	d := &genDiff{prev: prev, changed: make(map[string]map[string]bool, len(typeURLs))}
-	same := func(a, b *resource) bool { return a == b || a.hash == b.hash }
-	for _, t := range typeURLs {
-		ch := map[string]bool{}
-		if prev.types[t] != nil && next.types[t] != nil {
-			for n := range cowmap.Changed(prev.types[t], next.types[t], same) {
-				ch[n] = true
-			}
-		}
-		d.changed[t] = ch
-	}
-	return d
-}
-
 // cacheKind is one kind of the table and its part of the cache.
 type cacheKind struct {
 	row   kindRow
-	cache kindCache
+	cache gen.KindCache
 }
 
-// kindFor returns p's kind in the cache; for an unknown kind, one whose
+// kindFor returns kind k in the cache; for an unknown kind, one whose
 // every generation fails.
-func (c *cache) kindFor(p *Proxy) *cacheKind {
-	if k := c.kinds[p.Kind]; k != nil {
+func (c *cache) kindFor(k model.ProxyKind) *cacheKind {
+	if k := c.kinds[k]; k != nil {
 		return k
 	}
 	return &cacheKind{cache: unknownKind{}}
@@ -80,19 +51,19 @@ func (c *cache) kindFor(p *Proxy) *cacheKind {
 // unknownKind is the cache's part of a kind the table does not have.
 type unknownKind struct{}
 
-func (unknownKind) build(_ *model.Snapshot, p *Proxy, _ string) (*generation, error) {
-	return nil, fmt.Errorf("proxy %s: unknown proxy kind %q", p.ID, p.Kind)
+func (unknownKind) Build(_ *model.Snapshot, w model.Workload, _ string) (*gen.Generation, error) {
+	return nil, fmt.Errorf("proxy %s: unknown proxy kind %q", w.ID, w.Kind)
 }
 
-func (unknownKind) push(*model.Snapshot, *model.Diff, []*generation) pushStep {
-	return func(old *generation, _ string) (*generation, *genDiff, error) {
-		return nil, nil, fmt.Errorf("proxy %s: unknown proxy kind %q", old.proxy.ID, old.proxy.Kind)
+func (unknownKind) Push(*model.Snapshot, *model.Diff, []*gen.Generation) gen.PushStep {
+	return func(old *gen.Generation, _ string) (*gen.Generation, *gen.Diff, error) {
+		return nil, nil, fmt.Errorf("proxy %s: unknown proxy kind %q", old.Workload.ID, old.Workload.Kind)
 	}
 }
 
-func (unknownKind) adopt(*generation)                                 {}
-func (unknownKind) installed(*model.Snapshot, map[string]*generation) {}
-func (unknownKind) dropped(*generation, map[string]*generation)       {}
+func (unknownKind) Adopt(*gen.Generation)                                 {}
+func (unknownKind) Installed(*model.Snapshot, map[string]*gen.Generation) {}
+func (unknownKind) Dropped(*gen.Generation, map[string]*gen.Generation)   {}
 
 // ensureGenerationLocked returns the group generation of w's proxy for
 // the current snapshot, generating it on first use; nil when generation
@@ -101,7 +72,7 @@ func (unknownKind) dropped(*generation, map[string]*generation)       {}
 // the lock taken again; when a push installed a newer snapshot in between,
 // the group is looked up or generated at that one. Callers hold c.mu and
 // c.snap is not nil.
-func (c *cache) ensureGenerationLocked(w *watch) *generation {
+func (c *cache) ensureGenerationLocked(w *watch) *gen.Generation {
 	for {
 		s := c.snap
 		key := w.groupKey(s)
@@ -125,7 +96,7 @@ func (c *cache) ensureGenerationLocked(w *watch) *generation {
 // (or its error) when s is still the cache's snapshot. Callers do not hold
 // c.mu.
 func (c *cache) generateGroup(s *model.Snapshot, p *Proxy, key string) {
-	_, _ = c.groupFlights.do(s, key, func() (*generation, error) {
+	_, _ = c.groupFlights.Do(s, key, func() (*gen.Generation, error) {
 		c.mu.Lock()
 		g, done := c.gens[key], c.snap != s
 		c.mu.Unlock()
@@ -151,7 +122,7 @@ func (c *cache) generateGroup(s *model.Snapshot, p *Proxy, key string) {
 		}
 		if c.gens[key] == nil {
 			c.gens[key] = g
-			c.kindFor(p).cache.adopt(g)
+			c.kindFor(p.Kind).cache.Adopt(g)
 		}
 		c.metrics.groups.Set(float64(len(c.gens)))
 		return g, nil
@@ -159,8 +130,8 @@ func (c *cache) generateGroup(s *model.Snapshot, p *Proxy, key string) {
 }
 
 // build generates a group at s, by its kind's part of the cache.
-func (c *cache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-	return c.kindFor(p).cache.build(s, p, key)
+func (c *cache) build(s *model.Snapshot, p *Proxy, key string) (*gen.Generation, error) {
+	return c.kindFor(p.Kind).cache.Build(s, p.Workload(), key)
 }
 
 // advance brings the live groups (those with open watches; liveKeys are
@@ -170,12 +141,12 @@ func (c *cache) build(s *model.Snapshot, p *Proxy, key string) (*generation, err
 // oldSnap). Groups are brought forward by what differs (model.Compare):
 // each kind readies its groups' push first, then the groups are brought
 // forward on all cores.
-func (c *cache) advance(oldSnap, s *model.Snapshot, live []*generation, liveKeys map[*generation]string) (map[string]*generation, map[*generation]*genDiff, map[string]error, *model.Diff) {
+func (c *cache) advance(oldSnap, s *model.Snapshot, live []*gen.Generation, liveKeys map[*gen.Generation]string) (map[string]*gen.Generation, map[*gen.Generation]*gen.Diff, map[string]error, *model.Diff) {
 	type job struct {
 		key  string
-		old  *generation
-		gen  *generation
-		diff *genDiff
+		old  *gen.Generation
+		gen  *gen.Generation
+		diff *gen.Diff
 		err  error
 	}
 	var md *model.Diff
@@ -184,16 +155,16 @@ func (c *cache) advance(oldSnap, s *model.Snapshot, live []*generation, liveKeys
 	}
 	var jobs []*job
 	keys := map[string]bool{}
-	newKey := func(g *generation) string {
+	newKey := func(g *gen.Generation) string {
 		if md.SameViewKeys() {
 			return liveKeys[g]
 		}
-		return GroupKey(s, g.proxy)
+		return model.ViewKey(s, g.Workload) // GroupKey of the group's proxies
 	}
 	// Each kind readies its groups' push first (an Envoy sidecar's scope
 	// parts, once per scope), then the groups are brought forward on all
 	// cores.
-	byKind := map[*cacheKind][]*generation{}
+	byKind := map[*cacheKind][]*gen.Generation{}
 	var kinds []*cacheKind
 	for _, g := range live {
 		key := newKey(g)
@@ -201,19 +172,19 @@ func (c *cache) advance(oldSnap, s *model.Snapshot, live []*generation, liveKeys
 			keys[key] = true
 			jobs = append(jobs, &job{key: key, old: g})
 		}
-		k := c.kindFor(g.proxy)
+		k := c.kindFor(g.Workload.Kind)
 		if _, ok := byKind[k]; !ok {
 			kinds = append(kinds, k)
 		}
 		byKind[k] = append(byKind[k], g)
 	}
-	steps := make(map[*cacheKind]pushStep, len(kinds))
+	steps := make(map[*cacheKind]gen.PushStep, len(kinds))
 	for _, k := range kinds {
-		steps[k] = k.cache.push(s, md, byKind[k])
+		steps[k] = k.cache.Push(s, md, byKind[k])
 	}
 	var groupJobs []func()
 	for _, j := range jobs {
-		step := steps[c.kindFor(j.old.proxy)]
+		step := steps[c.kindFor(j.old.Workload.Kind)]
 		groupJobs = append(groupJobs, func() {
 			start := time.Now()
 			j.gen, j.diff, j.err = step(j.old, j.key)
@@ -221,9 +192,9 @@ func (c *cache) advance(oldSnap, s *model.Snapshot, live []*generation, liveKeys
 			c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
 		})
 	}
-	parallel(groupJobs)
-	gens := make(map[string]*generation, len(jobs))
-	diffs := make(map[*generation]*genDiff, len(jobs))
+	gen.Parallel(groupJobs)
+	gens := make(map[string]*gen.Generation, len(jobs))
+	diffs := make(map[*gen.Generation]*gen.Diff, len(jobs))
 	errs := map[string]error{}
 	for _, j := range jobs {
 		if j.err != nil {
@@ -235,43 +206,23 @@ func (c *cache) advance(oldSnap, s *model.Snapshot, live []*generation, liveKeys
 		switch {
 		case j.diff != nil:
 			diffs[j.gen] = j.diff
-		case j.key == j.old.key:
-			diffs[j.gen] = diffGenerations(j.old, j.gen)
+		case j.key == j.old.Key:
+			diffs[j.gen] = gen.Compare(j.old, j.gen)
 		}
 	}
 	return gens, diffs, errs, md
 }
 
 // install makes gens (and errs, diffs) the groups at s. Callers hold c.mu.
-func (c *cache) install(s *model.Snapshot, gens map[string]*generation, errs map[string]error, diffs map[*generation]*genDiff) {
+func (c *cache) install(s *model.Snapshot, gens map[string]*gen.Generation, errs map[string]error, diffs map[*gen.Generation]*gen.Diff) {
 	c.snap, c.gens, c.genErrs, c.diffs = s, gens, errs, diffs
 	for _, k := range c.kinds {
-		k.cache.installed(s, gens)
+		k.cache.Installed(s, gens)
 	}
-}
-
-// parallel runs fns on GOMAXPROCS goroutines and waits for them.
-func parallel(fns []func()) {
-	next := make(chan func())
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(fns)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for fn := range next {
-				fn()
-			}
-		}()
-	}
-	for _, fn := range fns {
-		next <- fn
-	}
-	close(next)
-	wg.Wait()
 }
 
 // generationFor returns the current generation for a proxy, for debug output.
-func (c *cache) generationFor(p *Proxy) *generation {
+func (c *cache) generationFor(p *Proxy) *gen.Generation {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -51,12 +52,12 @@ func (c *cache) held(id string) []HeldStream {
 		if ref.delta != nil {
 			hs.Protocol = "delta"
 		}
-		for _, t := range typeURLs {
+		for _, t := range gen.TypeURLs() {
 			sub := m.subs[t]
 			if sub == nil {
 				continue
 			}
-			var sent *generation
+			var sent *gen.Generation
 			if st := c.sent[streamKey{sotw: ref.sotw, delta: ref.delta, typeURL: t}]; st != nil {
 				sent = st.gen
 			}
@@ -78,16 +79,16 @@ func (c *cache) held(id string) []HeldStream {
 // bodyLocked finds the body of version of the named resource: in the
 // generation last sent on the stream, the group's current generation, or
 // the staged route versions of the stream. Callers hold c.mu.
-func (c *cache) bodyLocked(ref streamRef, group string, sent *generation, typeURL, name, version string) proto.Message {
+func (c *cache) bodyLocked(ref streamRef, group string, sent *gen.Generation, typeURL, name, version string) proto.Message {
 	if version == "" {
 		return nil
 	}
-	for _, g := range []*generation{sent, c.gens[group]} {
+	for _, g := range []*gen.Generation{sent, c.gens[group]} {
 		if g == nil {
 			continue
 		}
-		if r := g.lookup(typeURL, name); r != nil && r.hash == version {
-			m, err := r.message()
+		if r := lookup(g, typeURL, name); r != nil && r.Hash == version {
+			m, err := r.Message()
 			if err != nil {
 				c.logger.Error("held resource", "group", group, "type", shortType(typeURL), "error", err)
 			}
@@ -97,8 +98,8 @@ func (c *cache) bodyLocked(ref streamRef, group string, sent *generation, typeUR
 	if ref.sotw != nil {
 		if st := c.staged[ref.sotw]; st != nil {
 			for _, r := range st.routes[name] {
-				if r != nil && r.hash == version {
-					return r.msg
+				if r != nil && r.Hash == version {
+					return r.Msg
 				}
 			}
 		}

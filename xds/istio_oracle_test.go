@@ -308,7 +308,7 @@ func (c *oracleCompare) grpc(t *testing.T, snap *model.Snapshot, out *oracleOutp
 		requested[n] = true
 	}
 	// Short names (reviews:9080 from namespace default) are served as vmesh's
-	// server serves them (xds/resources.go shortNameListener): the listener of
+	// server serves them (xds/grpc shortNameListener): the listener of
 	// the service the name expands to (grpcgen.ExpandShortName), renamed.
 	byName := map[string]oracleJsonObj{}
 	for _, l := range oracleGenericAll(t, ls) {

@@ -9,9 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
-	"github.com/vmesh/vmesh/xds/nds"
-	"github.com/vmesh/vmesh/xds/node"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -23,102 +22,64 @@ const InboundListenerPrefix = grpcgen.InboundListenerPrefix
 // configuration's) name for a service port: "host:port".
 func ListenerName(host string, port uint32) string { return grpcgen.ListenerName(host, port) }
 
+// NameTableType is the type URL of the name table (Istio's NDS): the hosts
+// a proxy can see and the IPs that answer for them, which a VM's agent
+// serves from its DNS proxy. The agent's own stream asks for it (a
+// wildcard subscription, as Istio's agent does); the response carries one
+// resource, NameTableName.
+const NameTableType = gen.NameTableType
+
+// NameTableName names the one name table resource of a proxy.
+const NameTableName = gen.NameTableName
+
+// WorkloadGroupType is the type URL of the WorkloadGroups served to VM
+// agents: istio.io/api's WorkloadGroup message, one resource per group of
+// the proxy's namespace, named by the group's name. An agent subscribes
+// on its own stream to the group it registers under and runs the group's
+// readiness probe, so the probe follows the config (Istio writes it into
+// the VM's files at onboarding instead).
+const WorkloadGroupType = gen.WorkloadGroupType
+
+// Version returns the version_info for config generated from s: "r<store
+// revision>", plus "@<short commit>" when the config came from git.
+func Version(s *model.Snapshot) string { return gen.Version(s) }
+
+// Consistent checks the references between a proxyless client's
+// generated resources (grpc.Consistent): every RDS name an LDS listener
+// uses is in rds, every cluster a route names is in cds or missing, and
+// every EDS cluster has an assignment in eds (when eds is not nil).
+func Consistent(lds []*listenerv3.Listener, rds []*routev3.RouteConfiguration, cds []*clusterv3.Cluster, eds map[string]bool, missing func(string) bool) error {
+	return grpcgen.Consistent(lds, rds, cds, eds, missing)
+}
+
 // ClusterName returns Istio's outbound cluster name (model.ClusterName).
 func ClusterName(port uint32, subset, host string) string {
 	return model.ClusterName(port, subset, host)
 }
 
-// generators are one proxy kind's generators, each reading only the
-// proxy's View.
-type generators struct {
-	listeners func(*model.View) ([]*listenerv3.Listener, error)
-	routes    func(*model.View) ([]*routev3.RouteConfiguration, error)
-	clusters  func(*model.View) ([]*clusterv3.Cluster, error)
-	endpoints func(*model.View) ([]*endpointv3.ClusterLoadAssignment, error)
-	// inbound returns a server listener by name; nil when the kind has
-	// none (an Envoy sidecar serves inbound on virtualInbound).
-	inbound func(*model.View, string) (*listenerv3.Listener, error)
-	// nameTable returns the DNS name table (NDS) the VM's agent asks for
-	// on its own stream; nil when the kind's streams never ask for one.
-	nameTable func(*model.View) (nds.Table, error)
-}
-
-// kindRow is one proxy kind in the table: its name, the node GENERATOR
-// that selects it, what its generators read, its generators, and how the
-// server generates, brings forward and serves its groups.
+// kindRow is one proxy kind in the table: the kind's package provides
+// everything of it (gen.Kind); the row keeps what the server reads of it
+// on every lookup.
 type kindRow struct {
-	name model.ProxyKind
-	// generator is the node metadata GENERATOR of the kind's nodes; ""
-	// for the kind of nodes that name none (or one no row has).
-	generator string
-	reads     model.Reads
-	gens      generators
-	// generate generates a group of the kind in full, on its own.
-	generate func(s *model.Snapshot, p *Proxy, key string) (*generation, error)
-	// newCache returns the kind's part of one cache: what it keeps across
-	// the cache's groups and how a push brings them forward.
-	newCache func(c *cache) kindCache
-	// lookup returns a resource of g the kind makes on demand by name
-	// (nil: none); nil when the kind makes none.
-	lookup func(g *generation, typeURL, name string) *resource
-	// staged: the kind's state-of-the-world streams get make-before-break
-	// (staging.go).
-	staged bool
-	// agentStreams: the kind's streams may be a VM agent's own, which ask
-	// for the WorkloadGroup they register under (workloadgroup.go).
-	agentStreams bool
-	// envoy: the kind's proxies are Envoys, in front of a workload that
-	// takes mTLS (Proxy.RunsEnvoy).
-	envoy bool
+	name  model.ProxyKind
+	reads model.Reads
+	gen.Traits
+	kind gen.Kind
 }
 
-// kindCache is one kind's part of a cache.
-type kindCache interface {
-	// build generates group key of p at s, for the cache (sharing what
-	// the kind keeps across groups at s).
-	build(s *model.Snapshot, p *Proxy, key string) (*generation, error)
-	// push prepares bringing the kind's live groups to s, given what
-	// differs from their snapshot (md; nil when there was none), and
-	// returns the step that brings one forward under its key at s.
-	push(s *model.Snapshot, md *model.Diff, live []*generation) pushStep
-	// adopt is told, under the cache's lock, that g, generated at the
-	// cache's snapshot, is one of its groups.
-	adopt(g *generation)
-	// installed is told, under the cache's lock, that a push made gens
-	// the cache's groups at s.
-	installed(s *model.Snapshot, gens map[string]*generation)
-	// dropped is told, under the cache's lock, that g left the cache,
-	// whose groups are now gens.
-	dropped(g *generation, gens map[string]*generation)
+// rowOf makes the table's row of kind k.
+func rowOf(k gen.Kind) kindRow {
+	return kindRow{name: k.Name(), reads: k.Reads(), Traits: k.Traits(), kind: k}
 }
-
-// pushStep brings a group forward to a push's snapshot under key: its new
-// generation, and the names that changed when known (nil: the cache
-// compares the generations).
-type pushStep func(old *generation, key string) (*generation, *genDiff, error)
 
 // kindTable is the one table of proxy kinds vmesh serves, in order. Adding
-// a kind is one package under xds and one row here (and one more in the
-// array's length: an array, so that looking a kind up allocates nothing).
+// a kind is one package under xds providing a gen.Kind and one row here
+// (and one more in the array's length: an array, so that looking a kind up
+// allocates nothing).
 func kindTable() [2]kindRow {
 	return [...]kindRow{
-		{
-			name: sidecar.Kind{}.Name(), reads: sidecar.Kind{}.Reads(),
-			gens: generators{sidecar.Listeners, sidecar.Routes, sidecar.Clusters, sidecar.Endpoints, nil, nil},
-			generate: func(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-				return generateSidecar(s, p, key, nil)
-			},
-			newCache: newSidecarCache,
-			envoy:    true,
-		},
-		{
-			name: grpcgen.Kind{}.Name(), generator: node.GeneratorGRPC, reads: grpcgen.Kind{}.Reads(),
-			gens:     generators{grpcgen.Listeners, grpcgen.Routes, grpcgen.Clusters, grpcgen.Endpoints, grpcgen.InboundListener, grpcgen.NameTable},
-			generate: generateProxyless,
-			newCache: newProxylessCache,
-			lookup:   proxylessLookup,
-			staged:   true, agentStreams: true,
-		},
+		rowOf(sidecar.Kind{}),
+		rowOf(grpcgen.Kind{}),
 	}
 }
 
@@ -138,7 +99,7 @@ func kindNamed(k model.ProxyKind) (kindRow, error) {
 func kindOfGenerator(gen string) model.ProxyKind {
 	var def model.ProxyKind
 	for _, r := range kindTable() {
-		switch r.generator {
+		switch r.Generator {
 		case gen:
 			return r.name
 		case "":
@@ -158,25 +119,25 @@ func kindNames() []model.ProxyKind {
 }
 
 // generate builds all resource types for a group, by its kind's row.
-func generate(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+func generate(s *model.Snapshot, p *Proxy, key string) (*gen.Generation, error) {
 	k, err := kindNamed(p.Kind)
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.ID, err)
 	}
-	return k.generate(s, p, key)
+	return k.kind.Generate(s, p.Workload(), key)
 }
 
 // generatorsFor returns the generators of w's kind.
-func generatorsFor(w model.Workload) (generators, error) {
+func generatorsFor(w model.Workload) (gen.Generators, error) {
 	r, err := kindNamed(w.Kind)
 	if err != nil {
-		return generators{}, fmt.Errorf("proxy %s: %w", w.ID, err)
+		return gen.Generators{}, fmt.Errorf("proxy %s: %w", w.ID, err)
 	}
-	return r.gens, nil
+	return r.kind.Generators(), nil
 }
 
 // generateWith runs one generator of p's kind on p's View of s.
-func generateWith[T any](s *model.Snapshot, p *Proxy, pick func(generators) func(*model.View) ([]T, error)) ([]T, error) {
+func generateWith[T any](s *model.Snapshot, p *Proxy, pick func(gen.Generators) func(*model.View) ([]T, error)) ([]T, error) {
 	w := p.Workload()
 	gens, err := generatorsFor(w)
 	if err != nil {
@@ -187,22 +148,24 @@ func generateWith[T any](s *model.Snapshot, p *Proxy, pick func(generators) func
 
 // Listeners returns the client listeners for a proxy.
 func Listeners(s *model.Snapshot, p *Proxy) ([]*listenerv3.Listener, error) {
-	return generateWith(s, p, func(g generators) func(*model.View) ([]*listenerv3.Listener, error) { return g.listeners })
+	return generateWith(s, p, func(g gen.Generators) func(*model.View) ([]*listenerv3.Listener, error) { return g.Listeners })
 }
 
 // Routes returns the route configurations for a proxy.
 func Routes(s *model.Snapshot, p *Proxy) ([]*routev3.RouteConfiguration, error) {
-	return generateWith(s, p, func(g generators) func(*model.View) ([]*routev3.RouteConfiguration, error) { return g.routes })
+	return generateWith(s, p, func(g gen.Generators) func(*model.View) ([]*routev3.RouteConfiguration, error) { return g.Routes })
 }
 
 // Clusters returns the outbound clusters for a proxy.
 func Clusters(s *model.Snapshot, p *Proxy) ([]*clusterv3.Cluster, error) {
-	return generateWith(s, p, func(g generators) func(*model.View) ([]*clusterv3.Cluster, error) { return g.clusters })
+	return generateWith(s, p, func(g gen.Generators) func(*model.View) ([]*clusterv3.Cluster, error) { return g.Clusters })
 }
 
 // Endpoints returns the ClusterLoadAssignments for a proxy's EDS clusters.
 func Endpoints(s *model.Snapshot, p *Proxy) ([]*endpointv3.ClusterLoadAssignment, error) {
-	return generateWith(s, p, func(g generators) func(*model.View) ([]*endpointv3.ClusterLoadAssignment, error) { return g.endpoints })
+	return generateWith(s, p, func(g gen.Generators) func(*model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
+		return g.Endpoints
+	})
 }
 
 // InboundListener returns the server listener named name
@@ -215,8 +178,8 @@ func InboundListener(s *model.Snapshot, p *Proxy, name string) (*listenerv3.List
 	if err != nil {
 		return nil, err
 	}
-	if gens.inbound == nil {
+	if gens.Inbound == nil {
 		return nil, fmt.Errorf("proxy %s: Envoy sidecars have no per-address server listeners (%s)", p.ID, name)
 	}
-	return gens.inbound(model.NewView(s, w), name)
+	return gens.Inbound(model.NewView(s, w), name)
 }

@@ -5,6 +5,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/vmesh/vmesh/xds/gen"
 )
 
 // Members: the cache keeps, for every open stream, which group it belongs
@@ -74,7 +75,7 @@ func (c *cache) leaveGroupLocked(key string) {
 	if g := c.gens[key]; g != nil {
 		delete(c.diffs, g)
 		delete(c.gens, key)
-		c.kindFor(g.proxy).cache.dropped(g, c.gens)
+		c.kindFor(g.Workload.Kind).cache.Dropped(g, c.gens)
 	}
 	delete(c.genErrs, key)
 	c.metrics.groups.Set(float64(len(c.gens)))
@@ -128,7 +129,7 @@ func (c *cache) streamClosed(ch chan cachev3.Response) {
 // and its membership (the group goes with its last stream). Callers hold
 // c.mu.
 func (c *cache) closeStreamLocked(ref streamRef) {
-	for _, t := range typeURLs {
+	for _, t := range gen.TypeURLs() {
 		delete(c.sent, streamKey{sotw: ref.sotw, delta: ref.delta, typeURL: t})
 	}
 	if ref.sotw != nil {

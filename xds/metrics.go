@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vmesh/vmesh/xds/gen"
 )
 
 // metrics are the xds package's Prometheus metrics.
@@ -72,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range kindNames() {
 		m.connected.WithLabelValues(string(k))
 	}
-	for _, t := range typeURLs {
+	for _, t := range gen.TypeURLs() {
 		m.pushes.WithLabelValues(shortType(t))
 		m.pushSeconds.WithLabelValues(shortType(t))
 		m.nacks.WithLabelValues(shortType(t))

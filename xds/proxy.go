@@ -72,7 +72,7 @@ func (p *Proxy) Workload() model.Workload {
 // table says so), in front of a workload that takes mTLS.
 func (p *Proxy) RunsEnvoy() bool {
 	k, err := kindNamed(p.Kind)
-	return err == nil && k.envoy
+	return err == nil && k.Envoy
 }
 
 // GroupKey returns the key of the proxy's group: proxies with one key get

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Responses carry resources serialised once per generation (resource.any)
+// Responses carry resources serialised once per generation (resource.Any)
 // and shared by every stream they are sent to. gRPC's protobuf codec would
 // copy each of them into a new buffer per response: an Envoy sidecar's
 // route configuration of a port with 1,000 services is ~300 KB, so a

@@ -15,6 +15,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/vmesh/vmesh/xds/gen"
 	"github.com/vmesh/vmesh/xds/translate"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -79,7 +80,7 @@ type stagedStream struct {
 	open map[string]*watch
 	// routes holds, per route configuration name, the versions the
 	// client may hold: the one it ACKed last, then those sent since.
-	routes map[string][]*resource
+	routes map[string][]*gen.Resource
 	// waiting says, per type, that the open watch holds something back.
 	waiting map[string]bool
 	// warming are the route names whose last version sent is a warming
@@ -97,12 +98,12 @@ type stagedStream struct {
 // the world, of a kind whose row says staged: proxyless gRPC), creating it
 // when create is set; else nil.
 func (c *cache) stagedFor(w *watch, create bool) *stagedStream {
-	if w.sotw == nil || !c.kindFor(w.proxy).row.staged {
+	if w.sotw == nil || !c.kindFor(w.proxy.Kind).row.Staged {
 		return nil
 	}
 	st := c.staged[w.sotw]
 	if st == nil && create {
-		st = &stagedStream{open: map[string]*watch{}, routes: map[string][]*resource{}, waiting: map[string]bool{}, warming: map[string]bool{}, markers: map[string]bool{}}
+		st = &stagedStream{open: map[string]*watch{}, routes: map[string][]*gen.Resource{}, waiting: map[string]bool{}, warming: map[string]bool{}, markers: map[string]bool{}}
 		c.staged[w.sotw] = st
 	}
 	return st
@@ -120,7 +121,7 @@ func (st *stagedStream) settle(held map[string]string) {
 			continue
 		}
 		for i := len(vs) - 1; i >= 0; i-- {
-			if vs[i].hash == h {
+			if vs[i].Hash == h {
 				st.routes[n] = vs[i : i+1 : i+1]
 				break
 			}
@@ -130,7 +131,7 @@ func (st *stagedStream) settle(held map[string]string) {
 		used := false
 		for _, vs := range st.routes {
 			for _, r := range vs {
-				used = used || r.routeRefs().marker == m
+				used = used || routeRefs(r).Marker == m
 			}
 		}
 		if !used {
@@ -151,12 +152,12 @@ func (st *stagedStream) asked(names map[string]struct{}) {
 
 // version returns the version of route configuration name whose hash is
 // h, when the stream may hold it.
-func (st *stagedStream) version(name, h string) *resource {
+func (st *stagedStream) version(name, h string) *gen.Resource {
 	if h == "" {
 		return nil
 	}
 	for _, r := range st.routes[name] {
-		if r.hash == h {
+		if r.Hash == h {
 			return r
 		}
 	}
@@ -164,17 +165,17 @@ func (st *stagedStream) version(name, h string) *resource {
 }
 
 // sent records route configurations sent to the stream.
-func (st *stagedStream) sent(rs []*resource, warming map[string]bool) {
+func (st *stagedStream) sent(rs []*gen.Resource, warming map[string]bool) {
 	for _, r := range rs {
-		vs := st.routes[r.name]
+		vs := st.routes[r.Name]
 		if len(vs) >= 8 { // a client that never ACKs: keep the oldest, the held one
 			vs = append(vs[:1], vs[2:]...)
 		}
-		st.routes[r.name] = append(vs, r)
-		if warming[r.name] {
-			st.warming[r.name] = true
+		st.routes[r.Name] = append(vs, r)
+		if warming[r.Name] {
+			st.warming[r.Name] = true
 		} else {
-			delete(st.warming, r.name)
+			delete(st.warming, r.Name)
 		}
 	}
 }
@@ -191,7 +192,7 @@ func (st *stagedStream) sent(rs []*resource, warming map[string]bool) {
 // endpoints stay as they were, and a route that names it again first
 // makes the client hold its current endpoints (stageRoute). Markers are
 // never withheld.
-func (st *stagedStream) withheldEDS(g *generation, held map[string]string) map[string]bool {
+func (st *stagedStream) withheldEDS(g *gen.Generation, held map[string]string) map[string]bool {
 	if len(st.routes) == 0 {
 		return nil
 	}
@@ -200,8 +201,8 @@ func (st *stagedStream) withheldEDS(g *generation, held map[string]string) map[s
 		if liveSet == nil {
 			liveSet = map[string]bool{}
 			for n := range st.routes {
-				if r := g.get(resourcev3.RouteType, n); r != nil {
-					maps.Copy(liveSet, r.routeRefs().used)
+				if r := g.Get(resourcev3.RouteType, n); r != nil {
+					maps.Copy(liveSet, routeRefs(r).Used)
 				}
 			}
 		}
@@ -219,7 +220,7 @@ func (st *stagedStream) withheldEDS(g *generation, held map[string]string) map[s
 	}
 	for _, vs := range st.routes {
 		for _, r := range vs {
-			for cl := range r.routeRefs().used {
+			for cl := range routeRefs(r).Used {
 				hold(cl)
 			}
 		}
@@ -234,7 +235,7 @@ func (st *stagedStream) withheldEDS(g *generation, held map[string]string) map[s
 // of every cluster in clusters. It knows only while the stream's CDS and
 // EDS watches are open; otherwise it answers false, and the next request
 // of those types asks again.
-func (st *stagedStream) holdsClusters(g *generation, clusters map[string]bool) bool {
+func (st *stagedStream) holdsClusters(g *gen.Generation, clusters map[string]bool) bool {
 	cw, ew := st.open[resourcev3.ClusterType], st.open[resourcev3.EndpointType]
 	if cw == nil {
 		return false
@@ -245,16 +246,16 @@ func (st *stagedStream) holdsClusters(g *generation, clusters map[string]bool) b
 		eds = ew.sub.ReturnedResources()
 	}
 	for cl := range clusters {
-		r := g.lookup(resourcev3.ClusterType, cl)
+		r := lookup(g, resourcev3.ClusterType, cl)
 		if r == nil {
 			// A route destination g has no cluster for
 			// (model.View.RouteCluster): nothing to hold.
 			continue
 		}
-		if cds[cl] != r.hash {
+		if cds[cl] != r.Hash {
 			return false
 		}
-		if e := g.lookup(resourcev3.EndpointType, cl); e != nil && (eds == nil || eds[cl] != e.hash) {
+		if e := lookup(g, resourcev3.EndpointType, cl); e != nil && (eds == nil || eds[cl] != e.Hash) {
 			return false
 		}
 	}
@@ -266,30 +267,30 @@ func (st *stagedStream) holdsClusters(g *generation, clusters map[string]bool) b
 // itself; or, when x names clusters the held version does not, the held
 // version with a warming route naming them; or nil when x must wait for
 // the stream to hold its clusters.
-func (c *cache) stageRoute(st *stagedStream, g *generation, x *resource, held string) *resource {
-	h := st.version(x.name, held)
+func (c *cache) stageRoute(st *stagedStream, g *gen.Generation, x *gen.Resource, held string) *gen.Resource {
+	h := st.version(x.Name, held)
 	if h == nil || !st.cds {
 		// The client holds nothing under this name (a new channel has no
 		// RPCs yet), or a version this stream state has forgotten, or the
 		// stream does not fetch clusters.
 		return x
 	}
-	xr, hr := x.routeRefs(), h.routeRefs()
-	for cl := range xr.used {
+	xr, hr := routeRefs(x), routeRefs(h)
+	for cl := range xr.Used {
 		// A cluster g does not have (a route destination the proxy has no
 		// cluster for) has no balancer to build first: its RPCs fail
 		// either way.
-		if !hr.used[cl] && !hr.warm[cl] && g.lookup(resourcev3.ClusterType, cl) != nil {
+		if !hr.Used[cl] && !hr.Warm[cl] && lookup(g, resourcev3.ClusterType, cl) != nil {
 			w := c.warmedRoute(g, h, x)
 			if w != nil {
-				st.markers[w.routeRefs().marker] = false
+				st.markers[routeRefs(w).Marker] = false
 				return w
 			}
 			return x
 		}
 	}
-	need := xr.used
-	if m := hr.marker; m != "" {
+	need := xr.Used
+	if m := hr.Marker; m != "" {
 		if !st.markers[m] {
 			return nil
 		}
@@ -307,26 +308,26 @@ func (c *cache) stageRoute(st *stagedStream, g *generation, x *resource, held st
 // as stageRoute (RDS) and withheldEDS (EDS) allow. force answers even when
 // there is nothing to send (the stream's first request). Callers hold
 // c.mu.
-func (c *cache) respondStagedLocked(w *watch, g *generation, st *stagedStream, force bool, changed time.Time) bool {
+func (c *cache) respondStagedLocked(w *watch, g *gen.Generation, st *stagedStream, force bool, changed time.Time) bool {
 	w.seen = g
 	held := w.sub.ReturnedResources()
 	var gone map[string]bool
 	if w.typeURL == resourcev3.EndpointType {
 		gone = st.withheldEDS(g, held)
 	}
-	var send []*resource
+	var send []*gen.Resource
 	var removed []string
 	var warming map[string]bool
 	waiting, altered := false, false
 	for n := range w.sub.SubscribedResources() {
-		r := g.lookup(w.typeURL, n)
+		r := lookup(g, w.typeURL, n)
 		if r == nil {
 			if _, ok := held[n]; ok && !gone[n] {
 				removed = append(removed, n)
 			}
 			continue
 		}
-		if held[n] == r.hash {
+		if held[n] == r.Hash {
 			continue
 		}
 		if gone[n] {
@@ -335,7 +336,7 @@ func (c *cache) respondStagedLocked(w *watch, g *generation, st *stagedStream, f
 		}
 		if w.typeURL == resourcev3.RouteType {
 			out := c.stageRoute(st, g, r, held[n])
-			if out == nil || out.hash == held[n] {
+			if out == nil || out.Hash == held[n] {
 				waiting = true
 				continue
 			}
@@ -401,26 +402,21 @@ func (c *cache) retryStagedLocked(st *stagedStream, req *watch) {
 	}
 }
 
-// routeRefs are the clusters a route configuration names: in the routes
-// that take RPCs, and in the warming route, whose marker cluster is
-// marker.
-type routeRefs struct {
-	used, warm map[string]bool
-	marker     string
-}
-
-// routeRefs returns the clusters r, a route configuration, names.
-func (r *resource) routeRefs() *routeRefs {
-	if p := r.refs.Load(); p != nil {
+// routeRefs returns the clusters r, a route configuration, names: in the
+// routes that take RPCs, and in the warming route (warmRouteName), whose
+// marker cluster is the one named with markerPrefix. Made once per
+// resource.
+func routeRefs(r *gen.Resource) *gen.RouteRefs {
+	if p := r.Refs.Load(); p != nil {
 		return p
 	}
-	p := &routeRefs{used: map[string]bool{}, warm: map[string]bool{}}
-	rc, _ := r.msg.(*routev3.RouteConfiguration)
+	p := &gen.RouteRefs{Used: map[string]bool{}, Warm: map[string]bool{}}
+	rc, _ := r.Msg.(*routev3.RouteConfiguration)
 	for _, vh := range rc.GetVirtualHosts() {
 		for _, rt := range vh.GetRoutes() {
-			into := p.used
+			into := p.Used
 			if rt.GetName() == warmRouteName {
-				into = p.warm
+				into = p.Warm
 			}
 			a := rt.GetRoute()
 			if cl := a.GetCluster(); cl != "" {
@@ -431,12 +427,12 @@ func (r *resource) routeRefs() *routeRefs {
 			}
 		}
 	}
-	for cl := range p.warm {
+	for cl := range p.Warm {
 		if strings.HasPrefix(cl, markerPrefix) {
-			p.marker = cl
+			p.Marker = cl
 		}
 	}
-	r.refs.Store(p)
+	r.Refs.Store(p)
 	return p
 }
 
@@ -455,24 +451,24 @@ var (
 // warming route (in place of h's own) naming the clusters of x that h's
 // routes do not use and g has, and a new marker cluster; nil if it cannot
 // be made.
-func (c *cache) warmedRoute(g *generation, h, x *resource) *resource {
-	hr := h.routeRefs()
+func (c *cache) warmedRoute(g *gen.Generation, h, x *gen.Resource) *gen.Resource {
+	hr := routeRefs(h)
 	var add []string
-	for cl := range x.routeRefs().used {
-		if !hr.used[cl] && g.lookup(resourcev3.ClusterType, cl) != nil {
+	for cl := range routeRefs(x).Used {
+		if !hr.Used[cl] && lookup(g, resourcev3.ClusterType, cl) != nil {
 			add = append(add, cl)
 		}
 	}
 	slices.Sort(add)
 	add = append(add, markerPrefix+markerProcess+"/"+strconv.FormatUint(markerSeq.Add(1), 10))
-	rc := proto.Clone(h.msg).(*routev3.RouteConfiguration)
+	rc := proto.Clone(h.Msg).(*routev3.RouteConfiguration)
 	for _, vh := range rc.GetVirtualHosts() {
 		vh.Routes = slices.DeleteFunc(vh.Routes, func(rt *routev3.Route) bool { return rt.GetName() == warmRouteName })
 		vh.Routes = append(vh.Routes, warmRoute(add))
 	}
-	r, err := newResource(h.name, rc)
+	r, err := gen.NewResource(h.Name, rc)
 	if err != nil {
-		c.logger.Error("making a warming route configuration", "route", h.name, "error", err)
+		c.logger.Error("making a warming route configuration", "route", h.Name, "error", err)
 		return nil
 	}
 	return r
@@ -480,7 +476,7 @@ func (c *cache) warmedRoute(g *generation, h, x *resource) *resource {
 
 // markerResource returns the CDS or EDS resource of a marker cluster: an
 // EDS cluster without endpoints.
-func markerResource(typeURL, name string) *resource {
+func markerResource(typeURL, name string) *gen.Resource {
 	var m proto.Message
 	switch typeURL {
 	case resourcev3.ClusterType:
@@ -494,7 +490,7 @@ func markerResource(typeURL, name string) *resource {
 	default:
 		return nil
 	}
-	r, _ := newResource(name, m)
+	r, _ := gen.NewResource(name, m)
 	return r
 }
 

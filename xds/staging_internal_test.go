@@ -13,12 +13,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vmesh/vmesh/internal/cowmap"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // routeTo is a route configuration with one route splitting its calls
 // evenly between clusters.
-func routeTo(t *testing.T, clusters ...string) *resource {
+func routeTo(t *testing.T, clusters ...string) *gen.Resource {
 	t.Helper()
 	wc := &routev3.WeightedCluster{}
 	for _, c := range clusters {
@@ -32,7 +34,7 @@ func routeTo(t *testing.T, clusters ...string) *resource {
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}},
 		}},
 	}}}
-	r, err := newResource(rc.GetName(), rc)
+	r, err := gen.NewResource(rc.GetName(), rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,23 +53,23 @@ func validAll(t *testing.T, m proto.Message) {
 // marker; warming again replaces that route rather than adding another.
 func TestWarmedRouteKeepsTheHeldRoutes(t *testing.T) {
 	c := newCache(testLog(t), mustMetrics(t))
-	gen := withClusters(t, "A", "B", "C")
+	g := withClusters(t, "A", "B", "C")
 	held := routeTo(t, "A")
 	next := routeTo(t, "A", "B")
-	w := c.warmedRoute(gen, held, next)
+	w := c.warmedRoute(g, held, next)
 	if w == nil {
 		t.Fatal("no warming route configuration")
 	}
-	validAll(t, w.msg)
-	refs := w.routeRefs()
-	if !maps.Equal(refs.used, map[string]bool{"A": true}) {
-		t.Errorf("routes that take RPCs name %v, want the held ones (A)", slices.Sorted(maps.Keys(refs.used)))
+	validAll(t, w.Msg)
+	refs := routeRefs(w)
+	if !maps.Equal(refs.Used, map[string]bool{"A": true}) {
+		t.Errorf("routes that take RPCs name %v, want the held ones (A)", slices.Sorted(maps.Keys(refs.Used)))
 	}
-	if !refs.warm["B"] || len(refs.warm) != 2 || !strings.HasPrefix(refs.marker, markerPrefix) || !refs.warm[refs.marker] {
-		t.Errorf("warming route names %v (marker %q), want B and a marker", slices.Sorted(maps.Keys(refs.warm)), refs.marker)
+	if !refs.Warm["B"] || len(refs.Warm) != 2 || !strings.HasPrefix(refs.Marker, markerPrefix) || !refs.Warm[refs.Marker] {
+		t.Errorf("warming route names %v (marker %q), want B and a marker", slices.Sorted(maps.Keys(refs.Warm)), refs.Marker)
 	}
-	routes := w.msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()
-	if len(routes) != 2 || !proto.Equal(routes[0], held.msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()[0]) || routes[1].GetName() != warmRouteName {
+	routes := w.Msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()
+	if len(routes) != 2 || !proto.Equal(routes[0], held.Msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()[0]) || routes[1].GetName() != warmRouteName {
 		t.Fatalf("routes = %v, want the held route then %s", routes, warmRouteName)
 	}
 	// No RPC matches: the header must be present and absent.
@@ -78,47 +80,47 @@ func TestWarmedRouteKeepsTheHeldRoutes(t *testing.T) {
 
 	// Warming on top of a warming version: its routes, one warming route,
 	// a new marker.
-	w2 := c.warmedRoute(gen, w, routeTo(t, "B", "C"))
-	r2 := w2.routeRefs()
-	if !maps.Equal(r2.used, refs.used) || !r2.warm["B"] || !r2.warm["C"] || len(r2.warm) != 3 || r2.marker == refs.marker {
-		t.Errorf("second warming: used %v, warm %v (marker %q after %q)", slices.Sorted(maps.Keys(r2.used)), slices.Sorted(maps.Keys(r2.warm)), r2.marker, refs.marker)
+	w2 := c.warmedRoute(g, w, routeTo(t, "B", "C"))
+	r2 := routeRefs(w2)
+	if !maps.Equal(r2.Used, refs.Used) || !r2.Warm["B"] || !r2.Warm["C"] || len(r2.Warm) != 3 || r2.Marker == refs.Marker {
+		t.Errorf("second warming: used %v, warm %v (marker %q after %q)", slices.Sorted(maps.Keys(r2.Used)), slices.Sorted(maps.Keys(r2.Warm)), r2.Marker, refs.Marker)
 	}
-	if n := len(w2.msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()); n != 2 {
+	if n := len(w2.Msg.(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()); n != 2 {
 		t.Errorf("second warming has %d routes, want 2", n)
 	}
 
 	// The marker is served as an EDS cluster without endpoints.
-	g := &generation{types: map[string]*resourceMap{}}
-	cds, eds := g.lookup(resourcev3.ClusterType, refs.marker), g.lookup(resourcev3.EndpointType, refs.marker)
+	g = &gen.Generation{Types: map[string]*gen.ResourceMap{}}
+	cds, eds := lookup(g, resourcev3.ClusterType, refs.Marker), lookup(g, resourcev3.EndpointType, refs.Marker)
 	if cds == nil || eds == nil {
 		t.Fatalf("marker resources: CDS %v, EDS %v", cds, eds)
 	}
-	validAll(t, cds.msg)
-	validAll(t, eds.msg)
-	if cl := cds.msg.(*clusterv3.Cluster); cl.GetType() != clusterv3.Cluster_EDS || cl.GetEdsClusterConfig().GetServiceName() != refs.marker {
+	validAll(t, cds.Msg)
+	validAll(t, eds.Msg)
+	if cl := cds.Msg.(*clusterv3.Cluster); cl.GetType() != clusterv3.Cluster_EDS || cl.GetEdsClusterConfig().GetServiceName() != refs.Marker {
 		t.Errorf("marker cluster %v", cl)
 	}
-	if cla := eds.msg.(*endpointv3.ClusterLoadAssignment); cla.GetClusterName() != refs.marker || len(cla.GetEndpoints()) != 0 {
+	if cla := eds.Msg.(*endpointv3.ClusterLoadAssignment); cla.GetClusterName() != refs.Marker || len(cla.GetEndpoints()) != 0 {
 		t.Errorf("marker assignment %v", cla)
 	}
-	if g.lookup(resourcev3.ClusterType, refs.marker) != cds {
+	if lookup(g, resourcev3.ClusterType, refs.Marker) != cds {
 		t.Error("marker resources are made again on every lookup")
 	}
 }
 
 // withClusters is a proxyless generation holding (empty) clusters of the
 // given names.
-func withClusters(t *testing.T, names ...string) *generation {
+func withClusters(t *testing.T, names ...string) *gen.Generation {
 	t.Helper()
-	e := cowmap.New[string, *resource]().Edit()
+	e := cowmap.New[string, *gen.Resource]().Edit()
 	for _, n := range names {
-		r, err := newResource(n, &clusterv3.Cluster{Name: n})
+		r, err := gen.NewResource(n, &clusterv3.Cluster{Name: n})
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.Set(n, r)
 	}
-	return &generation{types: map[string]*resourceMap{resourcev3.ClusterType: e.Map()}, proxy: &Proxy{Kind: KindGRPC}}
+	return &gen.Generation{Types: map[string]*gen.ResourceMap{resourcev3.ClusterType: e.Map()}, Workload: model.Workload{Kind: KindGRPC}}
 }
 
 // A route destination the proxy has no cluster for (issue 15 item 6) is
@@ -128,32 +130,32 @@ func withClusters(t *testing.T, names ...string) *generation {
 // only and then follows without waiting for the missing one.
 func TestStagingSkipsMissingClusters(t *testing.T) {
 	c := newCache(testLog(t), mustMetrics(t))
-	gen := withClusters(t, "A", "B")
+	g := withClusters(t, "A", "B")
 	held := routeTo(t, "A")
 	// The stream holds the CDS of A, the held route's cluster.
 	cds := newSotwSubscription([]string{"A", "missing"}, false)
-	cds.held["A"] = gen.get(resourcev3.ClusterType, "A").hash
+	cds.held["A"] = g.Get(resourcev3.ClusterType, "A").Hash
 	st := &stagedStream{
-		routes: map[string][]*resource{held.name: {held}}, markers: map[string]bool{}, cds: true,
+		routes: map[string][]*gen.Resource{held.Name: {held}}, markers: map[string]bool{}, cds: true,
 		open: map[string]*watch{resourcev3.ClusterType: {typeURL: resourcev3.ClusterType, sub: cds}},
 	}
 
 	x := routeTo(t, "A", "missing")
-	if got := c.stageRoute(st, gen, x, held.hash); got != x {
+	if got := c.stageRoute(st, g, x, held.Hash); got != x {
 		t.Fatalf("only a missing cluster is new: staged %v, want the route itself", got)
 	}
 
 	y := routeTo(t, "A", "B", "missing")
-	w := c.stageRoute(st, gen, y, held.hash)
+	w := c.stageRoute(st, g, y, held.Hash)
 	if w == nil || w == y {
 		t.Fatalf("a new real cluster: staged %v, want a warming version", w)
 	}
-	refs := w.routeRefs()
-	if !refs.warm["B"] || refs.warm["missing"] || len(refs.warm) != 2 {
-		t.Errorf("warming route names %v, want B and the marker (not the missing cluster)", slices.Sorted(maps.Keys(refs.warm)))
+	refs := routeRefs(w)
+	if !refs.Warm["B"] || refs.Warm["missing"] || len(refs.Warm) != 2 {
+		t.Errorf("warming route names %v, want B and the marker (not the missing cluster)", slices.Sorted(maps.Keys(refs.Warm)))
 	}
-	if !maps.Equal(refs.used, held.routeRefs().used) {
-		t.Errorf("warming version routes RPCs to %v, want the held %v", refs.used, held.routeRefs().used)
+	if !maps.Equal(refs.Used, routeRefs(held).Used) {
+		t.Errorf("warming version routes RPCs to %v, want the held %v", refs.Used, routeRefs(held).Used)
 	}
 }
 
@@ -173,23 +175,23 @@ func mustMetrics(t *testing.T) *metrics {
 // the new routes use, and a stream that holds no routes yet are never held
 // back.
 func TestWithheldEDS(t *testing.T) {
-	g := &generation{types: map[string]*resourceMap{}}
-	routes := cowmap.New[string, *resource]().Edit()
+	g := &gen.Generation{Types: map[string]*gen.ResourceMap{}}
+	routes := cowmap.New[string, *gen.Resource]().Edit()
 	next := routeTo(t, "A")
-	routes.Set(next.name, next)
-	g.types[resourcev3.RouteType] = routes.Map()
+	routes.Set(next.Name, next)
+	g.Types[resourcev3.RouteType] = routes.Map()
 	marker := markerPrefix + "p/1"
 	held := map[string]string{"A": "1", "B": "1", marker: "1"}
 
-	st := &stagedStream{routes: map[string][]*resource{}}
+	st := &stagedStream{routes: map[string][]*gen.Resource{}}
 	if got := st.withheldEDS(g, held); len(got) != 0 {
 		t.Errorf("no routes known yet: withheld %v, want none", got)
 	}
-	st.routes[next.name] = []*resource{routeTo(t, "A", "B", "C"), next} // the old version is not ACKed yet
+	st.routes[next.Name] = []*gen.Resource{routeTo(t, "A", "B", "C"), next} // the old version is not ACKed yet
 	if got, want := st.withheldEDS(g, held), map[string]bool{"B": true, "C": true}; !maps.Equal(got, want) {
 		t.Errorf("old route still held: withheld %v, want %v", got, want)
 	}
-	st.routes[next.name] = []*resource{next} // ACKed
+	st.routes[next.Name] = []*gen.Resource{next} // ACKed
 	if got, want := st.withheldEDS(g, held), map[string]bool{"B": true}; !maps.Equal(got, want) {
 		t.Errorf("new route ACKed: withheld %v, want %v (the endpoints the client holds of the cluster it left)", got, want)
 	}

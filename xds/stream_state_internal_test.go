@@ -14,6 +14,7 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/xds/gen/gentest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -168,7 +169,7 @@ func TestDroppedAnswerIsSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCache(testLog(t), m)
-	c.push(buildSnap(t, st, objs), time.Time{})
+	c.push(gentest.Snapshot(t, st, objs), time.Time{})
 	a, b := ClusterName(7070, "", modeltest.Host(0)), ClusterName(7070, "", modeltest.Host(1))
 	names := []string{a, b}
 	sub := newSotwSubscription(names, false)
@@ -198,7 +199,7 @@ func TestDroppedAnswerIsSentAgain(t *testing.T) {
 	open("1")
 	// The endpoint moves; the answer is queued, then dropped by a request
 	// of the same type before it is sent.
-	c.push(buildSnap(t, st, moveEndpoint(objs, "svc-0000-0", "10.77.0.1")), time.Time{})
+	c.push(gentest.Snapshot(t, st, moveEndpoint(objs, "svc-0000-0", "10.77.0.1")), time.Time{})
 	select {
 	case <-ch:
 	default:
@@ -214,11 +215,11 @@ func TestDroppedAnswerIsSentAgain(t *testing.T) {
 		t.Fatal("the ACK of a sent answer was answered again")
 	}
 	// A second move is answered from the changed names.
-	c.push(buildSnap(t, st, moveEndpoint(objs, "svc-0000-0", "10.77.0.2")), time.Time{})
+	c.push(gentest.Snapshot(t, st, moveEndpoint(objs, "svc-0000-0", "10.77.0.2")), time.Time{})
 	if got := sent(); len(got) != 1 || got[0] != a {
 		t.Fatalf("after the second move: %v, want [%s]", got, a)
 	}
-	if held := sub.ReturnedResources(); len(held) != 2 || held[a] != c.generationFor(p).lookup(resourcev3.EndpointType, a).hash {
+	if held := sub.ReturnedResources(); len(held) != 2 || held[a] != lookup(c.generationFor(p), resourcev3.EndpointType, a).Hash {
 		t.Fatalf("held after the second move: %v", held)
 	}
 }

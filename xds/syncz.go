@@ -354,7 +354,7 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 		}
 		out := ConfigDump{Proxy: p, Resources: map[string]map[string]json.RawMessage{}, Streams: []DumpStream{}}
 		if g := s.cache.generationFor(p); g != nil {
-			out.Group, out.Version = g.key, g.version
+			out.Group, out.Version = g.Key, g.Version
 		}
 		for _, hs := range s.cache.held(id) {
 			ds := DumpStream{Protocol: hs.Protocol, Group: hs.Group, Versions: map[string]map[string]string{}}

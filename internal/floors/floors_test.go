@@ -25,6 +25,11 @@ var allowed = map[string][]string{
 	"filestore": {"store", "internal/"},
 	"model":     {"store", "ca/spiffe", "internal/"},
 	"xds":       {"model", "ca/spiffe", "internal/"},
+	// What the proxy kinds and the server share (a resource, a group's
+	// generation, the kind and cache interfaces): a leaf under both.
+	"xds/gen": {"model", "xds/nds", "internal/"},
+	// The fixtures the tests of xds and of the kinds share.
+	"xds/gen/gentest": {"xds/gen", "model", "store", "internal/"},
 	// The node-metadata contract, which agents write and xds reads.
 	"xds/node": {},
 	// The DNS name table (NDS) message, which xds serves and agents read.

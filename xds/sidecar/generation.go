@@ -1,4 +1,4 @@
-package xds
+package sidecar
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
-	"github.com/vmesh/vmesh/xds/sidecar"
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -38,11 +38,11 @@ import (
 type outboundPart struct {
 	snap *model.Snapshot
 	key  string // model.OutboundKey
-	// proxy is the proxy the part was first generated for: any proxy of
-	// the scope generates the same part.
-	proxy *Proxy
+	// w is the workload of the proxy the part was first generated for:
+	// any proxy of the scope generates the same part.
+	w model.Workload
 	// types holds LDS, RDS, CDS and EDS (and an empty name table).
-	types map[string]*resourceMap
+	types map[string]*gen.ResourceMap
 }
 
 // outboundChange is a scope's new part and which names changed from base,
@@ -54,32 +54,37 @@ type outboundChange struct {
 	err     error
 }
 
-// sidecarPart is what a sidecar group keeps with its generation: its two
-// parts, its scope's (shared with every group of the scope) and its own.
-type sidecarPart struct {
+// part is what a sidecar group keeps with its generation: its two parts,
+// its scope's (shared with every group of the scope) and its own.
+type part struct {
 	out *outboundPart
 	own ownPart
 }
 
-// takeRefused is 0: a sidecar group makes nothing on demand.
-func (*sidecarPart) takeRefused() int64 { return 0 }
+var _ gen.Part = (*part)(nil)
 
-// sidecarGeneration is a sidecar group's generation and its part, in one
+// Lookup makes nothing: a sidecar group makes nothing on demand.
+func (*part) Lookup(*gen.Generation, string, string) *gen.Resource { return nil }
+
+// TakeRefused is 0: a sidecar group makes nothing on demand.
+func (*part) TakeRefused() (int64, int) { return 0, 0 }
+
+// generation is a sidecar group's generation and its part, in one
 // allocation.
-type sidecarGeneration struct {
-	generation
-	part sidecarPart
+type generation struct {
+	gen.Generation
+	part part
 }
 
-// sidecarOf returns a sidecar group's part; nil for another kind's.
-func sidecarOf(g *generation) *sidecarPart {
-	p, _ := g.part.(*sidecarPart)
+// partOf returns a sidecar group's part; nil for another kind's.
+func partOf(g *gen.Generation) *part {
+	p, _ := g.Part.(*part)
 	return p
 }
 
 // outOf returns a sidecar group's scope part; nil for another kind's.
-func outOf(g *generation) *outboundPart {
-	if p := sidecarOf(g); p != nil {
+func outOf(g *gen.Generation) *outboundPart {
+	if p := partOf(g); p != nil {
 		return p.out
 	}
 	return nil
@@ -87,7 +92,7 @@ func outOf(g *generation) *outboundPart {
 
 // ownPart is the resources of a sidecar's own (per-VM) part, by type:
 // virtualInbound (LDS) and the inbound clusters (CDS).
-type ownPart map[string][]*resource
+type ownPart map[string][]*gen.Resource
 
 // sidecarTypes are the types an outboundPart holds besides the name table.
 var sidecarTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
@@ -101,27 +106,27 @@ var sidecarTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resou
 // configurations keep theirs: composing a VM's group checks the listeners'
 // references, and updates edit route configurations in place of
 // regenerating them.
-func outboundResource(typeURL, name string, m proto.Message) (*resource, error) {
-	r, err := newResource(name, m)
+func outboundResource(typeURL, name string, m proto.Message) (*gen.Resource, error) {
+	r, err := gen.NewResource(name, m)
 	if err != nil {
 		return nil, err
 	}
 	if typeURL == resourcev3.ClusterType || typeURL == resourcev3.EndpointType {
-		r.msg = nil
+		r.Msg = nil
 	}
 	return r, nil
 }
 
 // serialised serialises msgs of type typeURL into a scope part's resource
 // map.
-func serialised[T proto.Message](typeURL string, msgs []T, name func(T) string) (*resourceMap, error) {
-	e := cowmap.New[string, *resource]().Edit()
+func serialised[T proto.Message](typeURL string, msgs []T, name func(T) string) (*gen.ResourceMap, error) {
+	e := cowmap.New[string, *gen.Resource]().Edit()
 	for _, m := range msgs {
 		r, err := outboundResource(typeURL, name(m), m)
 		if err != nil {
 			return nil, err
 		}
-		e.Set(r.name, r)
+		e.Set(r.Name, r)
 	}
 	return e.Map(), nil
 }
@@ -130,18 +135,18 @@ func listenerName(l *listenerv3.Listener) string { return l.GetName() }
 
 // generateOutbound generates a scope's part in full, for proxy p of it,
 // taking the clusters other scopes generated at s from memo (nil: none).
-func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo) (*outboundPart, error) {
-	v := model.NewView(s, p.Workload())
-	gen := sidecar.NewOutbound(v) // listeners and routes share the scope's targets
-	lds, err := gen.Listeners(nil)
+func generateOutbound(s *model.Snapshot, p model.Workload, key string, memo *clusterMemo) (*outboundPart, error) {
+	v := model.NewView(s, p)
+	og := NewOutbound(v) // listeners and routes share the scope's targets
+	lds, err := og.Listeners(nil)
 	if err != nil {
 		return nil, err
 	}
-	rds, err := gen.Routes(nil)
+	rds, err := og.Routes(nil)
 	if err != nil {
 		return nil, err
 	}
-	fixed := sidecar.FixedClusters(v)
+	fixed := FixedClusters(v)
 	mcs, err := memo.of(v, s, v.Clusters())
 	if err != nil {
 		return nil, err
@@ -154,52 +159,52 @@ func generateOutbound(s *model.Snapshot, p *Proxy, key string, memo *clusterMemo
 			eds = append(eds, mc.cla)
 		}
 	}
-	r := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds, Missing: v.MissingCluster}
+	r := &Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds, Missing: v.MissingCluster}
 	if err := r.Consistent(); err != nil {
 		return nil, fmt.Errorf("scope %s: %w", key, err)
 	}
-	o := &outboundPart{snap: s, key: key, proxy: p, types: make(map[string]*resourceMap, len(typeURLs))}
+	o := &outboundPart{snap: s, key: key, w: p, types: make(map[string]*gen.ResourceMap, gen.NumTypes)}
 	if o.types[resourcev3.ListenerType], err = serialised(resourcev3.ListenerType, lds, listenerName); err != nil {
 		return nil, err
 	}
-	e := cowmap.New[string, *resource]().Edit()
+	e := cowmap.New[string, *gen.Resource]().Edit()
 	for _, rc := range rds {
 		r, _, err := routeResource(rc, nil)
 		if err != nil {
 			return nil, err
 		}
-		e.Set(r.name, r)
+		e.Set(r.Name, r)
 	}
 	o.types[resourcev3.RouteType] = e.Map()
-	ce := cowmap.New[string, *resource]().Edit()
+	ce := cowmap.New[string, *gen.Resource]().Edit()
 	for _, c := range fixed {
 		res, err := outboundResource(resourcev3.ClusterType, c.GetName(), c)
 		if err != nil {
 			return nil, err
 		}
-		ce.Set(res.name, res)
+		ce.Set(res.Name, res)
 	}
-	ee := cowmap.New[string, *resource]().Edit()
+	ee := cowmap.New[string, *gen.Resource]().Edit()
 	for _, mc := range mcs {
-		ce.Set(mc.clusterRes.name, mc.clusterRes)
+		ce.Set(mc.clusterRes.Name, mc.clusterRes)
 		if mc.claRes != nil {
-			ee.Set(mc.claRes.name, mc.claRes)
+			ee.Set(mc.claRes.Name, mc.claRes)
 		}
 	}
 	o.types[resourcev3.ClusterType], o.types[resourcev3.EndpointType] = ce.Map(), ee.Map()
 	// Sidecars get no name table and no WorkloadGroups (their agents ask
 	// on a proxyless stream of their own): every type has a map.
-	o.types[NameTableType] = cowmap.New[string, *resource]()
-	o.types[WorkloadGroupType] = cowmap.New[string, *resource]()
+	o.types[gen.NameTableType] = cowmap.New[string, *gen.Resource]()
+	o.types[gen.WorkloadGroupType] = cowmap.New[string, *gen.Resource]()
 	return o, nil
 }
 
 // rebaseOutbound is o at snapshot s when nothing the generators read
 // differs (model.Diff.Empty).
 func rebaseOutbound(o *outboundPart, s *model.Snapshot) *outboundChange {
-	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: o.types}
-	ch := make(map[string]map[string]bool, len(typeURLs))
-	for _, t := range typeURLs {
+	n := &outboundPart{snap: s, key: o.key, w: o.w, types: o.types}
+	ch := make(map[string]map[string]bool, gen.NumTypes)
+	for _, t := range gen.TypeURLs() {
 		ch[t] = map[string]bool{}
 	}
 	return &outboundChange{part: n, base: o, changed: ch}
@@ -208,9 +213,9 @@ func rebaseOutbound(o *outboundPart, s *model.Snapshot) *outboundChange {
 // diffOutbound returns the names whose resources differ between two parts
 // of a scope, by type.
 func diffOutbound(a, b *outboundPart) map[string]map[string]bool {
-	out := make(map[string]map[string]bool, len(typeURLs))
-	same := func(x, y *resource) bool { return x == y || x.hash == y.hash }
-	for _, t := range typeURLs {
+	out := make(map[string]map[string]bool, gen.NumTypes)
+	same := func(x, y *gen.Resource) bool { return x == y || x.Hash == y.Hash }
+	for _, t := range gen.TypeURLs() {
 		ch := map[string]bool{}
 		for n := range cowmap.Changed(a.types[t], b.types[t], same) {
 			ch[n] = true
@@ -230,11 +235,11 @@ func diffOutbound(a, b *outboundPart) map[string]map[string]bool {
 // (which do not read endpoints) are kept. The result equals
 // generateOutbound for s (TestSidecarIncrementalMatchesFull).
 func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboundPart, map[string]map[string]bool, error) {
-	dirty := sidecar.AffectedHosts(o.snap, s, d)
-	v := model.NewView(s, o.proxy.Workload())
+	dirty := AffectedHosts(o.snap, s, d)
+	v := model.NewView(s, o.w)
 	svcs := v.ServicesOf(slices.Collect(maps.Keys(dirty)))
 	refs := v.ClustersOf(svcs)
-	fresh := make(map[string]map[string]*resource, len(sidecarTypes))
+	fresh := make(map[string]map[string]*gen.Resource, len(sidecarTypes))
 	drop := make(map[string]func(string) bool, len(sidecarTypes))
 	add := func(t string, name string, m proto.Message) error {
 		r, err := outboundResource(t, name, m)
@@ -242,7 +247,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 			return err
 		}
 		if fresh[t] == nil {
-			fresh[t] = map[string]*resource{}
+			fresh[t] = map[string]*gen.Resource{}
 		}
 		fresh[t][name] = r
 		return nil
@@ -250,19 +255,19 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	var lds []*listenerv3.Listener
 	var freshHosts []*routev3.VirtualHost
 	if !d.EndpointsOnly() {
-		ports := sidecar.PortsOf(dirty, o.snap, s)
+		ports := PortsOf(dirty, o.snap, s)
 		// With the same services (so the same targets), a listener differs
 		// only where it reads the touched hosts' VirtualServices: the ports
 		// where they have TCP or TLS services. A change of HTTP routes
 		// regenerates no listener.
 		lports := ports
 		if len(d.Services) == 0 {
-			lports = sidecar.ListenerRoutedPorts(dirty, s)
+			lports = ListenerRoutedPorts(dirty, s)
 		}
-		gen := sidecar.NewOutbound(v)
+		og := NewOutbound(v)
 		var err error
 		if len(lports) > 0 {
-			if lds, err = gen.Listeners(lports); err != nil {
+			if lds, err = og.Listeners(lports); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -274,23 +279,23 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 		var rds []*routev3.RouteConfiguration
 		// from holds the configuration each was updated from: its virtual
 		// hosts' bytes are reused (routeResource).
-		from := map[string]*resource{}
+		from := map[string]*gen.Resource{}
 		if len(d.Services) == 0 {
 			// The same services: each port's route configuration keeps the
 			// virtual hosts of the hosts the change does not touch.
 			for p := range ports {
-				old, ok := o.types[resourcev3.RouteType].Get(sidecar.RouteName(p))
+				old, ok := o.types[resourcev3.RouteType].Get(RouteName(p))
 				if !ok {
 					continue // no HTTP service on the port, then or now
 				}
-				rc, err := gen.UpdateRoute(old.msg.(*routev3.RouteConfiguration), dirty)
+				rc, err := og.UpdateRoute(old.Msg.(*routev3.RouteConfiguration), dirty)
 				if err != nil {
 					return nil, nil, err
 				}
 				rds = append(rds, rc)
 				from[rc.GetName()] = old
 			}
-		} else if rds, err = gen.Routes(ports); err != nil {
+		} else if rds, err = og.Routes(ports); err != nil {
 			return nil, nil, err
 		}
 		for _, rc := range rds {
@@ -300,9 +305,9 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 			}
 			freshHosts = append(freshHosts, fh...)
 			if fresh[resourcev3.RouteType] == nil {
-				fresh[resourcev3.RouteType] = map[string]*resource{}
+				fresh[resourcev3.RouteType] = map[string]*gen.Resource{}
 			}
-			fresh[resourcev3.RouteType][r.name] = r
+			fresh[resourcev3.RouteType][r.Name] = r
 		}
 		drop[resourcev3.ListenerType] = func(n string) bool {
 			i := strings.LastIndexByte(n, '_')
@@ -314,13 +319,13 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 			return err == nil && ports[uint32(p)]
 		}
 	}
-	cds := sidecar.ClustersOf(v, refs)
+	cds := ClustersOf(v, refs)
 	for _, c := range cds {
 		if err := add(resourcev3.ClusterType, c.GetName(), c); err != nil {
 			return nil, nil, err
 		}
 	}
-	for _, a := range sidecar.EndpointsOf(v, refs) {
+	for _, a := range EndpointsOf(v, refs) {
 		if err := add(resourcev3.EndpointType, a.GetClusterName(), a); err != nil {
 			return nil, nil, err
 		}
@@ -328,30 +333,30 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 	// The clusters and endpoints the part may drop are the touched hosts'
 	// at the part's snapshot (a part is what generating at its snapshot
 	// gives), not every one it holds; listeners and routes are few.
-	ov := model.NewView(o.snap, o.proxy.Workload())
+	ov := model.NewView(o.snap, o.w)
 	var oldNames []string
 	for _, ref := range ov.ClustersOf(ov.ServicesOf(slices.Collect(maps.Keys(dirty)))) {
 		oldNames = append(oldNames, ref.Name())
 	}
-	dropCandidates := func(t string, old *resourceMap) iter.Seq[string] {
+	dropCandidates := func(t string, old *gen.ResourceMap) iter.Seq[string] {
 		if t == resourcev3.ClusterType || t == resourcev3.EndpointType {
 			return slices.Values(oldNames)
 		}
 		return old.Keys()
 	}
-	byHost := func(t string) func(string) bool {
-		return func(n string) bool { return strings.HasPrefix(n, "outbound|") && dirty[resourceHost(t, n)] }
+	byHost := func(string) func(string) bool {
+		return func(n string) bool { return strings.HasPrefix(n, "outbound|") && dirty[clusterHost(n)] }
 	}
 	drop[resourcev3.ClusterType], drop[resourcev3.EndpointType] = byHost(resourcev3.ClusterType), byHost(resourcev3.EndpointType)
 
-	n := &outboundPart{snap: s, key: o.key, proxy: o.proxy, types: make(map[string]*resourceMap, len(typeURLs))}
-	changed := make(map[string]map[string]bool, len(typeURLs))
-	for _, t := range typeURLs {
+	n := &outboundPart{snap: s, key: o.key, w: o.w, types: make(map[string]*gen.ResourceMap, gen.NumTypes)}
+	changed := make(map[string]map[string]bool, gen.NumTypes)
+	for _, t := range gen.TypeURLs() {
 		old := o.types[t]
 		ch := map[string]bool{}
 		changed[t] = ch
 		for name, r := range fresh[t] {
-			if x, ok := old.Get(name); !ok || x.hash != r.hash {
+			if x, ok := old.Get(name); !ok || x.Hash != r.Hash {
 				ch[name] = true
 			}
 		}
@@ -390,7 +395,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 		if !changed[resourcev3.ListenerType][l.GetName()] {
 			continue
 		}
-		if err := sidecar.CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), routeCluster); err != nil {
+		if err := CheckReferences("scope "+o.key, l, has(resourcev3.RouteType), routeCluster); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -412,7 +417,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 // proto.Marshal makes of rc: the Go encoder writes fields in number order
 // and an embedded message as its own encoding, so a configuration is its
 // name (field 1), each virtual host (field 2) in order, then the rest.
-func routeResource(rc *routev3.RouteConfiguration, old *resource) (*resource, []*routev3.VirtualHost, error) {
+func routeResource(rc *routev3.RouteConfiguration, old *gen.Resource) (*gen.Resource, []*routev3.VirtualHost, error) {
 	// Only the fields the sidecar generator sets can be put together so.
 	extra := false
 	rc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
@@ -424,7 +429,7 @@ func routeResource(rc *routev3.RouteConfiguration, old *resource) (*resource, []
 		return false
 	})
 	if extra {
-		r, err := newResource(rc.GetName(), rc)
+		r, err := gen.NewResource(rc.GetName(), rc)
 		return r, rc.GetVirtualHosts(), err
 	}
 	opts := proto.MarshalOptions{Deterministic: true}
@@ -443,8 +448,8 @@ func routeResource(rc *routev3.RouteConfiguration, old *resource) (*resource, []
 	var olds []*routev3.VirtualHost
 	var oldBytes [][]byte
 	if old != nil {
-		olds = old.msg.(*routev3.RouteConfiguration).GetVirtualHosts()
-		if oldBytes, err = virtualHostBytes(old.any.GetValue(), len(olds)); err != nil {
+		olds = old.Msg.(*routev3.RouteConfiguration).GetVirtualHosts()
+		if oldBytes, err = virtualHostBytes(old.Any.GetValue(), len(olds)); err != nil {
 			return nil, nil, fmt.Errorf("route configuration %s: %w", rc.GetName(), err)
 		}
 	}
@@ -492,7 +497,7 @@ func routeResource(rc *routev3.RouteConfiguration, old *resource) (*resource, []
 		}
 	}
 	buf = append(buf, shell[head:]...)
-	return resourceFromBytes(rc.GetName(), rc, buf), fresh, nil
+	return gen.ResourceFromBytes(rc.GetName(), rc, buf), fresh, nil
 }
 
 // virtualHostBytes returns the encodings of the n virtual hosts (field 2)
@@ -559,26 +564,26 @@ func routeClustersExist(vhs []*routev3.VirtualHost, has func(string) bool) error
 }
 
 // generateOwn generates a sidecar's own part.
-func generateOwn(s *model.Snapshot, p *Proxy) (ownPart, error) {
-	v := model.NewView(s, p.Workload())
-	lds, err := sidecar.InboundListeners(v)
+func generateOwn(s *model.Snapshot, p model.Workload) (ownPart, error) {
+	v := model.NewView(s, p)
+	lds, err := InboundListeners(v)
 	if err != nil {
 		return nil, err
 	}
-	cds, err := sidecar.InboundClusters(v)
+	cds, err := InboundClusters(v)
 	if err != nil {
 		return nil, err
 	}
 	own := ownPart{}
 	for _, l := range lds {
-		r, err := newResource(l.GetName(), l)
+		r, err := gen.NewResource(l.GetName(), l)
 		if err != nil {
 			return nil, err
 		}
 		own[resourcev3.ListenerType] = append(own[resourcev3.ListenerType], r)
 	}
 	for _, c := range cds {
-		r, err := newResource(c.GetName(), c)
+		r, err := gen.NewResource(c.GetName(), c)
 		if err != nil {
 			return nil, err
 		}
@@ -594,22 +599,22 @@ func ownChanges(prev, own ownPart) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	for _, t := range []string{resourcev3.ListenerType, resourcev3.ClusterType} {
 		old := map[string]string{}
-		was := map[string]*resource{}
+		was := map[string]*gen.Resource{}
 		for _, r := range prev[t] {
-			old[r.name] = r.hash
-			was[r.name] = r
+			old[r.Name] = r.Hash
+			was[r.Name] = r
 		}
 		for i, r := range own[t] {
-			if h, ok := old[r.name]; ok && h == r.hash {
-				own[t][i] = was[r.name]
+			if h, ok := old[r.Name]; ok && h == r.Hash {
+				own[t][i] = was[r.Name]
 			}
-			if h, ok := old[r.name]; !ok || h != r.hash {
+			if h, ok := old[r.Name]; !ok || h != r.Hash {
 				if out[t] == nil {
 					out[t] = map[string]bool{}
 				}
-				out[t][r.name] = true
+				out[t][r.Name] = true
 			}
-			delete(old, r.name)
+			delete(old, r.Name)
 		}
 		for n := range old {
 			if out[t] == nil {
@@ -626,35 +631,31 @@ func ownChanges(prev, own ownPart) map[string]map[string]bool {
 // listeners' references resolve. kept holds, by type, maps already
 // composed from this own part and resources of out's equal to the part
 // they were composed on (see updateSidecar); they are taken as they are.
-func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, own ownPart, check bool, kept map[string]*resourceMap) (*generation, error) {
-	kind, err := kindNamed(p.Kind)
-	if err != nil {
-		return nil, err
-	}
-	x := &sidecarGeneration{generation: generation{snap: s, proxy: p, kind: kind, key: key, version: Version(s), types: maps.Clone(out.types)}, part: sidecarPart{out: out, own: own}}
-	x.generation.part = &x.part
-	g := &x.generation
+func composeSidecar(s *model.Snapshot, p model.Workload, key string, out *outboundPart, own ownPart, check bool, kept map[string]*gen.ResourceMap) (*gen.Generation, error) {
+	x := &generation{Generation: gen.Generation{Snap: s, Workload: p, Key: key, Version: gen.Version(s), Types: maps.Clone(out.types)}, part: part{out: out, own: own}}
+	x.Generation.Part = &x.part
+	g := &x.Generation
 	for t, rs := range own {
 		if m := kept[t]; m != nil {
-			g.types[t] = m
+			g.Types[t] = m
 			continue
 		}
 		base := out.types[t]
 		e := base.Edit()
 		for _, r := range rs {
-			if _, dup := base.Get(r.name); dup {
-				return nil, fmt.Errorf("group %s: %s %q is both the scope's and the proxy's own", key, shortType(t), r.name)
+			if _, dup := base.Get(r.Name); dup {
+				return nil, fmt.Errorf("group %s: %s %q is both the scope's and the proxy's own", key, gen.ShortType(t), r.Name)
 			}
-			e.Set(r.name, r)
+			e.Set(r.Name, r)
 		}
-		g.types[t] = e.Map()
+		g.Types[t] = e.Map()
 	}
 	for _, r := range own[resourcev3.ListenerType] {
 		if !check {
 			break
 		}
-		if err := sidecar.CheckReferences("listener "+r.name, r.msg, func(n string) bool { return g.get(resourcev3.RouteType, n) != nil },
-			func(n string) bool { return g.get(resourcev3.ClusterType, n) != nil }); err != nil {
+		if err := CheckReferences("listener "+r.Name, r.Msg, func(n string) bool { return g.Get(resourcev3.RouteType, n) != nil },
+			func(n string) bool { return g.Get(resourcev3.ClusterType, n) != nil }); err != nil {
 			return nil, fmt.Errorf("group %s: %w", key, err)
 		}
 	}
@@ -663,10 +664,10 @@ func composeSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart, 
 
 // generateSidecar generates a sidecar group in full: its scope's part
 // (out, or generated when nil) and its own.
-func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart) (*generation, error) {
+func generateSidecar(s *model.Snapshot, p model.Workload, key string, out *outboundPart) (*gen.Generation, error) {
 	if out == nil {
 		var err error
-		if out, err = generateOutbound(s, p, model.OutboundKey(s, p.Workload()), nil); err != nil {
+		if out, err = generateOutbound(s, p, model.OutboundKey(s, p), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -682,14 +683,14 @@ func generateSidecar(s *model.Snapshot, p *Proxy, key string, out *outboundPart)
 // kept when nothing it reads differs, and the names that changed are the
 // scope's changed names plus its own. The diff is nil when not known
 // (the cache then compares the generations).
-func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outboundChange) (*generation, *genDiff, error) {
-	gs := sidecarOf(g)
+func updateSidecar(g *gen.Generation, s *model.Snapshot, d *model.Diff, ch *outboundChange) (*gen.Generation, *gen.Diff, error) {
+	gs := partOf(g)
 	own := gs.own
 	var ownCh map[string]map[string]bool
-	fresh := gs.own == nil || !sidecar.OwnUnchanged(g.proxy.Workload(), g.snap, s, d)
+	fresh := gs.own == nil || !OwnUnchanged(g.Workload, g.Snap, s, d)
 	if fresh {
 		var err error
-		if own, err = generateOwn(s, g.proxy); err != nil {
+		if own, err = generateOwn(s, g.Workload); err != nil {
 			return nil, nil, err
 		}
 		ownCh = ownChanges(gs.own, own)
@@ -699,16 +700,16 @@ func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outbound
 	// and a type the scope's change leaves alone keeps g's composed map
 	// (a change of route configurations only, the common one, then copies
 	// nothing per VM).
-	var kept map[string]*resourceMap
+	var kept map[string]*gen.ResourceMap
 	if !fresh && ch.changed != nil && ch.base == gs.out {
-		kept = map[string]*resourceMap{}
+		kept = map[string]*gen.ResourceMap{}
 		for t := range own {
 			if len(ch.changed[t]) == 0 {
-				kept[t] = g.types[t]
+				kept[t] = g.Types[t]
 			}
 		}
 	}
-	n, err := composeSidecar(s, g.proxy, g.key, ch.part, own, fresh, kept)
+	n, err := composeSidecar(s, g.Workload, g.Key, ch.part, own, fresh, kept)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -717,18 +718,27 @@ func updateSidecar(g *generation, s *model.Snapshot, d *model.Diff, ch *outbound
 	}
 	// Sidecars have no listeners made on demand: the changed names cover
 	// every listener.
-	gd := &genDiff{prev: g, changed: ch.changed, inboundSame: true}
+	gd := &gen.Diff{Prev: g, Changed: ch.changed, InboundSame: true}
 	if len(ownCh) > 0 {
-		gd.changed = make(map[string]map[string]bool, len(ch.changed))
+		gd.Changed = make(map[string]map[string]bool, len(ch.changed))
 		for t, names := range ch.changed {
 			if len(ownCh[t]) == 0 {
-				gd.changed[t] = names
+				gd.Changed[t] = names
 				continue
 			}
 			m := maps.Clone(names)
 			maps.Copy(m, ownCh[t])
-			gd.changed[t] = m
+			gd.Changed[t] = m
 		}
 	}
 	return n, gd, nil
+}
+
+// clusterHost returns the service host of an outbound cluster or
+// assignment name ("outbound|port|subset|host").
+func clusterHost(name string) string {
+	if i := strings.LastIndexByte(name, '|'); i >= 0 {
+		return name[i+1:]
+	}
+	return name
 }

@@ -1,4 +1,4 @@
-package xds
+package sidecar
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/vmesh/vmesh/model"
-	"github.com/vmesh/vmesh/xds/sidecar"
+	"github.com/vmesh/vmesh/xds/gen"
 )
 
 // clusterMemo holds, for one snapshot, the outbound clusters and load
@@ -44,9 +44,9 @@ type memoCluster struct {
 	ready      chan struct{}
 	err        error
 	cluster    *clusterv3.Cluster
-	clusterRes *resource
+	clusterRes *gen.Resource
 	cla        *endpointv3.ClusterLoadAssignment
-	claRes     *resource
+	claRes     *gen.Resource
 }
 
 func newClusterMemo(s *model.Snapshot) *clusterMemo {
@@ -99,12 +99,12 @@ func generateClaimed(v *model.View, refs []model.Cluster, out []*memoCluster, cl
 	for j, i := range claimed {
 		crefs[j] = refs[i]
 	}
-	cds := sidecar.ClustersOf(v, crefs)
+	cds := ClustersOf(v, crefs)
 	for j, i := range claimed {
 		mc := out[i]
 		mc.cluster = cds[j]
 		mc.clusterRes, mc.err = outboundResource(resourcev3.ClusterType, cds[j].GetName(), cds[j])
-		if eds := sidecar.EndpointsOf(v, crefs[j:j+1]); mc.err == nil && len(eds) == 1 {
+		if eds := EndpointsOf(v, crefs[j:j+1]); mc.err == nil && len(eds) == 1 {
 			mc.cla = eds[0]
 			mc.claRes, mc.err = outboundResource(resourcev3.EndpointType, mc.cla.GetClusterName(), mc.cla)
 		}

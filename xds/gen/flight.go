@@ -1,4 +1,4 @@
-package xds
+package gen
 
 import (
 	"sync"
@@ -6,11 +6,11 @@ import (
 	"github.com/vmesh/vmesh/model"
 )
 
-// flights runs at most one generation of each key at each snapshot at a
+// Flights runs at most one generation of each key at each snapshot at a
 // time, outside the cache's lock: the streams that need it meanwhile wait
 // for that one (and only they do), so a new group's generation holds up no
 // other stream's answers or ACKs.
-type flights[T any] struct {
+type Flights[T any] struct {
 	mu sync.Mutex
 	m  map[flightKey]*flight[T]
 }
@@ -26,9 +26,9 @@ type flight[T any] struct {
 	err  error
 }
 
-// do returns fn's result for (snap, key), running fn unless a call for
+// Do returns fn's result for (snap, key), running fn unless a call for
 // them is under way, whose result it then waits for and returns.
-func (f *flights[T]) do(snap *model.Snapshot, key string, fn func() (T, error)) (T, error) {
+func (f *Flights[T]) Do(snap *model.Snapshot, key string, fn func() (T, error)) (T, error) {
 	k := flightKey{snap: snap, key: key}
 	f.mu.Lock()
 	if fl := f.m[k]; fl != nil {

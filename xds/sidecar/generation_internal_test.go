@@ -1,23 +1,21 @@
-package xds
+package sidecar
 
 import (
 	"bytes"
 	"maps"
 	"slices"
 	"testing"
-	"time"
 
 	networking "istio.io/api/networking/v1alpha3"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/modeltest"
 	"github.com/vmesh/vmesh/store"
-	"github.com/vmesh/vmesh/xds/sidecar"
+	"github.com/vmesh/vmesh/xds/gen"
+	"github.com/vmesh/vmesh/xds/gen/gentest"
 	"google.golang.org/protobuf/proto"
 	security "istio.io/api/security/v1beta1"
 )
@@ -28,20 +26,20 @@ import (
 // serialised anew or shared; and a configuration with a field the splice
 // does not know is marshalled whole.
 func TestRouteResourceIsProtoMarshal(t *testing.T) {
-	s := buildSnap(t, store.NewStore(), incrementalBase())
-	p := &Proxy{ID: "e", Kind: KindSidecar, Namespace: "ns-0"}
-	g, err := generate(s, p, GroupKey(s, p))
+	s := gentest.Snapshot(t, store.NewStore(), gentest.Base())
+	p := testWorkload(model.Workload{ID: "e", Namespace: "ns-0"})
+	g, err := generateSidecar(s, p, model.ViewKey(s, p), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, updated := 0, 0
-	for name, r := range g.types[resourcev3.RouteType].All() {
-		rc := r.msg.(*routev3.RouteConfiguration)
+	for name, r := range g.Types[resourcev3.RouteType].All() {
+		rc := r.Msg.(*routev3.RouteConfiguration)
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(rc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(r.any.Value, want) {
+		if !bytes.Equal(r.Any.Value, want) {
 			t.Errorf("route configuration %s: put-together bytes differ from proto.Marshal", name)
 		}
 		if len(rc.GetVirtualHosts()) < 2 {
@@ -52,8 +50,8 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(fresh) != 0 || !bytes.Equal(again.any.Value, want) || again.hash != r.hash {
-			t.Errorf("route configuration %s: from shared virtual hosts: %d serialised anew, bytes equal %v", name, len(fresh), bytes.Equal(again.any.Value, want))
+		if len(fresh) != 0 || !bytes.Equal(again.Any.Value, want) || again.Hash != r.Hash {
+			t.Errorf("route configuration %s: from shared virtual hosts: %d serialised anew, bytes equal %v", name, len(fresh), bytes.Equal(again.Any.Value, want))
 		}
 		n++
 		// Updated: the first host replaced, the second dropped, a new one
@@ -75,7 +73,7 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got.any.Value, want) {
+		if !bytes.Equal(got.Any.Value, want) {
 			t.Errorf("route configuration %s updated: bytes differ from proto.Marshal", name)
 		}
 		if len(fresh) != 2 || fresh[0] != first || fresh[1] != added {
@@ -91,7 +89,7 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(rc); !bytes.Equal(r.any.Value, want) {
+	if want, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(rc); !bytes.Equal(r.Any.Value, want) {
 		t.Error("a route configuration with internal_only_headers: bytes differ from proto.Marshal")
 	}
 }
@@ -103,23 +101,23 @@ func TestRouteResourceIsProtoMarshal(t *testing.T) {
 // its own) are exactly those that differ from the previous generation, and
 // the group equals a full generation.
 func TestSidecarGlobalChangeDiff(t *testing.T) {
-	base := incrementalBase()
+	base := gentest.Base()
 	st := store.NewStore()
-	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, append(edit(base, store.KindPeerAuthentication, "istio-system", "default", func(*store.Object) *store.Object { return nil }),
+	s0 := gentest.Snapshot(t, st, base)
+	s1 := gentest.Snapshot(t, st, append(gentest.Edit(base, store.KindPeerAuthentication, "istio-system", "default", func(*store.Object) *store.Object { return nil }),
 		&store.Object{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "ns-0", Name: "deny"},
 			Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{{}}}}))
 	d := model.Compare(s0, s1)
 	if !d.Global {
 		t.Fatalf("diff %+v, want global", d)
 	}
-	p := &Proxy{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.1.2.3"}}
-	key := GroupKey(s0, p)
-	g0, err := generate(s0, p, key)
+	p := testWorkload(model.Workload{ID: "envoy-a", Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.1.2.3"}})
+	key := model.ViewKey(s0, p)
+	g0, err := generateSidecar(s0, p, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	part, err := generateOutbound(s1, p, model.OutboundKey(s1, p.Workload()), nil)
+	part, err := generateOutbound(s1, p, model.OutboundKey(s1, p), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,20 +128,20 @@ func TestSidecarGlobalChangeDiff(t *testing.T) {
 	if gd == nil {
 		t.Fatal("no diff")
 	}
-	full, err := generate(s1, p, key)
+	full, err := generateSidecar(s1, p, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := hashes(n), hashes(full)
-	for _, ty := range typeURLs {
+	got, want := gentest.Hashes(n), gentest.Hashes(full)
+	for _, ty := range gen.TypeURLs() {
 		if !maps.Equal(got[ty], want[ty]) {
-			t.Errorf("%s: differs from a full generation: only composed %v, only full %v, differ %v", shortType(ty), onlyIn(got[ty], want[ty]), onlyIn(want[ty], got[ty]), differ(got[ty], want[ty]))
+			t.Errorf("%s: differs from a full generation: only composed %v, only full %v, differ %v", gen.ShortType(ty), gentest.OnlyIn(got[ty], want[ty]), gentest.OnlyIn(want[ty], got[ty]), gentest.Differ(got[ty], want[ty]))
 		}
-		if wantCh := diffGenerations(g0, full).changed[ty]; !maps.Equal(gd.changed[ty], wantCh) {
-			t.Errorf("%s: changed names %v, want %v", shortType(ty), slices.Sorted(maps.Keys(gd.changed[ty])), slices.Sorted(maps.Keys(wantCh)))
+		if wantCh := gen.Compare(g0, full).Changed[ty]; !maps.Equal(gd.Changed[ty], wantCh) {
+			t.Errorf("%s: changed names %v, want %v", gen.ShortType(ty), slices.Sorted(maps.Keys(gd.Changed[ty])), slices.Sorted(maps.Keys(wantCh)))
 		}
 	}
-	if !gd.changed[resourcev3.ListenerType][sidecar.VirtualInboundListener] {
+	if !gd.Changed[resourcev3.ListenerType][VirtualInboundListener] {
 		t.Error("virtualInbound (the new policy's RBAC) not among the changed names")
 	}
 }
@@ -155,10 +153,10 @@ func TestSidecarGlobalChangeDiff(t *testing.T) {
 // generation, inbound|7070|| among the changed names with the new limit.
 // A sidecar owning no endpoint of that service keeps its own part.
 func TestSidecarOwnDestinationRuleChange(t *testing.T) {
-	base := incrementalBase()
+	base := gentest.Base()
 	st := store.NewStore()
-	s0 := buildSnap(t, st, base)
-	s1 := buildSnap(t, st, edit(base, store.KindDestinationRule, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
+	s0 := gentest.Snapshot(t, st, base)
+	s1 := gentest.Snapshot(t, st, gentest.Edit(base, store.KindDestinationRule, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 		dr := proto.Clone(o.Spec).(*networking.DestinationRule)
 		dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}}}
 		o.Spec = dr
@@ -168,102 +166,23 @@ func TestSidecarOwnDestinationRuleChange(t *testing.T) {
 	if d.Global || !d.DestinationRules[modeltest.Host(0)] {
 		t.Fatalf("diff %+v, want the DestinationRule of %s only", d, modeltest.Host(0))
 	}
-	owner := &Proxy{ID: "envoy-a", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.0.0.2"}}
-	other := &Proxy{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}}
-	for _, p := range []*Proxy{owner, other} {
+	owner := testWorkload(model.Workload{ID: "envoy-a", Namespace: "ns-0", WorkloadName: "svc-0000-1", IPs: []string{"10.0.0.2"}})
+	other := testWorkload(model.Workload{ID: "envoy-b", Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}})
+	for _, p := range []model.Workload{owner, other} {
 		_, n, gd := sidecarStep(t, p.ID, s0, s1, p)
-		inbound := sidecar.InboundClusterName(7070)
-		c, ok := n.types[resourcev3.ClusterType].Get(inbound)
+		inbound := InboundClusterName(7070)
+		c, ok := n.Types[resourcev3.ClusterType].Get(inbound)
 		if !ok {
 			t.Fatalf("%s: no %s", p.ID, inbound)
 		}
-		limit := c.msg.(*clusterv3.Cluster).GetCircuitBreakers().GetThresholds()[0].GetMaxConnections().GetValue()
-		changedInbound := gd != nil && gd.changed[resourcev3.ClusterType][inbound]
-		if p == owner && (limit != 7 || !changedInbound) {
+		limit := c.Msg.(*clusterv3.Cluster).GetCircuitBreakers().GetThresholds()[0].GetMaxConnections().GetValue()
+		changedInbound := gd != nil && gd.Changed[resourcev3.ClusterType][inbound]
+		if p.ID == owner.ID && (limit != 7 || !changedInbound) {
 			t.Errorf("owner: %s max connections %d, changed %v; want 7 and changed", inbound, limit, changedInbound)
 		}
-		if p == other && (limit == 7 || changedInbound) {
+		if p.ID == other.ID && (limit == 7 || changedInbound) {
 			t.Errorf("other: %s max connections %d, changed %v; want its own service's (unlimited), unchanged", inbound, limit, changedInbound)
 		}
-	}
-}
-
-// TestScopeClustersKeepOnlyTheirBytes: a scope part keeps its clusters and
-// assignments serialised only (their messages are most of a sidecar
-// fleet's heap), and what a stream holds still shows them whole: the held
-// dump decodes each to the message the generator made.
-func TestScopeClustersKeepOnlyTheirBytes(t *testing.T) {
-	s := buildSnap(t, store.NewStore(), incrementalBase())
-	p := &Proxy{ID: "vm-1", Kind: KindSidecar, Namespace: "ns-0", IPs: []string{"10.9.0.1"}, WorkloadName: "vm-1"}
-	m, err := newMetrics(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newCache(testLog(t), m)
-	c.push(s, time.Time{})
-	v := model.NewView(s, p.Workload())
-	cds, err := sidecar.OutboundClusters(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eds, err := sidecar.Endpoints(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]map[string]proto.Message{resourcev3.ClusterType: {}, resourcev3.EndpointType: {}}
-	for _, cl := range cds {
-		want[resourcev3.ClusterType][cl.GetName()] = cl
-	}
-	for _, a := range eds {
-		want[resourcev3.EndpointType][a.GetClusterName()] = a
-	}
-	for typeURL, msgs := range want {
-		w := &watch{proxy: p, typeURL: typeURL, sotw: make(chan cachev3.Response, 1)}
-		var names []string
-		if typeURL == resourcev3.EndpointType {
-			names = slices.Collect(maps.Keys(msgs))
-		}
-		w.sub = newSotwSubscription(names, typeURL == resourcev3.ClusterType)
-		w.req = &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names}
-		if _, err := c.open(w, true); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case r := <-w.sotw:
-			w.sub.deliver(r.(*sotwResponse))
-		default:
-			t.Fatalf("%s: no answer", shortType(typeURL))
-		}
-		g := c.gens[GroupKey(s, p)]
-		if g == nil {
-			t.Fatalf("%s: no generation for the proxy's group", shortType(typeURL))
-		}
-		for name := range msgs {
-			if r := outOf(g).types[typeURL]; r == nil {
-				t.Fatalf("%s: the scope part has none", shortType(typeURL))
-			} else if x, ok := r.Get(name); !ok || x.msg != nil {
-				t.Errorf("%s %s: in the part %v, keeps its message %v; want only its bytes", shortType(typeURL), name, ok, ok && x.msg != nil)
-			}
-		}
-	}
-	shown := 0
-	for _, hs := range c.held(p.ID) {
-		for short, rs := range hs.Types {
-			for _, r := range rs {
-				for typeURL, msgs := range want {
-					if shortType(typeURL) != short || msgs[r.Name] == nil {
-						continue
-					}
-					shown++
-					if !proto.Equal(r.Body, msgs[r.Name]) {
-						t.Errorf("held %s %s: body differs from the generator's:\n got %v\nwant %v", short, r.Name, r.Body, msgs[r.Name])
-					}
-				}
-			}
-		}
-	}
-	if n := len(cds) + len(eds); shown != n || n == 0 {
-		t.Errorf("held dump showed %d clusters and assignments, want %d (and some)", shown, n)
 	}
 }
 
@@ -273,35 +192,35 @@ func TestScopeClustersKeepOnlyTheirBytes(t *testing.T) {
 // copy), while a DestinationRule change of a host it calls gives it a new
 // cluster map; either way the group equals a full generation.
 func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
-	base := incrementalBase()
+	base := gentest.Base()
 	st := store.NewStore()
-	s0 := buildSnap(t, st, base)
-	weights := edit(base, store.KindVirtualService, "ns-2", "cross", func(o *store.Object) *store.Object {
+	s0 := gentest.Snapshot(t, st, base)
+	weights := gentest.Edit(base, store.KindVirtualService, "ns-2", "cross", func(o *store.Object) *store.Object {
 		vs := proto.Clone(o.Spec).(*networking.VirtualService)
 		vs.Http[0].Route[0].Weight, vs.Http[0].Route[1].Weight = 70, 30
 		o.Spec = vs
 		return o
 	})
-	pool := edit(base, store.KindDestinationRule, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
+	pool := gentest.Edit(base, store.KindDestinationRule, "ns-0", "svc-0000", func(o *store.Object) *store.Object {
 		dr := proto.Clone(o.Spec).(*networking.DestinationRule)
 		dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 7}}}
 		o.Spec = dr
 		return o
 	})
-	p := &Proxy{ID: "envoy-b", Kind: KindSidecar, Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}}
+	p := testWorkload(model.Workload{ID: "envoy-b", Namespace: "ns-0", WorkloadName: "svc-0003-1", IPs: []string{"10.0.3.2"}})
 	for _, c := range []struct {
 		name         string
 		objs         []*store.Object
 		keepClusters bool
 	}{{"VirtualService weights", weights, true}, {"DestinationRule pool", pool, false}} {
-		g0, n, _ := sidecarStep(t, c.name, s0, buildSnap(t, st, c.objs), p)
-		if sidecarOf(n).own == nil || &sidecarOf(n).own[resourcev3.ListenerType][0] != &sidecarOf(g0).own[resourcev3.ListenerType][0] {
+		g0, n, _ := sidecarStep(t, c.name, s0, gentest.Snapshot(t, st, c.objs), p)
+		if partOf(n).own == nil || &partOf(n).own[resourcev3.ListenerType][0] != &partOf(g0).own[resourcev3.ListenerType][0] {
 			t.Fatalf("%s: the VM's own part was made again; want it kept", c.name)
 		}
-		if n.types[resourcev3.ListenerType] != g0.types[resourcev3.ListenerType] {
+		if n.Types[resourcev3.ListenerType] != g0.Types[resourcev3.ListenerType] {
 			t.Errorf("%s: the listener map was composed again; want the previous one kept", c.name)
 		}
-		if kept := n.types[resourcev3.ClusterType] == g0.types[resourcev3.ClusterType]; kept != c.keepClusters {
+		if kept := n.Types[resourcev3.ClusterType] == g0.Types[resourcev3.ClusterType]; kept != c.keepClusters {
 			t.Errorf("%s: cluster map kept %v, want %v", c.name, kept, c.keepClusters)
 		}
 	}
@@ -311,11 +230,11 @@ func TestSidecarRouteChangeKeepsComposedMaps(t *testing.T) {
 // does (its scope's part by updateOutbound, then updateSidecar), failing
 // the test (named name) when the result differs from a full generation at
 // s1.
-func sidecarStep(t *testing.T, name string, s0, s1 *model.Snapshot, p *Proxy) (g0, n *generation, gd *genDiff) {
+func sidecarStep(t *testing.T, name string, s0, s1 *model.Snapshot, p model.Workload) (g0, n *gen.Generation, gd *gen.Diff) {
 	t.Helper()
 	d := model.Compare(s0, s1)
-	key := GroupKey(s0, p)
-	g0, err := generate(s0, p, key)
+	key := model.ViewKey(s0, p)
+	g0, err := generateSidecar(s0, p, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,15 +245,21 @@ func sidecarStep(t *testing.T, name string, s0, s1 *model.Snapshot, p *Proxy) (g
 	if n, gd, err = updateSidecar(g0, s1, d, &outboundChange{part: part, base: outOf(g0), changed: changed}); err != nil {
 		t.Fatal(err)
 	}
-	full, err := generate(s1, p, key)
+	full, err := generateSidecar(s1, p, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := hashes(n), hashes(full)
-	for _, ty := range typeURLs {
+	got, want := gentest.Hashes(n), gentest.Hashes(full)
+	for _, ty := range gen.TypeURLs() {
 		if !maps.Equal(got[ty], want[ty]) {
-			t.Errorf("%s %s: differs from a full generation: differ %v", name, shortType(ty), differ(got[ty], want[ty]))
+			t.Errorf("%s %s: differs from a full generation: differ %v", name, gen.ShortType(ty), gentest.Differ(got[ty], want[ty]))
 		}
 	}
 	return g0, n, gd
+}
+
+// testWorkload is w as a sidecar's proxy shows it to the generators.
+func testWorkload(w model.Workload) model.Workload {
+	w.Kind, w.Reads = model.KindSidecar, Kind{}.Reads()
+	return w
 }

@@ -1,4 +1,4 @@
-package xds
+package grpc
 
 import (
 	"fmt"
@@ -12,14 +12,14 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
-	grpcgen "github.com/vmesh/vmesh/xds/grpc"
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/protobuf/proto"
 )
 
 // incremental reports whether a proxyless group's generation can be
 // brought from its snapshot to the next one by update rather than
 // generated again: its inputs differ only in host-bound config.
-func (g *generation) incremental(d *model.Diff) bool {
+func incremental(d *model.Diff) bool {
 	return d != nil && !d.Global
 }
 
@@ -30,30 +30,31 @@ func (g *generation) incremental(d *model.Diff) bool {
 // is what generate would return for s (TestIncrementalMatchesFull). It also
 // returns which names changed, so the cache need not compare every
 // resource.
-func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *genDiff, error) {
-	dirty := grpcgen.AffectedHosts(g.snap, s, d)
+func update(g *gen.Generation, s *model.Snapshot, d *model.Diff) (*gen.Generation, *gen.Diff, error) {
+	types := gen.TypeURLs()
+	dirty := AffectedHosts(g.Snap, s, d)
 	// The proxy's services among the dirty hosts, in host order as its
 	// View's Services are.
-	v := model.NewView(s, g.proxy.Workload())
+	v := model.NewView(s, g.Workload)
 	svcs := v.ServicesOf(slices.Collect(maps.Keys(dirty)))
-	lds, err := grpcgen.ListenersOf(svcs)
+	lds, err := ListenersOf(svcs)
 	if err != nil {
 		return nil, nil, err
 	}
-	rds, err := grpcgen.RoutesOf(v, svcs)
+	rds, err := RoutesOf(v, svcs)
 	if err != nil {
 		return nil, nil, err
 	}
 	refs := v.ClustersOf(svcs)
-	cds := grpcgen.ClustersOf(v, refs)
-	eds := grpcgen.EndpointsOf(refs)
+	cds := ClustersOf(v, refs)
+	eds := EndpointsOf(refs)
 
-	n, np := newProxyless(s, g.proxy, g.kind, g.key, make(map[string]*resourceMap, len(typeURLs)))
-	gp := proxylessOf(g)
-	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
-	fresh := make(map[string]map[string]*resource, len(typeURLs))
-	for _, t := range typeURLs {
-		fresh[t] = map[string]*resource{}
+	n, np := newGeneration(s, g.Workload, g.Key, make(map[string]*gen.ResourceMap, len(types)))
+	gp := partOf(g)
+	gd := &gen.Diff{Prev: g, Changed: make(map[string]map[string]bool, len(types)), InboundSame: true}
+	fresh := make(map[string]map[string]*gen.Resource, len(types))
+	for _, t := range types {
+		fresh[t] = map[string]*gen.Resource{}
 	}
 	for _, l := range lds {
 		if err := addFresh(fresh[resourcev3.ListenerType], l.GetName(), l); err != nil {
@@ -75,24 +76,24 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 			return nil, nil, err
 		}
 	}
-	for _, t := range typeURLs {
-		old := g.types[t]
+	for _, t := range types {
+		old := g.Types[t]
 		ch := map[string]bool{}
-		gd.changed[t] = ch
+		gd.Changed[t] = ch
 		for name, r := range fresh[t] {
-			if o := g.get(t, name); o == nil || o.hash != r.hash {
+			if o := g.Get(t, name); o == nil || o.Hash != r.Hash {
 				ch[name] = true
 			}
 		}
 		// Resources of dirty hosts that are no longer generated: found
 		// through the previous generation's resources of those hosts.
-		for _, name := range g.hostNames(t, dirty) {
+		for _, name := range hostNames(g, t, dirty) {
 			if fresh[t][name] == nil {
 				ch[name] = true
 			}
 		}
 		if len(ch) == 0 {
-			n.types[t] = old // nothing differs: share the map
+			n.Types[t] = old // nothing differs: share the map
 			continue
 		}
 		m := old.Edit() // shares what the changed names do not touch
@@ -103,15 +104,15 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 				m.Delete(name)
 			}
 		}
-		n.types[t] = m.Map()
+		n.Types[t] = m.Map()
 	}
 	// Server listeners depend only on the proxy and on policies, which a
 	// non-global diff leaves alone. A short-name listener changes with the
 	// listener it copies.
 	gp.mu.Lock()
 	for name, a := range gp.aliases {
-		if gd.changed[resourcev3.ListenerType][a.target.name] {
-			gd.changed[resourcev3.ListenerType][name] = true
+		if gd.Changed[resourcev3.ListenerType][a.target.Name] {
+			gd.Changed[resourcev3.ListenerType][name] = true
 			continue
 		}
 		if np.aliases == nil {
@@ -119,13 +120,13 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 		}
 		np.aliases[name] = a
 	}
-	np.inbound = make(map[string]*resource, len(gp.inbound))
+	np.inbound = make(map[string]*gen.Resource, len(gp.inbound))
 	for k, v := range gp.inbound {
 		np.inbound[k] = v
 	}
 	// Carry the host index forward, fixing up the dirty hosts.
 	for t, idx := range gp.hostIndex {
-		if len(gd.changed[t]) > 0 {
+		if len(gd.Changed[t]) > 0 {
 			e := idx.Edit()
 			for h := range dirty {
 				e.Delete(h)
@@ -143,13 +144,13 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 		np.hostIndex[t] = idx
 	}
 	gp.mu.Unlock()
-	if err := n.consistentFresh(fresh, v.MissingCluster); err != nil {
-		return nil, nil, fmt.Errorf("group %s: %w", g.key, err)
+	if err := consistentFresh(n, fresh, v.MissingCluster); err != nil {
+		return nil, nil, fmt.Errorf("group %s: %w", g.Key, err)
 	}
-	if err := g.updateNameTable(n, gd, dirty); err != nil {
+	if err := updateNameTable(g, n, gd, dirty); err != nil {
 		return nil, nil, err
 	}
-	if err := g.refreshWorkloadGroups(n, gd); err != nil {
+	if err := refreshWorkloadGroups(g, n, gd); err != nil {
 		return nil, nil, err
 	}
 	return n, gd, nil
@@ -157,20 +158,20 @@ func (g *generation) update(s *model.Snapshot, d *model.Diff) (*generation, *gen
 
 // hostNames returns the names of g's resources of type t that belong to
 // the given hosts.
-func (g *generation) hostNames(t string, hosts map[string]bool) []string {
+func hostNames(g *gen.Generation, t string, hosts map[string]bool) []string {
 	var out []string
 	if len(hosts) == 0 {
 		return nil
 	}
-	if len(hosts) > g.count(t)/8 {
-		for name := range g.types[t].Keys() {
+	if len(hosts) > g.Count(t)/8 {
+		for name := range g.Types[t].Keys() {
 			if hosts[resourceHost(t, name)] {
 				out = append(out, name)
 			}
 		}
 		return out
 	}
-	idx := g.byHost(t)
+	idx := byHost(g, t)
 	for h := range hosts {
 		names, _ := idx.Get(h)
 		out = append(out, names...)
@@ -179,15 +180,15 @@ func (g *generation) hostNames(t string, hosts map[string]bool) []string {
 }
 
 // byHost indexes g's resources of type t by host, once per generation.
-func (g *generation) byHost(t string) *cowmap.Map[string, []string] {
-	gp := proxylessOf(g)
+func byHost(g *gen.Generation, t string) *cowmap.Map[string, []string] {
+	gp := partOf(g)
 	gp.mu.Lock()
 	defer gp.mu.Unlock()
 	if idx := gp.hostIndex[t]; idx != nil {
 		return idx
 	}
 	byHost := map[string][]string{}
-	for name := range g.types[t].Keys() {
+	for name := range g.Types[t].Keys() {
 		h := resourceHost(t, name)
 		byHost[h] = append(byHost[h], name)
 	}
@@ -200,8 +201,8 @@ func (g *generation) byHost(t string) *cowmap.Map[string, []string] {
 }
 
 // addFresh serialises a regenerated resource into m.
-func addFresh(m map[string]*resource, name string, msg proto.Message) error {
-	r, err := newResource(name, msg)
+func addFresh(m map[string]*gen.Resource, name string, msg proto.Message) error {
+	r, err := gen.NewResource(name, msg)
 	if err != nil {
 		return err
 	}
@@ -215,23 +216,23 @@ func addFresh(m map[string]*resource, name string, msg proto.Message) error {
 // missing says which clusters the regenerated routes name on purpose
 // although there is none (model.View.MissingCluster of the View they were
 // made from).
-func (g *generation) consistentFresh(fresh map[string]map[string]*resource, missing func(string) bool) error {
+func consistentFresh(g *gen.Generation, fresh map[string]map[string]*gen.Resource, missing func(string) bool) error {
 	var lds []*listenerv3.Listener
 	var rds []*routev3.RouteConfiguration
 	var cds []*clusterv3.Cluster
 	for _, r := range fresh[resourcev3.ListenerType] {
-		lds = append(lds, r.msg.(*listenerv3.Listener))
+		lds = append(lds, r.Msg.(*listenerv3.Listener))
 	}
 	for _, r := range fresh[resourcev3.RouteType] {
-		rds = append(rds, r.msg.(*routev3.RouteConfiguration))
+		rds = append(rds, r.Msg.(*routev3.RouteConfiguration))
 	}
 	for _, r := range fresh[resourcev3.ClusterType] {
-		cds = append(cds, r.msg.(*clusterv3.Cluster))
+		cds = append(cds, r.Msg.(*clusterv3.Cluster))
 	}
 	has := func(t string) func(string) bool {
-		return func(n string) bool { return g.get(t, n) != nil }
+		return func(n string) bool { return g.Get(t, n) != nil }
 	}
-	cluster := func(n string) bool { return g.get(resourcev3.ClusterType, n) != nil || missing(n) }
+	cluster := func(n string) bool { return g.Get(resourcev3.ClusterType, n) != nil || missing(n) }
 	return consistentWith(lds, rds, cds, has(resourcev3.RouteType), cluster, has(resourcev3.EndpointType))
 }
 
@@ -254,60 +255,64 @@ func resourceHost(typeURL, name string) string {
 
 // rebase returns a proxyless group g for snapshot s when nothing the generators read differs
 // (model.Diff.Empty): the same resources under s's version.
-func (g *generation) rebase(s *model.Snapshot) (*generation, *genDiff) {
-	n, np := newProxyless(s, g.proxy, g.kind, g.key, maps.Clone(g.types))
-	gp := proxylessOf(g)
-	gd := &genDiff{prev: g, changed: make(map[string]map[string]bool, len(typeURLs)), inboundSame: true}
+func rebase(g *gen.Generation, s *model.Snapshot) (*gen.Generation, *gen.Diff) {
+	n, np := newGeneration(s, g.Workload, g.Key, maps.Clone(g.Types))
+	gp := partOf(g)
+	gd := &gen.Diff{Prev: g, Changed: make(map[string]map[string]bool, gen.NumTypes), InboundSame: true}
 	gp.mu.Lock()
 	np.inbound = maps.Clone(gp.inbound)
 	np.aliases = maps.Clone(gp.aliases)
 	np.hostIndex = gp.hostIndex
 	gp.mu.Unlock()
 	if np.inbound == nil {
-		np.inbound = map[string]*resource{}
+		np.inbound = map[string]*gen.Resource{}
 	}
 	// A WorkloadGroup that cannot be serialised (decoded protos always
 	// can) keeps the previous ones.
-	if err := g.refreshWorkloadGroups(n, gd); err != nil {
-		n.types[WorkloadGroupType] = g.types[WorkloadGroupType]
+	if err := refreshWorkloadGroups(g, n, gd); err != nil {
+		n.Types[gen.WorkloadGroupType] = g.Types[gen.WorkloadGroupType]
 	}
 	return n, gd
 }
 
-// proxylessCache is proxyless gRPC's part of a cache: it keeps nothing
+// cache is proxyless gRPC's part of a server cache: it keeps nothing
 // across groups.
-type proxylessCache struct{}
+type cache struct{}
 
-func newProxylessCache(*cache) kindCache { return proxylessCache{} }
+var _ gen.KindCache = cache{}
 
-var _ kindCache = proxylessCache{}
-
-func (proxylessCache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
-	return generateProxyless(s, p, key)
+// Build generates a proxyless group in full.
+func (cache) Build(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
+	return generate(s, w, key)
 }
 
-// push brings a proxyless group forward: by update when only host-bound
+// Push brings a proxyless group forward: by update when only host-bound
 // inputs differ (incremental), as it was when nothing the generators read
 // differs (rebase), EDS only when only endpoints differ (withEndpoints),
 // else generated again.
-func (proxylessCache) push(s *model.Snapshot, md *model.Diff, _ []*generation) pushStep {
-	return func(old *generation, key string) (*generation, *genDiff, error) {
+func (cache) Push(s *model.Snapshot, md *model.Diff, _ []*gen.Generation) gen.PushStep {
+	return func(old *gen.Generation, key string) (*gen.Generation, *gen.Diff, error) {
 		switch {
-		case key == old.key && old.incremental(md):
-			return old.update(s, md)
-		case key == old.key && md != nil && md.Empty():
-			g, d := old.rebase(s)
+		case key == old.Key && incremental(md):
+			return update(old, s, md)
+		case key == old.Key && md != nil && md.Empty():
+			g, d := rebase(old, s)
 			return g, d, nil
-		case key == old.key && md != nil && md.EndpointsOnly():
-			g, _, err := old.withEndpoints(s)
+		case key == old.Key && md != nil && md.EndpointsOnly():
+			g, _, err := withEndpoints(old, s)
 			return g, nil, err
 		default:
-			g, err := generateProxyless(s, old.proxy, key)
+			g, err := generate(s, old.Workload, key)
 			return g, nil, err
 		}
 	}
 }
 
-func (proxylessCache) adopt(*generation)                                 {}
-func (proxylessCache) installed(*model.Snapshot, map[string]*generation) {}
-func (proxylessCache) dropped(*generation, map[string]*generation)       {}
+// Adopt keeps nothing.
+func (cache) Adopt(*gen.Generation) {}
+
+// Installed keeps nothing.
+func (cache) Installed(*model.Snapshot, map[string]*gen.Generation) {}
+
+// Dropped keeps nothing.
+func (cache) Dropped(*gen.Generation, map[string]*gen.Generation) {}

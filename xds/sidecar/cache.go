@@ -1,18 +1,19 @@
-package xds
+package sidecar
 
 import (
 	"sync"
 	"time"
 
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
 )
 
-// sidecarCache is the Envoy sidecar's part of a cache: the scopes' parts
-// at the cache's snapshot, by model.OutboundKey (outbound.go), from which
-// every sidecar group of a scope is composed, and the clusters the scopes
-// share (clusterMemo).
-type sidecarCache struct {
-	c *cache // for its logger and metrics
+// cache is the Envoy sidecar's part of a server cache: the scopes' parts
+// at the cache's snapshot, by model.OutboundKey (generation.go), from
+// which every sidecar group of a scope is composed, and the clusters the
+// scopes share (clusterMemo).
+type cache struct {
+	env gen.Env // the server cache's logger and metrics
 
 	mu   sync.Mutex
 	snap *model.Snapshot // the cache's snapshot
@@ -20,18 +21,18 @@ type sidecarCache struct {
 	// memo is the scopes' shared clusters at its snapshot.
 	memo *clusterMemo
 	// outFlights generate scope parts outside the cache's lock, one per
-	// key and snapshot (flight.go).
-	outFlights flights[*outboundPart]
+	// key and snapshot (gen.Flights).
+	outFlights gen.Flights[*outboundPart]
 }
 
-func newSidecarCache(c *cache) kindCache {
-	return &sidecarCache{c: c, outs: map[string]*outboundPart{}}
+func newCache(env gen.Env) *cache {
+	return &cache{env: env, outs: map[string]*outboundPart{}}
 }
 
-var _ kindCache = (*sidecarCache)(nil)
+var _ gen.KindCache = (*cache)(nil)
 
-// build generates a sidecar group on its scope's part at s (outbound).
-func (sc *sidecarCache) build(s *model.Snapshot, p *Proxy, key string) (*generation, error) {
+// Build generates a sidecar group on its scope's part at s (outbound).
+func (sc *cache) Build(s *model.Snapshot, p model.Workload, key string) (*gen.Generation, error) {
 	out, err := sc.outbound(s, p)
 	if err != nil {
 		return nil, err
@@ -42,15 +43,15 @@ func (sc *sidecarCache) build(s *model.Snapshot, p *Proxy, key string) (*generat
 // outbound returns the part of p's scope at s: the cache's, else
 // generated once (outFlights) and kept when s is still the cache's
 // snapshot.
-func (sc *sidecarCache) outbound(s *model.Snapshot, p *Proxy) (*outboundPart, error) {
-	key := model.OutboundKey(s, p.Workload())
+func (sc *cache) outbound(s *model.Snapshot, p model.Workload) (*outboundPart, error) {
+	key := model.OutboundKey(s, p)
 	sc.mu.Lock()
 	o := sc.outs[key]
 	sc.mu.Unlock()
 	if o != nil && o.snap == s {
 		return o, nil
 	}
-	return sc.outFlights.do(s, key, func() (*outboundPart, error) {
+	return sc.outFlights.Do(s, key, func() (*outboundPart, error) {
 		sc.mu.Lock()
 		o := sc.outs[key]
 		sc.mu.Unlock()
@@ -72,7 +73,7 @@ func (sc *sidecarCache) outbound(s *model.Snapshot, p *Proxy) (*outboundPart, er
 
 // clusterMemoFor returns the memo for snapshot s, a new one when it holds
 // another snapshot's.
-func (sc *sidecarCache) clusterMemoFor(s *model.Snapshot) *clusterMemo {
+func (sc *cache) clusterMemoFor(s *model.Snapshot) *clusterMemo {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.memo == nil || sc.memo.snap != s {
@@ -81,16 +82,16 @@ func (sc *sidecarCache) clusterMemoFor(s *model.Snapshot) *clusterMemo {
 	return sc.memo
 }
 
-// push brings the scopes of the live groups to s first, each once: from
+// Push brings the scopes of the live groups to s first, each once: from
 // its part at the previous snapshot by what differs (updateOutbound), or
 // generated again. Each group is then composed on its scope's new part
 // and its own (updateSidecar, or generateSidecar under a new key).
-func (sc *sidecarCache) push(s *model.Snapshot, md *model.Diff, live []*generation) pushStep {
+func (sc *cache) Push(s *model.Snapshot, md *model.Diff, live []*gen.Generation) gen.PushStep {
 	scopes := map[string]*outboundChange{}
 	memo := sc.clusterMemoFor(s)
 	var scopeJobs []func()
 	for _, g := range live {
-		okey := model.OutboundKey(s, g.proxy.Workload())
+		okey := model.OutboundKey(s, g.Workload)
 		out := outOf(g)
 		if oc := scopes[okey]; oc != nil {
 			if oc.base == nil && out != nil && out.key == okey {
@@ -103,7 +104,7 @@ func (sc *sidecarCache) push(s *model.Snapshot, md *model.Diff, live []*generati
 			oc.base = out
 		}
 		scopes[okey] = oc
-		p := g.proxy
+		p := g.Workload
 		scopeJobs = append(scopeJobs, func() {
 			start := time.Now()
 			switch {
@@ -118,30 +119,29 @@ func (sc *sidecarCache) push(s *model.Snapshot, md *model.Diff, live []*generati
 				}
 			}
 			if oc.err != nil {
-				sc.c.logger.Error("generating xDS config", "scope", okey, "version", Version(s), "error", oc.err)
+				sc.env.Logger.Error("generating xDS config", "scope", okey, "version", gen.Version(s), "error", oc.err)
 			}
-			sc.c.metrics.generations.Inc()
-			sc.c.metrics.generateSeconds.Observe(time.Since(start).Seconds())
+			sc.env.Generated(start)
 		})
 	}
-	parallel(scopeJobs)
-	return func(old *generation, key string) (*generation, *genDiff, error) {
-		oc := scopes[model.OutboundKey(s, old.proxy.Workload())]
+	gen.Parallel(scopeJobs)
+	return func(old *gen.Generation, key string) (*gen.Generation, *gen.Diff, error) {
+		oc := scopes[model.OutboundKey(s, old.Workload)]
 		switch {
 		case oc.err != nil:
 			return nil, nil, oc.err
-		case key == old.key:
+		case key == old.Key:
 			return updateSidecar(old, s, md, oc)
 		default:
-			g, err := generateSidecar(s, old.proxy, key, oc.part)
+			g, err := generateSidecar(s, old.Workload, key, oc.part)
 			return g, nil, err
 		}
 	}
 }
 
-// adopt keeps the scope part of a group generated at the cache's
+// Adopt keeps the scope part of a group generated at the cache's
 // snapshot.
-func (sc *sidecarCache) adopt(g *generation) {
+func (sc *cache) Adopt(g *gen.Generation) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if o := outOf(g); o != nil && sc.outs[o.key] == nil {
@@ -149,8 +149,8 @@ func (sc *sidecarCache) adopt(g *generation) {
 	}
 }
 
-// installed keeps the scope parts of the groups a push installed.
-func (sc *sidecarCache) installed(s *model.Snapshot, gens map[string]*generation) {
+// Installed keeps the scope parts of the groups a push installed.
+func (sc *cache) Installed(s *model.Snapshot, gens map[string]*gen.Generation) {
 	outs := map[string]*outboundPart{}
 	for _, g := range gens {
 		if o := outOf(g); o != nil {
@@ -162,9 +162,9 @@ func (sc *sidecarCache) installed(s *model.Snapshot, gens map[string]*generation
 	sc.snap, sc.outs = s, outs
 }
 
-// dropped drops a scope's part when no group of the cache uses it any
+// Dropped drops a scope's part when no group of the cache uses it any
 // more.
-func (sc *sidecarCache) dropped(g *generation, gens map[string]*generation) {
+func (sc *cache) Dropped(g *gen.Generation, gens map[string]*gen.Generation) {
 	o := outOf(g)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()

@@ -1,4 +1,4 @@
-package xds
+package grpc
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 	security "istio.io/api/security/v1beta1"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"github.com/vmesh/vmesh/xds/gen"
 )
 
 // TestEndpointOnlyChangeUpdatesClusterTLS: automatic mTLS depends on the
@@ -38,10 +39,10 @@ func TestEndpointOnlyChangeUpdatesClusterTLS(t *testing.T) {
 		}
 		return model.Build(st.Snapshot())
 	}
-	p := &Proxy{ID: "c", Kind: KindGRPC, Namespace: "shop"}
+	p := model.Workload{ID: "c", Kind: model.KindGRPC, Reads: Kind{}.Reads(), Namespace: "shop"}
 	const name = "outbound|7070||cart.shop"
-	hasTLS := func(g *generation) bool {
-		c := g.get(resourcev3.ClusterType, name).msg.(*clusterv3.Cluster)
+	hasTLS := func(g *gen.Generation) bool {
+		c := g.Get(resourcev3.ClusterType, name).Msg.(*clusterv3.Cluster)
 		return c.GetTransportSocket() != nil
 	}
 	g, err := generate(snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}), p, "k")
@@ -53,23 +54,23 @@ func TestEndpointOnlyChangeUpdatesClusterTLS(t *testing.T) {
 	}
 
 	// Same identities, one more endpoint: EDS only, clusters reused.
-	n, full, err := g.withEndpoints(snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.2", ServiceAccount: "cart"}))
+	n, full, err := withEndpoints(g, snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.2", ServiceAccount: "cart"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full || n.get(resourcev3.ClusterType, name) != g.get(resourcev3.ClusterType, name) {
+	if full || n.Get(resourcev3.ClusterType, name) != g.Get(resourcev3.ClusterType, name) {
 		t.Fatalf("an endpoint with the same identity regenerated CDS (full=%v)", full)
 	}
 
 	// A new identity changes the SANs; an endpoint without one turns mTLS off.
-	n, full, err = n.withEndpoints(snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.2", ServiceAccount: "cart-v2"}))
+	n, full, err = withEndpoints(n, snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.2", ServiceAccount: "cart-v2"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !full || proto.Equal(n.get(resourcev3.ClusterType, name).msg, g.get(resourcev3.ClusterType, name).msg) {
+	if !full || proto.Equal(n.Get(resourcev3.ClusterType, name).Msg, g.Get(resourcev3.ClusterType, name).Msg) {
 		t.Fatalf("a new service account must change the cluster's SANs (full=%v)", full)
 	}
-	n, full, err = n.withEndpoints(snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.3"}))
+	n, full, err = withEndpoints(n, snap(&networking.WorkloadEntry{Address: "10.0.0.1", ServiceAccount: "cart"}, &networking.WorkloadEntry{Address: "10.0.0.3"}))
 	if err != nil {
 		t.Fatal(err)
 	}
