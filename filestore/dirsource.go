@@ -303,7 +303,7 @@ func (d *DirSource) publish() error {
 		errs := append(d.files.errors(), store.ConfigError{File: d.root, Message: fmt.Sprintf(
 			"the folder defines no object: withdrawing all %d is held until a file defines one again (allowEmpty withdraws them)", d.published)})
 		errs = append(errs, d.files.warnings()...)
-		d.store.SetStatus(d.src, "", errs)
+		d.store.SetStatusHeld(d.src, "", errs, d.files.held())
 		d.logProblems(errs) // once, under the root's name
 		return nil
 	}
@@ -313,7 +313,7 @@ func (d *DirSource) publish() error {
 	}
 	d.published = len(d.files.defs)
 	errs := append(d.files.errors(), d.files.warnings()...)
-	d.store.SetStatus(d.src, "", errs)
+	d.store.SetStatusHeld(d.src, "", errs, d.files.held())
 	d.logProblems(errs)
 	d.once.Do(func() { close(d.ready) })
 	return nil

@@ -2,8 +2,10 @@ package filestore
 
 import (
 	"fmt"
-	"github.com/vmesh/vmesh/store"
 	"slices"
+	"strings"
+
+	"github.com/vmesh/vmesh/store"
 )
 
 // fileSet is the files of one source and what they define: a key defined
@@ -198,12 +200,29 @@ func (f *fileSet) errors() []store.ConfigError {
 	for _, rel := range rels {
 		fs := f.files[rel]
 		errs = append(errs, fs.errs...)
-		if len(fs.errs) > 0 && fs.good != nil {
-			errs = append(errs, store.ConfigError{File: rel, Message: "keeping the last good version of this file until it is fixed"})
-		}
 		errs = dd.add(fs.good, errs, f.maxProblems)
 	}
 	return errs
+}
+
+// held says which files with errors keep their last good objects (the
+// source's SourceStatus.Held), or "": the files' errors are counted, this
+// is not one more.
+func (f *fileSet) held() string {
+	if f.troubled == 0 {
+		return ""
+	}
+	var kept []string
+	for rel, fs := range f.files {
+		if len(fs.errs) > 0 && fs.good != nil {
+			kept = append(kept, rel)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	slices.Sort(kept)
+	return "keeping the last good version of " + strings.Join(kept, ", ") + " until fixed"
 }
 
 // dedup collects one source's objects in file order, keeping the first

@@ -232,7 +232,7 @@ func TestGitSourceBlobLimits(t *testing.T) {
 	big := repo.commit("big", map[string]string{"big.yaml": weYAML("big", "2.2.2.2") + "# " + strings.Repeat("x", 100<<10) + "\n"})
 	must(t, src.Sync(ctx))
 	st := gitStatus(cs.Snapshot())
-	if st.Revision != c1 || len(st.Errors) != 2 || st.Errors[0].File != "big.yaml" || st.Errors[0].Commit != big ||
+	if st.Revision != c1 || len(st.Errors) != 1 || st.Errors[0].File != "big.yaml" || st.Errors[0].Commit != big ||
 		!strings.Contains(st.Errors[0].Message, "more than maxFileBytes (65,536)") {
 		t.Fatalf("big blob: %+v", st)
 	}

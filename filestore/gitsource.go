@@ -385,7 +385,9 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 		for i := range errs {
 			errs[i].Commit = commit
 		}
-		errs = append(errs, store.ConfigError{Commit: commit, Message: fmt.Sprintf("commit rejected; still serving %s", shortOr(g.GoodCommit(), "nothing"))})
+		// The commit's own problems are its errors; that it is rejected
+		// is the source's state, not one more error (one mistake counts
+		// once).
 		g.mu.Lock()
 		g.lastCommit, g.commitErrs = commit, errs
 		g.mu.Unlock()
@@ -614,8 +616,18 @@ func shortOr(s, alt string) string {
 func (g *GitSource) setStatus(revision string, errs []store.ConfigError) {
 	g.mu.Lock()
 	g.lastErrs = errs
+	held := ""
+	if g.commitErrs != nil && g.lastCommit != g.goodCommit {
+		held = RejectedCommitNote(g.lastCommit, g.goodCommit)
+	}
 	g.mu.Unlock()
-	g.store.SetStatus(g.src, revision, append(slices.Clip(errs), g.files.warnings()...))
+	g.store.SetStatusHeld(g.src, revision, append(slices.Clip(errs), g.files.warnings()...), held)
+}
+
+// RejectedCommitNote is a git source's SourceStatus.Held while its latest
+// commit is rejected: "commit <sha> rejected; still serving <sha>".
+func RejectedCommitNote(rejected, serving string) string {
+	return fmt.Sprintf("commit %.12s rejected; still serving %s", rejected, shortOr(serving, "nothing"))
 }
 
 // logWarnings logs the served commit's warnings when they changed since

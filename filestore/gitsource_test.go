@@ -210,8 +210,13 @@ func TestGitSourceReadsChangedFilesOnly(t *testing.T) {
 	if addressOf(snap, "d") != "" || addressOf(snap, "b") != "2.2.2.2" || st.Revision != c2 {
 		t.Fatalf("commit with a duplicate key partly applied: d %q b %q revision %s", addressOf(snap, "d"), addressOf(snap, "b"), st.Revision)
 	}
-	if len(st.Errors) != 2 || st.Errors[0].Commit != bad || st.Errors[0].File != "d.yaml" || !strings.Contains(st.Errors[0].Message, "defined twice") {
+	// One mistake, one error; that the commit is rejected is the source's
+	// Held line, not a second error (issue 45).
+	if len(st.Errors) != 1 || st.Errors[0].Commit != bad || st.Errors[0].File != "d.yaml" || !strings.Contains(st.Errors[0].Message, "defined twice") {
 		t.Fatalf("duplicate not reported against the commit: %+v", st.Errors)
+	}
+	if want := filestore.RejectedCommitNote(bad, c2); st.Held != want {
+		t.Errorf("held %q, want %q", st.Held, want)
 	}
 
 	// The fix applies, from the state of the last good commit.

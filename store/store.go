@@ -55,8 +55,13 @@ type SourceStatus struct {
 	// but is not (fully) enforced (an Istio kind vmesh does not
 	// implement, a policy field it cannot enforce). The analysis across
 	// sources is model/analysis's (analysis.Cache).
-	Warnings   []ConfigError `json:"warnings,omitempty"`
-	LastUpdate time.Time     `json:"lastUpdate"`
+	Warnings []ConfigError `json:"warnings,omitempty"`
+	// Held says, in one line, what the source keeps serving while it has
+	// errors: the rejected commit and the commit still served, the files
+	// keeping their last good version. It is not an error: one mistake
+	// counts once, in Errors.
+	Held       string    `json:"held,omitempty"`
+	LastUpdate time.Time `json:"lastUpdate"`
 }
 
 // Conflict records two or more sources defining the same object.
@@ -277,6 +282,12 @@ func (s *Store) sourceLocked(src Source) *sourceState {
 // and warnings (any other Severity), kept apart in its status. Neither
 // changes config: the source's last good objects keep serving.
 func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
+	s.SetStatusHeld(src, revision, errs, "")
+}
+
+// SetStatusHeld is SetStatus with the line saying what the source keeps
+// serving while it has errors (SourceStatus.Held).
+func (s *Store) SetStatusHeld(src Source, revision string, errs []ConfigError, held string) {
 	var bad, warn []ConfigError
 	for _, e := range errs {
 		if e.Severity == SeverityError {
@@ -289,7 +300,7 @@ func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
 	defer s.mu.Unlock()
 	st := s.sourceLocked(src)
 	st.status.Revision = revision
-	st.status.Errors, st.status.Warnings = bad, warn
+	st.status.Errors, st.status.Warnings, st.status.Held = bad, warn, held
 	st.status.LastUpdate = time.Now()
 	s.publish(nil)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -46,6 +47,9 @@ type replicaStatus struct {
 	// of them, file:line first.
 	Errors     int    `json:"errors" yaml:"errors"`
 	FirstError string `json:"firstError,omitempty" yaml:"firstError,omitempty"`
+	// Held says what sources with errors keep serving ("commit X
+	// rejected; still serving Y"), one line per source: not counted.
+	Held []string `json:"held,omitempty" yaml:"held,omitempty"`
 	// Warnings counts the warnings (config applied but not, or not fully,
 	// enforced; the analysis across sources); FirstWarning is one of them.
 	Warnings     int    `json:"warnings" yaml:"warnings"`
@@ -157,6 +161,9 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 	var sourceErr, otherErr string
 	for _, src := range dc.Sources {
 		rs.Errors += len(src.Errors)
+		if src.Held != "" {
+			rs.Held = append(rs.Held, src.Held)
+		}
 		for _, e := range src.Errors {
 			switch {
 			case e.File == "" && e.Commit == "" && sourceErr == "":
@@ -210,7 +217,11 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 		}
 		errs := "0"
 		if r.Errors > 0 {
-			errs = fmt.Sprintf("%d, first: %s", r.Errors, r.FirstError)
+			errs = strconv.Itoa(r.Errors)
+			if len(r.Held) > 0 {
+				errs += " (" + strings.Join(r.Held, "; ") + ")"
+			}
+			errs += ", first: " + r.FirstError
 		}
 		warns := "0"
 		if r.Warnings > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -149,4 +150,98 @@ func TestStatusShowsGitStall(t *testing.T) {
 		out, _ = runVMesh(t, "status", "--server", cp.HTTPAddr(), "-o", "json")
 		return strings.Contains(out, `"errors": 0`)
 	})
+}
+
+// One mistake counts once: a broken file (the directory keeps its last
+// good version) or a rejected commit (the last good commit keeps serving)
+// reads 1 in vmesh_config_errors and in status's ERRORS, and what the
+// source keeps serving is said beside it, not counted (issue 45).
+func TestOneMistakeCountsOnce(t *testing.T) {
+	const good = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: demo}\nspec:\n  hosts: [a.demo.internal]\n  http:\n  - route:\n    - destination: {host: a.demo.internal}\n    timeout: 5s\n"
+	bad := strings.Replace(good, "timeout: 5s", "timeout: forever", 1)
+	for _, kind := range []string{"dir", "git"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			write := func(content string) {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(dir, "route.yaml"), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			git := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("git", append([]string{"-c", "user.email=t@vmesh.io", "-c", "user.name=t"}, args...)...)
+				cmd.Dir = dir
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			write(good)
+			edit := func(cfg *controlplane.Config) {}
+			if kind == "git" {
+				git("init", "--quiet", "--initial-branch=main")
+				git("add", "-A")
+				git("commit", "--quiet", "-m", "good")
+				edit = func(cfg *controlplane.Config) {
+					cfg.ConfigDir = ""
+					cfg.Git.Repo, cfg.Git.Ref, cfg.Git.Interval = dir, "main", time.Hour
+				}
+			}
+			cp, _ := servePlane(t, "", func(cfg *controlplane.Config) {
+				if kind == "dir" {
+					cfg.ConfigDir = dir
+				}
+				edit(cfg)
+			})
+			server := cp.HTTPAddr()
+			write(bad)
+			wantHeld := "keeping the last good version of route.yaml until fixed"
+			if kind == "git" {
+				goodSHA := git("rev-parse", "HEAD")
+				git("commit", "--quiet", "-am", "bad")
+				wantHeld = "commit " + git("rev-parse", "--short=12", "HEAD") + " rejected; still serving " + goodSHA[:12]
+				resp, err := http.Post("http://"+server+"/webhook/git", "application/json", strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			var report statusReport
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				out, _ := runVMesh(t, "status", "--server", server, "-o", "json")
+				if err := json.Unmarshal([]byte(out), &report); err != nil {
+					t.Fatal(err)
+				}
+				if report.Replicas[0].Errors > 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			r := report.Replicas[0]
+			if r.Errors != 1 || !strings.Contains(r.FirstError, "route.yaml:9") || len(r.Held) != 1 || r.Held[0] != wantHeld {
+				t.Errorf("status: errors %d (first %q), held %q; want 1 error and held %q", r.Errors, r.FirstError, r.Held, wantHeld)
+			}
+			table, _ := runVMesh(t, "status", "--server", server)
+			if !strings.Contains(table, "1 ("+wantHeld+"), first: ") {
+				t.Errorf("status table:\n%s", table)
+			}
+			resp, err := http.Get("http://" + server + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var lines []string
+			for _, l := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(l, "vmesh_config_errors{") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 || !strings.HasSuffix(lines[0], "} 1") {
+				t.Errorf("vmesh_config_errors: %q, want one source at 1", lines)
+			}
+		})
+	}
 }
