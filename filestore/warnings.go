@@ -190,6 +190,8 @@ func proxylessTrafficPolicy(w *warner, path string, tp *networking.TrafficPolicy
 		//lint:ignore SA1019 Istio still accepts LEAST_CONN
 		case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH, networking.LoadBalancerSettings_LEAST_CONN:
 			w.info(path+".loadBalancer.simple", store.CodeProxylessIgnores, "proxyless gRPC clients balance %s as ROUND_ROBIN (grpc-go has no equivalent); Envoy sidecars apply it", lb.GetSimple())
+		case networking.LoadBalancerSettings_LEAST_REQUEST:
+			w.info(path+".loadBalancer.simple", store.CodeProxylessIgnores, "grpc-node clients balance LEAST_REQUEST as ROUND_ROBIN (grpc-node has no least request, gRFC A48: the cluster lists round robin after it); grpc-go clients and Envoy sidecars apply it")
 		}
 		//lint:ignore SA1019 Istio still accepts consecutiveErrors
 		if od.GetConsecutive_5XxErrors() != nil || od.GetConsecutiveGatewayErrors() != nil || od.GetConsecutiveErrors() > 0 {
@@ -260,6 +262,9 @@ func warnAuthorizationPolicy(w *warner, o *store.Object, ap *security.Authorizat
 	}
 	switch ap.GetAction() {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
+		if ap.GetTargetRef() == nil && len(ap.GetTargetRefs()) == 0 {
+			w.info("action", store.CodeProxylessIgnores, "grpc-node servers apply %s only with GRPC_XDS_EXPERIMENTAL_RBAC=true (grpc-node turns gRFC A41 off by default): without it they refuse the listener and the port never serves; grpc-go servers and Envoy sidecars enforce it", ap.GetAction())
+		}
 	case security.AuthorizationPolicy_AUDIT:
 		w.add("action", store.CodePolicyActionPartial, "action AUDIT: Envoy sidecars mark the requests it matches for audit logging (RBAC action LOG, as Istio); proxyless gRPC servers ignore it")
 	case security.AuthorizationPolicy_CUSTOM:

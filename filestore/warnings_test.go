@@ -61,6 +61,14 @@ func TestDecodeWarnings(t *testing.T) {
 			want: []where{{5, "targetRefs", store.CodePolicyTargetRefs}}},
 		{name: "Gateway API HTTPRoute", doc: "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec: {}\n",
 			want: []where{{2, "kind", store.CodeKindNotImplemented}}},
+		{name: "grpc-node balances LEAST_REQUEST as round robin", objects: 1, doc: `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: r}
+spec:
+  host: r.shop.internal
+  trafficPolicy:
+    loadBalancer: {simple: LEAST_REQUEST}
+`, want: []where{{7, "trafficPolicy.loadBalancer.simple", store.CodeProxylessIgnores}}},
 		{name: "dry-run", objects: 1, doc: `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata:
@@ -70,7 +78,7 @@ metadata:
 spec:
   action: DENY
   rules: [{}]
-`, want: []where{{6, "metadata.annotations.istio.io/dry-run", store.CodeDryRunShadowOnly}}},
+`, want: []where{{6, "metadata.annotations.istio.io/dry-run", store.CodeDryRunShadowOnly}, {8, "action", store.CodeProxylessIgnores}}},
 		{name: "requestPrincipals and request.auth.claims", objects: 1, doc: `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: jwt, namespace: shop}
@@ -84,7 +92,7 @@ spec:
       values: [admins]
     - key: source.namespace
       values: [shop]
-`, want: []where{{8, "rules[0].from[0].source.requestPrincipals", store.CodeRuleNotEnforced}, {10, "rules[1].when[0].key", store.CodeRuleNotEnforced}}},
+`, want: []where{{4, "action", store.CodeProxylessIgnores}, {8, "rules[0].from[0].source.requestPrincipals", store.CodeRuleNotEnforced}, {10, "rules[1].when[0].key", store.CodeRuleNotEnforced}}},
 		{name: "Gateway", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
@@ -503,7 +511,9 @@ func TestSupportedConditionKeysMatchModel(t *testing.T) {
 		if len(d.Errors) > 0 {
 			continue // a key Istio rejects: not a warning
 		}
-		if warned := len(d.Warnings) > 0; warned == model.SupportedConditionKey(k) {
+		// The grpc-node info every ALLOW policy gets (VM1101) is no warning about the key.
+		warned := slices.ContainsFunc(d.Warnings, func(p store.ConfigError) bool { return p.Code != store.CodeProxylessIgnores })
+		if warned == model.SupportedConditionKey(k) {
 			t.Errorf("key %q: warned %v, model supports it %v", k, warned, model.SupportedConditionKey(k))
 		}
 	}
@@ -600,13 +610,13 @@ spec:
   - from: [{source: {principals: [cluster.local/ns/a/sa/b]}}]
     to: [{operation: {paths: [/admin]}}]
   - when: [{key: "request.headers[x-debug]", values: ["1"]}]
-`, want: []where{{10, "rules[3].from[0].source.requestPrincipals", store.CodeRuleNotEnforced}, {7, "rules[0]", schema}, {12, "rules[4]", schema}}},
+`, want: []where{{5, "action", store.CodeProxylessIgnores}, {10, "rules[3].from[0].source.requestPrincipals", store.CodeRuleNotEnforced}, {7, "rules[0]", schema}, {12, "rules[4]", schema}}},
 		{name: "an ALLOW rule with only HTTP attributes is no warning", doc: `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: allow, namespace: shop}
 spec:
   rules: [{to: [{operation: {methods: [GET]}}]}]
-`},
+`, want: []where{{4, "action", store.CodeProxylessIgnores}}},
 		{name: "selectors without labels", doc: `apiVersion: security.istio.io/v1
 kind: PeerAuthentication
 metadata: {name: pa, namespace: shop}
@@ -640,7 +650,7 @@ kind: AuthorizationPolicy
 metadata: {name: labelled, namespace: shop}
 spec:
   selector: {matchLabels: {app: web}}
-`, want: []where{{5, "selector", schema}, {12, "selector", schema}, {20, "workloadSelector", schema}, {26, "workloadSelector", schema}}},
+`, want: []where{{5, "selector", schema}, {12, "selector", schema}, {20, "workloadSelector", schema}, {26, "workloadSelector", schema}, {32, "action", store.CodeProxylessIgnores}}},
 		{name: "ServiceEntry", doc: `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: none, namespace: shop}
