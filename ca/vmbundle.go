@@ -22,6 +22,8 @@ type VMBundleRequest struct {
 	// ProxyMetadata is MeshConfig defaultConfig.proxyMetadata, for the
 	// agent (bundle.Bundle.ProxyMetadata).
 	ProxyMetadata map[string]string
+	// Gateway makes the VM a gateway (bundle.Bundle.Gateway).
+	Gateway bool
 	// TokenTTL and Audience of the bootstrap token; zero values take the
 	// CA's defaults.
 	TokenTTL time.Duration
@@ -49,6 +51,7 @@ func (c *CA) NewVMBundle(req VMBundleRequest) (*bundle.Bundle, error) {
 		ServiceAccount:    req.ServiceAccount,
 		WorkloadGroup:     req.WorkloadGroup,
 		Labels:            maps.Clone(req.Labels),
+		Gateway:           req.Gateway,
 		TokenExpiry:       claims.Expiry.UTC(),
 	}
 	if err := b.Validate(); err != nil {

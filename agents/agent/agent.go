@@ -103,6 +103,14 @@ type Config struct {
 	EnvoyBinary string
 	// DisableEnvoy runs no Envoy even when one is installed.
 	DisableEnvoy bool
+	// Gateway makes the VM a gateway (also when its bundle says so,
+	// bundle.Bundle.Gateway): Envoy runs in router mode (node id
+	// "router~…", serving the Gateways whose selector matches the VM's
+	// labels), the traffic is not captured (the gateway's own listeners
+	// take it), and Envoy answers readiness on port 15021 through the
+	// agent's status port, as Istio's gateways do. It needs Envoy and
+	// StatusAddr.
+	Gateway bool
 	// EnvoyAdminPort is Envoy's admin port on 127.0.0.1; default 15000.
 	EnvoyAdminPort uint32
 	// EnvoySotW makes Envoy use state-of-the-world ADS instead of delta.
@@ -253,6 +261,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Agent, er
 		Namespace: b.Namespace, ServiceAccount: b.ServiceAccount, WorkloadName: cfg.WorkloadName,
 		Labels: b.Labels, IPs: cfg.IPs, WorkloadGroup: b.WorkloadGroup, WorkloadEntry: cfg.WorkloadEntry,
 		Locality: bootstrap.LocalityFromLabels(b.Labels), ExtraMetadata: nodeMetadata(b.ProxyMetadata, logger),
+		Gateway: cfg.Gateway || b.Gateway,
+	}
+	if node.Gateway {
+		switch {
+		case cfg.DisableEnvoy:
+			return nil, errors.New("agent: a gateway VM runs Envoy (router mode): drop --no-envoy")
+		case cfg.StatusAddr == "":
+			return nil, errors.New("agent: a gateway's Envoy answers readiness on 15021 through the agent's status port: set --status-addr")
+		}
 	}
 	if err := node.Validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -313,6 +330,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if !a.cfg.DisableEnvoy {
 		if envoyBin, err = envoy.Find(a.cfg.EnvoyBinary); err != nil {
 			return fmt.Errorf("agent: %w", err)
+		}
+	}
+	if a.node.Gateway {
+		if envoyBin == "" {
+			return errors.New("agent: a gateway VM runs Envoy (router mode), and none is installed: install it or name it with --envoy")
+		}
+		if a.cfg.Capture != nil {
+			a.log.Info("gateway: traffic is not captured; the gateway's listeners take it")
+			a.cfg.Capture = nil
 		}
 	}
 	// With capture, Envoy runs as the proxy user, whose traffic the rules
@@ -636,7 +662,12 @@ func (a *Agent) writeBootstraps() error {
 			return fmt.Errorf("agent: write %s: %w", file, err)
 		}
 	}
-	eb, err := bootstrap.Envoy(bootstrap.EnvoyConfig{Node: a.node, XDSSocket: a.XDSSocket(), SDSSocket: a.SDSSocket(), AdminPort: a.adminPort(), SotW: a.cfg.EnvoySotW})
+	var statusPort uint32
+	if addr, err := netip.ParseAddrPort(a.StatusAddr()); err == nil {
+		statusPort = uint32(addr.Port())
+	}
+	eb, err := bootstrap.Envoy(bootstrap.EnvoyConfig{Node: a.node, XDSSocket: a.XDSSocket(), SDSSocket: a.SDSSocket(), AdminPort: a.adminPort(), SotW: a.cfg.EnvoySotW,
+		AgentStatusPort: statusPort})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -37,6 +37,10 @@ type EnvoyConfig struct {
 	// SotW selects state-of-the-world ADS; the default is delta ADS, as
 	// Istio's since 1.22.
 	SotW bool
+	// AgentStatusPort, for a gateway (Node.Gateway), is the agent's status
+	// port on 127.0.0.1: Envoy answers readiness on ReadinessPort through
+	// it, as Istio's gateways do. Required for a gateway.
+	AgentStatusPort uint32
 }
 
 // Envoy builds the Envoy bootstrap: the node (no GENERATOR), the admin
@@ -100,6 +104,17 @@ func Envoy(cfg EnvoyConfig) (*bootstrapv3.Bootstrap, error) {
 		},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{Clusters: []*clusterv3.Cluster{xds, sds}},
 	}
+	if cfg.Node.Gateway {
+		if cfg.AgentStatusPort == 0 {
+			return nil, fmt.Errorf("bootstrap: a gateway's Envoy answers readiness on %d through the agent's status port: the agent needs one", ReadinessPort)
+		}
+		l, c, err := readiness(cfg.AgentStatusPort)
+		if err != nil {
+			return nil, err
+		}
+		b.StaticResources.Listeners = append(b.StaticResources.Listeners, l)
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, c)
+	}
 	if err := Validate(b); err != nil {
 		return nil, err
 	}
@@ -120,6 +135,9 @@ func EnvoyJSON(b *bootstrapv3.Bootstrap) ([]byte, error) {
 func Validate(b *bootstrapv3.Bootstrap) error {
 	if err := b.ValidateAll(); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := validateListeners(b.GetStaticResources().GetListeners()); err != nil {
+		return err
 	}
 	for _, c := range b.GetStaticResources().GetClusters() {
 		for name, a := range c.GetTypedExtensionProtocolOptions() {

@@ -37,6 +37,9 @@ type Node struct {
 	// node's locality field: clients balance by it (locality failover and
 	// distribute).
 	Locality string
+	// Gateway makes the node's Envoy a router (Istio's gateways): its id is
+	// RouterID. Proxyless applications and the agent's own stream keep ID.
+	Gateway bool
 	// ExtraMetadata is further node metadata (the bundle's proxyMetadata
 	// ISTIO_META_* entries, without the prefix); the fields above win.
 	ExtraMetadata map[string]string
@@ -61,6 +64,13 @@ func (n Node) ID() string {
 	return fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", n.IPs[0], n.WorkloadName, n.Namespace, n.Namespace)
 }
 
+// RouterID is a gateway Envoy's node id, in Istio's form
+// "router~<ip>~<workload>.<namespace>~<namespace>.svc.cluster.local": the
+// id's type makes the control plane serve it as a router.
+func (n Node) RouterID() string {
+	return fmt.Sprintf("router~%s~%s.%s~%s.svc.cluster.local", n.IPs[0], n.WorkloadName, n.Namespace, n.Namespace)
+}
+
 // Cluster is the node's service cluster, "<workload>.<namespace>".
 func (n Node) Cluster() string { return n.WorkloadName + "." + n.Namespace }
 
@@ -73,6 +83,9 @@ func (n Node) Cluster() string { return n.WorkloadName + "." + n.Namespace }
 func (n Node) Identity(generator string) node.Identity {
 	id := n.AgentIdentity()
 	id.Generator, id.WorkloadGroup, id.WorkloadEntry = generator, "", ""
+	if n.Gateway && generator == "" {
+		id.ID = n.RouterID()
+	}
 	return id
 }
 

@@ -68,6 +68,11 @@ type Bundle struct {
 	WorkloadGroup string `yaml:"workloadGroup,omitempty"`
 	// Labels are the workload's labels.
 	Labels map[string]string `yaml:"labels,omitempty"`
+	// Gateway makes the VM a gateway (Istio's ingress or egress gateway):
+	// its Envoy runs in router mode (node id "router~…"), serving the
+	// Gateways whose selector matches Labels, with no traffic capture and
+	// readiness on port 15021.
+	Gateway bool `yaml:"gateway,omitempty"`
 	// ProxyMetadata is the mesh config's defaultConfig.proxyMetadata (as
 	// istioctl writes it into a VM's cluster.env): the agent puts every
 	// ISTIO_META_<KEY> into its nodes' metadata as <KEY>, as pilot-agent

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -75,6 +76,9 @@ another trust domain; an unknown WorkloadGroup) makes the agent exit 78
 			if ips != "" {
 				cfg.IPs = strings.Split(ips, ",")
 			}
+			if cfg.Gateway && cf.capture == captureOn {
+				return errors.New("--gateway: a gateway's traffic is not captured (its listeners take it): drop --capture on")
+			}
 			if err := cf.apply(&cfg); err != nil {
 				return err
 			}
@@ -101,6 +105,7 @@ another trust domain; an unknown WorkloadGroup) makes the agent exit 78
 	f.DurationVar(&cfg.CertTTL, "cert-ttl", 0, "requested certificate lifetime (default: the CA's)")
 	f.StringVar(&cfg.EnvoyBinary, "envoy", "", "Envoy binary (default: envoy on PATH, if any)")
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
+	f.BoolVar(&cfg.Gateway, "gateway", false, "this VM is a gateway (also when its bundle says gateway: true): Envoy in router mode serving the Gateways that select its labels, no traffic capture, readiness on 15021")
 	f.StringVar(&cfg.CredentialsDir, "credentials-dir", agent.DefaultCredentialsDir, `file credentials for credentialName: one folder each with tls.crt, tls.key, ca.crt, served to Envoy over SDS and reloaded on change ("" = none)`)
 	f.StringVar(&probeFile, "probe", "", "a readiness probe as YAML (httpGet, tcpSocket, exec or grpc), overriding the one of the WorkloadGroup the control plane serves")
 	f.StringVar(&cfg.ExecProbeUser, "exec-probe-user", "", "allow exec probes, run as this unprivileged local user (not root); without it an exec probe is not run and the VM reports not ready")

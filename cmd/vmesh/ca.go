@@ -161,6 +161,7 @@ carries to the agent.`,
 	f.StringVar(&req.DiscoveryAddress, "discovery-address", "", "host:port of the control plane's secure port (default: the mesh config's defaultConfig.discoveryAddress, else "+defaultDiscoveryAddress+")")
 	f.StringArrayVar(&req.FailoverAddresses, "failover-address", nil, "host:port of another replica's secure port, tried in order when the discovery address does not answer (repeatable)")
 	f.DurationVar(&req.TokenTTL, "token-ttl", 0, "bootstrap token lifetime (default 1h)")
+	f.BoolVar(&req.Gateway, "gateway", false, "the VM is a gateway: its Envoy serves the Gateways whose selector matches --labels (router mode, no traffic capture, readiness on 15021)")
 	_ = b.MarkFlagRequired("service-account")
 	cmd := &cobra.Command{Use: "vm", Short: "VM onboarding"}
 	cmd.AddCommand(b)
