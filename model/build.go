@@ -66,6 +66,9 @@ func BuildWith(fs *store.Snapshot, mesh Mesh) *Snapshot {
 	for _, o := range fs.List(store.KindSidecar) {
 		b.addSidecar(o)
 	}
+	for _, o := range fs.List(store.KindGateway) {
+		b.addGateway(o)
+	}
 	for _, o := range fs.List(store.KindPeerAuthentication) {
 		b.addPeerAuthentication(o)
 	}
@@ -442,20 +445,26 @@ func (b *builder) addVirtualService(o *store.Object, ds delegates) {
 		b.problem(o, "spec is %T, want VirtualService", o.Spec)
 		return
 	}
-	if !AppliesToMesh(vs.GetGateways()) {
-		return // gateway-only routes do not apply to mesh clients
-	}
 	if len(vs.GetHosts()) == 0 {
 		return // a delegate: used only through the root routes naming it
+	}
+	mesh, gateways := AppliesToMesh(vs.GetGateways()), gatewayNames(vs.GetGateways(), o.Namespace)
+	if !mesh && len(gateways) == 0 {
+		return
 	}
 	if isRoot(vs) {
 		vs = b.merge(o, vs, ds)
 	}
-	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Spec: vs}
+	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Gateways: gateways, Spec: vs}
 	for _, h := range vs.GetHosts() {
 		m.Hosts = append(m.Hosts, QualifyHost(h, o.Namespace))
 	}
-	b.s.VirtualServices = append(b.s.VirtualServices, m)
+	if mesh {
+		b.s.VirtualServices = append(b.s.VirtualServices, m)
+	}
+	if len(gateways) > 0 {
+		b.s.GatewayVirtualServices = append(b.s.GatewayVirtualServices, m)
+	}
 }
 
 func (b *builder) addDestinationRule(o *store.Object) {

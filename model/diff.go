@@ -33,14 +33,20 @@ type Diff struct {
 	// or reordered).
 	VirtualServices  map[string]bool
 	DestinationRules map[string]bool
+	// Gateways is set when the Gateways or the VirtualServices bound to
+	// gateways differ (only router proxies read them).
+	Gateways bool
 
 	endpointsOnly bool
+	// gatewaySelection: which Gateways exist or what they select differs,
+	// so routers' group keys may (SameViewKeys).
+	gatewaySelection bool
 }
 
 // Empty reports whether the two snapshots feed the generators the same
 // inputs.
 func (d *Diff) Empty() bool {
-	return !d.Global && len(d.Services) == 0 && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
+	return !d.Global && !d.Gateways && len(d.Services) == 0 && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
 }
 
 // SameViewKeys reports whether every workload's ViewKey is the same at
@@ -48,13 +54,14 @@ func (d *Diff) Empty() bool {
 // (PeerAuthentications, AuthorizationPolicies, RequestAuthentications),
 // the label keys sourceLabels and failoverPriority name, and whether a
 // locality setting or outlier detection applies anywhere (a proxyless
-// key's locality), and any difference in those makes the diff Global.
-func (d *Diff) SameViewKeys() bool { return d != nil && !d.Global }
+// key's locality), and any difference in those makes the diff Global; a
+// router's also reads which Gateways exist and what they select.
+func (d *Diff) SameViewKeys() bool { return d != nil && !d.Global && !d.gatewaySelection }
 
 // EndpointsOnly reports whether nothing but endpoint lists of services
 // differ.
 func (d *Diff) EndpointsOnly() bool {
-	return !d.Global && d.endpointsOnly && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
+	return !d.Global && !d.Gateways && d.endpointsOnly && len(d.VirtualServices) == 0 && len(d.DestinationRules) == 0
 }
 
 // Hosts returns every host in the diff's host sets.
@@ -82,6 +89,7 @@ func Compare(prev, next *Snapshot) *Diff {
 		d.endpointsOnly = false
 		return d
 	}
+	d.compareGateways(prev, next)
 	if next.delta != nil && next.delta.from == prev.id {
 		// Rebuilt from prev by replacing the services of these hosts; the
 		// rest, routing included, is prev's.

@@ -24,11 +24,17 @@ func TestSameViewKeys(t *testing.T) {
 		&store.Object{Key: store.Key{Kind: store.KindAuthorizationPolicy, Namespace: "ns-1", Name: "deny"},
 			Spec: &securityv1beta1.AuthorizationPolicy{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"tier": "batch"}},
 				Action: securityv1beta1.AuthorizationPolicy_DENY, Rules: []*securityv1beta1.Rule{{}}}},
+		&store.Object{Key: store.Key{Kind: store.KindGateway, Namespace: "ns-0", Name: "edge"},
+			Spec: &networking.Gateway{Selector: map[string]string{"tier": "web"}, Servers: []*networking.Server{
+				{Port: &networking.Port{Number: 80, Name: "http", Protocol: "HTTP"}, Hosts: []string{"*"}}}}},
+		&store.Object{Key: store.Key{Kind: store.KindVirtualService, Namespace: "ns-0", Name: "edge"},
+			Spec: &networking.VirtualService{Hosts: []string{"edge.example.com"}, Gateways: []string{"edge"},
+				Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "edge.internal"}}}}}}},
 	)
 	var vs, dr, se *store.Object
 	for _, o := range base {
 		switch {
-		case vs == nil && o.Kind == store.KindVirtualService:
+		case vs == nil && o.Kind == store.KindVirtualService && o.Name != "edge":
 			vs = o
 		case dr == nil && o.Kind == store.KindDestinationRule:
 			dr = o
@@ -43,7 +49,7 @@ func TestSameViewKeys(t *testing.T) {
 			for _, k := range []struct {
 				kind  ProxyKind
 				reads Reads
-			}{{KindSidecar, Reads{Workload: true, EgressPorts: true}}, {KindGRPC, Reads{Resolvable: true}}} {
+			}{{KindSidecar, Reads{Workload: true, EgressPorts: true}}, {KindGRPC, Reads{Resolvable: true}}, {KindRouter, Reads{Gateways: true, Locality: true}}} {
 				workloads = append(workloads, Workload{ID: ns + tier, Kind: k.kind, Reads: k.reads, Namespace: ns, Labels: map[string]string{"tier": tier, "app": "x"}, IPs: []string{"10.0.0.9"}})
 			}
 		}
@@ -71,6 +77,15 @@ func TestSameViewKeys(t *testing.T) {
 			o.Spec.(*securityv1beta1.PeerAuthentication).Selector.MatchLabels = map[string]string{"tier": "batch"}
 		}), true},
 		{"AuthorizationPolicy removed", editObject(store.KindAuthorizationPolicy, "ns-1", "deny", func(o *store.Object) { o.Spec = nil }), true},
+		{"Gateway VirtualService route", editObject(store.KindVirtualService, "ns-0", "edge", func(o *store.Object) {
+			o.Spec.(*networking.VirtualService).GetHttp()[0].GetRoute()[0].GetDestination().Host = "other.internal"
+		}), false},
+		{"Gateway servers", editObject(store.KindGateway, "ns-0", "edge", func(o *store.Object) {
+			o.Spec.(*networking.Gateway).GetServers()[0].GetPort().Number = 8080
+		}), false},
+		{"Gateway selects batch", editObject(store.KindGateway, "ns-0", "edge", func(o *store.Object) {
+			o.Spec.(*networking.Gateway).Selector = map[string]string{"tier": "batch"}
+		}), true},
 	}
 	build := func(t *testing.T, objs []*store.Object) *Snapshot {
 		t.Helper()

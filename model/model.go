@@ -53,6 +53,12 @@ type Snapshot struct {
 	DestinationRules []*DestinationRule
 	// Sidecars are sorted by namespace and name.
 	Sidecars []*Sidecar
+	// Gateways are sorted by namespace and name.
+	Gateways []*Gateway
+	// GatewayVirtualServices are the VirtualServices bound to a gateway
+	// (gateways names one besides "mesh"), sorted by namespace and name.
+	// One bound to the mesh too is also in VirtualServices.
+	GatewayVirtualServices []*VirtualService
 	// PeerAuthentications are sorted by namespace and name.
 	PeerAuthentications []*PeerAuthentication
 	// AuthorizationPolicies (ALLOW and DENY) are sorted by namespace and name.
@@ -206,6 +212,9 @@ type VirtualService struct {
 	// name.namespace.svc.cluster.local.
 	Hosts    []string
 	ExportTo []string
+	// Gateways are the gateways it binds to besides the mesh, resolved to
+	// "namespace/name" (ResolveGatewayName); nil for mesh clients only.
+	Gateways []string
 	Spec     *networking.VirtualService
 }
 

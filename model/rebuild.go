@@ -239,7 +239,7 @@ func rebuildRouting(prev *Snapshot, fs *store.Snapshot) *Snapshot {
 	next.Revision = fs.Revision
 	next.Commit = shortCommit(fs.Commit())
 	next.id, next.source, next.delta = &snapshotID{}, fs, nil
-	next.VirtualServices, next.DestinationRules = nil, nil
+	next.VirtualServices, next.DestinationRules, next.GatewayVirtualServices = nil, nil, nil
 	next.vsByHost = make(map[string][]*VirtualService)
 	next.drByHost = make(map[string][]*DestinationRule)
 	next.Problems = nil

@@ -19,6 +19,9 @@ type ProxyKind string
 const (
 	KindGRPC    ProxyKind = "grpc"
 	KindSidecar ProxyKind = "sidecar"
+	// KindRouter is an Envoy in router mode serving Istio Gateways (Istio's
+	// ingress and egress gateways; node ids "router~IP~id~ns.svc.cluster.local").
+	KindRouter ProxyKind = "router"
 )
 
 // Reads is what a proxy kind's generators read of its workload and which
@@ -44,6 +47,11 @@ type Reads struct {
 	// client's EDS priorities and weights, as Istio's endpoint builder
 	// gives them); the group key then carries them.
 	Locality bool
+	// Gateways: the proxy is a gateway (Istio's router). Its generators
+	// read the Gateways that select its labels and the VirtualServices
+	// bound to them (View.Gateways), which its group key names; no Sidecar
+	// scopes it (Istio applies none to gateways).
+	Gateways bool
 }
 
 // Workload is what config generation may know about a proxy.
@@ -138,7 +146,16 @@ func ClusterName(port uint32, subset, host string) string {
 // ViewKey is the group key of w's View: what NewView(s, w).Key() returns,
 // without resolving the rest of the View.
 func ViewKey(s *Snapshot, w Workload) string {
-	return keyOf(s, w, s.SidecarFor(w.Namespace, w.Labels))
+	return keyOf(s, w, sidecarOf(s, w))
+}
+
+// sidecarOf is the Sidecar that scopes w: none for a gateway
+// (Reads.Gateways), as Istio's gateways take no Sidecar.
+func sidecarOf(s *Snapshot, w Workload) *Sidecar {
+	if w.Reads.Gateways {
+		return nil
+	}
+	return s.SidecarFor(w.Namespace, w.Labels)
 }
 
 // OutboundKey is the key of the part of w's config that depends only on its
@@ -150,7 +167,7 @@ func ViewKey(s *Snapshot, w Workload) string {
 // one OutboundKey share that part. Only a kind that splits its config so
 // (xds/sidecar) asks for it.
 func OutboundKey(s *Snapshot, w Workload) string {
-	return outboundKeyOf(s, w, s.SidecarFor(w.Namespace, w.Labels))
+	return outboundKeyOf(s, w, sidecarOf(s, w))
 }
 
 func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
@@ -228,6 +245,9 @@ func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 	if pk := s.WorkloadPolicyKey(w.Namespace, w.Labels); pk != "" {
 		b.WriteString("|" + pk)
 	}
+	if w.Reads.Gateways {
+		b.WriteString("|gateways=" + gatewayKey(s, w.Labels))
+	}
 	vw := visibleWorkload(s, w)
 	if len(vw.Labels) > 0 {
 		b.WriteString("|labels=" + LabelString(vw.Labels))
@@ -247,7 +267,7 @@ func keyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 // NewView returns w's View of s. What it derives from the snapshot is
 // resolved once, on first use.
 func NewView(s *Snapshot, w Workload) *View {
-	return &View{snap: s, proxy: visibleWorkload(s, w), whole: w, sidecar: s.SidecarFor(w.Namespace, w.Labels)}
+	return &View{snap: s, proxy: visibleWorkload(s, w), whole: w, sidecar: sidecarOf(s, w)}
 }
 
 func (v *View) resolve() {

@@ -114,6 +114,18 @@ func richSnapshot(t testing.TB) *model.Snapshot {
 				},
 			},
 		}),
+		// Routers: shop-gw selects app=shop, v1-gw version=v1; shop-edge
+		// binds to shop-gw only (never a mesh client's).
+		o(store.KindGateway, "shop-gw", &networking.Gateway{Selector: map[string]string{"app": "shop"}, Servers: []*networking.Server{
+			{Port: &networking.Port{Number: 80, Name: "http", Protocol: "HTTP"}, Hosts: []string{"*"}},
+		}}),
+		o(store.KindGateway, "v1-gw", &networking.Gateway{Selector: map[string]string{"version": "v1"}, Servers: []*networking.Server{
+			{Port: &networking.Port{Number: 8080, Name: "http", Protocol: "HTTP"}, Hosts: []string{"*/v1.example.com"}},
+		}}),
+		o(store.KindVirtualService, "shop-edge", &networking.VirtualService{
+			Hosts: []string{"shop.example.com", "v1.example.com"}, Gateways: []string{"shop-gw", "default/v1-gw"},
+			Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "shop.internal", Port: &networking.PortSelector{Number: 7070}}}}}},
+		}),
 		o(store.KindDestinationRule, "shop", &networking.DestinationRule{
 			Host: "shop.internal",
 			TrafficPolicy: &networking.TrafficPolicy{

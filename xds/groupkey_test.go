@@ -71,7 +71,7 @@ func proxyConfig(t *testing.T, s *model.Snapshot, p *xds.Proxy) map[string][]byt
 func TestEqualKeysEqualConfig(t *testing.T) {
 	s := richSnapshot(t)
 	var proxies []*xds.Proxy
-	for _, kind := range []xds.ProxyKind{xds.KindSidecar, xds.KindGRPC} {
+	for _, kind := range []xds.ProxyKind{xds.KindSidecar, xds.KindGRPC, xds.KindRouter} {
 		for _, id := range []string{"a", "b"} {
 			for _, ns := range []string{"default", "shop"} {
 				for _, labels := range []map[string]string{nil, {"app": "shop"}, {"app": "x"}, {"app": "shop", "version": "v1"}} {
@@ -111,7 +111,7 @@ func TestEqualKeysEqualConfig(t *testing.T) {
 	}
 	// Not vacuous: each kind has groups of several proxies, and several
 	// groups.
-	if shared[xds.KindSidecar] == 0 || shared[xds.KindGRPC] == 0 || len(groups) < 10 {
+	if shared[xds.KindSidecar] == 0 || shared[xds.KindGRPC] == 0 || shared[xds.KindRouter] == 0 || len(groups) < 10 {
 		t.Fatalf("%d groups, %v shared by several proxies: the fixture groups too little", len(groups), shared)
 	}
 
@@ -133,6 +133,22 @@ func TestEqualKeysEqualConfig(t *testing.T) {
 	}
 	if sameConfig(proxyConfig(t, s, client), proxyConfig(t, s, &selected)) == nil {
 		t.Error("the fixture gives app=x and app=shop the same proxyless config: the case shows nothing")
+	}
+	// A router's Gateways are its labels' (and its key names them); its
+	// IPs and other labels are not read.
+	router := &xds.Proxy{ID: "a", Kind: xds.KindRouter, Namespace: "default", Labels: map[string]string{"app": "shop"}}
+	v1 := *router
+	v1.Labels = map[string]string{"app": "shop", "version": "v1"}
+	if xds.GroupKey(s, router) == xds.GroupKey(s, &v1) {
+		t.Error("a label that a Gateway selects did not change a router's key")
+	}
+	if sameConfig(proxyConfig(t, s, router), proxyConfig(t, s, &v1)) == nil {
+		t.Error("the fixture gives routers under shop-gw and shop-gw+v1-gw the same config: the case shows nothing")
+	}
+	elsewhere := *router
+	elsewhere.IPs, elsewhere.Labels = []string{"10.9.9.9"}, map[string]string{"app": "shop", "team": "x"}
+	if xds.GroupKey(s, router) != xds.GroupKey(s, &elsewhere) {
+		t.Error("routers that differ only in IPs and a label no Gateway selects have different keys")
 	}
 }
 

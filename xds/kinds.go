@@ -11,6 +11,8 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/gen"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
+	"github.com/vmesh/vmesh/xds/node"
+	"github.com/vmesh/vmesh/xds/router"
 	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
@@ -76,10 +78,11 @@ func rowOf(k gen.Kind) kindRow {
 // a kind is one package under xds providing a gen.Kind and one row here
 // (and one more in the array's length: an array, so that looking a kind up
 // allocates nothing).
-func kindTable() [2]kindRow {
+func kindTable() [3]kindRow {
 	return [...]kindRow{
 		rowOf(sidecar.Kind{}),
 		rowOf(grpcgen.Kind{}),
+		rowOf(router.Kind{}),
 	}
 }
 
@@ -92,6 +95,17 @@ func kindNamed(k model.ProxyKind) (kindRow, error) {
 		}
 	}
 	return kindRow{}, fmt.Errorf("unknown proxy kind %q", k)
+}
+
+// kindOf returns the kind of a node: the row whose NodeType its id's type
+// is, else by its GENERATOR (kindOfGenerator).
+func kindOf(id node.Identity) model.ProxyKind {
+	for _, r := range kindTable() {
+		if r.NodeType != "" && r.NodeType == id.Type {
+			return r.name
+		}
+	}
+	return kindOfGenerator(id.Generator)
 }
 
 // kindOfGenerator returns the kind of a node whose metadata GENERATOR is

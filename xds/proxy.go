@@ -16,11 +16,13 @@ import (
 // ProxyKind says which generators serve a proxy (model.ProxyKind).
 type ProxyKind = model.ProxyKind
 
-// Proxy kinds. A node whose metadata GENERATOR is "grpc" is a proxyless gRPC
-// application; anything else is an Envoy sidecar.
+// Proxy kinds. A node whose id starts "router~" (Istio's gateways) is a
+// router; else a node whose metadata GENERATOR is "grpc" is a proxyless
+// gRPC application; anything else is an Envoy sidecar.
 const (
 	KindGRPC    = model.KindGRPC
 	KindSidecar = model.KindSidecar
+	KindRouter  = model.KindRouter
 )
 
 // DefaultNamespace is a proxy's namespace when its node names none.
@@ -52,7 +54,7 @@ func ProxyFromNode(n *corev3.Node) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ID: id.ID, Kind: kindOfGenerator(id.Generator), Namespace: id.Namespace, Labels: id.Labels, ServiceAccount: id.ServiceAccount,
+	p := &Proxy{ID: id.ID, Kind: kindOf(id), Namespace: id.Namespace, Labels: id.Labels, ServiceAccount: id.ServiceAccount,
 		WorkloadName: id.WorkloadName, IPs: id.IPs, AutoRegisterGroup: id.WorkloadGroup, WorkloadEntry: id.WorkloadEntry, Network: id.Network, Locality: id.Locality}
 	return p, nil
 }

@@ -33,6 +33,14 @@ func TestProxyFromNode(t *testing.T) {
 	if err != nil || p.Kind != xds.KindSidecar || p.Namespace != "default" {
 		t.Errorf("bare node = %+v, %v; want a sidecar in default", p, err)
 	}
+	p, err = xds.ProxyFromNode(&corev3.Node{Id: "router~10.0.0.9~ingress-1~edge.svc.cluster.local"})
+	if err != nil || p.Kind != xds.KindRouter || p.Namespace != "edge" || !p.RunsEnvoy() {
+		t.Errorf("Istio gateway node = %+v, %v; want a router in edge", p, err)
+	}
+	p, err = xds.ProxyFromNode(&corev3.Node{Id: "sidecar~10.0.0.9~web-1~edge.svc.cluster.local"})
+	if err != nil || p.Kind != xds.KindSidecar {
+		t.Errorf("Istio sidecar node = %+v, %v; want a sidecar", p, err)
+	}
 	if _, err := xds.ProxyFromNode(&corev3.Node{}); err == nil {
 		t.Error("node without id accepted")
 	}

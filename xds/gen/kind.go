@@ -42,6 +42,10 @@ type Traits struct {
 	// Generator is the node metadata GENERATOR of the kind's nodes; ""
 	// for the kind of nodes that name none (or one no kind has).
 	Generator string
+	// NodeType is the type an Istio-style node id of the kind's nodes
+	// starts with ("router" for "router~IP~id~ns.svc.cluster.local"); ""
+	// when the id does not decide. It wins over Generator.
+	NodeType string
 	// Staged: the kind's state-of-the-world streams get make-before-break
 	// (xds/staging.go).
 	Staged bool

@@ -38,6 +38,10 @@ const (
 // sidecar's node carries none (any other value also means Envoy).
 const GeneratorGRPC = "grpc"
 
+// NodeTypeRouter is the type of a router's node id (Istio's gateways):
+// "router~IP~id~namespace.svc.cluster.local".
+const NodeTypeRouter = "router"
+
 // DefaultNamespace is a proxy's namespace when its node names none.
 const DefaultNamespace = "default"
 
@@ -45,6 +49,10 @@ const DefaultNamespace = "default"
 type Identity struct {
 	// ID is the node id: unique per process.
 	ID string
+	// Type is the proxy type an Istio-style node id starts with
+	// ("type~IP~id~namespace.svc.cluster.local": "sidecar", "router"); ""
+	// for an id of another form.
+	Type string
 	// Cluster is the node's service cluster ("<workload>.<namespace>" from
 	// the agent); the server does not read it.
 	Cluster   string
@@ -144,6 +152,14 @@ func Parse(n *corev3.Node) (Identity, error) {
 		var err error
 		if *f.dst, err = str(f.key); err != nil {
 			return Identity{}, err
+		}
+	}
+	if parts := strings.Split(id.ID, "~"); len(parts) == 4 {
+		id.Type = parts[0]
+		// Istio's gateways name their namespace in the id's domain too;
+		// NAMESPACE wins.
+		if dns, _, ok := strings.Cut(parts[3], "."); ok && ns == "" && dns != "" {
+			ns = dns
 		}
 	}
 	if ns != "" {

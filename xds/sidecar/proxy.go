@@ -45,6 +45,10 @@ type scope struct {
 	// spec is the Sidecar's spec, nil without a Sidecar.
 	spec    *networking.Sidecar
 	targets []target // sorted by port, then host
+	// gateway, when set, is the Gateway ("namespace/name") the routes are
+	// translated for (GatewayRoutes): a match applies by its gateways,
+	// resolved in gatewayVSNamespace, the VirtualService's namespace.
+	gateway, gatewayVSNamespace string
 }
 
 // baseScope is the proxy's scope without its outbound targets: what the

@@ -380,6 +380,9 @@ func (sc *scope) matchApplies(m *networking.HTTPMatchRequest, port uint32) bool 
 	if m.GetPort() != 0 && m.GetPort() != port {
 		return false
 	}
+	if sc.gateway != "" {
+		return translate.GatewaySourceMatches(m, sc.gatewayVSNamespace, sc.gateway, sc.p.Labels, sc.p.Namespace)
+	}
 	return translate.SourceMatches(m, sc.p.Labels, sc.p.Namespace)
 }
 

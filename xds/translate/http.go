@@ -61,6 +61,39 @@ func SourceMatches(m *networking.HTTPMatchRequest, labels map[string]string, nam
 	return m.GetSourceNamespace() == "" || m.GetSourceNamespace() == namespace
 }
 
+// GatewaySourceMatches reports whether an HTTP match of a VirtualService
+// in vsNamespace can select requests a gateway (Istio's router) serving
+// gateway ("namespace/name") receives, as Istio's sourceMatchHTTP decides
+// it for gateways: a match naming gateways applies when gateway is among
+// them (each resolved in vsNamespace, model.ResolveGatewayName);
+// otherwise its sourceLabels must all be the router's and its
+// sourceNamespace, when set, the router's namespace.
+func GatewaySourceMatches(m *networking.HTTPMatchRequest, vsNamespace, gateway string, labels map[string]string, namespace string) bool {
+	if m == nil {
+		return true
+	}
+	return GatewayMatches(m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), vsNamespace, gateway, labels, namespace)
+}
+
+// GatewayMatches is GatewaySourceMatches on a match's fields (HTTP, TLS
+// and TCP matches have the same three).
+func GatewayMatches(gateways []string, sourceLabels map[string]string, sourceNamespace, vsNamespace, gateway string, labels map[string]string, namespace string) bool {
+	if len(gateways) > 0 {
+		for _, g := range gateways {
+			if model.ResolveGatewayName(g, vsNamespace) == gateway {
+				return true
+			}
+		}
+		return false
+	}
+	for k, v := range sourceLabels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return sourceNamespace == "" || sourceNamespace == namespace
+}
+
 // CatchAll reports whether a route match selects every request, as
 // Istio's IsCatchAllRoute decides: path prefix "/" (or path-separated
 // prefix "/", or regex ".*") with no header, query parameter or metadata

@@ -1,0 +1,76 @@
+package router
+
+import (
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/sidecar"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Clusters returns BlackHoleCluster and the outbound clusters (each port
+// and DestinationRule subset, by the sidecar's cluster generation) of the
+// services the VirtualServices bound to the router's Gateways route to,
+// as Istio's gateways have them with PILOT_FILTER_GATEWAY_CLUSTER_CONFIG.
+func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
+	cds, _ := sidecar.GatewayClusters(v, refs(v))
+	return cds, nil
+}
+
+// Endpoints returns the ClusterLoadAssignments of the EDS clusters among
+// Clusters.
+func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
+	_, eds := sidecar.GatewayClusters(v, refs(v))
+	return eds, nil
+}
+
+// refs are the clusters of the services the router routes to.
+func refs(v *model.View) []model.Cluster {
+	return v.ClustersOf(v.ServicesOf(destinationHosts(v)))
+}
+
+// destinationHosts are the hosts the http, tls and tcp routes (and
+// mirrors) of the VirtualServices bound to the router's Gateways name,
+// qualified in their VirtualService's namespace.
+func destinationHosts(v *model.View) []string {
+	var out []string
+	add := func(vs *model.VirtualService, d *networking.Destination) {
+		if d == nil {
+			return
+		}
+		if h := model.DestinationHost(d.GetHost(), vs.Namespace); !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	seen := map[*model.VirtualService]bool{}
+	for _, gw := range v.Gateways() {
+		for _, vs := range v.VirtualServicesForGateway(gw) {
+			if seen[vs] {
+				continue
+			}
+			seen[vs] = true
+			for _, r := range vs.Spec.GetHttp() {
+				for _, d := range r.GetRoute() {
+					add(vs, d.GetDestination())
+				}
+				add(vs, r.GetMirror())
+				for _, m := range r.GetMirrors() {
+					add(vs, m.GetDestination())
+				}
+			}
+			for _, r := range vs.Spec.GetTls() {
+				for _, d := range r.GetRoute() {
+					add(vs, d.GetDestination())
+				}
+			}
+			for _, r := range vs.Spec.GetTcp() {
+				for _, d := range r.GetRoute() {
+					add(vs, d.GetDestination())
+				}
+			}
+		}
+	}
+	return out
+}

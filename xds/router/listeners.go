@@ -1,0 +1,247 @@
+package router
+
+import (
+	"fmt"
+	"slices"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/sidecar"
+	"github.com/vmesh/vmesh/xds/translate"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// CredentialPrefix starts the SDS name of a credentialName, as Istio's
+// gateways ask for it ("kubernetes://<credentialName>"); the CA of a
+// MUTUAL server is "<that>-cacert".
+const CredentialPrefix = "kubernetes://"
+
+// CACertSuffix ends the SDS name of a credential's CA (Istio's SdsCaSuffix).
+const CACertSuffix = "-cacert"
+
+// The SDS names of the router's own mesh certificate and root (ISTIO_MUTUAL
+// servers), as the sidecar's.
+const (
+	workloadSecret = "default"
+	rootSecret     = "ROOTCA"
+)
+
+// Listeners returns one listener per Gateway port, "0.0.0.0_<port>"
+// ("<bind>_<port>" for a server with bind), ascending: a filter chain per
+// server (a plaintext HTTP port has one for all of its servers), matched
+// by SNI for TLS.
+func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
+	svs := servers(v)
+	type key struct {
+		bind string
+		port uint32
+	}
+	byKey := map[key][]server{}
+	var keys []key
+	for _, s := range svs {
+		k := key{s.spec.GetBind(), s.port()}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], s)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.port != b.port {
+			return int(a.port) - int(b.port)
+		}
+		switch {
+		case a.bind < b.bind:
+			return -1
+		case a.bind > b.bind:
+			return 1
+		}
+		return 0
+	})
+	var out []*listenerv3.Listener
+	for _, k := range keys {
+		l, err := listener(v, k.bind, k.port, byKey[k])
+		if err != nil {
+			return nil, fmt.Errorf("proxy %s: listener %d: %w", v.Workload().ID, k.port, err)
+		}
+		if len(l.GetFilterChains()) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// listener is the listener of one port's servers.
+func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv3.Listener, error) {
+	addr := bind
+	if addr == "" {
+		addr = "0.0.0.0"
+	}
+	name := addr + "_" + itoa(port)
+	l := &listenerv3.Listener{
+		Name:             name,
+		Address:          translate.SocketAddress(addr, port),
+		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+	}
+	stat := "outbound_" + name
+	httpDone := false
+	for _, s := range svs {
+		switch {
+		case s.isHTTP():
+			if httpDone {
+				continue // every plaintext HTTP server of the port is in its one route configuration
+			}
+			httpDone = true
+			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+				Filters: []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName()))},
+			})
+		case s.terminatesHTTPS():
+			ctx, err := downstreamTLS(s.spec.GetTls())
+			if err != nil {
+				return nil, err
+			}
+			fc := &listenerv3.FilterChain{
+				Filters:         []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName()))},
+				TransportSocket: sidecar.TLSSocket(ctx),
+			}
+			if sni := s.sniHosts(); len(sni) > 0 {
+				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: sni}
+			}
+			l.FilterChains = append(l.FilterChains, fc)
+		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
+			l.FilterChains = append(l.FilterChains, passthroughChains(v, s)...)
+		}
+	}
+	for _, fc := range l.GetFilterChains() {
+		if fc.GetFilterChainMatch() != nil || fc.GetTransportSocket() != nil {
+			l.ListenerFilters = []*listenerv3.ListenerFilter{sidecar.TLSInspector()}
+			break
+		}
+	}
+	return l, nil
+}
+
+// passthroughChains are a PASSTHROUGH server's filter chains: per tls
+// route of the VirtualServices bound to its Gateway, the SNI names its
+// match names among the server's hosts, to a tcp_proxy of its
+// destinations, as Istio's gateways route passed-through TLS.
+func passthroughChains(v *model.View, s server) []*listenerv3.FilterChain {
+	var out []*listenerv3.FilterChain
+	seen := map[string]bool{}
+	for _, vs := range v.VirtualServicesForGateway(s.gw) {
+		hosts := intersect(s.hostsFor(vs.Namespace), vs.Hosts)
+		if len(hosts) == 0 {
+			continue
+		}
+		for _, tr := range vs.Spec.GetTls() {
+			for _, m := range tr.GetMatch() {
+				if m.GetPort() != 0 && m.GetPort() != s.port() {
+					continue
+				}
+				if !translate.GatewayMatches(m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), vs.Namespace, s.gw.Key(), v.Workload().Labels, v.Workload().Namespace) {
+					continue
+				}
+				sni := intersect(hosts, m.GetSniHosts())
+				slices.Sort(sni)
+				var fresh []string
+				for _, h := range sni {
+					if !seen[h] {
+						seen[h] = true
+						fresh = append(fresh, h)
+					}
+				}
+				if len(fresh) == 0 {
+					continue
+				}
+				out = append(out, &listenerv3.FilterChain{
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: fresh},
+					Filters:          []*listenerv3.Filter{sidecar.GatewayTCPProxy(v, vs, fresh[0], s.port(), tr.GetRoute())},
+				})
+			}
+		}
+	}
+	return out
+}
+
+// downstreamTLS is a terminating server's TLS context, as Istio's
+// BuildListenerTLSContext: ALPN h2 and http/1.1; the certificate of
+// credentialName over SDS ("kubernetes://<name>"), or the router's mesh
+// certificate for ISTIO_MUTUAL; the client's certificate required for
+// MUTUAL and ISTIO_MUTUAL, checked (when sent) for OPTIONAL_MUTUAL against
+// the credential's CA ("kubernetes://<name>-cacert") or the mesh root; the
+// server's protocol versions and cipher suites. A SIMPLE or MUTUAL server
+// without credentialName (files on the router, serverCertificate) is not
+// served: an error, the listener fails closed.
+func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext, error) {
+	ctx := &tlsv3.DownstreamTlsContext{
+		CommonTlsContext:         &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2", "http/1.1"}},
+		RequireClientCertificate: wrapperspb.Bool(false),
+	}
+	mode := t.GetMode()
+	if mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL {
+		ctx.RequireClientCertificate = wrapperspb.Bool(true)
+	}
+	validate := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL
+	cvc := &tlsv3.CertificateValidationContext{}
+	for _, san := range t.GetSubjectAltNames() {
+		cvc.MatchTypedSubjectAltNames = append(cvc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
+			SanType: tlsv3.SubjectAltNameMatcher_URI, Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
+		})
+	}
+	cvc.VerifyCertificateSpki = t.GetVerifyCertificateSpki()
+	cvc.VerifyCertificateHash = t.GetVerifyCertificateHash()
+	c := ctx.CommonTlsContext
+	switch {
+	case mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
+		c.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sidecar.SDSSecret(workloadSecret, true)}
+		c.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+			DefaultValidationContext:         cvc,
+			ValidationContextSdsSecretConfig: sidecar.SDSSecret(rootSecret, true),
+		}}
+	case t.GetCredentialName() != "":
+		name := CredentialPrefix + t.GetCredentialName()
+		c.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sidecar.SDSSecret(name, false)}
+		if validate {
+			c.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         cvc,
+				ValidationContextSdsSecretConfig: sidecar.SDSSecret(name+CACertSuffix, false),
+			}}
+		} else if len(cvc.GetMatchTypedSubjectAltNames()) > 0 {
+			c.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: cvc}
+		}
+	default:
+		return nil, fmt.Errorf("TLS mode %s without credentialName: certificate files on the router are not served (name a credential)", mode)
+	}
+	if mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL {
+		if t.GetMinProtocolVersion() != networking.ServerTLSSettings_TLS_AUTO || t.GetMaxProtocolVersion() != networking.ServerTLSSettings_TLS_AUTO {
+			c.TlsParams = &tlsv3.TlsParameters{
+				TlsMinimumProtocolVersion: tlsVersion(t.GetMinProtocolVersion()),
+				TlsMaximumProtocolVersion: tlsVersion(t.GetMaxProtocolVersion()),
+			}
+		}
+		if len(t.GetCipherSuites()) > 0 {
+			if c.TlsParams == nil {
+				c.TlsParams = &tlsv3.TlsParameters{}
+			}
+			c.TlsParams.CipherSuites = t.GetCipherSuites()
+		}
+	}
+	return ctx, nil
+}
+
+func tlsVersion(v networking.ServerTLSSettings_TLSProtocol) tlsv3.TlsParameters_TlsProtocol {
+	switch v {
+	case networking.ServerTLSSettings_TLSV1_0:
+		return tlsv3.TlsParameters_TLSv1_0
+	case networking.ServerTLSSettings_TLSV1_1:
+		return tlsv3.TlsParameters_TLSv1_1
+	case networking.ServerTLSSettings_TLSV1_2:
+		return tlsv3.TlsParameters_TLSv1_2
+	case networking.ServerTLSSettings_TLSV1_3:
+		return tlsv3.TlsParameters_TLSv1_3
+	}
+	return tlsv3.TlsParameters_TLS_AUTO
+}

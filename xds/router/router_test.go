@@ -1,0 +1,308 @@
+package router_test
+
+import (
+	"slices"
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/xds/router"
+	"github.com/vmesh/vmesh/xds/sidecar"
+)
+
+// ingressYAML is istio.io's ingress tasks on one router (labels
+// istio=ingressgateway in istio-system): HTTP host and path routing to
+// httpbin, secure ingress SIMPLE and MUTUAL by credentialName, SNI
+// passthrough to nginx, and an httpsRedirect server. A Gateway selecting
+// other routers and a VirtualService bound to the mesh only are not the
+// router's.
+const ingressYAML = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: httpbin, namespace: default}
+spec:
+  hosts: [httpbin.default.svc.cluster.local]
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.5}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: nginx, namespace: default}
+spec:
+  hosts: [my-nginx.default.svc.cluster.local]
+  ports: [{number: 443, name: https, protocol: HTTPS}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.6}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: other, namespace: default}
+spec:
+  hosts: [other.default.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.7}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: httpbin-gateway, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: [httpbin.example.com]
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: [httpbin.example.com]
+    tls: {mode: SIMPLE, credentialName: httpbin-credential}
+  - port: {number: 443, name: https-mtls, protocol: HTTPS}
+    hosts: [helloworld.example.com]
+    tls: {mode: MUTUAL, credentialName: helloworld-credential}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: redirect, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 8080, name: http-redirect, protocol: HTTP}
+    hosts: ["*"]
+    tls: {httpsRedirect: true}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: mygateway, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 8443, name: https, protocol: HTTPS}
+    hosts: [nginx.example.com]
+    tls: {mode: PASSTHROUGH}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: egress, namespace: default}
+spec:
+  selector: {istio: egressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: [edition.cnn.com]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: httpbin, namespace: default}
+spec:
+  hosts: [httpbin.example.com]
+  gateways: [httpbin-gateway]
+  http:
+  - match: [{uri: {prefix: /status}}, {uri: {prefix: /delay}}]
+    route: [{destination: {host: httpbin, port: {number: 8000}}}]
+  - match: [{uri: {prefix: /headers}, gateways: [mesh]}]
+    route: [{destination: {host: other}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: helloworld, namespace: default}
+spec:
+  hosts: [helloworld.example.com]
+  gateways: [default/httpbin-gateway]
+  http:
+  - route: [{destination: {host: httpbin}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: nginx, namespace: default}
+spec:
+  hosts: [nginx.example.com]
+  gateways: [mygateway.default.svc.cluster.local]
+  tls:
+  - match: [{port: 8443, sniHosts: [nginx.example.com]}]
+    route: [{destination: {host: my-nginx, port: {number: 443}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: mesh-only, namespace: default}
+spec:
+  hosts: [other.default.svc.cluster.local]
+  http:
+  - route: [{destination: {host: other}}]
+`
+
+func ingress() model.Workload {
+	return model.Workload{ID: "router~10.0.0.9~ingress-1~istio-system.svc.cluster.local", Kind: model.KindRouter, Reads: router.Kind{}.Reads(),
+		Namespace: "istio-system", Labels: map[string]string{"istio": "ingressgateway", "app": "istio-ingressgateway"}}
+}
+
+func view(t *testing.T, yaml string, w model.Workload) *model.View {
+	t.Helper()
+	objs, errs := filestore.Decode("config.yaml", []byte(yaml))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	return model.NewView(model.Build(st.Snapshot()), w)
+}
+
+func hcmOf(t *testing.T, fc *listenerv3.FilterChain) *hcmv3.HttpConnectionManager {
+	t.Helper()
+	h := &hcmv3.HttpConnectionManager{}
+	if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestIngressLayout(t *testing.T) {
+	v := view(t, ingressYAML, ingress())
+	var gws []string
+	for _, g := range v.Gateways() {
+		gws = append(gws, g.Key())
+	}
+	if want := []string{"default/httpbin-gateway", "default/mygateway", "istio-system/redirect"}; !slices.Equal(gws, want) {
+		t.Fatalf("gateways %v, want %v", gws, want)
+	}
+	lds, err := router.Listeners(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range lds {
+		names = append(names, l.GetName())
+	}
+	if want := []string{"0.0.0.0_80", "0.0.0.0_443", "0.0.0.0_8080", "0.0.0.0_8443"}; !slices.Equal(names, want) {
+		t.Fatalf("listeners %v, want %v", names, want)
+	}
+	if h := hcmOf(t, lds[0].GetFilterChains()[0]); h.GetRds().GetRouteConfigName() != "http.80" || !h.GetUseRemoteAddress().GetValue() {
+		t.Errorf("port 80: rds %q, use_remote_address %v", h.GetRds().GetRouteConfigName(), h.GetUseRemoteAddress())
+	}
+	// 443: SIMPLE then MUTUAL, each matched by SNI, certificates over SDS.
+	fcs := lds[1].GetFilterChains()
+	if len(fcs) != 2 || len(lds[1].GetListenerFilters()) != 1 {
+		t.Fatalf("443: %d chains, %d listener filters", len(fcs), len(lds[1].GetListenerFilters()))
+	}
+	for i, want := range []struct {
+		sni, route, secret, ca string
+		require                bool
+	}{
+		{"httpbin.example.com", "https.443.https.httpbin-gateway.default", "kubernetes://httpbin-credential", "", false},
+		{"helloworld.example.com", "https.443.https-mtls.httpbin-gateway.default", "kubernetes://helloworld-credential", "kubernetes://helloworld-credential-cacert", true},
+	} {
+		fc := fcs[i]
+		if got := fc.GetFilterChainMatch().GetServerNames(); !slices.Equal(got, []string{want.sni}) {
+			t.Errorf("443[%d]: server names %v", i, got)
+		}
+		if got := hcmOf(t, fc).GetRds().GetRouteConfigName(); got != want.route {
+			t.Errorf("443[%d]: route %q, want %q", i, got, want.route)
+		}
+		ctx := &tlsv3.DownstreamTlsContext{}
+		if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetName(); got != want.secret {
+			t.Errorf("443[%d]: secret %q", i, got)
+		}
+		if got := ctx.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig().GetName(); got != want.ca {
+			t.Errorf("443[%d]: CA %q, want %q", i, got, want.ca)
+		}
+		if ctx.GetRequireClientCertificate().GetValue() != want.require {
+			t.Errorf("443[%d]: require client certificate %v", i, ctx.GetRequireClientCertificate())
+		}
+	}
+	// 8443: passthrough by SNI to nginx's cluster.
+	pt := lds[3].GetFilterChains()
+	if len(pt) != 1 || !slices.Equal(pt[0].GetFilterChainMatch().GetServerNames(), []string{"nginx.example.com"}) {
+		t.Fatalf("8443 chains %v", pt)
+	}
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := pt[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(tp); err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.GetCluster(); got != "outbound|443||my-nginx.default.svc.cluster.local" {
+		t.Errorf("passthrough to %q", got)
+	}
+
+	rds, err := router.Routes(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*routev3.RouteConfiguration{}
+	for _, rc := range rds {
+		byName[rc.GetName()] = rc
+	}
+	if len(rds) != 4 {
+		t.Fatalf("%d route configurations: %v", len(rds), byName)
+	}
+	// http.80: httpbin.example.com with both prefixes; the match bound to
+	// the mesh only is not the gateway's.
+	vh := byName["http.80"].GetVirtualHosts()
+	if len(vh) != 1 || vh[0].GetName() != "httpbin.example.com:80" || !slices.Equal(vh[0].GetDomains(), []string{"httpbin.example.com"}) || len(vh[0].GetRoutes()) != 2 {
+		t.Fatalf("http.80 virtual hosts %v", vh)
+	}
+	if got := vh[0].GetRoutes()[0].GetRoute().GetCluster(); got != "outbound|8000||httpbin.default.svc.cluster.local" {
+		t.Errorf("http.80 routes to %q", got)
+	}
+	// The redirect server: every host requires TLS, no VirtualService.
+	rv := byName["http.8080"].GetVirtualHosts()
+	if len(rv) != 1 || rv[0].GetRequireTls() != routev3.VirtualHost_ALL || rv[0].GetDomains()[0] != "*" {
+		t.Errorf("http.8080 virtual hosts %v", rv)
+	}
+	// helloworld (no port: httpbin's one port).
+	hw := byName["https.443.https-mtls.httpbin-gateway.default"].GetVirtualHosts()
+	if len(hw) != 1 || hw[0].GetRoutes()[0].GetRoute().GetCluster() != "outbound|8000||httpbin.default.svc.cluster.local" {
+		t.Errorf("helloworld virtual hosts %v", hw)
+	}
+
+	// Clusters: only the services the bound VirtualServices name (all of
+	// their destinations, as Istio's gateway filter takes them: other's
+	// route is the mesh's only), and BlackHole.
+	cds, err := router.Clusters(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cnames []string
+	for _, c := range cds {
+		cnames = append(cnames, c.GetName())
+	}
+	if want := []string{sidecar.BlackHoleCluster, "outbound|8000||httpbin.default.svc.cluster.local", "outbound|443||my-nginx.default.svc.cluster.local", "outbound|80||other.default.svc.cluster.local"}; !slices.Equal(cnames, want) {
+		t.Errorf("clusters %v, want %v", cnames, want)
+	}
+	eds, err := router.Endpoints(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eds) != 3 {
+		t.Errorf("%d load assignments, want 3", len(eds))
+	}
+	res := &sidecar.Resources{Listeners: lds, Routes: rds, Clusters: cds, Endpoints: eds}
+	for _, m := range res.Messages() {
+		if err := sidecar.Validate(m); err != nil {
+			t.Errorf("invalid: %v", err)
+		}
+	}
+}
+
+// TestOtherRoutersAndNoGateway: a router whose labels no Gateway selects
+// has no listeners; the egress gateway's router has its own.
+func TestOtherRoutersAndNoGateway(t *testing.T) {
+	w := ingress()
+	w.Labels = map[string]string{"istio": "none"}
+	if lds, err := router.Listeners(view(t, ingressYAML, w)); err != nil || len(lds) != 0 {
+		t.Errorf("unselected router: %d listeners, %v", len(lds), err)
+	}
+	w.Labels = map[string]string{"istio": "egressgateway"}
+	v := view(t, ingressYAML, w)
+	rds, err := router.Routes(v)
+	if err != nil || len(rds) != 1 || rds[0].GetVirtualHosts()[0].GetName() != "blackhole:80" {
+		t.Errorf("egress router without VirtualService: %v, %v", rds, err)
+	}
+}
