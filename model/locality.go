@@ -55,6 +55,23 @@ func (v *View) localityLB(dr *DestinationRule, port uint32, subset string) *Loca
 	return &LocalityLB{Proxy: v.proxy.Locality, ProxyLabels: v.proxy.Labels, Setting: ls, Failover: failover}
 }
 
+// LocalityKey is what locality load balancing reads of the proxy: its
+// locality and the labels failoverPriority lists name ("key=value,...");
+// proxies of one scope with one LocalityKey get the same load assignments
+// (a sidecar's OutboundKey and cluster memo carry it).
+func (v *View) LocalityKey() string { return localityKey(v.snap, v.proxy) }
+
+func localityKey(s *Snapshot, w Workload) string {
+	var b strings.Builder
+	b.WriteString(w.Locality)
+	for _, k := range s.failoverLabelKeys {
+		if v, ok := w.Labels[k]; ok {
+			b.WriteString("|" + k + "=" + v)
+		}
+	}
+	return b.String()
+}
+
 // localityMatters reports whether a locality setting can apply to some
 // proxy's cluster in a snapshot with these DestinationRules and mesh: a
 // distribute rule that is not disabled, or outlier detection anywhere

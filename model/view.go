@@ -162,7 +162,8 @@ func sidecarOf(s *Snapshot, w Workload) *Sidecar {
 // scope, not on the workload itself: for an Envoy sidecar its outbound
 // listeners, routes, clusters and endpoints read the namespace, the
 // Sidecar, the labels that VirtualService sourceLabels name (no other) and
-// the locality (locality load balancing), never its IPs, workload name or
+// the locality and the labels failoverPriority names (locality load
+// balancing, LocalityKey), never its IPs, workload name or
 // the policies that select it (those make its inbound side). Proxies with
 // one OutboundKey share that part. Only a kind that splits its config so
 // (xds/sidecar) asks for it.
@@ -189,7 +190,7 @@ func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 			first = false
 		}
 	}
-	b.WriteString("|locality=" + w.Locality)
+	b.WriteString("|locality=" + localityKey(s, w))
 	return b.String()
 }
 

@@ -315,3 +315,30 @@ func TestProxylessKeyReadsLocalityWhereItMatters(t *testing.T) {
 		t.Error("a change that makes locality matter is not global")
 	}
 }
+
+// TestOutboundKeyReadsFailoverPriorityLabels: a sidecar's scope-only part
+// (its EDS among it) depends on the labels failoverPriority names, so
+// sidecars of one scope and locality on other racks do not share it where
+// failoverPriority names rack, and do elsewhere.
+func TestOutboundKeyReadsFailoverPriorityLabels(t *testing.T) {
+	cart := obj(store.KindServiceEntry, "shop", "cart", &networking.ServiceEntry{Hosts: []string{"cart.shop.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+		Ports: []*networking.ServicePort{{Number: 7070, Name: "grpc", Protocol: "GRPC"}}})
+	od := &networking.OutlierDetection{Consecutive_5XxErrors: wrapperspb.UInt32(1)}
+	failover := build(t, cart, obj(store.KindDestinationRule, "shop", "cart", &networking.DestinationRule{Host: "cart.shop.svc.cluster.local",
+		TrafficPolicy: &networking.TrafficPolicy{OutlierDetection: od}}))
+	byRack := build(t, cart, obj(store.KindDestinationRule, "shop", "cart", &networking.DestinationRule{Host: "cart.shop.svc.cluster.local",
+		TrafficPolicy: &networking.TrafficPolicy{OutlierDetection: od, LoadBalancer: &networking.LoadBalancerSettings{
+			LocalityLbSetting: &networking.LocalityLoadBalancerSetting{FailoverPriority: []string{"rack=r9"}}}}}))
+	sc := func(rack string) model.Workload {
+		return model.Workload{ID: "s", Kind: model.KindSidecar, Reads: sidecar.Kind{}.Reads(), Namespace: "shop", Locality: "eu/a", Labels: map[string]string{"rack": rack}}
+	}
+	if model.OutboundKey(byRack, sc("r1")) == model.OutboundKey(byRack, sc("r2")) {
+		t.Error("failoverPriority names rack, yet sidecars on other racks share an outbound key")
+	}
+	if model.NewView(byRack, sc("r1")).LocalityKey() == model.NewView(byRack, sc("r2")).LocalityKey() {
+		t.Error("failoverPriority names rack, yet sidecars on other racks share a locality key (the cluster memo's)")
+	}
+	if model.OutboundKey(failover, sc("r1")) != model.OutboundKey(failover, sc("r2")) {
+		t.Error("no failoverPriority, yet rack splits the outbound key")
+	}
+}

@@ -15,7 +15,7 @@ import (
 // assignments the sidecar scopes generated. A cluster and its assignment
 // depend on the service, port and subset, the DestinationRule the scope's
 // proxies see, the snapshot (mesh config, service identities) and the
-// proxy's locality (locality load balancing) — not on the rest of a scope
+// proxy's locality and failoverPriority labels (locality load balancing) — not on the rest of a scope
 // (its namespace's short names, its Sidecar's listeners) — so the scopes of
 // a fleet, which mostly see every service through the same rules, generate
 // and serialise each once and share the bytes: 20 scopes of 1,000 services
@@ -29,10 +29,12 @@ type clusterMemo struct {
 
 // clusterKey is what an outbound cluster depends on within a snapshot.
 type clusterKey struct {
-	svc      *model.Service
-	port     uint32
-	subset   string
-	dr       *model.DestinationRule
+	svc    *model.Service
+	port   uint32
+	subset string
+	dr     *model.DestinationRule
+	// locality is the proxy's LocalityKey: its locality and the labels
+	// failoverPriority names.
 	locality string
 }
 
@@ -68,7 +70,7 @@ func (m *clusterMemo) of(v *model.View, s *model.Snapshot, refs []model.Cluster)
 			claimed = append(claimed, i)
 		}
 	} else {
-		locality := v.Workload().Locality
+		locality := v.LocalityKey()
 		m.mu.Lock()
 		for i, ref := range refs {
 			k := clusterKey{svc: ref.Service, port: ref.Port.Number, subset: ref.Subset, dr: ref.DestinationRule, locality: locality}
