@@ -20,7 +20,8 @@ import (
 // outlier detection (Istio's default locality failover) it sends
 // everything to zone a while zone a answers, and fails over to zone b
 // within the outlier detection interval + 1 s once zone a's backends stop;
-// a distribute rule of 80/20 between the zones gives zone a 80 ± 5 %.
+// a distribute rule of 80/20 between zones a and b gives zone a 80 ± 5 %
+// and zone c, which it does not name, nothing.
 
 const locSE = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -95,13 +96,13 @@ func byZone(c testpb.TestServiceClient, n int) map[string]int {
 func TestGRPCGoLocality(t *testing.T) {
 	cfg := configDir{t: t, dir: t.TempDir()}
 	a1, a2, b1 := startLocBackend(t, "a1"), startLocBackend(t, "a2"), startLocBackend(t, "b1")
-	da, db := startLocBackend(t, "a-dist"), startLocBackend(t, "b-dist")
+	da, db, dc := startLocBackend(t, "a-dist"), startLocBackend(t, "b-dist"), startLocBackend(t, "c-dist")
 	const interval = time.Second
 	cfg.write(map[string]string{
 		"se.yaml": fmt.Sprintf(locSE, "fo") + "---\n" + fmt.Sprintf(locSE, "dist"),
 		"we.yaml": strings.Join([]string{
 			locWE("a1", "fo", "r/a", a1.port), locWE("a2", "fo", "r/a", a2.port), locWE("b1", "fo", "r/b", b1.port),
-			locWE("a-dist", "dist", "r/a", da.port), locWE("b-dist", "dist", "r/b", db.port),
+			locWE("a-dist", "dist", "r/a", da.port), locWE("b-dist", "dist", "r/b", db.port), locWE("c-dist", "dist", "r/c", dc.port),
 		}, "---\n"),
 		// fo: outlier detection only, so Istio's default locality
 		// failover applies; dist: 80/20 from zone a.
@@ -159,9 +160,11 @@ spec:
 		xdstest.Eventually(t, "both zones answering", func() bool { c := byZone(dist, 50); return c["a"] > 0 && c["b"] > 0 })
 		const n = 2000
 		c := byZone(dist, n)
-		// 80 % of 2000: sd 0.9 %; ± 5 % is over 5 sd.
+		// 80 % of 2000: sd 0.9 %; ± 5 % is over 5 sd. Zone c, which the
+		// rule does not name, keeps its locality without endpoints (as
+		// Istio's) and gets nothing.
 		if share := float64(c["a"]) / n; math.Abs(share-0.8) > 0.05 || c["a"]+c["b"] != n {
-			t.Fatalf("zone a share = %.3f (%v), want 0.80 ± 0.05", share, c)
+			t.Fatalf("zone a share = %.3f (%v), want 0.80 ± 0.05, nothing to zone c", share, c)
 		}
 	})
 }
