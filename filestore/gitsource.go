@@ -462,7 +462,7 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 	}
 	decoded := make([]Decoded, len(changed))
 	for i := range changed {
-		dec := DecodeSourceFile(changed[i].Path, "", datas[i], lim)
+		dec := DecodeSourceFile(changed[i].Path, g.cfg.Path, datas[i], lim)
 		datas[i] = nil
 		errs = append(errs, dec.Errors...)
 		for _, o := range dec.Objects {
@@ -570,7 +570,7 @@ func (g *GitSource) Check(ctx context.Context) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, err
 	}
-	l := decodeFiles(files, "", g.cfg.Limits)
+	l := decodeFiles(files, g.cfg.Path, g.cfg.Limits)
 	l.Commit = commit
 	l.Errors = append(problems, l.Errors...)
 	for _, o := range l.Objects {
@@ -706,7 +706,8 @@ func (e gitEntry) problem(lim Limits) *store.ConfigError {
 }
 
 // listGitTree lists the .yaml/.yml files of a commit under sub, in path
-// order, with their sizes (read from the tree, before any blob).
+// order, by their paths in the repository, with their sizes (read from
+// the tree, before any blob).
 func listGitTree(ctx context.Context, git gitRunner, commit, sub string) ([]gitEntry, error) {
 	args := []string{"ls-tree", "-r", "-z", "-l", "--full-tree", commit}
 	if sub != "" {
@@ -734,11 +735,10 @@ func listGitTree(ctx context.Context, git gitRunner, commit, sub string) ([]gitE
 		if err != nil {
 			return nil, fmt.Errorf("list files of %s: size of %s: %w", commit, name, err)
 		}
-		rel := name
-		if sub != "" {
-			rel = strings.TrimPrefix(strings.TrimPrefix(name, sub), "/")
-		}
-		entries = append(entries, gitEntry{path: rel, blob: fields[2], mode: fields[0], size: size})
+		// The path in the repository, --git-path included: one position
+		// for a git object in serve, validate, diff, status and the
+		// console (issue 45).
+		entries = append(entries, gitEntry{path: name, blob: fields[2], mode: fields[0], size: size})
 	}
 	return entries, nil
 }

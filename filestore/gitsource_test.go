@@ -85,7 +85,8 @@ func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
 		t.Fatalf("first commit not applied: %q %q", addressOf(snap, "a"), snap.Commit())
 	}
 	o := snap.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "a"})
-	if o.Origin.Commit != c1 || o.Origin.File != "a.yaml" {
+	// The path in the repository, the git path included (issue 45).
+	if o.Origin.Commit != c1 || o.Origin.File != "mesh/a.yaml" {
 		t.Fatalf("origin: %+v", o.Origin)
 	}
 
@@ -103,7 +104,7 @@ func TestGitSourceBadCommitThenGoodThenForcePush(t *testing.T) {
 	if st.Revision != c1 || len(st.Errors) == 0 {
 		t.Fatalf("status after bad commit: %+v", st)
 	}
-	if e := st.Errors[0]; e.Commit != bad || e.File != "b.yaml" || e.Line != 7 || e.Field != "weight" {
+	if e := st.Errors[0]; e.Commit != bad || e.File != "mesh/b.yaml" || e.Line != 7 || e.Field != "weight" {
 		t.Fatalf("bad commit error: %+v", e)
 	}
 	if !strings.Contains(st.Errors[0].Error(), bad[:12]) {

@@ -45,7 +45,7 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 	if mc.GetConnectTimeout().AsDuration().Seconds() != 10 {
 		t.Fatalf("connectTimeout %v, want Istio's default 10s filled in", mc.GetConnectTimeout())
 	}
-	if o := snap.Get(store.MeshConfigKey); o.Origin.File != "mesh.yaml" || o.Origin.Source == "" {
+	if o := snap.Get(store.MeshConfigKey); o.Origin.File != "mesh/mesh.yaml" || o.Origin.Source == "" {
 		t.Fatalf("origin %+v", o.Origin)
 	}
 
@@ -67,7 +67,7 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 	}
 	var warned bool
 	for _, w := range gitStatus(snap).Warnings {
-		if w.Code == store.CodeMeshConfigNotApplied && w.Field == "trustDomain" && w.File == "mesh.yaml" && w.Line == 2 {
+		if w.Code == store.CodeMeshConfigNotApplied && w.Field == "trustDomain" && w.File == "mesh/mesh.yaml" && w.Line == 2 {
 			warned = true
 		}
 	}
@@ -86,7 +86,7 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 		t.Fatal("a commit with a bad mesh.yaml was applied")
 	}
 	errs := gitStatus(snap).Errors
-	if len(errs) == 0 || errs[0].File != "mesh.yaml" || errs[0].Line != 2 || !strings.Contains(errs[0].Field, "connectTimeout") {
+	if len(errs) == 0 || errs[0].File != "mesh/mesh.yaml" || errs[0].Line != 2 || !strings.Contains(errs[0].Field, "connectTimeout") {
 		t.Fatalf("errors %+v, want mesh.yaml:2 connectTimeout", errs)
 	}
 
@@ -94,7 +94,7 @@ func TestGitMeshConfigAppliesWithTheCommit(t *testing.T) {
 	// config like any other file (here: not a valid document).
 	repo.commit("moved", map[string]string{"mesh/mesh.yaml": "", "mesh/sub/mesh.yaml": "defaultHttpRetryPolicy: {attempts: 7}\n"})
 	must(t, src.Sync(ctx))
-	if errs := gitStatus(st.Snapshot()).Errors; len(errs) == 0 || errs[0].File != "sub/mesh.yaml" {
+	if errs := gitStatus(st.Snapshot()).Errors; len(errs) == 0 || errs[0].File != "mesh/sub/mesh.yaml" {
 		t.Fatalf("a mesh.yaml below the root was not read as config documents: %+v", errs)
 	}
 	repo.commit("gone", map[string]string{"mesh/sub/mesh.yaml": ""})

@@ -408,7 +408,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 	}
 	st := gitStatus(snap)
 	if len(st.Errors) != 0 || len(st.Warnings) != 1 || st.Warnings[0].Code != store.CodeKindNotImplemented ||
-		!strings.HasPrefix(st.Warnings[0].Error(), commit[:12]+":telemetry.yaml:2: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
+		!strings.HasPrefix(st.Warnings[0].Error(), commit[:12]+":mesh/telemetry.yaml:2: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
 		t.Fatalf("status errors %v, warnings %v", st.Errors, st.Warnings)
 	}
 

@@ -45,6 +45,7 @@ const (
 	CodeWorkloadGroupUnselected    = "VM2004"  // a WorkloadGroup whose labels no ServiceEntry selects
 	CodeDelegateNotExported        = "VM2005"  // a delegate VirtualService not exported to its root's namespace
 	CodeDelegateRouteConflicts     = "VM2006"  // a delegate route whose match fits no match of its root route
+	CodeAnalysisHeldBack           = "VM2007"  // cross-object findings held back while a file fails to decode (they may be about its objects)
 )
 
 // WarningCodes lists every code in order, with its name.
@@ -80,4 +81,5 @@ var WarningCodes = []WarningCode{
 	{Code: CodeWorkloadGroupUnselected, Name: "WorkloadGroupNotSelected"},
 	{Code: CodeDelegateNotExported, Name: "DelegateNotExported"},
 	{Code: CodeDelegateRouteConflicts, Name: "DelegateRouteConflicts"},
+	{Code: CodeAnalysisHeldBack, Name: "AnalysisHeldBack"},
 }

@@ -186,11 +186,29 @@ func warningsOf(l filestore.Loaded, registry []*store.Object, complete bool) ([]
 	if err != nil {
 		return nil, err
 	}
+	found = analysis.HoldBack(found, brokenFiles(l))
 	warns := append(slices.Clip(l.Warnings), found...)
 	slices.SortStableFunc(warns, func(a, b store.ConfigError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
 	return warns, nil
+}
+
+// brokenFiles lists the files with errors that define no object (they
+// failed to decode), for analysis.HoldBack.
+func brokenFiles(l filestore.Loaded) []string {
+	defined := map[string]bool{}
+	for _, o := range l.Objects {
+		defined[o.Origin.File] = true
+	}
+	var out []string
+	for _, e := range l.Errors {
+		if e.File != "" && !defined[e.File] && !slices.Contains(out, e.File) {
+			out = append(out, e.File)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkGit reads a git ref's tree (sub-folder sub) without a Store.

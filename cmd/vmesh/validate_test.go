@@ -139,7 +139,7 @@ func TestValidateGitRef(t *testing.T) {
 		t.Errorf("good ref: exit %d\n%s", code, out)
 	}
 	out, code := runVMesh(t, "validate", "--git-repo", repo, "--git-ref", "main", "mesh")
-	if code != 1 || !strings.Contains(out, ":vs.yaml:14: VirtualService/shop/reviews: http[1].route[0].weight") {
+	if code != 1 || !strings.Contains(out, ":mesh/vs.yaml:14: VirtualService/shop/reviews: http[1].route[0].weight") {
 		t.Errorf("bad ref: exit %d\n%s", code, out)
 	}
 	// Any revision git knows locally: HEAD~1 and a short SHA are the good commit.
@@ -233,11 +233,11 @@ func TestGitRefWithTelemetryValidatesAndDiffWarns(t *testing.T) {
 	copyFile("telemetry.yaml")
 	out, code := runVMesh(t, "validate", "--git-repo", repo, "--git-ref", "main", "mesh")
 	head := git("rev-parse", "HEAD")
-	if code != 0 || !strings.Contains(out, head[:12]+":telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
+	if code != 0 || !strings.Contains(out, head[:12]+":mesh/telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
 		t.Errorf("validate --git-ref: exit %d\n%s", code, out)
 	}
 	out, code = runVMesh(t, "diff", "--git-repo", repo, "--git-path", "mesh", "--from", before, "--to", "main")
-	if code != 0 || !strings.Contains(out, "+ "+head[:12]+":telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") ||
+	if code != 0 || !strings.Contains(out, "+ "+head[:12]+":mesh/telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") ||
 		!strings.Contains(out, "\n  ") || !strings.Contains(out, "warning IST0101") {
 		t.Errorf("diff: exit %d\n%s", code, out)
 	}
@@ -269,5 +269,35 @@ func TestAnalyzeAgainstServerRegistries(t *testing.T) {
 	want := filepath.Join(dir, "route.yaml") + ":10: VirtualService/shop/pay: http[0].route[1].destination.host: warning IST0101: Referenced host not found: \"ledger.internal\""
 	if code != 1 || !strings.HasPrefix(out, want) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("analyze --server: exit %d\n%s\nwant one line %s...", code, out, want)
+	}
+}
+
+// A YAML syntax error in one file does not cascade: the WorkloadEntries
+// and WorkloadGroup that only its ServiceEntry selected get no VM2003 or
+// VM2004; one VM2007 says the cross-object findings are held back until
+// the file decodes (issue 45).
+func TestValidateNoCascadeFromABrokenFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"greeter.yaml", "workloads.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../examples/quickstart/config", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "greeter.yaml" {
+			data = []byte(strings.Replace(string(data), "hosts:", "hosts: [[[", 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := runVMesh(t, "validate", dir)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if strings.Contains(out, "VM2003") || strings.Contains(out, "VM2004") {
+		t.Errorf("cascade warnings from the broken file:\n%s", out)
+	}
+	if strings.Count(out, "VM2007") != 1 || !strings.Contains(out, "held back while "+filepath.Join(dir, "greeter.yaml")+" failed to decode") {
+		t.Errorf("no one VM2007 naming the broken file:\n%s", out)
 	}
 }

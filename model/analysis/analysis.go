@@ -507,7 +507,73 @@ func (c *Cache) Analysis(snap *store.Snapshot) []store.ConfigError {
 		return c.out
 	}
 	c.out, c.of = Analyze(model.BuildWith(snap, c.mesh), true), snap
-	return c.out
+	return HoldBack(c.out, Broken(snap))
+}
+
+// Broken lists the files config sources report errors for and hold no
+// object of (they failed to decode and have no last good version), as
+// "source file", sorted; nothing, at no cost, when no source has an error.
+func Broken(snap *store.Snapshot) []string {
+	bad := map[[2]string]bool{}
+	for _, st := range snap.Sources {
+		for _, e := range st.Errors {
+			if e.File != "" {
+				bad[[2]string{st.Source, e.File}] = true
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	for _, k := range store.Kinds {
+		for _, o := range snap.List(k) {
+			delete(bad, [2]string{o.Origin.Source, o.Origin.File})
+		}
+	}
+	out := make([]string, 0, len(bad))
+	for k := range bad {
+		out = append(out, k[1])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// missingCauses reports whether a finding may be caused by an object
+// that is missing: a reference to something no object defines, or an
+// object nothing selects.
+func missingCauses(code string) bool {
+	switch code {
+	case store.CodeReferencedResourceNotFound, store.CodeShortHostMismatch, store.CodeHostNotDefined,
+		store.CodeWorkloadEntryUnselected, store.CodeWorkloadGroupUnselected, store.CodeDelegateNotExported:
+		return true
+	}
+	return false
+}
+
+// HoldBack drops, while files failed to decode and define no object
+// (broken), the findings a missing object may cause: they may be about
+// the broken files' objects ("X references unknown Y" cascading from one
+// syntax error). It says so once: one warning naming the files and how
+// many findings it held back.
+func HoldBack(found []store.ConfigError, broken []string) []store.ConfigError {
+	if len(broken) == 0 {
+		return found
+	}
+	out := make([]store.ConfigError, 0, len(found))
+	held := 0
+	for _, f := range found {
+		if missingCauses(f.Code) {
+			held++
+			continue
+		}
+		out = append(out, f)
+	}
+	if held == 0 {
+		return out
+	}
+	return append(out, store.ConfigError{Severity: store.SeverityWarning, Code: store.CodeAnalysisHeldBack,
+		Message: fmt.Sprintf("%d cross-object finding(s) (unknown references, unselected workloads) held back while %s failed to decode: they may be about its objects; fix it to see them",
+			held, strings.Join(broken, ", "))})
 }
 
 // Warnings returns every warning of snap: each source's own (its files')

@@ -88,3 +88,33 @@ func TestAnalysisFollowsWhatItReads(t *testing.T) {
 	}
 	check("the file's entry relabelled", []string{unselected})
 }
+
+// A config source's file that failed to decode and holds no object holds
+// back the findings a missing object causes, said once (VM2007); once
+// it decodes they are back (issue 45).
+func TestCacheHoldsBackCascadeOfABrokenFile(t *testing.T) {
+	st := store.NewStore()
+	src := store.Source{Name: "dir:/x", Class: store.ClassConfig}
+	we := &store.Object{Key: store.Key{Kind: store.KindWorkloadEntry, Namespace: "demo", Name: "a"},
+		Spec:   &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "a"}},
+		Origin: store.Origin{Source: src.Name, File: "workloads.yaml", Line: 1}}
+	if err := st.Replace(src, []*store.Object{we}); err != nil {
+		t.Fatal(err)
+	}
+	st.SetStatus(src, "", []store.ConfigError{{File: "services.yaml", Line: 3, Message: "invalid YAML"}})
+	c := analysis.NewCache(model.DefaultMesh())
+	codes := func() []string {
+		var out []string
+		for _, w := range c.Analysis(st.Snapshot()) {
+			out = append(out, w.Code)
+		}
+		return out
+	}
+	if got := codes(); len(got) != 1 || got[0] != store.CodeAnalysisHeldBack {
+		t.Errorf("with services.yaml broken: %v, want one VM2007", got)
+	}
+	st.SetStatus(src, "", nil)
+	if got := codes(); len(got) != 1 || got[0] != store.CodeWorkloadEntryUnselected {
+		t.Errorf("with services.yaml fixed (and empty): %v, want VM2003", got)
+	}
+}

@@ -264,7 +264,7 @@ func TestConsoleShowsRejectedCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	waitText(t, ctx, 2*time.Second, "#errors", bad[:12]+":broken.yaml:10", "http[0].timeout", "commit "+bad[:12]+" rejected; still serving "+good[:12])
+	waitText(t, ctx, 2*time.Second, "#errors", bad[:12]+":mesh/broken.yaml:10", "http[0].timeout", "commit "+bad[:12]+" rejected; still serving "+good[:12])
 	t.Logf("the rejected commit %.12s shown %s after the push", bad, time.Since(pushed).Round(time.Millisecond))
 	if got := cp.Store().Snapshot().Commit(); got != good {
 		t.Errorf("serving %q after the rejected commit, want the last good %s", got, good)

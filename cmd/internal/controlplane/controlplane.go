@@ -407,14 +407,18 @@ func (cp *ControlPlane) routes() {
 	})
 	cp.mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
 		fetch := cp.gitFetchProblem()
+		held := cp.heldProblem()
 		if !cp.Ready() {
-			http.Error(w, "config not loaded yet"+cmp.Or(fetch, ""), http.StatusServiceUnavailable)
+			http.Error(w, "config not loaded yet"+fetch+held, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
 		if fetch != "" {
 			// Serving the last good commit: ready, and saying why it is old.
 			fmt.Fprintln(w, "warning"+fetch)
+		}
+		if held != "" {
+			fmt.Fprintln(w, "warning"+held)
 		}
 	})
 	cp.mux.Handle("/metrics", promhttp.HandlerFor(cp.registry, promhttp.HandlerOpts{Registry: cp.registry}))
@@ -516,6 +520,23 @@ func (cp *ControlPlane) gitFetchProblem() string {
 		return fmt.Sprintf(": a git fetch has been running for %s (timeout %s)", st.Running.Round(time.Second), st.Timeout)
 	}
 	return ""
+}
+
+// heldProblem says which config sources hold back a change with errors
+// (a rejected commit, by its SHA; a file kept at its last good version),
+// with the count and first of their errors, or "".
+func (cp *ControlPlane) heldProblem() string {
+	var sb strings.Builder
+	for _, st := range cp.store.Snapshot().Sources {
+		if st.Held == "" {
+			continue
+		}
+		fmt.Fprintf(&sb, ": %s: %s", st.Source, st.Held)
+		if len(st.Errors) > 0 {
+			fmt.Fprintf(&sb, " (%d error(s), first: %s)", len(st.Errors), st.Errors[0].Error())
+		}
+	}
+	return sb.String()
 }
 
 // notify tells systemd the service's state when it runs under a Type=notify
