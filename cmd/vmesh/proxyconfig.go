@@ -57,7 +57,15 @@ it, and what is shown is the version it rejected.`,
 			Args:              cobra.ExactArgs(1),
 			ValidArgsFunction: completeProxyIDs(&server),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				held, err := readHeld(server, args[0])
+				id, apps, err := resolveProxy(server, args[0])
+				if err != nil {
+					return err
+				}
+				if apps > 1 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %d applications share the node id %s: what they hold is shown merged\n", apps, id)
+				}
+				args[0] = id
+				held, err := readHeld(server, id)
 				if err != nil {
 					return err
 				}
@@ -87,6 +95,47 @@ it, and what is shown is the version it rejected.`,
 		cmd.AddCommand(sub)
 	}
 	return cmd
+}
+
+// resolveProxy finds the connected proxy PROXY names: its node id, or,
+// when no node has that id, the one node whose Istio-style id
+// (type~IP~id~domain) carries that IP or whose id starts with it. Several
+// nodes matching is an error listing them (proxies sharing an IP); apps
+// counts the node's application streams (not its VM agent's own).
+func resolveProxy(server, name string) (id string, apps int, err error) {
+	st, err := syncz(server)
+	if err != nil {
+		return "", 0, err
+	}
+	streams := map[string]int{}
+	var ids []string
+	for _, s := range st {
+		if _, ok := streams[s.ID]; !ok {
+			ids = append(ids, s.ID)
+			streams[s.ID] = 0
+		}
+		if !isAgentStream(s) {
+			streams[s.ID]++
+		}
+	}
+	if _, ok := streams[name]; ok {
+		return name, streams[name], nil
+	}
+	var match []string
+	for _, candidate := range ids {
+		parts := strings.Split(candidate, "~")
+		if strings.HasPrefix(candidate, name) || len(parts) == 4 && parts[1] == name {
+			match = append(match, candidate)
+		}
+	}
+	slices.Sort(match)
+	switch len(match) {
+	case 0:
+		return "", 0, fmt.Errorf("no connected proxy with id %s on %s (vmesh status lists them)", name, server)
+	case 1:
+		return match[0], streams[match[0]], nil
+	}
+	return "", 0, fmt.Errorf("%q is ambiguous: %d connected proxies match it (%s); give the full node id", name, len(match), strings.Join(match, ", "))
 }
 
 // heldConfig is what /debug/config_dump and /debug/syncz say of one proxy.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,13 +23,101 @@ import (
 // statusTypes are the resource types shown, in order.
 var statusTypes = []string{"LDS", "RDS", "CDS", "EDS"}
 
-// proxyStatus is one row of `vmesh status`.
+// proxyStatus is one row of `vmesh status`: one proxy (node id) on one
+// replica, its application streams' state and its VM agent's.
 type proxyStatus struct {
-	Replica string            `json:"replica" yaml:"replica"`
-	Proxy   string            `json:"proxy" yaml:"proxy"`
-	Kind    string            `json:"kind" yaml:"kind"`
-	Group   string            `json:"group" yaml:"group"`
-	Types   map[string]string `json:"types" yaml:"types"` // type -> SYNCED (version) | STALE | NACK: msg
+	Replica string `json:"replica" yaml:"replica"`
+	Proxy   string `json:"proxy" yaml:"proxy"`
+	// Kind is the applications' kind (grpc, sidecar, router), "agent"
+	// when only the VM agent's own stream is connected.
+	Kind  string            `json:"kind" yaml:"kind"`
+	Group string            `json:"group" yaml:"group"`
+	Types map[string]string `json:"types" yaml:"types"` // type -> SYNCED (version) | STALE | NACK: msg
+	// Apps counts the application streams under the node id (several
+	// applications of one VM may share its agent's bootstrap).
+	Apps int `json:"apps" yaml:"apps"`
+	// Agent is the state of the VM agent's own stream (its name table and
+	// WorkloadGroups: "SYNCED NDS r3@…"), "" when the proxy has no agent
+	// stream.
+	Agent string `json:"agent,omitempty" yaml:"agent,omitempty"`
+}
+
+// agentTypes are the types only a VM agent's own stream subscribes to.
+func agentType(t string) bool { return t == "NDS" || t == "WORKLOADGROUP" }
+
+// isAgentStream reports whether a stream is a VM agent's own: it
+// subscribes to the agent's types (the name table, WorkloadGroups) and to
+// none of an application's.
+func isAgentStream(s xds.SyncStatus) bool {
+	agent := false
+	for t := range s.Types {
+		if !agentType(strings.ToUpper(t)) {
+			return false
+		}
+		agent = true
+	}
+	return agent
+}
+
+// typeState renders one type's sync state.
+func typeState(ts *xds.TypeStatus) string {
+	switch {
+	case ts.Nack != "":
+		return "NACK: " + ts.Nack
+	case ts.Sent != ts.Acked:
+		return "STALE (sent " + ts.Sent + ")"
+	}
+	return "SYNCED " + ts.Acked
+}
+
+// worse orders states: a NACK over a STALE over a SYNCED.
+func worse(a, b string) string {
+	rank := func(s string) int {
+		switch {
+		case strings.HasPrefix(s, "NACK"):
+			return 3
+		case strings.HasPrefix(s, "STALE"):
+			return 2
+		case s != "":
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+// proxyRows merges a replica's streams into one row per node id: its
+// application streams (each type's worst state) and its agent's stream.
+func proxyRows(replica string, st []xds.SyncStatus) []proxyStatus {
+	var rows []proxyStatus
+	byID := map[string]int{}
+	for _, s := range st {
+		i, ok := byID[s.ID]
+		if !ok {
+			i = len(rows)
+			byID[s.ID] = i
+			rows = append(rows, proxyStatus{Replica: replica, Proxy: s.ID, Kind: "agent", Group: s.Group, Types: map[string]string{}})
+		}
+		r := &rows[i]
+		if isAgentStream(s) {
+			var parts []string
+			for _, t := range slices.Sorted(maps.Keys(s.Types)) {
+				parts = append(parts, typeState(s.Types[t])+" "+strings.ToUpper(t))
+			}
+			r.Agent = worse(r.Agent, strings.Join(parts, ", "))
+			continue
+		}
+		r.Apps++
+		r.Kind, r.Group = string(s.Kind), s.Group
+		for typ, ts := range s.Types {
+			t := strings.ToUpper(typ)
+			r.Types[t] = worse(r.Types[t], typeState(ts))
+		}
+	}
+	return rows
 }
 
 // replicaStatus is one replica's line of `vmesh status`: the config it
@@ -74,8 +163,11 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show every connected proxy and whether it runs the latest config (like istioctl proxy-status)",
 		Long: `status reads /debug/config and /debug/syncz from one or more replicas and
 prints one line per replica (the config revision and commit it serves, its
-config errors with the first one, or why it could not be read), then, per
-proxy and resource type, SYNCED (with the version the proxy ACKed:
+config errors with the first one, or why it could not be read), then one
+line per proxy (node id): KIND is its applications' (grpc, sidecar; "×N"
+when several applications share the node id, "agent" when only its VM
+agent is connected), AGENT the state of the VM agent's own stream (its name
+table, NDS, and WorkloadGroups), and, per resource type, SYNCED (with the version the proxy ACKed:
 r<store revision>[@<commit>]), STALE (a response it has not ACKed yet) or
 NACK with the proxy's error message. A replica that cannot be read does not
 stop the others' listing (they are read at once); status then exits 1.
@@ -183,10 +275,7 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 			rs.FirstWarning = w.Error()
 		}
 	}
-	var rows []proxyStatus
-	for _, s := range st {
-		rows = append(rows, statusRow(srv, s))
-	}
+	rows := proxyRows(srv, st)
 	// A replica without a shared state answers 404: it is alone.
 	var shared sharedstate.Status
 	if getJSON(srv, "/debug/replicas", &shared) != nil {
@@ -238,29 +327,17 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 			cmp.Or(r.HTTPAddr, "-"), r.ID, r.Proxies, r.Heartbeat.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "PROXY\tKIND\tREPLICA\t%s\tGROUP\n", strings.Join(statusTypes, "\t"))
+	fmt.Fprintf(tw, "PROXY\tKIND\tREPLICA\t%s\tAGENT\tGROUP\n", strings.Join(statusTypes, "\t"))
 	for _, r := range report.Proxies {
 		cols := make([]string, len(statusTypes))
 		for i, t := range statusTypes {
 			cols[i] = cmp.Or(r.Types[t], "-")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Proxy, r.Kind, r.Replica, strings.Join(cols, "\t"), r.Group)
+		kind := r.Kind
+		if r.Apps > 1 {
+			kind = fmt.Sprintf("%s ×%d", kind, r.Apps)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Proxy, kind, r.Replica, strings.Join(cols, "\t"), cmp.Or(r.Agent, "-"), r.Group)
 	}
 	return nil
-}
-
-func statusRow(replica string, s xds.SyncStatus) proxyStatus {
-	row := proxyStatus{Replica: replica, Proxy: s.ID, Kind: string(s.Kind), Group: s.Group, Types: map[string]string{}}
-	for typ, ts := range s.Types {
-		t := strings.ToUpper(typ)
-		switch {
-		case ts.Nack != "":
-			row.Types[t] = "NACK: " + ts.Nack
-		case ts.Sent != ts.Acked:
-			row.Types[t] = "STALE (sent " + ts.Sent + ")"
-		default:
-			row.Types[t] = "SYNCED " + ts.Acked
-		}
-	}
-	return row
 }
