@@ -83,3 +83,40 @@ func TestGatewayBinding(t *testing.T) {
 		t.Errorf("a sidecar's View has gateways %v", gws)
 	}
 }
+
+// TestDestinationRuleThirdNamespace: a proxy takes a DestinationRule from
+// its own namespace, the service's or the root namespace, never from a
+// third one (Istio's lookup): the egress tasks' rule in default applies to
+// default's sidecars, not to the egress gateway in istio-system.
+func TestDestinationRuleThirdNamespace(t *testing.T) {
+	dr := func(ns, name string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindDestinationRule, Namespace: ns, Name: name},
+			Spec: &networking.DestinationRule{Host: "egress.istio-system.svc.cluster.local"}}
+	}
+	se := &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: "istio-system", Name: "egress"},
+		Spec: &networking.ServiceEntry{Hosts: []string{"egress.istio-system.svc.cluster.local"}, Resolution: networking.ServiceEntry_STATIC,
+			Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}}}}
+	build := func(objs ...*store.Object) *Snapshot {
+		objs = append(objs, se)
+		st := store.NewStore()
+		if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
+			t.Fatal(err)
+		}
+		return Build(st.Snapshot())
+	}
+	s := build(dr("default", "for-sidecars"))
+	const host = "egress.istio-system.svc.cluster.local"
+	if got := s.DestinationRuleFor(host, "default", "istio-system"); got == nil || got.Name != "for-sidecars" {
+		t.Errorf("default's own rule: %v", got)
+	}
+	if got := s.DestinationRuleFor(host, "istio-system", "istio-system"); got != nil {
+		t.Errorf("a rule of default applies to istio-system: %s/%s", got.Namespace, got.Name)
+	}
+	if got := s.DestinationRuleFor(host, "shop", "other"); got != nil {
+		t.Errorf("a rule of default applies to shop: %s/%s", got.Namespace, got.Name)
+	}
+	s = build(dr("default", "for-sidecars"), dr(DefaultRootNamespace, "mesh-wide"))
+	if got := s.DestinationRuleFor(host, "shop", "other"); got == nil || got.Name != "mesh-wide" {
+		t.Errorf("the root namespace's rule: %v", got)
+	}
+}

@@ -110,19 +110,15 @@ func (s *Snapshot) VirtualServiceFor(host, ns string) *VirtualService {
 
 // DestinationRuleFor returns the DestinationRule for host as seen from a
 // workload in ns, looked up as Istio does: the workload's namespace, then the
-// service's namespace, then any other exported rule.
+// service's namespace, then the root namespace, each rule exported to ns; a
+// rule of any other namespace does not apply (Istio's destinationRule).
 func (s *Snapshot) DestinationRuleFor(host, ns, svcNS string) *DestinationRule {
 	cands := s.drByHost[host]
-	for _, want := range []string{ns, svcNS} {
+	for _, want := range []string{ns, svcNS, s.Mesh.RootNamespace} {
 		for _, dr := range cands {
 			if dr.Namespace == want && Visible(dr.ExportTo, ns) {
 				return dr
 			}
-		}
-	}
-	for _, dr := range cands {
-		if Visible(dr.ExportTo, ns) {
-			return dr
 		}
 	}
 	return nil

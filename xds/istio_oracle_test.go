@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	grpcgen "github.com/vmesh/vmesh/xds/grpc"
+	"github.com/vmesh/vmesh/xds/router"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -104,7 +106,7 @@ func TestIstioOracle(t *testing.T) {
 		t.Fatalf("no saved Istio answers under %s (make istio-xds)", root)
 	}
 	var all []oracleDiff
-	var compared, equal int
+	var compared, equal, routers int
 	byType := map[string][3]int{}
 	hits := make([]int, len(istioOracleKnown))
 	for _, cfg := range dirs {
@@ -114,13 +116,25 @@ func TestIstioOracle(t *testing.T) {
 		for _, e := range verrs {
 			all = append(all, oracleDiff{Case: name, Proxy: "*", Type: "validation", Resource: "config.yaml", Path: "", Istio: "accepted", Vmesh: e})
 		}
-		for _, kind := range []string{"grpc", "sidecar"} {
-			out := oracleRead(t, filepath.Join(dir, kind+".json"))
+		for _, kind := range []string{"grpc", "sidecar", "router"} {
+			file := filepath.Join(dir, kind+".json")
+			if _, err := os.Stat(file); kind == "router" && os.IsNotExist(err) {
+				continue // a router case has router.json only, the others no router.json
+			} else if kind != "router" && os.IsNotExist(err) {
+				if _, rerr := os.Stat(filepath.Join(dir, "router.json")); rerr == nil {
+					continue
+				}
+			}
+			out := oracleRead(t, file)
 			c := oracleCompare{name: name, proxy: kind}
-			if kind == "grpc" {
+			switch kind {
+			case "grpc":
 				c.grpc(t, snap, out)
-			} else {
+			case "sidecar":
 				c.sidecar(t, snap, out)
+			default:
+				c.router(t, snap, out)
+				routers++
 			}
 			compared += c.compared
 			equal += c.equal
@@ -130,6 +144,9 @@ func TestIstioOracle(t *testing.T) {
 			}
 			all = append(all, c.diffs...)
 		}
+	}
+	if routers == 0 {
+		t.Error("no router case (router.json): the router oracle compares nothing")
 	}
 	var unlisted []oracleDiff
 	for _, d := range all {
@@ -440,6 +457,34 @@ func (c *oracleCompare) sidecar(t *testing.T, snap *model.Snapshot, out *oracleO
 	c.compareSet(t, "RDS", oracleRawAll(t, out.Routes), oracleGenericAll(t, r.Routes), "name", oracleNormSidecarRoute)
 	c.compareSet(t, "CDS", oracleRawAll(t, out.Clusters), oracleGenericAll(t, r.Clusters), "name", oracleNormCluster)
 	c.compareSet(t, "EDS", oracleRawAll(t, out.Endpoints), oracleGenericAll(t, r.Endpoints), "clusterName", oracleNormEndpoints)
+}
+
+// router compares a router (Istio's gateway, a Router proxy) with the
+// sidecar's normalisations: its listeners in the coarse form (chains keyed
+// by their match, with the SDS secrets a TLS chain names), its route
+// configurations, clusters and endpoints in full.
+func (c *oracleCompare) router(t *testing.T, snap *model.Snapshot, out *oracleOutput) {
+	v := model.NewView(snap, out.Node.workload(model.KindRouter))
+	lds, err := router.Listeners(v)
+	if err != nil {
+		t.Fatalf("%s: vmesh router: %v", c.name, err)
+	}
+	rds, err := router.Routes(v)
+	if err != nil {
+		t.Fatalf("%s: vmesh router: %v", c.name, err)
+	}
+	cds, err := router.Clusters(v)
+	if err != nil {
+		t.Fatalf("%s: vmesh router: %v", c.name, err)
+	}
+	eds, err := router.Endpoints(v)
+	if err != nil {
+		t.Fatalf("%s: vmesh router: %v", c.name, err)
+	}
+	c.compareSet(t, "LDS", oracleRawAll(t, out.Listeners), oracleGenericAll(t, lds), "name", oracleNormSidecarListener)
+	c.compareSet(t, "RDS", oracleRawAll(t, out.Routes), oracleGenericAll(t, rds), "name", oracleNormSidecarRoute)
+	c.compareSet(t, "CDS", oracleRawAll(t, out.Clusters), oracleGenericAll(t, cds), "name", oracleNormCluster)
+	c.compareSet(t, "EDS", oracleRawAll(t, out.Endpoints), oracleGenericAll(t, eds), "clusterName", oracleNormEndpoints)
 }
 
 // compareSet matches resources by (normalised) name and diffs each pair.
@@ -954,7 +999,23 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 	s := oracleJsonObj{}
 	if ts := oracleObj(fc["transportSocket"]); ts != nil {
 		tc := oracleObj(ts["typedConfig"])
-		s["tls"] = oracleJsonObj{"type": tc["@type"], "requireClientCertificate": tc["requireClientCertificate"]}
+		tls := oracleJsonObj{"type": tc["@type"], "requireClientCertificate": tc["requireClientCertificate"]}
+		// A gateway's credentials: the SDS secrets of its certificate and
+		// of the CA it checks clients against (kubernetes://NAME and
+		// kubernetes://NAME-cacert), and the ALPN it offers.
+		ctc := oracleObj(tc["commonTlsContext"])
+		var sds []any
+		for _, sc := range oracleList(ctc["tlsCertificateSdsSecretConfigs"]) {
+			sds = append(sds, oracleObj(sc)["name"])
+		}
+		if ca := oracleObj(oracleObj(ctc["combinedValidationContext"])["validationContextSdsSecretConfig"]); ca != nil {
+			sds = append(sds, "ca:"+oracleStr(ca["name"]))
+		}
+		if slices.ContainsFunc(sds, func(n any) bool { return strings.Contains(oracleStr(n), "kubernetes://") }) {
+			tls["sds"] = sds
+			tls["alpn"] = ctc["alpnProtocols"]
+		}
+		s["tls"] = tls
 	}
 	var filters []any
 	for _, f := range oracleList(fc["filters"]) {
@@ -1180,7 +1241,7 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "tls match without destinationSubnets after one with them: Istio's chain for it keeps the earlier match's subnets (its loop overwrites the service's CIDRs with a match's and never restores them), vmesh's matches its own (none)"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
 		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
-	{Proxy: "sidecar", Type: "LDS", Path: `/filterChains/.*/hcm/settings/tracing`,
+	{Proxy: "sidecar|router", Type: "LDS", Path: `/filterChains/.*/hcm/settings/tracing`,
 		Reason: "tracing: Istio's connection managers carry a tracing block (MeshConfig enableTracing, default on: sampling and Istio's custom tags), which sends nothing without a tracing provider (the corpus has none); vmesh has no tracing (MeshConfig enableTracing and the tracing fields are VM1011)"},
 	// ---- Envoy sidecar: AuthorizationPolicy (RBAC filters of the inbound chains) ----
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("alpn":"istio",)?"transportProtocol":"(tls|raw_buffer)"\}/(filters\[[01]\]|rbac)`, Case: `authz-custom-ext-authz`,
@@ -1210,8 +1271,8 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: clusters ----
 	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|9082\|\|`, Path: `/upstreamBindConfig`, Case: `docs-sidecar-ingress-endpoints`,
 		Reason: "Sidecar ingress defaultEndpoint unix://: Istio binds the inbound cluster to 127.0.0.6 as for an IP endpoint, vmesh binds nothing (no capture sees a unix socket, and an IP source address cannot be bound to one)"},
-	{Proxy: "sidecar", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
+	{Proxy: "sidecar|router", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
 		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
-	{Proxy: "sidecar", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
+	{Proxy: "sidecar|router", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com|outbound\|443\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
 }

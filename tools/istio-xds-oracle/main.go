@@ -31,6 +31,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 	"istio.io/istio/pilot/pkg/config/kube/crd"
+	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pilot/pkg/networking/grpcgen"
 	labelutil "istio.io/istio/pilot/pkg/serviceregistry/util/label"
@@ -45,7 +46,7 @@ import (
 // Node is the proxy a case's resources were generated for; the vmesh test
 // builds the same model.Workload from it.
 type Node struct {
-	Kind         string            `json:"kind"` // "grpc" or "sidecar"
+	Kind         string            `json:"kind"` // "grpc", "sidecar" or "router"
 	ID           string            `json:"id"`
 	Namespace    string            `json:"namespace"`
 	IPs          []string          `json:"ips"`
@@ -129,6 +130,10 @@ type corpusCase struct {
 	// grpcLocality ("# grpc-locality: region/zone/subzone", the locality
 	// cases) is the proxyless client's locality; "" for none.
 	grpcLocality string
+	// router ("# router: NAMESPACE/WORKLOADENTRY", the router cases) is
+	// the gateway workload a router runs as; such a case is saved for the
+	// router only (router.json).
+	router string
 	// mesh is the case's MeshConfig (corpus/<case>.mesh.yaml, the YAML under
 	// the mesh key of istiod's ConfigMap); "" for Istio's defaults.
 	mesh string
@@ -161,6 +166,8 @@ func readCase(dir, path string) (corpusCase, error) {
 			c.sidecar = v
 		case "grpc-locality":
 			c.grpcLocality = v
+		case "router":
+			c.router = v
 		}
 	}
 	var b strings.Builder
@@ -215,6 +222,11 @@ func run(c corpusCase, dir string) (err error) {
 			return fmt.Errorf("mesh config: %w", err)
 		}
 	}
+	// A router's clusters are those of the services its Gateways' routes
+	// name (PILOT_FILTER_GATEWAY_CLUSTER_CONFIG, as vmesh's routers have
+	// them); the flag changes nothing for sidecars and proxyless clients,
+	// and is set for the router cases only.
+	features.FilterGatewayClusterConfig = c.router != ""
 	s := xdsfake.NewFakeDiscoveryServer(f, opts)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -229,6 +241,13 @@ func run(c corpusCase, dir string) (err error) {
 		}
 	} else if err := os.Remove(meshFile); err != nil && !os.IsNotExist(err) {
 		return err
+	}
+	if c.router != "" {
+		r, err := router(s, c.router)
+		if err != nil {
+			return err
+		}
+		return write(filepath.Join(dir, "router.json"), r)
 	}
 	g, err := proxyless(s, c.grpcLocality)
 	if err != nil {
@@ -410,6 +429,53 @@ func sidecar(s *xdsfake.FakeDiscoveryServer, we string) (*Output, error) {
 	if spec.Locality != "" {
 		px.Locality = locality(spec.Locality)
 		px.Labels = labelutil.AugmentLabels(spec.Labels, "", spec.Locality, "", "")
+	}
+	p := s.SetupProxy(px)
+	o := &Output{Istio: istioVersion, Node: node}
+	ls := s.Listeners(p)
+	for _, l := range ls {
+		if err := o.add(&o.Listeners, l); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range s.RoutesFromListeners(p, ls) {
+		if err := o.add(&o.Routes, r); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range s.Clusters(p) {
+		if err := o.add(&o.Clusters, c); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range s.Endpoints(p) {
+		if err := o.add(&o.Endpoints, e); err != nil {
+			return nil, err
+		}
+	}
+	return o, o.sort()
+}
+
+// router asks Istio's core ConfigGenerator for a gateway (Istio's Router
+// proxy, an Envoy in router mode) running as the WorkloadEntry nsName
+// ("namespace/name"): its IP, labels and service account, node id
+// router~IP~name.ns~ns.svc.cluster.local, Istio's gateway node metadata.
+func router(s *xdsfake.FakeDiscoveryServer, nsName string) (*Output, error) {
+	ns, we, ok := strings.Cut(nsName, "/")
+	if !ok {
+		return nil, fmt.Errorf("router %q: want namespace/name", nsName)
+	}
+	cfg := s.Store().Get(gvk.WorkloadEntry, we, ns)
+	if cfg == nil {
+		return nil, fmt.Errorf("router workload entry %s not found", nsName)
+	}
+	spec := cfg.Spec.(*networking.WorkloadEntry)
+	node := Node{Kind: "router", ID: "router~" + spec.Address + "~" + we + "." + ns + "~" + ns + ".svc.cluster.local",
+		Namespace: ns, IPs: []string{spec.Address}, Labels: spec.Labels, WorkloadName: we, Locality: spec.Locality}
+	md := &model.NodeMetadata{Namespace: ns, Labels: spec.Labels, WorkloadName: we, ServiceAccount: spec.ServiceAccount}
+	px := &model.Proxy{Type: model.Router, ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: ns, Labels: spec.Labels, Metadata: md}
+	if spec.Locality != "" {
+		px.Locality = locality(spec.Locality)
 	}
 	p := s.SetupProxy(px)
 	o := &Output{Istio: istioVersion, Node: node}

@@ -88,6 +88,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 	}
 	stat := "outbound_" + name
 	httpDone := false
+	sniSeen := map[string]bool{}
 	for _, s := range svs {
 		switch {
 		case s.isHTTP():
@@ -112,7 +113,11 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 			}
 			l.FilterChains = append(l.FilterChains, fc)
 		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
-			l.FilterChains = append(l.FilterChains, passthroughChains(v, s)...)
+			l.FilterChains = append(l.FilterChains, passthroughChains(v, s, sniSeen)...)
+		case s.spec.GetTls() == nil && (s.protocol() == "TCP" || s.protocol() == "TLS" || s.protocol() == "MONGO"):
+			if fc := tcpChain(v, s); fc != nil {
+				l.FilterChains = append(l.FilterChains, fc)
+			}
 		}
 	}
 	for _, fc := range l.GetFilterChains() {
@@ -124,46 +129,84 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 	return l, nil
 }
 
-// passthroughChains are a PASSTHROUGH server's filter chains: per tls
-// route of the VirtualServices bound to its Gateway, the SNI names its
-// match names among the server's hosts, to a tcp_proxy of its
-// destinations, as Istio's gateways route passed-through TLS.
-func passthroughChains(v *model.View, s server) []*listenerv3.FilterChain {
+// passthroughChains are a PASSTHROUGH server's filter chains, as Istio's
+// buildGatewayNetworkFiltersFromTLSRoutes: per match of a tls route (with
+// destinations) of the VirtualServices bound to its Gateway whose hosts
+// the server's hosts match, a chain matching the match's sniHosts to a
+// tcp_proxy of its destinations. A match whose port is another or whose
+// gateways do not name the Gateway does not apply; one naming an SNI host
+// an earlier chain of the port has is skipped whole (Envoy refuses two
+// chains with one match).
+func passthroughChains(v *model.View, s server, seen map[string]bool) []*listenerv3.FilterChain {
 	var out []*listenerv3.FilterChain
-	seen := map[string]bool{}
 	for _, vs := range v.VirtualServicesForGateway(s.gw) {
-		hosts := intersect(s.hostsFor(vs.Namespace), vs.Hosts)
-		if len(hosts) == 0 {
+		if len(intersect(s.hostsFor(vs.Namespace), vs.Hosts)) == 0 {
 			continue
 		}
 		for _, tr := range vs.Spec.GetTls() {
+			if len(tr.GetRoute()) == 0 {
+				continue
+			}
 			for _, m := range tr.GetMatch() {
-				if m.GetPort() != 0 && m.GetPort() != s.port() {
+				if !l4Match(m.GetPort(), m.GetGateways(), vs.Namespace, s) {
 					continue
 				}
-				if !translate.GatewayMatches(m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), vs.Namespace, s.gw.Key(), v.Workload().Labels, v.Workload().Namespace) {
+				if slices.ContainsFunc(m.GetSniHosts(), func(h string) bool { return seen[h] }) {
 					continue
 				}
-				sni := intersect(hosts, m.GetSniHosts())
-				slices.Sort(sni)
-				var fresh []string
-				for _, h := range sni {
-					if !seen[h] {
-						seen[h] = true
-						fresh = append(fresh, h)
-					}
-				}
-				if len(fresh) == 0 {
-					continue
+				for _, h := range m.GetSniHosts() {
+					seen[h] = true
 				}
 				out = append(out, &listenerv3.FilterChain{
-					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: fresh},
-					Filters:          []*listenerv3.Filter{sidecar.GatewayTCPProxy(v, vs, fresh[0], s.port(), tr.GetRoute())},
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: slices.Clone(m.GetSniHosts())},
+					Filters:          []*listenerv3.Filter{sidecar.GatewayTCPProxy(v, vs, m.GetSniHosts()[0], s.port(), tr.GetRoute())},
 				})
 			}
 		}
 	}
 	return out
+}
+
+// tcpChain is a TCP server's (no TLS) filter chain, as Istio's
+// buildGatewayNetworkFiltersFromTCPRoutes: the first tcp route (with
+// destinations) of the VirtualServices bound to its Gateway, whose hosts
+// the server's match, that applies to the server; nil when none does.
+func tcpChain(v *model.View, s server) *listenerv3.FilterChain {
+	for _, vs := range v.VirtualServicesForGateway(s.gw) {
+		if len(intersect(s.hostsFor(vs.Namespace), vs.Hosts)) == 0 {
+			continue
+		}
+		for _, tr := range vs.Spec.GetTcp() {
+			applies := len(tr.GetMatch()) == 0
+			for _, m := range tr.GetMatch() {
+				applies = applies || l4Match(m.GetPort(), m.GetGateways(), vs.Namespace, s)
+			}
+			if !applies || len(tr.GetRoute()) == 0 {
+				continue
+			}
+			host := vs.Hosts[0]
+			return &listenerv3.FilterChain{Filters: []*listenerv3.Filter{sidecar.GatewayTCPProxy(v, vs, host, s.port(), tr.GetRoute())}}
+		}
+	}
+	return nil
+}
+
+// l4Match reports whether a tcp or tls match applies to server s, as
+// Istio's l4SingleMatch for gateways: its port, when set, is the server's,
+// and its gateways, when set, name s's Gateway (resolved in vsNamespace).
+func l4Match(port uint32, gateways []string, vsNamespace string, s server) bool {
+	if port != 0 && port != s.port() {
+		return false
+	}
+	if len(gateways) == 0 {
+		return true
+	}
+	for _, g := range gateways {
+		if model.ResolveGatewayName(g, vsNamespace) == s.gw.Key() {
+			return true
+		}
+	}
+	return false
 }
 
 // downstreamTLS is a terminating server's TLS context, as Istio's

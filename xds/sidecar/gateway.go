@@ -61,6 +61,7 @@ func GatewayHCM(statPrefix, routeName string) *hcmv3.HttpConnectionManager {
 		},
 	}, false)
 	h.UseRemoteAddress = wrapperspb.Bool(true)
+	h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}
 	h.ServerName = "istio-envoy"
 	h.ForwardClientCertDetails = hcmv3.HttpConnectionManager_SANITIZE_SET
 	h.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{Subject: wrapperspb.Bool(true), Cert: true, Dns: true, Uri: true}

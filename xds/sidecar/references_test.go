@@ -87,6 +87,9 @@ func TestReferencesMatchReflectiveWalk(t *testing.T) {
 		t.Fatal("no Istio oracle cases under ../testdata/istio-oracle")
 	}
 	for _, cfg := range cfgs {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(cfg), "sidecar.json")); os.IsNotExist(err) {
+			continue // a router case (router.json only)
+		}
 		snap, p := loadOracleCase(t, cfg)
 		cases = append(cases, proxyCase{filepath.Base(filepath.Dir(cfg)), snap, p})
 	}
