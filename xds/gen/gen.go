@@ -139,6 +139,24 @@ func (r *Resource) Message() (proto.Message, error) {
 // ResourceMap is one type's resources by name.
 type ResourceMap = cowmap.Map[string, *Resource]
 
+// Apply returns old with each name in changed set to its resource in
+// fresh, or deleted when fresh has none: what the changed names do not
+// touch is shared (cowmap); old itself when nothing changed.
+func Apply(old *ResourceMap, changed map[string]bool, fresh map[string]*Resource) *ResourceMap {
+	if len(changed) == 0 {
+		return old
+	}
+	e := old.Edit()
+	for name := range changed {
+		if r := fresh[name]; r != nil {
+			e.Set(name, r)
+		} else {
+			e.Delete(name)
+		}
+	}
+	return e.Map()
+}
+
 // EmptyMap returns a map with no resources (every type of a generation has
 // a map).
 func EmptyMap() *ResourceMap { return cowmap.New[string, *Resource]() }

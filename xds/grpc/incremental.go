@@ -92,19 +92,7 @@ func update(g *gen.Generation, s *model.Snapshot, d *model.Diff) (*gen.Generatio
 				ch[name] = true
 			}
 		}
-		if len(ch) == 0 {
-			n.Types[t] = old // nothing differs: share the map
-			continue
-		}
-		m := old.Edit() // shares what the changed names do not touch
-		for name := range ch {
-			if r := fresh[t][name]; r != nil {
-				m.Set(name, r)
-			} else {
-				m.Delete(name)
-			}
-		}
-		n.Types[t] = m.Map()
+		n.Types[t] = gen.Apply(old, ch, fresh[t]) // nothing differs: the map is shared
 	}
 	// Server listeners depend only on the proxy and on policies, which a
 	// non-global diff leaves alone. A short-name listener changes with the

@@ -367,19 +367,7 @@ func updateOutbound(o *outboundPart, s *model.Snapshot, d *model.Diff) (*outboun
 				}
 			}
 		}
-		if len(ch) == 0 {
-			n.types[t] = old
-			continue
-		}
-		e := old.Edit()
-		for name := range ch {
-			if r := fresh[t][name]; r != nil {
-				e.Set(name, r)
-			} else {
-				e.Delete(name)
-			}
-		}
-		n.types[t] = e.Map()
+		n.types[t] = gen.Apply(old, ch, fresh[t])
 	}
 	// The regenerated resources' references resolve in the new part (or
 	// are among the clusters the View named for destinations the proxy has
