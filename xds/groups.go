@@ -51,19 +51,26 @@ func (c *cache) kindFor(k model.ProxyKind) *cacheKind {
 // unknownKind is the cache's part of a kind the table does not have.
 type unknownKind struct{}
 
+// Build fails: the kind is unknown.
 func (unknownKind) Build(_ *model.Snapshot, w model.Workload, _ string) (*gen.Generation, error) {
 	return nil, fmt.Errorf("proxy %s: unknown proxy kind %q", w.ID, w.Kind)
 }
 
+// Push returns a step that fails: the kind is unknown.
 func (unknownKind) Push(*model.Snapshot, *model.Diff, []*gen.Generation) gen.PushStep {
 	return func(old *gen.Generation, _ string) (*gen.Generation, *gen.Diff, error) {
 		return nil, nil, fmt.Errorf("proxy %s: unknown proxy kind %q", old.Workload.ID, old.Workload.Kind)
 	}
 }
 
-func (unknownKind) Adopt(*gen.Generation)                                 {}
+// Adopt keeps nothing.
+func (unknownKind) Adopt(*gen.Generation) {}
+
+// Installed keeps nothing.
 func (unknownKind) Installed(*model.Snapshot, map[string]*gen.Generation) {}
-func (unknownKind) Dropped(*gen.Generation, map[string]*gen.Generation)   {}
+
+// Dropped keeps nothing.
+func (unknownKind) Dropped(*gen.Generation, map[string]*gen.Generation) {}
 
 // ensureGenerationLocked returns the group generation of w's proxy for
 // the current snapshot, generating it on first use; nil when generation

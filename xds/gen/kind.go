@@ -60,9 +60,13 @@ type Traits struct {
 // Generators are one proxy kind's generators, each reading only the
 // proxy's View.
 type Generators struct {
+	// Listeners returns the client listeners (LDS).
 	Listeners func(*model.View) ([]*listenerv3.Listener, error)
-	Routes    func(*model.View) ([]*routev3.RouteConfiguration, error)
-	Clusters  func(*model.View) ([]*clusterv3.Cluster, error)
+	// Routes returns the route configurations (RDS).
+	Routes func(*model.View) ([]*routev3.RouteConfiguration, error)
+	// Clusters returns the clusters (CDS).
+	Clusters func(*model.View) ([]*clusterv3.Cluster, error)
+	// Endpoints returns the load assignments of the EDS clusters.
 	Endpoints func(*model.View) ([]*endpointv3.ClusterLoadAssignment, error)
 	// Inbound returns a server listener by name; nil when the kind has
 	// none (an Envoy sidecar serves inbound on virtualInbound).
@@ -75,6 +79,7 @@ type Generators struct {
 // Env is what a kind's part of a cache may use of the cache: its logger,
 // and where generation time is counted.
 type Env struct {
+	// Logger is the cache's.
 	Logger *slog.Logger
 	// Generated is told of each generation a kind runs on its own (a
 	// shared part of several groups), started at start.
@@ -121,10 +126,12 @@ type regenerating struct {
 	generate func(s *model.Snapshot, w model.Workload, key string) (*Generation, error)
 }
 
+// Build generates the group.
 func (r regenerating) Build(s *model.Snapshot, w model.Workload, key string) (*Generation, error) {
 	return r.generate(s, w, key)
 }
 
+// Push returns the step that generates a live group again at s.
 func (r regenerating) Push(s *model.Snapshot, _ *model.Diff, _ []*Generation) PushStep {
 	return func(old *Generation, key string) (*Generation, *Diff, error) {
 		g, err := r.generate(s, old.Workload, key)
@@ -132,9 +139,14 @@ func (r regenerating) Push(s *model.Snapshot, _ *model.Diff, _ []*Generation) Pu
 	}
 }
 
-func (regenerating) Adopt(*Generation)                                 {}
+// Adopt keeps nothing.
+func (regenerating) Adopt(*Generation) {}
+
+// Installed keeps nothing.
 func (regenerating) Installed(*model.Snapshot, map[string]*Generation) {}
-func (regenerating) Dropped(*Generation, map[string]*Generation)       {}
+
+// Dropped keeps nothing.
+func (regenerating) Dropped(*Generation, map[string]*Generation) {}
 
 // Parallel runs fns on GOMAXPROCS goroutines and waits for them.
 func Parallel(fns []func()) {
