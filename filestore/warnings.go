@@ -92,11 +92,10 @@ func objectWarnings(o *store.Object) []Problem {
 		if len(spec.GetPortLevelMtls()) > 0 && len(spec.GetSelector().GetMatchLabels()) == 0 {
 			w.add("portLevelMtls", store.CodePortLevelMTLSIgnored, "portLevelMtls is ignored: it applies only to a policy with a selector (add selector.matchLabels, or set mtls.mode for the namespace)")
 		}
-	case *networking.Gateway:
-		w.add("", store.CodeGatewayNotServed, "vmesh runs no gateway proxies: this Gateway configures nothing, and VirtualServices bound to it route no one")
 	case *networking.VirtualService:
 		if gws := spec.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
-			w.add("gateways", store.CodeGatewayOnlyRoutes, "bound to gateways only: vmesh serves mesh clients, not gateways, so this VirtualService routes no one (add \"mesh\" to gateways to route mesh clients)")
+			// Routes of routers only (no proxyless client reads them):
+			// whether a router serves them is the analysis' (VM1009).
 			break
 		}
 		proxylessVirtualService(w, spec)

@@ -27,8 +27,8 @@ const (
 	CodePolicyActionPartial        = "VM1005"  // AUDIT has no effect; CUSTOM denies what it matches
 	CodePortLevelMTLSIgnored       = "VM1006"  // PeerAuthentication portLevelMtls without a selector
 	CodeSidecarEgressHostIgnored   = "VM1007"  // a Sidecar egress host that is not namespace/host
-	CodeGatewayNotServed           = "VM1008"  // a Gateway: vmesh runs no gateway proxies
-	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound to gateways only: it applies to no proxy
+	CodeGatewayNotServed           = "VM1008"  // a Gateway no gateway VM's labels select: no router serves it
+	CodeGatewayOnlyRoutes          = "VM1009"  // a VirtualService bound only to gateways no router serves: it applies to no proxy
 	CodeEndpointWithoutAddress     = "VM1010"  // an endpoint with a network and no address: there is no network gateway to reach it
 	CodeMeshConfigNotApplied       = "VM1011"  // a MeshConfig field vmesh reads but does not apply
 	CodeJWKSFetchFailed            = "VM1012"  // a RequestAuthentication jwksUri could not be fetched or was refused (address, not a key set, private keys): its tokens are rejected

@@ -36,7 +36,7 @@ import (
 // info, not a warning.
 func Analyze(ms *model.Snapshot, complete bool) []store.ConfigError {
 	a := newAnalysis(ms, complete)
-	for _, k := range []store.Kind{store.KindVirtualService, store.KindDestinationRule, store.KindWorkloadEntry, store.KindWorkloadGroup} {
+	for _, k := range []store.Kind{store.KindVirtualService, store.KindDestinationRule, store.KindWorkloadEntry, store.KindWorkloadGroup, store.KindGateway} {
 		for _, o := range a.objects.List(k) {
 			if o.Origin.File == "" {
 				continue
@@ -50,6 +50,13 @@ func Analyze(ms *model.Snapshot, complete bool) []store.ConfigError {
 				a.workloadEntry(o, spec)
 			case *networking.WorkloadGroup:
 				a.workloadGroup(o, spec)
+			case *networking.Gateway:
+				if !a.gatewayServed(spec) {
+					sev, why := a.missingSeverity()
+					a.add(o, "", sev, store.CodeGatewayNotServed,
+						"no gateway VM: no WorkloadEntry has the labels selector %s asks for, so no router serves this Gateway, and VirtualServices bound to it route no one (run a router with those labels: vmesh agent --gateway, its WorkloadEntry carrying them)%s",
+						gatewaySelector(spec), why)
+				}
 			}
 		}
 	}
@@ -168,6 +175,11 @@ func (a *analysis) virtualService(o *store.Object, vs *networking.VirtualService
 			a.add(o, at("gateways", i), store.SeverityWarning, store.CodeReferencedResourceNotFound,
 				"Referenced gateway not found: %s: the VirtualService does not apply to it (define Gateway %s/%s, or fix the name)", store.Quote(ns+"/"+name), ns, name)
 		}
+	}
+	if !mesh && len(vs.GetGateways()) > 0 && !a.anyGatewayServed(o.Namespace, vs.GetGateways()) {
+		sev, why := a.missingSeverity()
+		a.add(o, "gateways", sev, store.CodeGatewayOnlyRoutes,
+			"bound to gateways only, and none of them is served by a router (no gateway VM has the labels their selectors ask for): this VirtualService routes no one (run the gateway's router, or add \"mesh\" to gateways to route mesh clients)%s", why)
 	}
 	if mesh {
 		for i, h := range vs.GetHosts() {
@@ -645,4 +657,47 @@ func Log(ctx context.Context, st *store.Store, cache *Cache, logger *slog.Logger
 		}
 		logNow()
 	}
+}
+
+// gatewayServed reports whether a router serves gw: a gateway VM, which is a
+// WorkloadEntry (written in config or registered by a VM's agent) whose
+// labels gw's selector matches, as the router running on that VM sends
+// them in its node. A Gateway without selector applies to every router:
+// served when any WorkloadEntry exists.
+func (a *analysis) gatewayServed(gw *networking.Gateway) bool {
+	sel := gw.GetSelector()
+	for _, o := range a.objects.List(store.KindWorkloadEntry) {
+		we, ok := o.Spec.(*networking.WorkloadEntry)
+		if ok && model.LabelsMatch(sel, we.GetLabels()) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyGatewayServed reports whether one of the gateways a VirtualService in
+// ns names (its "mesh" aside) exists and is served by a router.
+func (a *analysis) anyGatewayServed(ns string, gateways []string) bool {
+	for _, g := range gateways {
+		if g == "mesh" {
+			continue
+		}
+		gns, name, _ := strings.Cut(model.ResolveGatewayName(g, ns), "/")
+		o := a.objects.Get(store.Key{Kind: store.KindGateway, Namespace: gns, Name: name})
+		if o == nil {
+			continue
+		}
+		if gw, ok := o.Spec.(*networking.Gateway); ok && a.gatewayServed(gw) {
+			return true
+		}
+	}
+	return false
+}
+
+// gatewaySelector renders a Gateway's selector for a message.
+func gatewaySelector(gw *networking.Gateway) string {
+	if len(gw.GetSelector()) == 0 {
+		return "{} (every router)"
+	}
+	return "{" + labelString(gw.GetSelector()) + "}"
 }

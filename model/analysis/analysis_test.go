@@ -444,3 +444,77 @@ func (b *logBuffer) lines(msg string) []string {
 }
 
 func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
+
+// TestGatewayServed: a Gateway whose selector no WorkloadEntry's labels
+// match (no gateway VM) is VM1008 and a VirtualService bound only to it
+// VM1009; once a gateway VM with those labels exists (a router runs
+// there) neither is: the router serves them.
+func TestGatewayServed(t *testing.T) {
+	const doc = `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.example.com]
+  gateways: [istio-system/edge]
+  http: [{route: [{destination: {host: web.shop.internal}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.internal]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+`
+	const vm = `
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: ingress-vm, namespace: istio-system}
+spec:
+  address: 10.0.5.1
+  labels: {istio: ingressgateway, app: istio-ingressgateway}
+`
+	const otherVM = `
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: egress-vm, namespace: istio-system}
+spec:
+  address: 10.0.5.2
+  labels: {istio: egressgateway}
+`
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want []where
+	}{
+		{"no gateway VM", doc, []where{{1, "", store.CodeGatewayNotServed}, {13, "gateways", store.CodeGatewayOnlyRoutes}}},
+		{"a gateway VM with other labels", doc + otherVM, []where{{1, "", store.CodeGatewayNotServed}, {13, "gateways", store.CodeGatewayOnlyRoutes}}},
+		{"a gateway VM", doc + vm, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, errs := filestore.Decode("gw.yaml", []byte(tc.doc))
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			var got []store.ConfigError
+			for _, w := range analyze(t, objs, true) {
+				if w.Code == store.CodeGatewayNotServed || w.Code == store.CodeGatewayOnlyRoutes {
+					got = append(got, w)
+				}
+			}
+			if !slices.Equal(wheres(got), tc.want) {
+				t.Errorf("analysis %v, want %v\n%v", wheres(got), tc.want, got)
+			}
+		})
+	}
+}
