@@ -18,6 +18,7 @@ func HealthChecksEnabled(o *Object) bool {
 // is nil when its health is unknown (the agent went away).
 type healthReport struct {
 	healthy *bool
+	reason  string // why it is not healthy (the probe's failure), when said
 }
 
 // healthReports are the reports on config-defined WorkloadEntries: local
@@ -38,7 +39,7 @@ func (h *healthReports) get(key Key) (healthReport, bool) {
 
 // setReport records (remove false) or removes a report of one tier, reporting
 // whether anything changed.
-func setReport(m *map[Key]healthReport, key Key, healthy *bool, remove bool) bool {
+func setReport(m *map[Key]healthReport, key Key, healthy *bool, reason string, remove bool) bool {
 	if remove {
 		if _, ok := (*m)[key]; !ok {
 			return false
@@ -53,10 +54,10 @@ func setReport(m *map[Key]healthReport, key Key, healthy *bool, remove bool) boo
 		h := *healthy
 		healthy = &h
 	}
-	if old, ok := (*m)[key]; ok && ((old.healthy == nil && healthy == nil) || (old.healthy != nil && healthy != nil && *old.healthy == *healthy)) {
+	if old, ok := (*m)[key]; ok && old.reason == reason && ((old.healthy == nil && healthy == nil) || (old.healthy != nil && healthy != nil && *old.healthy == *healthy)) {
 		return false
 	}
-	(*m)[key] = healthReport{healthy: healthy}
+	(*m)[key] = healthReport{healthy: healthy, reason: reason}
 	return true
 }
 
@@ -66,20 +67,26 @@ func setReport(m *map[Key]healthReport, key Key, healthy *bool, remove bool) boo
 // does). It overrides the Healthy condition of the winning object of key,
 // from whichever source, while that object has health checks enabled;
 // other objects are served as they are. ClearHealth removes the report.
-func (s *Store) SetHealth(key Key, healthy *bool) { s.setHealth(key, healthy, false, false) }
+func (s *Store) SetHealth(key Key, healthy *bool) { s.setHealth(key, healthy, "", false, false) }
+
+// SetHealthReason is SetHealth with the agent's reason (a failing probe's
+// error), served as the object's HealthReason.
+func (s *Store) SetHealthReason(key Key, healthy *bool, reason string) {
+	s.setHealth(key, healthy, reason, false, false)
+}
 
 // ClearHealth removes this replica's health report of key: another
 // replica's (SetRemoteHealth), else the objects' own Healthy condition,
 // applies again.
-func (s *Store) ClearHealth(key Key) { s.setHealth(key, nil, false, true) }
+func (s *Store) ClearHealth(key Key) { s.setHealth(key, nil, "", false, true) }
 
 // SetRemoteHealth records a health report another replica holds (the
 // shared state's); a report of this replica's own wins over it.
 // ClearRemoteHealth removes it.
-func (s *Store) SetRemoteHealth(key Key, healthy *bool) { s.setHealth(key, healthy, true, false) }
+func (s *Store) SetRemoteHealth(key Key, healthy *bool) { s.setHealth(key, healthy, "", true, false) }
 
 // ClearRemoteHealth removes another replica's health report of key.
-func (s *Store) ClearRemoteHealth(key Key) { s.setHealth(key, nil, true, true) }
+func (s *Store) ClearRemoteHealth(key Key) { s.setHealth(key, nil, "", true, true) }
 
 // LocalHealth returns this replica's health reports (SetHealth): what the
 // shared state shares with the other replicas. nil values are unknown.
@@ -93,14 +100,14 @@ func (s *Store) LocalHealth() map[Key]*bool {
 	return out
 }
 
-func (s *Store) setHealth(key Key, healthy *bool, remote, remove bool) {
+func (s *Store) setHealth(key Key, healthy *bool, reason string, remote, remove bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tier := &s.health.local
 	if remote {
 		tier = &s.health.remote
 	}
-	if setReport(tier, key, healthy, remove) {
+	if setReport(tier, key, healthy, reason, remove) {
 		s.publish([]Key{key})
 	}
 }
@@ -113,6 +120,6 @@ func (s *Store) withHealth(winner *Object) *Object {
 		return winner
 	}
 	c := *winner
-	c.Healthy = r.healthy
+	c.Healthy, c.HealthReason = r.healthy, r.reason
 	return &c
 }

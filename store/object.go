@@ -115,6 +115,9 @@ type Object struct {
 	Spec proto.Message `json:"-"`
 	// Healthy is the WorkloadEntry "Healthy" condition: nil when unknown.
 	Healthy *bool `json:"healthy,omitempty"`
+	// HealthReason is why the agent reports it unhealthy (its probe's
+	// failure), when it said.
+	HealthReason string `json:"healthReason,omitempty"`
 	// Origin says where the object came from.
 	Origin Origin `json:"origin"`
 	// lines are the lines of the fields the analysis points at (hosts,
@@ -151,7 +154,7 @@ func sameContent(a, b *Object) bool {
 		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) {
 		return false
 	}
-	if (a.Healthy == nil) != (b.Healthy == nil) || (a.Healthy != nil && *a.Healthy != *b.Healthy) {
+	if (a.Healthy == nil) != (b.Healthy == nil) || (a.Healthy != nil && *a.Healthy != *b.Healthy) || a.HealthReason != b.HealthReason {
 		return false
 	}
 	return proto.Equal(a.Spec, b.Spec)

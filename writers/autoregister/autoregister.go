@@ -301,7 +301,7 @@ func (r *Registrar) Health(stream int64, healthy bool, message string) {
 	defer r.mu.Unlock()
 	if key, ok := r.checkedBy[stream]; ok {
 		r.log.Info("health reported", "entry", key.String(), "healthy", healthy, "reason", message)
-		r.store.SetHealth(key, &healthy)
+		r.store.SetHealthReason(key, &healthy, message)
 		return
 	}
 	if u := r.unchecked[stream]; u != nil {
@@ -414,6 +414,9 @@ func entryObject(e *entry, group *store.Object) *store.Object {
 		// The agent probes: only a healthy report makes it an endpoint.
 		annotations[meshlabels.HealthChecksAnnotation] = "true"
 		o.Healthy = e.healthy
+		if e.healthy != nil && !*e.healthy {
+			o.HealthReason = e.reason
+		}
 	}
 	return o
 }

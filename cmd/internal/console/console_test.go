@@ -15,6 +15,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/cmd/internal/console"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 )
@@ -292,5 +293,39 @@ func TestReadOnly(t *testing.T) {
 		if code, _ := getPage(t, srv.URL+path); code != want {
 			t.Errorf("%s: %d, want %d", path, code, want)
 		}
+	}
+}
+
+// An endpoint its agent reports unhealthy shows the probe's reason beside
+// UNHEALTHY (issue 45).
+func TestServicesShowProbeReason(t *testing.T) {
+	st := store.NewStore()
+	src := store.Source{Name: "dir:test", Class: store.ClassConfig}
+	se := &store.Object{
+		Key: store.Key{Kind: store.KindServiceEntry, Namespace: "demo", Name: "greeter"},
+		Spec: &networking.ServiceEntry{Hosts: []string{"greeter.internal"}, Ports: []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
+			Resolution: networking.ServiceEntry_STATIC, WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "greeter"}}},
+		Origin: store.Origin{Source: src.Name, File: "services.yaml", Line: 1},
+	}
+	we := &store.Object{
+		Key:         store.Key{Kind: store.KindWorkloadEntry, Namespace: "demo", Name: "vm-1"},
+		Annotations: map[string]string{meshlabels.HealthChecksAnnotation: "true"},
+		Spec:        &networking.WorkloadEntry{Address: "10.0.0.1", Labels: map[string]string{"app": "greeter"}},
+		Origin:      store.Origin{Source: src.Name, File: "workloads.yaml", Line: 1},
+	}
+	if err := st.Replace(src, []*store.Object{se, we}); err != nil {
+		t.Fatal(err)
+	}
+	unhealthy := false
+	st.SetHealthReason(we.Key, &unhealthy, "HTTP GET http://10.0.0.1:8080/healthz: 503 Service Unavailable")
+	c, err := console.New(console.Sources{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	_, body := getPage(t, srv.URL+"/ui/services")
+	if !strings.Contains(body, `UNHEALTHY: <span class="reason">HTTP GET http://10.0.0.1:8080/healthz: 503 Service Unavailable</span>`) {
+		t.Errorf("services page lacks the probe's reason:\n%s", body)
 	}
 }

@@ -2,9 +2,13 @@ package console
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/internal/protodiff"
 	"github.com/vmesh/vmesh/store"
 )
 
@@ -40,6 +44,57 @@ type SourceRevision struct {
 type ObjectChange struct {
 	Key    store.Key
 	Origin store.Origin
+	// Fields, for a changed object, lists what changed in it, one field a
+	// line ("spec.http[0].route[0].weight: 80 -> 50"), at most
+	// maxFieldLines of them.
+	Fields string
+}
+
+// maxFieldLines bounds the fields shown of one changed object.
+const maxFieldLines = 20
+
+// fieldChanges renders what changed between two versions of an object:
+// its labels and annotations, then its spec's fields.
+func fieldChanges(before, after *store.Object) string {
+	var sb strings.Builder
+	meta := func(what string, a, b map[string]string) {
+		for _, k := range slices.Sorted(maps.Keys(a)) {
+			if v, ok := b[k]; !ok {
+				fmt.Fprintf(&sb, "metadata.%s.%s: %q -> (none)\n", what, k, a[k])
+			} else if v != a[k] {
+				fmt.Fprintf(&sb, "metadata.%s.%s: %q -> %q\n", what, k, a[k], v)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(b)) {
+			if _, ok := a[k]; !ok {
+				fmt.Fprintf(&sb, "metadata.%s.%s: (none) -> %q\n", what, k, b[k])
+			}
+		}
+	}
+	meta("labels", before.Labels, after.Labels)
+	meta("annotations", before.Annotations, after.Annotations)
+	if before.Spec != nil && after.Spec != nil && before.Spec.ProtoReflect().Descriptor() == after.Spec.ProtoReflect().Descriptor() {
+		for _, line := range strings.SplitAfter(protodiff.Lines(before.Spec, after.Spec, maxFieldLines), "\n") {
+			if line != "" {
+				sb.WriteString("spec." + line)
+			}
+		}
+	}
+	if (before.Healthy == nil) != (after.Healthy == nil) || before.Healthy != nil && *before.Healthy != *after.Healthy {
+		fmt.Fprintf(&sb, "health: %s -> %s\n", healthWord(before.Healthy), healthWord(after.Healthy))
+	}
+	return strings.TrimSuffix(sb.String(), "\n")
+}
+
+// healthWord names a WorkloadEntry's reported health.
+func healthWord(h *bool) string {
+	switch {
+	case h == nil:
+		return "unknown"
+	case *h:
+		return "healthy"
+	}
+	return "unhealthy"
 }
 
 // diff returns the change from prev to next of the keys that changed.
@@ -53,7 +108,7 @@ func diff(prev, next *store.Snapshot, keys map[store.Key]struct{}) Change {
 		case before != nil && after == nil:
 			ch.Removed = append(ch.Removed, ObjectChange{Key: k, Origin: before.Origin})
 		case after != nil:
-			ch.Changed = append(ch.Changed, ObjectChange{Key: k, Origin: after.Origin})
+			ch.Changed = append(ch.Changed, ObjectChange{Key: k, Origin: after.Origin, Fields: fieldChanges(before, after)})
 		}
 	}
 	for _, l := range [][]ObjectChange{ch.Added, ch.Changed, ch.Removed} {

@@ -17,8 +17,11 @@ type Overview struct {
 	// Errors are every source's current config errors (its last good
 	// objects keep serving); Warnings are config that applies but is not
 	// (fully) enforced and what the analysis finds (filestore warnings).
-	Errors     []SourceError
-	Warnings   []SourceError
+	Errors   []SourceError
+	Warnings []SourceError
+	// Infos are findings that depend on config the check could not see,
+	// and fields a kind of proxy ignores (vmesh analyze's infos).
+	Infos      []SourceError
 	Conflicts  []store.Conflict
 	Registries []adapter.Status
 	Kinds      []KindCount
@@ -72,8 +75,11 @@ func (c *Console) overview() Overview {
 		}
 	}
 	for _, w := range c.src.Warnings(fs) {
-		if w.Severity == store.SeverityWarning { // infos: /debug/config and vmesh analyze
+		switch w.Severity {
+		case store.SeverityWarning:
 			o.Warnings = append(o.Warnings, SourceError{Source: w.Source, ConfigError: w})
+		case store.SeverityInfo:
+			o.Infos = append(o.Infos, SourceError{Source: w.Source, ConfigError: w})
 		}
 	}
 	for _, k := range store.Kinds {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/vmesh/vmesh/internal/buildinfo"
 )
 
 // page is what every template gets: the page's own data and the change
@@ -16,7 +18,9 @@ type page struct {
 	Title   string
 	Nav     string
 	Version int64
-	Data    any
+	// Build is the control plane's version, revision and Go version.
+	Build string
+	Data  any
 	// Search is the search box of a searchable page, else nil.
 	Search *SearchBox
 }
@@ -58,7 +62,7 @@ func parsePages() (map[string]*template.Template, error) {
 // and not half a page.
 func (c *Console) render(w http.ResponseWriter, code int, name string, data titled) {
 	var buf bytes.Buffer
-	p := page{Title: data.title(), Nav: name, Version: c.hub.version.Load(), Data: data}
+	p := page{Title: data.title(), Nav: name, Version: c.hub.version.Load(), Build: buildinfo.Get().String(), Data: data}
 	if s, ok := data.(searchable); ok {
 		box := s.searchBox()
 		p.Search = &box

@@ -40,6 +40,8 @@ type EndpointRow struct {
 	Ports   map[string]uint32
 	Labels  string
 	Health  string
+	// Reason is why its agent reports it unhealthy (the probe's failure).
+	Reason string
 	// Name is the WorkloadEntry (namespace/name) or ServiceEntry#index.
 	Name   string
 	Origin store.Origin
@@ -151,7 +153,7 @@ func unhealthy(fs *store.Snapshot, se *store.Object) []EndpointRow {
 		}
 		if model.LabelsMatch(spec.GetWorkloadSelector().GetLabels(), labels) {
 			out = append(out, EndpointRow{Address: we.GetAddress(), Ports: we.GetPorts(), Labels: model.LabelString(labels),
-				Health: HealthUnhealthy, Name: o.Namespace + "/" + o.Name, Origin: o.Origin})
+				Health: HealthUnhealthy, Reason: o.HealthReason, Name: o.Namespace + "/" + o.Name, Origin: o.Origin})
 		}
 	}
 	return out

@@ -6,14 +6,13 @@ package configdiff
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vmesh/vmesh/internal/protodiff"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
@@ -191,77 +190,10 @@ func compare(a, b resources) []Change {
 			case y == nil:
 				out = append(out, Change{Type: typ, Name: n, Op: Removed})
 			case !proto.Equal(x, y):
-				out = append(out, Change{Type: typ, Name: n, Op: Changed, Diff: fieldDiff(x, y)})
+				out = append(out, Change{Type: typ, Name: n, Op: Changed, Diff: protodiff.Fields(x, y)})
 			}
 		}
 	}
-	return out
-}
-
-// fieldDiff renders the fields that differ, one per line, as
-// "path: before -> after" with paths like virtual_hosts[0].routes[1].name.
-func fieldDiff(a, b proto.Message) string {
-	fa, fb := flatten(a), flatten(b)
-	paths := make([]string, 0, len(fa)+len(fb))
-	for p := range fa {
-		paths = append(paths, p)
-	}
-	for p := range fb {
-		if _, ok := fa[p]; !ok {
-			paths = append(paths, p)
-		}
-	}
-	slices.Sort(paths)
-	var sb strings.Builder
-	for _, p := range paths {
-		x, inA := fa[p]
-		y, inB := fb[p]
-		switch {
-		case !inA:
-			fmt.Fprintf(&sb, "%s: (none) -> %s\n", p, y)
-		case !inB:
-			fmt.Fprintf(&sb, "%s: %s -> (none)\n", p, x)
-		case x != y:
-			fmt.Fprintf(&sb, "%s: %s -> %s\n", p, x, y)
-		}
-	}
-	return sb.String()
-}
-
-// flatten maps every leaf field of a message to its JSON value.
-func flatten(m proto.Message) map[string]string {
-	out := map[string]string{}
-	data, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-	if err != nil {
-		out[""] = err.Error()
-		return out
-	}
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		out[""] = err.Error()
-		return out
-	}
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			for k, c := range t {
-				if path == "" {
-					walk(k, c)
-				} else {
-					walk(path+"."+k, c)
-				}
-			}
-		case []any:
-			for i, c := range t {
-				walk(fmt.Sprintf("%s[%d]", path, i), c)
-			}
-		default:
-			b, _ := json.Marshal(t)
-			out[path] = string(b)
-		}
-	}
-	walk("", v)
 	return out
 }
 
