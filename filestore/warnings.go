@@ -92,6 +92,12 @@ func objectWarnings(o *store.Object) []Problem {
 		if len(spec.GetPortLevelMtls()) > 0 && len(spec.GetSelector().GetMatchLabels()) == 0 {
 			w.add("portLevelMtls", store.CodePortLevelMTLSIgnored, "portLevelMtls is ignored: it applies only to a policy with a selector (add selector.matchLabels, or set mtls.mode for the namespace)")
 		}
+	case *networking.Gateway:
+		for i, sv := range spec.GetServers() {
+			if why := gatewayServerNotServed(sv); why != "" {
+				w.add(fmt.Sprintf("servers[%d].tls", i), store.CodeGatewayServerNotServed, "not served by vmesh's routers: %s; the router has no filter chain for this server (fails closed)", why)
+			}
+		}
 	case *networking.VirtualService:
 		if gws := spec.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
 			// Routes of routers only (no proxyless client reads them):
@@ -340,4 +346,31 @@ func supportedConditionKey(k string) bool {
 		return true
 	}
 	return strings.HasPrefix(k, "request.headers[") && strings.HasSuffix(k, "]")
+}
+
+// gatewayServerNotServed says why xds/router makes no filter chain for a
+// Gateway server it otherwise serves; "" when it serves it.
+func gatewayServerNotServed(sv *networking.Server) string {
+	t := sv.GetTls()
+	if t == nil {
+		return ""
+	}
+	proto := strings.ToUpper(sv.GetPort().GetProtocol())
+	switch t.GetMode() {
+	case networking.ServerTLSSettings_AUTO_PASSTHROUGH:
+		return "tls.mode AUTO_PASSTHROUGH (SNI-DNAT to mesh services) is not implemented"
+	case networking.ServerTLSSettings_PASSTHROUGH:
+		return ""
+	}
+	switch proto {
+	case "HTTP", "HTTP2", "GRPC", "GRPC-WEB":
+		return "" // plaintext; tls carries httpsRedirect only
+	case "HTTPS":
+	default:
+		return fmt.Sprintf("TLS termination on a %s server (tcp routes behind it) is not implemented", proto)
+	}
+	if t.GetMode() != networking.ServerTLSSettings_ISTIO_MUTUAL && t.GetCredentialName() == "" {
+		return "TLS without credentialName (certificate files on the router: serverCertificate, privateKey) is not served; name a credential"
+	}
+	return ""
 }

@@ -102,7 +102,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 		case s.terminatesHTTPS():
 			ctx, err := downstreamTLS(s.spec.GetTls())
 			if err != nil {
-				return nil, err
+				continue // not served (VM1018): no chain, the server's connections are refused
 			}
 			fc := &listenerv3.FilterChain{
 				Filters:         []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName()))},
@@ -217,7 +217,7 @@ func l4Match(port uint32, gateways []string, vsNamespace string, s server) bool 
 // the credential's CA ("kubernetes://<name>-cacert") or the mesh root; the
 // server's protocol versions and cipher suites. A SIMPLE or MUTUAL server
 // without credentialName (files on the router, serverCertificate) is not
-// served: an error, the listener fails closed.
+// served: an error, and the listener has no chain for it (VM1018).
 func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext, error) {
 	ctx := &tlsv3.DownstreamTlsContext{
 		CommonTlsContext:         &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2", "http/1.1"}},

@@ -306,3 +306,30 @@ func TestOtherRoutersAndNoGateway(t *testing.T) {
 		t.Errorf("egress router without VirtualService: %v, %v", rds, err)
 	}
 }
+
+// TestUnservedServerFailsClosed: a SIMPLE server without credentialName
+// (certificate files on the router, VM1018) gets no filter chain; the
+// router's other servers are served.
+func TestUnservedServerFailsClosed(t *testing.T) {
+	const yaml = `
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: files, protocol: HTTPS}
+    hosts: [files.example.com]
+    tls: {mode: SIMPLE, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem}
+  - port: {number: 443, name: cred, protocol: HTTPS}
+    hosts: [cred.example.com]
+    tls: {mode: SIMPLE, credentialName: cred}
+`
+	lds, err := router.Listeners(view(t, yaml, ingress()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 || !slices.Equal(lds[0].GetFilterChains()[0].GetFilterChainMatch().GetServerNames(), []string{"cred.example.com"}) {
+		t.Errorf("listeners %v: want 0.0.0.0_443 with the credential's chain only", lds)
+	}
+}
