@@ -9,6 +9,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/security"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"github.com/vmesh/vmesh/xds/translate"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -87,6 +88,19 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 	}
 	stat := "outbound_" + name
+	// The AuthorizationPolicies and RequestAuthentications that select the
+	// router are enforced on every chain, as on a sidecar's inbound
+	// chains (Istio's gateways enforce them too): HTTP filters before the
+	// router, network filters before tcp_proxy.
+	policies := security.ForEnvoy(v)
+	httpSec, err := policies.HTTPFilters()
+	if err != nil {
+		return nil, err
+	}
+	netSec, err := policies.NetworkFilters()
+	if err != nil {
+		return nil, err
+	}
 	httpDone := false
 	sniSeen := map[string]bool{}
 	for _, s := range svs {
@@ -97,7 +111,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 			}
 			httpDone = true
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-				Filters: []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName()))},
+				Filters: []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName(), httpSec))},
 			})
 		case s.terminatesHTTPS():
 			ctx, err := downstreamTLS(s.spec.GetTls())
@@ -105,7 +119,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 				continue // not served (VM1018): no chain, the server's connections are refused
 			}
 			fc := &listenerv3.FilterChain{
-				Filters:         []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName()))},
+				Filters:         []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName(), httpSec))},
 				TransportSocket: sidecar.TLSSocket(ctx),
 			}
 			if sni := s.sniHosts(); len(sni) > 0 {
@@ -113,9 +127,9 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 			}
 			l.FilterChains = append(l.FilterChains, fc)
 		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
-			l.FilterChains = append(l.FilterChains, passthroughChains(v, s, sniSeen)...)
+			l.FilterChains = append(l.FilterChains, passthroughChains(v, s, sniSeen, netSec)...)
 		case s.spec.GetTls() == nil && (s.protocol() == "TCP" || s.protocol() == "TLS" || s.protocol() == "MONGO"):
-			if fc := tcpChain(v, s); fc != nil {
+			if fc := tcpChain(v, s, netSec); fc != nil {
 				l.FilterChains = append(l.FilterChains, fc)
 			}
 		}
@@ -137,7 +151,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 // gateways do not name the Gateway does not apply; one naming an SNI host
 // an earlier chain of the port has is skipped whole (Envoy refuses two
 // chains with one match).
-func passthroughChains(v *model.View, s server, seen map[string]bool) []*listenerv3.FilterChain {
+func passthroughChains(v *model.View, s server, seen map[string]bool, sec []*listenerv3.Filter) []*listenerv3.FilterChain {
 	var out []*listenerv3.FilterChain
 	for _, vs := range v.VirtualServicesForGateway(s.gw) {
 		if len(intersect(s.hostsFor(vs.Namespace), vs.Hosts)) == 0 {
@@ -159,7 +173,7 @@ func passthroughChains(v *model.View, s server, seen map[string]bool) []*listene
 				}
 				out = append(out, &listenerv3.FilterChain{
 					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: slices.Clone(m.GetSniHosts())},
-					Filters:          []*listenerv3.Filter{sidecar.GatewayTCPProxy(v, vs, m.GetSniHosts()[0], s.port(), tr.GetRoute())},
+					Filters:          append(slices.Clone(sec), sidecar.GatewayTCPProxy(v, vs, m.GetSniHosts()[0], s.port(), tr.GetRoute())),
 				})
 			}
 		}
@@ -171,7 +185,7 @@ func passthroughChains(v *model.View, s server, seen map[string]bool) []*listene
 // buildGatewayNetworkFiltersFromTCPRoutes: the first tcp route (with
 // destinations) of the VirtualServices bound to its Gateway, whose hosts
 // the server's match, that applies to the server; nil when none does.
-func tcpChain(v *model.View, s server) *listenerv3.FilterChain {
+func tcpChain(v *model.View, s server, sec []*listenerv3.Filter) *listenerv3.FilterChain {
 	for _, vs := range v.VirtualServicesForGateway(s.gw) {
 		if len(intersect(s.hostsFor(vs.Namespace), vs.Hosts)) == 0 {
 			continue
@@ -185,7 +199,7 @@ func tcpChain(v *model.View, s server) *listenerv3.FilterChain {
 				continue
 			}
 			host := vs.Hosts[0]
-			return &listenerv3.FilterChain{Filters: []*listenerv3.Filter{sidecar.GatewayTCPProxy(v, vs, host, s.port(), tr.GetRoute())}}
+			return &listenerv3.FilterChain{Filters: append(slices.Clone(sec), sidecar.GatewayTCPProxy(v, vs, host, s.port(), tr.GetRoute()))}
 		}
 	}
 	return nil

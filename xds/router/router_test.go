@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -331,5 +332,59 @@ spec:
 	}
 	if len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 || !slices.Equal(lds[0].GetFilterChains()[0].GetFilterChainMatch().GetServerNames(), []string{"cred.example.com"}) {
 		t.Errorf("listeners %v: want 0.0.0.0_443 with the credential's chain only", lds)
+	}
+}
+
+// TestRouterEnforcesAuthorizationPolicy: an AuthorizationPolicy selecting
+// the router is enforced on its chains, as on a sidecar's inbound and on
+// Istio's gateways: an RBAC HTTP filter before the router filter on HTTP
+// and HTTPS chains, a network RBAC filter before tcp_proxy on passthrough
+// chains. Without a policy there is none.
+func TestRouterEnforcesAuthorizationPolicy(t *testing.T) {
+	policy := `
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: ingress-deny, namespace: istio-system}
+spec:
+  selector: {matchLabels: {istio: ingressgateway}}
+  action: DENY
+  rules: [{from: [{source: {ipBlocks: [203.0.113.0/24]}}]}]
+`
+	count := func(v *model.View) (httpRBAC, netRBAC, chains int) {
+		ls, err := router.Listeners(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			for _, fc := range l.GetFilterChains() {
+				chains++
+				for _, f := range fc.GetFilters() {
+					if strings.HasPrefix(f.GetName(), "envoy.filters.network.rbac") {
+						netRBAC++
+					}
+					if f.GetName() != sidecar.HCMFilterName {
+						continue
+					}
+					hf := hcmOf(t, fc).GetHttpFilters()
+					for i, h := range hf {
+						if strings.HasPrefix(h.GetName(), "envoy.filters.http.rbac") {
+							httpRBAC++
+							if i >= len(hf)-1 || hf[len(hf)-1].GetName() != "envoy.filters.http.router" {
+								t.Errorf("RBAC is not before the router filter: %v", hf)
+							}
+						}
+					}
+				}
+			}
+		}
+		return httpRBAC, netRBAC, chains
+	}
+	if h, n, _ := count(view(t, ingressYAML, ingress())); h != 0 || n != 0 {
+		t.Fatalf("without a policy: %d HTTP and %d network RBAC filters, want none", h, n)
+	}
+	h, n, chains := count(view(t, ingressYAML+policy, ingress()))
+	if h == 0 || n == 0 || h+n != chains {
+		t.Errorf("with a DENY policy: %d HTTP and %d network RBAC filters on %d chains, want one on every chain", h, n, chains)
 	}
 }

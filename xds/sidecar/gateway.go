@@ -1,6 +1,8 @@
 package sidecar
 
 import (
+	"slices"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -46,19 +48,22 @@ func GatewayTCPProxy(v *model.View, vs *model.VirtualService, host string, port 
 // (istioHCM), the client's address taken from the connection
 // (use_remote_address, as an edge proxy), x-forwarded-client-cert
 // sanitised and set from the client's certificate, server name
-// istio-envoy, routes from RDS under routeName.
-func GatewayHCM(statPrefix, routeName string) *hcmv3.HttpConnectionManager {
+// istio-envoy, routes from RDS under routeName. security are the
+// workload's authentication and authorization filters
+// (security.Envoy.HTTPFilters), first, as Istio's gateways order them.
+func GatewayHCM(statPrefix, routeName string, security []*hcmv3.HttpFilter) *hcmv3.HttpConnectionManager {
+	filters := append(slices.Clone(security),
+		httpFilter(faultFilter, &faultv3.HTTPFault{}),
+		httpFilter(corsFilter, &corsv3.Cors{}),
+		httpFilter(routerFilter, &routerv3.Router{}),
+	)
 	h := istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    waitingADS(),
 			RouteConfigName: routeName,
 		}},
-		HttpFilters: []*hcmv3.HttpFilter{
-			httpFilter(faultFilter, &faultv3.HTTPFault{}),
-			httpFilter(corsFilter, &corsv3.Cors{}),
-			httpFilter(routerFilter, &routerv3.Router{}),
-		},
+		HttpFilters: filters,
 	}, false)
 	h.UseRemoteAddress = wrapperspb.Bool(true)
 	h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}
