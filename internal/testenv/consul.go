@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -70,8 +72,30 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 		Missing(t, "consul binary not found in .bin/consul or PATH")
 	}
 	dir := t.TempDir()
-	// DNS, serf LAN, serf WAN (TCP and UDP), then HTTP, gRPC, server RPC.
-	ports := freePorts(t, 6, 3)
+	// The ports are found free, then released for the agent to bind: another
+	// process may take one in between. An agent that cannot bind is started
+	// again on other ports.
+	for attempt := 1; ; attempt++ {
+		c := consulOn(t, bin, dir, freePorts(t, 6, 3), extraHCL)
+		err := c.start()
+		if err == nil {
+			t.Cleanup(c.shutdown)
+			return c
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("testenv: %v; starting consul again on other ports", err)
+	}
+}
+
+// errPortTaken is start's error when a port was taken before the agent
+// bound it.
+var errPortTaken = errors.New("a port was taken before consul bound it")
+
+// consulOn is an agent (not started) on ports: DNS, serf LAN, serf WAN (TCP
+// and UDP), then HTTP, gRPC, server RPC.
+func consulOn(t testing.TB, bin, dir string, ports []int, extraHCL string) *Consul {
 	c := &Consul{Datacenter: "dc1", GRPCPort: ports[4], DNSPort: ports[0]}
 	httpPort := ports[3]
 	c.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
@@ -94,8 +118,6 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 	// as a real agent does; the dev server's catalogue itself is in memory.
 	args = append(args, "-data-dir", filepath.Join(dir, "data"))
 	c.t, c.bin, c.args, c.logPath = t, bin, args, filepath.Join(dir, "consul.log")
-	c.Start()
-	t.Cleanup(c.shutdown)
 	return c
 }
 
@@ -103,14 +125,21 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 // Stop, and waits until it has a leader.
 func (c *Consul) Start() {
 	c.t.Helper()
+	if err := c.start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// start starts the agent and waits until it has a leader.
+func (c *Consul) start() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd != nil {
-		return
+		return nil
 	}
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		c.t.Fatalf("testenv: consul log: %v", err)
+		return fmt.Errorf("testenv: consul log: %w", err)
 	}
 	cmd := exec.Command(c.bin, c.args...)
 	cmd.Dir = filepath.Dir(c.logPath)
@@ -118,7 +147,7 @@ func (c *Consul) Start() {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		c.t.Fatalf("testenv: start consul: %v", err)
+		return fmt.Errorf("testenv: start consul: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -135,20 +164,26 @@ func (c *Consul) Start() {
 			n, _ := resp.Body.Read(buf[:])
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && n > 2 { // a quoted, non-empty address
-				return
+				return nil
 			}
 		}
 		select {
 		case <-done:
 			c.cmd = nil
 			out, _ := os.ReadFile(c.logPath)
-			c.t.Fatalf("testenv: consul exited during start:\n%s", tail(out, 4000))
+			if strings.Contains(string(out), "address already in use") {
+				// The log is appended to across starts: start the next
+				// attempt's afresh.
+				_ = os.Remove(c.logPath)
+				return fmt.Errorf("testenv: consul exited during start: %w:\n%s", errPortTaken, tail(out, 1000))
+			}
+			return fmt.Errorf("testenv: consul exited during start:\n%s", tail(out, 4000))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			c.stopLocked(syscall.SIGKILL)
 			out, _ := os.ReadFile(c.logPath)
-			c.t.Fatalf("testenv: consul had no leader within 60s:\n%s", tail(out, 4000))
+			return fmt.Errorf("testenv: consul had no leader within 60s:\n%s", tail(out, 4000))
 		}
 	}
 }
