@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +33,8 @@ type Consul struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	done    chan struct{}
+	// token is the management token of an agent with ACLs ("" without).
+	token string
 }
 
 // ConsulBinary returns the consul binary tests use: <repo>/.bin/consul
@@ -55,17 +58,17 @@ func ConsulBinary(t testing.TB) string {
 // leader, and stops it when the test ends.
 func StartConsul(t testing.TB) *Consul {
 	t.Helper()
-	return startConsul(t, "")
+	return startConsul(t, "", "")
 }
 
 // StartConsulACL starts a dev agent with ACLs enabled, default policy
 // deny, and management token token.
 func StartConsulACL(t testing.TB, token string) *Consul {
 	t.Helper()
-	return startConsul(t, fmt.Sprintf(`acl { enabled = true default_policy = "deny" tokens { initial_management = %q agent = %q } }`, token, token))
+	return startConsul(t, fmt.Sprintf(`acl { enabled = true default_policy = "deny" tokens { initial_management = %q agent = %q } }`, token, token), token)
 }
 
-func startConsul(t testing.TB, extraHCL string) *Consul {
+func startConsul(t testing.TB, extraHCL, token string) *Consul {
 	t.Helper()
 	bin := ConsulBinary(t)
 	if bin == "" {
@@ -77,6 +80,7 @@ func startConsul(t testing.TB, extraHCL string) *Consul {
 	// again on other ports.
 	for attempt := 1; ; attempt++ {
 		c := consulOn(t, bin, dir, freePorts(t, 6, 3), extraHCL)
+		c.token = token
 		err := c.start()
 		if err == nil {
 			t.Cleanup(c.shutdown)
@@ -163,7 +167,10 @@ func (c *Consul) start() error {
 			var buf [64]byte
 			n, _ := resp.Body.Read(buf[:])
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && n > 2 { // a quoted, non-empty address
+			// A leader, and this agent's node in the catalogue: sessions
+			// (locks, shared state) refuse a node not registered yet
+			// ("Missing node registration").
+			if resp.StatusCode == http.StatusOK && n > 2 && c.nodeRegistered(client) { // a quoted, non-empty address
 				return nil
 			}
 		}
@@ -186,6 +193,25 @@ func (c *Consul) start() error {
 			return fmt.Errorf("testenv: consul had no leader within 60s:\n%s", tail(out, 4000))
 		}
 	}
+}
+
+// nodeRegistered reports whether the agent's node is in the catalogue.
+func (c *Consul) nodeRegistered(client *http.Client) bool {
+	req, err := http.NewRequest(http.MethodGet, "http://"+c.HTTPAddr+"/v1/catalog/node/vmesh-test", nil)
+	if err != nil {
+		return false
+	}
+	if c.token != "" {
+		req.Header.Set("X-Consul-Token", c.token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var buf [16]byte
+	n, _ := io.ReadFull(resp.Body, buf[:])
+	return resp.StatusCode == http.StatusOK && n > 0 && !strings.HasPrefix(string(buf[:n]), "null")
 }
 
 // Stop kills the agent (as a crash or a machine loss would) and waits for
