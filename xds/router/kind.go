@@ -49,22 +49,8 @@ func (Kind) Generators() gen.Generators {
 // Generate generates a router's group in full: LDS, RDS, CDS and EDS,
 // checked for references that do not resolve.
 func (Kind) Generate(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
-	v := model.NewView(s, w)
-	r := &sidecar.Resources{Missing: v.MissingCluster}
-	var err error
-	if r.Listeners, err = Listeners(v); err != nil {
-		return nil, err
-	}
-	if r.Routes, err = Routes(v); err != nil {
-		return nil, err
-	}
-	if r.Clusters, err = Clusters(v); err != nil {
-		return nil, err
-	}
-	if r.Endpoints, err = Endpoints(v); err != nil {
-		return nil, err
-	}
-	if err := r.Consistent(); err != nil {
+	r, err := sidecar.GenerateWith(model.NewView(s, w), Kind{}.Generators())
+	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", key, err)
 	}
 	byType := map[string]map[string]*gen.Resource{}

@@ -10,6 +10,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -32,18 +33,24 @@ type Resources struct {
 // Generate returns all four resource types for a proxy, checked with
 // Consistent.
 func Generate(v *model.View) (*Resources, error) {
+	return GenerateWith(v, Kind{}.Generators())
+}
+
+// GenerateWith returns all four resource types gens make for a proxy (an
+// Envoy of any kind: a sidecar, a router), checked with Consistent.
+func GenerateWith(v *model.View, gens gen.Generators) (*Resources, error) {
 	var r Resources
 	var err error
-	if r.Listeners, err = Listeners(v); err != nil {
+	if r.Listeners, err = gens.Listeners(v); err != nil {
 		return nil, err
 	}
-	if r.Routes, err = Routes(v); err != nil {
+	if r.Routes, err = gens.Routes(v); err != nil {
 		return nil, err
 	}
-	if r.Clusters, err = Clusters(v); err != nil {
+	if r.Clusters, err = gens.Clusters(v); err != nil {
 		return nil, err
 	}
-	if r.Endpoints, err = Endpoints(v); err != nil {
+	if r.Endpoints, err = gens.Endpoints(v); err != nil {
 		return nil, err
 	}
 	r.Missing = v.MissingCluster
