@@ -290,7 +290,18 @@ func TestFaultJWKSUnspecifiedAddressRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := storeWith(t, raYAML(uris...))
 			logs := fetcherOn(t, st, settings)
-			fs := settled(t, st, uris...)
+			settled(t, st, uris...)
+			// The refusal's warning is published after the refusal itself:
+			// wait for the warnings too (the assertions below still say
+			// which one is missing when they do not come).
+			fs := waitFor(t, st, "a VM1012 warning for every refused key set", func(s *store.Snapshot) bool {
+				for i := range uris {
+					if len(warningsOf(s, store.CodeJWKSFetchFailed, fmt.Sprintf("jwtRules[%d].jwksUri", i))) != 1 {
+						return false
+					}
+				}
+				return true
+			})
 			for i, u := range uris {
 				if v, e, _ := jwksValue(fs, u); v != "" || !strings.Contains(e, "refused") {
 					t.Errorf("%s: keys %q, error %q; want it refused", u, v, e)
