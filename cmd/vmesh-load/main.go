@@ -63,7 +63,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long to wait for all proxies to sync")
 	fs.IntVar(&o.ConnectParallel, "connect-parallel", o.ConnectParallel, "proxies connecting at once")
 	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "serve /debug/pprof on vmesh's HTTP port")
-	shape := fs.String("shape", string(loadgen.ShapeMixed), "what the Envoy-like proxies are: mixed (proxyless gRPC nodes subscribing like Envoy), sidecar-vm (Envoy sidecars, one simulated VM each: own IP and workload name) or sidecar-shared (Envoy sidecars all on one IP)")
+	shape := fs.String("shape", string(loadgen.ShapeMixed), "what the Envoy-like proxies are: mixed (proxyless gRPC nodes subscribing like Envoy), sidecar-vm (Envoy sidecars, one simulated VM each: own IP and workload name), sidecar-shared (Envoy sidecars all on one IP) or router (replicas of one ingress gateway, every VirtualService bound to its Gateway)")
 	source := fs.String("source", string(o.Source), "where vmesh reads the services: dir (files it watches), git (a local bare repository; changes are commits, pushes and webhook calls) or zookeeper (endpoints as Dubbo providers; needs -zookeeper)")
 	fs.StringVar(&o.ZooKeeper, "zookeeper", "", "host:port of a running ZooKeeper, for -source zookeeper (the harness registers its providers under a root node of its own and deletes it at the end)")
 	kinds := fs.String("kinds", "virtualservice,endpoint", "kinds of change to measure, in order: virtualservice, endpoint")

@@ -31,6 +31,9 @@ type Size struct {
 	VirtualServices int `json:"virtualServices"`
 	// Namespaces spreads services (and proxies) over ns-0..ns-(N-1).
 	Namespaces int `json:"namespaces"`
+	// Gateway binds every VirtualService to one Gateway, ns-0/ingress
+	// (ShapeRouter), instead of the mesh's sidecars and clients.
+	Gateway bool `json:"gateway,omitempty"`
 }
 
 // Validate checks that the size can be generated.
@@ -138,6 +141,11 @@ func WriteRoutingConfig(dir string, sz Size, src Source) error {
 			return fmt.Errorf("loadgen: %w", err)
 		}
 		if err := writeFile(dir, ns+"/sidecar.yaml", sidecarYAML(ns)); err != nil {
+			return err
+		}
+	}
+	if sz.Gateway {
+		if err := writeFile(dir, "ns-0/gateway.yaml", gatewayYAML()); err != nil {
 			return err
 		}
 	}
@@ -283,8 +291,34 @@ func routeWeights(gen int) (v1, v2 int) {
 	return v1, 100 - v1
 }
 
+// gatewayYAML is ShapeRouter's Gateway: one HTTP server on GatewayPort
+// for every host of every namespace, on the routers labelled
+// istio=ingressgateway.
+func gatewayYAML() string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: ingress
+  namespace: ns-0
+spec:
+  selector:
+    istio: ingressgateway
+  servers:
+  - port:
+      number: %d
+      name: http
+      protocol: HTTP
+    hosts:
+    - "*/*"
+`, GatewayPort)
+}
+
 func routingYAML(sz Size, src Source, i, gen int) string {
 	v1, v2 := routeWeights(gen)
+	gateways := ""
+	if sz.Gateway {
+		gateways = "\n  gateways:\n  - ns-0/ingress"
+	}
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata:
@@ -292,7 +326,7 @@ metadata:
   namespace: %[2]s
 spec:
   hosts:
-  - %[3]s
+  - %[3]s%[7]s
   http:
   - route:
     - destination:
@@ -318,5 +352,5 @@ spec:
   - name: v2
     labels:
       %[6]s: v2
-`, ServiceName(i), sz.Namespace(i), src.Host(i), v1, v2, src.subsetLabel())
+`, ServiceName(i), sz.Namespace(i), src.Host(i), v1, v2, src.subsetLabel(), gateways)
 }

@@ -56,7 +56,10 @@ type ProxySpec struct {
 	// Sidecar makes the proxy an Envoy sidecar (no GENERATOR) with IPs
 	// and WorkloadName (Shape); otherwise it is a proxyless gRPC node
 	// whose WORKLOAD_NAME is its ID.
-	Sidecar      bool
+	Sidecar bool
+	// Router makes the proxy a gateway's Envoy (Istio's "router~" node id,
+	// no GENERATOR) with IPs and WorkloadName (ShapeRouter).
+	Router       bool
 	IPs          []string
 	WorkloadName string
 }
@@ -69,7 +72,11 @@ func (s ProxySpec) NodeID() string {
 	if len(s.IPs) > 0 {
 		ip = s.IPs[0]
 	}
-	return "sidecar~" + ip + "~" + s.ID + "." + s.Namespace + "~" + s.Namespace + ".svc.cluster.local"
+	typ := "sidecar"
+	if s.Router {
+		typ = "router"
+	}
+	return typ + "~" + ip + "~" + s.ID + "." + s.Namespace + "~" + s.Namespace + ".svc.cluster.local"
 }
 
 // Shared is what all proxies of one run share: the decoded references of
@@ -126,7 +133,7 @@ type typeState struct {
 // NewProxy returns a proxy for spec; run it with Run.
 func NewProxy(spec ProxySpec, shared *Shared) *Proxy {
 	md := map[string]any{"GENERATOR": "grpc", "NAMESPACE": spec.Namespace, "WORKLOAD_NAME": spec.ID}
-	if spec.Sidecar {
+	if spec.Sidecar || spec.Router {
 		md = map[string]any{"NAMESPACE": spec.Namespace, "WORKLOAD_NAME": spec.WorkloadName, "INSTANCE_IPS": strings.Join(spec.IPs, ",")}
 	}
 	if len(spec.Labels) > 0 {

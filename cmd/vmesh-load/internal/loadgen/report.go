@@ -16,6 +16,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if o.Shape.sidecarShape() {
 		fmt.Fprintf(w, "shape: %s (the Envoy-like proxies are Envoy sidecars)\n", o.Shape)
 	}
+	if o.Shape == ShapeRouter {
+		fmt.Fprintf(w, "shape: %s (the Envoy-like proxies are replicas of one ingress gateway; every VirtualService is bound to its Gateway only, route configuration %s)\n", o.Shape, GatewayRouteName)
+	}
 	switch o.Source {
 	case SourceDir, "":
 		fmt.Fprintln(w, "source: dir (vmesh: each change is a file write to the directory it watches; debounce = directory + push debounce); the go-control-plane and Istio servers are fed by the harness (files, then POST /prepare and the measured POST /apply)")

@@ -230,6 +230,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Shape == ShapeRouter {
+		o.Size.Gateway = true
+	}
 	if o.Spawn == nil {
 		o.Spawn = SelfSpawner
 	}
@@ -692,8 +695,12 @@ func (c *changer) measure(ctx context.Context, kind string, svc int, proxies []*
 	if kind == ChangeRouting {
 		// vmesh names a proxyless route configuration host:port, Istio's
 		// grpcgen outbound|port||host.
-		pr = NewProbe(resourcev3.RouteType, append(c.shape.routeProbeNames(c.src, svc), xds.ClusterName(ServicePort, "", c.src.Host(svc)))...)
-		if c.shape.sidecarShape() {
+		names := c.shape.routeProbeNames(c.src, svc)
+		if c.shape != ShapeRouter {
+			names = append(names, xds.ClusterName(ServicePort, "", c.src.Host(svc)))
+		}
+		pr = NewProbe(resourcev3.RouteType, names...)
+		if c.shape.sidecarShape() || c.shape == ShapeRouter {
 			pr.Requires.TypeURL, pr.Requires.Name = resourcev3.ClusterType, xds.ClusterName(ServicePort, "", c.src.Host(svc))
 		}
 	} else {
