@@ -293,7 +293,8 @@ func routeWeights(gen int) (v1, v2 int) {
 
 // gatewayYAML is ShapeRouter's Gateway: one HTTP server on GatewayPort
 // for every host of every namespace, on the routers labelled
-// istio=ingressgateway.
+// istio=ingressgateway; and the gateway VM's WorkloadEntry with those
+// labels (a Gateway no gateway VM's labels match is VM1008).
 func gatewayYAML() string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -310,6 +311,16 @@ spec:
       protocol: HTTP
     hosts:
     - "*/*"
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: ingress-0
+  namespace: ns-0
+spec:
+  address: 10.250.0.0
+  labels:
+    istio: ingressgateway
 `, GatewayPort)
 }
 
