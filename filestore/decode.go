@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -238,6 +239,11 @@ func decodeDocument(file string, root *yaml.Node, p *problems) *store.Object {
 	if kindNode == nil || apiNode == nil {
 		d.errorf(root, "", "missing apiVersion or kind")
 		return nil
+	}
+	if group, _, _ := strings.Cut(apiNode.Value, "/"); group == gatewayapi.Group {
+		if _, ok := gatewayapi.StoreKind(kindNode.Value); ok {
+			return d.decodeGatewayAPI(root, fields, kindNode, apiNode)
+		}
 	}
 	kind := store.Kind(kindNode.Value)
 	info, ok := lookupKind(kind)

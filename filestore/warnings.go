@@ -31,15 +31,9 @@ var unimplementedKinds = map[string]map[string][]string{
 		"TrafficExtension": {"v1alpha1"},
 	},
 	"gateway.networking.k8s.io": {
-		"GatewayClass":     {"v1", "v1beta1"},
-		"Gateway":          {"v1", "v1beta1"},
-		"HTTPRoute":        {"v1", "v1beta1"},
-		"GRPCRoute":        {"v1", "v1alpha2"},
-		"ReferenceGrant":   {"v1beta1", "v1alpha2"},
-		"TCPRoute":         {"v1alpha2"},
-		"TLSRoute":         {"v1alpha2", "v1alpha3"},
 		"UDPRoute":         {"v1alpha2"},
 		"BackendTLSPolicy": {"v1", "v1alpha3"},
+		"ListenerSet":      {"v1"},
 	},
 	"gateway.networking.x-k8s.io": {
 		"XBackendTrafficPolicy": {"v1alpha1"},

@@ -59,7 +59,7 @@ func TestDecodeWarnings(t *testing.T) {
 		{name: "RequestAuthentication is implemented", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  jwtRules: [{issuer: x}]\n"},
 		{name: "RequestAuthentication targetRefs", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]\n  jwtRules: [{issuer: x}]\n",
 			want: []where{{5, "targetRefs", store.CodePolicyTargetRefs}}},
-		{name: "Gateway API HTTPRoute", doc: "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec: {}\n",
+		{name: "Gateway API UDPRoute", doc: "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: UDPRoute\nmetadata: {name: r}\nspec: {}\n",
 			want: []where{{2, "kind", store.CodeKindNotImplemented}}},
 		{name: "grpc-node balances LEAST_REQUEST as round robin", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: DestinationRule

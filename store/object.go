@@ -32,13 +32,32 @@ const (
 	KindAuthorizationPolicy Kind = "AuthorizationPolicy"
 	// KindRequestAuthentication is Istio's JWT authentication policy.
 	KindRequestAuthentication Kind = "RequestAuthentication"
+	// KindGatewayClass and the kinds after it are the Kubernetes Gateway
+	// API's (gateway.networking.k8s.io, package gatewayapi). Their specs
+	// are *structpb.Struct: the spec as JSON, validated against the
+	// kind's CRD and its defaults filled in.
+	KindGatewayClass Kind = "GatewayClass"
+	// KindKubernetesGateway is the Gateway API's Gateway (Istio's name
+	// for it, since Istio's own Gateway is KindGateway).
+	KindKubernetesGateway Kind = "KubernetesGateway"
+	// KindHTTPRoute is the Gateway API's HTTPRoute.
+	KindHTTPRoute Kind = "HTTPRoute"
+	// KindGRPCRoute is the Gateway API's GRPCRoute.
+	KindGRPCRoute Kind = "GRPCRoute"
+	// KindTCPRoute is the Gateway API's TCPRoute.
+	KindTCPRoute Kind = "TCPRoute"
+	// KindTLSRoute is the Gateway API's TLSRoute.
+	KindTLSRoute Kind = "TLSRoute"
+	// KindReferenceGrant is the Gateway API's ReferenceGrant.
+	KindReferenceGrant Kind = "ReferenceGrant"
 )
 
 // Kinds lists every supported kind in a fixed order.
 var Kinds = []Kind{
 	KindServiceEntry, KindWorkloadEntry, KindWorkloadGroup, KindVirtualService,
 	KindDestinationRule, KindSidecar, KindGateway, KindPeerAuthentication, KindAuthorizationPolicy,
-	KindRequestAuthentication,
+	KindRequestAuthentication, KindGatewayClass, KindKubernetesGateway, KindHTTPRoute, KindGRPCRoute,
+	KindTCPRoute, KindTLSRoute, KindReferenceGrant,
 }
 
 // KindJWKS is not a config kind users write: it is the kind of the

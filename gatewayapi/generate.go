@@ -1,0 +1,3 @@
+package gatewayapi
+
+//go:generate go run ./internal/schemagen
