@@ -50,6 +50,8 @@ type DirSource struct {
 	// settleQuiet and settleMax bound a burst of events (SettleQuiet,
 	// SettleMax unless WithSettle).
 	settleQuiet, settleMax time.Duration
+	// cache serves the first load, then is saved and dropped.
+	cache *DecodeCache
 	// published is how many keys the Store has from this source: a folder
 	// that defines nothing is kept from emptying it.
 	published int
@@ -70,6 +72,10 @@ func WithLimits(l Limits) DirOption { return func(d *DirSource) { d.limits = l.w
 func WithSettle(quiet, max time.Duration) DirOption {
 	return func(d *DirSource) { d.settleQuiet, d.settleMax = quiet, max }
 }
+
+// WithDecodeCache has the first load take what unchanged files decoded
+// to from c, and write c back once it is served (DecodeCache).
+func WithDecodeCache(c *DecodeCache) DirOption { return func(d *DirSource) { d.cache = c } }
 
 // WithAllowEmpty lets the source withdraw every object when the folder comes
 // to define none; by default that state is held and reported.
@@ -123,6 +129,14 @@ func (d *DirSource) Run(ctx context.Context) error {
 	watched := map[string]bool{}
 	if err := d.sync(ctx, w, watched); err != nil {
 		return err
+	}
+	if c := d.cache; c != nil {
+		d.cache = nil // later loads are of changed files: decoded afresh
+		hits, misses := c.Counts()
+		if err := c.Save(); err != nil {
+			d.log.Warn("decode cache not saved; the next start decodes every file", "error", err)
+		}
+		d.log.Debug("decode cache", "hits", hits, "misses", misses)
 	}
 	burst := settle.New(d.settleQuiet, d.settleMax)
 	defer burst.Stop()
@@ -416,7 +430,7 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 					results[i].errs = []store.ConfigError{{File: rels[i], Message: err.Error()}}
 					continue
 				}
-				dec := DecodeSourceFile(rels[i], "", data, d.limits)
+				dec := d.cache.Decode(rels[i], "", data, d.limits) // a nil cache decodes
 				results[i].objs, results[i].errs, results[i].warns = dec.Objects, dec.Errors, dec.Warnings
 			}
 		}()

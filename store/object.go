@@ -150,6 +150,10 @@ type Object struct {
 // it before the object is handed to the Store; lines is kept, not copied.
 func (o *Object) SetFieldLines(lines map[string]int) { o.lines = lines }
 
+// FieldLines returns the lines SetFieldLines recorded (nil when none);
+// the map is the object's own and must not be changed.
+func (o *Object) FieldLines() map[string]int { return o.lines }
+
 // FieldLine returns the line of a field path inside spec (or of its
 // nearest parent the decoder kept), else the object's own line.
 func (o *Object) FieldLine(path string) int {

@@ -336,7 +336,11 @@ func (cp *ControlPlane) addSources() error {
 		if _, err := os.Stat(dir); err != nil {
 			return fmt.Errorf("config dir: %w", err)
 		}
-		src := filestore.NewDirSource(dir, cp.store, cp.log, filestore.WithLimits(cp.cfg.limits()), filestore.WithAllowEmpty(cp.cfg.AllowEmpty))
+		opts := []filestore.DirOption{filestore.WithLimits(cp.cfg.limits()), filestore.WithAllowEmpty(cp.cfg.AllowEmpty)}
+		if cp.cfg.DataDir != "" {
+			opts = append(opts, filestore.WithDecodeCache(filestore.OpenDecodeCache(filepath.Join(cp.cfg.DataDir, "decode-cache"))))
+		}
+		src := filestore.NewDirSource(dir, cp.store, cp.log, opts...)
 		cp.runners = append(cp.runners, src)
 		cp.ready = append(cp.ready, src.Ready())
 	}
