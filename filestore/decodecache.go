@@ -39,7 +39,8 @@ type DecodeCache struct {
 
 	mu      sync.Mutex
 	entries map[[32]byte]cachedDecode // read from disk
-	used    map[[32]byte]cachedDecode // looked up or stored since Open
+	used    map[[32]byte]cachedDecode // served since Open
+	fresh   map[[32]byte]Decoded      // decoded since Open, encoded by Save
 	hits    int
 	misses  int
 }
@@ -78,7 +79,7 @@ type decodeCacheFile struct {
 // OpenDecodeCache reads the cache at path (missing, unreadable or from
 // another build: an empty cache).
 func OpenDecodeCache(path string) *DecodeCache {
-	c := &DecodeCache{path: path, version: buildIdentity(), entries: map[[32]byte]cachedDecode{}, used: map[[32]byte]cachedDecode{}}
+	c := &DecodeCache{path: path, version: buildIdentity(), entries: map[[32]byte]cachedDecode{}, used: map[[32]byte]cachedDecode{}, fresh: map[[32]byte]Decoded{}}
 	f, err := os.Open(path)
 	if err != nil {
 		return c
@@ -142,18 +143,28 @@ func (c *DecodeCache) Decode(rel, root string, data []byte, lim Limits) Decoded 
 		}
 	}
 	dec := DecodeSourceFile(rel, root, data, lim)
-	e, err := cacheable(dec)
 	c.mu.Lock()
 	if !ok {
 		c.misses++
 	}
-	if err == nil {
-		c.used[key] = e
-	} else {
-		delete(c.used, key)
-	}
+	delete(c.used, key)
+	c.fresh[key] = detached(dec) // encoded by Save, off the start's path
 	c.mu.Unlock()
 	return dec
+}
+
+// detached copies what Save reads of dec, so that the caller may go on
+// changing its objects (their origin's source and commit); specs are
+// shared: objects handed to the Store are never changed.
+func detached(dec Decoded) Decoded {
+	out := Decoded{Errors: slices.Clone(dec.Errors), Warnings: slices.Clone(dec.Warnings)}
+	for _, o := range dec.Objects {
+		c := *o
+		c.Labels, c.Annotations = maps.Clone(o.Labels), maps.Clone(o.Annotations)
+		c.SetFieldLines(maps.Clone(o.FieldLines()))
+		out.Objects = append(out.Objects, &c)
+	}
+	return out
 }
 
 // Counts returns how many lookups were served from the cache and how many
@@ -171,9 +182,15 @@ func (c *DecodeCache) Save() error {
 		return nil
 	}
 	c.mu.Lock()
-	on := decodeCacheFile{Format: decodeCacheFormat, Version: c.version, Entries: c.used}
-	c.entries, c.used = c.used, map[[32]byte]cachedDecode{}
 	defer c.mu.Unlock()
+	entries := c.used
+	for key, dec := range c.fresh {
+		if e, err := cacheable(dec); err == nil {
+			entries[key] = e
+		}
+	}
+	on := decodeCacheFile{Format: decodeCacheFormat, Version: c.version, Entries: entries}
+	c.entries, c.used, c.fresh = entries, map[[32]byte]cachedDecode{}, map[[32]byte]Decoded{}
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
 		return fmt.Errorf("decode cache: %w", err)
 	}

@@ -70,7 +70,7 @@ func sameDecoded(t *testing.T, file string, got, want filestore.Decoded) {
 }
 
 func TestDecodeCacheServesWhatDecodingGives(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "data", "decode-cache")
+	path := filepath.Join(t.TempDir(), "data", "decode-cache", "dir")
 	in := cacheInputs(t)
 	lim := filestore.DefaultLimits()
 	c := filestore.OpenDecodeCache(path)
@@ -177,6 +177,9 @@ func TestDirSourceStartsFromTheDecodeCache(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+		if err := c.Save(); err != nil {
+			t.Fatal(err)
+		}
 		return st, c
 	}
 	first, c := start()
@@ -217,5 +220,47 @@ func TestDirSourceStartsFromTheDecodeCache(t *testing.T) {
 	}
 	if errsC, _ := problems(third.Snapshot()); len(errsC) <= len(errsA) {
 		t.Fatalf("the file broken while down decoded without its error: %v", errsC)
+	}
+}
+
+// TestGitSourceStartsFromTheDecodeCache: a restart on the same commit
+// decodes no file; the objects keep their commit and the cache is not used
+// past the first applied commit.
+func TestGitSourceStartsFromTheDecodeCache(t *testing.T) {
+	ctx := context.Background()
+	repo := newGitRepo(t)
+	c1 := repo.commit("first", map[string]string{"a.yaml": weYAML("a", "1.1.1.1"), "b.yaml": weYAML("b", "2.2.2.2"), "sub/c.yaml": weYAML("c", "3.3.3.3")})
+	cachePath := filepath.Join(t.TempDir(), "decode-cache", "git")
+	start := func() (*filestore.GitSource, *store.Store, *filestore.DecodeCache) {
+		t.Helper()
+		cs := store.NewStore()
+		c := filestore.OpenDecodeCache(cachePath)
+		src, err := filestore.NewGitSource(filestore.GitConfig{Repo: repo.dir, Ref: "main", WorkDir: filepath.Join(t.TempDir(), "clone"), DecodeCache: c}, cs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, src.Sync(ctx))
+		must(t, c.Save())
+		return src, cs, c
+	}
+	_, _, c := start()
+	if hits, misses := c.Counts(); hits != 0 || misses != 3 {
+		t.Fatalf("first start: %d hits, %d misses; want 0, 3", hits, misses)
+	}
+	src, cs, c := start()
+	if hits, misses := c.Counts(); hits != 3 || misses != 0 {
+		t.Fatalf("restart: %d hits, %d misses; want 3, 0", hits, misses)
+	}
+	snap := cs.Snapshot()
+	if a := snap.Get(store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "a"}); a == nil || a.Origin.Commit != c1 || addressOf(snap, "c") != "3.3.3.3" {
+		t.Fatalf("restart serves %+v", a)
+	}
+	repo.commit("move a", map[string]string{"a.yaml": weYAML("a", "1.1.1.9")})
+	must(t, src.Sync(ctx))
+	if hits, misses := c.Counts(); hits != 3 || misses != 0 {
+		t.Fatalf("the cache served a later commit: %d hits, %d misses", hits, misses)
+	}
+	if got := addressOf(cs.Snapshot(), "a"); got != "1.1.1.9" {
+		t.Fatalf("later commit: a at %q", got)
 	}
 }

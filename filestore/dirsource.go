@@ -50,7 +50,7 @@ type DirSource struct {
 	// settleQuiet and settleMax bound a burst of events (SettleQuiet,
 	// SettleMax unless WithSettle).
 	settleQuiet, settleMax time.Duration
-	// cache serves the first load, then is saved and dropped.
+	// cache serves the first load, then is dropped.
 	cache *DecodeCache
 	// published is how many keys the Store has from this source: a folder
 	// that defines nothing is kept from emptying it.
@@ -74,7 +74,8 @@ func WithSettle(quiet, max time.Duration) DirOption {
 }
 
 // WithDecodeCache has the first load take what unchanged files decoded
-// to from c, and write c back once it is served (DecodeCache).
+// to from c, and record there what the others decode to; the caller saves
+// c once the control plane serves (DecodeCache.Save).
 func WithDecodeCache(c *DecodeCache) DirOption { return func(d *DirSource) { d.cache = c } }
 
 // WithAllowEmpty lets the source withdraw every object when the folder comes
@@ -130,14 +131,7 @@ func (d *DirSource) Run(ctx context.Context) error {
 	if err := d.sync(ctx, w, watched); err != nil {
 		return err
 	}
-	if c := d.cache; c != nil {
-		d.cache = nil // later loads are of changed files: decoded afresh
-		hits, misses := c.Counts()
-		if err := c.Save(); err != nil {
-			d.log.Warn("decode cache not saved; the next start decodes every file", "error", err)
-		}
-		d.log.Debug("decode cache", "hits", hits, "misses", misses)
-	}
+	d.cache = nil // later loads are of changed files: decoded afresh
 	burst := settle.New(d.settleQuiet, d.settleMax)
 	defer burst.Stop()
 	// The paths events named during the burst (filesOnly decides whether
@@ -413,33 +407,20 @@ func (d *DirSource) loadAll(ctx context.Context, rels []string) {
 		warns []store.ConfigError
 	}
 	results := make([]result, len(rels))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(rels)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				full := filepath.Join(d.root, rels[i])
-				results[i].stamp = stampOf(full) // before reading: a later write changes it again
-				data, err := readWithin(ctx, full, d.limits.MaxFileBytes, d.limits.ReadTimeout)
-				if err != nil {
-					if !errors.Is(err, errTooLarge) && !errors.Is(err, errNotRegular) {
-						results[i].stamp = fileStamp{} // read again on the next event or rescan
-					}
-					results[i].errs = []store.ConfigError{{File: rels[i], Message: err.Error()}}
-					continue
-				}
-				dec := d.cache.Decode(rels[i], "", data, d.limits) // a nil cache decodes
-				results[i].objs, results[i].errs, results[i].warns = dec.Objects, dec.Errors, dec.Warnings
+	parallel(len(rels), func(i int) {
+		full := filepath.Join(d.root, rels[i])
+		results[i].stamp = stampOf(full) // before reading: a later write changes it again
+		data, err := readWithin(ctx, full, d.limits.MaxFileBytes, d.limits.ReadTimeout)
+		if err != nil {
+			if !errors.Is(err, errTooLarge) && !errors.Is(err, errNotRegular) {
+				results[i].stamp = fileStamp{} // read again on the next event or rescan
 			}
-		}()
-	}
-	for i := range rels {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+			results[i].errs = []store.ConfigError{{File: rels[i], Message: err.Error()}}
+			return
+		}
+		dec := d.cache.Decode(rels[i], "", data, d.limits) // a nil cache decodes
+		results[i].objs, results[i].errs, results[i].warns = dec.Objects, dec.Errors, dec.Warnings
+	})
 	for i, rel := range rels {
 		r := results[i]
 		for _, o := range r.objs {
@@ -561,4 +542,24 @@ func entryProblem(rel string, err error) store.ConfigError {
 		msg = "cannot follow the symbolic link: " + msg + "; skipped"
 	}
 	return store.ConfigError{File: rel, Message: msg}
+}
+
+// parallel calls do(i) for i in [0, n), one worker per CPU.
+func parallel(n int, do func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				do(i)
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }

@@ -58,6 +58,10 @@ type GitConfig struct {
 	// source serves some; by default such a commit is held and reported
 	// (Argo CD's allowEmpty).
 	AllowEmpty bool
+	// DecodeCache, when set, serves the files of the commits read until
+	// the first one applies, then is dropped; the caller saves it once the
+	// control plane serves (DecodeCache.Save).
+	DecodeCache *DecodeCache
 }
 
 // DefaultGitTimeout bounds each git command unless GitConfig.Timeout says
@@ -410,6 +414,7 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 	}
 	g.log.Info("applied commit", "commit", commit, "changed", len(set), "removed", len(remove))
 	g.once.Do(func() { close(g.ready) })
+	g.cfg.DecodeCache = nil // later commits' changed files decode afresh
 	return nil
 }
 
@@ -461,9 +466,12 @@ func (g *GitSource) apply(ctx context.Context, commit string) (tree map[string]s
 		return nil, nil, nil, nil, err
 	}
 	decoded := make([]Decoded, len(changed))
-	for i := range changed {
-		dec := DecodeSourceFile(changed[i].Path, g.cfg.Path, datas[i], lim)
+	parallel(len(changed), func(i int) {
+		decoded[i] = g.cfg.DecodeCache.Decode(changed[i].Path, g.cfg.Path, datas[i], lim) // a nil cache decodes
 		datas[i] = nil
+	})
+	for i := range changed {
+		dec := decoded[i]
 		errs = append(errs, dec.Errors...)
 		for _, o := range dec.Objects {
 			o.Origin.Source = g.src.Name

@@ -71,6 +71,9 @@ type ControlPlane struct {
 	secLis      net.Listener
 	xds         *xds.Server
 	feed        *model.Feed // the Store's snapshots, which xds serves
+	// decodeCaches are the config sources' (filestore.DecodeCache), saved
+	// once the control plane is ready.
+	decodeCaches []*filestore.DecodeCache
 	// analyses is the analysis of the Store's snapshots (debug, metrics,
 	// console, log).
 	analyses *analysis.Cache
@@ -338,7 +341,7 @@ func (cp *ControlPlane) addSources() error {
 		}
 		opts := []filestore.DirOption{filestore.WithLimits(cp.cfg.limits()), filestore.WithAllowEmpty(cp.cfg.AllowEmpty)}
 		if cp.cfg.DataDir != "" {
-			opts = append(opts, filestore.WithDecodeCache(filestore.OpenDecodeCache(filepath.Join(cp.cfg.DataDir, "decode-cache"))))
+			opts = append(opts, filestore.WithDecodeCache(cp.decodeCache("dir")))
 		}
 		src := filestore.NewDirSource(dir, cp.store, cp.log, opts...)
 		cp.runners = append(cp.runners, src)
@@ -357,7 +360,7 @@ func (cp *ControlPlane) addSources() error {
 			Repo: g.Repo, Ref: g.Ref, Path: g.Path, Interval: g.Interval, Timeout: g.Timeout, StallTimeout: g.StallTimeout,
 			WorkDir:  filepath.Join(cp.cfg.DataDir, "git"),
 			Username: g.Username, Token: token, SSHKeyFile: g.SSHKeyFile, KnownHostsFile: g.KnownHostsFile,
-			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty,
+			Limits: cp.cfg.limits(), AllowEmpty: cp.cfg.AllowEmpty, DecodeCache: cp.decodeCache("git"),
 		}, cp.store, cp.log)
 		if err != nil {
 			return err
@@ -367,6 +370,38 @@ func (cp *ControlPlane) addSources() error {
 		cp.ready = append(cp.ready, src.Ready())
 	}
 	return nil
+}
+
+// decodeCache opens a config source's decode cache in the data directory:
+// a restart on unchanged files does not parse them again
+// (filestore.DecodeCache). Nil without a data directory.
+func (cp *ControlPlane) decodeCache(source string) *filestore.DecodeCache {
+	if cp.cfg.DataDir == "" {
+		return nil
+	}
+	c := filestore.OpenDecodeCache(filepath.Join(cp.cfg.DataDir, "decode-cache", source))
+	cp.decodeCaches = append(cp.decodeCaches, c)
+	return c
+}
+
+// saveDecodeCaches writes the sources' decode caches once the control
+// plane is ready: encoding them then keeps it off the start's path.
+func (cp *ControlPlane) saveDecodeCaches(ctx context.Context) {
+	for _, c := range append(cp.ready, cp.xds.Ready()) {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return
+		}
+	}
+	for _, c := range cp.decodeCaches {
+		hits, misses := c.Counts()
+		if err := c.Save(); err != nil {
+			cp.log.Warn("decode cache not saved; the next start decodes every file", "error", err)
+			continue
+		}
+		cp.log.Debug("decode cache saved", "hits", hits, "misses", misses)
+	}
 }
 
 // Store returns the control plane's config Store.
@@ -611,6 +646,13 @@ func (cp *ControlPlane) Run(ctx context.Context) error {
 			cancel()
 		}
 	}()
+	if len(cp.decodeCaches) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cp.saveDecodeCaches(ctx)
+		}()
+	}
 	srv := cp.httpServer()
 	wg.Add(1)
 	go func() {
