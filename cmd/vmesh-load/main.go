@@ -58,6 +58,7 @@ func run(args []string) error {
 	fs.IntVar(&o.ListenersPerProxy, "listeners", o.ListenersPerProxy, "services each proxyless proxy dials")
 	fs.IntVar(&o.StreamsPerConn, "streams-per-conn", o.StreamsPerConn, "proxy streams sharing one connection")
 	fs.IntVar(&o.Changes, "changes", o.Changes, "changes of each kind to measure")
+	fs.IntVar(&o.Burst, "burst", o.Burst, "then a burst of this many endpoint changes made evenly over 1 s: server CPU and bytes per change (source dir only)")
 	fs.DurationVar(&o.DebounceQuiet, "debounce", o.DebounceQuiet, "vmesh xDS push debounce (quiet period)")
 	fs.DurationVar(&o.ChangeTimeout, "change-timeout", o.ChangeTimeout, "how long to wait for one change's ACKs")
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", o.ConnectTimeout, "how long to wait for all proxies to sync")

@@ -308,6 +308,7 @@ func TestRunSmall(t *testing.T) {
 	o.Size = Size{Services: 20, Endpoints: 3, VirtualServices: 4, Namespaces: 2}
 	o.Proxies = 16
 	o.Changes = 2
+	o.Burst = 10
 	o.DebounceQuiet = 20 * time.Millisecond
 	o.ChangeTimeout = 20 * time.Second
 	o.ConnectTimeout = 60 * time.Second
@@ -338,6 +339,9 @@ func TestRunSmall(t *testing.T) {
 		if len(s.Changes) != 2 {
 			t.Fatalf("%s: %d change reports", s.Server, len(s.Changes))
 		}
+		if b := s.Burst; b == nil || b.Changes != 10 || b.CPUPerChange <= 0 || b.BytesPerChange <= 0 {
+			t.Errorf("%s: burst %+v: no CPU or bytes", s.Server, b)
+		}
 		for _, c := range s.Changes {
 			// With two namespaces every proxy, batch ones included, can
 			// reach services 0 (ns-0) and 1 (ns-1) and holds what changes.
@@ -356,7 +360,7 @@ func TestRunSmall(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"vmesh/baseline", "virtualservice x2", "endpoint x2", "connect"} {
+	for _, want := range []string{"vmesh/baseline", "virtualservice x2", "endpoint x2", "connect", "endpoint burst x10 in 1s"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -39,6 +39,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 				ms(c.Debounce), ms(max(c.Latency.P99-c.Debounce, 0)), ms(c.ApplyPerChange),
 				Bytes(c.BytesPerChange), c.CPUPerChange.Round(time.Millisecond), c.HarnessCPUPerChange.Round(time.Millisecond))
 		}
+		if b := s.Burst; b != nil {
+			fmt.Fprintf(tw, "%s	endpoint burst x%d in %s									%s/chg	%s/chg			\n",
+				s.Server, b.Changes, b.Span, Bytes(b.BytesPerChange), b.CPUPerChange.Round(time.Millisecond))
+		}
 	}
 	for _, other := range r.Servers {
 		v, b := r.server(ServerVmesh), &other
@@ -60,6 +64,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 				ratio(float64(vc.Latency.Max), float64(bc.Latency.Max)),
 				ratio(float64(max(vc.Latency.P99-vc.Debounce, 0)), float64(bc.Latency.P99)),
 				ratio(float64(vc.BytesPerChange), float64(bc.BytesPerChange)), ratio(float64(vc.CPUPerChange), float64(bc.CPUPerChange)))
+		}
+		if v.Burst != nil && b.Burst != nil {
+			fmt.Fprintf(tw, "%s	endpoint burst									%s	%s			\n", name,
+				ratio(float64(v.Burst.BytesPerChange), float64(b.Burst.BytesPerChange)), ratio(float64(v.Burst.CPUPerChange), float64(b.Burst.CPUPerChange)))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -44,6 +44,9 @@ type Options struct {
 	StreamsPerConn int `json:"streamsPerConn"`
 	// Changes is how many changes of each kind to measure.
 	Changes int `json:"changes"`
+	// Burst, when above 0, adds a burst of that many endpoint changes
+	// made evenly over one second, after the measured changes (BurstReport).
+	Burst int `json:"burst,omitempty"`
 	// Servers lists the servers to measure, in order: ServerVmesh,
 	// ServerBaseline (go-control-plane's SnapshotCache), ServerLinear (its
 	// LinearCache + MuxCache), ServerIstio (Istio's DiscoveryServer, run
@@ -129,7 +132,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("loadgen: fractions must be within 0..1")
 	case o.ListenersPerProxy < 2:
 		return fmt.Errorf("loadgen: a proxyless proxy dials at least 2 services")
-	case o.StreamsPerConn < 1 || o.Changes < 0 || o.ConnectParallel < 1:
+	case o.StreamsPerConn < 1 || o.Changes < 0 || o.ConnectParallel < 1 || o.Burst < 0:
 		return fmt.Errorf("loadgen: streams per connection and connect parallelism must be >= 1, changes >= 0")
 	case slices.ContainsFunc(o.Kinds, func(k string) bool { return k != ChangeRouting && k != ChangeEndpoint }):
 		return fmt.Errorf("loadgen: change kinds are %s and %s, not %v", ChangeRouting, ChangeEndpoint, o.Kinds)
@@ -137,6 +140,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("loadgen: no server to measure")
 	case o.Source != "" && o.Source != SourceDir && o.Source != SourceGit && o.Source != SourceZooKeeper:
 		return fmt.Errorf("loadgen: unknown source %q (want %s, %s or %s)", o.Source, SourceDir, SourceGit, SourceZooKeeper)
+	case o.Burst > 0 && o.Source != "" && o.Source != SourceDir:
+		return fmt.Errorf("loadgen: a burst is made of file writes: it needs source %s", SourceDir)
 	case o.Source == SourceZooKeeper && o.ZooKeeper == "":
 		return fmt.Errorf("loadgen: source %s needs the host:port of a running ZooKeeper (-zookeeper)", SourceZooKeeper)
 	}
@@ -181,7 +186,24 @@ type ServerReport struct {
 	// CPU is the server's CPU time over the whole run.
 	CPU     time.Duration  `json:"cpu"`
 	Changes []ChangeReport `json:"changes"`
-	Errors  []string       `json:"errors,omitempty"`
+	// Burst is the burst of endpoint changes (Options.Burst), if any.
+	Burst  *BurstReport `json:"burst,omitempty"`
+	Errors []string     `json:"errors,omitempty"`
+}
+
+// BurstReport is what a burst of endpoint changes cost: Changes writes
+// (alternating between services 0 and 1) made evenly over Span, measured
+// from the first write until the server is idle again.
+type BurstReport struct {
+	Changes int           `json:"changes"`
+	Span    time.Duration `json:"span"`
+	// CPUPerChange and BytesPerChange are the server's CPU and the bytes
+	// the proxies received over the burst, divided by Changes: against a
+	// ChangeReport's, what batching the burst saved. For go-control-plane
+	// and Istio, a change includes building and applying its snapshot or
+	// objects (outside the measured part of a single change).
+	CPUPerChange   time.Duration `json:"cpuPerChange"`
+	BytesPerChange int64         `json:"bytesPerChange"`
 }
 
 // Phase is the cost of a stretch of the run.
@@ -594,12 +616,68 @@ func runServer(ctx context.Context, o Options, kind, dir string) (*ServerReport,
 		}
 		sr.Changes = append(sr.Changes, cr)
 	}
+	if o.Burst > 0 {
+		br, err := cfg.burst(ctx, o.Burst, time.Second, &received)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Progress, "%s: burst of %d endpoint changes in %s: server cpu %s per change, %s sent per change\n",
+			kind, br.Changes, br.Span, br.CPUPerChange, Bytes(br.BytesPerChange))
+		sr.Burst = br
+	}
 	final, err := child.Stats()
 	if err != nil {
 		return nil, err
 	}
 	sr.PeakRSS, sr.CPU = final.PeakRSS, final.CPU
 	return sr, nil
+}
+
+// burst makes n endpoint changes evenly over span (services 0 and 1 in
+// turn), then waits until the server is idle, and reports the server's
+// CPU and the bytes sent per change.
+func (c *changer) burst(ctx context.Context, n int, span time.Duration, received *atomic.Int64) (*BurstReport, error) {
+	if _, err := settle(ctx, c.child); err != nil {
+		return nil, err
+	}
+	before, err := c.child.Stats()
+	if err != nil {
+		return nil, err
+	}
+	bytes0 := received.Load()
+	start := time.Now()
+	for i := range n {
+		if wait := time.Until(start.Add(span * time.Duration(i) / time.Duration(n))); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		svc := i % 2
+		c.gens[ChangeEndpoint+"/"+strconv.Itoa(svc)]++
+		if err := WriteEndpoints(c.dir, c.size, c.src, svc, c.gens[ChangeEndpoint+"/"+strconv.Itoa(svc)]); err != nil {
+			return nil, err
+		}
+		if c.server != ServerVmesh {
+			if err := c.child.Control(ctx, "prepare"); err != nil {
+				return nil, err
+			}
+			if err := c.child.Control(ctx, "apply"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Idle again: every push the burst caused is done.
+	if _, err := settle(ctx, c.child); err != nil {
+		return nil, err
+	}
+	after, err := c.child.Stats()
+	if err != nil {
+		return nil, err
+	}
+	return &BurstReport{Changes: n, Span: span, CPUPerChange: (after.CPU - before.CPU) / time.Duration(n),
+		BytesPerChange: (received.Load() - bytes0) / int64(n)}, nil
 }
 
 // settle collects the harness's garbage and waits, at most 30 s, until the
