@@ -38,6 +38,7 @@ const (
 	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel
 	CodeL4RouteNotApplied          = "VM1017"  // a VirtualService tcp route that would take a TLS or HTTPS port, which sidecars route by tls routes only
 	CodeGatewayServerNotServed     = "VM1018"  // a Gateway server vmesh's routers do not serve: AUTO_PASSTHROUGH, TLS termination without credentialName, TLS-terminated TCP
+	CodeCredentialNotHeld          = "VM1019"  // a credentialName a proxy's config asks for that its agent's credentials directory does not hold: that listener chain or cluster fails closed
 	CodeHTTPPortUnauthenticated    = "VM1020"  // vmesh serve's HTTP port listens beyond loopback with no token: /debug, /ui and /metrics are open to its network
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
@@ -75,6 +76,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeTrafficPolicyNotApplied, Name: "TrafficPolicyFieldNotApplied"},
 	{Code: CodeL4RouteNotApplied, Name: "L4RouteNotApplied"},
 	{Code: CodeGatewayServerNotServed, Name: "GatewayServerNotServed"},
+	{Code: CodeCredentialNotHeld, Name: "CredentialNotHeld"},
 	{Code: CodeHTTPPortUnauthenticated, Name: "HTTPPortUnauthenticated"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},

@@ -150,6 +150,17 @@ func generatorsFor(w model.Workload) (gen.Generators, error) {
 	return r.kind.Generators(), nil
 }
 
+// Credentials lists the file credentials (credentialName) w's config
+// asks its agent for over SDS, by its kind's generators; none for a kind
+// that asks for none.
+func Credentials(s *model.Snapshot, w model.Workload) []model.CredentialUse {
+	gens, err := generatorsFor(w)
+	if err != nil || gens.Credentials == nil {
+		return nil
+	}
+	return gens.Credentials(model.NewView(s, w))
+}
+
 // generateWith runs one generator of p's kind on p's View of s.
 func generateWith[T any](s *model.Snapshot, p *Proxy, pick func(gen.Generators) func(*model.View) ([]T, error)) ([]T, error) {
 	w := p.Workload()

@@ -8,6 +8,14 @@ import "context"
 // message says why). vmesh never answers it.
 const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
 
+// CredentialsType is the type URL a vmesh agent reports the file
+// credentials it holds with, on each of its Envoy's ADS streams: a request
+// whose resource names (delta: resource_names_subscribe) are the secrets
+// it serves over SDS by their plain names ("<credentialName>" for a
+// certificate and key, "<credentialName>-cacert" for roots). Each report
+// replaces the last. vmesh never answers it.
+const CredentialsType = "type.googleapis.com/vmesh.v1.HeldCredentials"
+
 // Observer learns about proxy streams and health reports, for
 // auto-registration. Calls for one stream arrive in order; calls for
 // different streams may be concurrent. Methods must not block for long.
@@ -21,6 +29,9 @@ type Observer interface {
 	StreamClosed(stream int64, p *Proxy)
 	// Health reports the workload's health as its agent sees it.
 	Health(stream int64, p *Proxy, healthy bool, message string)
+	// Credentials reports the file credentials' secrets the proxy's agent
+	// holds (CredentialsType), each report replacing the last.
+	Credentials(stream int64, p *Proxy, held []string)
 }
 
 // streamKey numbers SotW and delta streams apart for observers: delta

@@ -29,6 +29,8 @@ type Options struct {
 	// (the server's name and build), so a proxy's config dump tells which
 	// control plane sent it.
 	ControlPlaneID string
+	// Pushed, when set, is called with each snapshot once it is pushed.
+	Pushed func(*model.Snapshot)
 }
 
 // Server serves model snapshots over xDS. Build it with NewServer, register
@@ -46,6 +48,8 @@ type Server struct {
 	cancel context.CancelFunc
 
 	ready chan struct{} // closed after the first snapshot is pushed
+	// pushed is Options.Pushed.
+	pushed func(*model.Snapshot)
 }
 
 // NewServer returns a Server.
@@ -59,7 +63,7 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{logger: logger, metrics: m, codec: newRequestCodec(), ready: make(chan struct{})}
+	s := &Server{logger: logger, metrics: m, codec: newRequestCodec(), ready: make(chan struct{}), pushed: opts.Pushed}
 	s.cache = newCache(logger, m)
 	if opts.ControlPlaneID != "" {
 		s.cache.controlPlane = &corev3.ControlPlane{Identifier: opts.ControlPlaneID}
@@ -112,6 +116,9 @@ func (s *Server) Run(ctx context.Context, feed *model.Feed) error {
 	first := true
 	return feed.Run(ctx, func(u model.Update) {
 		s.push(u)
+		if s.pushed != nil {
+			s.pushed(u.Snapshot)
+		}
 		if first {
 			close(s.ready)
 			first = false

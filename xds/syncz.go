@@ -103,14 +103,14 @@ func (s *streams) callbacks() serverv3.Callbacks {
 			s.closed(streamID{delta: true, id: id})
 		},
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
-			return s.observe(streamID{id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
+			return s.observe(streamID{id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, req.GetResourceNames(),
 				s.request(streamID{id: id}, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 			if s.cache != nil {
 				s.cache.deltaRequest(id, req)
 			}
-			return s.observe(streamID{delta: true, id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil,
+			return s.observe(streamID{delta: true, id: id}, req.GetTypeUrl(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil, req.GetResourceNamesSubscribe(),
 				s.request(streamID{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil))
 		},
 		StreamResponseFunc: func(ctx context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
@@ -147,9 +147,10 @@ func (s *streams) closed(id streamID) {
 }
 
 // observe tells the observer, outside the lock, about a new stream and
-// about health reports. opened is the stream's proxy when this request
-// opened it. The error is the observer's refusal of the stream.
-func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, opened *Proxy) error {
+// about health and credential reports. opened is the stream's proxy when
+// this request opened it. The error is the observer's refusal of the
+// stream.
+func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, names []string, opened *Proxy) error {
 	if s.observer == nil {
 		return nil
 	}
@@ -164,14 +165,18 @@ func (s *streams) observe(id streamID, typeURL, errMsg string, hasErr bool, open
 			return err
 		}
 	}
-	if typeURL != HealthInfoType {
+	if typeURL != HealthInfoType && typeURL != CredentialsType {
 		return nil
 	}
 	s.mu.Lock()
 	st := s.byID[id]
 	s.mu.Unlock()
-	if st != nil {
+	switch {
+	case st == nil:
+	case typeURL == HealthInfoType:
 		s.observer.Health(id.key(), st.proxy, !hasErr, errMsg)
+	default:
+		s.observer.Credentials(id.key(), st.proxy, names)
 	}
 	return nil
 }
@@ -193,8 +198,8 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 		s.logger.Info("proxy connected", "proxy", p.ID, "kind", p.Kind, "namespace", p.Namespace, "delta", id.delta)
 		opened = p
 	}
-	if typeURL == HealthInfoType {
-		return opened // a health report, not a subscription
+	if typeURL == HealthInfoType || typeURL == CredentialsType {
+		return opened // a report, not a subscription
 	}
 	ts := st.types[shortType(typeURL)]
 	if ts == nil {

@@ -391,6 +391,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("agent: %w", err)
 	}
 	secrets := sds.New(a.log.With("part", "sds"), a.reg)
+	// Its Envoy's streams tell the control plane which file credentials
+	// the VM holds (none without a credentials directory), so a config
+	// naming one it lacks is warned about.
+	secrets.OnHeld(func(held []string) { _ = proxy.ReportCredentials(held) })
+	if a.cfg.CredentialsDir == "" {
+		_ = proxy.ReportCredentials(nil)
+	}
 	prober, err = health.NewProber(a.cfg.Probe, a.cfg.ProbeHost, proxy, a.log.With("part", "health"), a.reg, health.WithExecUser(a.execUser))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

@@ -236,7 +236,26 @@ func (s *Server) loadCredentials(dir string) ([]CredentialState, error) {
 	s.creds.names = keep
 	s.creds.mu.Unlock()
 	s.met.setCredentials(states, s.missingCredentials())
+	if s.creds.onHeld != nil {
+		s.creds.onHeld(s.Held())
+	}
 	return states, nil
+}
+
+// Held returns the credential secrets served, by their plain names (a
+// credential's pair as "<name>", its roots as "<name>-cacert"; each is
+// served under "kubernetes://" too), sorted.
+func (s *Server) Held() []string {
+	s.creds.mu.Lock()
+	defer s.creds.mu.Unlock()
+	out := []string{}
+	for n := range s.creds.names {
+		if !strings.HasPrefix(n, KubernetesPrefix) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Credentials returns the state of each credential folder as last read,

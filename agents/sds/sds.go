@@ -61,7 +61,16 @@ type credentials struct {
 	// asked are the secret names (other than the workload's own) streams
 	// asked for.
 	asked map[string]bool
+	// onHeld, when set, gets Held after every read of the directory.
+	onHeld func([]string)
 }
+
+// OnHeld makes the Server call f with the credential secrets it holds
+// (Held) after every read of the credentials directory, the first
+// included: the agent reports them to the control plane, which warns
+// about the credentials a proxy's config names and its agent lacks. Call
+// it before ServeCredentials.
+func (s *Server) OnHeld(f func(held []string)) { s.creds.onHeld = f }
 
 // SetSocketGroup makes the socket Serve creates owned by group gid (the
 // proxy group Envoy runs as with traffic capture), so a non-root Envoy can

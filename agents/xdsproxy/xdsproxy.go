@@ -43,6 +43,13 @@ import (
 // HealthInfoType is the type URL of health reports (Istio's).
 const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
 
+// CredentialsType is the type URL of the agent's credential reports
+// (vmesh's, xds.CredentialsType): a request on each of its Envoy's ADS
+// streams whose resource names are the file credentials' secrets the
+// agent holds (sds.Server.Held), sent after the stream's first request
+// and again whenever they change. The control plane never answers it.
+const CredentialsType = "type.googleapis.com/vmesh.v1.HeldCredentials"
+
 // Config configures a Proxy.
 type Config struct {
 	// Upstream is host:port of the control plane's xDS port (TLS).
@@ -90,6 +97,7 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	health  *health.Status
+	held    []string // nil until ReportCredentials
 	streams map[*upstream]struct{}
 	// refused gets the first permanent refusal a proxied stream met; Serve
 	// returns it.
@@ -122,9 +130,47 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Proxy, er
 // upstream is one open stream to the control plane that health reports
 // can be injected into.
 type upstream struct {
-	mu      sync.Mutex // serialises Send
-	send    func(*health.Status) error
-	started bool // the first (node-carrying) request went out
+	mu   sync.Mutex // serialises Send
+	send func(*health.Status) error
+	// sendHeld sends a credential report; nil on the agent's own stream
+	// (its Envoy's streams carry them).
+	sendHeld func([]string) error
+	started  bool // the first (node-carrying) request went out
+}
+
+// ReportCredentials records the credential secrets the agent holds and
+// sends them on every open stream of its Envoy (CredentialsType); streams
+// opened later send them too.
+func (p *Proxy) ReportCredentials(held []string) error {
+	held = append([]string{}, held...)
+	p.mu.Lock()
+	p.held = held
+	ups := make([]*upstream, 0, len(p.streams))
+	for u := range p.streams {
+		ups = append(ups, u)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, u := range ups {
+		u.mu.Lock()
+		if u.started && u.sendHeld != nil {
+			if err := u.sendHeld(held); err != nil {
+				errs = append(errs, fmt.Errorf("xdsproxy: credential report: %w", err))
+			}
+		}
+		u.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// CredentialsRequest is the SotW request that reports held.
+func CredentialsRequest(held []string) *discoveryv3.DiscoveryRequest {
+	return &discoveryv3.DiscoveryRequest{TypeUrl: CredentialsType, ResourceNames: held}
+}
+
+// DeltaCredentialsRequest is the delta request that reports held.
+func DeltaCredentialsRequest(held []string) *discoveryv3.DeltaDiscoveryRequest {
+	return &discoveryv3.DeltaDiscoveryRequest{TypeUrl: CredentialsType, ResourceNamesSubscribe: held}
 }
 
 // Report records the workload's health and sends it on every open stream
@@ -201,14 +247,24 @@ func (p *Proxy) register(u *upstream) func() {
 }
 
 // forwarded marks u started after its first request went out and sends the
-// current health, if known, right behind it.
+// current health and held credentials, if known, right behind it.
 func (p *Proxy) forwarded(u *upstream) error {
 	if u.started {
 		return nil
 	}
 	u.started = true
 	if h := p.currentHealth(); h != nil {
-		return p.sendHealth(u, h)
+		if err := p.sendHealth(u, h); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
+	if held != nil && u.sendHeld != nil {
+		if err := u.sendHeld(held); err != nil {
+			return fmt.Errorf("xdsproxy: credential report: %w", err)
+		}
 	}
 	return nil
 }
@@ -281,7 +337,7 @@ func (a *adsServer) StreamAggregatedResources(down discoveryv3.AggregatedDiscove
 		func(ctx context.Context, cc *grpc.ClientConn) (clientStream[*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse], error) {
 			return discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
 		},
-		func(s *health.Status) *discoveryv3.DiscoveryRequest { return HealthRequest(*s) })
+		func(s *health.Status) *discoveryv3.DiscoveryRequest { return HealthRequest(*s) }, CredentialsRequest)
 }
 
 func (a *adsServer) DeltaAggregatedResources(down discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
@@ -289,7 +345,7 @@ func (a *adsServer) DeltaAggregatedResources(down discoveryv3.AggregatedDiscover
 		func(ctx context.Context, cc *grpc.ClientConn) (clientStream[*discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse], error) {
 			return discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
 		},
-		func(s *health.Status) *discoveryv3.DeltaDiscoveryRequest { return DeltaHealthRequest(*s) })
+		func(s *health.Status) *discoveryv3.DeltaDiscoveryRequest { return DeltaHealthRequest(*s) }, DeltaCredentialsRequest)
 }
 
 // pipe forwards one downstream stream to a new upstream stream until either
@@ -297,7 +353,7 @@ func (a *adsServer) DeltaAggregatedResources(down discoveryv3.AggregatedDiscover
 func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 	stream[Req, Resp]
 	grpc.ServerStream
-}, open func(context.Context, *grpc.ClientConn) (clientStream[Req, Resp], error), healthReq func(*health.Status) Req) error {
+}, open func(context.Context, *grpc.ClientConn) (clientStream[Req, Resp], error), healthReq func(*health.Status) Req, heldReq func([]string) Req) error {
 	p.met.streams.WithLabelValues(protocol).Inc()
 	defer p.met.streams.WithLabelValues(protocol).Dec()
 	cc, err := p.dial()
@@ -325,6 +381,7 @@ func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 	p.met.upstream.WithLabelValues("ok").Inc()
 	u := &upstream{}
 	u.send = func(s *health.Status) error { return up.Send(healthReq(s)) }
+	u.sendHeld = func(held []string) error { return up.Send(heldReq(held)) }
 	defer p.register(u)()
 
 	errc := make(chan error, 2)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ type event struct {
 	node     string
 	typeURL  string
 	health   *health.Status // set for health reports
+	names    []string       // the request's resource names (delta: subscribed)
 }
 
 // controlPlane is a small ADS server on the CA's TLS port: it answers every
@@ -112,8 +114,8 @@ func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscove
 			if r.GetNode() != nil {
 				node = r.GetNode().GetId()
 			}
-			c.events <- event{protocol: "sotw", peer: peer, node: node, typeURL: r.GetTypeUrl(), health: healthOf(r.GetTypeUrl(), r.GetErrorDetail(), r.GetErrorDetail() == nil)}
-			if r.GetTypeUrl() == xdsproxy.HealthInfoType || r.GetResponseNonce() != "" {
+			c.events <- event{protocol: "sotw", peer: peer, node: node, typeURL: r.GetTypeUrl(), health: healthOf(r.GetTypeUrl(), r.GetErrorDetail(), r.GetErrorDetail() == nil), names: r.GetResourceNames()}
+			if r.GetTypeUrl() == xdsproxy.HealthInfoType || r.GetTypeUrl() == xdsproxy.CredentialsType || r.GetResponseNonce() != "" {
 				continue
 			}
 			n++
@@ -142,8 +144,8 @@ func (c *controlPlane) DeltaAggregatedResources(s discoveryv3.AggregatedDiscover
 		if r.GetNode() != nil {
 			node = r.GetNode().GetId()
 		}
-		c.events <- event{protocol: "delta", peer: peer, node: node, typeURL: r.GetTypeUrl(), health: healthOf(r.GetTypeUrl(), r.GetErrorDetail(), r.GetErrorDetail() == nil)}
-		if r.GetTypeUrl() == xdsproxy.HealthInfoType || r.GetResponseNonce() != "" {
+		c.events <- event{protocol: "delta", peer: peer, node: node, typeURL: r.GetTypeUrl(), health: healthOf(r.GetTypeUrl(), r.GetErrorDetail(), r.GetErrorDetail() == nil), names: r.GetResourceNamesSubscribe()}
+		if r.GetTypeUrl() == xdsproxy.HealthInfoType || r.GetTypeUrl() == xdsproxy.CredentialsType || r.GetResponseNonce() != "" {
 			continue
 		}
 		n++
@@ -303,6 +305,58 @@ func TestDeltaStreamIsProxiedWithHealth(t *testing.T) {
 	}
 	if e := r.next(t); e.protocol != "delta" || !e.health.Healthy {
 		t.Fatalf("healthy report seen as %+v", e)
+	}
+}
+
+// TestCredentialReports: the credentials the agent holds ride its Envoy's
+// streams (SotW and delta) as CredentialsType requests: a stream opened
+// after a report carries it right behind its first request, and a new
+// report reaches every open stream.
+func TestCredentialReports(t *testing.T) {
+	r := newRig(t)
+	if err := r.proxy.ReportCredentials([]string{"gw-cred"}); err != nil {
+		t.Fatal(err)
+	}
+	sotw, err := r.client(t).StreamAggregatedResources(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sotw.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "router-1"}, TypeUrl: resourcev3.ListenerType}); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.next(t); e.typeURL != resourcev3.ListenerType {
+		t.Fatalf("control plane saw %+v", e)
+	}
+	if e := r.next(t); e.typeURL != xdsproxy.CredentialsType || e.node != "router-1" || !slices.Equal(e.names, []string{"gw-cred"}) {
+		t.Fatalf("the pending credential report was not sent behind the first request: %+v", e)
+	}
+	delta, err := r.client(t).DeltaAggregatedResources(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := delta.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "router-2"}, TypeUrl: resourcev3.ListenerType, ResourceNamesSubscribe: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.next(t); e.typeURL != resourcev3.ListenerType || e.node != "router-2" {
+		t.Fatalf("control plane saw %+v", e)
+	}
+	if e := r.next(t); e.typeURL != xdsproxy.CredentialsType || e.protocol != "delta" || !slices.Equal(e.names, []string{"gw-cred"}) {
+		t.Fatalf("delta credential report %+v", e)
+	}
+	// Responses to the first requests may be interleaved with the
+	// reports: read until each stream has seen the new one.
+	if err := r.proxy.ReportCredentials([]string{"gw-cred", "gw-cred-cacert"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		e := r.next(t)
+		if e.typeURL == xdsproxy.CredentialsType {
+			if !slices.Equal(e.names, []string{"gw-cred", "gw-cred-cacert"}) {
+				t.Fatalf("new report %+v", e)
+			}
+			seen[e.protocol] = true
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/writers/credentials"
 	"github.com/vmesh/vmesh/writers/sharedstate"
 	"github.com/vmesh/vmesh/xds"
 )
@@ -40,6 +41,10 @@ type proxyStatus struct {
 	// WorkloadGroups: "SYNCED NDS r3@…"), "" when the proxy has no agent
 	// stream.
 	Agent string `json:"agent,omitempty" yaml:"agent,omitempty"`
+	// MissingCredentials are the file credentials the proxy's config asks
+	// for that its agent does not hold (VM1019): what needs them fails
+	// closed.
+	MissingCredentials []string `json:"missingCredentials,omitempty" yaml:"missingCredentials,omitempty"`
 }
 
 // agentTypes are the types only a VM agent's own stream subscribes to.
@@ -120,6 +125,19 @@ func proxyRows(replica string, st []xds.SyncStatus) []proxyStatus {
 	return rows
 }
 
+// missingCredentials fills the rows' MissingCredentials.
+func missingCredentials(rows []proxyStatus, creds []credentials.Proxy) {
+	byID := map[string][]string{}
+	for _, p := range creds {
+		for _, m := range p.Missing {
+			byID[p.ID] = append(byID[p.ID], m.String())
+		}
+	}
+	for i := range rows {
+		rows[i].MissingCredentials = byID[rows[i].Proxy]
+	}
+}
+
 // replicaStatus is one replica's line of `vmesh status`: the config it
 // serves and the errors its sources report, or why it could not be read.
 type replicaStatus struct {
@@ -172,7 +190,10 @@ r<store revision>[@<commit>]), STALE (a response it has not ACKed yet) or
 NACK with the proxy's error message. A replica that cannot be read does not
 stop the others' listing (they are read at once); status then exits 1.
 Replicas that share state (vmesh serve --state) show their replica ID, and
-the replicas the shared state knows that no --server names are listed too.`,
+the replicas the shared state knows that no --server names are listed too.
+Last, each proxy whose config names a file credential (credentialName) its
+agent's credentials directory does not hold, with the object and field
+naming it (VM1019): that listener chain or cluster fails closed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if asJSON {
@@ -276,6 +297,11 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 		}
 	}
 	rows := proxyRows(srv, st)
+	// A replica without the credential check answers 404: none listed.
+	var creds []credentials.Proxy
+	if getJSON(srv, "/debug/credentials", &creds) == nil {
+		missingCredentials(rows, creds)
+	}
 	// A replica without a shared state answers 404: it is alone.
 	var shared sharedstate.Status
 	if getJSON(srv, "/debug/replicas", &shared) != nil {
@@ -338,6 +364,17 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 			kind = fmt.Sprintf("%s ×%d", kind, r.Apps)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Proxy, kind, r.Replica, strings.Join(cols, "\t"), cmp.Or(r.Agent, "-"), r.Group)
+	}
+	first := true
+	for _, r := range report.Proxies {
+		for _, m := range r.MissingCredentials {
+			if first {
+				fmt.Fprintln(tw)
+				fmt.Fprintln(tw, "PROXY\tMISSING CREDENTIAL (VM1019: not in its agent's credentials directory; fails closed)")
+				first = false
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", r.Proxy, m)
+		}
 	}
 	return nil
 }

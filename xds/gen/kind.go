@@ -74,6 +74,9 @@ type Generators struct {
 	// NameTable returns the DNS name table (NDS) the VM's agent asks for
 	// on its own stream; nil when the kind's streams never ask for one.
 	NameTable func(*model.View) (nds.Table, error)
+	// Credentials lists the file credentials (credentialName) the kind's
+	// config asks its agent for over SDS; nil when the kind asks for none.
+	Credentials func(*model.View) []model.CredentialUse
 }
 
 // Env is what a kind's part of a cache may use of the cache: its logger,

@@ -43,7 +43,7 @@ func (Kind) Traits() gen.Traits { return gen.Traits{NodeType: NodeType, Envoy: t
 
 // Generators are the router's generators.
 func (Kind) Generators() gen.Generators {
-	return gen.Generators{Listeners: Listeners, Routes: Routes, Clusters: Clusters, Endpoints: Endpoints}
+	return gen.Generators{Listeners: Listeners, Routes: Routes, Clusters: Clusters, Endpoints: Endpoints, Credentials: Credentials}
 }
 
 // Generate generates a router's group in full: LDS, RDS, CDS and EDS,

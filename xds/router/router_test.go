@@ -388,3 +388,46 @@ spec:
 		t.Errorf("with a DENY policy: %d HTTP and %d network RBAC filters on %d chains, want one on every chain", h, n, chains)
 	}
 }
+
+// TestCredentials: the credentials a router asks its agent for, each with
+// the object and field naming it: the SIMPLE server's pair, the MUTUAL
+// server's pair and roots, and a DestinationRule's TLS origination toward
+// a routed service (MUTUAL in a subset's port-level settings: pair and
+// roots); a DestinationRule of a service the router does not route to
+// asks for nothing.
+func TestCredentials(t *testing.T) {
+	const drs = `
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: httpbin, namespace: default}
+spec:
+  host: httpbin.default.svc.cluster.local
+  trafficPolicy:
+    portLevelSettings:
+    - port: {number: 8000}
+      tls: {mode: MUTUAL, credentialName: httpbin-client}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: unrouted, namespace: default}
+spec:
+  host: unrouted.default.svc.cluster.local
+  trafficPolicy:
+    tls: {mode: SIMPLE, credentialName: unrouted-ca}
+`
+	var got []string
+	for _, u := range router.Credentials(view(t, ingressYAML+drs, ingress())) {
+		got = append(got, u.Secret+" "+u.Object.String()+" "+u.Field)
+	}
+	want := []string{
+		"httpbin-credential Gateway/default/httpbin-gateway servers[1].tls.credentialName",
+		"helloworld-credential Gateway/default/httpbin-gateway servers[2].tls.credentialName",
+		"helloworld-credential-cacert Gateway/default/httpbin-gateway servers[2].tls.credentialName",
+		"httpbin-client DestinationRule/default/httpbin trafficPolicy.portLevelSettings[0].tls.credentialName",
+		"httpbin-client-cacert DestinationRule/default/httpbin trafficPolicy.portLevelSettings[0].tls.credentialName",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("credentials\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

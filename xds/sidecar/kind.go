@@ -25,7 +25,7 @@ func (Kind) Traits() gen.Traits { return gen.Traits{Envoy: true} }
 
 // Generators are the sidecar generators.
 func (Kind) Generators() gen.Generators {
-	return gen.Generators{Listeners: Listeners, Routes: Routes, Clusters: Clusters, Endpoints: Endpoints}
+	return gen.Generators{Listeners: Listeners, Routes: Routes, Clusters: Clusters, Endpoints: Endpoints, Credentials: Credentials}
 }
 
 // Generate generates a sidecar group in full: its scope's part and its

@@ -43,6 +43,7 @@ import (
 	"github.com/vmesh/vmesh/registries"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/writers/autoregister"
+	credcheck "github.com/vmesh/vmesh/writers/credentials"
 	"github.com/vmesh/vmesh/writers/jwks"
 	"github.com/vmesh/vmesh/writers/sharedstate"
 	"github.com/vmesh/vmesh/xds"
@@ -186,11 +187,17 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		return nil, err
 	}
 	cp.feed = feed
+	// The agents' credential reports against what their proxies' config
+	// asks for (VM1019, /debug/credentials).
+	creds := credcheck.New(cp.store, xds.Credentials, logger)
+	cp.runners = append(cp.runners, creds)
+	cp.mux.Handle("/debug/credentials", creds)
 	xdsServer, err := xds.NewServer(xds.Options{
 		Logger:         logger,
 		Registerer:     cp.metricNames,
-		Observer:       registrationObserver{registrar},
+		Observer:       registrationObserver{r: registrar, creds: creds},
 		ControlPlaneID: controlPlaneID(),
+		Pushed:         creds.Snapshot,
 	})
 	if err != nil {
 		return nil, err
