@@ -135,20 +135,22 @@ func (a *Agent) serveStats(w http.ResponseWriter, r *http.Request) {
 }
 
 // CredentialsDump is /debug/credentials: the file credentials the agent
-// serves to Envoy over SDS (never their keys), and the names Envoy asked
-// for that no folder holds.
+// serves to Envoy over SDS (never their keys), the credential names Envoy
+// asked for, and those of them no folder holds.
 type CredentialsDump struct {
 	Dir         string                `json:"dir"`
 	Credentials []sds.CredentialState `json:"credentials"`
+	Requested   []string              `json:"requested"`
 	Missing     []string              `json:"missing"`
 }
 
 func (a *Agent) serveCredentials(w http.ResponseWriter, _ *http.Request) {
-	d := CredentialsDump{Dir: a.cfg.CredentialsDir, Credentials: []sds.CredentialState{}, Missing: []string{}}
+	d := CredentialsDump{Dir: a.cfg.CredentialsDir, Credentials: []sds.CredentialState{}, Requested: []string{}, Missing: []string{}}
 	if ps := a.parts.Load(); ps != nil && ps.secrets != nil {
 		states, missing := ps.secrets.Credentials()
 		d.Credentials = append(d.Credentials, states...)
 		d.Missing = append(d.Missing, missing...)
+		d.Requested = append(d.Requested, ps.secrets.Requested()...)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

@@ -266,6 +266,19 @@ func (s *Server) Credentials() (states []CredentialState, missing []string) {
 	return slices.Clone(s.creds.states), s.missingLocked()
 }
 
+// Requested returns, sorted, the credential secret names Envoy has asked
+// for (the mesh certificate and roots aside), served or not.
+func (s *Server) Requested() []string {
+	s.creds.mu.Lock()
+	defer s.creds.mu.Unlock()
+	out := make([]string, 0, len(s.creds.asked))
+	for n := range s.creds.asked {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // requested records the secret names a stream asked for.
 func (s *Server) requested(names []string) {
 	s.creds.mu.Lock()

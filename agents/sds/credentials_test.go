@@ -223,6 +223,9 @@ func TestFileCredentialsMissingAndRefused(t *testing.T) {
 	if v := gauge(t, r.reg, "missing"); v != 1 {
 		t.Errorf("vmesh_sds_credentials{state=missing} = %v, want 1", v)
 	}
+	if got := r.srv.Requested(); !slices.Equal(got, []string{"kubernetes://nowhere"}) {
+		t.Errorf("Requested() = %v, want the one name Envoy asked for", got)
+	}
 }
 
 // gauge reads vmesh_sds_credentials{state=state} from reg.

@@ -244,7 +244,7 @@ func resourceTable(tw *tabwriter.Writer, typ string, msgs []proto.Message) error
 			for _, vh := range rc.GetVirtualHosts() {
 				domains := strings.Join(vh.GetDomains(), ",")
 				for _, r := range vh.GetRoutes() {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rc.GetName(), vh.GetName(), domains, routeMatch(r.GetMatch()), routeDestination(r))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rc.GetName(), vh.GetName(), domains, routeMatch(r.GetMatch()), vhostDestination(vh, r))
 				}
 				if len(vh.GetRoutes()) == 0 {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\n", rc.GetName(), vh.GetName(), domains)
@@ -363,6 +363,19 @@ func routeMatch(m *routev3.RouteMatch) string {
 		s += fmt.Sprintf(" +%d header(s)", n)
 	}
 	return s
+}
+
+// vhostDestination is where a virtual host's route sends a request: a
+// virtual host that requires TLS (a Gateway server's httpsRedirect)
+// redirects plain HTTP to HTTPS before any route applies.
+func vhostDestination(vh *routev3.VirtualHost, r *routev3.Route) string {
+	switch vh.GetRequireTls() {
+	case routev3.VirtualHost_ALL:
+		return "redirect to https"
+	case routev3.VirtualHost_EXTERNAL_ONLY:
+		return "redirect to https (external requests), else " + routeDestination(r)
+	}
+	return routeDestination(r)
 }
 
 func routeDestination(r *routev3.Route) string {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -302,5 +303,27 @@ func TestProxyIDCompletion(t *testing.T) {
 		if out, code := runVMesh(t, "completion", shell); code != 0 || !strings.Contains(out, "__complete") {
 			t.Errorf("completion %s (exit %d):\n%.300s", shell, code, out)
 		}
+	}
+}
+
+// TestRoutesTableShowsHTTPSRedirect: a virtual host requiring TLS (a
+// Gateway server's httpsRedirect) is shown as the redirect Envoy answers
+// with, not as the route's cluster, which plain HTTP never reaches.
+func TestRoutesTableShowsHTTPSRedirect(t *testing.T) {
+	route := &routev3.Route{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "outbound|8080||web"}}}}
+	rc := &routev3.RouteConfiguration{Name: "http.8080", VirtualHosts: []*routev3.VirtualHost{
+		{Name: "web.example.com:8080", Domains: []string{"web.example.com"}, RequireTls: routev3.VirtualHost_ALL, Routes: []*routev3.Route{route}},
+		{Name: "plain:8080", Domains: []string{"plain"}, Routes: []*routev3.Route{route}},
+	}}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	if err := resourceTable(tw, "RDS", []proto.Message{rc}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tw.Flush()
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || !strings.HasSuffix(strings.TrimSpace(lines[1]), "redirect to https") || !strings.HasSuffix(strings.TrimSpace(lines[2]), "outbound|8080||web") {
+		t.Errorf("routes table:\n%s", b.String())
 	}
 }

@@ -51,19 +51,28 @@ import (
 	"github.com/vmesh/vmesh/internal/testenv"
 )
 
-// guide is the document under test, relative to the repository root.
-const guide = "docs/vm-fleet.md"
-
-// hostAddrs are the guide's hosts and their addresses.
-var hostAddrs = map[string]string{
-	"cp":  "169.254.10.1",
-	"vm1": "169.254.10.11",
-	"vm2": "169.254.10.12",
-	"vm3": "169.254.10.13",
+// guideDoc is a guide under test: its path relative to the repository
+// root, and its hosts with their addresses, in the order they are created.
+type guideDoc struct {
+	path  string
+	hosts []string
+	addrs map[string]string
+	// envoy builds the Envoy stand-in (examples/vm-fleet/envoy) as
+	// /srv/fleet/envoy, where the guide takes Envoy from.
+	envoy bool
 }
 
-// hostOrder is the order hosts are created and cleaned up in.
-var hostOrder = []string{"cp", "vm1", "vm2", "vm3"}
+// vmFleet is docs/vm-fleet.md.
+var vmFleet = guideDoc{
+	path:  "docs/vm-fleet.md",
+	hosts: []string{"cp", "vm1", "vm2", "vm3"},
+	addrs: map[string]string{
+		"cp":  "169.254.10.1",
+		"vm1": "169.254.10.11",
+		"vm2": "169.254.10.12",
+		"vm3": "169.254.10.13",
+	},
+}
 
 // block is one runnable command block of the guide: a fenced block whose
 // info string is `sh {host=H[,H...] [id=ID]}`.
@@ -84,7 +93,8 @@ var (
 // extractBlocks returns the guide's runnable blocks, in document order. A
 // block naming a host not in known, a runnable-looking block with a bad
 // attribute, or a document without any runnable block is an error.
-func extractBlocks(doc string, known map[string]string) ([]block, error) {
+func extractBlocks(doc string, g guideDoc) ([]block, error) {
+	guide, known := g.path, g.addrs
 	var blocks []block
 	lines := strings.Split(doc, "\n")
 	for i := 0; i < len(lines); i++ {
@@ -122,7 +132,7 @@ func extractBlocks(doc string, known map[string]string) ([]block, error) {
 			case "host":
 				for _, h := range strings.Split(v, ",") {
 					if _, ok := known[h]; !ok {
-						return nil, fmt.Errorf("%s:%d: block names unknown host %q (hosts: cp, vm1, vm2, vm3)", guide, i+1, h)
+						return nil, fmt.Errorf("%s:%d: block names unknown host %q (hosts: %s)", guide, i+1, h, strings.Join(g.hosts, ", "))
 					}
 					b.hosts = append(b.hosts, h)
 				}
@@ -154,7 +164,7 @@ func extractBlocks(doc string, known map[string]string) ([]block, error) {
 // without runnable blocks, an unknown host and a malformed tag.
 func TestExtractBlocks(t *testing.T) {
 	doc := "# t\n\n```sh\nnot run\n```\n\n```sh {host=cp id=one}\necho a\necho b\n```\n\n  ```sh {host=vm1,vm2}\n  echo c\n  ```\n"
-	bs, err := extractBlocks(doc, hostAddrs)
+	bs, err := extractBlocks(doc, vmFleet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,23 +179,26 @@ func TestExtractBlocks(t *testing.T) {
 		"malformed":    "```sh host=cp\necho\n```\n",
 		"unclosed":     "```sh {host=cp}\necho\n",
 	} {
-		if _, err := extractBlocks(bad, hostAddrs); err == nil {
+		if _, err := extractBlocks(bad, vmFleet); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	// The guide itself parses and uses only the guide's hosts.
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), guide))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := extractBlocks(string(data), hostAddrs); err != nil {
-		t.Fatal(err)
+	// The guides themselves parse and use only their hosts.
+	for _, g := range []guideDoc{vmFleet, gateways} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), g.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := extractBlocks(string(data), g); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 // fleet is the running set of hosts.
 type fleet struct {
 	t       *testing.T
+	g       guideDoc
 	tmp     string
 	prefix  string         // namespace name prefix, unique per run
 	pids    map[string]int // host -> its init process
@@ -222,7 +235,7 @@ func prerequisites(t *testing.T) {
 // packages, meshecho) into /srv/fleet's backing directory, and the
 // stand-in systemctl. The packages are made (tools/package, what
 // `make package` runs) while the rest builds; wait returns once they are.
-func build(t *testing.T, root, fleetDir, pathDir string) (wait func()) {
+func build(t *testing.T, root, fleetDir, pathDir string, envoy bool) (wait func()) {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -258,6 +271,9 @@ func build(t *testing.T, root, fleetDir, pathDir string) (wait func()) {
 	})
 	gobuild(root, nil, "build", "-o", filepath.Join(fleetDir, "meshecho"), "./examples/vm-fleet/meshecho")
 	gobuild(root, []string{"CGO_ENABLED=0"}, "build", "-o", filepath.Join(pathDir, "systemctl"), "./examples/vm-fleet/systemctl")
+	if envoy {
+		gobuild(root, []string{"CGO_ENABLED=0"}, "build", "-o", filepath.Join(fleetDir, "envoy"), "./examples/vm-fleet/envoy")
+	}
 	return func() {
 		t.Helper()
 		if err := pkg.Wait(); err != nil {
@@ -267,11 +283,11 @@ func build(t *testing.T, root, fleetDir, pathDir string) (wait func()) {
 }
 
 // hostsFile is every host's /etc/hosts.
-func hostsFile(self string) string {
+func hostsFile(self string, g guideDoc) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", self)
-	for _, h := range hostOrder {
-		fmt.Fprintf(&b, "%s\t%s.mesh.internal %s\n", hostAddrs[h], h, h)
+	for _, h := range g.hosts {
+		fmt.Fprintf(&b, "%s\t%s.mesh.internal %s\n", g.addrs[h], h, h)
 	}
 	return b.String()
 }
@@ -284,13 +300,13 @@ func (f *fleet) start(fleetDir string) {
 	t.Cleanup(func() { f.deleteNS(br) })
 	run(t, "ip", "-n", br, "link", "add", "br0", "type", "bridge")
 	run(t, "ip", "-n", br, "link", "set", "br0", "up")
-	for _, h := range hostOrder {
+	for _, h := range f.g.hosts {
 		ns := f.ns(h)
 		run(t, "ip", "netns", "add", ns)
 		t.Cleanup(func() { f.deleteNS(ns) })
 		run(t, "ip", "-n", br, "link", "add", h, "type", "veth", "peer", "name", "eth0", "netns", ns)
 		run(t, "ip", "-n", br, "link", "set", h, "master", "br0", "up")
-		run(t, "ip", "-n", ns, "addr", "add", hostAddrs[h]+"/16", "dev", "eth0")
+		run(t, "ip", "-n", ns, "addr", "add", f.g.addrs[h]+"/16", "dev", "eth0")
 		run(t, "ip", "-n", ns, "link", "set", "eth0", "up")
 		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
 
@@ -310,7 +326,7 @@ func (f *fleet) start(fleetDir string) {
 		fmt.Fprintf(&setup, "mount -t tmpfs -o mode=0755 tmpfs /run\nmkdir -p /run/lock\n")
 		fmt.Fprintf(&setup, "mount -t tmpfs -o mode=0755 tmpfs /srv\nmkdir /srv/fleet\nmount --bind %s /srv/fleet\n", fleetDir)
 		fmt.Fprintf(&setup, "hostname %s\n", h)
-		fmt.Fprintf(&setup, "cat > /etc/hosts <<'EOF'\n%sEOF\n", hostsFile(h))
+		fmt.Fprintf(&setup, "cat > /etc/hosts <<'EOF'\n%sEOF\n", hostsFile(h, f.g))
 		setup.WriteString("echo ready\nexec sleep infinity\n")
 		init := exec.Command("ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", setup.String())
 		stdout, err := init.StdoutPipe()
@@ -387,7 +403,7 @@ func (f *fleet) exec(host string, b block) (string, error) {
 
 // dumpLogs prints each host's service logs (the stand-in's /run/systemctl).
 func (f *fleet) dumpLogs(w io.Writer) {
-	for _, h := range hostOrder {
+	for _, h := range f.g.hosts {
 		pid, ok := f.pids[h]
 		if !ok {
 			continue
@@ -420,19 +436,18 @@ func answers(t *testing.T, out string) map[string]int {
 	return got
 }
 
-// TestVMFleetGuide runs docs/vm-fleet.md word for word (see the package
-// comment for the hosts and the one substitution, systemctl) and checks
-// what it must show: two VMs registered through their WorkloadGroup, a call
-// between VMs over mTLS, and a canary VirtualService whose split moves from
-// 90/10 to 50/50.
-func TestVMFleetGuide(t *testing.T) {
+// runGuide runs a guide's blocks, each on the hosts it names, and returns
+// the output of each block with an id, by "id@host".
+func runGuide(t *testing.T, g guideDoc) map[string]string {
+	t.Helper()
 	prerequisites(t)
+	guide := g.path
 	root := testenv.RepoRoot(t)
 	data, err := os.ReadFile(filepath.Join(root, guide))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := extractBlocks(string(data), hostAddrs)
+	blocks, err := extractBlocks(string(data), g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,13 +460,13 @@ func TestVMFleetGuide(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	packaged := build(t, root, fleetDir, pathDir)
+	packaged := build(t, root, fleetDir, pathDir, g.envoy)
 
 	suffix := make([]byte, 3)
 	if _, err := rand.Read(suffix); err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, tmp: tmp, prefix: "vmf" + hex.EncodeToString(suffix) + "-", pids: map[string]int{}, inits: map[string]*exec.Cmd{}, pathDir: pathDir}
+	f := &fleet{t: t, g: g, tmp: tmp, prefix: "vmf" + hex.EncodeToString(suffix) + "-", pids: map[string]int{}, inits: map[string]*exec.Cmd{}, pathDir: pathDir}
 	f.start(fleetDir)
 	t.Cleanup(func() { // before the hosts go (cleanups run last first)
 		if t.Failed() {
@@ -461,7 +476,7 @@ func TestVMFleetGuide(t *testing.T) {
 		}
 	})
 	packaged()
-	t.Logf("built the packages, meshecho and the systemctl stand-in and made the hosts in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("built the packages, meshecho and the stand-ins and made the hosts in %s", time.Since(start).Round(time.Millisecond))
 
 	outputs := map[string]string{}
 	for _, b := range blocks {
@@ -482,6 +497,18 @@ func TestVMFleetGuide(t *testing.T) {
 			}
 		}
 	}
+	return outputs
+}
+
+// TestVMFleetGuide runs docs/vm-fleet.md word for word (see the package
+// comment for the hosts and the one substitution, systemctl) and checks
+// what it must show: two VMs registered through their WorkloadGroup, a call
+// between VMs over mTLS, and a canary VirtualService whose split moves from
+// 90/10 to 50/50.
+func TestVMFleetGuide(t *testing.T) {
+	guide, hostAddrs := vmFleet.path, vmFleet.addrs
+	start := time.Now()
+	outputs := runGuide(t, vmFleet)
 
 	// Two VMs registered through the WorkloadGroup, with their versions.
 	reg, ok := outputs["registered@cp"]
