@@ -49,6 +49,10 @@ func TestGatewaysGuide(t *testing.T) {
 	check("egress-ready@egress", `"name": "partner-client"`, "\"requested\": [\n    \"partner-client\",\n    \"partner-client-cacert\"\n  ]", `"missing": []`)
 	check("registered@cp", "router~169.254.20.21~ingress.edge~edge.svc.cluster.local", "router~169.254.20.22~egress.edge~edge.svc.cluster.local",
 		"sidecar~169.254.20.23~app.shop~shop.svc.cluster.local")
+	// Both Gateways are served once their VMs registered.
+	if out := outputs["registered@cp"]; strings.Contains(out, "VM1008") || strings.Contains(out, "VM1009") {
+		t.Errorf("vmesh status still warns that a Gateway is not served after its gateway VM registered:\n%s", out)
+	}
 	check("ingress-listeners@cp", "0.0.0.0_8443", "SNI=web.example.com", "Route: https.8443.https.web-gateway.edge", "0.0.0.0_8080", "Route: http.8080")
 	check("ingress-routes@cp", "http.8080", "redirect to https", "https.8443.https.web-gateway.edge", "web.example.com", "outbound|8080||web.shop.mesh.internal",
 		"169.254.20.23:8080")

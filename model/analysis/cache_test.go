@@ -118,3 +118,58 @@ func TestCacheHoldsBackCascadeOfABrokenFile(t *testing.T) {
 		t.Errorf("with services.yaml fixed (and empty): %v, want VM2003", got)
 	}
 }
+
+// TestCacheFollowsGatewayVMs: a gateway VM's agent registers its
+// WorkloadEntry (no file: the ConfigRevision stays), and the cached
+// analysis follows it: VM1008 on the Gateway and VM1009 on the
+// VirtualService bound only to it go when the VM registers and come back
+// when it leaves (issue 43: they remain only for Gateways no VM serves).
+func TestCacheFollowsGatewayVMs(t *testing.T) {
+	s := store.NewStore()
+	files := store.Source{Name: "dir:/cfg", Class: store.ClassConfig}
+	agents := store.Source{Name: "autoregister", Class: store.ClassRegistry}
+	gw := &store.Object{APIVersion: "networking.istio.io/v1", Origin: store.Origin{File: "gw.yaml", Line: 1}, Spec: &networking.Gateway{
+		Selector: map[string]string{"istio": "ingressgateway"},
+		Servers:  []*networking.Server{{Port: &networking.Port{Number: 8080, Name: "http", Protocol: "HTTP"}, Hosts: []string{"web.example.com"}}}}}
+	gw.Kind, gw.Namespace, gw.Name = store.KindGateway, "edge", "web"
+	vs := &store.Object{APIVersion: "networking.istio.io/v1", Origin: store.Origin{File: "vs.yaml", Line: 1}, Spec: &networking.VirtualService{
+		Hosts: []string{"web.example.com"}, Gateways: []string{"edge/web"},
+		Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "web.example.com"}}}}}}}
+	vs.Kind, vs.Namespace, vs.Name = store.KindVirtualService, "edge", "web"
+	if err := s.Replace(files, []*store.Object{gw, vs}); err != nil {
+		t.Fatal(err)
+	}
+	cache := analysis.NewCache(model.DefaultMesh())
+	gatewayCodes := func() []string {
+		var out []string
+		for _, w := range cache.Analysis(s.Snapshot()) {
+			if w.Code == store.CodeGatewayNotServed || w.Code == store.CodeGatewayOnlyRoutes {
+				out = append(out, w.Code)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{store.CodeGatewayNotServed, store.CodeGatewayOnlyRoutes}
+	if got := gatewayCodes(); !slices.Equal(got, want) {
+		t.Fatalf("no gateway VM: %v, want %v", got, want)
+	}
+	rev := s.Snapshot().ConfigRevision()
+	vm := we("edge", "ingress-10.0.0.9", "10.0.0.9", store.Origin{})
+	vm.Spec.(*networking.WorkloadEntry).Labels = map[string]string{"istio": "ingressgateway"}
+	if err := s.Replace(agents, []*store.Object{vm}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Snapshot().ConfigRevision() != rev {
+		t.Fatalf("a registered WorkloadEntry moved the ConfigRevision: the test no longer covers the cache")
+	}
+	if got := gatewayCodes(); len(got) != 0 {
+		t.Errorf("the gateway VM registered: %v, want no VM1008/VM1009", got)
+	}
+	if err := s.Replace(agents, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := gatewayCodes(); !slices.Equal(got, want) {
+		t.Errorf("the gateway VM left: %v, want %v", got, want)
+	}
+}
