@@ -70,12 +70,13 @@ istio-xds:
 istio-load-server:
 	cd tools/istio-load-server && $(GO) build -o $(CURDIR)/bin/istio-load-server .
 
-## bench-istio: vmesh, Istio, and go-control-plane's SnapshotCache and LinearCache+MuxCache side by side, proxyless then Envoy sidecars (BENCHMARKS.md; ~15 min)
+## bench-istio: vmesh, Istio, and go-control-plane's SnapshotCache and LinearCache+MuxCache side by side, proxyless then Envoy sidecars, then vmesh and Istio with one ingress gateway and 1,000 VirtualServices bound to it (BENCHMARKS.md; ~17 min)
 BENCH_ISTIO_FLAGS ?= -services 1000 -endpoints 10 -virtual-services 100 -proxies 100 -changes 5
 bench-istio: istio-load-server
 	$(GO) build -o bin/vmesh-load ./cmd/vmesh-load
 	bin/vmesh-load $(BENCH_ISTIO_FLAGS) -servers vmesh,istio,baseline,linear -istio-server bin/istio-load-server -envoy 0 -json bin/bench-istio-proxyless.json
 	bin/vmesh-load $(BENCH_ISTIO_FLAGS) -servers vmesh,istio,baseline,linear -istio-server bin/istio-load-server -envoy 1 -shape sidecar-vm -json bin/bench-istio-sidecars.json
+	bin/vmesh-load $(BENCH_ISTIO_FLAGS) -virtual-services 1000 -proxies 10 -servers vmesh,istio -istio-server bin/istio-load-server -envoy 1 -shape router -kinds virtualservice -json bin/bench-istio-router.json
 
 # The fault-injection suite (also part of test-unit): bad input, registry and
 # control-plane outages, floods, churn, revocation and memory after departures,
