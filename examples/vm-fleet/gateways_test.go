@@ -17,6 +17,7 @@ var gateways = guideDoc{
 		"egress":  "169.254.20.22",
 		"app":     "169.254.20.23",
 	},
+	tools: []string{"openssl"},
 	envoy: true,
 }
 

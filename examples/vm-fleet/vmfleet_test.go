@@ -57,6 +57,8 @@ type guideDoc struct {
 	path  string
 	hosts []string
 	addrs map[string]string
+	// tools are the commands the guide runs beyond vm-fleet's.
+	tools []string
 	// envoy builds the Envoy stand-in (examples/vm-fleet/envoy) as
 	// /srv/fleet/envoy, where the guide takes Envoy from.
 	envoy bool
@@ -217,11 +219,11 @@ func run(t *testing.T, name string, args ...string) {
 }
 
 // prerequisites skips (or with CI=true fails) when the test cannot run here.
-func prerequisites(t *testing.T) {
+func prerequisites(t *testing.T, g guideDoc) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "root (network namespaces, mounts, dpkg)")
 	}
-	for _, tool := range []string{"ip", "unshare", "nsenter", "dpkg", "curl", "dig", "bash"} {
+	for _, tool := range append([]string{"ip", "unshare", "nsenter", "dpkg", "curl", "dig", "bash"}, g.tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
 			testenv.Missing(t, "%s", tool)
 		}
@@ -440,7 +442,7 @@ func answers(t *testing.T, out string) map[string]int {
 // the output of each block with an id, by "id@host".
 func runGuide(t *testing.T, g guideDoc) map[string]string {
 	t.Helper()
-	prerequisites(t)
+	prerequisites(t, g)
 	guide := g.path
 	root := testenv.RepoRoot(t)
 	data, err := os.ReadFile(filepath.Join(root, guide))
