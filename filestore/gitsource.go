@@ -400,7 +400,7 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 		g.log.Warn("commit rejected; the last good commit keeps serving", "commit", commit, "serving", g.GoodCommit(), "errors", errorStrings(errs))
 		return nil
 	}
-	if err := g.store.Update(g.src, set, remove); err != nil {
+	if err := g.store.UpdateAt(g.src, set, remove, commit); err != nil {
 		return err
 	}
 	g.tree = tree
@@ -942,4 +942,35 @@ func (w *headWriter) String() string {
 		return string(w.buf) + fmt.Sprintf("… (%s more bytes)", formatCount(w.dropped))
 	}
 	return string(w.buf)
+}
+
+// ObjectsAt reads and decodes commit rev (a SHA, a short SHA, a tag or
+// branch of the clone) without touching the Store, for `vmesh pin`: it
+// returns the commit's full SHA and its objects, or an error when the
+// commit is unknown or its config has errors.
+func (g *GitSource) ObjectsAt(ctx context.Context, rev string) (string, []*store.Object, error) {
+	if rev == "" || strings.HasPrefix(rev, "-") {
+		return "", nil, fmt.Errorf("git revision %q: not a revision", rev)
+	}
+	out, err := g.git(ctx, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
+	if err != nil {
+		return "", nil, fmt.Errorf("git revision %q: no such commit in the clone: %w", rev, err)
+	}
+	commit := strings.TrimSpace(string(out))
+	files, problems, err := readGitTree(ctx, g.runner(), commit, g.cfg.Path, g.cfg.Limits)
+	if err != nil {
+		return "", nil, err
+	}
+	l := decodeFiles(files, g.cfg.Path, g.cfg.Limits)
+	if errs := append(problems, l.Errors...); len(errs) > 0 {
+		for i := range errs {
+			errs[i].Commit = commit
+		}
+		return "", nil, fmt.Errorf("commit %.12s has %d errors, first %s", commit, len(errs), errs[0].Error())
+	}
+	for _, o := range l.Objects {
+		o.Origin.Source = g.src.Name
+		o.Origin.Commit = commit
+	}
+	return commit, l.Objects, nil
 }

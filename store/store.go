@@ -228,6 +228,18 @@ func duplicateError(src Source, objects []*Object, dup *Object) error {
 // (a file source uses it for one edited file). It rejects a key named
 // twice, changing nothing.
 func (s *Store) Update(src Source, set []*Object, remove []Key) error {
+	return s.update(src, set, remove, nil)
+}
+
+// UpdateAt is Update that also sets the source's revision
+// (SourceStatus.Revision) in the same snapshot: a git source's objects and
+// the commit they are at change together, so no snapshot labels one
+// commit's objects with another's SHA.
+func (s *Store) UpdateAt(src Source, set []*Object, remove []Key, revision string) error {
+	return s.update(src, set, remove, &revision)
+}
+
+func (s *Store) update(src Source, set []*Object, remove []Key, revision *string) error {
 	seen := make(map[Key]*Object, len(set)+len(remove))
 	for _, o := range set {
 		n := len(seen)
@@ -264,6 +276,9 @@ func (s *Store) Update(src Source, set []*Object, remove []Key) error {
 	}
 	st.status.Objects = len(st.objects)
 	st.status.LastUpdate = time.Now()
+	if revision != nil {
+		st.status.Revision = *revision
+	}
 	s.publish(touched)
 	return nil
 }
@@ -498,4 +513,45 @@ func (sub *Subscription) add(rev int64, keys map[Key]struct{}) {
 	case sub.c <- struct{}{}:
 	default:
 	}
+}
+
+// SourceObjects returns a copy of the objects of the source named name and
+// its revision (SourceStatus.Revision).
+func (s *Store) SourceObjects(name string) (map[Key]*Object, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.sources[name]
+	if st == nil {
+		return nil, ""
+	}
+	return maps.Clone(st.objects), st.status.Revision
+}
+
+// SnapshotWith returns a snapshot of the Store as it would be were the
+// objects of the source named name objects, at revision: what a staged
+// rollout serves the proxies that keep the last good commit of a git
+// source while the Store holds its next one. The Store is not changed and
+// its subscribers learn nothing; the snapshot has the Store's Revision.
+func (s *Store) SnapshotWith(name string, objects map[Key]*Object, revision string) *Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tmp := &Store{sources: make(map[string]*sourceState, len(s.sources)), health: s.health,
+		current: &Snapshot{byKind: map[Kind]*sortedList{}, byKey: cowmap.New[Key, *Object]()}}
+	keys := map[Key]struct{}{}
+	for n, st := range s.sources {
+		c := *st
+		if n == name {
+			c.objects = objects
+			c.status.Revision = revision
+			c.status.Objects = len(objects)
+		}
+		for k := range c.objects {
+			keys[k] = struct{}{}
+		}
+		tmp.sources[n] = &c
+	}
+	tmp.publish(slices.Collect(maps.Keys(keys)))
+	snap := tmp.current
+	snap.Revision, snap.configRevision = s.current.Revision, s.current.configRevision
+	return snap
 }

@@ -128,3 +128,50 @@ func TestStoreStatus(t *testing.T) {
 		t.Fatalf("status: %+v", snap.Sources)
 	}
 }
+
+// A git source's objects and commit change in one snapshot (UpdateAt);
+// SnapshotWith shows the Store with the source at another commit while the
+// Store itself and its subscribers are untouched.
+func TestStoreUpdateAtAndSnapshotWith(t *testing.T) {
+	s := store.NewStore()
+	git := store.Source{Name: "git:repo", Class: store.ClassConfig}
+	reg := store.Source{Name: "registry:consul", Class: store.ClassRegistry}
+	a := we("default", "a", "10.0.0.1", store.Origin{Source: git.Name, Commit: "aaaa"})
+	if err := s.UpdateAt(git, []*store.Object{a}, nil, "aaaa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Replace(reg, []*store.Object{we("default", "r", "10.0.0.9", store.Origin{Source: reg.Name})}); err != nil {
+		t.Fatal(err)
+	}
+	good, rev := s.SourceObjects(git.Name)
+	if rev != "aaaa" || len(good) != 1 {
+		t.Fatalf("SourceObjects = %d objects at %q", len(good), rev)
+	}
+	sub := s.Subscribe()
+	defer sub.Close()
+	b := we("default", "b", "10.0.0.2", store.Origin{Source: git.Name, Commit: "bbbb"})
+	if err := s.UpdateAt(git, []*store.Object{b}, []store.Key{a.Key}, "bbbb"); err != nil {
+		t.Fatal(err)
+	}
+	cur := s.Snapshot()
+	if cur.Commit() != "bbbb" || cur.Get(b.Key) == nil || cur.Get(a.Key) != nil {
+		t.Fatalf("after UpdateAt: commit %q, b %v, a %v", cur.Commit(), cur.Get(b.Key), cur.Get(a.Key))
+	}
+	<-sub.C()
+	sub.Take()
+	old := s.SnapshotWith(git.Name, good, "aaaa")
+	if old.Commit() != "aaaa" || old.Get(a.Key) == nil || old.Get(b.Key) != nil || old.Revision != cur.Revision {
+		t.Errorf("SnapshotWith: commit %q, a %v, b %v, revision %d (store %d)", old.Commit(), old.Get(a.Key), old.Get(b.Key), old.Revision, cur.Revision)
+	}
+	if len(old.List(store.KindWorkloadEntry)) != 2 {
+		t.Errorf("SnapshotWith lost the registry's object: %d WorkloadEntries", len(old.List(store.KindWorkloadEntry)))
+	}
+	if s.Snapshot() != cur {
+		t.Error("SnapshotWith changed the Store")
+	}
+	select {
+	case <-sub.C():
+		t.Error("SnapshotWith notified subscribers")
+	default:
+	}
+}

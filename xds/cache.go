@@ -226,6 +226,15 @@ func newCache(logger *slog.Logger, m *metrics) *cache {
 
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world streams.
 func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	w, err := sotwWatchOf(req, sub, ch)
+	if err != nil {
+		return nil, err
+	}
+	return c.open(w, req.GetResponseNonce() == "")
+}
+
+// sotwWatchOf makes the watch of a state-of-the-world request.
+func sotwWatchOf(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (*watch, error) {
 	own, ok := sub.(*subscription)
 	if !ok {
 		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
@@ -234,8 +243,21 @@ func (c *cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, req: req, sotw: ch}
-	return c.open(w, req.GetResponseNonce() == "")
+	return &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, req: req, sotw: ch}, nil
+}
+
+// deltaWatchOf makes the watch of a delta request of stream id (known
+// says the id is).
+func deltaWatchOf(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse, id int64, known bool) (*watch, error) {
+	own, ok := sub.(*subscription)
+	if !ok {
+		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
+	}
+	p, err := own.proxyOf(req.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	return &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, dreq: req, delta: ch, deltaID: id, deltaKnown: known}, nil
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
@@ -244,15 +266,10 @@ func (c *cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 	id, known := c.deltaRequests[req]
 	delete(c.deltaRequests, req)
 	c.mu.Unlock()
-	own, ok := sub.(*subscription)
-	if !ok {
-		return nil, fmt.Errorf("xds: a subscription of type %T, not of vmesh's servers", sub)
-	}
-	p, err := own.proxyOf(req.GetNode())
+	w, err := deltaWatchOf(req, sub, ch, id, known)
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{proxy: p, typeURL: req.GetTypeUrl(), sub: own, dreq: req, delta: ch, deltaID: id, deltaKnown: known}
 	return c.open(w, false)
 }
 
@@ -299,17 +316,20 @@ func (c *cache) open(w *watch, first bool) (func(), error) {
 		st.open[w.typeURL] = w
 		c.retryStagedLocked(st, w)
 	}
-	return func() {
-		c.mu.Lock()
-		if _, open := c.watches[w]; open {
-			// Cancelled unanswered: the stream ended or sent a request
-			// that replaces this one; either way its last answer is no
-			// longer the state to start from.
-			c.closeWatchLocked(w)
-			delete(c.sent, w.key())
-		}
-		c.mu.Unlock()
-	}, nil
+	return func() { c.cancelWatch(w) }, nil
+}
+
+// cancelWatch forgets w when it is still open (unanswered).
+func (c *cache) cancelWatch(w *watch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, open := c.watches[w]; open {
+		// Cancelled unanswered: the stream ended or sent a request
+		// that replaces this one; either way its last answer is no
+		// longer the state to start from.
+		c.closeWatchLocked(w)
+		delete(c.sent, w.key())
+	}
 }
 
 // closeWatchLocked forgets an open watch, answered or cancelled. Callers

@@ -19,6 +19,7 @@ type metrics struct {
 	modelSeconds    prometheus.Histogram
 	debouncedEvents prometheus.Histogram
 	inboundRefused  prometheus.Counter
+	rolloutHeld     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -68,6 +69,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "inbound_listeners_refused_total",
 			Help: "Server listener names left unanswered because the proxy's group had made the most it may (4096).",
 		}),
+		rolloutHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "rollout_held",
+			Help: "1 for the git commit the staged rollout holds (a canary rejected it or an endpoint turned unhealthy during its bake), by commit.",
+		}, []string{"commit"}),
 	}
 	// Every series with a known label present (at 0) from the start.
 	for _, k := range kindNames() {
@@ -81,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.pushSeconds, m.nacks, m.generations, m.generateSeconds, m.groups, m.modelSeconds, m.debouncedEvents, m.inboundRefused} {
+	for _, c := range []prometheus.Collector{m.connected, m.pushes, m.pushSeconds, m.nacks, m.generations, m.generateSeconds, m.groups, m.modelSeconds, m.debouncedEvents, m.inboundRefused, m.rolloutHeld} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("xds: registering metrics: %w", err)
 		}

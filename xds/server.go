@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,6 +33,9 @@ type Options struct {
 	ControlPlaneID string
 	// Pushed, when set, is called with each snapshot once it is pushed.
 	Pushed func(*model.Snapshot)
+	// Rollout, when set, stages every git commit: canaries first, the
+	// rest after a bake time (rollout.go).
+	Rollout *RolloutOptions
 }
 
 // Server serves model snapshots over xDS. Build it with NewServer, register
@@ -39,7 +44,11 @@ type Options struct {
 type Server struct {
 	logger  *slog.Logger
 	metrics *metrics
+	// cache serves every proxy but a rollout's canaries, cand those
+	// (rollout.go); arms dispatches the streams between them.
 	cache   *cache
+	cand    *cache
+	arms    *arms
 	codec   *requestCodec
 	xds     serverv3.Server
 	streams *streams
@@ -50,6 +59,15 @@ type Server struct {
 	ready chan struct{} // closed after the first snapshot is pushed
 	// pushed is Options.Pushed.
 	pushed func(*model.Snapshot)
+
+	// pushMu orders pushes and rollout changes; last is the latest
+	// snapshot the feed made, and canariesOn says the canaries are on the
+	// candidate cache. Guarded by pushMu.
+	pushMu     sync.Mutex
+	last       *model.Snapshot
+	canariesOn bool
+	// rollout is nil without Options.Rollout.
+	rollout *rollout
 }
 
 // NewServer returns a Server.
@@ -64,11 +82,22 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{logger: logger, metrics: m, codec: newRequestCodec(), ready: make(chan struct{}), pushed: opts.Pushed}
-	s.cache = newCache(logger, m)
+	s.cache, s.cand = newCache(logger, m), newCache(logger.With("arm", "candidate"), m)
 	if opts.ControlPlaneID != "" {
 		s.cache.controlPlane = &corev3.ControlPlane{Identifier: opts.ControlPlaneID}
+		s.cand.controlPlane = s.cache.controlPlane
 	}
-	s.streams = newStreams(logger, m, s.cache, opts.Observer)
+	s.arms = newArms(s.cache, s.cand)
+	if opts.Rollout != nil {
+		if err := opts.Rollout.Validate(); err != nil {
+			return nil, err
+		}
+		ro := *opts.Rollout
+		ro.Selector = maps.Clone(ro.Selector)
+		s.rollout = &rollout{opts: ro, held: m.rolloutHeld, phase: PhaseIdle}
+	}
+	s.streams = newStreams(logger, m, s.arms, opts.Observer)
+	s.streams.nacked = s.rolloutNack
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// ADS streams are served by vmesh's own stream loops, sotwADS and
 	// deltaADS, so that every stream's subscriptions (what it asks for and
@@ -78,7 +107,7 @@ func NewServer(opts Options) (*Server, error) {
 	// as is when a request repeats it. go-control-plane supplies the gRPC
 	// service, the callback and cache interfaces and the protocol types.
 	cb := s.streams.callbacks()
-	s.xds = serverv3.NewServerAdvanced(restv3.NewServer(s.cache, cb), &sotwADS{ctx: s.ctx, cache: s.cache, callbacks: cb}, &deltaADS{ctx: s.ctx, cache: s.cache, callbacks: cb})
+	s.xds = serverv3.NewServerAdvanced(restv3.NewServer(s.arms, cb), &sotwADS{ctx: s.ctx, cache: s.arms, callbacks: cb}, &deltaADS{ctx: s.ctx, cache: s.arms, callbacks: cb})
 	return s, nil
 }
 
@@ -135,7 +164,15 @@ func (s *Server) push(u model.Update) {
 	if u.Changes > 0 {
 		s.metrics.debouncedEvents.Observe(float64(u.Changes))
 	}
-	st := s.cache.push(snap, u.First)
+	s.pushMu.Lock()
+	s.last = snap
+	var st pushStats
+	if s.rollout != nil {
+		st = s.rolloutPushLocked(snap, u.First)
+	} else {
+		st = s.cache.push(snap, u.First)
+	}
+	s.pushMu.Unlock()
 	svcs, eps, routing := snap.Objects()
 	s.logger.Info("pushed config", "version", Version(snap), "edsOnly", st.edsOnly, "changes", u.Changes,
 		"leading", u.Leading, "services", svcs, "endpoints", eps, "routing", routing, "groups", st.groups, "responses", st.responses,

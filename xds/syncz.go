@@ -22,9 +22,11 @@ import (
 type streams struct {
 	logger  *slog.Logger
 	metrics *metrics
-	cache   *cache
+	cache   *arms
 
 	observer Observer // may be nil
+	// nacked, when set, learns of every NACK: proxy, type, version, error.
+	nacked func(proxy, typ, version, msg string)
 
 	mu   sync.Mutex
 	byID map[streamID]*streamState
@@ -81,7 +83,7 @@ type SyncStatus struct {
 	Types          map[string]*TypeStatus `json:"types"`
 }
 
-func newStreams(logger *slog.Logger, m *metrics, c *cache, obs Observer) *streams {
+func newStreams(logger *slog.Logger, m *metrics, c *arms, obs Observer) *streams {
 	return &streams{logger: logger, metrics: m, cache: c, observer: obs, byID: map[streamID]*streamState{}, ctxs: map[streamID]context.Context{}}
 }
 
@@ -227,6 +229,9 @@ func (s *streams) request(id streamID, node *corev3.Node, typeURL, version, nonc
 		}
 		ts.Nack, ts.NackVersion = errMsg, sent
 		s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
+		if s.nacked != nil {
+			s.nacked(st.proxy.ID, shortType(typeURL), sent, errMsg)
+		}
 		return
 	}
 	if sent != "" {
@@ -288,7 +293,7 @@ func (s *Server) Syncz() []SyncStatus {
 	// The stream's own proxy: all that decides its group (an Envoy's IPs,
 	// workload and locality too), without a search per proxy.
 	for i := range out {
-		out[i].Group = s.cache.groupKey(proxies[i])
+		out[i].Group = s.arms.armOfProxy(proxies[i].ID).groupKey(proxies[i])
 	}
 	slices.SortFunc(out, func(a, b SyncStatus) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Protocol, b.Protocol)) })
 	return out
@@ -358,10 +363,10 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 			return
 		}
 		out := ConfigDump{Proxy: p, Resources: map[string]map[string]json.RawMessage{}, Streams: []DumpStream{}}
-		if g := s.cache.generationFor(p); g != nil {
+		if g := s.arms.armOfProxy(p.ID).generationFor(p); g != nil {
 			out.Group, out.Version = g.Key, g.Version
 		}
-		for _, hs := range s.cache.held(id) {
+		for _, hs := range append(s.cache.held(id), s.cand.held(id)...) {
 			ds := DumpStream{Protocol: hs.Protocol, Group: hs.Group, Versions: map[string]map[string]string{}}
 			for t, rs := range hs.Types {
 				ds.Versions[t] = map[string]string{}

@@ -78,6 +78,35 @@ func getJSON(server, path string, into any) error {
 	return nil
 }
 
+// postJSON POSTs to a replica's path and decodes its JSON answer into into.
+func postJSON(server, path string, into any) error {
+	url := serverURL(server) + path
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", url, err)
+	}
+	token, err := clientToken()
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("POST %s: %w", url, err)
+	}
+	return nil
+}
+
 // syncz reads a replica's connected proxies.
 func syncz(server string) ([]xds.SyncStatus, error) {
 	var out []xds.SyncStatus

@@ -44,7 +44,7 @@ func newRootCmd() *cobra.Command {
 		}
 		return os.Setenv(tokenFileEnv, tokenFile)
 	}
-	root.AddCommand(newServeCmd(), newValidateCmd(), newAnalyzeCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newProxyConfigCmd(), newTokenCmd(), newCACmd(), newVMCmd(), newAgentCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newValidateCmd(), newAnalyzeCmd(), newDiffCmd(), newStatusCmd(), newConfigDumpCmd(), newProxyConfigCmd(), newRolloutCmd(), newPinCmd(), newUnpinCmd(), newTokenCmd(), newCACmd(), newVMCmd(), newAgentCmd(), newVersionCmd())
 	return root
 }
 

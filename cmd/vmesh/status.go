@@ -161,6 +161,9 @@ type replicaStatus struct {
 	// enforced; the analysis across sources); FirstWarning is one of them.
 	Warnings     int    `json:"warnings" yaml:"warnings"`
 	FirstWarning string `json:"firstWarning,omitempty" yaml:"firstWarning,omitempty"`
+	// Rollout is the staged rollout of git commits, when configured
+	// (git.rollout): a held commit is named here by SHA.
+	Rollout *xds.RolloutStatus `json:"rollout,omitempty" yaml:"rollout,omitempty"`
 }
 
 // statusReport is what `vmesh status -o json|yaml` prints.
@@ -302,6 +305,11 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 	if getJSON(srv, "/debug/credentials", &creds) == nil {
 		missingCredentials(rows, creds)
 	}
+	// A replica without a staged rollout answers 404.
+	var ro xds.RolloutStatus
+	if getJSON(srv, "/debug/rollout", &ro) == nil {
+		rs.Rollout = &ro
+	}
 	// A replica without a shared state answers 404: it is alone.
 	var shared sharedstate.Status
 	if getJSON(srv, "/debug/replicas", &shared) != nil {
@@ -347,6 +355,11 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 			name += " (" + r.ID + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", name, config, r.Proxies, errs, warns)
+	}
+	for _, r := range report.Replicas {
+		if r.Rollout != nil {
+			fmt.Fprintf(tw, "%s\trollout %s: %s\t-\t-\t-\n", r.Replica, strings.ToUpper(r.Rollout.Phase), r.Rollout.Summary())
+		}
 	}
 	for _, r := range report.Unlisted {
 		fmt.Fprintf(tw, "%s (%s)\tnot asked: known to the shared state, %d proxies, last heartbeat %s\t-\t-\t-\n",

@@ -114,6 +114,9 @@ type GitConfig struct {
 	// trimmed): the command line takes the secret only this way, so it is
 	// never in the process's argv.
 	WebhookSecretFile string `yaml:"webhookSecretFile"`
+	// Rollout, when set, stages every commit: to the canaries first, to
+	// the rest after the bake time (RolloutConfig).
+	Rollout *RolloutConfig `yaml:"rollout"`
 }
 
 // HTTPConfig is the HTTP port's guard part of Config.
@@ -212,6 +215,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http: maxConnections %d, maxEventStreams %d and eventStreamLifetime %s must be > 0", c.HTTP.MaxConnections, c.HTTP.MaxEventStreams, c.HTTP.EventStreamLifetime)
 	case c.HTTP.MaxEventStreams >= c.HTTP.MaxConnections:
 		return fmt.Errorf("http: maxEventStreams %d must be below maxConnections %d, or the streams take every connection", c.HTTP.MaxEventStreams, c.HTTP.MaxConnections)
+	}
+	if err := c.Git.Rollout.validate(c.Git.Repo); err != nil {
+		return err
 	}
 	if c.State != nil {
 		if err := c.State.Validate(); err != nil {

@@ -192,12 +192,17 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	creds := credcheck.New(cp.store, xds.Credentials, logger)
 	cp.runners = append(cp.runners, creds)
 	cp.mux.Handle("/debug/credentials", creds)
+	var rollout *xds.RolloutOptions
+	if r := cfg.Git.Rollout; r != nil {
+		rollout = &xds.RolloutOptions{Source: newRolloutSource(cp, mesh), Selector: r.Canary.Selector, Percent: r.Canary.Percent, Bake: r.Bake}
+	}
 	xdsServer, err := xds.NewServer(xds.Options{
 		Logger:         logger,
 		Registerer:     cp.metricNames,
 		Observer:       registrationObserver{r: registrar, creds: creds},
 		ControlPlaneID: controlPlaneID(),
 		Pushed:         creds.Snapshot,
+		Rollout:        rollout,
 	})
 	if err != nil {
 		return nil, err
@@ -471,6 +476,8 @@ func (cp *ControlPlane) routes() {
 	cp.mux.Handle("/debug/config", filestore.DebugHandler(cp.store, cp.analyses.Warnings))
 	cp.mux.HandleFunc("/webhook/git", cp.gitWebhook)
 	cp.mux.Handle("/debug/syncz", cp.xds.SynczHandler())
+	cp.mux.Handle("/debug/rollout", cp.xds.RolloutHandler())
+	cp.mux.Handle("/debug/rollout/", cp.xds.RolloutHandler())
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
 	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Warnings: cp.analyses.Warnings, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()},
