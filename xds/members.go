@@ -3,7 +3,6 @@ package xds
 import (
 	"github.com/vmesh/vmesh/model"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/vmesh/vmesh/xds/gen"
 )
@@ -95,15 +94,6 @@ func (c *cache) rekeyMembersLocked(prev *model.Snapshot, d *model.Diff) {
 		m.keySnap = c.snap
 		c.groupStreams[m.key]++
 	}
-}
-
-// deltaRequest notes the stream a delta request came on, which
-// CreateDeltaWatch does not say (go-control-plane's delta server calls
-// OnStreamDeltaRequest right before CreateDeltaWatch with the same request).
-func (c *cache) deltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) {
-	c.mu.Lock()
-	c.deltaRequests[req] = id
-	c.mu.Unlock()
 }
 
 // deltaStreamClosed forgets a delta stream's state.

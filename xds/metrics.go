@@ -78,6 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range kindNames() {
 		m.connected.WithLabelValues(string(k))
 	}
+	m.rolloutHeld.WithLabelValues("").Set(0)
 	for _, t := range gen.TypeURLs() {
 		m.pushes.WithLabelValues(shortType(t))
 		m.pushSeconds.WithLabelValues(shortType(t))

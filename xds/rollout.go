@@ -245,6 +245,8 @@ func (r *rollout) setLocked(phase, cand, reason string) {
 	r.held.Reset()
 	if phase == PhaseHeld {
 		r.held.WithLabelValues(cand).Set(1)
+	} else {
+		r.held.WithLabelValues("").Set(0)
 	}
 }
 

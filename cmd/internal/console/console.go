@@ -48,6 +48,9 @@ type Sources struct {
 	ConfigDump http.Handler
 	// Registries returns each registry adapter's state (see RegistryStatus).
 	Registries func() []adapter.Status
+	// Rollout returns the staged rollout's state, nil without one, as
+	// xds.(*Server).RolloutStatus does.
+	Rollout func() *xds.RolloutStatus
 	// TrustDomain completes a proxy's identity (spiffe://TD/ns/NS/sa/SA);
 	// empty means cluster.local.
 	TrustDomain string

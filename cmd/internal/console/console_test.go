@@ -329,3 +329,21 @@ func TestServicesShowProbeReason(t *testing.T) {
 		t.Errorf("services page lacks the probe's reason:\n%s", body)
 	}
 }
+
+// A held commit shows on the overview by SHA, with the reason and who
+// rejected it; no rollout configured shows nothing.
+func TestOverviewShowsHeldRollout(t *testing.T) {
+	held := &xds.RolloutStatus{Phase: xds.PhaseHeld, Good: "aaaaaaaaaaaa", Candidate: "bbbbbbbbbbbb",
+		Reason: "NACK from client-0 (EDS): duplicate endpoint", Rejected: []string{"client-0", "client-1"}, Bake: "5m0s"}
+	srv := newConsole(t, console.Sources{Rollout: func() *xds.RolloutStatus { return held }})
+	_, body := getPage(t, srv.URL+"/ui/")
+	for _, want := range []string{`id="rollout" class="bad"`, "commit bbbbbbbbbbbb HELD", "NACK from client-0 (EDS): duplicate endpoint", "every proxy serves aaaaaaaaaaaa", "rejected by client-0, client-1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	_, body = getPage(t, newConsole(t, console.Sources{}).URL+"/ui/")
+	if strings.Contains(body, `id="rollout"`) {
+		t.Error("overview shows a rollout none is configured")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/xds"
 )
 
 // Overview is the overview page's data.
@@ -28,6 +29,8 @@ type Overview struct {
 	Services   int
 	Endpoints  int
 	Proxies    ProxyCounts
+	// Rollout is the staged rollout of git commits, nil without one.
+	Rollout *xds.RolloutStatus
 }
 
 // SourceError is one config error with the source that reports it.
@@ -90,6 +93,9 @@ func (c *Console) overview() Overview {
 	o.Services, o.Endpoints, _ = ms.Objects()
 	if c.src.Registries != nil {
 		o.Registries = slices.Clone(c.src.Registries())
+	}
+	if c.src.Rollout != nil {
+		o.Rollout = c.src.Rollout()
 	}
 	if c.src.Syncz != nil {
 		byKind := map[model.ProxyKind]int{}

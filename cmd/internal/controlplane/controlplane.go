@@ -480,7 +480,7 @@ func (cp *ControlPlane) routes() {
 	cp.mux.Handle("/debug/rollout/", cp.xds.RolloutHandler())
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
-	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Warnings: cp.analyses.Warnings, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), TrustDomain: cp.ca.TrustDomain()},
+	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Warnings: cp.analyses.Warnings, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), Rollout: cp.xds.RolloutStatus, TrustDomain: cp.ca.TrustDomain()},
 		console.WithEventStreams(cp.cfg.HTTP.MaxEventStreams, cp.cfg.HTTP.EventStreamLifetime, func() { cp.httpRefused.WithLabelValues(reasonEventStreams).Inc() })))
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
