@@ -399,7 +399,7 @@ func (cp *ControlPlane) decodeCache(source string) *filestore.DecodeCache {
 // saveDecodeCaches writes the sources' decode caches once the control
 // plane is ready: encoding them then keeps it off the start's path.
 func (cp *ControlPlane) saveDecodeCaches(ctx context.Context) {
-	for _, c := range append(cp.ready, cp.xds.Ready()) {
+	for _, c := range append(slices.Clip(cp.ready), cp.xds.Ready()) {
 		select {
 		case <-c:
 		case <-ctx.Done():
@@ -434,7 +434,7 @@ func (cp *ControlPlane) HTTPAddr() string { return cp.httpLis.Addr().String() }
 // Ready reports whether every config source has loaded once and xDS has
 // generated config from it.
 func (cp *ControlPlane) Ready() bool {
-	for _, c := range append(cp.ready, cp.xds.Ready()) {
+	for _, c := range append(slices.Clip(cp.ready), cp.xds.Ready()) {
 		select {
 		case <-c:
 		default:
