@@ -341,11 +341,13 @@ func (d *docDecoder) ignoredKind(kindNode, meta *yaml.Node) {
 }
 
 func kindList() string {
-	names := make([]string, len(store.Kinds))
-	for i, k := range store.Kinds {
-		names[i] = string(k)
+	var names []string
+	for _, k := range store.Kinds {
+		if _, ok := lookupKind(k); ok {
+			names = append(names, string(k))
+		}
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, ", ") + "; and the Gateway API's GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute, ReferenceGrant"
 }
 
 // lineOf finds the line of a field path, or of its nearest recorded parent.

@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -15,7 +14,8 @@ import (
 // its spec is validated against the kind's CRD (package gatewayapi: the
 // schema, its defaults and its CEL rules, as the API server checks it)
 // and kept as a structpb.Struct; its status, which an API server would
-// hold, is ignored.
+// hold, is ignored. What applies it (gatewayapi.Convert, across the
+// config set) warns about what it does not apply.
 func (d *docDecoder) decodeGatewayAPI(root *yaml.Node, fields map[string]*yaml.Node, kindNode, apiNode *yaml.Node) *store.Object {
 	kind, _ := gatewayapi.StoreKind(kindNode.Value)
 	_, version, _ := strings.Cut(apiNode.Value, "/")
@@ -54,7 +54,5 @@ func (d *docDecoder) decodeGatewayAPI(root *yaml.Node, fields map[string]*yaml.N
 	}
 	obj.Spec = spec
 	obj.SetFieldLines(dec.Lines)
-	d.p.warn(store.ConfigError{File: d.file, Line: kindNode.Line, Object: d.object, Field: "kind", Severity: store.SeverityWarning, Code: store.CodeKindNotImplemented,
-		Message: fmt.Sprintf("%s is validated (its CRD's schema and rules) but vmesh does not apply it yet: the document has no effect", kindNode.Value)})
 	return obj
 }

@@ -40,6 +40,7 @@ const (
 	CodeGatewayServerNotServed     = "VM1018"  // a Gateway server vmesh's routers do not serve: AUTO_PASSTHROUGH, TLS termination without credentialName, TLS-terminated TCP
 	CodeCredentialNotHeld          = "VM1019"  // a credentialName a proxy's config asks for that its agent's credentials directory does not hold: that listener chain or cluster fails closed
 	CodeHTTPPortUnauthenticated    = "VM1020"  // vmesh serve's HTTP port listens beyond loopback with no token: /debug, /ui and /metrics are open to its network
+	CodeGatewayAPINotApplied       = "VM1021"  // a Gateway API route, parent, backend, filter or field vmesh does not apply (or that names nothing)
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -78,6 +79,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeGatewayServerNotServed, Name: "GatewayServerNotServed"},
 	{Code: CodeCredentialNotHeld, Name: "CredentialNotHeld"},
 	{Code: CodeHTTPPortUnauthenticated, Name: "HTTPPortUnauthenticated"},
+	{Code: CodeGatewayAPINotApplied, Name: "GatewayAPINotApplied"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 )
@@ -95,7 +96,13 @@ func Objects(config, others []*store.Object, complete bool) ([]store.ConfigError
 			return nil, fmt.Errorf("analysis: %w", err)
 		}
 	}
-	return Analyze(model.Build(st.Snapshot()), complete), nil
+	// The Gateway API routes become VirtualServices as the control
+	// plane's gatewayapi.Writer makes them, analysed with the rest.
+	gw := gatewayapi.Convert(st.Snapshot())
+	if err := st.Replace(gatewayapi.Source(), gw.Objects); err != nil {
+		return nil, fmt.Errorf("analysis: %w", err)
+	}
+	return append(gw.Warnings, Analyze(model.Build(st.Snapshot()), complete)...), nil
 }
 
 type analysis struct {

@@ -37,6 +37,7 @@ import (
 	"github.com/vmesh/vmesh/cmd/internal/console"
 	"github.com/vmesh/vmesh/cmd/internal/httpguard"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/internal/buildinfo"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/analysis"
@@ -162,6 +163,14 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	}, logger)
 	cp.runners = append(cp.runners, registrar)
 	cp.metricNames.MustRegister(newRegistrationMetrics(registrar))
+	// The Kubernetes Gateway API's routes become the VirtualServices
+	// Istio's converter makes of them, written back into the Store.
+	gw, err := gatewayapi.NewWriter(cp.store, logger, slices.Clone(cp.ready)...)
+	if err != nil {
+		return nil, err
+	}
+	cp.runners = append(cp.runners, gw)
+	cp.ready = append(cp.ready, gw.Synced())
 	// RequestAuthentication key sets (jwksUri) are fetched here and inlined
 	// into the JWT filters, as istiod does by default; xDS starts once the
 	// first complete config's key sets were tried.
