@@ -16,6 +16,7 @@ import (
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
 	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -326,4 +327,58 @@ func TestStagedRolloutGRPC(t *testing.T) {
 		return st.Phase == xds.PhaseHeld && st.Candidate == bad2 && st.Good == next
 	})
 	xdstest.Eventually(t, "every client on the pinned commit after the hold", func() bool { return acked(all, next) })
+}
+
+// TestStagedRolloutHoldsOnHealthRegression: an endpoint that turns
+// unhealthy while a commit bakes holds the commit, named in the reason.
+func TestStagedRolloutHoldsOnHealthRegression(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Missing(t, "git: %v", err)
+	}
+	repo := &rolloutRepo{t: t, dir: t.TempDir()}
+	repo.git("init", "--quiet", "--initial-branch=main")
+	repo.git("config", "user.email", "t@vmesh.io")
+	repo.git("config", "user.name", "t")
+	checked := strings.Replace(rolloutWorkloadEntry("echo-1", 7001), "metadata: {name: echo-1, namespace: default}",
+		"metadata:\n  name: echo-1\n  namespace: default\n  annotations: {proxy.istio.io/health-checks-enabled: \"true\"}", 1)
+	good := repo.commit(map[string]string{"se.yaml": rolloutServiceEntry, "we1.yaml": checked})
+	cfg := controlplane.DefaultConfig()
+	cfg.Git.Repo, cfg.Git.Ref, cfg.Git.Interval = repo.dir, "main", time.Hour
+	cfg.DebounceQuiet, cfg.DebounceMax = 10*time.Millisecond, 50*time.Millisecond
+	// A bake no test waits for: only the regression can end it.
+	cfg.Git.Rollout = &controlplane.RolloutConfig{Canary: controlplane.CanaryConfig{Percent: 50}, Bake: time.Hour}
+	cp := start(t, cfg)
+	waitReady(t, cp)
+	base := "http://" + cp.HTTPAddr()
+	status := func() xds.RolloutStatus {
+		t.Helper()
+		var st xds.RolloutStatus
+		if code, body := get(t, base+"/debug/rollout"); code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+			t.Fatalf("/debug/rollout: %d %s", code, body)
+		}
+		return st
+	}
+	healthy := true
+	key := store.Key{Kind: store.KindWorkloadEntry, Namespace: "default", Name: "echo-1"}
+	cp.Store().SetHealth(key, &healthy)
+	next := repo.commit(map[string]string{"we2.yaml": rolloutWorkloadEntry("echo-2", 7002)})
+	resp, err := http.Post(base+"/webhook/git", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	xdstest.Eventually(t, "the commit baking", func() bool {
+		st := status()
+		return st.Phase == xds.PhaseBaking && st.Candidate == next && st.Good == good
+	})
+	unhealthy := false
+	cp.Store().SetHealth(key, &unhealthy)
+	var st xds.RolloutStatus
+	xdstest.Eventually(t, "the commit held", func() bool {
+		st = status()
+		return st.Phase == xds.PhaseHeld && st.Candidate == next
+	})
+	if st.Reason != "endpoint default/echo-1 turned unhealthy" || st.Good != good {
+		t.Errorf("held: %+v, want the endpoint named and %s still good", st, good)
+	}
 }
