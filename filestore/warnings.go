@@ -351,10 +351,8 @@ func gatewayServerNotServed(sv *networking.Server) string {
 	}
 	proto := strings.ToUpper(sv.GetPort().GetProtocol())
 	switch t.GetMode() {
-	case networking.ServerTLSSettings_AUTO_PASSTHROUGH:
-		return "tls.mode AUTO_PASSTHROUGH (SNI-DNAT to mesh services) is not implemented"
-	case networking.ServerTLSSettings_PASSTHROUGH:
-		return ""
+	case networking.ServerTLSSettings_AUTO_PASSTHROUGH, networking.ServerTLSSettings_PASSTHROUGH:
+		return "" // AUTO_PASSTHROUGH: SNI-DNAT to the mesh's services, as Istio's
 	}
 	switch proto {
 	case "HTTP", "HTTP2", "GRPC", "GRPC-WEB":

@@ -102,7 +102,7 @@ spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
 `, want: nil},
-		{name: "Gateway servers routers do not serve", objects: 1, doc: `apiVersion: networking.istio.io/v1
+		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH is served)", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
 spec:
@@ -117,7 +117,7 @@ spec:
   - port: {number: 8443, name: https-ok, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: SIMPLE, credentialName: ok}
-`, want: []where{{9, "servers[0].tls", store.CodeGatewayServerNotServed}, {12, "servers[1].tls", store.CodeGatewayServerNotServed}}},
+`, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}}},
 		{name: "gateway-only VirtualService", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}

@@ -14,8 +14,16 @@ import (
 // and DestinationRule subset, by the sidecar's cluster generation) of the
 // services the VirtualServices bound to the router's Gateways route to,
 // as Istio's gateways have them with PILOT_FILTER_GATEWAY_CLUSTER_CONFIG.
+//
+// A router with an AUTO_PASSTHROUGH server also has the SNI-DNAT clusters
+// of every service it sees (sidecar.SNIDNATClusters), after them, as
+// Istio's gateways have.
 func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 	cds, _ := sidecar.GatewayClusters(v, refs(v))
+	if autoPassthrough(v) {
+		dnat, _ := sidecar.SNIDNATClusters(v, v.Clusters())
+		cds = append(cds, dnat...)
+	}
 	return cds, nil
 }
 
@@ -23,6 +31,10 @@ func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
 // Clusters.
 func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
 	_, eds := sidecar.GatewayClusters(v, refs(v))
+	if autoPassthrough(v) {
+		_, dnat := sidecar.SNIDNATClusters(v, v.Clusters())
+		eds = append(eds, dnat...)
+	}
 	return eds, nil
 }
 

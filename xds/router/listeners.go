@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -126,6 +127,8 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: sni}
 			}
 			l.FilterChains = append(l.FilterChains, fc)
+		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_AUTO_PASSTHROUGH && !s.isHTTP():
+			l.FilterChains = append(l.FilterChains, autoPassthroughChains(v, s)...)
 		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
 			l.FilterChains = append(l.FilterChains, passthroughChains(v, s, sniSeen, netSec)...)
 		case s.spec.GetTls() == nil && (s.protocol() == "TCP" || s.protocol() == "TLS" || s.protocol() == "MONGO"):
@@ -179,6 +182,57 @@ func passthroughChains(v *model.View, s server, seen map[string]bool, sec []*lis
 		}
 	}
 	return out
+}
+
+// istioMTLSALPNs are the ALPNs an Istio mTLS client offers (Istio's
+// allIstioMtlsALPNs): an AUTO_PASSTHROUGH chain matches only them.
+var istioMTLSALPNs = []string{"istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
+
+// autoPassthroughChains are an AUTO_PASSTHROUGH server's filter chains, as
+// Istio's builtAutoPassthroughFilterChains: per service the router sees
+// that is not mesh-external and whose host one of the server's hosts
+// matches, per port that is not UDP and per DestinationRule subset, a
+// chain matching the SNI "outbound_.<port>_.<subset>_.<host>" (the
+// cluster a mesh client's mTLS names) and Istio's mTLS ALPNs to a
+// tcp_proxy to that SNI-DNAT cluster (clusters.go). No VirtualService is
+// needed and no policy applies: the client's mTLS passes through to the
+// destination's sidecar, which enforces its own.
+func autoPassthroughChains(v *model.View, s server) []*listenerv3.FilterChain {
+	var hosts []string
+	for _, h := range s.spec.GetHosts() {
+		if _, host, ok := strings.Cut(h, "/"); ok {
+			h = host
+		}
+		hosts = append(hosts, h)
+	}
+	var out []*listenerv3.FilterChain
+	for _, svc := range v.Services() {
+		if svc.MeshExternal || !slices.ContainsFunc(hosts, func(h string) bool { return subsetOf(svc.Hostname, h) }) {
+			continue
+		}
+		for _, c := range v.ClustersOf([]*model.Service{svc}) {
+			if strings.EqualFold(c.Port.Protocol, "UDP") {
+				continue
+			}
+			name := sidecar.SNIDNATName(c.Port.Number, c.Subset, svc.Hostname)
+			out = append(out, &listenerv3.FilterChain{
+				FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{name}, ApplicationProtocols: slices.Clone(istioMTLSALPNs)},
+				Filters:          []*listenerv3.Filter{sidecar.TCPProxyTo(name, name)},
+			})
+		}
+	}
+	return out
+}
+
+// autoPassthrough reports whether a served server of the router is
+// AUTO_PASSTHROUGH: its SNI-DNAT clusters are then generated.
+func autoPassthrough(v *model.View) bool {
+	for _, s := range servers(v) {
+		if s.spec.GetTls().GetMode() == networking.ServerTLSSettings_AUTO_PASSTHROUGH && !s.isHTTP() {
+			return true
+		}
+	}
+	return false
 }
 
 // tcpChain is a TCP server's (no TLS) filter chain, as Istio's

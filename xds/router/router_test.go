@@ -431,3 +431,99 @@ spec:
 		t.Errorf("credentials\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAutoPassthrough: an AUTO_PASSTHROUGH server routes by the SNI a mesh
+// client's mTLS sends ("outbound_.<port>_.<subset>_.<host>") to SNI-DNAT
+// clusters of the mesh services its hosts match (not the mesh-external
+// ones), whose EDS holds only the endpoints that take mesh mTLS; the
+// router's generation is consistent (every tcp_proxy's cluster exists).
+func TestAutoPassthrough(t *testing.T) {
+	const yaml = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: default}
+spec:
+  hosts: [api.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints:
+  - {address: 10.0.0.5, serviceAccount: api}
+  - {address: 10.0.0.6}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ext, namespace: default}
+spec:
+  hosts: [ext.example.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: cross-network, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 15443, name: tls, protocol: TLS}
+    hosts: ["*.local"]
+    tls: {mode: AUTO_PASSTHROUGH}
+`
+	v := view(t, yaml, ingress())
+	lds, err := router.Listeners(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 {
+		t.Fatalf("listeners %v", lds)
+	}
+	const name = "outbound_.8080_._.api.default.svc.cluster.local"
+	fc := lds[0].GetFilterChains()[0]
+	if got := fc.GetFilterChainMatch().GetServerNames(); !slices.Equal(got, []string{name}) || !slices.Contains(fc.GetFilterChainMatch().GetApplicationProtocols(), "istio") {
+		t.Errorf("chain match %v", fc.GetFilterChainMatch())
+	}
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(tp); err != nil || tp.GetCluster() != name {
+		t.Errorf("tcp_proxy to %q (%v)", tp.GetCluster(), err)
+	}
+	cds, _ := router.Clusters(v)
+	var dnat int
+	for _, c := range cds {
+		if strings.HasPrefix(c.GetName(), "outbound_.") {
+			dnat++
+			if c.GetName() != name || c.GetTransportSocket() != nil || len(c.GetTransportSocketMatches()) != 0 {
+				t.Errorf("SNI-DNAT cluster %v", c)
+			}
+		}
+	}
+	if dnat != 1 {
+		t.Errorf("%d SNI-DNAT clusters, want 1 (none for the mesh-external service)", dnat)
+	}
+	eds, _ := router.Endpoints(v)
+	var addrs []string
+	for _, la := range eds {
+		if la.GetClusterName() != name {
+			continue
+		}
+		for _, loc := range la.GetEndpoints() {
+			for _, e := range loc.GetLbEndpoints() {
+				addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+			}
+		}
+	}
+	if !slices.Equal(addrs, []string{"10.0.0.5"}) {
+		t.Errorf("SNI-DNAT endpoints %v, want the mesh-mTLS one only", addrs)
+	}
+	objs, errs := filestore.Decode("config.yaml", []byte(yaml))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "test", Class: store.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (router.Kind{}).Generate(model.Build(st.Snapshot()), ingress(), "k"); err != nil {
+		t.Errorf("generation: %v", err)
+	}
+}

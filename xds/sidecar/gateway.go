@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -13,7 +15,9 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/translate"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -97,4 +101,91 @@ func TLSSocket(ctx proto.Message) *corev3.TransportSocket { return tlsSocket(ctx
 func GatewayClusters(v *model.View, refs []model.Cluster) ([]*clusterv3.Cluster, []*endpointv3.ClusterLoadAssignment) {
 	fixed := FixedClusters(v)
 	return append(fixed[1:], ClustersOf(v, refs)...), EndpointsOf(v, refs)
+}
+
+// SNIDNATName is the name of an SNI-DNAT cluster (and of its EDS
+// resource), as Istio's BuildDNSSrvSubsetKey: "outbound_.<port>_.<subset>_.<host>",
+// the SNI a mesh client sends to reach that cluster through an
+// AUTO_PASSTHROUGH gateway.
+func SNIDNATName(port uint32, subset, host string) string {
+	return "outbound_." + strconv.FormatUint(uint64(port), 10) + "_." + subset + "_." + host
+}
+
+// SNIDNATClusters returns a router's SNI-DNAT clusters, as Istio's
+// buildOutboundSniDnatClusters for a gateway with an AUTO_PASSTHROUGH
+// server: per ref of a service that is not mesh-external, on a port that
+// is not UDP, the outbound cluster named SNIDNATName without any TLS (the
+// client's mTLS passes through), and the ClusterLoadAssignments of the EDS
+// ones.
+func SNIDNATClusters(v *model.View, refs []model.Cluster) ([]*clusterv3.Cluster, []*endpointv3.ClusterLoadAssignment) {
+	sc := baseScope(v)
+	var cds []*clusterv3.Cluster
+	var eds []*endpointv3.ClusterLoadAssignment
+	for _, ref := range refs {
+		if ref.Service.MeshExternal || strings.EqualFold(ref.Port.Protocol, "UDP") {
+			continue
+		}
+		name := SNIDNATName(ref.Port.Number, ref.Subset, ref.Service.Hostname)
+		c := proto.Clone(sc.outboundCluster(ref)).(*clusterv3.Cluster)
+		c.Name = name
+		c.TransportSocket, c.TransportSocketMatches = nil, nil
+		if c.GetEdsClusterConfig() != nil {
+			c.EdsClusterConfig.ServiceName = name
+		}
+		if la := c.GetLoadAssignment(); la != nil {
+			la.ClusterName = name
+		}
+		cds = append(cds, c)
+		if c.GetType() == clusterv3.Cluster_EDS {
+			mtls := map[*endpointv3.LbEndpoint]bool{}
+			la := translate.LoadAssignment(ref, func(e *model.Endpoint) *endpointv3.LbEndpoint {
+				lb := lbEndpoint(e, e.PortFor(ref.Port))
+				mtls[lb] = takesMeshMTLS(e)
+				return lb
+			})
+			mtlsOnly(la, mtls)
+			la.ClusterName = name
+			eds = append(eds, la)
+		}
+	}
+	return cds, eds
+}
+
+// takesMeshMTLS reports whether an endpoint takes Istio mTLS as Istio
+// decides it for a WorkloadEntry (getTLSModeFromWorkloadEntry): its
+// security.istio.io/tlsMode label when it has one, else whether it names
+// a service account.
+func takesMeshMTLS(e *model.Endpoint) bool {
+	if m, ok := e.Labels[meshlabels.TLSModeLabel]; ok {
+		return strings.EqualFold(m, meshlabels.TLSModeIstio)
+	}
+	return e.ServiceAccount != ""
+}
+
+// mtlsOnly keeps the endpoints that take Istio mTLS (mtls), as Istio's
+// EndpointsWithMTLSFilter for SNI-DNAT clusters: a client's passed-through
+// TLS must end at a sidecar. Each locality stays, its weight the sum of
+// its remaining endpoints' (none when 0).
+func mtlsOnly(la *endpointv3.ClusterLoadAssignment, mtls map[*endpointv3.LbEndpoint]bool) {
+	for _, loc := range la.GetEndpoints() {
+		var keep []*endpointv3.LbEndpoint
+		var weight uint32
+		for _, e := range loc.GetLbEndpoints() {
+			if !mtls[e] {
+				continue
+			}
+			keep = append(keep, e)
+			weight += max(e.GetLoadBalancingWeight().GetValue(), 1)
+		}
+		loc.LbEndpoints = keep
+		loc.LoadBalancingWeight = nil
+		if weight > 0 {
+			loc.LoadBalancingWeight = wrapperspb.UInt32(weight)
+		}
+	}
+}
+
+// TCPProxyTo is a tcp_proxy filter to one cluster.
+func TCPProxyTo(statPrefix, cluster string) *listenerv3.Filter {
+	return tcpProxy(statPrefix, []weighted{{cluster: cluster}})
 }
