@@ -1,7 +1,6 @@
 package filestore_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,42 +11,15 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
-
-// logBuffer collects a source's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines logged so far whose message is msg ("" for all).
-func (b *logBuffer) lines(msg string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if l != "" && (msg == "" || strings.Contains(l, `"msg":"`+msg+`"`)) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 // runDir runs a DirSource on dir until the test ends, and checks that Run
 // returns within 5 s of being stopped (a FIFO or a loop must not hold it).
@@ -238,8 +210,8 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "bomb.yaml"), aliasBomb())
 	writeFile(t, filepath.Join(dir, "docs.yaml"), strings.Repeat("--- {kind: Nope}\n", 100_000))
 	writeFile(t, filepath.Join(dir, "host.yaml"), "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: long}\nspec:\n  hosts: ["+strings.Repeat("a", 3<<20)+"]\n")
-	var logs logBuffer
-	st := runDir(t, dir, logs.logger())
+	var logs testenv.LogBuffer
+	st := runDir(t, dir, logs.Logger(slog.LevelInfo))
 	max := filestore.DefaultMaxProblems
 
 	snap := st.Snapshot()
@@ -269,22 +241,22 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 	}
 
 	// One line per bad file, however many problems it has, none huge.
-	if lines := logs.lines("config errors"); len(lines) != 3 {
+	if lines := logs.Lines("config errors"); len(lines) != 3 {
 		t.Errorf("%d 'config errors' lines for 3 bad files, want 3", len(lines))
 	}
-	for _, l := range logs.lines("") {
+	for _, l := range logs.Lines("") {
 		if len(l) > 64<<10 {
 			t.Errorf("a log line of %d bytes", len(l))
 		}
 	}
-	total := len(logs.lines(""))
+	total := len(logs.Lines(""))
 	// Two unrelated edits, each seen applied: the first edit's publish
 	// (and its logging) is over once the second is visible.
 	for i, addr := range []string{"1.1.1.2", "1.1.1.3"} {
 		writeFile(t, filepath.Join(dir, "ok.yaml"), weYAML("ok", addr))
 		eventually(t, fmt.Sprintf("edit %d applied", i+1), func(s *store.Snapshot) bool { return addressOf(s, "ok") == addr }, st)
 	}
-	if after := logs.lines(""); len(after) != total {
+	if after := logs.Lines(""); len(after) != total {
 		t.Errorf("unrelated edits logged %d lines, want none:\n%s", len(after)-total, strings.Join(after[total:], "\n"))
 	}
 	// An edit to the bomb (one more endpoint: 1,000 more problems) logs one line.
@@ -292,7 +264,7 @@ func TestDirSourceProblemsAndLogsBounded(t *testing.T) {
 	eventually(t, "bomb edit reported", func(s *store.Snapshot) bool { return reported(s, "bomb.yaml", "and 100,980 more problems") }, st)
 	writeFile(t, filepath.Join(dir, "ok.yaml"), weYAML("ok", "1.1.1.4"))
 	eventually(t, "edit applied", func(s *store.Snapshot) bool { return addressOf(s, "ok") == "1.1.1.4" }, st)
-	if n := len(logs.lines("")) - total; n != 1 {
+	if n := len(logs.Lines("")) - total; n != 1 {
 		t.Errorf("an edit to the alias bomb logged %d lines, want 1", n)
 	}
 }

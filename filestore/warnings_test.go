@@ -3,6 +3,7 @@ package filestore_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
@@ -494,14 +496,14 @@ func TestDirSourceLogsWarningsOnce(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "10.0.0.1"))
 	// An info (what proxyless gRPC ignores) is not logged.
 	writeFile(t, filepath.Join(dir, "dr.yaml"), "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: a}\nspec:\n  host: a.example.internal\n  trafficPolicy: {outlierDetection: {consecutive5xxErrors: 5}}\n")
-	var logs logBuffer
-	cs := runDir(t, dir, logs.logger())
+	var logs testenv.LogBuffer
+	cs := runDir(t, dir, logs.Logger(slog.LevelInfo))
 	for i, addr := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"} {
 		writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", addr))
 		eventually(t, "edit "+string(rune('1'+i)), func(s *store.Snapshot) bool { return addressOf(s, "a") == addr }, cs)
 	}
-	if n := len(logs.lines("config warnings")); n != 1 || strings.Contains(strings.Join(logs.lines(""), "\n"), "dr.yaml") {
-		t.Errorf("warnings logged %d times, want once, and no info:\n%s", n, strings.Join(logs.lines(""), "\n"))
+	if n := len(logs.Lines("config warnings")); n != 1 || strings.Contains(strings.Join(logs.Lines(""), "\n"), "dr.yaml") {
+		t.Errorf("warnings logged %d times, want once, and no info:\n%s", n, strings.Join(logs.Lines(""), "\n"))
 	}
 	must(t, os.Remove(filepath.Join(dir, "telemetry.yaml")))
 	eventually(t, "the warning cleared", func(s *store.Snapshot) bool {
@@ -514,7 +516,7 @@ func TestDirSourceLogsWarningsOnce(t *testing.T) {
 		}
 		return true
 	}, cs)
-	if n := len(logs.lines("config errors cleared")); n != 1 {
+	if n := len(logs.Lines("config errors cleared")); n != 1 {
 		t.Errorf("cleared logged %d times, want once", n)
 	}
 }

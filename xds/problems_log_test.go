@@ -1,44 +1,26 @@
 package xds_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	security "istio.io/api/security/v1beta1"
+
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
-	security "istio.io/api/security/v1beta1"
 )
-
-// lockedBuffer is a log sink the push goroutine writes and the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A push logs no config problem: config the model does not use is a
 // warning found when it is read, and logged once per change by its source
 // (filestore: TestDirSourceLogsWarningsOnce), never at a push.
 func TestPushLogsNoConfigProblem(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	srv, err := xds.NewServer(xds.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,15 @@
 package analysis_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
@@ -287,24 +286,24 @@ func TestLogAnalysisOncePerChange(t *testing.T) {
 	cs := store.NewStore()
 	src := store.Source{Name: "dir:x", Class: store.ClassConfig}
 	must(t, cs.Replace(src, objs))
-	var logs logBuffer
+	var logs testenv.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- analysis.Log(ctx, cs, &analysis.Cache{}, logs.logger()) }()
+	go func() { done <- analysis.Log(ctx, cs, &analysis.Cache{}, logs.Logger(slog.LevelInfo)) }()
 	defer func() { cancel(); <-done }()
 	waitLines := func(msg string, n int) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for len(logs.lines(msg)) < n && time.Now().Before(deadline) {
+		for len(logs.Lines(msg)) < n && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if got := len(logs.lines(msg)); got != n {
-			t.Fatalf("%d %q lines, want %d:\n%s", got, msg, n, strings.Join(logs.lines(""), "\n"))
+		if got := len(logs.Lines(msg)); got != n {
+			t.Fatalf("%d %q lines, want %d:\n%s", got, msg, n, strings.Join(logs.Lines(""), "\n"))
 		}
 	}
 	waitLines("config analysis warnings", 1)
-	if !strings.Contains(logs.lines("config analysis warnings")[0], `"total":8`) {
-		t.Errorf("first line: %s", logs.lines("")[0])
+	if !strings.Contains(logs.Lines("config analysis warnings")[0], `"total":8`) {
+		t.Errorf("first line: %s", logs.Lines("")[0])
 	}
 	// A change that leaves the warnings as they are (one more endpoint of
 	// a selected service): analysed again, nothing logged.
@@ -315,8 +314,8 @@ func TestLogAnalysisOncePerChange(t *testing.T) {
 	objs = append(objs, extra...)
 	must(t, cs.Replace(src, objs))
 	time.Sleep(1500 * time.Millisecond) // past the next analysis
-	if n := len(logs.lines("")); n != 1 {
-		t.Errorf("an unchanged analysis was logged:\n%s", strings.Join(logs.lines(""), "\n"))
+	if n := len(logs.Lines("")); n != 1 {
+		t.Errorf("an unchanged analysis was logged:\n%s", strings.Join(logs.Lines(""), "\n"))
 	}
 	// Drop the stray WorkloadEntry: its warning clears.
 	var kept []*store.Object
@@ -327,8 +326,8 @@ func TestLogAnalysisOncePerChange(t *testing.T) {
 	}
 	must(t, cs.Replace(src, kept))
 	waitLines("config analysis warnings cleared", 1)
-	if n := len(logs.lines("config analysis warnings")); n != 1 {
-		t.Errorf("analysis logged %d times, want once:\n%s", n, strings.Join(logs.lines(""), "\n"))
+	if n := len(logs.Lines("config analysis warnings")); n != 1 {
+		t.Errorf("analysis logged %d times, want once:\n%s", n, strings.Join(logs.Lines(""), "\n"))
 	}
 }
 
@@ -421,29 +420,6 @@ spec:
 		t.Errorf("delegate warnings = %v, want %v", got, want)
 	}
 }
-
-// logBuffer captures JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines logged so far whose message is msg ("" for all).
-func (b *logBuffer) lines(msg string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.DeleteFunc(strings.Split(strings.TrimSpace(b.buf.String()), "\n"), func(l string) bool {
-		return l == "" || msg != "" && !strings.Contains(l, `"msg":"`+msg+`"`)
-	})
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 // TestGatewayServed: a Gateway whose selector no WorkloadEntry's labels
 // match (no gateway VM) is VM1008 and a VirtualService bound only to it

@@ -1,7 +1,6 @@
 package jwks_test
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,19 +14,20 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/writers/jwks"
 	"github.com/vmesh/vmesh/xds"
 	"github.com/vmesh/vmesh/xds/security"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // marker returns a string found nowhere but where a test puts it.
@@ -98,29 +98,11 @@ spec:
 	return y
 }
 
-// logBuffer is a slog handler's output, safe for concurrent writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // fetcherOn runs a fetcher over st with settings (its log kept in the
 // returned buffer).
-func fetcherOn(t *testing.T, st *store.Store, s jwks.Settings) *logBuffer {
+func fetcherOn(t *testing.T, st *store.Store, s jwks.Settings) *testenv.LogBuffer {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.LogBuffer{}
 	s.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if s.Refresh == 0 {
 		s.Refresh, s.RetryAfterFailure = time.Minute, time.Minute
@@ -148,7 +130,7 @@ func settled(t *testing.T, st *store.Store, uris ...string) *store.Snapshot {
 // generates for the api workload's sidecar: every object (spec,
 // annotations), every source's warnings and errors, the sidecar's
 // listeners (as /debug/config_dump renders them), and the fetcher's log.
-func everything(t *testing.T, fs *store.Snapshot, logs *logBuffer) string {
+func everything(t *testing.T, fs *store.Snapshot, logs *testenv.LogBuffer) string {
 	t.Helper()
 	var b strings.Builder
 	for _, k := range []store.Kind{store.KindJWKS, store.KindRequestAuthentication, store.KindServiceEntry} {

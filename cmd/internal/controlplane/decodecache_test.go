@@ -8,30 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
+	"github.com/vmesh/vmesh/internal/testenv"
 )
-
-// lockedBuffer is a log sink for a control plane's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRestartServesFromTheDecodeCache: once ready, the control plane saves
 // what its files decoded to in the data directory; a restart on the same
@@ -43,7 +25,7 @@ func TestRestartServesFromTheDecodeCache(t *testing.T) {
 		cfg := controlplane.DefaultConfig()
 		cfg.ConfigDir = "../../../examples/quickstart"
 		cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", data
-		var logs lockedBuffer
+		var logs testenv.LogBuffer
 		cp, err := controlplane.New(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		if err != nil {
 			t.Fatal(err)
