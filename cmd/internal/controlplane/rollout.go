@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,7 +77,31 @@ func newRolloutSource(cp *ControlPlane, mesh model.Mesh) *rolloutSource {
 // short is a commit's short SHA, as snapshots and versions show it.
 func short(c string) string { return c[:min(12, len(c))] }
 
-// Keep implements xds.RolloutSource.
+// goodFile is where the last good commit is remembered across restarts.
+func (r *rolloutSource) goodFile() string {
+	return filepath.Join(r.cp.cfg.DataDir, "rollout", "good")
+}
+
+// save remembers commit as the last good one; a failure is logged (a
+// restart then starts from the commit the git source serves).
+func (r *rolloutSource) save(commit string) {
+	f := r.goodFile()
+	err := os.MkdirAll(filepath.Dir(f), 0o700)
+	if err == nil {
+		tmp := f + ".tmp"
+		if err = os.WriteFile(tmp, []byte(commit+"\n"), 0o600); err == nil {
+			err = os.Rename(tmp, f)
+		}
+	}
+	if err != nil {
+		r.cp.log.Warn("rollout: cannot remember the last good commit; a restart serves the branch's commit to every proxy", "commit", commit, "error", err)
+	}
+}
+
+// Keep implements xds.RolloutSource. The first Keep (commit "") of a
+// process starts from the last good commit a previous run remembered,
+// when the git source now serves another one: that one then goes through
+// the rollout again rather than to every proxy at once.
 func (r *rolloutSource) Keep(commit string) string {
 	if r.cp.git == nil {
 		return ""
@@ -83,10 +110,37 @@ func (r *rolloutSource) Keep(commit string) string {
 	if rev == "" || commit != "" && short(rev) != commit {
 		return ""
 	}
+	if commit == "" {
+		if b, err := os.ReadFile(r.goodFile()); err == nil {
+			if saved := strings.TrimSpace(string(b)); saved != "" && saved != rev {
+				ctx, cancel := context.WithTimeout(context.Background(), r.cp.cfg.Git.Timeout)
+				full, old, err := r.cp.git.ObjectsAt(ctx, saved)
+				cancel()
+				if err == nil {
+					r.keep(old, full)
+					r.cp.log.Info("rollout: starting from the last good commit of the previous run", "good", full, "serving", rev)
+					return short(full)
+				}
+				r.cp.log.Warn("rollout: cannot read the last good commit of the previous run; keeping the git source's", "good", saved, "serving", rev, "error", err)
+			}
+		}
+	}
 	r.mu.Lock()
 	r.kept = &keptCommit{objects: objs, commit: rev}
 	r.mu.Unlock()
+	r.save(rev)
 	return short(rev)
+}
+
+// keep makes objs at commit the kept config.
+func (r *rolloutSource) keep(objs []*store.Object, commit string) {
+	m := make(map[store.Key]*store.Object, len(objs))
+	for _, o := range objs {
+		m[o.Key] = o
+	}
+	r.mu.Lock()
+	r.kept = &keptCommit{objects: m, commit: commit}
+	r.mu.Unlock()
 }
 
 // Stable implements xds.RolloutSource.
@@ -109,13 +163,8 @@ func (r *rolloutSource) Pin(ctx context.Context, rev string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pin %s: %w", rev, err)
 	}
-	m := make(map[store.Key]*store.Object, len(objs))
-	for _, o := range objs {
-		m[o.Key] = o
-	}
-	r.mu.Lock()
-	r.kept = &keptCommit{objects: m, commit: commit}
-	r.mu.Unlock()
+	r.keep(objs, commit)
+	r.save(commit)
 	return short(commit), nil
 }
 

@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -380,5 +381,90 @@ func TestStagedRolloutHoldsOnHealthRegression(t *testing.T) {
 	})
 	if st.Reason != "endpoint default/echo-1 turned unhealthy" || st.Good != good {
 		t.Errorf("held: %+v, want the endpoint named and %s still good", st, good)
+	}
+}
+
+// TestStagedRolloutSurvivesRestart: a restart starts from the last good
+// commit the previous run remembered, and the branch's held commit goes
+// through the rollout again instead of to every proxy.
+func TestStagedRolloutSurvivesRestart(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Missing(t, "git: %v", err)
+	}
+	repo := &rolloutRepo{t: t, dir: t.TempDir()}
+	repo.git("init", "--quiet", "--initial-branch=main")
+	repo.git("config", "user.email", "t@vmesh.io")
+	repo.git("config", "user.name", "t")
+	good := repo.commit(map[string]string{"se.yaml": rolloutServiceEntry, "we1.yaml": rolloutWorkloadEntry("echo-1", 7001)})
+	cfg := controlplane.DefaultConfig()
+	cfg.Git.Repo, cfg.Git.Ref, cfg.Git.Interval = repo.dir, "main", time.Hour
+	cfg.Git.Rollout = &controlplane.RolloutConfig{Canary: controlplane.CanaryConfig{Percent: 50}, Bake: time.Hour}
+	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	run := func() (*controlplane.ControlPlane, func()) {
+		cp, err := controlplane.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- cp.Run(ctx) }()
+		stop := func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+		waitReady(t, cp)
+		return cp, stop
+	}
+	status := func(cp *controlplane.ControlPlane) xds.RolloutStatus {
+		t.Helper()
+		var st xds.RolloutStatus
+		if code, body := get(t, "http://"+cp.HTTPAddr()+"/debug/rollout"); code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+			t.Fatalf("/debug/rollout: %d %s", code, body)
+		}
+		return st
+	}
+	cp, stop := run()
+	next := repo.commit(map[string]string{"we2.yaml": rolloutWorkloadEntry("echo-2", 7002)})
+	resp, err := http.Post("http://"+cp.HTTPAddr()+"/webhook/git", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	xdstest.Eventually(t, "the commit baking", func() bool { return status(cp).Candidate == next })
+	if code, body := func() (int, string) {
+		resp, err := http.Post("http://"+cp.HTTPAddr()+"/debug/rollout/abort", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Status
+	}(); code != http.StatusOK {
+		t.Fatalf("abort: %s", body)
+	}
+	// The clone remembers the branch's commit as applied: a restart
+	// serves it before any fetch.
+	xdstest.Eventually(t, "the clone remembering the applied commit", func() bool {
+		out, _ := exec.Command("git", "-C", filepath.Join(cfg.DataDir, "git"), "for-each-ref", "--format=%(objectname)", "refs/vmesh/good/").Output()
+		return strings.HasPrefix(string(out), next)
+	})
+	stop()
+
+	// The git source serves the branch's commit at once after the
+	// restart; the rollout keeps the last good one for every proxy but
+	// the canaries.
+	cp, stop = run()
+	defer stop()
+	xdstest.Eventually(t, "the branch's commit applied after the restart", func() bool {
+		return strings.HasPrefix(cp.Store().Snapshot().Commit(), next)
+	})
+	var st xds.RolloutStatus
+	xdstest.Eventually(t, "the branch's commit baking again", func() bool {
+		st = status(cp)
+		return st.Candidate == next
+	})
+	if st.Good != good || st.Phase != xds.PhaseBaking {
+		t.Errorf("after a restart: %+v, want %s good and %s baking again", st, good, next)
 	}
 }
