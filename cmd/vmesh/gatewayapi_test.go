@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
+	"github.com/vmesh/vmesh/gatewayapi"
+	"github.com/vmesh/vmesh/internal/xdstest"
+)
+
+const gatewayAPIConfig = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.5}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [www.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /api}}]
+    backendRefs: [{name: web, port: 8080}]
+`
+
+// TestGatewayAPIRouterProxyConfig: a Gateway API Gateway and an HTTPRoute
+// bound to it, read from a config folder by vmesh serve, configure the
+// router node labelled with the Gateway's name, as `vmesh proxy-config
+// routes` on that node shows: the route's host, path and backend.
+func TestGatewayAPIRouterProxyConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(gatewayAPIConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := servePlane(t, "", func(c *controlplane.Config) {
+		c.ConfigDir, c.DebounceQuiet, c.DebounceMax = dir, 20*time.Millisecond, 200*time.Millisecond
+	})
+	server := cp.HTTPAddr()
+
+	const id = "router~10.0.0.9~edge-1.shop~shop.svc.cluster.local"
+	c := newRawClient(t, cp.XDSAddr(), id, "shop")
+	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": "shop", "LABELS": map[string]any{gatewayapi.GatewayNameLabel: "edge"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.node = &corev3.Node{Id: id, Metadata: md} // an Envoy router, not a gRPC client
+	c.subscribe(resourcev3.ClusterType)
+	c.next(resourcev3.ClusterType, "")
+	c.subscribe(resourcev3.ListenerType)
+	c.next(resourcev3.ListenerType, "")
+	c.subscribe(resourcev3.RouteType, "http.80")
+	c.next(resourcev3.RouteType, "")
+
+	var out string
+	xdstest.Eventually(t, "the router's routes in proxy-config", func() bool {
+		out, _ = runVMesh(t, "proxy-config", "routes", id, "--server", server, "-o", "yaml")
+		return strings.Contains(out, "www.example.com")
+	})
+	for _, want := range []string{"name: http.80", "- www.example.com", "regex: /api(/.*)?", "cluster: outbound|8080||web.shop.svc.cluster.local"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("proxy-config routes -o yaml lacks %q:\n%s", want, out)
+		}
+	}
+	table, code := runVMesh(t, "proxy-config", "routes", id, "--server", server)
+	if code != 0 || !strings.Contains(table, "www.example.com") || !strings.Contains(table, "http.80") {
+		t.Errorf("proxy-config routes (exit %d):\n%s", code, table)
+	}
+}
