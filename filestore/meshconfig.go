@@ -46,6 +46,7 @@ func DefaultMeshConfig() *meshv1alpha1.MeshConfig {
 		DefaultVirtualServiceExportTo:  []string{"*"},
 		DefaultDestinationRuleExportTo: []string{"*"},
 		DnsRefreshRate:                 durationpb.New(60 * time.Second),
+		EnableTracing:                  true,
 		DefaultConfig: &meshv1alpha1.ProxyConfig{
 			DiscoveryAddress: "istiod.istio-system.svc:15012",
 			ProxyMetadata:    map[string]string{},
@@ -114,6 +115,11 @@ func DecodeMeshConfig(file string, data []byte) (*meshv1alpha1.MeshConfig, []sto
 		seen[p.GetName()] = i
 	}
 	mc := mergeMeshConfig(DefaultMeshConfig(), user)
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "enableTracing" {
+			mc.EnableTracing = user.GetEnableTracing() // false is proto3's zero: merging skips it
+		}
+	}
 	var errs []store.ConfigError
 	for _, p := range validateMeshConfig(mc) {
 		line := root.Line
@@ -185,7 +191,7 @@ var meshConfigApplied = map[string]bool{
 	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true, "h2UpgradePolicy": true, "tcpKeepalive": true,
-	"inboundTrafficPolicy": true,
+	"inboundTrafficPolicy": true, "enableTracing": true, "defaultProviders": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that
@@ -204,9 +210,30 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 			// Applied in part: what the VMs' agents take through their
 			// bundles (vmesh vm bundle).
 			for j := 0; j+1 < len(v.Content); j += 2 {
+				if sk, sv := v.Content[j], v.Content[j+1]; sk.Value == "tracing" && sv.Kind == yaml.MappingNode {
+					// Applied in part: what Istio's connection managers take
+					// from it.
+					for t := 0; t+1 < len(sv.Content); t += 2 {
+						if tk := sv.Content[t]; !proxyTracingApplied[tk.Value] {
+							out = append(out, store.ConfigError{File: file, Line: tk.Line, Field: "defaultConfig.tracing." + tk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
+								Message: fmt.Sprintf("MeshConfig defaultConfig.tracing.%s is read but not applied by vmesh (applied: defaultConfig.tracing.%s; name a tracer with extensionProviders and defaultProviders.tracing)", tk.Value, strings.Join(slices.Sorted(maps.Keys(proxyTracingApplied)), ", defaultConfig.tracing."))})
+						}
+					}
+					continue
+				}
 				if sk := v.Content[j]; !defaultConfigApplied[sk.Value] {
 					out = append(out, store.ConfigError{File: file, Line: sk.Line, Field: "defaultConfig." + sk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 						Message: fmt.Sprintf("MeshConfig defaultConfig.%s is read but not applied by vmesh (applied: defaultConfig.discoveryAddress and defaultConfig.proxyMetadata, through vmesh vm bundle)", sk.Value)})
+				}
+			}
+			continue
+		}
+		if k.Value == "defaultProviders" && v.Kind == yaml.MappingNode {
+			// Applied: tracing (the first provider, as Istio).
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				if sk := v.Content[j]; sk.Value != "tracing" {
+					out = append(out, store.ConfigError{File: file, Line: sk.Line, Field: "defaultProviders." + sk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
+						Message: fmt.Sprintf("MeshConfig defaultProviders.%s is read but not applied by vmesh (applied: defaultProviders.tracing)", sk.Value)})
 				}
 			}
 			continue
@@ -248,6 +275,12 @@ func isJSONObject(s string) bool {
 // proxy metadata into the bundle, whose agent puts ISTIO_META_* into its
 // node metadata.
 var defaultConfigApplied = map[string]bool{"discoveryAddress": true, "proxyMetadata": true}
+
+// proxyTracingApplied are the defaultConfig.tracing fields Envoy proxies'
+// connection managers take (Istio's configureTracing); the tracer
+// addresses (zipkin, datadog, ...) go into Istio's bootstrap, which vmesh's
+// agents do not write.
+var proxyTracingApplied = map[string]bool{"sampling": true, "customTags": true, "maxPathTagLength": true, "enableIstioTags": true}
 
 // locateMeshError finds the field protojson refused: the first key of the
 // mapping whose value alone does not decode, looked for again inside it

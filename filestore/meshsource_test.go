@@ -149,7 +149,12 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"code\": \"%RESPONSE_CODE%\"}'\n", nil},
 		{"accessLogFile: /dev/stdout\naccessLogFormat: '[%START_TIME%] %RESPONSE_CODE%'\n", nil},
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '[%START_TIME%] %RESPONSE_CODE%'\n", []int{3}},
-		{"accessLogFile: /dev/stdout\nenableTracing: true\n", []int{2}},
+		{"accessLogFile: /dev/stdout\nenablePrometheusMerge: true\n", []int{2}},
+		// Tracing (issue 48): enableTracing, defaultProviders.tracing and
+		// defaultConfig.tracing's sampling and tags are applied; the other
+		// default providers and the bootstrap tracer addresses are not.
+		{"enableTracing: false\ndefaultProviders:\n  tracing: [zipkin]\n  metrics: [prometheus]\n", []int{4}},
+		{"defaultConfig:\n  tracing:\n    sampling: 10\n    zipkin:\n      address: z:9411\n", []int{4}},
 	} {
 		var got []int
 		for _, w := range filestore.MeshConfigWarnings("mesh.yaml", []byte(tc.doc)) {

@@ -196,6 +196,9 @@ func sameMesh(a, b Mesh) bool {
 	if proto.Equal(a.TCPKeepalive, b.TCPKeepalive) {
 		a.TCPKeepalive = b.TCPKeepalive
 	}
+	if proto.Equal(a.Tracing.Proxy, b.Tracing.Proxy) {
+		a.Tracing.Proxy = b.Tracing.Proxy
+	}
 	return a == b
 }
 

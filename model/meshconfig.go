@@ -39,6 +39,10 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 	m.TCPKeepalive = mc.GetTcpKeepalive()
 	m.InboundLocalhost = mc.GetInboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_InboundTrafficPolicy_LOCALHOST
 	m.AccessLog = AccessLog{File: mc.GetAccessLogFile(), JSON: mc.GetAccessLogEncoding() == meshv1alpha1.MeshConfig_JSON, Format: mc.GetAccessLogFormat()}
+	m.Tracing = Tracing{Disabled: !mc.GetEnableTracing(), Proxy: mc.GetDefaultConfig().GetTracing()}
+	if ps := mc.GetDefaultProviders().GetTracing(); len(ps) > 0 {
+		m.Tracing.DefaultProvider = ps[0]
+	}
 	m.ExportTo = ExportToDefaults{
 		Services:         strings.Join(mc.GetDefaultServiceExportTo(), ","),
 		VirtualServices:  strings.Join(mc.GetDefaultVirtualServiceExportTo(), ","),

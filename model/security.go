@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmesh/vmesh/ca/spiffe"
 	"github.com/vmesh/vmesh/store"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 )
@@ -69,6 +70,25 @@ type Mesh struct {
 	// address it was sent to (the VM's), so a service listening on
 	// loopback only is not exposed to the mesh.
 	InboundLocalhost bool
+	// Tracing is MeshConfig's enableTracing, defaultProviders.tracing and
+	// defaultConfig.tracing (sampling, customTags, maxPathTagLength): the
+	// tracing of Envoy proxies' HTTP connection managers.
+	Tracing Tracing
+}
+
+// Tracing is what the mesh config says of tracing; zero is Istio's default
+// (enableTracing on, 1% sampling, Istio's tags, no provider).
+type Tracing struct {
+	// Disabled is enableTracing: false.
+	Disabled bool
+	// DefaultProvider is the first of defaultProviders.tracing (Istio uses
+	// only the first): the extension provider Envoy proxies send spans to
+	// when no Telemetry says otherwise; "" for none.
+	DefaultProvider string
+	// Proxy is defaultConfig.tracing (sampling, customTags,
+	// maxPathTagLength, enableIstioTags); nil for none. Held by pointer so
+	// that Mesh stays comparable (sameMesh compares it by content).
+	Proxy *meshv1alpha1.Tracing
 }
 
 // AccessLog is where and how Envoy sidecars log the connections and

@@ -1241,8 +1241,6 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "tls match without destinationSubnets after one with them: Istio's chain for it keeps the earlier match's subnets (its loop overwrites the service's CIDRs with a match's and never restores them), vmesh's matches its own (none)"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
 		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
-	{Proxy: "sidecar|router", Type: "LDS", Path: `/filterChains/.*/hcm/settings/tracing`,
-		Reason: "tracing: Istio's connection managers carry a tracing block (MeshConfig enableTracing, default on: sampling and Istio's custom tags), which sends nothing without a tracing provider (the corpus has none); vmesh has no tracing (MeshConfig enableTracing and the tracing fields are VM1011)"},
 	// ---- Envoy sidecar: AuthorizationPolicy (RBAC filters of the inbound chains) ----
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("alpn":"istio",)?"transportProtocol":"(tls|raw_buffer)"\}/(filters\[[01]\]|rbac)`, Case: `authz-custom-ext-authz`,
 		Reason: "CUSTOM with an HTTP ext_authz provider, mesh mTLS to a port that is no service port: Istio's passthrough chain applies nothing, vmesh denies what the policy's rules match (it cannot ask an HTTP provider about a TCP connection: fail closed, as on its TCP ports)"},

@@ -69,7 +69,7 @@ func TestServeMeshConfig(t *testing.T) {
 	// A field vmesh reads but does not apply is a warning with its line, in
 	// /debug/config and vmesh status (source mesh-config:FILE).
 	partial := filepath.Join(t.TempDir(), "mesh.yaml")
-	if err := os.WriteFile(partial, []byte("connectTimeout: 2s\nenableTracing: true\n"), 0o644); err != nil {
+	if err := os.WriteFile(partial, []byte("connectTimeout: 2s\nenablePrometheusMerge: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cp, _ := servePlane(t, opsServices, func(c *controlplane.Config) { c.MeshConfig = partial })

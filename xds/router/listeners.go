@@ -112,7 +112,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 			}
 			httpDone = true
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-				Filters: []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName(), httpSec))},
+				Filters: []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName(), httpSec, sidecar.Tracing(v)))},
 			})
 		case s.terminatesHTTPS():
 			ctx, err := downstreamTLS(s.spec.GetTls())
@@ -120,7 +120,7 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 				continue // not served (VM1018): no chain, the server's connections are refused
 			}
 			fc := &listenerv3.FilterChain{
-				Filters:         []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName(), httpSec))},
+				Filters:         []*listenerv3.Filter{sidecar.NetworkFilter(sidecar.HCMFilterName, sidecar.GatewayHCM(stat, s.routeName(), httpSec, sidecar.Tracing(v)))},
 				TransportSocket: sidecar.TLSSocket(ctx),
 			}
 			if sni := s.sniHosts(); len(sni) > 0 {

@@ -54,8 +54,9 @@ func GatewayTCPProxy(v *model.View, vs *model.VirtualService, host string, port 
 // sanitised and set from the client's certificate, server name
 // istio-envoy, routes from RDS under routeName. security are the
 // workload's authentication and authorization filters
-// (security.Envoy.HTTPFilters), first, as Istio's gateways order them.
-func GatewayHCM(statPrefix, routeName string, security []*hcmv3.HttpFilter) *hcmv3.HttpConnectionManager {
+// (security.Envoy.HTTPFilters), first, as Istio's gateways order them;
+// tracing is the router's (Tracing).
+func GatewayHCM(statPrefix, routeName string, security []*hcmv3.HttpFilter, tracing *hcmv3.HttpConnectionManager_Tracing) *hcmv3.HttpConnectionManager {
 	filters := append(slices.Clone(security),
 		httpFilter(faultFilter, &faultv3.HTTPFault{}),
 		httpFilter(corsFilter, &corsv3.Cors{}),
@@ -68,6 +69,7 @@ func GatewayHCM(statPrefix, routeName string, security []*hcmv3.HttpFilter) *hcm
 			RouteConfigName: routeName,
 		}},
 		HttpFilters: filters,
+		Tracing:     tracing,
 	}, false)
 	h.UseRemoteAddress = wrapperspb.Bool(true)
 	h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}

@@ -285,6 +285,7 @@ func finishL4(l *listenerv3.Listener, fallback string) {
 // outboundHCM is the HttpConnectionManager of an outbound HTTP port.
 func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
 	return istioHCM(&hcmv3.HttpConnectionManager{
+		Tracing:    hcmTracing(sc.v, false),
 		StatPrefix: "outbound_0.0.0.0_" + itoa(port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    waitingADS(),
@@ -326,7 +327,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 	for _, ip := range sc.inbound() {
 		mode := sc.v.PeerAuthenticationMode(ip.port)
 		http := isHTTP(ip.protocol)
-		filters, err := inboundFilters(ip, http, policies)
+		filters, err := inboundFilters(ip, http, policies, hcmTracing(sc.v, true))
 		if err != nil {
 			return nil, fmt.Errorf("inbound port %d: %w", ip.port, err)
 		}
@@ -365,7 +366,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 			// parsed as HTTP.
 			tlsFilters := cloneFilters(filters)
 			if http {
-				if tlsFilters, err = inboundFilters(ip, false, policies); err != nil {
+				if tlsFilters, err = inboundFilters(ip, false, policies, nil); err != nil {
 					return nil, fmt.Errorf("inbound port %d: %w", ip.port, err)
 				}
 			}
@@ -406,7 +407,7 @@ func (sc *scope) passthroughChains(l *listenerv3.Listener, policies security.Env
 	tcp := func() []*listenerv3.Filter {
 		return append(cloneFilters(network), tcpProxy(InboundPassthroughCluster, []weighted{{cluster: InboundPassthroughCluster}}))
 	}
-	hcm, err := inboundHCM(InboundPassthroughCluster, InboundPassthroughCluster, "inbound|http|0", policies)
+	hcm, err := inboundHCM(InboundPassthroughCluster, InboundPassthroughCluster, "inbound|http|0", policies, hcmTracing(sc.v, true))
 	if err != nil {
 		return fmt.Errorf("inbound passthrough: %w", err)
 	}
@@ -496,7 +497,7 @@ func cloneFilters(fs []*listenerv3.Filter) []*listenerv3.Filter {
 // HttpConnectionManager with the workload's authentication and
 // authorization filters (security.Envoy.HTTPFilters) and a route to the
 // inbound cluster, or the network RBAC filters and a tcp_proxy.
-func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*listenerv3.Filter, error) {
+func inboundFilters(ip inboundPort, http bool, policies security.Envoy, tracing *hcmv3.HttpConnectionManager_Tracing) ([]*listenerv3.Filter, error) {
 	cluster := InboundClusterName(ip.port)
 	if !http {
 		fs, err := policies.NetworkFilters()
@@ -510,7 +511,7 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 		}
 		return append(fs, tcpProxy(cluster, []weighted{{cluster: cluster}})), nil
 	}
-	f, err := inboundHCM("inbound_0.0.0.0_"+itoa(ip.port), cluster, "inbound|http|"+itoa(ip.port), policies)
+	f, err := inboundHCM("inbound_0.0.0.0_"+itoa(ip.port), cluster, "inbound|http|"+itoa(ip.port), policies, tracing)
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +523,7 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy) ([]*list
 // Istio's: no timeout but the client's grpc-timeout, and two retries of a
 // request whose connection to the workload reset before it was sent (a
 // workload restarting).
-func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy) (*listenerv3.Filter, error) {
+func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy, tracing *hcmv3.HttpConnectionManager_Tracing) (*listenerv3.Filter, error) {
 	hf, err := policies.HTTPFilters()
 	if err != nil {
 		return nil, err
@@ -531,6 +532,7 @@ func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy) (*li
 	// without route configuration for them), after the security filters.
 	hf = append(hf, httpFilter(faultFilter, &faultv3.HTTPFault{}), httpFilter(corsFilter, &corsv3.Cors{}), httpFilter(routerFilter, &routerv3.Router{}))
 	hcm := istioHCM(&hcmv3.HttpConnectionManager{
+		Tracing:    tracing,
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
 			Name:             cluster,
