@@ -357,10 +357,8 @@ func gatewayServerNotServed(sv *networking.Server) string {
 	switch proto {
 	case "HTTP", "HTTP2", "GRPC", "GRPC-WEB":
 		return "" // plaintext; tls carries httpsRedirect only
-	case "HTTPS":
-	default:
-		return fmt.Sprintf("TLS termination on a %s server (tcp routes behind it) is not implemented", proto)
 	}
+	// HTTPS, or TLS terminated in front of tcp routes (TLS, TCP, MONGO).
 	if t.GetMode() != networking.ServerTLSSettings_ISTIO_MUTUAL && t.GetCredentialName() == "" {
 		return "TLS without credentialName (certificate files on the router: serverCertificate, privateKey) is not served; name a credential"
 	}

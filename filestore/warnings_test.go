@@ -104,7 +104,7 @@ spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
 `, want: nil},
-		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH is served)", objects: 1, doc: `apiVersion: networking.istio.io/v1
+		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH and TLS before tcp routes are served)", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
 spec:
@@ -117,6 +117,9 @@ spec:
     hosts: ["*"]
     tls: {mode: SIMPLE, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem}
   - port: {number: 8443, name: https-ok, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: SIMPLE, credentialName: ok}
+  - port: {number: 31400, name: tls-tcp-ok, protocol: TLS}
     hosts: ["*"]
     tls: {mode: SIMPLE, credentialName: ok}
 `, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}}},

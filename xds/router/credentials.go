@@ -10,7 +10,8 @@ import (
 )
 
 // Credentials lists the file credentials a router's config asks for over
-// SDS: each server it terminates TLS for with credentialName (SIMPLE:
+// SDS: each server it terminates TLS for (HTTPS, or TLS in front of tcp
+// routes) with credentialName (SIMPLE:
 // "<credentialName>"; MUTUAL and OPTIONAL_MUTUAL: that and
 // "<credentialName>-cacert", as downstreamTLS), then its clusters'
 // (sidecar.ClientCredentials: TLS origination by a DestinationRule).
@@ -22,7 +23,7 @@ func Credentials(v *model.View) []model.CredentialUse {
 			s := server{gw: gw, spec: sv}
 			t := sv.GetTls()
 			name := t.GetCredentialName()
-			if name == "" || !s.terminatesHTTPS() {
+			if name == "" || !(s.terminatesHTTPS() || s.terminatesTCP()) {
 				continue
 			}
 			field := fmt.Sprintf("servers[%d].tls.credentialName", i)

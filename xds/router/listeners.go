@@ -131,6 +131,27 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 			l.FilterChains = append(l.FilterChains, autoPassthroughChains(v, s)...)
 		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
 			l.FilterChains = append(l.FilterChains, passthroughChains(v, s, sniSeen, netSec)...)
+		case s.terminatesTCP():
+			// TLS terminated in front of tcp routes, as Istio's
+			// createGatewayTCPFilterChainOpts: the server's SNI hosts,
+			// its TLS (ISTIO_MUTUAL offers Istio's peer-exchange ALPN
+			// too), the first applying tcp route.
+			ctx, err := downstreamTLS(s.spec.GetTls())
+			if err != nil {
+				continue // not served (VM1018): no chain
+			}
+			if s.spec.GetTls().GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
+				ctx.CommonTlsContext.AlpnProtocols = []string{"istio-peer-exchange", "h2", "http/1.1"}
+			}
+			fc := tcpChain(v, s, netSec)
+			if fc == nil {
+				continue
+			}
+			fc.TransportSocket = sidecar.TLSSocket(ctx)
+			if sni := s.sniHosts(); len(sni) > 0 {
+				fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: sni}
+			}
+			l.FilterChains = append(l.FilterChains, fc)
 		case s.spec.GetTls() == nil && (s.protocol() == "TCP" || s.protocol() == "TLS" || s.protocol() == "MONGO"):
 			if fc := tcpChain(v, s, netSec); fc != nil {
 				l.FilterChains = append(l.FilterChains, fc)

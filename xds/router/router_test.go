@@ -527,3 +527,62 @@ spec:
 		t.Errorf("generation: %v", err)
 	}
 }
+
+// TestTLSTerminatedTCP: a TLS server with SIMPLE credentialName in front of
+// a tcp route terminates TLS (SNI match, the credential over SDS) and
+// proxies to the route's cluster; the credential is one the router asks
+// its agent for.
+func TestTLSTerminatedTCP(t *testing.T) {
+	const yaml = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: default}
+spec:
+  hosts: [echo.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 9000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.5}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: echo, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 31400, name: tls, protocol: TLS}
+    hosts: [echo.example.com]
+    tls: {mode: SIMPLE, credentialName: echo-cred}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [echo]
+  tcp: [{route: [{destination: {host: echo, port: {number: 9000}}}]}]
+`
+	v := view(t, yaml, ingress())
+	lds, err := router.Listeners(v)
+	if err != nil || len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 {
+		t.Fatalf("listeners %v (%v)", lds, err)
+	}
+	fc := lds[0].GetFilterChains()[0]
+	ctx := &tlsv3.DownstreamTlsContext{}
+	if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0].GetName(); got != "kubernetes://echo-cred" {
+		t.Errorf("secret %q", got)
+	}
+	if !slices.Equal(fc.GetFilterChainMatch().GetServerNames(), []string{"echo.example.com"}) {
+		t.Errorf("match %v", fc.GetFilterChainMatch())
+	}
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig().UnmarshalTo(tp); err != nil || tp.GetCluster() != "outbound|9000||echo.default.svc.cluster.local" {
+		t.Errorf("tcp_proxy to %q (%v)", tp.GetCluster(), err)
+	}
+	if us := router.Credentials(v); len(us) != 1 || us[0].Secret != "echo-cred" || us[0].Field != "servers[0].tls.credentialName" {
+		t.Errorf("credentials %+v", us)
+	}
+}

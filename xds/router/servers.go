@@ -41,6 +41,13 @@ func (s server) passthrough() bool {
 // HTTP (protocol HTTPS, a TLS mode that is not passthrough).
 func (s server) terminatesHTTPS() bool { return s.protocol() == "HTTPS" && !s.passthrough() }
 
+// terminatesTCP reports whether the server terminates TLS in front of tcp
+// routes: a protocol neither HTTP nor HTTPS (TLS, TCP, MONGO) with a TLS
+// mode that is not passthrough.
+func (s server) terminatesTCP() bool {
+	return s.spec.GetTls() != nil && !s.passthrough() && !s.isHTTP() && s.protocol() != "HTTPS"
+}
+
 // routeName is the name of the server's route configuration, as Istio's
 // gatewayRDSRouteName: "http.<port>" for plaintext HTTP (every such server
 // of the port shares it), "https.<port>.<port name>.<gateway>.<namespace>"
