@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -399,4 +400,18 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 	})
+}
+
+// Agent reports whether the stream is a VM agent's own: it subscribes to
+// the agent's types (the name table, WorkloadGroups) and to none of an
+// application's. A VM's agent and its applications share a node id.
+func (s SyncStatus) Agent() bool {
+	agent := false
+	for t := range s.Types {
+		if u := strings.ToUpper(t); u != strings.ToUpper(shortType(NameTableType)) && u != strings.ToUpper(shortType(WorkloadGroupType)) {
+			return false
+		}
+		agent = true
+	}
+	return agent
 }

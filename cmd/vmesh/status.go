@@ -47,22 +47,9 @@ type proxyStatus struct {
 	MissingCredentials []string `json:"missingCredentials,omitempty" yaml:"missingCredentials,omitempty"`
 }
 
-// agentTypes are the types only a VM agent's own stream subscribes to.
-func agentType(t string) bool { return t == "NDS" || t == "WORKLOADGROUP" }
-
-// isAgentStream reports whether a stream is a VM agent's own: it
-// subscribes to the agent's types (the name table, WorkloadGroups) and to
-// none of an application's.
-func isAgentStream(s xds.SyncStatus) bool {
-	agent := false
-	for t := range s.Types {
-		if !agentType(strings.ToUpper(t)) {
-			return false
-		}
-		agent = true
-	}
-	return agent
-}
+// isAgentStream reports whether a stream is a VM agent's own
+// (xds.SyncStatus.Agent).
+func isAgentStream(s xds.SyncStatus) bool { return s.Agent() }
 
 // typeState renders one type's sync state.
 func typeState(ts *xds.TypeStatus) string {

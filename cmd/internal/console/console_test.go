@@ -347,3 +347,28 @@ func TestOverviewShowsHeldRollout(t *testing.T) {
 		t.Error("overview shows a rollout none is configured")
 	}
 }
+
+// A VM's agent and its application share a node id: the proxies page
+// shows one row per stream, the agent's own marked as the VM agent and the
+// application's as its app.
+func TestProxiesShowAgentAndApp(t *testing.T) {
+	streams := []xds.SyncStatus{
+		{ID: "vm-1.shop", Kind: xds.KindGRPC, Namespace: "shop", Protocol: "sotw", Connected: time.Now(),
+			Types: map[string]*xds.TypeStatus{"NDS": {Sent: "r3", Acked: "r3"}, "WorkloadGroup": {Sent: "r3", Acked: "r3"}}},
+		{ID: "vm-1.shop", Kind: xds.KindGRPC, Namespace: "shop", Protocol: "sotw", Connected: time.Now(),
+			Types: map[string]*xds.TypeStatus{"LDS": {Sent: "r3", Acked: "r3"}}},
+		{ID: "lone.shop", Kind: xds.KindGRPC, Namespace: "shop", Protocol: "sotw", Connected: time.Now(),
+			Types: map[string]*xds.TypeStatus{"LDS": {Sent: "r3", Acked: "r3"}}},
+	}
+	srv := newConsole(t, console.Sources{Syncz: func() []xds.SyncStatus { return streams }})
+	_, body := getPage(t, srv.URL+"/ui/proxies")
+	for _, want := range []string{
+		`data-id="vm-1.shop" data-state="SYNCED" data-role="agent"`, `<td class="kind">VM agent</td>`,
+		`data-id="vm-1.shop" data-state="SYNCED" data-role="app"`, `<td class="kind">grpc app of the VM agent</td>`,
+		`data-id="lone.shop" data-state="SYNCED" data-role="app"`, `<td class="kind">grpc</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("proxies page lacks %s", want)
+		}
+	}
+}

@@ -39,6 +39,10 @@ type ProxyRow struct {
 	Identity string
 	States   []TypeState
 	State    string // the worst of States
+	// Agent says the stream is a VM agent's own (its name table and
+	// WorkloadGroups), not an application's: they share a node id. App
+	// says it is an application's whose VM agent is connected too.
+	Agent, App bool
 }
 
 // Proxies is the proxies page's data.
@@ -109,7 +113,7 @@ func worst(types map[string]*xds.TypeStatus) string {
 }
 
 func (c *Console) rowOf(s xds.SyncStatus, types []string) ProxyRow {
-	r := ProxyRow{SyncStatus: s, State: worst(s.Types)}
+	r := ProxyRow{SyncStatus: s, State: worst(s.Types), Agent: s.Agent()}
 	if s.ServiceAccount != "" {
 		r.Identity = c.identity(s.Namespace, s.ServiceAccount)
 	}
@@ -152,8 +156,16 @@ func (c *Console) proxies(q url.Values) Proxies {
 	p := Proxies{Types: mainTypes(), Connected: len(all)}
 	var start, end int
 	p.Paging, start, end = paginate(Prefix+"proxies", q, len(matched), c.perPage)
+	agents := map[string]bool{}
+	for _, s := range all {
+		if s.Agent() {
+			agents[s.ID] = true
+		}
+	}
 	for _, s := range matched[start:end] {
-		p.Rows = append(p.Rows, c.rowOf(s, p.Types))
+		r := c.rowOf(s, p.Types)
+		r.App = !r.Agent && agents[s.ID]
+		p.Rows = append(p.Rows, r)
 	}
 	return p
 }
