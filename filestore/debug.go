@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -31,7 +32,11 @@ type DebugConfig struct {
 	// Warnings are every warning, each with its source: the sources' own
 	// (also under sources[].warnings) and the analysis across them.
 	Warnings []store.ConfigError `json:"warnings,omitempty"`
-	Objects  []debugObject       `json:"objects"`
+	// RouteStatus is the status of every Gateway API HTTPRoute and
+	// GRPCRoute by parentRef (Accepted, ResolvedRefs with their reasons),
+	// which an API server would hold: there is none to write it to.
+	RouteStatus []gatewayapi.RouteStatus `json:"routeStatus,omitempty"`
+	Objects     []debugObject            `json:"objects"`
 }
 
 // DebugHandler serves /debug/config: every object with its origin, every
@@ -41,6 +46,9 @@ func DebugHandler(st *store.Store, warnings func(*store.Snapshot) []store.Config
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		snap := st.Snapshot()
 		out := DebugConfig{Revision: snap.Revision, Commit: snap.Commit(), Sources: snap.Sources, Conflicts: snap.Conflicts, Warnings: warnings(snap), Objects: []debugObject{}}
+		if len(snap.List(store.KindHTTPRoute))+len(snap.List(store.KindGRPCRoute)) > 0 {
+			out.RouteStatus = gatewayapi.Convert(snap).Status
+		}
 		kinds := store.Kinds
 		if k := r.URL.Query().Get("kind"); k != "" {
 			kinds = []store.Kind{store.Kind(k)}

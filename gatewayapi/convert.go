@@ -45,6 +45,9 @@ type Output struct {
 	// Warnings say what is not applied, at the route's file, line and
 	// field.
 	Warnings []store.ConfigError
+	// Status is each HTTPRoute's and GRPCRoute's status, by parentRef
+	// (Accepted, ResolvedRefs), as an API server would hold it.
+	Status []RouteStatus
 }
 
 // route is one HTTPRoute or GRPCRoute, read into the upstream Go types.
@@ -79,6 +82,8 @@ type converter struct {
 	grants map[grantKey]map[string]bool
 	// gateways are the Gateways vmesh serves, by namespace/name.
 	gateways map[string]*gateway
+	// status is each route's status while it is converted.
+	status map[store.Key]*routeState
 }
 
 type grantKey struct{ fromKind, fromNS, toKind, toNS string }
@@ -95,7 +100,7 @@ type grantKey struct{ fromKind, fromNS, toKind, toNS string }
 // ordered by the Gateway API's precedence. What cannot be applied is a
 // warning.
 func Convert(snap *store.Snapshot) Output {
-	c := &converter{snap: snap, seByName: map[string]*networking.ServiceEntry{}, hosts: map[string]bool{}, grants: map[grantKey]map[string]bool{}, gateways: map[string]*gateway{}}
+	c := &converter{snap: snap, seByName: map[string]*networking.ServiceEntry{}, hosts: map[string]bool{}, grants: map[grantKey]map[string]bool{}, gateways: map[string]*gateway{}, status: map[store.Key]*routeState{}}
 	for _, o := range snap.List(store.KindServiceEntry) {
 		se, ok := o.Spec.(*networking.ServiceEntry)
 		if !ok {
@@ -128,7 +133,7 @@ func Convert(snap *store.Snapshot) Output {
 	slices.SortFunc(c.warnings, func(a, b store.ConfigError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Message, b.Message))
 	})
-	return Output{Objects: objs, Warnings: c.warnings}
+	return Output{Objects: objs, Warnings: c.warnings, Status: c.routeStatus(routes)}
 }
 
 // docKind is the kind as documents name it.
@@ -377,7 +382,7 @@ type meshParent struct {
 }
 
 // parents resolves a route's parentRefs: services (GAMMA) and the
-// listeners of Gateways.
+// listeners of Gateways; each parentRef's Accepted condition is recorded.
 func (c *converter) parents(r *route) []meshParent {
 	o := r.obj
 	var out []meshParent
@@ -390,26 +395,34 @@ func (c *converter) parents(r *route) []meshParent {
 		if p.Port != nil {
 			port = uint32(*p.Port)
 		}
+		ref := parentRefName(kind, ns, name, (*string)(p.SectionName), (*int32)(p.Port))
+		reason, msg := ReasonAccepted, ""
 		switch {
 		case group == istioGroup && kind == "ServiceEntry":
 			se := c.seByName[ns+"/"+name]
 			if se == nil {
-				c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: no ServiceEntry %s/%s: the route applies to no service", ns, name))
-				continue
+				reason, msg = ReasonNoMatchingParent, fmt.Sprintf("no ServiceEntry %s/%s", ns, name)
+				c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: no ServiceEntry %s/%s (NoMatchingParent): the route applies to no service", ns, name))
+				break
 			}
 			out = append(out, meshParent{hosts: se.GetHosts(), port: port, gateway: "mesh"})
 		case group == "" && kind == "Service":
 			host := name + "." + ns + "." + domainSuffix
 			if !c.hosts[host] {
-				c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: Service %s/%s: no ServiceEntry defines %s, so the route applies to no service", ns, name, host))
-				continue
+				reason, msg = ReasonNoMatchingParent, fmt.Sprintf("no ServiceEntry defines %s", host)
+				c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: Service %s/%s: no ServiceEntry defines %s (NoMatchingParent), so the route applies to no service", ns, name, host))
+				break
 			}
 			out = append(out, meshParent{hosts: []string{host}, port: port, gateway: "mesh"})
 		case group == Group && kind == "Gateway":
-			out = append(out, c.gatewayParents(r, field, p, ns, name)...)
+			var ps []meshParent
+			ps, reason, msg = c.gatewayParents(r, field, p, ns, name)
+			out = append(out, ps...)
 		default:
+			reason, msg = ReasonUnsupportedValue, fmt.Sprintf("kind %s/%s is not a parent Istio supports", group, kind)
 			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: kind %s/%s is not a parent Istio supports (Gateway, Service, networking.istio.io ServiceEntry): ignored", group, kind))
 		}
+		c.parentStatus(o, ref, reason, msg)
 		if p.SectionName != nil && (kind == "ServiceEntry" || kind == "Service") {
 			c.warn(o, field+".sectionName", store.CodeGatewayAPINotApplied, "parentRef sectionName on a service is not applied (use port)")
 		}
@@ -438,8 +451,9 @@ func (c *converter) virtualServices(routes []*route) []*store.Object {
 			continue
 		}
 		count := 0
+		all := c.httpRoutes(r)
 		for _, p := range parents {
-			http := c.httpRoutes(r, p.port)
+			http := withPort(all, p.port)
 			for _, h := range p.hosts {
 				k := vsKey{r.obj.Namespace, p.gateway, h}
 				if p.gateway != "mesh" {
@@ -502,9 +516,29 @@ func generated(o *store.Object, name string) *store.Object {
 	return g
 }
 
-// httpRoutes converts a route's rules, one HTTP route per match; port,
-// when the parent names one, is added to every match.
-func (c *converter) httpRoutes(r *route, port uint32) []sourcedRoute {
+// withPort is routes with port (a parentRef's, when it names one) added to
+// every match.
+func withPort(routes []sourcedRoute, port uint32) []sourcedRoute {
+	if port == 0 {
+		return routes
+	}
+	out := make([]sourcedRoute, len(routes))
+	for i, s := range routes {
+		h := proto.Clone(s.http).(*networking.HTTPRoute)
+		if len(h.Match) == 0 {
+			h.Match = []*networking.HTTPMatchRequest{{}}
+		}
+		for _, m := range h.Match {
+			m.Port = port
+		}
+		s.http = h
+		out[i] = s
+	}
+	return out
+}
+
+// httpRoutes converts a route's rules, one HTTP route per match.
+func (c *converter) httpRoutes(r *route) []sourcedRoute {
 	o := r.obj
 	var out []sourcedRoute
 	for _, ru := range r.rules {
@@ -561,9 +595,6 @@ func (c *converter) httpRoutes(r *route, port uint32) []sourcedRoute {
 		for j, m := range matches {
 			h := proto.Clone(base).(*networking.HTTPRoute)
 			mm := proto.Clone(m).(*networking.HTTPMatchRequest)
-			if port != 0 {
-				mm.Port = port
-			}
 			if !proto.Equal(mm, &networking.HTTPMatchRequest{}) {
 				h.Match = []*networking.HTTPMatchRequest{mm}
 			}
@@ -583,17 +614,20 @@ func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObj
 	case group == "" && kind == "Service":
 		host = name + "." + ns + "." + domainSuffix
 		if !c.hosts[host] {
+			c.refFailed(o, ReasonBackendNotFound, fmt.Sprintf("no ServiceEntry defines %s", host))
 			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef Service %s/%s: no ServiceEntry defines %s (BackendNotFound): requests for it fail", ns, name, host))
 		}
 	case group == istioGroup && kind == "Hostname":
 		host = name
 		ns = o.Namespace // a hostname is no namespaced object: no grant needed
 		if !c.hosts[host] {
+			c.refFailed(o, ReasonBackendNotFound, fmt.Sprintf("no ServiceEntry defines %s", host))
 			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef Hostname %s: no ServiceEntry defines it (BackendNotFound): requests for it fail", host))
 		}
 	case group == istioGroup && kind == "ServiceEntry":
 		se := c.seByName[ns+"/"+name]
 		if se == nil || len(se.GetHosts()) == 0 {
+			c.refFailed(o, ReasonBackendNotFound, fmt.Sprintf("no ServiceEntry %s/%s", ns, name))
 			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef: no ServiceEntry %s/%s (BackendNotFound): the backend is dropped", ns, name))
 			return nil
 		}
@@ -602,6 +636,7 @@ func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObj
 			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef: ServiceEntry %s/%s has %d hosts: requests go to the first, %s", ns, name, len(se.GetHosts()), host))
 		}
 	default:
+		c.refFailed(o, ReasonInvalidKind, fmt.Sprintf("backendRef kind %s/%s is not supported", group, kind))
 		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef kind %s/%s is not supported (InvalidKind): the backend is dropped", group, kind))
 		return nil
 	}
@@ -611,6 +646,7 @@ func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObj
 			toKind = istioGroup + "/" + kind
 		}
 		if !c.granted(docKind(o.Kind), o.Namespace, toKind, ns, name) {
+			c.refFailed(o, ReasonRefNotPermitted, fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows it", ns, name, ns))
 			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef %s/%s in another namespace without a ReferenceGrant there (RefNotPermitted): the backend is dropped", ns, name))
 			return nil
 		}

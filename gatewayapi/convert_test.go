@@ -223,3 +223,21 @@ spec:
 		t.Errorf("route with a grant = %v", r)
 	}
 }
+
+// TestRouteStatus: each route's status by parentRef, as the Gateway API
+// defines it: Accepted (or why not) and ResolvedRefs (or why not).
+func TestRouteStatus(t *testing.T) {
+	out := gatewayapi.Convert(snapshotOf(t, "routes.yaml", meshConfig))
+	var got []string
+	for _, s := range out.Status {
+		got = append(got, strings.Split(s.String(), "\n")...)
+	}
+	want := []string{
+		"routes.yaml:28: HTTPRoute/shop/echo: parent ServiceEntry/shop/echo: Accepted=True (Accepted) ResolvedRefs=False (BackendNotFound: no ServiceEntry defines nowhere.shop.svc.cluster.local)",
+		"routes.yaml:28: HTTPRoute/shop/echo: parent Gateway/shop/edge: Accepted=False (NoMatchingParent: no Gateway shop/edge that vmesh serves) ResolvedRefs=False (BackendNotFound: no ServiceEntry defines nowhere.shop.svc.cluster.local)",
+		"routes.yaml:52: GRPCRoute/shop/echo-grpc: parent ServiceEntry/shop/echo:80: Accepted=True (Accepted) ResolvedRefs=True (ResolvedRefs)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+}

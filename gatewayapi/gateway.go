@@ -117,13 +117,14 @@ func namespacesAllowed(l gwv1.Listener, ns string) string {
 }
 
 // gatewayParents resolves a parentRef naming a Gateway to the listeners
-// the route binds to, each with the hosts it serves there.
-func (c *converter) gatewayParents(r *route, field string, p gwv1.ParentReference, ns, name string) []meshParent {
+// the route binds to, each with the hosts it serves there, and the
+// parentRef's Accepted reason.
+func (c *converter) gatewayParents(r *route, field string, p gwv1.ParentReference, ns, name string) ([]meshParent, string, string) {
 	o := r.obj
 	gw := c.gateways[ns+"/"+name]
 	if gw == nil {
 		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: no Gateway %s/%s that vmesh serves (NoMatchingParent): this parent is ignored", ns, name))
-		return nil
+		return nil, ReasonNoMatchingParent, fmt.Sprintf("no Gateway %s/%s that vmesh serves", ns, name)
 	}
 	var out []meshParent
 	matched := false
@@ -149,11 +150,13 @@ func (c *converter) gatewayParents(r *route, field string, p gwv1.ParentReferenc
 	}
 	switch {
 	case !matched:
-		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: no listener of Gateway %s/%s accepts this route (NotAllowedByListeners or NoMatchingParent): this parent is ignored", ns, name))
+		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: no listener of Gateway %s/%s accepts this route (NotAllowedByListeners): this parent is ignored", ns, name))
+		return nil, ReasonNotAllowedByListeners, fmt.Sprintf("no listener of Gateway %s/%s accepts the route", ns, name)
 	case len(out) == 0:
 		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: the route's hostnames match no listener of Gateway %s/%s (NoMatchingListenerHostname): this parent is ignored", ns, name))
+		return nil, ReasonNoMatchingListenerHostname, fmt.Sprintf("the route's hostnames match no listener of Gateway %s/%s", ns, name)
 	}
-	return out
+	return out, ReasonAccepted, ""
 }
 
 func kindAllowed(l gwv1.Listener, kind string) bool {

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/vmesh/vmesh/gatewayapi"
+	"github.com/vmesh/vmesh/store"
+
 	"github.com/spf13/cobra"
 )
 
@@ -28,7 +31,10 @@ names a running control plane whose registry objects complete the set (the
 running control plane analyses every source itself: /debug/config). Config
 errors are printed too. It exits 1 on an error or a warning, and 0 otherwise (infos
 only). vmesh validate prints the same warnings. -o json|yaml prints
-{objects, errors, warnings}.`,
+{objects, errors, warnings, routeStatus}. The Kubernetes Gateway API routes' status,
+which an API server would hold, is printed after the warnings, one line per
+parentRef with its Accepted and ResolvedRefs conditions and their reasons:
+  file:line: HTTPRoute/namespace/name: parent KIND/namespace/name: Accepted=True (Accepted) ResolvedRefs=False (BackendNotFound: ...)`,
 		Example: `  vmesh analyze examples/quickstart
   vmesh analyze --git-ref origin/main mesh/
   vmesh analyze --server 127.0.0.1:15014 mesh/`,
@@ -37,7 +43,7 @@ only). vmesh validate prints the same warnings. -o json|yaml prints
 			if err != nil {
 				return err
 			}
-			if err := writeReport(cmd, output, l, warns, true); err != nil {
+			if err := writeReport(cmd, output, l, warns, true, routeStatus(l.Objects)); err != nil {
 				return err
 			}
 			nw := countWarnings(warns)
@@ -51,4 +57,22 @@ only). vmesh validate prints the same warnings. -o json|yaml prints
 	in.flags(cmd)
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// routeStatus is the status of the Gateway API routes among objs, as the
+// control plane computes it (/debug/config's routeStatus).
+func routeStatus(objs []*store.Object) []gatewayapi.RouteStatus {
+	st := store.NewStore()
+	seen := map[store.Key]bool{}
+	var set []*store.Object
+	for _, o := range objs {
+		if !seen[o.Key] {
+			seen[o.Key] = true
+			set = append(set, o)
+		}
+	}
+	if err := st.Replace(store.Source{Name: "config", Class: store.ClassConfig}, set); err != nil {
+		return nil
+	}
+	return gatewayapi.Convert(st.Snapshot()).Status
 }

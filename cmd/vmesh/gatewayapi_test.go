@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/vmesh/vmesh/cmd/internal/controlplane"
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/internal/xdstest"
 )
@@ -84,5 +85,32 @@ func TestGatewayAPIRouterProxyConfig(t *testing.T) {
 	table, code := runVMesh(t, "proxy-config", "routes", id, "--server", server)
 	if code != 0 || !strings.Contains(table, "www.example.com") || !strings.Contains(table, "http.80") {
 		t.Errorf("proxy-config routes (exit %d):\n%s", code, table)
+	}
+
+	// The route's status, which an API server would hold: /debug/config
+	// and vmesh analyze show it.
+	var dc filestore.DebugConfig
+	if err := getJSON(server, "/debug/config", &dc); err != nil {
+		t.Fatal(err)
+	}
+	if len(dc.RouteStatus) != 1 || dc.RouteStatus[0].Object != "HTTPRoute/shop/web" || len(dc.RouteStatus[0].Parents) != 1 {
+		t.Fatalf("/debug/config routeStatus %+v", dc.RouteStatus)
+	}
+	const accepted = "HTTPRoute/shop/web: parent Gateway/shop/edge: Accepted=True (Accepted) ResolvedRefs=True (ResolvedRefs)"
+	if got := dc.RouteStatus[0].String(); !strings.HasSuffix(got, accepted) {
+		t.Errorf("/debug/config routeStatus: %s, want ...%s", got, accepted)
+	}
+	out, _ = runVMesh(t, "analyze", dir)
+	if !strings.Contains(out, "gateway.yaml:17: "+accepted) {
+		t.Errorf("vmesh analyze lacks the route's status %q:\n%s", accepted, out)
+	}
+	// A backend nothing defines: ResolvedRefs False, BackendNotFound.
+	broken := strings.Replace(gatewayAPIConfig, "backendRefs: [{name: web, port: 8080}]", "backendRefs: [{name: gone, port: 8080}]", 1)
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = runVMesh(t, "analyze", dir)
+	if !strings.Contains(out, "ResolvedRefs=False (BackendNotFound: no ServiceEntry defines gone.shop.svc.cluster.local)") {
+		t.Errorf("vmesh analyze lacks BackendNotFound:\n%s", out)
 	}
 }

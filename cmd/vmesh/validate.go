@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/model/analysis"
 	"github.com/vmesh/vmesh/store"
 )
@@ -44,7 +45,7 @@ the warnings with their severity; the exit code is the same.`,
 			if err != nil {
 				return err
 			}
-			if err := writeReport(cmd, output, l, warns, false); err != nil {
+			if err := writeReport(cmd, output, l, warns, false, nil); err != nil {
 				return err
 			}
 			nw := countWarnings(warns)
@@ -77,12 +78,14 @@ type configReport struct {
 	Objects  int                 `json:"objects"`
 	Errors   []store.ConfigError `json:"errors"`
 	Warnings []store.ConfigError `json:"warnings"`
+	// RouteStatus is the Gateway API routes' status (vmesh analyze).
+	RouteStatus []gatewayapi.RouteStatus `json:"routeStatus,omitempty"`
 }
 
 // writeReport prints a loaded config's errors and warnings: as lines
 // (table; infos only when infos is set), or as a configReport.
-func writeReport(cmd *cobra.Command, output string, l filestore.Loaded, warns []store.ConfigError, infos bool) error {
-	r := configReport{Objects: len(l.Objects), Errors: l.Errors, Warnings: warns}
+func writeReport(cmd *cobra.Command, output string, l filestore.Loaded, warns []store.ConfigError, infos bool, status []gatewayapi.RouteStatus) error {
+	r := configReport{Objects: len(l.Objects), Errors: l.Errors, Warnings: warns, RouteStatus: status}
 	if r.Errors == nil {
 		r.Errors = []store.ConfigError{}
 	}
@@ -94,6 +97,9 @@ func writeReport(cmd *cobra.Command, output string, l filestore.Loaded, warns []
 			fmt.Fprintln(tw, e.Error())
 		}
 		printWarnings(tw, warns, infos)
+		for _, st := range status {
+			fmt.Fprintln(tw, st.String())
+		}
 		return nil
 	})
 }
