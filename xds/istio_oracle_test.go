@@ -1216,6 +1216,8 @@ var istioOracleKnown = []oracleKnown{
 	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/weighted\.static(\.svc)?(:\d+)?`, Case: `testdata-static-weighted-se`,
 		Reason: "host weighted.static.svc.cluster.local declared in namespace default: Istio takes short names from the host's own form (namespace static), vmesh from the declaring namespace"},
 	// ---- proxyless gRPC ----
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/(zipkin\.istio-system|opentelemetry-collector\.observability)(\.svc)?(:\d+)?`, Case: `telemetry-(zipkin|otel)-meshconfig`,
+		Reason: "service of another namespace (the tracing collectors): Istio also lists name.ns and name.ns.svc (with and without port) as proxyless domains, vmesh lists the FQDN (grpc-go matches the name it dialled)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts`, Resource: `(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com):443|tcp-echo\.default\.svc\.cluster\.local:900[01]|my-mongo\.tcp\.svc:27017|mymongodb\.somedomain:27018|mongodb\.default\.svc\.cluster\.local:27017`,
 		Reason: "non-HTTP port (HTTPS, TCP, MONGO): Istio's route builder makes no virtual host for it (the proxyless route configuration is empty), vmesh routes it as for HTTP"},
 	{Proxy: "grpc", Type: "CDS", Resource: `outbound\|\d+\|\|(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com)`, Path: `/(type|edsClusterConfig|loadAssignment)`,

@@ -134,6 +134,11 @@ type corpusCase struct {
 	// the gateway workload a router runs as; such a case is saved for the
 	// router only (router.json).
 	router string
+	// proxyVersion ("# proxy-version: 1.31.0", the tracing provider
+	// cases) is the Istio version the sidecar or router reports; "" is
+	// the fake server's default (1.23.0), whose Zipkin tracer Istio
+	// configures with the pre-1.29 fields vmesh does not send.
+	proxyVersion string
 	// mesh is the case's MeshConfig (corpus/<case>.mesh.yaml, the YAML under
 	// the mesh key of istiod's ConfigMap); "" for Istio's defaults.
 	mesh string
@@ -168,6 +173,8 @@ func readCase(dir, path string) (corpusCase, error) {
 			c.grpcLocality = v
 		case "router":
 			c.router = v
+		case "proxy-version":
+			c.proxyVersion = v
 		}
 	}
 	var b strings.Builder
@@ -243,7 +250,7 @@ func run(c corpusCase, dir string) (err error) {
 		return err
 	}
 	if c.router != "" {
-		r, err := router(s, c.router)
+		r, err := router(s, c.router, c.proxyVersion)
 		if err != nil {
 			return err
 		}
@@ -259,7 +266,7 @@ func run(c corpusCase, dir string) (err error) {
 	if err := write(filepath.Join(dir, "grpc.json"), g); err != nil {
 		return err
 	}
-	sc, err := sidecar(s, c.sidecar)
+	sc, err := sidecar(s, c.sidecar, c.proxyVersion)
 	if err != nil {
 		return err
 	}
@@ -414,8 +421,10 @@ func proxylessServer(s *xdsfake.FakeDiscoveryServer, we string, o *Output) error
 
 // sidecar asks Istio's core ConfigGenerator for an Envoy sidecar running as
 // the WorkloadEntry we (namespace default): its IP, labels, service account
-// and locality, Istio's sidecar node metadata.
-func sidecar(s *xdsfake.FakeDiscoveryServer, we string) (*Output, error) {
+// and locality, Istio's sidecar node metadata, the Envoy node cluster
+// WORKLOAD.NAMESPACE (vmesh's agents', and Istio's OpenTelemetry service
+// name), and version (the Istio version it reports; "" for the default).
+func sidecar(s *xdsfake.FakeDiscoveryServer, we, version string) (*Output, error) {
 	cfg := s.Store().Get(gvk.WorkloadEntry, we, "default")
 	if cfg == nil {
 		return nil, fmt.Errorf("sidecar workload entry default/%s not found", we)
@@ -424,8 +433,9 @@ func sidecar(s *xdsfake.FakeDiscoveryServer, we string) (*Output, error) {
 	node := Node{Kind: "sidecar", ID: "sidecar~" + spec.Address + "~" + we + ".default~default.svc.cluster.local",
 		Namespace: "default", IPs: []string{spec.Address}, Labels: spec.Labels, WorkloadName: we, Locality: spec.Locality}
 	md := &model.NodeMetadata{Namespace: "default", Labels: spec.Labels, WorkloadName: we, ServiceAccount: spec.ServiceAccount,
-		InterceptionMode: model.InterceptionRedirect}
-	px := &model.Proxy{Type: model.SidecarProxy, ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: "default", Labels: spec.Labels, Metadata: md}
+		InterceptionMode: model.InterceptionRedirect, IstioVersion: version}
+	px := &model.Proxy{Type: model.SidecarProxy, ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: "default", Labels: spec.Labels, Metadata: md,
+		XdsNode: &core.Node{Id: node.ID, Cluster: we + ".default"}}
 	if spec.Locality != "" {
 		px.Locality = locality(spec.Locality)
 		px.Labels = labelutil.AugmentLabels(spec.Labels, "", spec.Locality, "", "")
@@ -459,8 +469,9 @@ func sidecar(s *xdsfake.FakeDiscoveryServer, we string) (*Output, error) {
 // router asks Istio's core ConfigGenerator for a gateway (Istio's Router
 // proxy, an Envoy in router mode) running as the WorkloadEntry nsName
 // ("namespace/name"): its IP, labels and service account, node id
-// router~IP~name.ns~ns.svc.cluster.local, Istio's gateway node metadata.
-func router(s *xdsfake.FakeDiscoveryServer, nsName string) (*Output, error) {
+// router~IP~name.ns~ns.svc.cluster.local, Istio's gateway node metadata,
+// node cluster name.ns and version as the sidecar's.
+func router(s *xdsfake.FakeDiscoveryServer, nsName, version string) (*Output, error) {
 	ns, we, ok := strings.Cut(nsName, "/")
 	if !ok {
 		return nil, fmt.Errorf("router %q: want namespace/name", nsName)
@@ -472,8 +483,9 @@ func router(s *xdsfake.FakeDiscoveryServer, nsName string) (*Output, error) {
 	spec := cfg.Spec.(*networking.WorkloadEntry)
 	node := Node{Kind: "router", ID: "router~" + spec.Address + "~" + we + "." + ns + "~" + ns + ".svc.cluster.local",
 		Namespace: ns, IPs: []string{spec.Address}, Labels: spec.Labels, WorkloadName: we, Locality: spec.Locality}
-	md := &model.NodeMetadata{Namespace: ns, Labels: spec.Labels, WorkloadName: we, ServiceAccount: spec.ServiceAccount}
-	px := &model.Proxy{Type: model.Router, ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: ns, Labels: spec.Labels, Metadata: md}
+	md := &model.NodeMetadata{Namespace: ns, Labels: spec.Labels, WorkloadName: we, ServiceAccount: spec.ServiceAccount, IstioVersion: version}
+	px := &model.Proxy{Type: model.Router, ID: node.ID, IPAddresses: node.IPs, ConfigNamespace: ns, Labels: spec.Labels, Metadata: md,
+		XdsNode: &core.Node{Id: node.ID, Cluster: we + "." + ns}}
 	if spec.Locality != "" {
 		px.Locality = locality(spec.Locality)
 	}

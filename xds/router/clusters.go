@@ -45,7 +45,9 @@ func refs(v *model.View) []model.Cluster {
 
 // destinationHosts are the hosts the http, tls and tcp routes (and
 // mirrors) of the VirtualServices bound to the router's Gateways name,
-// qualified in their VirtualService's namespace.
+// qualified in their VirtualService's namespace, and the service of the
+// router's tracing provider (its tracer sends spans to that cluster, which
+// Istio's gateways have too).
 func destinationHosts(v *model.View) []string {
 	var out []string
 	add := func(vs *model.VirtualService, d *networking.Destination) {
@@ -83,6 +85,9 @@ func destinationHosts(v *model.View) []string {
 				}
 			}
 		}
+	}
+	if h := sidecar.TracingCollector(v); h != "" && !slices.Contains(out, h) {
+		out = append(out, h)
 	}
 	return out
 }

@@ -54,6 +54,31 @@ type CustomTag struct {
 // (Istio's client spec, with upstream spans), nil for none.
 func Tracing(v *model.View) *hcmv3.HttpConnectionManager_Tracing { return hcmTracing(v, false) }
 
+// TracingCollector is the host of the service a router's tracer sends
+// spans to ("" for none): a router, which has the clusters of the services
+// its routes name only, adds that service's.
+func TracingCollector(v *model.View) string {
+	spec := tracingSpec(v, false)
+	if spec == nil || spec.Disabled || spec.Provider == nil {
+		return ""
+	}
+	var service string
+	var port uint32
+	switch pr := spec.Provider.GetProvider().(type) {
+	case *meshv1alpha1.MeshConfig_ExtensionProvider_Zipkin:
+		service, port = pr.Zipkin.GetService(), pr.Zipkin.GetPort()
+	case *meshv1alpha1.MeshConfig_ExtensionProvider_Opentelemetry:
+		service, port = pr.Opentelemetry.GetService(), pr.Opentelemetry.GetPort()
+	default:
+		return ""
+	}
+	host, _, err := ProviderCluster(v, service, port)
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
 // hcmTracing returns the tracing block of one of the proxy's HTTP
 // connection managers, as Istio's configureTracing sets it; server is the
 // inbound side (Istio's server spec), else outbound or gateway (client
