@@ -91,6 +91,12 @@ const maxNodes = 200_000
 // documents name it) at version, validates it as the API server would, and
 // fills in its defaults.
 func DecodeSpec(kind, version string, n *yaml.Node) Decoded {
+	return decodeSpecRules(kind, version, n, nil)
+}
+
+// decodeSpecRules is DecodeSpec recording the CEL rules that fail in failed,
+// when set.
+func decodeSpecRules(kind, version string, n *yaml.Node, failed map[string]bool) Decoded {
 	c, err := loadSchemas()
 	if err != nil {
 		return Decoded{Problems: []Problem{{Message: err.Error()}}}
@@ -108,7 +114,7 @@ func DecodeSpec(kind, version string, n *yaml.Node) Decoded {
 		val = map[string]any{}
 	}
 	applyDefaults(s, val)
-	v := &validator{}
+	v := &validator{failed: failed}
 	v.check(s, val, "")
 	if len(v.problems) > 0 {
 		return Decoded{Lines: y.lines, Problems: v.problems}

@@ -207,6 +207,9 @@ type Problem struct {
 // validator walks one value against its schema.
 type validator struct {
 	problems []Problem
+	// failed records the CEL rules that failed, when set (the tests'
+	// coverage of the CRDs' rules).
+	failed map[string]bool
 }
 
 func (v *validator) addf(path, format string, args ...any) {
@@ -559,6 +562,9 @@ func (v *validator) rules(s *schema, val any, path string) {
 			continue
 		}
 		out, _, err := r.prog.Eval(map[string]any{"self": self})
+		if v.failed != nil && (err != nil || out.Value() != true) {
+			v.failed[r.Rule] = true
+		}
 		if err != nil {
 			v.addf(path, "rule %s could not be evaluated: %v", clip(r.Rule), err)
 			continue
