@@ -231,7 +231,9 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 		if k.Value == "defaultProviders" && v.Kind == yaml.MappingNode {
 			// Applied: tracing (the first provider, as Istio).
 			for j := 0; j+1 < len(v.Content); j += 2 {
-				if sk := v.Content[j]; sk.Value != "tracing" {
+				if sk := v.Content[j]; sk.Value == "tracing" {
+					out = append(out, tracingProviderWarnings(file, root, v.Content[j+1])...)
+				} else {
 					out = append(out, store.ConfigError{File: file, Line: sk.Line, Field: "defaultProviders." + sk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 						Message: fmt.Sprintf("MeshConfig defaultProviders.%s is read but not applied by vmesh (applied: defaultProviders.tracing)", sk.Value)})
 				}
@@ -250,6 +252,88 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 			Message: fmt.Sprintf("MeshConfig %s is read but not applied by vmesh (applied: %s)", k.Value, strings.Join(slices.Sorted(maps.Keys(meshConfigApplied)), ", "))})
 	}
 	return out
+}
+
+// tracingProviderWarnings checks defaultProviders.tracing (the sequence
+// node list) against the extensionProviders of root: vmesh, as Istio, uses
+// the first provider only; it must name a zipkin or opentelemetry provider
+// the file defines, else Envoy proxies trace without one; and the fields
+// of that provider vmesh does not send are named.
+func tracingProviderWarnings(file string, root, list *yaml.Node) []store.ConfigError {
+	if list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
+		return nil
+	}
+	warn := func(line int, field, format string, args ...any) store.ConfigError {
+		return store.ConfigError{File: file, Line: line, Field: field, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied, Message: fmt.Sprintf(format, args...)}
+	}
+	var out []store.ConfigError
+	for i, n := range list.Content[1:] {
+		out = append(out, warn(n.Line, fmt.Sprintf("defaultProviders.tracing[%d]", i+1), "only the first tracing provider is used (as Istio): %q is not applied", n.Value))
+	}
+	first := list.Content[0]
+	var provider *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "extensionProviders" || root.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, p := range root.Content[i+1].Content {
+			if mapValue(p, "name") != nil && mapValue(p, "name").Value == first.Value {
+				provider = p
+			}
+		}
+	}
+	if provider == nil {
+		return append(out, warn(first.Line, "defaultProviders.tracing[0]", "no extensionProviders entry is named %q: Envoy proxies trace without a provider (spans go nowhere)", first.Value))
+	}
+	for j := 0; j+1 < len(provider.Content); j += 2 {
+		k, v := provider.Content[j], provider.Content[j+1]
+		switch k.Value {
+		case "name":
+		case "zipkin":
+			for f := 0; f+1 < len(v.Content); f += 2 {
+				if fk := v.Content[f]; !zipkinApplied[fk.Value] {
+					out = append(out, warn(fk.Line, "extensionProviders["+first.Value+"].zipkin."+fk.Value, "zipkin %s is not applied by vmesh", fk.Value))
+				}
+			}
+		case "opentelemetry":
+			for f := 0; f+1 < len(v.Content); f += 2 {
+				fk, fv := v.Content[f], v.Content[f+1]
+				switch {
+				case fk.Value == "resourceDetectors":
+					for r := 0; r+1 < len(fv.Content); r += 2 {
+						if rk := fv.Content[r]; rk.Value != "environment" {
+							out = append(out, warn(rk.Line, "extensionProviders["+first.Value+"].opentelemetry.resourceDetectors."+rk.Value, "OpenTelemetry resource detector %s is not applied by vmesh (applied: environment)", rk.Value))
+						}
+					}
+				case !otelApplied[fk.Value]:
+					out = append(out, warn(fk.Line, "extensionProviders["+first.Value+"].opentelemetry."+fk.Value, "opentelemetry %s is not applied by vmesh", fk.Value))
+				}
+			}
+		default:
+			out = append(out, warn(k.Line, "extensionProviders["+first.Value+"]."+k.Value, "defaultProviders.tracing names a %s provider: vmesh traces to zipkin and opentelemetry providers only, Envoy proxies trace without one", k.Value))
+		}
+	}
+	return out
+}
+
+// zipkinApplied and otelApplied are the fields of zipkin and opentelemetry
+// extension providers Envoy proxies' tracers take.
+var (
+	zipkinApplied = map[string]bool{"service": true, "port": true, "maxTagLength": true, "enable64bitTraceId": true, "path": true,
+		"traceContextOption": true, "timeout": true, "headers": true}
+	otelApplied = map[string]bool{"service": true, "port": true, "maxTagLength": true, "http": true, "grpc": true}
+)
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // jsonEncoding reports whether a mesh config's root mapping sets

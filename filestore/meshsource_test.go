@@ -153,8 +153,15 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		// Tracing (issue 48): enableTracing, defaultProviders.tracing and
 		// defaultConfig.tracing's sampling and tags are applied; the other
 		// default providers and the bootstrap tracer addresses are not.
-		{"enableTracing: false\ndefaultProviders:\n  tracing: [zipkin]\n  metrics: [prometheus]\n", []int{4}},
+		{"enableTracing: false\ndefaultProviders:\n  tracing: [zipkin]\n  metrics: [prometheus]\n", []int{3, 4}},
 		{"defaultConfig:\n  tracing:\n    sampling: 10\n    zipkin:\n      address: z:9411\n", []int{4}},
+		// defaultProviders.tracing: a second provider (line 2), one no
+		// extensionProviders entry defines, a kind vmesh does not trace to,
+		// fields of a zipkin or opentelemetry provider it does not send.
+		{"defaultProviders:\n  tracing: [nowhere]\n", []int{2}},
+		{"extensionProviders:\n- name: z\n  zipkin: {service: z.ns.svc.cluster.local, port: 9411, path: /x}\ndefaultProviders:\n  tracing: [z, o]\n", []int{5}},
+		{"extensionProviders:\n- name: d\n  datadog: {service: d.ns.svc.cluster.local, port: 8126}\ndefaultProviders:\n  tracing: [d]\n", []int{3}},
+		{"extensionProviders:\n- name: o\n  opentelemetry:\n    service: o.ns.svc.cluster.local\n    port: 4317\n    resourceDetectors:\n      environment: {}\n      dynatrace: {}\n    dynatraceSampler: {tenant: t}\ndefaultProviders:\n  tracing: [o]\n", []int{8, 9}},
 	} {
 		var got []int
 		for _, w := range filestore.MeshConfigWarnings("mesh.yaml", []byte(tc.doc)) {

@@ -106,7 +106,10 @@ func hcmTracing(v *model.View, server bool) *hcmv3.HttpConnectionManager_Tracing
 	}
 	t, custom, err := providerTracing(v, spec.Provider)
 	if err != nil {
-		return nil // Istio logs and leaves tracing out; filestore warns about the provider
+		// Istio logs and leaves tracing out. filestore warns about a
+		// provider of another kind; a service no config defines is not
+		// reported yet.
+		return nil
 	}
 	sampling := proxySampling(m.Tracing.Proxy)
 	switch {
@@ -228,7 +231,9 @@ func providerTracing(v *model.View, p *meshv1alpha1.MeshConfig_ExtensionProvider
 			oc.ResourceDetectors = []*corev3.TypedExtensionConfig{{Name: "envoy.tracers.opentelemetry.resource_detectors.environment",
 				TypedConfig: mustAny(&envdetectorv3.EnvironmentResourceDetectorConfig{})}}
 		}
-		custom = o.GetSampling() != nil
+		// A provider sampler (Dynatrace) is not sent (filestore warns):
+		// the sampling is the mesh's or the Telemetry's, not Istio's 100%
+		// for the sampler to decide.
 		maxTag = o.GetMaxTagLength()
 		t.Provider = &tracev3.Tracing_Http{Name: otelTracer, ConfigType: &tracev3.Tracing_Http_TypedConfig{TypedConfig: mustAny(oc)}}
 	default:
