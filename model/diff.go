@@ -90,6 +90,7 @@ func Compare(prev, next *Snapshot) *Diff {
 		return d
 	}
 	d.compareGateways(prev, next)
+	defer d.tracingCollector(next.Mesh)
 	if next.delta != nil && next.delta.from == prev.id {
 		// Rebuilt from prev by replacing the services of these hosts; the
 		// rest, routing included, is prev's.
@@ -110,6 +111,28 @@ func Compare(prev, next *Snapshot) *Diff {
 	diffBound(prev.vsByHost, next.vsByHost, sameVirtualService, d.VirtualServices)
 	diffBound(prev.drByHost, next.drByHost, sameDestinationRule, d.DestinationRules)
 	return d
+}
+
+// tracingCollector makes d Global when the service of the mesh's tracing
+// provider differs: every HTTP connection manager of Envoy proxies names
+// its cluster (or, without it, has no tracer), not only those of the
+// ports its host has.
+func (d *Diff) tracingCollector(m Mesh) {
+	p := m.ExtensionProvider(m.Tracing.DefaultProvider)
+	if p == nil || d.Global {
+		return
+	}
+	service := p.GetZipkin().GetService()
+	if service == "" {
+		service = p.GetOpentelemetry().GetService()
+	}
+	if _, h, ok := strings.Cut(service, "/"); ok {
+		service = h
+	}
+	if service != "" && d.Services[service] {
+		d.Global = true
+		d.endpointsOnly = false
+	}
 }
 
 // compareHost adds host to the diff when its services o (prev's) and n

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vmesh/vmesh/store"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	securityv1beta1 "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
@@ -123,5 +124,36 @@ func TestSameViewKeys(t *testing.T) {
 	var none *Diff
 	if none.SameViewKeys() {
 		t.Error("no diff (no previous snapshot) says the keys stay")
+	}
+}
+
+// A change of the tracing provider's service is Global: every HTTP
+// connection manager of Envoy proxies names its cluster, not only those of
+// its ports; another service's change is not.
+func TestCompareTracingCollector(t *testing.T) {
+	mesh := DefaultMesh()
+	mesh.Tracing.DefaultProvider = "zipkin"
+	mesh.ExtensionProviders = &ExtensionProviders{List: []*meshv1alpha1.MeshConfig_ExtensionProvider{{Name: "zipkin",
+		Provider: &meshv1alpha1.MeshConfig_ExtensionProvider_Zipkin{Zipkin: &meshv1alpha1.MeshConfig_ExtensionProvider_ZipkinTracingProvider{
+			Service: "istio-system/zipkin.istio-system.svc.cluster.local", Port: 9411}}}}}
+	se := func(ns, host string) *store.Object {
+		return &store.Object{Key: store.Key{Kind: store.KindServiceEntry, Namespace: ns, Name: host},
+			Spec: &networking.ServiceEntry{Hosts: []string{host}, Resolution: networking.ServiceEntry_STATIC,
+				Ports: []*networking.ServicePort{{Name: "http", Number: 9411, Protocol: "HTTP"}}, Endpoints: []*networking.WorkloadEntry{{Address: "10.9.0.1"}}}}
+	}
+	build := func(objs ...*store.Object) *Snapshot {
+		st := store.NewStore()
+		if err := st.Replace(store.Source{Name: "t", Class: store.ClassConfig}, objs); err != nil {
+			t.Fatal(err)
+		}
+		return BuildWith(st.Snapshot(), mesh)
+	}
+	base := se("shop", "reviews.shop.svc.cluster.local")
+	s0 := build(base)
+	if d := Compare(s0, build(base, se("istio-system", "zipkin.istio-system.svc.cluster.local"))); !d.Global {
+		t.Errorf("tracing collector added: diff not Global: %+v", d)
+	}
+	if d := Compare(s0, build(base, se("shop", "ratings.shop.svc.cluster.local"))); d.Global {
+		t.Errorf("another service added: diff Global")
 	}
 }
