@@ -19,23 +19,28 @@ import (
 // of every service it sees (sidecar.SNIDNATClusters), after them, as
 // Istio's gateways have.
 func Clusters(v *model.View) ([]*clusterv3.Cluster, error) {
-	cds, _ := sidecar.GatewayClusters(v, refs(v))
-	if autoPassthrough(v) {
-		dnat, _ := sidecar.SNIDNATClusters(v, v.Clusters())
-		cds = append(cds, dnat...)
-	}
+	cds, _ := clustersAndEndpoints(v, destinationHosts(v), autoPassthrough(v))
 	return cds, nil
 }
 
 // Endpoints returns the ClusterLoadAssignments of the EDS clusters among
 // Clusters.
 func Endpoints(v *model.View) ([]*endpointv3.ClusterLoadAssignment, error) {
-	_, eds := sidecar.GatewayClusters(v, refs(v))
-	if autoPassthrough(v) {
-		_, dnat := sidecar.SNIDNATClusters(v, v.Clusters())
-		eds = append(eds, dnat...)
-	}
+	_, eds := clustersAndEndpoints(v, destinationHosts(v), autoPassthrough(v))
 	return eds, nil
+}
+
+// clustersAndEndpoints returns Clusters and Endpoints, generated once, for
+// the router's destination hosts (destinationHosts) and whether it has an
+// AUTO_PASSTHROUGH server (autoPassthrough).
+func clustersAndEndpoints(v *model.View, hosts []string, autoPass bool) ([]*clusterv3.Cluster, []*endpointv3.ClusterLoadAssignment) {
+	cds, eds := sidecar.GatewayClusters(v, v.ClustersOf(v.ServicesOf(hosts)))
+	if autoPass {
+		dnatC, dnatE := sidecar.SNIDNATClusters(v, v.Clusters())
+		cds = append(cds, dnatC...)
+		eds = append(eds, dnatE...)
+	}
+	return cds, eds
 }
 
 // refs are the clusters of the services the router routes to.

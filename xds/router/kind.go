@@ -8,15 +8,8 @@
 package router
 
 import (
-	"fmt"
-
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/vmesh/vmesh/internal/cowmap"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/gen"
-	"github.com/vmesh/vmesh/xds/sidecar"
 )
 
 // NodeType is the first field of a router's node id,
@@ -49,50 +42,11 @@ func (Kind) Generators() gen.Generators {
 // Generate generates a router's group in full: LDS, RDS, CDS and EDS,
 // checked for references that do not resolve.
 func (Kind) Generate(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
-	r, err := sidecar.GenerateWith(model.NewView(s, w), Kind{}.Generators())
-	if err != nil {
-		return nil, fmt.Errorf("group %s: %w", key, err)
-	}
-	byType := map[string]map[string]*gen.Resource{}
-	put := func(t string, name string, m proto.Message) error {
-		res, err := gen.NewResource(name, m)
-		if err != nil {
-			return err
-		}
-		if byType[t] == nil {
-			byType[t] = map[string]*gen.Resource{}
-		}
-		byType[t][name] = res
-		return nil
-	}
-	for _, m := range r.Listeners {
-		if err := put(resourcev3.ListenerType, m.GetName(), m); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range r.Routes {
-		if err := put(resourcev3.RouteType, m.GetName(), m); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range r.Clusters {
-		if err := put(resourcev3.ClusterType, m.GetName(), m); err != nil {
-			return nil, err
-		}
-	}
-	for _, m := range r.Endpoints {
-		if err := put(resourcev3.EndpointType, m.GetClusterName(), m); err != nil {
-			return nil, err
-		}
-	}
-	types := make(map[string]*gen.ResourceMap, gen.NumTypes)
-	for _, t := range gen.TypeURLs() {
-		types[t] = cowmap.From(byType[t])
-	}
-	return gen.New(s, w, key, types), nil
+	return generate(s, w, key, nil)
 }
 
 // NewCache returns the router's part of a server cache: its groups are
-// generated again at every push (gen.Regenerating), and the server sends
-// only what changed.
-func (k Kind) NewCache(gen.Env) gen.KindCache { return gen.Regenerating(k.Generate) }
+// generated again at every push, but for their clusters and endpoints,
+// kept from the previous generation when only routes can have changed
+// (cache.Push), and the server sends only what changed.
+func (Kind) NewCache(gen.Env) gen.KindCache { return cache{} }

@@ -1,0 +1,185 @@
+package router
+
+import (
+	"fmt"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vmesh/vmesh/internal/cowmap"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/gen"
+	"github.com/vmesh/vmesh/xds/sidecar"
+)
+
+// cache is the router's KindCache. Every push generates a live group's
+// listeners and route configurations again; its clusters and endpoints it
+// takes from the group's previous generation, the same maps, when the
+// push's diff leaves what they are generated from alone (clustersKept)
+// and the group routes to the same hosts with the same AUTO_PASSTHROUGH
+// setting: a VirtualService change rebuilds (and re-sends) only the route
+// configuration it touches, as the sidecar's cluster memo spares its
+// scopes the clusters. It keeps nothing across groups.
+type cache struct{}
+
+// Build generates the group in full.
+func (cache) Build(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
+	return generate(s, w, key, nil)
+}
+
+// Push returns the step that generates a live group again at s, keeping
+// its clusters and endpoints when md allows.
+func (cache) Push(s *model.Snapshot, md *model.Diff, _ []*gen.Generation) gen.PushStep {
+	keep := clustersKept(md)
+	return func(old *gen.Generation, key string) (*gen.Generation, *gen.Diff, error) {
+		var prev *gen.Generation
+		if keep {
+			prev = old
+		}
+		g, err := generate(s, old.Workload, key, prev)
+		return g, nil, err
+	}
+}
+
+// Adopt keeps nothing.
+func (cache) Adopt(*gen.Generation) {}
+
+// Installed keeps nothing.
+func (cache) Installed(*model.Snapshot, map[string]*gen.Generation) {}
+
+// Dropped keeps nothing.
+func (cache) Dropped(*gen.Generation, map[string]*gen.Generation) {}
+
+// clustersKept reports whether md leaves a router's clusters and
+// endpoints as they were, given the same destination hosts: no global
+// input (mesh settings, Sidecars, policies), no service, endpoint list or
+// DestinationRule differs, and the group keys are the same. What may
+// differ is the VirtualServices and the Gateways, which decide the hosts
+// (compared by generate) and the routes.
+func clustersKept(md *model.Diff) bool {
+	return md != nil && md.SameViewKeys() && len(md.Services) == 0 && len(md.Endpoints) == 0 && len(md.DestinationRules) == 0
+}
+
+// part is what a router keeps with its generation: what its clusters and
+// endpoints were generated for. It makes nothing on demand.
+type part struct {
+	// hosts are the destination hosts, sorted.
+	hosts []string
+	// autoPassthrough: the router has the SNI-DNAT clusters.
+	autoPassthrough bool
+}
+
+var _ gen.Part = (*part)(nil)
+
+// Lookup makes nothing on demand.
+func (*part) Lookup(*gen.Generation, string, string) *gen.Resource { return nil }
+
+// TakeRefused: nothing is refused.
+func (*part) TakeRefused() (int64, int) { return 0, 0 }
+
+// generate generates a router's group: LDS and RDS, and CDS and EDS taken
+// from prev when it was generated for the same hosts and AUTO_PASSTHROUGH
+// setting (prev nil: generated), checked for references that do not
+// resolve.
+func generate(s *model.Snapshot, w model.Workload, key string, prev *gen.Generation) (*gen.Generation, error) {
+	v := model.NewView(s, w)
+	hosts := destinationHosts(v)
+	p := &part{hosts: slices.Sorted(slices.Values(hosts)), autoPassthrough: autoPassthrough(v)}
+	var r sidecar.Resources
+	var err error
+	if r.Listeners, err = Listeners(v); err != nil {
+		return nil, fmt.Errorf("group %s: %w", key, err)
+	}
+	if r.Routes, err = Routes(v); err != nil {
+		return nil, fmt.Errorf("group %s: %w", key, err)
+	}
+	types := make(map[string]*gen.ResourceMap, gen.NumTypes)
+	if pp, ok := partOf(prev); ok && pp.autoPassthrough == p.autoPassthrough && slices.Equal(pp.hosts, p.hosts) {
+		types[resourcev3.ClusterType] = prev.Types[resourcev3.ClusterType]
+		types[resourcev3.EndpointType] = prev.Types[resourcev3.EndpointType]
+		if r.Clusters, err = messages[*clusterv3.Cluster](types[resourcev3.ClusterType]); err != nil {
+			return nil, fmt.Errorf("group %s: %w", key, err)
+		}
+		if r.Endpoints, err = messages[*endpointv3.ClusterLoadAssignment](types[resourcev3.EndpointType]); err != nil {
+			return nil, fmt.Errorf("group %s: %w", key, err)
+		}
+	} else {
+		r.Clusters, r.Endpoints = clustersAndEndpoints(v, hosts, p.autoPassthrough)
+	}
+	r.Missing = v.MissingCluster
+	if err := r.Consistent(); err != nil {
+		return nil, fmt.Errorf("group %s: proxy %s: %w", key, v.Workload().ID, err)
+	}
+	byType := map[string]map[string]*gen.Resource{}
+	put := func(t string, name string, m proto.Message) error {
+		if types[t] != nil {
+			return nil
+		}
+		res, err := gen.NewResource(name, m)
+		if err != nil {
+			return fmt.Errorf("group %s: %w", key, err)
+		}
+		if byType[t] == nil {
+			byType[t] = map[string]*gen.Resource{}
+		}
+		byType[t][name] = res
+		return nil
+	}
+	for _, m := range r.Listeners {
+		if err := put(resourcev3.ListenerType, m.GetName(), m); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range r.Routes {
+		if err := put(resourcev3.RouteType, m.GetName(), m); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range r.Clusters {
+		if err := put(resourcev3.ClusterType, m.GetName(), m); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range r.Endpoints {
+		if err := put(resourcev3.EndpointType, m.GetClusterName(), m); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range gen.TypeURLs() {
+		if types[t] == nil {
+			types[t] = cowmap.From(byType[t])
+		}
+	}
+	g := gen.New(s, w, key, types)
+	g.Part = p
+	return g, nil
+}
+
+// partOf returns the router part of g; false when g is nil or has none.
+func partOf(g *gen.Generation) (*part, bool) {
+	if g == nil {
+		return nil, false
+	}
+	p, ok := g.Part.(*part)
+	return p, ok
+}
+
+// messages returns the messages of the resources of m.
+func messages[M proto.Message](m *gen.ResourceMap) ([]M, error) {
+	out := make([]M, 0, m.Len())
+	for _, r := range m.All() {
+		msg, err := r.Message()
+		if err != nil {
+			return nil, err
+		}
+		x, ok := msg.(M)
+		if !ok {
+			return nil, fmt.Errorf("resource %s: a %T", r.Name, msg)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
