@@ -287,6 +287,9 @@ func tracingProviderWarnings(file string, root, list *yaml.Node) []store.ConfigE
 	}
 	for j := 0; j+1 < len(provider.Content); j += 2 {
 		k, v := provider.Content[j], provider.Content[j+1]
+		if k.Value == "zipkin" || k.Value == "opentelemetry" {
+			out = append(out, envHeaderWarnings(file, "extensionProviders["+first.Value+"]."+k.Value, v)...)
+		}
 		switch k.Value {
 		case "name":
 		case "zipkin":
@@ -313,6 +316,33 @@ func tracingProviderWarnings(file string, root, list *yaml.Node) []store.ConfigE
 			out = append(out, warn(k.Line, "extensionProviders["+first.Value+"]."+k.Value, "defaultProviders.tracing names a %s provider: vmesh traces to zipkin and opentelemetry providers only, Envoy proxies trace without one", k.Value))
 		}
 	}
+	return out
+}
+
+// envHeaderWarnings names the headers (and gRPC initial metadata) under n
+// whose value is envName: Istio reads that variable of istiod's
+// environment; vmesh sends the header empty.
+func envHeaderWarnings(file, path string, n *yaml.Node) []store.ConfigError {
+	var out []store.ConfigError
+	var walk func(path string, n *yaml.Node)
+	walk = func(path string, n *yaml.Node) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				if k.Value == "envName" {
+					out = append(out, store.ConfigError{File: file, Line: k.Line, Field: path + ".envName", Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
+						Message: "a header value from the control plane's environment (envName) is not applied by vmesh: the header is sent empty (use value)"})
+				}
+				walk(path+"."+k.Value, n.Content[i+1])
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		}
+	}
+	walk(path, n)
 	return out
 }
 

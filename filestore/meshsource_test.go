@@ -160,6 +160,7 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		// fields of a zipkin or opentelemetry provider it does not send.
 		{"defaultProviders:\n  tracing: [nowhere]\n", []int{2}},
 		{"extensionProviders:\n- name: z\n  zipkin: {service: z.ns.svc.cluster.local, port: 9411, path: /x}\ndefaultProviders:\n  tracing: [z, o]\n", []int{5}},
+		{"extensionProviders:\n- name: z\n  zipkin:\n    service: z.ns.svc.cluster.local\n    port: 9411\n    headers:\n    - {name: x-token, envName: TOKEN}\ndefaultProviders:\n  tracing: [z]\n", []int{7}},
 		{"extensionProviders:\n- name: d\n  datadog: {service: d.ns.svc.cluster.local, port: 8126}\ndefaultProviders:\n  tracing: [d]\n", []int{3}},
 		{"extensionProviders:\n- name: o\n  opentelemetry:\n    service: o.ns.svc.cluster.local\n    port: 4317\n    resourceDetectors:\n      environment: {}\n      dynatrace: {}\n    dynatraceSampler: {tenant: t}\ndefaultProviders:\n  tracing: [o]\n", []int{8, 9}},
 	} {
