@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -27,19 +28,22 @@ type cache struct{}
 
 // Build generates the group in full.
 func (cache) Build(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
-	return generate(s, w, key, nil)
+	return generate(s, w, key, nil, nil)
 }
 
 // Push returns the step that generates a live group again at s, keeping
 // its clusters and endpoints when md allows.
 func (cache) Push(s *model.Snapshot, md *model.Diff, _ []*gen.Generation) gen.PushStep {
-	keep := clustersKept(md)
+	var dirty map[string]bool
+	if clustersKept(md) {
+		dirty = dirtyHosts(md)
+	}
 	return func(old *gen.Generation, key string) (*gen.Generation, *gen.Diff, error) {
 		var prev *gen.Generation
-		if keep {
+		if dirty != nil {
 			prev = old
 		}
-		g, err := generate(s, old.Workload, key, prev)
+		g, err := generate(s, old.Workload, key, prev, dirty)
 		return g, nil, err
 	}
 }
@@ -53,14 +57,25 @@ func (cache) Installed(*model.Snapshot, map[string]*gen.Generation) {}
 // Dropped keeps nothing.
 func (cache) Dropped(*gen.Generation, map[string]*gen.Generation) {}
 
-// clustersKept reports whether md leaves a router's clusters and
-// endpoints as they were, given the same destination hosts: no global
-// input (mesh settings, Sidecars, policies), no service, endpoint list or
-// DestinationRule differs, and the group keys are the same. What may
-// differ is the VirtualServices and the Gateways, which decide the hosts
-// (compared by generate) and the routes.
+// clustersKept reports whether md allows a router's clusters and
+// endpoints to be brought forward host by host (updateClusters): no global
+// input (mesh settings, Sidecars, policies) differs and the group keys are
+// the same. What does differ is then bound to hosts (dirtyHosts).
 func clustersKept(md *model.Diff) bool {
-	return md != nil && md.SameViewKeys() && len(md.Services) == 0 && len(md.Endpoints) == 0 && len(md.DestinationRules) == 0
+	return md != nil && md.SameViewKeys()
+}
+
+// dirtyHosts are the hosts whose clusters and endpoints may differ under
+// md: those whose services, endpoint lists or DestinationRules differ.
+// (A VirtualService change alone changes no cluster of a host.)
+func dirtyHosts(md *model.Diff) map[string]bool {
+	out := make(map[string]bool, len(md.Services)+len(md.Endpoints)+len(md.DestinationRules))
+	for _, m := range []map[string]bool{md.Services, md.Endpoints, md.DestinationRules} {
+		for h := range m {
+			out[h] = true
+		}
+	}
+	return out
 }
 
 // part is what a router keeps with its generation: what its clusters and
@@ -80,11 +95,13 @@ func (*part) Lookup(*gen.Generation, string, string) *gen.Resource { return nil 
 // TakeRefused: nothing is refused.
 func (*part) TakeRefused() (int64, int) { return 0, 0 }
 
-// generate generates a router's group: LDS and RDS, and CDS and EDS taken
-// from prev when it was generated for the same hosts and AUTO_PASSTHROUGH
-// setting (prev nil: generated), checked for references that do not
-// resolve.
-func generate(s *model.Snapshot, w model.Workload, key string, prev *gen.Generation) (*gen.Generation, error) {
+// generate generates a router's group: LDS and RDS, and CDS and EDS
+// brought forward from prev when neither has an AUTO_PASSTHROUGH server
+// (whose SNI-DNAT clusters are every service's): the clusters of the
+// hosts the router still routes to and not in dirty are prev's resources,
+// those of the others generated (prev nil: all generated); checked for
+// references that do not resolve.
+func generate(s *model.Snapshot, w model.Workload, key string, prev *gen.Generation, dirty map[string]bool) (*gen.Generation, error) {
 	v := model.NewView(s, w)
 	hosts := destinationHosts(v)
 	p := &part{hosts: slices.Sorted(slices.Values(hosts)), autoPassthrough: autoPassthrough(v)}
@@ -97,9 +114,11 @@ func generate(s *model.Snapshot, w model.Workload, key string, prev *gen.Generat
 		return nil, fmt.Errorf("group %s: %w", key, err)
 	}
 	types := make(map[string]*gen.ResourceMap, gen.NumTypes)
-	if pp, ok := partOf(prev); ok && pp.autoPassthrough == p.autoPassthrough && slices.Equal(pp.hosts, p.hosts) {
-		types[resourcev3.ClusterType] = prev.Types[resourcev3.ClusterType]
-		types[resourcev3.EndpointType] = prev.Types[resourcev3.EndpointType]
+	if pp, ok := partOf(prev); ok && !pp.autoPassthrough && !p.autoPassthrough {
+		types[resourcev3.ClusterType], types[resourcev3.EndpointType], err = updateClusters(v, prev, pp, p, dirty)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", key, err)
+		}
 		if r.Clusters, err = messages[*clusterv3.Cluster](types[resourcev3.ClusterType]); err != nil {
 			return nil, fmt.Errorf("group %s: %w", key, err)
 		}
@@ -182,4 +201,62 @@ func messages[M proto.Message](m *gen.ResourceMap) ([]M, error) {
 		out = append(out, x)
 	}
 	return out, nil
+}
+
+// updateClusters brings prev's CDS and EDS maps forward to v: a resource
+// of an outbound cluster ("outbound|port|subset|host") whose host the
+// router no longer routes to (pp.hosts, p.hosts) or that is dirty is
+// dropped, and the clusters of the hosts it routes to that are dirty or
+// new are generated; the others, and the fixed clusters (which read only
+// global inputs), are prev's. The maps are prev's own when nothing
+// changed.
+func updateClusters(v *model.View, prev *gen.Generation, pp, p *part, dirty map[string]bool) (cds, eds *gen.ResourceMap, err error) {
+	routed := make(map[string]bool, len(p.hosts))
+	for _, h := range p.hosts {
+		routed[h] = true
+	}
+	var regen []string
+	for _, h := range p.hosts {
+		if dirty[h] || !slices.Contains(pp.hosts, h) {
+			regen = append(regen, h)
+		}
+	}
+	stale := func(name string) bool {
+		i := strings.LastIndexByte(name, '|')
+		if i < 0 {
+			return false
+		}
+		h := name[i+1:]
+		return !routed[h] || dirty[h]
+	}
+	refs := v.ClustersOf(v.ServicesOf(regen))
+	freshC := map[string]*gen.Resource{}
+	for _, c := range sidecar.ClustersOf(v, refs) {
+		if freshC[c.GetName()], err = gen.NewResource(c.GetName(), c); err != nil {
+			return nil, nil, err
+		}
+	}
+	freshE := map[string]*gen.Resource{}
+	for _, e := range sidecar.EndpointsOf(v, refs) {
+		if freshE[e.GetClusterName()], err = gen.NewResource(e.GetClusterName(), e); err != nil {
+			return nil, nil, err
+		}
+	}
+	apply := func(old *gen.ResourceMap, fresh map[string]*gen.Resource) *gen.ResourceMap {
+		changed := map[string]bool{}
+		for name := range old.All() {
+			if stale(name) {
+				changed[name] = true
+			}
+		}
+		for name, r := range fresh {
+			if o, ok := old.Get(name); !ok || o.Hash != r.Hash {
+				changed[name] = true
+			} else {
+				delete(changed, name) // unchanged: keep prev's resource
+			}
+		}
+		return gen.Apply(old, changed, fresh)
+	}
+	return apply(prev.Types[resourcev3.ClusterType], freshC), apply(prev.Types[resourcev3.EndpointType], freshE), nil
 }

@@ -68,13 +68,15 @@ spec:
   host: httpbin.default.svc.cluster.local
   trafficPolicy: {connectionPool: {tcp: {maxConnections: 7}}}
 `
+	otherEndpoints := strings.Replace(base, "endpoints: [{address: 10.0.0.8}]", "endpoints: [{address: 10.0.0.18}]", 1)
 	for _, tc := range []struct {
-		name, yaml string
-		kept       bool
+		name, yaml       string
+		keptCDS, keptEDS bool
 	}{
-		{"route change", routeChange, true},
-		{"new destination", newDestination, false},
-		{"destination rule", withDR, false},
+		{"route change", routeChange, true, true},
+		{"new destination", newDestination, false, false},
+		{"destination rule", withDR, false, true},
+		{"endpoints of a service not routed to", otherEndpoints, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := ingress()
@@ -98,17 +100,24 @@ spec:
 				t.Fatal(err)
 			}
 			sameResources(t, g, full)
-			for _, typ := range []string{resourcev3.ClusterType, resourcev3.EndpointType} {
-				if kept := g.Types[typ] == old.Types[typ]; kept != tc.kept {
-					t.Errorf("%s kept from the previous generation: %v, want %v", gen.ShortType(typ), kept, tc.kept)
+			if kept := g.Types[resourcev3.ClusterType] == old.Types[resourcev3.ClusterType]; kept != tc.keptCDS {
+				t.Errorf("CDS map kept from the previous generation: %v, want %v", kept, tc.keptCDS)
+			}
+			if kept := g.Types[resourcev3.EndpointType] == old.Types[resourcev3.EndpointType]; kept != tc.keptEDS {
+				t.Errorf("EDS map kept from the previous generation: %v, want %v", kept, tc.keptEDS)
+			}
+			// A cluster no change touches is the previous generation's
+			// resource, not generated again.
+			for _, name := range []string{"outbound|443||my-nginx.default.svc.cluster.local", "BlackHoleCluster"} {
+				if r := old.Get(resourcev3.ClusterType, name); r == nil || g.Get(resourcev3.ClusterType, name) != r {
+					t.Errorf("cluster %s is not the previous generation's resource", name)
 				}
 			}
-			if tc.kept {
-				if r, ok := old.Types[resourcev3.ClusterType].Get("outbound|8000||httpbin.default.svc.cluster.local"); !ok || g.Get(resourcev3.ClusterType, r.Name) != r {
-					t.Error("httpbin's cluster is not the previous generation's resource")
-				}
+			httpbin := "outbound|8000||httpbin.default.svc.cluster.local"
+			if kept := old.Get(resourcev3.ClusterType, httpbin) == g.Get(resourcev3.ClusterType, httpbin); kept != (tc.name != "destination rule") {
+				t.Errorf("httpbin's cluster kept: %v", kept)
 			}
-			if routeChanged := old.Get(resourcev3.RouteType, "http.80").Hash != g.Get(resourcev3.RouteType, "http.80").Hash; routeChanged != (tc.name != "destination rule") {
+			if routeChanged := old.Get(resourcev3.RouteType, "http.80").Hash != g.Get(resourcev3.RouteType, "http.80").Hash; routeChanged != (tc.name == "route change" || tc.name == "new destination") {
 				t.Errorf("route configuration http.80 changed: %v", routeChanged)
 			}
 			if _, ok := g.Types[resourcev3.ClusterType].Get("outbound|80||extra.default.svc.cluster.local"); ok != (tc.name == "new destination") {

@@ -42,7 +42,7 @@ func (Kind) Generators() gen.Generators {
 // Generate generates a router's group in full: LDS, RDS, CDS and EDS,
 // checked for references that do not resolve.
 func (Kind) Generate(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
-	return generate(s, w, key, nil)
+	return generate(s, w, key, nil, nil)
 }
 
 // NewCache returns the router's part of a server cache: its groups are
