@@ -50,8 +50,20 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+)
 
-	"github.com/vmesh/vmesh/agents/bootstrap"
+// The names and ports of the bootstrap the agent writes, as an Envoy reads
+// them: Istio's cluster names (xds-grpc, sds-grpc), the agent's cluster
+// behind the gateway's readiness listener, and Istio's readiness port and
+// path. Spelled out rather than imported: the stand-in knows the agent
+// only through the bootstrap file, as Envoy does (and examples import no
+// vmesh package, internal/floors).
+const (
+	xdsCluster    = "xds-grpc"
+	sdsCluster    = "sds-grpc"
+	agentCluster  = "agent"
+	readinessPort = 15021
+	readinessPath = "/healthz/ready"
 )
 
 func main() {
@@ -91,26 +103,26 @@ func run(ctx context.Context, args []string) error {
 				if p := a.GetPipe().GetPath(); p != "" {
 					sockets[c.GetName()] = p
 				}
-				if c.GetName() == bootstrap.AgentCluster {
+				if c.GetName() == agentCluster {
 					agentPort = a.GetSocketAddress().GetPortValue()
 				}
 			}
 		}
 	}
-	if sockets[bootstrap.XDSCluster] == "" || sockets[bootstrap.SDSCluster] == "" {
-		return fmt.Errorf("bootstrap %s: no socket for %s or %s", path, bootstrap.XDSCluster, bootstrap.SDSCluster)
+	if sockets[xdsCluster] == "" || sockets[sdsCluster] == "" {
+		return fmt.Errorf("bootstrap %s: no socket for %s or %s", path, xdsCluster, sdsCluster)
 	}
-	logf("node %s; ADS via %s, SDS via %s", b.GetNode().GetId(), sockets[bootstrap.XDSCluster], sockets[bootstrap.SDSCluster])
+	logf("node %s; ADS via %s, SDS via %s", b.GetNode().GetId(), sockets[xdsCluster], sockets[sdsCluster])
 	for _, l := range b.GetStaticResources().GetListeners() {
-		if sa := l.GetAddress().GetSocketAddress(); sa.GetPortValue() == bootstrap.ReadinessPort && agentPort != 0 {
+		if sa := l.GetAddress().GetSocketAddress(); sa.GetPortValue() == readinessPort && agentPort != 0 {
 			if err := serveReadiness(ctx, net.JoinHostPort(sa.GetAddress(), fmt.Sprint(sa.GetPortValue())), agentPort); err != nil {
 				return err
 			}
 		}
 	}
-	s := &standIn{node: b.GetNode(), sdsSocket: sockets[bootstrap.SDSCluster], secrets: map[string]bool{}}
+	s := &standIn{node: b.GetNode(), sdsSocket: sockets[sdsCluster], secrets: map[string]bool{}}
 	for {
-		err := s.ads(ctx, sockets[bootstrap.XDSCluster])
+		err := s.ads(ctx, sockets[xdsCluster])
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -131,11 +143,11 @@ func serveReadiness(ctx context.Context, addr string, agentPort uint32) error {
 		return fmt.Errorf("readiness listener: %w", err)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != bootstrap.ReadinessPath {
+		if r.URL.Path != readinessPath {
 			http.NotFound(w, r)
 			return
 		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", agentPort, bootstrap.ReadinessPath))
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", agentPort, readinessPath))
 		if err != nil {
 			http.Error(w, "upstream connect error", http.StatusServiceUnavailable)
 			return
