@@ -106,6 +106,10 @@ type Origin struct {
 	Commit string `json:"commit,omitempty"`
 	// Registry names the registry entry that generated the object, for registries.
 	Registry string `json:"registry,omitempty"`
+	// Version is the version an MCP server gave the object (its
+	// resource's metadata version), for config over xDS; File then names
+	// the resource (type URL and namespace/name) and Line is 0.
+	Version string `json:"version,omitempty"`
 }
 
 // String renders the origin for messages, e.g. "dir:/x (a.yaml:3)".
@@ -114,6 +118,10 @@ func (o Origin) String() string {
 	switch {
 	case o.File != "" && o.Commit != "":
 		s += fmt.Sprintf(" (%s:%d @ %.12s)", o.File, o.Line, o.Commit)
+	case o.File != "" && o.Line == 0 && o.Version != "":
+		s += fmt.Sprintf(" (%s @ %s)", o.File, o.Version)
+	case o.File != "" && o.Line == 0:
+		s += fmt.Sprintf(" (%s)", o.File)
 	case o.File != "":
 		s += fmt.Sprintf(" (%s:%d)", o.File, o.Line)
 	case o.Registry != "":
