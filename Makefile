@@ -64,6 +64,10 @@ istio-verdicts:
 istio-xds:
 	cd tools/istio-xds-oracle && $(GO) run . -out $(CURDIR)/xds/testdata/istio-oracle
 
+## istio-mcp: record Istio's own MCP server's responses to a VirtualService created, changed, deleted into filestore/mcpsource/testdata (tools/istio-mcp-server; downloads istio.io/istio)
+istio-mcp:
+	cd tools/istio-mcp-server && $(GO) run . record -out $(CURDIR)/filestore/mcpsource/testdata
+
 .PHONY: istio-load-server bench-istio
 
 ## istio-load-server: build the load harness's Istio server mode (tools/istio-load-server; downloads istio.io/istio) into bin/

@@ -192,6 +192,9 @@ var meshConfigApplied = map[string]bool{
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true, "h2UpgradePolicy": true, "tcpKeepalive": true,
 	"inboundTrafficPolicy": true, "enableTracing": true, "defaultProviders": true,
+	// configSources: the xds:// entries of --mesh-config (filestore/mcpsource);
+	// the control plane warns about the rest of each entry.
+	"configSources": true,
 }
 
 // MeshConfigWarnings lists the top-level fields a mesh config file sets that

@@ -11,9 +11,9 @@ import (
 )
 
 // meshStartupFields are MeshConfig fields a config source's mesh.yaml
-// cannot change: the CA and the policies' root are set when the control
+// cannot change: the CA, the policies' root and the config sources are set when the control
 // plane starts (--mesh-config, --trust-domain, --root-namespace).
-var meshStartupFields = map[string]bool{"trustDomain": true, "rootNamespace": true}
+var meshStartupFields = map[string]bool{"trustDomain": true, "rootNamespace": true, "configSources": true}
 
 // IsMeshConfigFile reports whether the file at rel, a path relative to the
 // repository or directory the source reads, is the source's mesh config:
@@ -55,7 +55,7 @@ func DecodeSourceFile(rel, root string, data []byte, lim Limits) Decoded {
 		for i := 0; i+1 < len(root.Content); i += 2 {
 			if k := root.Content[i]; meshStartupFields[k.Value] {
 				warns = append(warns, store.ConfigError{File: rel, Line: k.Line, Field: k.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
-					Message: fmt.Sprintf("MeshConfig %s in the config source's %s is not applied: it is set when the control plane starts (--mesh-config, --%s)", k.Value, MeshConfigFile, flagOf(k.Value))})
+					Message: fmt.Sprintf("MeshConfig %s in the config source's %s is not applied: it is set when the control plane starts (%s)", k.Value, MeshConfigFile, flagOf(k.Value))})
 			}
 		}
 	}
@@ -64,10 +64,13 @@ func DecodeSourceFile(rel, root string, data []byte, lim Limits) Decoded {
 }
 
 func flagOf(field string) string {
-	if field == "trustDomain" {
-		return "trust-domain"
+	switch field {
+	case "trustDomain":
+		return "--mesh-config, --trust-domain"
+	case "rootNamespace":
+		return "--mesh-config, --root-namespace"
 	}
-	return "root-namespace"
+	return "--mesh-config"
 }
 
 // holdsResources reports whether the first YAML document of data is a

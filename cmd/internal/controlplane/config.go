@@ -45,6 +45,10 @@ type Config struct {
 	// retries, outbound traffic policy, connect timeout, and trustDomain
 	// and rootNamespace when CA leaves them empty.
 	MeshConfig string `yaml:"meshConfig"`
+	// ConfigSourceDelta reads the mesh config's configSources
+	// (xds://HOST:PORT, config over xDS) with delta ADS instead of SotW,
+	// which istiod's own client speaks.
+	ConfigSourceDelta bool `yaml:"configSourceDelta"`
 	// JWKSAllowedCIDRs are the non-global address ranges (loopback,
 	// link-local, private, CGNAT, ...) RequestAuthentication key sets may
 	// be fetched from; by default a jwksUri or issuer resolving into one

@@ -138,10 +138,14 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 	cp.metricNames.MustRegister(filestore.NewCollector(cp.store, cp.analyses.Warnings), newBuildInfoMetric(buildinfo.Get()))
 	cp.metricNames.MustRegister(newGitMetrics(func() *filestore.GitSource { return cp.git })...)
 	cp.metricNames.MustRegister(newStateMetrics(func() *sharedstate.State { return cp.state })...)
-	cfg.publishMeshWarnings(cp.store, meshWarnings)
 	if err := cp.addSources(); err != nil {
 		return nil, err
 	}
+	csWarnings, err := cp.addConfigSources()
+	if err != nil {
+		return nil, err
+	}
+	cfg.publishMeshWarnings(cp.store, append(meshWarnings, csWarnings...))
 	if len(cfg.Registries) > 0 {
 		runner, err := registries.NewRunner(cp.store, cfg.Registries, registries.Options{Logger: logger, Registerer: cp.metricNames})
 		if err != nil {

@@ -1,0 +1,203 @@
+package controlplane_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/vmesh/vmesh/cmd/internal/controlplane"
+	"github.com/vmesh/vmesh/internal/mcptest"
+	"github.com/vmesh/vmesh/internal/mcptypes"
+	"github.com/vmesh/vmesh/internal/xdstest"
+	"github.com/vmesh/vmesh/store"
+)
+
+// istioRecording is what tools/istio-mcp-server record wrote: Istio's own
+// MCP server's responses (SotW and delta) per step of its script.
+type istioRecording struct {
+	TypeURL string `json:"typeUrl"`
+	Steps   []struct {
+		Step  string            `json:"step"`
+		Dest  string            `json:"dest"`
+		SotW  []json.RawMessage `json:"sotw"`
+		Delta []json.RawMessage `json:"delta"`
+	} `json:"steps"`
+}
+
+// TestIstioMCPReachesProxyless replays what Istio's own MCP server
+// (pilot/pkg/xds with its apigen generator, recorded by
+// tools/istio-mcp-server) sent while a VirtualService was created,
+// changed and deleted, through a real gRPC ADS server to vmesh's
+// configSources client, SotW and delta; each step must reach a real
+// grpc-go proxyless client through vmesh's xDS.
+func TestIstioMCPReachesProxyless(t *testing.T) {
+	b, err := os.ReadFile("../../../filestore/mcpsource/testdata/istio-mcp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec istioRecording
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Steps) != 4 || rec.Steps[0].Step != "initial" {
+		t.Fatalf("recording has steps %v", rec.Steps)
+	}
+	for _, delta := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) {
+			replayIstio(t, rec, delta)
+		})
+	}
+}
+
+func replayIstio(t *testing.T, rec istioRecording, delta bool) {
+	srv := mcptest.Start(t)
+	dir := t.TempDir()
+	cfgDir := filepath.Join(dir, "config")
+	if err := os.Mkdir(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mesh := filepath.Join(dir, "mesh.yaml")
+	if err := os.WriteFile(mesh, []byte("configSources:\n- address: xds://"+srv.Addr+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.DefaultConfig()
+	cfg.ConfigDir, cfg.AllowEmpty, cfg.MeshConfig, cfg.ConfigSourceDelta = cfgDir, true, mesh, delta
+	cp := start(t, cfg)
+
+	// send answers one recorded response and reads the client's answer.
+	send := func(raw json.RawMessage) string {
+		t.Helper()
+		if delta {
+			r := &discovery.DeltaDiscoveryResponse{}
+			if err := protojson.Unmarshal(raw, r); err != nil {
+				t.Fatal(err)
+			}
+			srv.SendDelta(t, r)
+			for {
+				if ack := srv.NextDelta(t); ack.GetResponseNonce() == r.GetNonce() {
+					return ack.GetErrorDetail().GetMessage()
+				}
+			}
+		}
+		r := &discovery.DiscoveryResponse{}
+		if err := protojson.Unmarshal(raw, r); err != nil {
+			t.Fatal(err)
+		}
+		srv.SendSotW(t, r)
+		for {
+			if ack := srv.NextSotW(t); ack.GetResponseNonce() == r.GetNonce() {
+				return ack.GetErrorDetail().GetMessage()
+			}
+		}
+	}
+	// The subscriptions: Istio's recorded first answer for the
+	// VirtualService type, an empty one (what Istio's empty store
+	// answers) for every other type.
+	var urls []string
+	for range len(mcptypes.Types()) {
+		if delta {
+			urls = append(urls, srv.NextDelta(t).GetTypeUrl())
+		} else {
+			urls = append(urls, srv.NextSotW(t).GetTypeUrl())
+		}
+	}
+	for _, url := range urls {
+		if url == rec.TypeURL {
+			continue
+		}
+		var empty []byte
+		if delta {
+			empty, _ = protojson.Marshal(&discovery.DeltaDiscoveryResponse{TypeUrl: url, Nonce: "empty-" + url, SystemVersionInfo: "0"})
+		} else {
+			empty, _ = protojson.Marshal(&discovery.DiscoveryResponse{TypeUrl: url, Nonce: "empty-" + url, VersionInfo: "0"})
+		}
+		if nack := send(empty); nack != "" {
+			t.Fatalf("empty %s NACKed: %s", url, nack)
+		}
+	}
+	initial := rec.Steps[0].SotW
+	if delta {
+		initial = rec.Steps[0].Delta
+	}
+	for _, raw := range initial {
+		if nack := send(raw); nack != "" {
+			t.Fatalf("Istio's initial response NACKed: %s", nack)
+		}
+	}
+	waitReady(t, cp)
+
+	backends := map[string]*xdstest.Backend{}
+	var ses strings.Builder
+	for _, host := range []string{"echo.mesh.internal", "echo-v2.mesh.internal", "echo-v3.mesh.internal"} {
+		name := strings.TrimSuffix(host, ".mesh.internal")
+		b := xdstest.StartBackend(t, cp.XDSAddr(), xdstest.Node{ID: name + "-0", Namespace: "default"})
+		backends[host] = b
+		fmt.Fprintf(&ses, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: %s, namespace: default}
+spec:
+  hosts: [%s]
+  ports: [{number: 7070, name: grpc, protocol: GRPC}]
+  resolution: STATIC
+  endpoints: [{address: 127.0.0.1, ports: {grpc: %d}}]
+---
+`, name, host, b.Port)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "services.yaml"), []byte(ses.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := xdstest.Dial(t, cp.XDSAddr(), xdstest.Node{ID: "client-0", Namespace: "default"}, "echo.mesh.internal:7070")
+	reaches := func(step, host string) {
+		t.Helper()
+		want := backends[host].ID
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got := xdstest.CallUntil(t, client, 20*time.Second)
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("step %s: calls reach %s, want %s", step, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	reaches("initial", "echo.mesh.internal")
+	vsKey := store.Key{Kind: store.KindVirtualService, Namespace: "default", Name: "echo"}
+	for _, step := range rec.Steps[1:] {
+		resps := step.SotW
+		if delta {
+			resps = step.Delta
+		}
+		if len(resps) == 0 {
+			t.Fatalf("step %s: Istio sent nothing", step.Step)
+		}
+		for _, raw := range resps {
+			if nack := send(raw); nack != "" {
+				t.Fatalf("step %s: Istio's response NACKed: %s", step.Step, nack)
+			}
+		}
+		o := cp.Store().Snapshot().Get(vsKey)
+		switch {
+		case step.Dest == "" && o != nil:
+			t.Fatalf("step %s: VirtualService still in the Store", step.Step)
+		case step.Dest != "" && (o == nil || o.Origin.Source != "mcp:xds://"+srv.Addr || o.Origin.File != rec.TypeURL+" default/echo" || o.Origin.Version == ""):
+			t.Fatalf("step %s: VirtualService %v", step.Step, o)
+		}
+		reaches(step.Step, cmpOr(step.Dest, "echo.mesh.internal"))
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
