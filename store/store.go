@@ -60,7 +60,11 @@ type SourceStatus struct {
 	// errors: the rejected commit and the commit still served, the files
 	// keeping their last good version. It is not an error: one mistake
 	// counts once, in Errors.
-	Held       string    `json:"held,omitempty"`
+	Held string `json:"held,omitempty"`
+	// Connection is the state of a source's connection to its server,
+	// for sources that hold one (config over xDS): "connected",
+	// "disconnected: <why>"; empty for the others.
+	Connection string    `json:"connection,omitempty"`
 	LastUpdate time.Time `json:"lastUpdate"`
 }
 
@@ -317,6 +321,19 @@ func (s *Store) SetStatusHeld(src Source, revision string, errs []ConfigError, h
 	st.status.Revision = revision
 	st.status.Errors, st.status.Warnings, st.status.Held = bad, warn, held
 	st.status.LastUpdate = time.Now()
+	s.publish(nil)
+}
+
+// SetConnection records the state of a source's connection to its
+// server (SourceStatus.Connection); it changes no config.
+func (s *Store) SetConnection(src Source, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.sourceLocked(src)
+	if st.status.Connection == state {
+		return
+	}
+	st.status.Connection = state
 	s.publish(nil)
 }
 

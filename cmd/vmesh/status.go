@@ -148,9 +148,23 @@ type replicaStatus struct {
 	// enforced; the analysis across sources); FirstWarning is one of them.
 	Warnings     int    `json:"warnings" yaml:"warnings"`
 	FirstWarning string `json:"firstWarning,omitempty" yaml:"firstWarning,omitempty"`
+	// Connected lists the sources that hold a connection to a server
+	// (config over xDS, MeshConfig configSources): its state, the version
+	// last applied and its objects.
+	Connected []connectedSource `json:"connectedSources,omitempty" yaml:"connectedSources,omitempty"`
 	// Rollout is the staged rollout of git commits, when configured
 	// (git.rollout): a held commit is named here by SHA.
 	Rollout *xds.RolloutStatus `json:"rollout,omitempty" yaml:"rollout,omitempty"`
+}
+
+// connectedSource is one source with a server connection (an MCP
+// configSources entry) as `vmesh status` shows it.
+type connectedSource struct {
+	Source     string `json:"source" yaml:"source"`
+	Connection string `json:"connection" yaml:"connection"`
+	Version    string `json:"version,omitempty" yaml:"version,omitempty"`
+	Objects    int    `json:"objects" yaml:"objects"`
+	Errors     int    `json:"errors" yaml:"errors"`
 }
 
 // statusReport is what `vmesh status -o json|yaml` prints.
@@ -263,6 +277,9 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 	// nothing new applies), else the first of a file or commit.
 	var sourceErr, otherErr string
 	for _, src := range dc.Sources {
+		if src.Connection != "" {
+			rs.Connected = append(rs.Connected, connectedSource{Source: src.Source, Connection: src.Connection, Version: src.Revision, Objects: src.Objects, Errors: len(src.Errors)})
+		}
 		rs.Errors += len(src.Errors)
 		if src.Held != "" {
 			rs.Held = append(rs.Held, src.Held)
@@ -342,6 +359,11 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 			name += " (" + r.ID + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", name, config, r.Proxies, errs, warns)
+	}
+	for _, r := range report.Replicas {
+		for _, c := range r.Connected {
+			fmt.Fprintf(tw, "%s\tsource %s: %s, version %s, %d objects, %d errors\t-\t-\t-\n", r.Replica, c.Source, c.Connection, cmp.Or(c.Version, "none"), c.Objects, c.Errors)
+		}
 	}
 	for _, r := range report.Replicas {
 		if r.Rollout != nil {

@@ -212,6 +212,9 @@ func (s *Source) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+	s.mu.Lock()
+	s.publishStatusLocked() // connecting
+	s.mu.Unlock()
 	client := discovery.NewAggregatedDiscoveryServiceClient(cc)
 	b := retry.New(s.cfg.MinBackoff, s.cfg.MaxBackoff)
 	for {
@@ -270,8 +273,8 @@ func (s *Source) runSotW(ctx context.Context, client discovery.AggregatedDiscove
 		}
 		if !got {
 			got = true
-			s.setConnErr("")
 			s.count(func(st *Stats) { st.Connects++ })
+			s.setConnErr("")
 		}
 		nack := s.applySotW(resp)
 		req := &discovery.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce(), VersionInfo: s.accepted(resp.GetTypeUrl())}
@@ -308,8 +311,8 @@ func (s *Source) runDelta(ctx context.Context, client discovery.AggregatedDiscov
 		}
 		if !got {
 			got = true
-			s.setConnErr("")
 			s.count(func(st *Stats) { st.Connects++ })
+			s.setConnErr("")
 		}
 		nack := s.applyDelta(resp)
 		req := &discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
@@ -578,6 +581,14 @@ func (s *Source) publishStatusLocked() {
 		}
 	}
 	var held []string
+	switch {
+	case s.connErr != "":
+		s.store.SetConnection(s.src, s.connErr)
+	case s.stats.Connects > 0:
+		s.store.SetConnection(s.src, "connected")
+	default:
+		s.store.SetConnection(s.src, "connecting")
+	}
 	if s.connErr != "" {
 		errs = append([]store.ConfigError{{Message: fmt.Sprintf("%s: %s", s.cfg.Address, s.connErr)}}, errs...)
 		held = append(held, fmt.Sprintf("%s not connected: keeping its %d objects (version %s)", s.cfg.Address, objects, cmp.Or(s.version, "none")))

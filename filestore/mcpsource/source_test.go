@@ -148,7 +148,7 @@ func TestSotWFollowsServer(t *testing.T) {
 	if d := dest(t, st); d != "echo-v3.mesh.internal" {
 		t.Errorf("after the change the route goes to %q", d)
 	}
-	if s := sourceStatus(st, src.Name()); s.Revision != "2" || len(s.Errors) != 0 {
+	if s := sourceStatus(st, src.Name()); s.Revision != "2" || len(s.Errors) != 0 || s.Connection != "connected" {
 		t.Errorf("status %+v", s)
 	}
 	sotw(t, srv, "3")
@@ -212,7 +212,7 @@ func TestDisconnectKeepsConfig(t *testing.T) {
 	srv.Stop()
 	xdstest.Eventually(t, "the disconnect reported", func() bool {
 		s := sourceStatus(st, src.Name())
-		return len(s.Errors) == 1 && strings.Contains(s.Errors[0].Message, "disconnected")
+		return len(s.Errors) == 1 && strings.Contains(s.Errors[0].Message, "disconnected") && strings.HasPrefix(s.Connection, "disconnected: ")
 	})
 	s := sourceStatus(st, src.Name())
 	if d := dest(t, st); d != "echo-v2.mesh.internal" {
@@ -237,7 +237,7 @@ func TestDisconnectKeepsConfig(t *testing.T) {
 	if d := dest(t, st); d != "echo-v3.mesh.internal" {
 		t.Errorf("after the server returned: route to %q", d)
 	}
-	if s := sourceStatus(st, src.Name()); len(s.Errors) != 0 || s.Held != "" {
+	if s := sourceStatus(st, src.Name()); len(s.Errors) != 0 || s.Held != "" || s.Connection != "connected" {
 		t.Errorf("status after reconnecting %+v", s)
 	}
 }

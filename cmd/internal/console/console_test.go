@@ -372,3 +372,24 @@ func TestProxiesShowAgentAndApp(t *testing.T) {
 		}
 	}
 }
+
+// TestOverviewShowsSourceConnection: a config source with a server
+// connection (MeshConfig configSources) shows its state beside its name,
+// with its version, and what it holds while disconnected.
+func TestOverviewShowsSourceConnection(t *testing.T) {
+	st := store.NewStore()
+	src := store.Source{Name: "mcp:xds://istiod:15010", Class: store.ClassConfig}
+	st.SetConnection(src, "disconnected: connection refused")
+	st.SetStatusHeld(src, "v42", []store.ConfigError{{Message: "xds://istiod:15010: disconnected: connection refused"}}, "xds://istiod:15010 not connected: keeping its 3 objects (version v42)")
+	_, body := getPage(t, newConsole(t, st).URL+"/ui/")
+	for _, want := range []string{`mcp:xds://istiod:15010 <span class="bad">(disconnected: connection refused)</span>`, "v42", "keeping its 3 objects (version v42)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	st.SetConnection(src, "connected")
+	_, body = getPage(t, newConsole(t, st).URL+"/ui/")
+	if !strings.Contains(body, `mcp:xds://istiod:15010 <span class="ok">(connected)</span>`) {
+		t.Error("overview lacks the connected state")
+	}
+}
