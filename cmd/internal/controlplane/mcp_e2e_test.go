@@ -36,7 +36,10 @@ type istioRecording struct {
 // tools/istio-mcp-server) sent while a VirtualService was created,
 // changed and deleted, through a real gRPC ADS server to vmesh's
 // configSources client, SotW and delta; each step must reach a real
-// grpc-go proxyless client through vmesh's xDS.
+// grpc-go proxyless client through vmesh's xDS. Before the delete, a bad
+// version of Istio's resource is NACKed by name and field while the last
+// good one keeps routing, and the server goes away and comes back: the
+// routing holds meanwhile.
 func TestIstioMCPReachesProxyless(t *testing.T) {
 	b, err := os.ReadFile("../../../filestore/mcpsource/testdata/istio-mcp.json")
 	if err != nil {
@@ -178,6 +181,46 @@ spec:
 		}
 		if len(resps) == 0 {
 			t.Fatalf("step %s: Istio sent nothing", step.Step)
+		}
+		if step.Step == "delete" {
+			// Before the delete: a bad version of the VirtualService is
+			// NACKed by name and the last good one keeps routing; then the
+			// server goes away and everything keeps routing until it
+			// returns, and the delete arrives on the new stream.
+			bad := strings.ReplaceAll(string(rec.Steps[2].SotW[0]), `"echo-v3.mesh.internal"`, `""`)
+			if delta {
+				bad = strings.ReplaceAll(string(rec.Steps[2].Delta[0]), `"echo-v3.mesh.internal"`, `""`)
+			}
+			bad = strings.Replace(bad, `"nonce": "`, `"nonce": "bad-`, 1)
+			nack := send(json.RawMessage(bad))
+			if !strings.Contains(nack, rec.TypeURL+" default/echo") || !strings.Contains(nack, "destination.host") {
+				t.Fatalf("bad resource: NACK %q does not name it and the field", nack)
+			}
+			if o := cp.Store().Snapshot().Get(vsKey); o == nil || !strings.Contains(fmt.Sprint(o.Spec), "echo-v3.mesh.internal") {
+				t.Fatalf("bad resource: the last good VirtualService is not kept: %v", o)
+			}
+			reaches("bad resource", "echo-v3.mesh.internal")
+			srv.Stop()
+			xdstest.Eventually(t, "the disconnect reported", func() bool {
+				for _, s := range cp.Store().Snapshot().Sources {
+					if s.Source == "mcp:xds://"+srv.Addr && strings.HasPrefix(s.Connection, "disconnected") {
+						return true
+					}
+				}
+				return false
+			})
+			if cp.Store().Snapshot().Get(vsKey) == nil {
+				t.Fatal("disconnected: the VirtualService is gone")
+			}
+			reaches("disconnected", "echo-v3.mesh.internal")
+			srv.Restart(t)
+			for range len(mcptypes.Types()) {
+				if delta {
+					srv.NextDelta(t)
+				} else {
+					srv.NextSotW(t)
+				}
+			}
 		}
 		for _, raw := range resps {
 			if nack := send(raw); nack != "" {
