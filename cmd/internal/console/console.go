@@ -1,6 +1,6 @@
 // Package console is vmesh's read-only web console, served at /ui/ on the
 // control plane's HTTP port: server-rendered html/template pages (overview,
-// services, proxies, one proxy, changes) with a little plain JavaScript,
+// services, graph, proxies, one proxy, changes) with a little plain JavaScript,
 // everything embedded in the binary. A page stays live through one
 // server-sent-events stream (/ui/events): the console ticks when the
 // Store's snapshot or the proxies' sync state changes, and the page fetches
@@ -69,6 +69,8 @@ type Console struct {
 	streams        chan struct{}
 	streamLifetime time.Duration
 	streamRefused  func()
+	// traffic answers the graph's rates; nil without a Prometheus server.
+	traffic *trafficSource
 
 	mu      sync.Mutex
 	model   *model.Snapshot // built from modelOf
@@ -177,6 +179,8 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Prefix + "proxy":
 		d, code := c.proxy(r.Context(), r.URL.Query().Get("id"))
 		c.render(w, code, "proxy", d)
+	case Prefix + "graph":
+		c.render(w, http.StatusOK, "graph", c.graph(r.Context()))
 	case Prefix + "changes":
 		c.render(w, http.StatusOK, "changes", c.changes())
 	case Prefix + "events":

@@ -39,6 +39,13 @@ func parsePages() (map[string]*template.Template, error) {
 		"age":   age,
 		"when":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"lower": strings.ToLower,
+		"add":   func(a, b int) int { return a + b },
+		"clip": func(s string, n int) string {
+			if r := []rune(s); len(r) > n {
+				return string(r[:n-1]) + "…"
+			}
+			return s
+		},
 		"short": func(s string) string {
 			if len(s) > 12 {
 				return s[:12]
@@ -48,7 +55,7 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	out := map[string]*template.Template{}
 	// Each page is assets/templates/NAME.html with the layout.
-	for _, name := range []string{"overview", "services", "proxies", "proxy", "changes"} {
+	for _, name := range []string{"overview", "services", "proxies", "proxy", "changes", "graph"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/templates/layout.html", "assets/templates/partials.html", "assets/templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", name, err)
