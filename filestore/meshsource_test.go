@@ -176,3 +176,20 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceMeshConfigSourcesWarned: configSources in a config source's
+// mesh.yaml is a VM1011 warning at its line (sources are set at start,
+// --mesh-config), once, and the rest of the file applies.
+func TestSourceMeshConfigSourcesWarned(t *testing.T) {
+	d := filestore.DecodeSourceFile("mesh.yaml", "", []byte("connectTimeout: 3s\nconfigSources:\n- address: xds://istiod:15010\n"), filestore.Limits{})
+	if len(d.Errors) > 0 || len(d.Objects) != 1 {
+		t.Fatalf("decoded %v %v", d.Objects, d.Errors)
+	}
+	if len(d.Warnings) != 1 {
+		t.Fatalf("warnings %v, want one", d.Warnings)
+	}
+	w := d.Warnings[0]
+	if w.Code != store.CodeMeshConfigNotApplied || w.Field != "configSources" || w.Line != 2 || !strings.Contains(w.Message, "set when the control plane starts (--mesh-config)") {
+		t.Errorf("warning %v", w)
+	}
+}

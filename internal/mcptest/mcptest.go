@@ -24,6 +24,7 @@ type Server struct {
 	Addr string
 
 	mu    sync.Mutex
+	opts  []grpc.ServerOption
 	gs    *grpc.Server
 	sotw  chan *discovery.DiscoveryResponse
 	delta chan *discovery.DeltaDiscoveryResponse
@@ -34,10 +35,12 @@ type Server struct {
 	streams       chan struct{} // a token per stream opened
 }
 
-// Start serves on a loopback port until the test ends.
-func Start(t testing.TB) *Server {
+// Start serves on a loopback port until the test ends; opts are the
+// gRPC server's (credentials.NewTLS for a TLS server).
+func Start(t testing.TB, opts ...grpc.ServerOption) *Server {
 	t.Helper()
 	s := &Server{
+		opts:          opts,
 		SotWRequests:  make(chan *discovery.DiscoveryRequest, 1000),
 		DeltaRequests: make(chan *discovery.DeltaDiscoveryRequest, 1000),
 		sotw:          make(chan *discovery.DiscoveryResponse),
@@ -55,7 +58,7 @@ func Start(t testing.TB) *Server {
 }
 
 func (s *Server) serve(lis net.Listener) {
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(s.opts...)
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, s)
 	s.mu.Lock()
 	s.gs = gs

@@ -244,3 +244,43 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// TestConfigSourcesWarnings: what of --mesh-config's configSources vmesh
+// does not apply is a VM1011 warning of the mesh-config source at the
+// entry's line; an ISTIO_MUTUAL entry is refused at start.
+func TestConfigSourcesWarnings(t *testing.T) {
+	srv := mcptest.Start(t)
+	dir := t.TempDir()
+	mesh := filepath.Join(dir, "mesh.yaml")
+	yaml := "configSources:\n- address: fs:///etc/istio/config\n- address: xds://" + srv.Addr + "\n  subscribedResources: [SERVICE_REGISTRY]\n  tlsSettings: {mode: DISABLE}\n"
+	if err := os.WriteFile(mesh, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.DefaultConfig()
+	cfg.ConfigDir, cfg.AllowEmpty, cfg.MeshConfig, cfg.RegistrySyncWait = dir, true, mesh, 1
+	cp := start(t, cfg)
+	var got []string
+	for _, s := range cp.Store().Snapshot().Sources {
+		if s.Source == "mesh-config:"+mesh {
+			for _, w := range s.Warnings {
+				got = append(got, w.Error())
+			}
+		}
+	}
+	want := []string{
+		mesh + `:2: configSources[0].address: warning VM1011: config source "fs:///etc/istio/config" is not applied: vmesh reads xds://HOST:PORT config sources (files: --config-dir or --git-repo)`,
+		mesh + ":3: configSources[1].subscribedResources: warning VM1011: subscribedResources is not applied: vmesh subscribes to every Istio config type it implements",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	srv.NextSotW(t) // the xds:// entry is read
+
+	if err := os.WriteFile(mesh, []byte("configSources:\n- address: xds://"+srv.Addr+"\n  tlsSettings: {mode: ISTIO_MUTUAL}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTPAddr, cfg.XDSAddr, cfg.SecureAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	if _, err := controlplane.New(cfg, nil); err == nil || !strings.Contains(err.Error(), "ISTIO_MUTUAL") {
+		t.Errorf("ISTIO_MUTUAL: %v", err)
+	}
+}
