@@ -15,6 +15,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/xds/mcp"
 	"google.golang.org/grpc"
 )
 
@@ -36,6 +37,9 @@ type Options struct {
 	// Rollout, when set, stages every git commit: canaries first, the
 	// rest after a bake time (rollout.go).
 	Rollout *RolloutOptions
+	// MCPAuthorize decides which streams may read the mesh's config over
+	// MCP (mcp.go): nil refuses every one.
+	MCPAuthorize mcp.Authorize
 }
 
 // Server serves model snapshots over xDS. Build it with NewServer, register
@@ -52,6 +56,8 @@ type Server struct {
 	codec   *requestCodec
 	xds     serverv3.Server
 	streams *streams
+	// mcp serves the Store's config to MCP clients (mcp.go).
+	mcp *mcp.Server
 
 	ctx    context.Context // ends the xDS streams when Run returns
 	cancel context.CancelFunc
@@ -88,6 +94,7 @@ func NewServer(opts Options) (*Server, error) {
 		s.cand.controlPlane = s.cache.controlPlane
 	}
 	s.arms = newArms(s.cache, s.cand)
+	s.mcp = mcp.NewServer(mcp.Options{Logger: logger, Authorize: opts.MCPAuthorize, ControlPlane: s.cache.controlPlane})
 	if opts.Rollout != nil {
 		if err := opts.Rollout.Validate(); err != nil {
 			return nil, err
@@ -115,7 +122,7 @@ func NewServer(opts Options) (*Server, error) {
 // built with GRPCServerOptions. The same Server may be registered on
 // several gRPC servers (plaintext 15010, TLS 15012).
 func (s *Server) Register(gs *grpc.Server) {
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, s.xds)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, &adsMux{Server: s.xds, mcp: s.mcp})
 }
 
 // Serve serves plaintext xDS on lis until ctx ends. It does not run the
@@ -173,6 +180,9 @@ func (s *Server) push(u model.Update) {
 		st = s.cache.push(snap, u.First)
 	}
 	s.pushMu.Unlock()
+	// MCP clients read the latest config, as /debug/config shows it,
+	// whatever a rollout holds back from the proxies.
+	s.mcp.Update(snap.Source(), Version(snap))
 	svcs, eps, routing := snap.Objects()
 	s.logger.Info("pushed config", "version", Version(snap), "edsOnly", st.edsOnly, "changes", u.Changes,
 		"leading", u.Leading, "services", svcs, "endpoints", eps, "routing", routing, "groups", st.groups, "responses", st.responses,

@@ -77,11 +77,14 @@ type SyncStatus struct {
 	Namespace string    `json:"namespace"`
 	Labels    string    `json:"labels,omitempty"`
 	// ServiceAccount is what the node's SERVICE_ACCOUNT says.
-	ServiceAccount string                 `json:"serviceAccount,omitempty"`
-	Group          string                 `json:"group"`
-	Protocol       string                 `json:"protocol"` // "sotw" or "delta"
-	Connected      time.Time              `json:"connected"`
-	Types          map[string]*TypeStatus `json:"types"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	Group          string `json:"group"`
+	// Identity, for an MCP client (kind "mcp"), is who it was let in as:
+	// its mesh certificate's SPIFFE ID, or how a plaintext client was.
+	Identity  string                 `json:"identity,omitempty"`
+	Protocol  string                 `json:"protocol"` // "sotw" or "delta"
+	Connected time.Time              `json:"connected"`
+	Types     map[string]*TypeStatus `json:"types"`
 }
 
 func newStreams(logger *slog.Logger, m *metrics, c *arms, obs Observer) *streams {
@@ -296,6 +299,7 @@ func (s *Server) Syncz() []SyncStatus {
 	for i := range out {
 		out[i].Group = s.arms.armOfProxy(proxies[i].ID).groupKey(proxies[i])
 	}
+	out = append(out, s.mcpSyncz()...)
 	slices.SortFunc(out, func(a, b SyncStatus) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Protocol, b.Protocol)) })
 	return out
 }

@@ -38,6 +38,9 @@ var allowed = map[string][]string{
 	"xds/node": {},
 	// The DNS name table (NDS) message, which xds serves and agents read.
 	"xds/nds": {},
+	// The MCP server: the Store's objects as Istio's config types, to
+	// istiod's configSources client. It reads the Store, not the model.
+	"xds/mcp": {"store", "internal/"},
 	// The registries (Consul, ZooKeeper, static) write the Store only.
 	"registries": {"store", "internal/"},
 	// The other writers of the Store: agent registrations, the replicas'

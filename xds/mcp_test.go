@@ -1,0 +1,394 @@
+package xds_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/model"
+	"github.com/vmesh/vmesh/store"
+	"github.com/vmesh/vmesh/xds"
+	"github.com/vmesh/vmesh/xds/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
+)
+
+// istiodInitialRequests are the type URLs istiod's configSources client
+// asks for, in its order (pkg/adsc ConfigInitialRequests: MeshConfig, then
+// every collection of collections.Pilot, Istio 1.31).
+var istiodInitialRequests = []string{
+	"core/v1alpha1/MeshConfig",
+	"security.istio.io/v1/AuthorizationPolicy",
+	"networking.istio.io/v1/DestinationRule",
+	"networking.istio.io/v1alpha3/EnvoyFilter",
+	"networking.istio.io/v1/Gateway",
+	"security.istio.io/v1/PeerAuthentication",
+	"networking.istio.io/v1beta1/ProxyConfig",
+	"security.istio.io/v1/RequestAuthentication",
+	"networking.istio.io/v1/ServiceEntry",
+	"networking.istio.io/v1/Sidecar",
+	"telemetry.istio.io/v1/Telemetry",
+	"extensions.istio.io/v1alpha1/TrafficExtension",
+	"networking.istio.io/v1/VirtualService",
+	"extensions.istio.io/v1alpha1/WasmPlugin",
+	"networking.istio.io/v1/WorkloadEntry",
+	"networking.istio.io/v1/WorkloadGroup",
+}
+
+// mcpMesh is a running xDS server whose MCP clients Authorize lets in.
+type mcpMesh struct {
+	srv   *xds.Server
+	addr  string
+	debug *httptest.Server
+	store *store.Store
+}
+
+func startMCPMesh(t *testing.T, ctx context.Context, st *store.Store, authorize mcp.Authorize) *mcpMesh {
+	t.Helper()
+	srv, err := xds.NewServer(xds.Options{Logger: testLogger(t), MCPAuthorize: authorize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := model.NewFeed(st, model.FeedSettings{DebounceQuiet: 20 * time.Millisecond, DebounceMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = srv.Run(ctx, feed) }()
+	go func() { defer wg.Done(); _ = srv.Serve(ctx, lis) }()
+	mux := http.NewServeMux()
+	mux.Handle("/debug/syncz", srv.SynczHandler())
+	mux.Handle("/debug/config", filestore.DebugHandler(st, func(*store.Snapshot) []store.ConfigError { return nil }))
+	debug := httptest.NewServer(mux)
+	t.Cleanup(func() { debug.Close(); cancel(); wg.Wait() })
+	return &mcpMesh{srv: srv, addr: lis.Addr().String(), debug: debug, store: st}
+}
+
+func (m *mcpMesh) get(t *testing.T, path string, into any) {
+	t.Helper()
+	resp, err := http.Get(m.debug.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mcpStream is an ADS stream opened as istiod's configSources client opens
+// it: node metadata GENERATOR=api, one request per type URL.
+type mcpStream struct {
+	t      *testing.T
+	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+}
+
+func openMCP(t *testing.T, ctx context.Context, addr string, types []string) *mcpStream {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := structpb.NewStruct(map[string]any{"GENERATOR": "api", "ISTIO_VERSION": "1.31.0"})
+	node := &corev3.Node{Id: "sidecar~10.0.0.1~istiod-1.istio-system~istio-system.svc.cluster.local", Metadata: meta}
+	for i, typ := range types {
+		req := &discoveryv3.DiscoveryRequest{TypeUrl: typ}
+		if i == 0 {
+			req.Node = node
+		}
+		if err := stream.Send(req); errors.Is(err, io.EOF) {
+			break // the server ended the stream: Recv says why
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &mcpStream{t: t, stream: stream}
+}
+
+// next receives one response and ACKs it (NACKs it with nack, when set).
+func (s *mcpStream) next(nack string) *discoveryv3.DiscoveryResponse {
+	s.t.Helper()
+	resp, err := s.stream.Recv()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce(), VersionInfo: resp.GetVersionInfo()}
+	if nack != "" {
+		req.ErrorDetail = status.New(codes.InvalidArgument, nack).Proto()
+	}
+	if err := s.stream.Send(req); err != nil {
+		s.t.Fatal(err)
+	}
+	return resp
+}
+
+// mcpObject is one object as an MCP client decodes it: the resource's
+// name, labels, annotations and its body's spec as canonical JSON (the
+// form tools/istio-mcp-client saves what Istio's own client decoded in).
+type mcpObject struct {
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Spec        json.RawMessage   `json:"spec"`
+}
+
+// canonicalJSON re-encodes JSON with sorted keys and no spaces.
+func canonicalJSON(t *testing.T, b []byte) json.RawMessage {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// decodeMCP decodes a response's resources with vmesh's type mapping.
+func decodeMCP(t *testing.T, resp *discoveryv3.DiscoveryResponse) []mcpObject {
+	t.Helper()
+	out := []mcpObject{}
+	for _, a := range resp.GetResources() {
+		if a.GetTypeUrl() != mcp.ResourceType {
+			t.Fatalf("%s: a resource of type %s, want %s", resp.GetTypeUrl(), a.GetTypeUrl(), mcp.ResourceType)
+		}
+		var r mcpv1alpha1.Resource
+		if err := a.UnmarshalTo(&r); err != nil {
+			t.Fatal(err)
+		}
+		o, err := mcp.Decode(resp.GetTypeUrl(), &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetMetadata().GetVersion() == "" {
+			t.Errorf("%s %s: no resource version", resp.GetTypeUrl(), r.GetMetadata().GetName())
+		}
+		spec, err := protojson.Marshal(o.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, mcpObject{Name: o.Namespace + "/" + o.Name, Labels: o.Labels, Annotations: o.Annotations, Spec: canonicalJSON(t, spec)})
+	}
+	return out
+}
+
+// debugConfigByType returns /debug/config's objects as MCP would carry
+// them, by canonical type URL (the kinds vmesh serves over MCP).
+func debugConfigByType(t *testing.T, m *mcpMesh) (map[string][]mcpObject, filestore.DebugConfig) {
+	t.Helper()
+	var dc filestore.DebugConfig
+	m.get(t, "/debug/config", &dc)
+	var doc struct {
+		Objects []struct {
+			Kind        store.Kind        `json:"kind"`
+			Namespace   string            `json:"namespace"`
+			Name        string            `json:"name"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+			Spec        json.RawMessage   `json:"spec"`
+		} `json:"objects"`
+	}
+	m.get(t, "/debug/config", &doc)
+	out := map[string][]mcpObject{}
+	for _, k := range mcp.Kinds() {
+		u, _ := mcp.TypeURL(k)
+		out[u] = []mcpObject{}
+	}
+	for _, o := range doc.Objects {
+		u, ok := mcp.TypeURL(o.Kind)
+		if !ok {
+			t.Errorf("/debug/config holds %s %s/%s, a kind not served over MCP", o.Kind, o.Namespace, o.Name)
+			continue
+		}
+		out[u] = append(out[u], mcpObject{Name: o.Namespace + "/" + o.Name, Labels: o.Labels, Annotations: o.Annotations, Spec: canonicalJSON(t, o.Spec)})
+	}
+	for _, l := range out {
+		slices.SortFunc(l, func(a, b mcpObject) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return out, dc
+}
+
+func loadStore(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	objs, errs, err := filestore.LoadPath(dir)
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("%s: %v %v", dir, err, errs)
+	}
+	cs := store.NewStore()
+	if err := cs.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestMCPServesTheStore: a client asking for the type URLs istiod's
+// configSources client asks for gets every object /debug/config shows, by
+// Istio's config type URLs, one response per type (the types vmesh has no
+// kind for answered empty); a change resends only the type that changed,
+// at the new version; ACKs and NACKs show in /debug/syncz under kind
+// "mcp", beside the proxies.
+func TestMCPServesTheStore(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := loadStore(t, "../examples/quickstart/config")
+	m := startMCPMesh(t, ctx, cs, func(context.Context) (string, error) { return "test", nil })
+	<-m.srv.Ready()
+	c := openMCP(t, ctx, m.addr, istiodInitialRequests)
+
+	got := map[string][]mcpObject{}
+	versions := map[string]string{}
+	for range istiodInitialRequests {
+		resp := c.next("")
+		if _, dup := got[resp.GetTypeUrl()]; dup {
+			t.Fatalf("%s sent twice before every type was sent once", resp.GetTypeUrl())
+		}
+		got[resp.GetTypeUrl()] = decodeMCP(t, resp)
+		versions[resp.GetTypeUrl()] = resp.GetVersionInfo()
+	}
+	want, dc := debugConfigByType(t, m)
+	total := 0
+	for _, typ := range istiodInitialRequests {
+		w, served := want[typ]
+		if !served {
+			w = []mcpObject{}
+		}
+		total += len(w)
+		if diff := cmp.Diff(w, got[typ]); diff != "" {
+			t.Errorf("%s: MCP differs from /debug/config (-debug/config +mcp):\n%s", typ, diff)
+		}
+		if v := versions[typ]; !strings.HasPrefix(v, "r") {
+			t.Errorf("%s: version %q, want r<revision>", typ, v)
+		}
+	}
+	if total != len(dc.Objects) || total < 6 {
+		t.Errorf("served %d objects, /debug/config shows %d", total, len(dc.Objects))
+	}
+
+	// A VirtualService change: only VirtualServices are sent again. The
+	// response after it is the next change's DestinationRules: nothing
+	// else came between.
+	vs := cs.Snapshot().List(store.KindVirtualService)[0]
+	changed := *vs
+	changed.Labels = map[string]string{"changed": "yes"}
+	replaceObject(t, cs, &changed)
+	resp := c.next("")
+	if resp.GetTypeUrl() != "networking.istio.io/v1/VirtualService" || resp.GetVersionInfo() == versions[resp.GetTypeUrl()] {
+		t.Fatalf("after a VirtualService change: %s at %s, want the VirtualServices at a new version", resp.GetTypeUrl(), resp.GetVersionInfo())
+	}
+	if objs := decodeMCP(t, resp); len(objs) != len(want[resp.GetTypeUrl()]) || objs[0].Labels["changed"] != "yes" {
+		t.Errorf("changed VirtualServices: %+v", objs)
+	}
+	dr := cs.Snapshot().List(store.KindDestinationRule)[0]
+	changedDR := *dr
+	changedDR.Annotations = map[string]string{"changed": "yes"}
+	replaceObject(t, cs, &changedDR)
+	resp = c.next("bad DestinationRule")
+	if resp.GetTypeUrl() != "networking.istio.io/v1/DestinationRule" {
+		t.Fatalf("after a DestinationRule change: %s, want only the DestinationRules (the VirtualService change sent other types too?)", resp.GetTypeUrl())
+	}
+
+	// /debug/syncz lists the client as kind mcp: every type ACKed but the
+	// DestinationRules, NACKed with the client's reason.
+	eventually(t, "syncz shows the MCP client's ACKs and NACK", func() bool {
+		var st []xds.SyncStatus
+		m.get(t, "/debug/syncz", &st)
+		if len(st) != 1 || st[0].Kind != xds.KindMCP || st[0].Identity != "test" || st[0].Namespace != "istio-system" || len(st[0].Types) != len(istiodInitialRequests) {
+			return false
+		}
+		for typ, ts := range st[0].Types {
+			if typ == "DestinationRule" {
+				if ts.Nack != "bad DestinationRule" || ts.NackVersion != resp.GetVersionInfo() {
+					return false
+				}
+			} else if ts.Acked == "" || ts.Acked != ts.Sent || ts.Nack != "" {
+				return false
+			}
+		}
+		return st[0].Types["VirtualService"] != nil
+	})
+}
+
+// replaceObject puts o in place of the object with its key in the test
+// source.
+func replaceObject(t *testing.T, cs *store.Store, o *store.Object) {
+	t.Helper()
+	var objs []*store.Object
+	snap := cs.Snapshot()
+	for _, k := range store.Kinds {
+		for _, x := range snap.List(k) {
+			if x.Key == o.Key {
+				x = o
+			}
+			objs = append(objs, x)
+		}
+	}
+	if err := cs.Replace(testSource, objs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMCPRefusedWithoutAuthorization: a server given no MCPAuthorize
+// serves config to no MCP client (the stream ends PermissionDenied), and
+// an Authorize refusal ends the stream with its status; proxies on the
+// same port are served as before.
+func TestMCPRefusedWithoutAuthorization(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := loadStore(t, "../examples/quickstart/config")
+	for _, tc := range []struct {
+		name      string
+		authorize mcp.Authorize
+		code      codes.Code
+	}{
+		{"none", nil, codes.PermissionDenied},
+		{"refused", func(context.Context) (string, error) {
+			return "", status.Error(codes.Unauthenticated, "no mesh certificate")
+		}, codes.Unauthenticated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startMCPMesh(t, ctx, cs, tc.authorize)
+			<-m.srv.Ready()
+			c := openMCP(t, ctx, m.addr, istiodInitialRequests)
+			_, err := c.stream.Recv()
+			if status.Code(err) != tc.code || errors.Is(err, io.EOF) {
+				t.Fatalf("MCP stream: %v, want %v", err, tc.code)
+			}
+			var st []xds.SyncStatus
+			m.get(t, "/debug/syncz", &st)
+			if len(st) != 0 {
+				t.Errorf("syncz lists a refused client: %+v", st)
+			}
+		})
+	}
+}
