@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vmesh/vmesh/internal/filecert"
 	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/proto"
 
@@ -358,9 +359,8 @@ func gatewayServerNotServed(sv *networking.Server) string {
 	case "HTTP", "HTTP2", "GRPC", "GRPC-WEB":
 		return "" // plaintext; tls carries httpsRedirect only
 	}
-	// HTTPS, or TLS terminated in front of tcp routes (TLS, TCP, MONGO).
-	if t.GetMode() != networking.ServerTLSSettings_ISTIO_MUTUAL && t.GetCredentialName() == "" {
-		return "TLS without credentialName (certificate files on the router: serverCertificate, privateKey) is not served; name a credential"
-	}
-	return ""
+	// HTTPS, or TLS terminated in front of tcp routes (TLS, TCP, MONGO):
+	// ISTIO_MUTUAL, credentialName and certificate files are served (the
+	// router's agent reads the files, in the directories it allows).
+	return filecert.ServerProblem(t)
 }

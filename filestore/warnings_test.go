@@ -104,7 +104,7 @@ spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
 `, want: nil},
-		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH and TLS before tcp routes are served)", objects: 1, doc: `apiVersion: networking.istio.io/v1
+		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH, TLS before tcp routes and certificate files are served; a relative path and caCrl are not)", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
 spec:
@@ -115,14 +115,20 @@ spec:
     tls: {mode: AUTO_PASSTHROUGH}
   - port: {number: 443, name: https, protocol: HTTPS}
     hosts: ["*"]
-    tls: {mode: SIMPLE, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem}
+    tls: {mode: SIMPLE, serverCertificate: certs/cert.pem, privateKey: /etc/certs/key.pem}
   - port: {number: 8443, name: https-ok, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: SIMPLE, credentialName: ok}
   - port: {number: 31400, name: tls-tcp-ok, protocol: TLS}
     hosts: ["*"]
     tls: {mode: SIMPLE, credentialName: ok}
-`, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}}},
+  - port: {number: 9443, name: https-files-ok, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: MUTUAL, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem, caCertificates: /etc/certs/ca.pem}
+  - port: {number: 9444, name: https-crl, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: MUTUAL, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem, caCertificates: /etc/certs/ca.pem, caCrl: /etc/certs/crl.pem}
+`, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}, {24, "servers[5].tls", store.CodeGatewayServerNotServed}}},
 		{name: "gateway-only VirtualService", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}

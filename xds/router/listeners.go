@@ -9,6 +9,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/vmesh/vmesh/internal/filecert"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/security"
 	"github.com/vmesh/vmesh/xds/sidecar"
@@ -300,13 +301,19 @@ func l4Match(port uint32, gateways []string, vsNamespace string, s server) bool 
 
 // downstreamTLS is a terminating server's TLS context, as Istio's
 // BuildListenerTLSContext: ALPN h2 and http/1.1; the certificate of
-// credentialName over SDS ("kubernetes://<name>"), or the router's mesh
-// certificate for ISTIO_MUTUAL; the client's certificate required for
-// MUTUAL and ISTIO_MUTUAL, checked (when sent) for OPTIONAL_MUTUAL against
-// the credential's CA ("kubernetes://<name>-cacert") or the mesh root; the
-// server's protocol versions and cipher suites. A SIMPLE or MUTUAL server
-// without credentialName (files on the router, serverCertificate) is not
-// served: an error, and the listener has no chain for it (VM1018).
+// credentialName over SDS ("kubernetes://<name>"), the router's mesh
+// certificate for ISTIO_MUTUAL, or certificate files on the router
+// (serverCertificate and privateKey, or each of tlsCertificates) over the
+// agent's SDS as "file-cert:<cert>~<key>", Istio's name, which the agent
+// serves from the VM's files when they are in a directory it allows
+// (agents/sds, files.go); the client's certificate required for MUTUAL and
+// ISTIO_MUTUAL, checked (when sent) for OPTIONAL_MUTUAL against the
+// credential's CA ("kubernetes://<name>-cacert"), the CA file
+// ("file-root:<caCertificates>") or the mesh root; the server's protocol
+// versions and cipher suites. What vmesh does not serve is an error, and
+// the listener has no chain for that server (VM1018): credentialNames, a
+// CRL file (caCrl), a certificate file path that is not absolute and clean
+// or holds '~' (filecert.ServerProblem).
 func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext, error) {
 	ctx := &tlsv3.DownstreamTlsContext{
 		CommonTlsContext:         &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2", "http/1.1"}},
@@ -345,7 +352,10 @@ func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext
 			c.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: cvc}
 		}
 	default:
-		return nil, fmt.Errorf("TLS mode %s without credentialName: certificate files on the router are not served (name a credential)", mode)
+		if why := filecert.ServerProblem(t); why != "" {
+			return nil, fmt.Errorf("TLS mode %s: %s", mode, why)
+		}
+		fileTLS(c, t, cvc)
 	}
 	if mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL {
 		if t.GetMinProtocolVersion() != networking.ServerTLSSettings_TLS_AUTO || t.GetMaxProtocolVersion() != networking.ServerTLSSettings_TLS_AUTO {

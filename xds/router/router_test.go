@@ -308,9 +308,9 @@ func TestOtherRoutersAndNoGateway(t *testing.T) {
 	}
 }
 
-// TestUnservedServerFailsClosed: a SIMPLE server without credentialName
-// (certificate files on the router, VM1018) gets no filter chain; the
-// router's other servers are served.
+// TestUnservedServerFailsClosed: a server vmesh's routers do not serve
+// (VM1018: a relative certificate path, a CRL file) gets no filter chain;
+// the router's other servers are served.
 func TestUnservedServerFailsClosed(t *testing.T) {
 	const yaml = `
 apiVersion: networking.istio.io/v1
@@ -319,19 +319,115 @@ metadata: {name: gw, namespace: default}
 spec:
   selector: {istio: ingressgateway}
   servers:
-  - port: {number: 443, name: files, protocol: HTTPS}
-    hosts: [files.example.com]
-    tls: {mode: SIMPLE, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem}
+  - port: {number: 443, name: relative, protocol: HTTPS}
+    hosts: [relative.example.com]
+    tls: {mode: SIMPLE, serverCertificate: certs/cert.pem, privateKey: /etc/certs/key.pem}
+  - port: {number: 443, name: crl, protocol: HTTPS}
+    hosts: [crl.example.com]
+    tls: {mode: MUTUAL, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem, caCertificates: /etc/certs/ca.pem, caCrl: /etc/certs/crl.pem}
   - port: {number: 443, name: cred, protocol: HTTPS}
     hosts: [cred.example.com]
     tls: {mode: SIMPLE, credentialName: cred}
 `
-	lds, err := router.Listeners(view(t, yaml, ingress()))
+	v := view(t, yaml, ingress())
+	lds, err := router.Listeners(v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 || !slices.Equal(lds[0].GetFilterChains()[0].GetFilterChainMatch().GetServerNames(), []string{"cred.example.com"}) {
 		t.Errorf("listeners %v: want 0.0.0.0_443 with the credential's chain only", lds)
+	}
+	if us := router.Credentials(v); len(us) != 1 || us[0].Secret != "cred" {
+		t.Errorf("credentials %v: want cred only (unserved servers ask for no files)", us)
+	}
+}
+
+// TestFileCertificates: a server with certificate files on the router
+// (serverCertificate, privateKey, caCertificates; tlsCertificates) asks
+// the agent's SDS for them under Istio's names, exactly as Istio's
+// gateways (ApplyToCommonTLSContext): "file-cert:<cert>~<key>" per
+// certificate, for MUTUAL "file-root:<ca>" in a combined validation
+// context, no validation context for SIMPLE, the agent's SDS cluster and
+// no initial fetch wait; Credentials lists them with their fields.
+func TestFileCertificates(t *testing.T) {
+	const yaml = `
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: simple, protocol: HTTPS}
+    hosts: [simple.example.com]
+    tls: {mode: SIMPLE, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem, caCertificates: /etc/certs/ignored.pem, subjectAltNames: [spiffe://x]}
+  - port: {number: 443, name: mutual, protocol: HTTPS}
+    hosts: [mutual.example.com]
+    tls: {mode: MUTUAL, serverCertificate: /etc/certs/m.pem, privateKey: /etc/certs/m.key, caCertificates: /etc/certs/ca.pem}
+  - port: {number: 443, name: two, protocol: HTTPS}
+    hosts: [two.example.com]
+    tls:
+      mode: SIMPLE
+      tlsCertificates:
+      - {serverCertificate: /etc/certs/rsa.pem, privateKey: /etc/certs/rsa.key}
+      - {serverCertificate: /etc/certs/ec.pem, privateKey: /etc/certs/ec.key}
+`
+	v := view(t, yaml, ingress())
+	lds, err := router.Listeners(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lds) != 1 || len(lds[0].GetFilterChains()) != 3 {
+		t.Fatalf("listeners %v: want 0.0.0.0_443 with three chains", lds)
+	}
+	type got struct {
+		certs, ca string
+		require   bool
+	}
+	chains := map[string]got{}
+	for _, fc := range lds[0].GetFilterChains() {
+		ctx := &tlsv3.DownstreamTlsContext{}
+		if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var g got
+		for _, sc := range ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+			if sc.GetSdsConfig().GetApiConfigSource().GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != sidecar.SDSCluster || sc.GetSdsConfig().GetInitialFetchTimeout() != nil {
+				t.Errorf("secret %s: not the agent's SDS without initial fetch wait: %v", sc.GetName(), sc)
+			}
+			g.certs += sc.GetName() + " "
+		}
+		if ctx.GetCommonTlsContext().GetValidationContext() != nil {
+			t.Errorf("%v: a static validation context", fc.GetFilterChainMatch().GetServerNames())
+		}
+		if cvc := ctx.GetCommonTlsContext().GetCombinedValidationContext(); cvc != nil {
+			g.ca = cvc.GetValidationContextSdsSecretConfig().GetName()
+		}
+		g.require = ctx.GetRequireClientCertificate().GetValue()
+		chains[fc.GetFilterChainMatch().GetServerNames()[0]] = g
+	}
+	want := map[string]got{
+		"simple.example.com": {certs: "file-cert:/etc/certs/cert.pem~/etc/certs/key.pem "},
+		"mutual.example.com": {certs: "file-cert:/etc/certs/m.pem~/etc/certs/m.key ", ca: "file-root:/etc/certs/ca.pem", require: true},
+		"two.example.com":    {certs: "file-cert:/etc/certs/rsa.pem~/etc/certs/rsa.key file-cert:/etc/certs/ec.pem~/etc/certs/ec.key "},
+	}
+	for k, w := range want {
+		if chains[k] != w {
+			t.Errorf("%s: %+v, want %+v", k, chains[k], w)
+		}
+	}
+	var uses []string
+	for _, u := range router.Credentials(v) {
+		uses = append(uses, u.Secret+" "+u.Field+" "+u.Credential)
+	}
+	wantUses := []string{
+		"file-cert:/etc/certs/cert.pem~/etc/certs/key.pem servers[0].tls.serverCertificate ",
+		"file-cert:/etc/certs/m.pem~/etc/certs/m.key servers[1].tls.serverCertificate ",
+		"file-root:/etc/certs/ca.pem servers[1].tls.caCertificates ",
+		"file-cert:/etc/certs/rsa.pem~/etc/certs/rsa.key servers[2].tls.tlsCertificates[0] ",
+		"file-cert:/etc/certs/ec.pem~/etc/certs/ec.key servers[2].tls.tlsCertificates[1] ",
+	}
+	if !slices.Equal(uses, wantUses) {
+		t.Errorf("credentials\n%s\nwant\n%s", strings.Join(uses, "\n"), strings.Join(wantUses, "\n"))
 	}
 }
 
