@@ -1002,18 +1002,35 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 		tls := oracleJsonObj{"type": tc["@type"], "requireClientCertificate": tc["requireClientCertificate"]}
 		// A gateway's credentials: the SDS secrets of its certificate and
 		// of the CA it checks clients against (kubernetes://NAME and
-		// kubernetes://NAME-cacert), and the ALPN it offers.
+		// kubernetes://NAME-cacert), and the ALPN it offers. Certificate
+		// files (file-cert:CERT~KEY, file-root:CA) are served by the agent
+		// on both sides: their SDS configs are compared in full, and so is
+		// whether a validation context is static (none for SIMPLE).
 		ctc := oracleObj(tc["commonTlsContext"])
 		var sds []any
+		files := false
 		for _, sc := range oracleList(ctc["tlsCertificateSdsSecretConfigs"]) {
+			if n := oracleStr(oracleObj(sc)["name"]); strings.HasPrefix(n, "file-") {
+				files = true
+				sds = append(sds, sc)
+				continue
+			}
 			sds = append(sds, oracleObj(sc)["name"])
 		}
 		if ca := oracleObj(oracleObj(ctc["combinedValidationContext"])["validationContextSdsSecretConfig"]); ca != nil {
-			sds = append(sds, "ca:"+oracleStr(ca["name"]))
+			if strings.HasPrefix(oracleStr(ca["name"]), "file-") {
+				files = true
+				sds = append(sds, oracleJsonObj{"ca": ca})
+			} else {
+				sds = append(sds, "ca:"+oracleStr(ca["name"]))
+			}
 		}
-		if slices.ContainsFunc(sds, func(n any) bool { return strings.Contains(oracleStr(n), "kubernetes://") }) {
+		if files || slices.ContainsFunc(sds, func(n any) bool { return strings.Contains(oracleStr(n), "kubernetes://") }) {
 			tls["sds"] = sds
 			tls["alpn"] = ctc["alpnProtocols"]
+		}
+		if files {
+			tls["staticValidationContext"] = ctc["validationContext"] != nil
 		}
 		s["tls"] = tls
 	}
