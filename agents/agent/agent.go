@@ -124,6 +124,14 @@ type Config struct {
 	// SDS and re-read when they change (agents/sds; `vmesh agent` uses
 	// DefaultCredentialsDir). Their private keys never leave the VM.
 	CredentialsDir string
+	// CertFileDirs are the directories the agent may read certificate
+	// files from for its Envoy (a Gateway server's serverCertificate,
+	// privateKey, caCertificates: Istio's "file-cert:"/"file-root:" SDS
+	// names; agents/sds, files.go): a file whose real path is in none of
+	// them is refused, so config authors cannot make the agent serve any
+	// file of the VM. `vmesh agent` allows the credentials directory by
+	// default; none: no certificate file is read.
+	CertFileDirs []string
 
 	// Probe, when set, is the workload's readiness probe, overriding the
 	// one of the WorkloadGroup the VM registers under (which the control
@@ -398,6 +406,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.cfg.CredentialsDir == "" {
 		_ = proxy.ReportCredentials(nil)
 	}
+	if err := secrets.AllowFileDirs(a.cfg.CertFileDirs); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	prober, err = health.NewProber(a.cfg.Probe, a.cfg.ProbeHost, proxy, a.log.With("part", "health"), a.reg, health.WithExecUser(a.execUser))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -513,6 +524,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	g.Go(func() error { return secrets.Serve(ctx, a.SDSSocket()) })
 	if a.cfg.CredentialsDir != "" {
 		g.Go(func() error { return secrets.ServeCredentials(ctx, a.cfg.CredentialsDir) })
+	}
+	if len(a.cfg.CertFileDirs) > 0 {
+		g.Go(func() error { return secrets.WatchFiles(ctx) })
 	}
 	g.Go(func() error { return prober.Run(ctx) })
 	// The agent's own stream registers the VM, reports its health and

@@ -136,21 +136,27 @@ func (a *Agent) serveStats(w http.ResponseWriter, r *http.Request) {
 
 // CredentialsDump is /debug/credentials: the file credentials the agent
 // serves to Envoy over SDS (never their keys), the credential names Envoy
-// asked for, and those of them no folder holds.
+// asked for, and those of them no folder holds; the directories it may
+// read certificate files from and each certificate file name Envoy asked
+// for, served or refused with why.
 type CredentialsDump struct {
-	Dir         string                `json:"dir"`
-	Credentials []sds.CredentialState `json:"credentials"`
-	Requested   []string              `json:"requested"`
-	Missing     []string              `json:"missing"`
+	Dir          string                `json:"dir"`
+	Credentials  []sds.CredentialState `json:"credentials"`
+	Requested    []string              `json:"requested"`
+	Missing      []string              `json:"missing"`
+	CertFileDirs []string              `json:"certFileDirs"`
+	Files        []sds.FileState       `json:"files"`
 }
 
 func (a *Agent) serveCredentials(w http.ResponseWriter, _ *http.Request) {
-	d := CredentialsDump{Dir: a.cfg.CredentialsDir, Credentials: []sds.CredentialState{}, Requested: []string{}, Missing: []string{}}
+	d := CredentialsDump{Dir: a.cfg.CredentialsDir, Credentials: []sds.CredentialState{}, Requested: []string{}, Missing: []string{},
+		CertFileDirs: append([]string{}, a.cfg.CertFileDirs...), Files: []sds.FileState{}}
 	if ps := a.parts.Load(); ps != nil && ps.secrets != nil {
 		states, missing := ps.secrets.Credentials()
 		d.Credentials = append(d.Credentials, states...)
 		d.Missing = append(d.Missing, missing...)
 		d.Requested = append(d.Requested, ps.secrets.Requested()...)
+		d.Files = append(d.Files, ps.secrets.Files()...)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

@@ -18,6 +18,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/vmesh/vmesh/internal/filecert"
 	"github.com/vmesh/vmesh/internal/settle"
 )
 
@@ -236,9 +237,7 @@ func (s *Server) loadCredentials(dir string) ([]CredentialState, error) {
 	s.creds.names = keep
 	s.creds.mu.Unlock()
 	s.met.setCredentials(states, s.missingCredentials())
-	if s.creds.onHeld != nil {
-		s.creds.onHeld(s.Held())
-	}
+	s.report()
 	return states, nil
 }
 
@@ -281,10 +280,11 @@ func (s *Server) Requested() []string {
 
 // requested records the secret names a stream asked for.
 func (s *Server) requested(names []string) {
+	s.askFiles(names)
 	s.creds.mu.Lock()
 	changed := false
 	for _, n := range names {
-		if n == DefaultSecret || n == RootSecret || n == "" || s.creds.asked[n] {
+		if n == DefaultSecret || n == RootSecret || n == "" || filecert.IsName(n) || s.creds.asked[n] {
 			continue
 		}
 		s.creds.asked[n] = true

@@ -47,6 +47,8 @@ type Server struct {
 	gid int
 	// creds are the file credentials (credentials.go).
 	creds credentials
+	// files are the certificate files (files.go).
+	files files
 }
 
 // credentials is the Server's file-credential state.
@@ -65,11 +67,12 @@ type credentials struct {
 	onHeld func([]string)
 }
 
-// OnHeld makes the Server call f with the credential secrets it holds
-// (Held) after every read of the credentials directory, the first
-// included: the agent reports them to the control plane, which warns
-// about the credentials a proxy's config names and its agent lacks. Call
-// it before ServeCredentials.
+// OnHeld makes the Server call f with what it holds (Report: the
+// credential secrets, the certificate files it serves and those it
+// refuses) after every read of the credentials directory or of
+// certificate files, the first included: the agent reports them to the
+// control plane, which warns about the credentials a proxy's config names
+// and its agent lacks. Call it before ServeCredentials and Serve.
 func (s *Server) OnHeld(f func(held []string)) { s.creds.onHeld = f }
 
 // SetSocketGroup makes the socket Serve creates owned by group gid (the
@@ -90,6 +93,7 @@ func New(logger *slog.Logger, reg prometheus.Registerer) *Server {
 		first: make(chan struct{}),
 		gid:   -1,
 		creds: credentials{served: map[string][]string{}, asked: map[string]bool{}},
+		files: files{states: map[string]*FileState{}, wake: make(chan struct{}, 1)},
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var cfg agent.Config
-	var probeFile, ips string
+	var probeFile, ips, certFileDirs string
 	var logs logFlags
 	var cf captureFlags
 	cmd := &cobra.Command{
@@ -73,6 +73,12 @@ another trust domain; an unknown WorkloadGroup) makes the agent exit 78
 				}
 				cfg.Probe = &p
 			}
+			if certFileDirs == "-" {
+				certFileDirs = cfg.CredentialsDir
+			}
+			if certFileDirs != "" {
+				cfg.CertFileDirs = strings.Split(certFileDirs, ",")
+			}
 			if ips != "" {
 				cfg.IPs = strings.Split(ips, ",")
 			}
@@ -107,6 +113,7 @@ another trust domain; an unknown WorkloadGroup) makes the agent exit 78
 	f.BoolVar(&cfg.DisableEnvoy, "no-envoy", false, "never run Envoy (proxyless-only VM)")
 	f.BoolVar(&cfg.Gateway, "gateway", false, "this VM is a gateway (also when its bundle says gateway: true): Envoy in router mode serving the Gateways that select its labels, no traffic capture, readiness on 15021")
 	f.StringVar(&cfg.CredentialsDir, "credentials-dir", agent.DefaultCredentialsDir, `file credentials for credentialName: one folder each with tls.crt, tls.key, ca.crt, served to Envoy over SDS and reloaded on change ("" = none)`)
+	f.StringVar(&certFileDirs, "cert-file-dirs", "-", `directories, comma-separated, the agent may read a Gateway server's certificate files from (serverCertificate, privateKey, caCertificates; served to Envoy over SDS, reloaded on change); a file whose real path is in none of them is refused ("-" = the credentials directory, "" = none)`)
 	f.StringVar(&probeFile, "probe", "", "a readiness probe as YAML (httpGet, tcpSocket, exec or grpc), overriding the one of the WorkloadGroup the control plane serves")
 	f.StringVar(&cfg.ExecProbeUser, "exec-probe-user", "", "allow exec probes, run as this unprivileged local user (not root); without it an exec probe is not run and the VM reports not ready")
 	f.StringVar(&cfg.DNSAddr, "dns-addr", dnsproxy.DefaultAddr, `DNS proxy address, UDP and TCP ("" = no DNS proxy)`)

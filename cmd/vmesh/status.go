@@ -392,7 +392,7 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 		for _, m := range r.MissingCredentials {
 			if first {
 				fmt.Fprintln(tw)
-				fmt.Fprintln(tw, "PROXY\tMISSING CREDENTIAL (VM1019: not in its agent's credentials directory; fails closed)")
+				fmt.Fprintln(tw, "PROXY\tMISSING CREDENTIAL (VM1019: not in its agent's credentials directory, or certificate files it refused; fails closed)")
 				first = false
 			}
 			fmt.Fprintf(tw, "%s\t%s\n", r.Proxy, m)

@@ -26,6 +26,23 @@ const (
 	Separator = "~"
 )
 
+// RefusedPrefix starts an entry of an agent's credential report for a
+// certificate file name its Envoy asked for and the agent refuses:
+// "refused:<name>\t<reason>" (the report's other entries are the secrets
+// it holds). A name its Envoy has not asked for yet is in neither.
+const RefusedPrefix = "refused:"
+
+// Refused splits a report entry made with RefusedPrefix; ok is false for
+// another entry.
+func Refused(entry string) (name, reason string, ok bool) {
+	rest, found := strings.CutPrefix(entry, RefusedPrefix)
+	if !found {
+		return "", "", false
+	}
+	name, reason, _ = strings.Cut(rest, "\t")
+	return name, reason, true
+}
+
 // CertName is the SDS name of a certificate file and its key file.
 func CertName(cert, key string) string { return CertPrefix + cert + Separator + key }
 

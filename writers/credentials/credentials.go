@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vmesh/vmesh/internal/filecert"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 )
@@ -48,6 +49,9 @@ type Missing struct {
 	Field  string `json:"field"`
 	File   string `json:"file,omitempty"`
 	Line   int    `json:"line,omitempty"`
+	// Reason is why the agent refused certificate files ("" for a
+	// credential its directory does not hold).
+	Reason string `json:"reason,omitempty"`
 }
 
 // String renders m as status and logs show it.
@@ -55,6 +59,9 @@ func (m Missing) String() string {
 	at := m.Object + " " + m.Field
 	if m.File != "" {
 		at = fmt.Sprintf("%s:%d: %s", m.File, m.Line, at)
+	}
+	if m.Reason != "" {
+		return fmt.Sprintf("%s (%s): %s", m.Secret, at, m.Reason)
 	}
 	return fmt.Sprintf("%s (%s)", m.Secret, at)
 }
@@ -72,6 +79,9 @@ type Proxy struct {
 type report struct {
 	w    model.Workload
 	held map[string]bool
+	// refused are the certificate file names the agent refuses, with why
+	// (filecert.RefusedPrefix).
+	refused map[string]string
 }
 
 // Checker keeps the warnings from the agents' reports and the model's
@@ -101,8 +111,12 @@ func New(st *store.Store, needs Needs, logger *slog.Logger) *Checker {
 // Report records the secrets held by the agent of the proxy w on stream,
 // replacing the stream's last report.
 func (c *Checker) Report(stream int64, w model.Workload, held []string) {
-	r := report{w: w, held: map[string]bool{}}
+	r := report{w: w, held: map[string]bool{}, refused: map[string]string{}}
 	for _, h := range held {
+		if name, why, ok := filecert.Refused(h); ok {
+			r.refused[name] = why
+			continue
+		}
 		r.held[h] = true
 	}
 	c.mu.Lock()
@@ -181,6 +195,7 @@ func (c *Checker) check() {
 	lacking := map[model.CredentialUse][]string{} // use -> proxy ids
 	held := map[string][]string{}
 	missing := map[string]map[model.CredentialUse]bool{}
+	reasons := map[model.CredentialUse]map[string]string{} // certificate files: proxy id -> why refused
 	for _, r := range reports {
 		key := model.ViewKey(snap, r.w)
 		uses, ok := byKey[key]
@@ -192,6 +207,19 @@ func (c *Checker) check() {
 		for _, u := range uses {
 			if r.held[u.Secret] || missing[r.w.ID][u] {
 				continue
+			}
+			if filecert.IsName(u.Secret) {
+				// Certificate files: missing once the agent refused them
+				// (its Envoy asks for them when the listener arrives; not
+				// asked yet is not missing).
+				why, refused := r.refused[u.Secret]
+				if !refused {
+					continue
+				}
+				if reasons[u] == nil {
+					reasons[u] = map[string]string{}
+				}
+				reasons[u][r.w.ID] = why
 			}
 			if missing[r.w.ID] == nil {
 				missing[r.w.ID] = map[model.CredentialUse]bool{}
@@ -211,7 +239,7 @@ func (c *Checker) check() {
 		p := Proxy{ID: id, Held: held[id]}
 		for u := range ms {
 			file, line, _, _ := where(u.Object)
-			p.Missing = append(p.Missing, Missing{Secret: u.Secret, Credential: u.Credential, Object: u.Object.String(), Field: u.Field, File: file, Line: line})
+			p.Missing = append(p.Missing, Missing{Secret: u.Secret, Credential: u.Credential, Object: u.Object.String(), Field: u.Field, File: file, Line: line, Reason: reasons[u][id]})
 		}
 		slices.SortFunc(p.Missing, func(a, b Missing) int {
 			return cmp.Or(cmp.Compare(a.Object, b.Object), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Secret, b.Secret))
@@ -230,9 +258,13 @@ func (c *Checker) check() {
 		if u.Object.Kind == store.KindDestinationRule {
 			fails = "the cluster"
 		}
-		w := store.ConfigError{Object: u.Object.String(), Field: u.Field, Severity: store.SeverityWarning, Code: store.CodeCredentialNotHeld,
-			Message: fmt.Sprintf("credential %q: %s not in the credentials directory of the agent of %s (secret %s): %s fails closed there; put the files in <credentials dir>/%s on the VM",
-				u.Credential, what, proxyList(ids), u.Secret, fails, u.Credential)}
+		msg := fmt.Sprintf("credential %q: %s not in the credentials directory of the agent of %s (secret %s): %s fails closed there; put the files in <credentials dir>/%s on the VM",
+			u.Credential, what, proxyList(ids), u.Secret, fails, u.Credential)
+		if filecert.IsName(u.Secret) {
+			msg = fmt.Sprintf("certificate files %s: refused by the agent of %s (%s): %s fails closed there; put the files in a directory the agent allows (vmesh agent --cert-file-dirs)",
+				u.Secret, proxyList(ids), reasons[u][ids[0]], fails)
+		}
+		w := store.ConfigError{Object: u.Object.String(), Field: u.Field, Severity: store.SeverityWarning, Code: store.CodeCredentialNotHeld, Message: msg}
 		w.File, w.Line, w.Commit, w.Source = where(u.Object)
 		warnings = append(warnings, w)
 	}

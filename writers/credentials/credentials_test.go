@@ -99,3 +99,62 @@ func TestWarningsFollowReports(t *testing.T) {
 	c.Closed(1)
 	waitFor("no warning once router~a's stream closed", func(ws []store.ConfigError) bool { return len(ws) == 0 })
 }
+
+// TestCertificateFilesWarnOnceRefused: a router's certificate files
+// (file-cert:/file-root:) are not missing while its agent has not been
+// asked for them (no warning on a fresh config), nor once it serves them;
+// when the agent reports them refused, the Gateway's field is warned about
+// with the agent's reason, and the proxy lists them with it.
+func TestCertificateFilesWarnOnceRefused(t *testing.T) {
+	objs, errs := filestore.Decode("gw.yaml", []byte(gatewayYAML))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "files", Class: store.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	gw := store.Key{Kind: store.KindGateway, Namespace: "edge", Name: "ingress"}
+	const pair = "file-cert:/etc/certs/tls.crt~/etc/certs/tls.key"
+	needs := func(*model.Snapshot, model.Workload) []model.CredentialUse {
+		return []model.CredentialUse{{Secret: pair, Object: gw, Field: "servers[0].tls.serverCertificate"}}
+	}
+	c := credentials.New(st, needs, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	c.Snapshot(model.Build(st.Snapshot()))
+	router := model.Workload{ID: "router~a", Kind: model.KindRouter, Namespace: "edge", Labels: map[string]string{"istio": "ingressgateway"}}
+	checked := func(report []string, wantWarning bool) []store.ConfigError {
+		t.Helper()
+		c.Report(1, router, report)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var ws []store.ConfigError
+			for _, s := range st.Snapshot().Sources {
+				if s.Source == credentials.Source.Name {
+					ws = s.Warnings
+				}
+			}
+			if (len(ws) > 0) == wantWarning && (len(c.Proxies()) > 0) == wantWarning {
+				return ws
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("report %q: warnings %v, proxies %v; want a warning: %v", report, ws, c.Proxies(), wantWarning)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	const why = "/etc/certs/tls.crt (/etc/certs/tls.crt) is outside the directories the agent may read certificate files from"
+	ws := checked([]string{"refused:" + pair + "\t" + why}, true)
+	if len(ws) != 1 || ws[0].Code != store.CodeCredentialNotHeld || ws[0].Field != "servers[0].tls.serverCertificate" ||
+		!strings.Contains(ws[0].Message, pair) || !strings.Contains(ws[0].Message, why) || !strings.Contains(ws[0].Message, "router~a") {
+		t.Errorf("warnings %v", ws)
+	}
+	if ps := c.Proxies(); len(ps) != 1 || len(ps[0].Missing) != 1 || ps[0].Missing[0].Reason != why || !strings.Contains(ps[0].Missing[0].String(), why) {
+		t.Errorf("proxies %+v", ps)
+	}
+	checked([]string{pair}, false)
+	checked([]string{"refused:" + pair + "\t" + why}, true)
+	checked(nil, false) // not asked (a restarted agent): not missing
+}
