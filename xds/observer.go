@@ -12,8 +12,11 @@ const HealthInfoType = "type.googleapis.com/istio.v1.HealthInformation"
 // credentials it holds with, on each of its Envoy's ADS streams: a request
 // whose resource names (delta: resource_names_subscribe) are the secrets
 // it serves over SDS by their plain names ("<credentialName>" for a
-// certificate and key, "<credentialName>-cacert" for roots). Each report
-// replaces the last. vmesh never answers it.
+// certificate and key, "<credentialName>-cacert" for roots; certificate
+// files by Istio's names "file-cert:<cert>~<key>", "file-root:<ca>"), and
+// "refused:<name>\t<reason>" for each certificate file name its Envoy asked
+// for that the agent refuses (internal/filecert). Each report replaces the
+// last. vmesh never answers it.
 const CredentialsType = "type.googleapis.com/vmesh.v1.HeldCredentials"
 
 // Observer learns about proxy streams and health reports, for
