@@ -8,6 +8,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	mcp "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/filestore/mcpsource"
@@ -154,6 +155,20 @@ func TestSotWFollowsServer(t *testing.T) {
 	sotw(t, srv, "3")
 	if o := st.Snapshot().Get(vsKey); o != nil {
 		t.Errorf("deleted VirtualService still in the Store: %v", o.Origin)
+	}
+
+	// A resource without a body is a delete (Istio's apigen documents
+	// incremental deletes so).
+	sotw(t, srv, "4", vs(t, "echo", "r4", "echo-v2.mesh.internal"))
+	empty, err := anypb.New(&mcp.Resource{Metadata: &mcp.Metadata{Name: "default/echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack := sotw(t, srv, "5", empty); ack.GetErrorDetail() != nil {
+		t.Fatalf("a resource without a body NACKed: %v", ack.GetErrorDetail())
+	}
+	if o := st.Snapshot().Get(vsKey); o != nil {
+		t.Errorf("VirtualService sent without a body still in the Store")
 	}
 }
 
