@@ -9,6 +9,7 @@ import (
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/sidecar"
 	"github.com/vmesh/vmesh/xds/translate"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -55,6 +56,7 @@ func Routes(v *model.View) ([]*routev3.RouteConfiguration, error) {
 // host at all gives the "blackhole:<port>" host, which answers 404.
 func RouteConfig(v *model.View, name string, svs []server) (*routev3.RouteConfiguration, error) {
 	vhosts := map[string]*routev3.VirtualHost{}
+	origins := map[string]string{} // host -> the VirtualServices its routes came from, in order
 	for _, s := range svs {
 		port := s.port()
 		redirect := s.spec.GetTls().GetHttpsRedirect()
@@ -74,6 +76,7 @@ func RouteConfig(v *model.View, name string, svs []server) (*routev3.RouteConfig
 					vhosts[h] = vh
 				}
 				vh.Routes = append(vh.Routes, routes...)
+				origins[h] += vs.Namespace + "/" + vs.Name + " "
 				if redirect {
 					vh.RequireTls = routev3.VirtualHost_ALL
 				}
@@ -99,8 +102,8 @@ func RouteConfig(v *model.View, name string, svs []server) (*routev3.RouteConfig
 	}
 	for _, vh := range vhosts {
 		vh.Routes = catchAllsLast(vh.Routes)
-		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 	}
+	rc.VirtualHosts = collapse(vhosts, origins)
 	slices.SortFunc(rc.VirtualHosts, func(a, b *routev3.VirtualHost) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return rc, nil
 }
@@ -117,4 +120,37 @@ func catchAllsLast(routes []*routev3.Route) []*routev3.Route {
 		}
 	}
 	return append(rest, all...)
+}
+
+// collapse merges the virtual hosts whose routes are the same, as Istio's
+// collapseDuplicateRoutes (PILOT_ENABLE_ROUTE_COLLAPSE_OPTIMIZATION, on by
+// default): in host order, a host whose routes came from the same
+// VirtualServices as an earlier kept one's, and are equal, with the same
+// TLS requirement, adds its domains to that one (named after the first
+// host) instead of being a virtual host of its own. Requests route alike
+// either way; the route configuration stays small when a VirtualService
+// names many hosts.
+func collapse(vhosts map[string]*routev3.VirtualHost, origins map[string]string) []*routev3.VirtualHost {
+	hosts := make([]string, 0, len(vhosts))
+	for h := range vhosts {
+		hosts = append(hosts, h)
+	}
+	slices.Sort(hosts)
+	var out []*routev3.VirtualHost
+	kept := map[string][]*routev3.VirtualHost{} // origins -> kept virtual hosts
+	for _, h := range hosts {
+		vh := vhosts[h]
+		i := slices.IndexFunc(kept[origins[h]], func(k *routev3.VirtualHost) bool {
+			return k.GetRequireTls() == vh.GetRequireTls() && k.GetIncludeRequestAttemptCount() == vh.GetIncludeRequestAttemptCount() &&
+				slices.EqualFunc(k.GetRoutes(), vh.GetRoutes(), func(a, b *routev3.Route) bool { return proto.Equal(a, b) })
+		})
+		if i >= 0 {
+			k := kept[origins[h]][i]
+			k.Domains = append(k.Domains, vh.GetDomains()...)
+			continue
+		}
+		kept[origins[h]] = append(kept[origins[h]], vh)
+		out = append(out, vh)
+	}
+	return out
 }
