@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -187,7 +188,7 @@ func decodeMCP(t *testing.T, resp *discoveryv3.DiscoveryResponse) []mcpObject {
 		if err := a.UnmarshalTo(&r); err != nil {
 			t.Fatal(err)
 		}
-		o, err := mcp.Decode(resp.GetTypeUrl(), &r)
+		o, err := mcp.Decode(resp.GetTypeUrl(), a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,5 +391,62 @@ func TestMCPRefusedWithoutAuthorization(t *testing.T) {
 				t.Errorf("syncz lists a refused client: %+v", st)
 			}
 		})
+	}
+}
+
+// TestMCPMatchesIstioClient: what vmesh's MCP server serves for the
+// quickstart, decoded by vmesh's type mapping, equals what Istio's own
+// configSources client (pkg/adsc, run by tools/istio-mcp-client against
+// vmesh serve) decoded from it, saved in testdata/istio-mcp/quickstart.json,
+// type by type (the 15 types istiod asks for), and equals /debug/config.
+func TestMCPMatchesIstioClient(t *testing.T) {
+	b, err := os.ReadFile("testdata/istio-mcp/quickstart.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var istio struct {
+		Types map[string][]mcpObject `json:"types"`
+	}
+	if err := json.Unmarshal(b, &istio); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range istio.Types {
+		for i := range l {
+			l[i].Spec = canonicalJSON(t, l[i].Spec) // saved indented
+		}
+	}
+	if len(istio.Types) != len(istiodInitialRequests)-1 {
+		t.Fatalf("the saved decode has %d types, want %d", len(istio.Types), len(istiodInitialRequests)-1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := startMCPMesh(t, ctx, loadStore(t, "../examples/quickstart/config"), func(context.Context) (string, error) { return "test", nil })
+	<-m.srv.Ready()
+	c := openMCP(t, ctx, m.addr, istiodInitialRequests)
+	got := map[string][]mcpObject{}
+	for range istiodInitialRequests {
+		resp := c.next("")
+		if resp.GetTypeUrl() != mcp.MeshConfigType {
+			got[resp.GetTypeUrl()] = decodeMCP(t, resp)
+		}
+	}
+	for _, l := range got {
+		slices.SortFunc(l, func(a, b mcpObject) int { return strings.Compare(a.Name, b.Name) })
+	}
+	n := 0
+	for typ, want := range istio.Types {
+		n += len(want)
+		if diff := cmp.Diff(want, got[typ]); diff != "" {
+			t.Errorf("%s: vmesh serves other than Istio's client decoded (-istio +vmesh):\n%s", typ, diff)
+		}
+	}
+	debug, _ := debugConfigByType(t, m)
+	for typ, want := range debug {
+		if diff := cmp.Diff(want, istio.Types[typ]); diff != "" {
+			t.Errorf("%s: Istio's client decoded other than /debug/config shows (-debug/config +istio):\n%s", typ, diff)
+		}
+	}
+	if n != 6 {
+		t.Errorf("Istio's client decoded %d objects, the quickstart has 6", n)
 	}
 }

@@ -33,6 +33,9 @@ type Config struct {
 	// SecureAddr serves the CA (Istio's CreateCertificate) and xDS over TLS;
 	// xDS there needs a mesh client certificate (mTLS).
 	SecureAddr string `yaml:"secureAddr"`
+	// MCP says who may read the mesh's config over MCP (xds/mcp): see
+	// MCPConfig.
+	MCP MCPConfig `yaml:"mcp"`
 	// SecureHosts are extra DNS names or IPs for the secure port's
 	// certificate (the SecureAddr host, localhost and 127.0.0.1 are always in).
 	SecureHosts []string `yaml:"secureHosts"`
@@ -261,4 +264,19 @@ func parseCIDRs(field string, ranges []string, example string) ([]netip.Prefix, 
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// MCPConfig says who may read the mesh's whole config over MCP (Istio's
+// config type URLs on the xDS ports, as an istiod with configSources
+// reads it). By default only a client with a mesh certificate of the root
+// namespace (ca.rootNamespace, istio-system) on the secure port, as
+// Istio's api generator allows (ENABLE_XDS_API_GENERATOR_AUTH).
+type MCPConfig struct {
+	// Identities are more mesh identities (SPIFFE IDs) allowed on the
+	// secure port.
+	Identities []string `yaml:"identities"`
+	// Plaintext lets any client of the plaintext xDS port read the
+	// config: istiod's configSources client dials plaintext only. The
+	// port is for loopback and trusted networks.
+	Plaintext bool `yaml:"plaintext"`
 }

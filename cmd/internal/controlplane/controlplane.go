@@ -216,6 +216,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		ControlPlaneID: controlPlaneID(),
 		Pushed:         creds.Snapshot,
 		Rollout:        rollout,
+		MCPAuthorize:   cp.authorizeMCP,
 	})
 	if err != nil {
 		return nil, err
