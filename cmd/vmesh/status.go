@@ -62,6 +62,23 @@ func typeState(ts *xds.TypeStatus) string {
 	return "SYNCED " + ts.Acked
 }
 
+// otherTypes sums up the types of a stream that are not among
+// statusTypes, as an MCP client's config kinds (xds/mcp): "N types:"
+// and the worst state, "" when there are none.
+func otherTypes(types map[string]string) string {
+	n, state := 0, ""
+	for t, st := range types {
+		if !slices.Contains(statusTypes, t) {
+			n++
+			state = worse(state, st)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d types: %s", n, state)
+}
+
 // worse orders states: a NACK over a STALE over a SYNCED.
 func worse(a, b string) string {
 	rank := func(s string) int {
@@ -104,6 +121,9 @@ func proxyRows(replica string, st []xds.SyncStatus) []proxyStatus {
 		}
 		r.Apps++
 		r.Kind, r.Group = string(s.Kind), s.Group
+		if s.Identity != "" { // an MCP client: who it was let in as
+			r.Group += " " + s.Identity
+		}
 		for typ, ts := range s.Types {
 			t := strings.ToUpper(typ)
 			r.Types[t] = worse(r.Types[t], typeState(ts))
@@ -381,11 +401,12 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 		for i, t := range statusTypes {
 			cols[i] = cmp.Or(r.Types[t], "-")
 		}
+		agent := cmp.Or(r.Agent, otherTypes(r.Types))
 		kind := r.Kind
 		if r.Apps > 1 {
 			kind = fmt.Sprintf("%s ×%d", kind, r.Apps)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Proxy, kind, r.Replica, strings.Join(cols, "\t"), cmp.Or(r.Agent, "-"), r.Group)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Proxy, kind, r.Replica, strings.Join(cols, "\t"), cmp.Or(agent, "-"), r.Group)
 	}
 	first := true
 	for _, r := range report.Proxies {

@@ -88,3 +88,28 @@ func TestProxyConfigUnambiguous(t *testing.T) {
 		t.Errorf("no proxy: %v", err)
 	}
 }
+
+// An MCP client (an istiod reading vmesh's config, issue 50) is a row like
+// a proxy's: kind mcp, the identity it was let in as, and its config
+// kinds summed up (worst state first) where a proxy has LDS to EDS.
+func TestStatusShowsMCPClient(t *testing.T) {
+	id := "sidecar~10.0.0.9~istiod-1.istio-system~istio-system.svc.cluster.local"
+	st := []xds.SyncStatus{{ID: id, Kind: xds.KindMCP, Namespace: "istio-system", Group: "mcp", Identity: "spiffe://cluster.local/ns/istio-system/sa/istiod",
+		Types: map[string]*xds.TypeStatus{
+			"VirtualService":  {Sent: "r2@abc", Acked: "r2@abc"},
+			"DestinationRule": {Sent: "r2@abc", Acked: "r1@abc", Nack: "bad rule", NackVersion: "r2@abc"},
+		}}}
+	rows := proxyRows("replica", st)
+	if len(rows) != 1 || rows[0].Kind != "mcp" || rows[0].Group != "mcp spiffe://cluster.local/ns/istio-system/sa/istiod" || rows[0].Types["VIRTUALSERVICE"] != "SYNCED r2@abc" {
+		t.Fatalf("rows: %+v", rows)
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+	if err := statusTable(tw, statusReport{Proxies: rows}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Flush()
+	if !strings.Contains(sb.String(), "2 types: NACK: bad rule") || !strings.Contains(sb.String(), " mcp ") {
+		t.Errorf("status table:\n%s", sb.String())
+	}
+}
