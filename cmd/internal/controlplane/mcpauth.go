@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
+	"github.com/vmesh/vmesh/model"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -36,8 +38,9 @@ func (cp *ControlPlane) authorizeMCP(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", status.Errorf(codes.Unauthenticated, "config over MCP needs a mesh certificate: %v", err)
 	}
-	if id.Namespace == cp.cfg.CA.RootNamespace || slices.Contains(cp.cfg.MCP.Identities, id.String()) {
+	root := cmp.Or(cp.cfg.CA.RootNamespace, model.DefaultRootNamespace)
+	if id.Namespace == root || slices.Contains(cp.cfg.MCP.Identities, id.String()) {
 		return id.String(), nil
 	}
-	return "", status.Errorf(codes.PermissionDenied, "%s may not read the mesh's config over MCP: only the root namespace %s and mcp.identities may", id, cp.cfg.CA.RootNamespace)
+	return "", status.Errorf(codes.PermissionDenied, "%s may not read the mesh's config over MCP: only the root namespace %s and mcp.identities may", id, root)
 }
