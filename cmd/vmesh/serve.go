@@ -133,6 +133,8 @@ func newServeCmdWith(run func(context.Context, controlplane.Config, *slog.Logger
 	f.Int64Var(&cfg.MaxFileBytes, "max-file-bytes", cfg.MaxFileBytes, "largest config file or git blob read; a larger one is refused before it is read")
 	f.IntVar(&cfg.MaxDocuments, "max-documents", cfg.MaxDocuments, "most YAML documents in one config file")
 	f.IntVar(&cfg.MaxProblems, "max-problems", cfg.MaxProblems, "problems kept and logged per config file (the rest are counted)")
+	f.StringVar(&cfg.Prometheus.URL, "prometheus", cfg.Prometheus.URL, "Prometheus server (http://host:9090) the console's graph (/ui/graph) reads request and error rates from; vmesh.yaml: prometheus: {url, window, timeout}")
+	f.DurationVar(&cfg.Prometheus.Window, "prometheus-window", cfg.Prometheus.Window, "range the graph's rates are averaged over; at least two scrape intervals (default 1m)")
 	f.BoolVar(&cfg.AllowEmpty, "allow-empty", cfg.AllowEmpty, "apply a folder or commit that defines no object (default: hold it and keep serving)")
 	return cmd
 }
@@ -188,4 +190,6 @@ func mergeFlags(cmd *cobra.Command, into *controlplane.Config, flags controlplan
 	set("max-documents", func() { into.MaxDocuments = flags.MaxDocuments })
 	set("max-problems", func() { into.MaxProblems = flags.MaxProblems })
 	set("allow-empty", func() { into.AllowEmpty = flags.AllowEmpty })
+	set("prometheus", func() { into.Prometheus.URL = flags.Prometheus.URL })
+	set("prometheus-window", func() { into.Prometheus.Window = flags.Prometheus.Window })
 }

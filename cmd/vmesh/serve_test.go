@@ -98,3 +98,38 @@ func TestServeLimitsAndAllowEmpty(t *testing.T) {
 		t.Errorf("maxProblems 0 accepted: %v", err)
 	}
 }
+
+// TestServePrometheusGraph: the graph's Prometheus comes from vmesh.yaml's
+// prometheus key, --prometheus and --prometheus-window win, and a URL
+// that is not http(s) is refused.
+func TestServePrometheusGraph(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "vmesh.yaml")
+	if err := os.WriteFile(file, []byte("configDir: /etc/mesh\nprometheus: {url: \"http://prom.internal:9090\", window: 30s, timeout: 2s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got controlplane.Config
+	run := func(args ...string) {
+		t.Helper()
+		cmd := newServeCmdWith(func(_ context.Context, cfg controlplane.Config, _ *slog.Logger) error {
+			got = cfg
+			return nil
+		})
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("--config", file)
+	if got.Prometheus != (controlplane.PrometheusConfig{URL: "http://prom.internal:9090", Window: 30 * time.Second, Timeout: 2 * time.Second}) {
+		t.Errorf("from vmesh.yaml: %+v", got.Prometheus)
+	}
+	run("--config", file, "--prometheus", "http://127.0.0.1:9090", "--prometheus-window", "5s")
+	if got.Prometheus.URL != "http://127.0.0.1:9090" || got.Prometheus.Window != 5*time.Second || got.Prometheus.Timeout != 2*time.Second {
+		t.Errorf("flags over vmesh.yaml: %+v", got.Prometheus)
+	}
+	bad := controlplane.DefaultConfig()
+	bad.ConfigDir, bad.Prometheus.URL = "/etc/mesh", "prom.internal:9090"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "prometheus: url") {
+		t.Errorf("a Prometheus URL without a scheme accepted: %v", err)
+	}
+}

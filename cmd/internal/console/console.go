@@ -70,7 +70,10 @@ type Console struct {
 	streamLifetime time.Duration
 	streamRefused  func()
 	// traffic answers the graph's rates; nil without a Prometheus server.
-	traffic *trafficSource
+	traffic        *trafficSource
+	trafficURL     string
+	trafficWindow  time.Duration
+	trafficTimeout time.Duration
 
 	mu      sync.Mutex
 	model   *model.Snapshot // built from modelOf
@@ -130,6 +133,11 @@ func New(src Sources, opts ...Option) (*Console, error) {
 	static, err := fs.Sub(assets, "assets/static")
 	if err != nil {
 		return nil, fmt.Errorf("console: static assets: %w", err)
+	}
+	if c.trafficURL != "" {
+		if c.traffic, err = newTrafficSource(c.trafficURL, c.trafficWindow, c.trafficTimeout); err != nil {
+			return nil, err
+		}
 	}
 	c.static = http.StripPrefix(Prefix+"static/", http.FileServerFS(static))
 	return c, nil

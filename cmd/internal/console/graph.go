@@ -205,7 +205,11 @@ func (c *Console) graph(ctx context.Context) Graph {
 	b.routes()
 	g := Graph{Revision: ms.Revision}
 	if c.traffic != nil {
-		st, samples := c.traffic.query(ctx)
+		var hosts []string
+		for _, s := range ms.Services {
+			hosts = append(hosts, s.Hostname)
+		}
+		st, samples := c.traffic.query(ctx, hosts)
 		g.Traffic = &st
 		b.traffic(samples)
 	}

@@ -23,6 +23,10 @@ type page struct {
 	Data  any
 	// Search is the search box of a searchable page, else nil.
 	Search *SearchBox
+	// RefreshEvery, in milliseconds, makes the page fetch itself on a
+	// timer too (the graph with rates, which change with no event); 0:
+	// never.
+	RefreshEvery int64
 }
 
 // SearchBox is a searchable page's search form (outside the part the live
@@ -70,6 +74,9 @@ func parsePages() (map[string]*template.Template, error) {
 func (c *Console) render(w http.ResponseWriter, code int, name string, data titled) {
 	var buf bytes.Buffer
 	p := page{Title: data.title(), Nav: name, Version: c.hub.version.Load(), Build: buildinfo.Get().String(), Data: data}
+	if g, ok := data.(Graph); ok && g.Traffic != nil {
+		p.RefreshEvery = max(g.Traffic.Window/4, time.Second).Milliseconds()
+	}
 	if s, ok := data.(searchable); ok {
 		box := s.searchBox()
 		p.Search = &box

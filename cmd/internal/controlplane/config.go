@@ -5,6 +5,7 @@ package controlplane
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -93,6 +94,9 @@ type Config struct {
 	MaxFileBytes int64 `yaml:"maxFileBytes"`
 	MaxDocuments int   `yaml:"maxDocuments"`
 	MaxProblems  int   `yaml:"maxProblems"`
+	// Prometheus, when its URL is set, puts request and error rates on
+	// the console's service graph (/ui/graph), queried from that server.
+	Prometheus PrometheusConfig `yaml:"prometheus"`
 	// AllowEmpty lets the directory or git source withdraw every object it
 	// serves; by default a folder or commit that defines none is held and
 	// reported (Argo CD's allowEmpty).
@@ -144,6 +148,32 @@ type HTTPConfig struct {
 	// EventStreamLifetime ends each live-update stream after it (the
 	// browser opens a new one); default 10m.
 	EventStreamLifetime time.Duration `yaml:"eventStreamLifetime"`
+}
+
+// PrometheusConfig is the Prometheus server the console's graph reads
+// its rates from: operator config only, never the config store.
+type PrometheusConfig struct {
+	// URL is the server's base address, http(s)://host:port[/path].
+	URL string `yaml:"url"`
+	// Window is the range the rates are averaged over (PromQL rate's);
+	// default 1m. It needs at least two scrapes in it.
+	Window time.Duration `yaml:"window"`
+	// Timeout bounds the queries of one page; default 3s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+func (p PrometheusConfig) validate() error {
+	if p.Window < 0 || p.Timeout < 0 {
+		return fmt.Errorf("prometheus: window %s and timeout %s must not be negative", p.Window, p.Timeout)
+	}
+	if p.URL == "" {
+		return nil
+	}
+	u, err := url.Parse(p.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("prometheus: url %q: want http(s)://host[:port][/path]", p.URL)
+	}
+	return nil
 }
 
 // CAConfig is the CA part of Config.
@@ -222,6 +252,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("http: maxConnections %d, maxEventStreams %d and eventStreamLifetime %s must be > 0", c.HTTP.MaxConnections, c.HTTP.MaxEventStreams, c.HTTP.EventStreamLifetime)
 	case c.HTTP.MaxEventStreams >= c.HTTP.MaxConnections:
 		return fmt.Errorf("http: maxEventStreams %d must be below maxConnections %d, or the streams take every connection", c.HTTP.MaxEventStreams, c.HTTP.MaxConnections)
+	}
+	if err := c.Prometheus.validate(); err != nil {
+		return err
 	}
 	if err := c.Git.Rollout.validate(c.Git.Repo); err != nil {
 		return err

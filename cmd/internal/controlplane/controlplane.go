@@ -495,7 +495,8 @@ func (cp *ControlPlane) routes() {
 	cp.mux.Handle("/debug/config_dump", cp.xds.ConfigDumpHandler())
 	cp.mux.HandleFunc("/debug/onboarding", cp.onboardingHandler)
 	cp.runners = append(cp.runners, console.Mount(cp.mux, console.Sources{Store: cp.store, Warnings: cp.analyses.Warnings, Syncz: cp.xds.Syncz, ConfigDump: cp.xds.ConfigDumpHandler(), Registries: console.RegistryStatus(cp.registries), Rollout: cp.xds.RolloutStatus, TrustDomain: cp.ca.TrustDomain()},
-		console.WithEventStreams(cp.cfg.HTTP.MaxEventStreams, cp.cfg.HTTP.EventStreamLifetime, func() { cp.httpRefused.WithLabelValues(reasonEventStreams).Inc() })))
+		console.WithEventStreams(cp.cfg.HTTP.MaxEventStreams, cp.cfg.HTTP.EventStreamLifetime, func() { cp.httpRefused.WithLabelValues(reasonEventStreams).Inc() }),
+		console.WithPrometheus(cp.cfg.Prometheus.URL, cp.cfg.Prometheus.Window, cp.cfg.Prometheus.Timeout)))
 	if cp.cfg.Pprof {
 		cp.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		cp.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -1,7 +1,9 @@
 // vmesh console: live updates. The server sends a "tick" event with its
 // change counter on /ui/events (at once, then on every push or config
 // change); when it differs from the one this page was rendered at, the page
-// fetches itself and swaps its #data part. Nothing is polled on a timer.
+// fetches itself and swaps its #data part. Nothing is polled on a timer but
+// the graph with rates from Prometheus (body data-refresh-every, in ms),
+// whose rates change with no event.
 (function () {
   "use strict";
   var body = document.body;
@@ -32,6 +34,9 @@
         if (again) { again = false; refresh(); }
       });
   }
+
+  var every = Number(body.dataset.refreshEvery);
+  if (every > 0) { setInterval(refresh, every); }
 
   if (!window.EventSource) { setLive("off", "no live updates"); return; }
   // A stream the server ends (its lifetime) is reopened by the browser;
