@@ -12,6 +12,10 @@
 #     real rules in network namespaces and query the DNS proxy with dig.
 #   - Chromium: Debian's chromium (/usr/bin/chromium), the headless browser
 #     the web console's test (cmd/internal/console) drives through chromedp.
+#   - Prometheus: Debian's prometheus (/usr/bin/prometheus). The console's
+#     graph test (cmd/internal/console) runs it on a free loopback port with
+#     its storage in a temporary directory, scraping grpc-go apps; the
+#     packaged service is not needed and is stopped.
 #   - Node.js and npm (Debian's nodejs, npm when missing; grpc-js-xds asks
 #     for node >= 10.10), then `npm ci` in tools/grpc-node: the pinned
 #     @grpc/grpc-js and @grpc/grpc-js-xds the grpc-node end-to-end test
@@ -112,6 +116,21 @@ else
 	step "chromium: apt-get update" sudo_ apt-get update -q
 	step "chromium: apt-get install chromium" \
 		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+fi
+
+# --- Prometheus ------------------------------------------------------------
+# The console's graph test runs the real server against grpc-go apps'
+# OpenTelemetry metrics; it starts its own, so the packaged service (which
+# would hold port 9090 and scrape this machine) is stopped.
+if [ -x /usr/bin/prometheus ]; then
+	say "prometheus: present (/usr/bin/prometheus)"
+else
+	step "prometheus: apt-get update" sudo_ apt-get update -q
+	step "prometheus: apt-get install prometheus" \
+		sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+		sudo_ systemctl stop prometheus || true
+	fi
 fi
 
 # --- Node.js, npm, grpc-node ---------------------------------------------

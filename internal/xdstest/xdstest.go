@@ -78,13 +78,23 @@ func (b *Backend) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.Sim
 // vmesh has made it SERVING.
 func StartBackend(t testing.TB, xdsAddr string, n Node) *Backend {
 	t.Helper()
+	b := &Backend{ID: n.ID}
+	b.Port = StartServer(t, xdsAddr, n, b)
+	return b
+}
+
+// StartServer serves svc with xds.NewGRPCServer (and opts) on a loopback
+// port from the kernel, waits until vmesh has made it SERVING and returns
+// the port. The server stops when the test ends.
+func StartServer(t testing.TB, xdsAddr string, n Node, svc testpb.TestServiceServer, opts ...grpc.ServerOption) int {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	serving := make(chan struct{})
 	var once sync.Once
-	gs, err := grpcxds.NewGRPCServer(
+	gs, err := grpcxds.NewGRPCServer(append([]grpc.ServerOption{
 		grpc.Creds(insecure.NewCredentials()),
 		grpcxds.BootstrapContentsForTesting(Bootstrap(xdsAddr, n)),
 		grpcxds.ServingModeCallback(func(_ net.Addr, args grpcxds.ServingModeChangeArgs) {
@@ -92,30 +102,36 @@ func StartBackend(t testing.TB, xdsAddr string, n Node) *Backend {
 				once.Do(func() { close(serving) })
 			}
 		}),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Backend{ID: n.ID, Port: lis.Addr().(*net.TCPAddr).Port}
-	testpb.RegisterTestServiceServer(gs, b)
+	testpb.RegisterTestServiceServer(gs, svc)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	select {
 	case <-serving:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("backend %s never became SERVING", n.ID)
+		t.Fatalf("server %s never became SERVING", n.ID)
 	}
-	return b
+	return lis.Addr().(*net.TCPAddr).Port
 }
 
 // Dial returns a client for xds:///target through vmesh.
 func Dial(t testing.TB, xdsAddr string, n Node, target string) testpb.TestServiceClient {
 	t.Helper()
+	return DialWith(t, xdsAddr, n, target)
+}
+
+// DialWith is Dial with more dial options (e.g. grpc-go's OpenTelemetry
+// metrics).
+func DialWith(t testing.TB, xdsAddr string, n Node, target string, opts ...grpc.DialOption) testpb.TestServiceClient {
+	t.Helper()
 	res, err := grpcxds.NewXDSResolverWithConfigForTesting(Bootstrap(xdsAddr, n))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient("xds:///"+target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res))
+	cc, err := grpc.NewClient("xds:///"+target, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
