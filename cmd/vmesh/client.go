@@ -50,40 +50,25 @@ func clientToken() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// getJSON GETs a replica's path and decodes its JSON answer into into.
 func getJSON(server, path string, into any) error {
-	url := serverURL(server) + path
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	token, err := clientToken()
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
-	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
-	}
-	return nil
+	return doJSON(http.MethodGet, server, path, into)
 }
 
 // postJSON POSTs to a replica's path and decodes its JSON answer into into.
 func postJSON(server, path string, into any) error {
+	return doJSON(http.MethodPost, server, path, into)
+}
+
+// doJSON sends one request with no body to a replica's path, with the
+// client's bearer token if it has one, and decodes the JSON answer into into.
+// Every error names the method and URL; a status other than 200 carries the
+// start of the answer's body.
+func doJSON(method, server, path string, into any) error {
 	url := serverURL(server) + path
-	req, err := http.NewRequest(http.MethodPost, url, nil)
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", url, err)
+		return fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	token, err := clientToken()
 	if err != nil {
@@ -94,15 +79,15 @@ func postJSON(server, path string, into any) error {
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", url, err)
+		return fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(body)))
 	}
 	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("POST %s: %w", url, err)
+		return fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	return nil
 }
