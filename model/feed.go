@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmesh/vmesh/store"
@@ -67,6 +68,8 @@ type Update struct {
 type Feed struct {
 	store    *store.Store
 	settings FeedSettings
+	// latest is the snapshot last handed to push.
+	latest atomic.Pointer[Snapshot]
 }
 
 // NewFeed returns a Feed of store; zero settings mean
@@ -150,6 +153,13 @@ func (f *Feed) build(prev *Snapshot, ch store.Changes, first time.Time, leading 
 	} else {
 		snap = BuildWith(fs, f.settings.Mesh)
 	}
+	f.latest.Store(snap)
 	push(Update{Snapshot: snap, First: first, Changes: len(ch.Keys), Built: time.Since(start), Leading: leading})
 	return snap
 }
+
+// Latest returns the snapshot Run built last (nil before its first): its
+// Revision names the Store snapshot it was built from. It lets a reader of
+// the same Store state (the analysis) use the model the Feed rebuilt
+// incrementally instead of building it again in full.
+func (f *Feed) Latest() *Snapshot { return f.latest.Load() }

@@ -1,9 +1,11 @@
 package analysis_test
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -171,5 +173,88 @@ func TestCacheFollowsGatewayVMs(t *testing.T) {
 	}
 	if got := gatewayCodes(); !slices.Equal(got, want) {
 		t.Errorf("the gateway VM left: %v, want %v", got, want)
+	}
+}
+
+// TestAnalysisUsesTheFeedsModel runs a model.Feed on a Store and a Cache
+// taking its models (ModelsFrom, as the control plane wires them): through a
+// full build and endpoint-only rebuilds, the cached analysis equals a fresh
+// Analyze of a full build of the same snapshot, and it was computed on the
+// Feed's model of that snapshot, not on a model built again.
+func TestAnalysisUsesTheFeedsModel(t *testing.T) {
+	s := store.NewStore()
+	files := store.Source{Name: "dir:/cfg", Class: store.ClassConfig}
+	feed, err := model.NewFeed(s, model.FeedSettings{DebounceQuiet: time.Millisecond, DebounceMax: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	built := make(chan *model.Snapshot, 16)
+	go func() { _ = feed.Run(ctx, func(u model.Update) { built <- u.Snapshot }) }()
+	waitBuilt := func(rev int64) {
+		t.Helper()
+		for m := range built {
+			if m.Revision == rev {
+				return
+			}
+		}
+	}
+	var offered, matched int
+	cache := analysis.NewCache(model.DefaultMesh())
+	cache.ModelsFrom(func() *model.Snapshot {
+		m := feed.Latest()
+		offered++
+		if m != nil && m.Revision == s.Snapshot().Revision {
+			matched++
+		}
+		return m
+	})
+	waitBuilt(s.Snapshot().Revision)
+
+	svc := &store.Object{APIVersion: "networking.istio.io/v1", Origin: store.Origin{File: "cfg/se.yaml", Line: 1}, Spec: &networking.ServiceEntry{
+		Hosts: []string{"web.example"}, Resolution: networking.ServiceEntry_STATIC,
+		Ports:            []*networking.ServicePort{{Name: "http", Number: 80, Protocol: "HTTP"}},
+		WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "web"}}}}
+	svc.Kind, svc.Namespace, svc.Name = store.KindServiceEntry, "ns", "web"
+	entry := func(addr, app string) *store.Object {
+		o := we("ns", "vm-1", addr, store.Origin{File: "cfg/vm.yaml", Line: 1})
+		o.Spec.(*networking.WorkloadEntry).Labels = map[string]string{"app": app}
+		return o
+	}
+	steps := []struct {
+		name    string
+		upserts []*store.Object
+		want    []string
+	}{
+		{"a ServiceEntry and the entry it selects (full build)", []*store.Object{svc, entry("10.0.0.1", "web")}, nil},
+		{"the entry moves (endpoints rebuilt)", []*store.Object{entry("10.0.0.2", "web")}, nil},
+		{"the entry leaves the selector (endpoints rebuilt)", []*store.Object{entry("10.0.0.2", "api")},
+			[]string{store.CodeWorkloadEntryUnselected + " WorkloadEntry/ns/vm-1"}},
+		{"the entry is selected again", []*store.Object{entry("10.0.0.3", "web")}, nil},
+	}
+	codes := func(ws []store.ConfigError) []string {
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.Code+" "+w.Object)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, step := range steps {
+		if err := s.Update(files, step.upserts, nil); err != nil {
+			t.Fatal(err)
+		}
+		snap := s.Snapshot()
+		waitBuilt(snap.Revision)
+		before := matched
+		got := codes(cache.Analysis(snap))
+		fresh := codes(analysis.Analyze(model.Build(snap), true))
+		if !slices.Equal(got, fresh) || !slices.Equal(got, step.want) {
+			t.Fatalf("%s: analysis %v, fresh %v, want %v", step.name, got, fresh, step.want)
+		}
+		if matched != before+1 {
+			t.Fatalf("%s: the analysis did not take the Feed's model of revision %d (offered %d, matched %d)", step.name, snap.Revision, offered, matched)
+		}
 	}
 }

@@ -200,6 +200,7 @@ func New(cfg Config, logger *slog.Logger) (*ControlPlane, error) {
 		return nil, err
 	}
 	cp.feed = feed
+	cp.analyses.ModelsFrom(feed.Latest)
 	// The agents' credential reports against what their proxies' config
 	// asks for (VM1019, /debug/credentials).
 	creds := credcheck.New(cp.store, xds.Credentials, logger)
