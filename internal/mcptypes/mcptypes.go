@@ -158,12 +158,31 @@ func SplitName(name string) (namespace, object string, err error) {
 
 // Encode packs an object as the Any a response carries (ResourceTypeURL),
 // as Istio's config.PilotConfigToResource does; spec must be the kind's
-// message.
+// message. It is Envelope then Pack: deterministic, equal resources give
+// equal bytes.
 func (t Type) Encode(r Resource) (*anypb.Any, error) {
+	env, err := t.Envelope(r)
+	if err != nil {
+		return nil, err
+	}
+	a, err := Pack(env)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", t.Kind, ResourceName(r.Namespace, r.Name), err)
+	}
+	return a, nil
+}
+
+// Envelope returns an object as Istio's MCP resource: metadata name
+// "namespace/name", its labels, annotations, version and create time, and
+// the spec (which must be the kind's message) as the body, marshalled
+// deterministically. Encode packs it; a server that versions a resource by
+// its content (xds/mcp) hashes the envelope, sets Metadata.Version, then
+// packs it.
+func (t Type) Envelope(r Resource) (*mcp.Resource, error) {
 	if r.Spec == nil || r.Spec.ProtoReflect().Descriptor() != t.newSpec().ProtoReflect().Descriptor() {
 		return nil, fmt.Errorf("%s %s: spec is %T, not the kind's message", t.Kind, ResourceName(r.Namespace, r.Name), r.Spec)
 	}
-	body, err := anypb.New(r.Spec)
+	body, err := marshalAny(r.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", t.Kind, ResourceName(r.Namespace, r.Name), err)
 	}
@@ -179,11 +198,22 @@ func (t Type) Encode(r Resource) (*anypb.Any, error) {
 	if !r.Created.IsZero() {
 		res.Metadata.CreateTime = timestamppb.New(r.Created)
 	}
-	a, err := anypb.New(res)
+	return res, nil
+}
+
+// Pack marshals an MCP resource deterministically (map entries sorted) as
+// the Any a response carries, of type ResourceTypeURL.
+func Pack(res *mcp.Resource) (*anypb.Any, error) { return marshalAny(res) }
+
+// marshalAny packs m with map entries (labels, annotations, a spec's maps)
+// in key order: anypb.New does not, so equal objects could give other
+// bytes.
+func marshalAny(m proto.Message) (*anypb.Any, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", t.Kind, ResourceName(r.Namespace, r.Name), err)
+		return nil, err
 	}
-	return a, nil
+	return &anypb.Any{TypeUrl: "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName()), Value: b}, nil
 }
 
 // Decode unpacks a resource of the type from the Any a response carries:

@@ -1,6 +1,8 @@
 package mcptypes_test
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -111,5 +113,38 @@ func TestEncodeDecode(t *testing.T) {
 	deleted, _ := anypb.New(&mcp.Resource{Metadata: &mcp.Metadata{Name: "default/reviews"}})
 	if r, err := ty.Decode(deleted); err != nil || r.Spec != nil {
 		t.Errorf("a resource without body: %v %v", r, err)
+	}
+}
+
+// TestEncodeIsDeterministic: equal objects give equal bytes, however their
+// maps were filled (anypb.New writes map entries in Go's random iteration
+// order: a server comparing encodings would see changes that are not).
+func TestEncodeIsDeterministic(t *testing.T) {
+	ty, _ := mcptypes.ByKind("DestinationRule")
+	resource := func(reverse bool) mcptypes.Resource {
+		labels, annotations, subsetLabels := map[string]string{}, map[string]string{}, map[string]string{}
+		for i := range 16 {
+			j := i
+			if reverse {
+				j = 15 - i
+			}
+			k := fmt.Sprintf("k%02d", j)
+			labels[k], annotations[k], subsetLabels[k] = "l"+k, "a"+k, "s"+k
+		}
+		return mcptypes.Resource{Namespace: "default", Name: "reviews", Labels: labels, Annotations: annotations,
+			Spec: &networking.DestinationRule{Host: "reviews", Subsets: []*networking.Subset{{Name: "v1", Labels: subsetLabels}}}}
+	}
+	first, err := ty.Encode(resource(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		a, err := ty.Encode(resource(i%2 == 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.GetValue(), first.GetValue()) {
+			t.Fatalf("encoding %d of an equal object differs from the first", i+1)
+		}
 	}
 }

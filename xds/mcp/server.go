@@ -113,11 +113,8 @@ func (s *Server) stateLocked(kind store.Kind) (*typeState, error) {
 	for _, o := range objs {
 		a := prev.cached(o)
 		if a == nil {
-			r, err := Encode(o)
-			if err != nil {
-				return nil, err
-			}
-			if a, err = marshalAny(r); err != nil {
+			var err error
+			if a, err = Encode(o); err != nil {
 				return nil, err
 			}
 		}

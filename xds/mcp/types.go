@@ -19,9 +19,7 @@ import (
 
 	"github.com/vmesh/vmesh/internal/mcptypes"
 	"github.com/vmesh/vmesh/store"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 )
 
 // ResourceType is the type URL of every resource of an MCP response: the
@@ -81,32 +79,33 @@ func split(typeURL string) (group, version, kind string, ok bool) {
 	return parts[0], parts[1], parts[2], true
 }
 
-// Encode returns an object as Istio's MCP resource, as
-// mcptypes.Type.Encode makes it but with every message marshalled
-// deterministically (equal objects give equal bytes, which is how a push
-// tells a type unchanged): metadata name "namespace/name", its labels and
-// annotations, a version that changes whenever the resource does (a hash
-// of its content: vmesh keeps no per-object resource version) and the
-// spec as the body. No create time: vmesh keeps none.
-func Encode(o *store.Object) (*mcpv1alpha1.Resource, error) {
-	if _, ok := mcptypes.ByKind(string(o.Kind)); !ok {
+// Encode returns an object as the Any of an MCP response, by
+// internal/mcptypes' encoder (the one vmesh's MCP client and its tests
+// use; deterministic, so equal objects give equal bytes, which is how a
+// push tells a type unchanged): metadata name "namespace/name", its labels
+// and annotations, a version that changes whenever the resource does (a
+// hash of the rest of the resource: vmesh keeps no per-object resource
+// version) and the spec as the body. No create time: vmesh keeps none.
+func Encode(o *store.Object) (*anypb.Any, error) {
+	t, ok := mcptypes.ByKind(string(o.Kind))
+	if !ok {
 		return nil, fmt.Errorf("%s: not served over MCP", o.Key)
 	}
-	body, err := marshalAny(o.Spec)
+	env, err := t.Envelope(mcptypes.Resource{Namespace: o.Namespace, Name: o.Name, Labels: maps.Clone(o.Labels), Annotations: maps.Clone(o.Annotations), Spec: o.Spec})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Key, err)
 	}
-	r := &mcpv1alpha1.Resource{
-		Metadata: &mcpv1alpha1.Metadata{Name: mcptypes.ResourceName(o.Namespace, o.Name), Labels: maps.Clone(o.Labels), Annotations: maps.Clone(o.Annotations)},
-		Body:     body,
-	}
-	b, err := deterministic.Marshal(r)
+	unversioned, err := mcptypes.Pack(env)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.Key, err)
 	}
-	sum := sha256.Sum256(b)
-	r.Metadata.Version = hex.EncodeToString(sum[:8])
-	return r, nil
+	sum := sha256.Sum256(unversioned.GetValue())
+	env.Metadata.Version = hex.EncodeToString(sum[:8])
+	a, err := mcptypes.Pack(env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Key, err)
+	}
+	return a, nil
 }
 
 // Decode returns the Store object an MCP resource (the Any of a response)
@@ -130,18 +129,6 @@ func Decode(typeURL string, a *anypb.Any) (*store.Object, error) {
 		Labels:     r.Labels, Annotations: r.Annotations,
 		Spec: r.Spec,
 	}, nil
-}
-
-var deterministic = proto.MarshalOptions{Deterministic: true}
-
-// marshalAny packs m deterministically, so equal specs give equal bytes
-// (anypb.New does not sort maps).
-func marshalAny(m proto.Message) (*anypb.Any, error) {
-	b, err := deterministic.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return &anypb.Any{TypeUrl: "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName()), Value: b}, nil
 }
 
 // compareObjects orders objects by namespace, then name.
