@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
@@ -394,21 +397,55 @@ func TestMCPRefusedWithoutAuthorization(t *testing.T) {
 	}
 }
 
+// istioRefuses lists what vmesh serves of the quickstart that Istio's own
+// configSources client receives but its config store refuses (Istio's
+// validation on Create), by "TYPE-URL namespace/name": the substring of
+// Istio's error, and why it is a difference vmesh keeps.
+var istioRefuses = map[string]struct{ reason, because string }{
+	"networking.istio.io/v1/WorkloadGroup demo/greeter": {
+		reason: "unknown health check method *v1alpha3.ReadinessProbe_Grpc",
+		because: "istio.io/api defines the grpc readiness probe and vmesh's agent runs it; Istio 1.31's WorkloadGroup " +
+			"validation knows only httpGet, tcpSocket and exec (its webhook refuses the same object)",
+	},
+}
+
 // TestMCPMatchesIstioClient: what vmesh's MCP server serves for the
 // quickstart, decoded by vmesh's type mapping, equals what Istio's own
 // configSources client (pkg/adsc, run by tools/istio-mcp-client against
 // vmesh serve) decoded from it, saved in testdata/istio-mcp/quickstart.json,
-// type by type (the 15 types istiod asks for), and equals /debug/config.
+// type by type (the 15 types istiod asks for), and equals /debug/config;
+// what Istio's config store then refused is exactly istioRefuses.
 func TestMCPMatchesIstioClient(t *testing.T) {
 	b, err := os.ReadFile("testdata/istio-mcp/quickstart.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var istio struct {
-		Types map[string][]mcpObject `json:"types"`
+		Types   map[string][]mcpObject `json:"types"`
+		Refused []struct {
+			Object string `json:"object"`
+			Reason string `json:"reason"`
+		} `json:"refused"`
 	}
 	if err := json.Unmarshal(b, &istio); err != nil {
 		t.Fatal(err)
+	}
+	// What Istio's config store refused of what it received: only the
+	// listed differences, each for its reason.
+	refused := map[string]string{}
+	for _, r := range istio.Refused {
+		refused[r.Object] = r.Reason
+	}
+	for object, reason := range refused {
+		why, known := istioRefuses[object]
+		if !known || !strings.Contains(reason, why.reason) {
+			t.Errorf("Istio's config store refused %s (%s): not a known difference", object, reason)
+		}
+	}
+	for object, why := range istioRefuses {
+		if _, ok := refused[object]; !ok {
+			t.Errorf("known difference %s (%s) is not in the saved run: Istio now holds it? Remove it from istioRefuses", object, why.because)
+		}
 	}
 	for _, l := range istio.Types {
 		for i := range l {
@@ -448,5 +485,100 @@ func TestMCPMatchesIstioClient(t *testing.T) {
 	}
 	if n != 6 {
 		t.Errorf("Istio's client decoded %d objects, the quickstart has 6", n)
+	}
+}
+
+// TestMCPVersionNamesTheCommit: with the quickstart in a git repository,
+// every type's version_info names the commit it was read at
+// (r<revision>@<12-char SHA>), and a commit changing the VirtualService's
+// weights is sent as the VirtualServices at a version naming the new
+// commit, with the new weights.
+func TestMCPVersionNamesTheCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Missing(t, "git: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	files := map[string]string{}
+	for _, name := range []string{"greeter.yaml", "workloads.yaml"} {
+		b, err := os.ReadFile(filepath.Join("../examples/quickstart/config", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["mesh/"+name] = string(b)
+	}
+	w := &gitWriter{t: t, dir: t.TempDir()}
+	w.git("init", "--quiet", "--initial-branch=main")
+	w.git("config", "user.email", "test@vmesh.io")
+	w.git("config", "user.name", "vmesh test")
+	w.write(files)
+	first := w.commit
+	cs := store.NewStore()
+	src, err := filestore.NewGitSource(filestore.GitConfig{
+		Repo: w.dir, Ref: "main", Path: "mesh", Interval: time.Hour, WorkDir: filepath.Join(t.TempDir(), "clone"),
+	}, cs, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.src = src
+	go func() { _ = src.Run(ctx) }()
+	<-src.Ready()
+	m := startMCPMesh(t, ctx, cs, func(context.Context) (string, error) { return "test", nil })
+	<-m.srv.Ready()
+	c := openMCP(t, ctx, m.addr, istiodInitialRequests)
+	for range istiodInitialRequests {
+		resp := c.next("")
+		if v := resp.GetVersionInfo(); !strings.HasPrefix(v, "r") || !strings.HasSuffix(v, "@"+first[:12]) {
+			t.Errorf("%s at version %q, want r<revision>@%.12s (the commit)", resp.GetTypeUrl(), v, first)
+		}
+	}
+
+	vs := files["mesh/greeter.yaml"]
+	changed := strings.Replace(strings.Replace(vs, "weight: 80", "weight: 70", 1), "weight: 20", "weight: 30", 1)
+	if changed == vs {
+		t.Fatal("greeter.yaml: no weights 80/20 to change")
+	}
+	w.write(map[string]string{"mesh/greeter.yaml": changed})
+	resp := c.next("")
+	if resp.GetTypeUrl() != "networking.istio.io/v1/VirtualService" || !strings.HasSuffix(resp.GetVersionInfo(), "@"+w.commit[:12]) {
+		t.Fatalf("after commit %.12s: %s at %q, want the VirtualServices at r<revision>@%.12s", w.commit, resp.GetTypeUrl(), resp.GetVersionInfo(), w.commit)
+	}
+	objs := decodeMCP(t, resp)
+	if len(objs) != 1 || !strings.Contains(string(objs[0].Spec), `"weight":70`) || !strings.Contains(string(objs[0].Spec), `"weight":30`) {
+		t.Errorf("VirtualServices at commit %.12s: %+v, want weights 70/30", w.commit, objs)
+	}
+}
+
+// TestMCPDeltaRefused: config over MCP is SotW only (istiod's
+// configSources client, adsc.New, is SotW): a delta stream whose first
+// request asks for one of Istio's config type URLs ends Unimplemented,
+// saying so, instead of hanging; the MCP server lists no client.
+func TestMCPDeltaRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := startMCPMesh(t, ctx, loadStore(t, "../examples/quickstart/config"), func(context.Context) (string, error) { return "test", nil })
+	<-m.srv.Ready()
+	conn, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := structpb.NewStruct(map[string]any{"GENERATOR": "api"})
+	if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "istiod-1.istio-system", Metadata: meta},
+		TypeUrl: "networking.istio.io/v1/VirtualService"}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	_, err = stream.Recv()
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "state-of-the-world") {
+		t.Fatalf("a delta MCP stream: %v, want Unimplemented naming state-of-the-world ADS", err)
+	}
+	var st []xds.SyncStatus
+	m.get(t, "/debug/syncz", &st)
+	if len(st) != 0 {
+		t.Errorf("syncz lists the refused delta stream: %+v", st)
 	}
 }

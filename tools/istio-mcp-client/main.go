@@ -38,6 +38,7 @@ import (
 	"istio.io/istio/pilot/pkg/config/memory"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pkg/adsc"
+	"istio.io/istio/pkg/config"
 	"istio.io/istio/pkg/config/schema/collections"
 )
 
@@ -53,9 +54,18 @@ type object struct {
 }
 
 // decoded is what a client holds: objects by type URL (every type of
-// collections.Pilot, the types istiod asks for), sorted by name.
+// collections.Pilot, the types istiod asks for), sorted by name; and, in
+// what is saved, the objects received that Istio's config store refused.
 type decoded struct {
-	Types map[string][]object `json:"types"`
+	Types   map[string][]object `json:"types"`
+	Refused []refusal           `json:"refused,omitempty"`
+}
+
+// refusal is an object the client received but its config store refused
+// on Create: "TYPE-URL namespace/name" and Istio's validation error.
+type refusal struct {
+	Object string `json:"object"`
+	Reason string `json:"reason"`
 }
 
 func main() {
@@ -91,9 +101,8 @@ func run(bin, repo, out string) error {
 		return err
 	}
 	got, err := c.waitEqual(v, func(map[string]string) bool { return true })
-	var refusedQuickstart []string
 	if err == nil {
-		refusedQuickstart, err = c.refused(got)
+		got.Refused, err = c.refused(got)
 	}
 	c.close()
 	v.stop()
@@ -105,8 +114,8 @@ func run(bin, repo, out string) error {
 		n += len(l)
 	}
 	fmt.Printf("quickstart (directory): Istio's client received %d objects of %d types, equal to vmesh's /debug/config\n", n, len(got.Types))
-	for _, r := range refusedQuickstart {
-		fmt.Printf("  refused by Istio's config store (its validation): %s\n", r)
+	for _, r := range got.Refused {
+		fmt.Printf("  refused by Istio's config store (its validation): %s: %s\n", r.Object, r.Reason)
 	}
 	if out != "" {
 		b, err := json.MarshalIndent(got, "", "  ")
@@ -334,22 +343,59 @@ func (c *client) received() (decoded, error) {
 }
 
 // refused returns the objects received that the client's config store
-// does not hold (Istio's validation refused them on Create).
-func (c *client) refused(got decoded) ([]string, error) {
+// does not hold, with the reason: Istio's validation of the object
+// (the check the store's Create makes), run again on what was received.
+func (c *client) refused(got decoded) ([]refusal, error) {
 	held, err := c.held()
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []refusal
 	for typ, l := range got.Types {
 		for _, o := range l {
-			if !slices.ContainsFunc(held.Types[typ], func(h object) bool { return h.Name == o.Name && string(h.Spec) == string(o.Spec) }) {
-				out = append(out, typ+" "+o.Name)
+			if slices.ContainsFunc(held.Types[typ], func(h object) bool { return h.Name == o.Name && string(h.Spec) == string(o.Spec) }) {
+				continue
 			}
+			reason, err := c.validate(typ, o.Name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, refusal{Object: typ + " " + o.Name, Reason: reason})
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b refusal) int { return strings.Compare(a.Object, b.Object) })
 	return out, nil
+}
+
+// validate returns Istio's validation error for the received object of a
+// type named namespace/name, as the config store's Create sees it.
+func (c *client) validate(typ, name string) (string, error) {
+	for _, a := range c.adsc.Received[typ].GetResources() {
+		r := &mcp.Resource{}
+		if err := a.UnmarshalTo(r); err != nil {
+			return "", fmt.Errorf("%s: %w", typ, err)
+		}
+		if r.GetMetadata().GetName() != name {
+			continue
+		}
+		body, err := r.GetBody().UnmarshalNew()
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", typ, name, err)
+		}
+		for _, sch := range collections.Pilot.All() {
+			if sch.GroupVersionKind().String() != typ {
+				continue
+			}
+			ns, n, _ := strings.Cut(name, "/")
+			_, verr := sch.ValidateConfig(config.Config{Meta: config.Meta{GroupVersionKind: sch.GroupVersionKind(), Namespace: ns, Name: n,
+				Labels: r.GetMetadata().GetLabels(), Annotations: r.GetMetadata().GetAnnotations()}, Spec: body})
+			if verr == nil {
+				return "", fmt.Errorf("%s %s: not held by the config store, yet Istio's validation accepts it", typ, name)
+			}
+			return verr.Error(), nil
+		}
+	}
+	return "", fmt.Errorf("%s %s: not received", typ, name)
 }
 
 // waitEqual waits until the client has synced, its versions pass ok and
