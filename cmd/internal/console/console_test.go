@@ -393,3 +393,42 @@ func TestOverviewShowsSourceConnection(t *testing.T) {
 		t.Error("overview lacks the connected state")
 	}
 }
+
+// TestProxiesShowMCPClient: an MCP client (kind mcp, /debug/syncz) is a
+// row of the proxies page with the identity it was let in as, the kinds it
+// reads and its NACK; its page shows the identity and the state per kind
+// without asking for a config dump (an MCP client has none).
+func TestProxiesShowMCPClient(t *testing.T) {
+	streams := []xds.SyncStatus{{ID: "istiod-1.istio-system", Kind: xds.KindMCP, Namespace: "istio-system", Group: "mcp",
+		Identity: "spiffe://cluster.local/ns/istio-system/sa/istiod", Protocol: "sotw", Connected: time.Now(),
+		Types: map[string]*xds.TypeStatus{
+			"VirtualService":           {Sent: "r3@abc", Acked: "r3@abc", Resources: 1},
+			"DestinationRule":          {Sent: "r3@abc", Nack: "bad <rule>", NackVersion: "r3@abc"},
+			"core/v1alpha1/MeshConfig": {Sent: "r3@abc", Acked: "r3@abc"},
+		}}}
+	srv := newConsole(t, console.Sources{Syncz: func() []xds.SyncStatus { return streams }})
+	_, body := getPage(t, srv.URL+"/ui/proxies")
+	for _, want := range []string{
+		`data-id="istiod-1.istio-system" data-state="NACK" data-role="mcp"`, `<td class="kind">mcp (MCP client: reads config)</td>`,
+		`<td class="identity">spiffe://cluster.local/ns/istio-system/sa/istiod</td>`,
+		`reads 2 kinds: <span class="kinds">DestinationRule, VirtualService</span>; 1 other types answered empty`,
+		`DestinationRule r3@abc: bad &lt;rule&gt;`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("proxies page lacks %s", want)
+		}
+	}
+	if _, body := getPage(t, srv.URL+"/ui/proxies?q=sa/istiod"); len(rowIDs(body)) != 1 {
+		t.Errorf("searching the identity finds %v", rowIDs(body))
+	}
+	code, body := getPage(t, srv.URL+"/ui/proxy?id=istiod-1.istio-system")
+	for _, want := range []string{"<code>spiffe://cluster.local/ns/istio-system/sa/istiod</code> (who it was let in as", "<td>VirtualService</td>",
+		"<td>core/v1alpha1/MeshConfig</td>", `id="mcp-reads"`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("MCP client's page (%d) lacks %s", code, want)
+		}
+	}
+	if strings.Contains(body, "config dump") {
+		t.Error("MCP client's page shows a config-dump error")
+	}
+}

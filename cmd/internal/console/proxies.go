@@ -35,10 +35,19 @@ type TypeState struct {
 // ProxyRow is one proxy in the proxies table.
 type ProxyRow struct {
 	xds.SyncStatus
-	// Identity is the SPIFFE ID its node's service account names, or "".
+	// Identity is the SPIFFE ID its node's service account names, or "";
+	// for an MCP client, who it was let in as (its mesh certificate's
+	// SPIFFE ID, or "plaintext ADDR").
 	Identity string
 	States   []TypeState
-	State    string // the worst of States
+	State    string // the worst state of all its types
+	// MCP says the stream is an MCP client's (kind mcp: an istiod reading
+	// the mesh's config over xDS), not a proxy's. Reads are the config
+	// kinds it reads and their states, by kind; Unserved the other type
+	// URLs it asked for, which vmesh answers with no resource.
+	MCP      bool
+	Reads    []TypeState
+	Unserved []string
 	// Agent says the stream is a VM agent's own (its name table and
 	// WorkloadGroups), not an application's: they share a node id. App
 	// says it is an application's whose VM agent is connected too.
@@ -117,6 +126,18 @@ func (c *Console) rowOf(s xds.SyncStatus, types []string) ProxyRow {
 	if s.ServiceAccount != "" {
 		r.Identity = c.identity(s.Namespace, s.ServiceAccount)
 	}
+	if s.Kind == xds.KindMCP {
+		// Its types are config kinds by name, or the type URL
+		// (group/version/kind) of a type vmesh serves nothing of.
+		r.MCP, r.Identity = true, s.Identity
+		for _, t := range slices.Sorted(maps.Keys(s.Types)) {
+			if strings.Contains(t, "/") {
+				r.Unserved = append(r.Unserved, t)
+			} else {
+				r.Reads = append(r.Reads, stateOf(t, s.Types[t]))
+			}
+		}
+	}
 	for _, t := range types {
 		r.States = append(r.States, stateOf(t, s.Types[t]))
 	}
@@ -124,10 +145,11 @@ func (c *Console) rowOf(s xds.SyncStatus, types []string) ProxyRow {
 }
 
 // searchText is what ?q= is matched against: id, kind, namespace,
-// labels, service account, group, protocol, states and NACK messages.
+// labels, service account, an MCP client's identity, group, protocol,
+// states and NACK messages.
 func searchText(s xds.SyncStatus) string {
 	var b strings.Builder
-	for _, f := range []string{s.ID, string(s.Kind), s.Namespace, s.Labels, s.ServiceAccount, s.Group, s.Protocol} {
+	for _, f := range []string{s.ID, string(s.Kind), s.Namespace, s.Labels, s.ServiceAccount, s.Identity, s.Group, s.Protocol} {
 		b.WriteString(f)
 		b.WriteByte(' ')
 	}

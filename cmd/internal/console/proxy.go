@@ -26,6 +26,10 @@ type ProxyPage struct {
 	Identity string
 	Group    string
 	Version  string
+	// MCP says the id is an MCP client's (an istiod reading the mesh's
+	// config over xDS): Identity is who it was let in as, and it is given
+	// the Store's config (/debug/config), not config generated for it.
+	MCP bool
 	// Resources are the resources its group is given, by type.
 	Resources []ResourceType
 	// DumpError says why the config could not be read.
@@ -71,6 +75,11 @@ func (c *Console) proxy(ctx context.Context, id string) (ProxyPage, int) {
 	}
 	if !p.Found {
 		return p, http.StatusNotFound
+	}
+	if st := p.Status[0]; len(p.Status) == 1 && st.MCP {
+		p.MCP, p.Identity, p.Group = true, st.Identity, st.Group
+		p.Proxy = xds.Proxy{ID: id, Kind: st.Kind, Namespace: st.Namespace}
+		return p, http.StatusOK
 	}
 	dump, err := c.configDump(ctx, id)
 	if err != nil {
