@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -492,7 +493,8 @@ func TestMCPMatchesIstioClient(t *testing.T) {
 // every type's version_info names the commit it was read at
 // (r<revision>@<12-char SHA>), and a commit changing the VirtualService's
 // weights is sent as the VirtualServices at a version naming the new
-// commit, with the new weights.
+// commit, with the new weights: what Istio's own client held after the same
+// commits (testdata/istio-mcp/git-change.json).
 func TestMCPVersionNamesTheCommit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		testenv.Missing(t, "git: %v", err)
@@ -526,10 +528,14 @@ func TestMCPVersionNamesTheCommit(t *testing.T) {
 	m := startMCPMesh(t, ctx, cs, func(context.Context) (string, error) { return "test", nil })
 	<-m.srv.Ready()
 	c := openMCP(t, ctx, m.addr, istiodInitialRequests)
+	held := map[string][]mcpObject{}
 	for range istiodInitialRequests {
 		resp := c.next("")
 		if v := resp.GetVersionInfo(); !strings.HasPrefix(v, "r") || !strings.HasSuffix(v, "@"+first[:12]) {
 			t.Errorf("%s at version %q, want r<revision>@%.12s (the commit)", resp.GetTypeUrl(), v, first)
+		}
+		if resp.GetTypeUrl() != mcp.MeshConfigType {
+			held[resp.GetTypeUrl()] = decodeMCP(t, resp)
 		}
 	}
 
@@ -546,6 +552,46 @@ func TestMCPVersionNamesTheCommit(t *testing.T) {
 	objs := decodeMCP(t, resp)
 	if len(objs) != 1 || !strings.Contains(string(objs[0].Spec), `"weight":70`) || !strings.Contains(string(objs[0].Spec), `"weight":30`) {
 		t.Errorf("VirtualServices at commit %.12s: %+v, want weights 70/30", w.commit, objs)
+	}
+	held[resp.GetTypeUrl()] = objs
+
+	// Istio's own configSources client, given the same two commits by
+	// vmesh serve (tools/istio-mcp-client, saved in git-change.json), held
+	// the VirtualServices at versions naming each commit, and after the
+	// change what this client now holds.
+	b, err := os.ReadFile("testdata/istio-mcp/git-change.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var istio struct {
+		Commits  []string               `json:"commits"`
+		Versions []string               `json:"versions"`
+		Types    map[string][]mcpObject `json:"types"`
+	}
+	if err := json.Unmarshal(b, &istio); err != nil {
+		t.Fatal(err)
+	}
+	if len(istio.Commits) != 2 || len(istio.Versions) != 2 {
+		t.Fatalf("git-change.json: commits %v, versions %v", istio.Commits, istio.Versions)
+	}
+	for i, v := range istio.Versions {
+		_, commit, _ := strings.Cut(v, "@")
+		if !regexp.MustCompile(`^r[0-9]+@[0-9a-f]{12}$`).MatchString(v) || !strings.HasPrefix(istio.Commits[i], commit) {
+			t.Errorf("Istio's client held the VirtualServices of commit %.12s at version %q, not naming it", istio.Commits[i], v)
+		}
+	}
+	if len(istio.Types) != len(istiodInitialRequests)-1 {
+		t.Fatalf("git-change.json has %d types, want %d", len(istio.Types), len(istiodInitialRequests)-1)
+	}
+	for typ, want := range istio.Types {
+		for i := range want {
+			want[i].Spec = canonicalJSON(t, want[i].Spec)
+		}
+		got := held[typ]
+		slices.SortFunc(got, func(a, b mcpObject) int { return strings.Compare(a.Name, b.Name) })
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s after the commit: vmesh serves other than Istio's client held (-istio +vmesh):\n%s", typ, diff)
+		}
 	}
 }
 

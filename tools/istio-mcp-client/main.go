@@ -11,7 +11,9 @@
 // TestMCPMatchesIstioClient checks vmesh still serves exactly that. Step 2
 // serves the quickstart from a git repository, then commits a change to
 // its VirtualService: Istio's client must receive the change, at a version
-// naming the new commit, and again hold exactly /debug/config.
+// naming the new commit, and again hold exactly /debug/config; the commits,
+// those versions and what it then held are saved to DIR/git-change.json,
+// which vmesh's TestMCPVersionNamesTheCommit compares its own server with.
 package main
 
 import (
@@ -59,6 +61,15 @@ type object struct {
 type decoded struct {
 	Types   map[string][]object `json:"types"`
 	Refused []refusal           `json:"refused,omitempty"`
+}
+
+// gitChange is what step 2 saves (git-change.json): the two commits, the
+// VirtualService type's version_info Istio's client held at each, and
+// every object it held after the second commit, by type URL.
+type gitChange struct {
+	Commits  []string            `json:"commits"`
+	Versions []string            `json:"versions"`
+	Types    map[string][]object `json:"types"`
 }
 
 // refusal is an object the client received but its config store refused
@@ -166,7 +177,8 @@ func run(bin, repo, out string) error {
 	if _, err := c.waitEqual(v, names(first)); err != nil {
 		return fmt.Errorf("git: %w", err)
 	}
-	fmt.Printf("git commit %.12s: Istio's client received every object of /debug/config, VirtualService version %s\n", first, c.version("networking.istio.io/v1/VirtualService"))
+	before := c.version("networking.istio.io/v1/VirtualService")
+	fmt.Printf("git commit %.12s: Istio's client received every object of /debug/config, VirtualService version %s\n", first, before)
 	b, err := os.ReadFile(filepath.Join(gitDir, "greeter.yaml"))
 	if err != nil {
 		return err
@@ -192,6 +204,16 @@ func run(bin, repo, out string) error {
 		return fmt.Errorf("git change: Istio's client holds %s, want weight 70", vsJSON)
 	}
 	fmt.Printf("git commit %.12s (weights 80/20 -> 70/30): Istio's client received the change, VirtualService version %s, every type equal to /debug/config\n", second, c.version("networking.istio.io/v1/VirtualService"))
+	if out != "" {
+		saved := gitChange{Commits: []string{first, second}, Versions: []string{before, c.version("networking.istio.io/v1/VirtualService")}, Types: after.Types}
+		b, err := json.MarshalIndent(saved, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(out, "git-change.json"), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
 	fmt.Println("PASS")
 	return nil
 }
