@@ -579,17 +579,10 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 			base.Route[0].Weight = 0 // one destination takes everything
 		}
 		if base.Redirect == nil && (zero || len(base.Route) == 0) {
-			// The spec wants a 500 (no backend) or 503 (all weights 0) when
-			// there is nothing to send to; Istio answers with a fault.
-			status := int32(500)
-			if zero && len(ru.backends) > 0 {
-				status = 503
-			}
+			// No backend of weight > 0: the spec wants a 500, which
+			// Istio's converter answers directly (directResponse 500).
 			base.Route = nil
-			base.Fault = &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{
-				Percentage: &networking.Percent{Value: 100},
-				ErrorType:  &networking.HTTPFaultInjection_Abort_HttpStatus{HttpStatus: status},
-			}}
+			base.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
 		}
 		matches := ru.matches
 		for j, m := range matches {

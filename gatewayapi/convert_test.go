@@ -141,7 +141,7 @@ func TestConvertMeshRoutes(t *testing.T) {
 				Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "echo-v2.shop.internal", Port: &networking.PortSelector{Number: 80}}}}},
 			{Match: []*networking.HTTPMatchRequest{{Uri: exact("/healthz")}}, Headers: headers, Route: split, Timeout: durationpb.New(5e9)},
 			{Match: []*networking.HTTPMatchRequest{{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/echo.Echo/"}}, Port: 80}},
-				Fault: &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{Percentage: &networking.Percent{Value: 100}, ErrorType: &networking.HTTPFaultInjection_Abort_HttpStatus{HttpStatus: 503}}}},
+				DirectResponse: &networking.HTTPDirectResponse{Status: 500}},
 			{Match: []*networking.HTTPMatchRequest{{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: "/api(/.*)?"}}, Headers: map[string]*networking.StringMatch{"x-version": exact("2")}}},
 				Headers: headers, Route: split, Timeout: durationpb.New(5e9)},
 			{Match: []*networking.HTTPMatchRequest{{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/"}}}},
@@ -204,8 +204,8 @@ spec:
 	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0].Message, "RefNotPermitted") {
 		t.Fatalf("warnings = %v, want one RefNotPermitted", out.Warnings)
 	}
-	if r := out.Objects[0].Spec.(*networking.VirtualService).Http[0]; len(r.Route) != 0 || r.Fault.GetAbort().GetHttpStatus() != 500 {
-		t.Errorf("route without a permitted backend = %v, want a 500 fault", r)
+	if r := out.Objects[0].Spec.(*networking.VirtualService).Http[0]; len(r.Route) != 0 || r.GetDirectResponse().GetStatus() != 500 {
+		t.Errorf("route without a permitted backend = %v, want a direct 500", r)
 	}
 	grant := doc + `---
 apiVersion: gateway.networking.k8s.io/v1beta1

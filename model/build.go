@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -455,7 +456,8 @@ func (b *builder) addVirtualService(o *store.Object, ds delegates) {
 	if isRoot(vs) {
 		vs = b.merge(o, vs, ds)
 	}
-	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Gateways: gateways, Spec: vs}
+	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Gateways: gateways, Spec: vs,
+		GatewaySemantics: o.Annotations[gatewayapi.RouteSemanticsAnnotation] == "gateway"}
 	for _, h := range vs.GetHosts() {
 		m.Hosts = append(m.Hosts, QualifyHost(h, o.Namespace))
 	}

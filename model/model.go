@@ -216,6 +216,11 @@ type VirtualService struct {
 	// "namespace/name" (ResolveGatewayName); nil for mesh clients only.
 	Gateways []string
 	Spec     *networking.VirtualService
+	// GatewaySemantics is set for a VirtualService made from Gateway API
+	// routes (annotation internal.istio.io/route-semantics: gateway, as
+	// Istio's converter marks them): a destination whose cluster the proxy
+	// lacks answers 500, as the Gateway API requires and Istio does.
+	GatewaySemantics bool
 }
 
 // DestinationRule is a DestinationRule bound to a fully qualified host.

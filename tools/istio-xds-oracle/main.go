@@ -37,6 +37,7 @@ import (
 	labelutil "istio.io/istio/pilot/pkg/serviceregistry/util/label"
 	"istio.io/istio/pilot/pkg/xds/endpoints"
 	xdsfake "istio.io/istio/pilot/test/xds"
+	"istio.io/istio/pkg/config"
 	"istio.io/istio/pkg/config/mesh"
 	"istio.io/istio/pkg/config/schema/gvk"
 	"istio.io/istio/pkg/istio-agent/grpcxds"
@@ -78,6 +79,7 @@ func main() {
 	corpus := flag.String("corpus", "corpus", "folder of case files")
 	out := flag.String("out", "../../xds/testdata/istio-oracle", "output folder")
 	only := flag.String("case", "", "only this case")
+	conf := flag.String("conformance", "../../gatewayapi/testdata/conformance", "where the Gateway API conformance manifests are copied")
 	logs := flag.Bool("log", false, "show Istio's error logs (benign ones about Gateway API CRDs and remote clusters included)")
 	flag.Parse()
 	level := istiolog.NoneLevel
@@ -116,6 +118,11 @@ func main() {
 		n++
 	}
 	fmt.Printf("%d cases written to %s\n", n, *out)
+	k, err := copyConformance(*conf)
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Printf("%d conformance manifests copied to %s\n", k, *conf)
 }
 
 func fatal(err error) {
@@ -142,6 +149,10 @@ type corpusCase struct {
 	// mesh is the case's MeshConfig (corpus/<case>.mesh.yaml, the YAML under
 	// the mesh key of istiod's ConfigMap); "" for Istio's defaults.
 	mesh string
+	// gwapi (the Gateway API cases, "# gateway-api: conformance:PATH ...")
+	// are the Kubernetes manifests Istio's converter reads and their
+	// mapping; config is then the YAML vmesh reads.
+	gwapi *gwapiInput
 }
 
 // readCase reads a case file: header comments "# base: NAME" (prepend
@@ -152,7 +163,7 @@ func readCase(dir, path string) (corpusCase, error) {
 		return corpusCase{}, err
 	}
 	c := corpusCase{name: strings.TrimSuffix(filepath.Base(path), ".yaml"), sidecar: "productpage-v1"}
-	var bases []string
+	var bases, refs []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := sc.Text()
@@ -175,9 +186,27 @@ func readCase(dir, path string) (corpusCase, error) {
 			c.router = v
 		case "proxy-version":
 			c.proxyVersion = v
+		case "gateway-api":
+			refs = append(refs, strings.Fields(v)...)
 		}
 	}
 	var b strings.Builder
+	if len(refs) > 0 {
+		if c.router == "" {
+			// The mesh cases' sidecar and proxyless server: a client VM
+			// in namespace default (mapped as a Deployment would be).
+			c.sidecar = gwapiClient
+		}
+		in, origin, err := loadGatewayAPI(refs, c.router == "")
+		if err != nil {
+			return c, err
+		}
+		c.gwapi = in
+		fmt.Fprintf(&b, "# Gateway API case %s: %s,\n# mapped as tools/istio-xds-oracle/README.md says (Services, Deployments and Gateways\n# as ServiceEntries and WorkloadEntries); Istio's converter read the Kubernetes objects.\n", c.name, origin)
+		b.WriteString(strings.Join(in.vmesh, "---\n"))
+		c.config = b.String()
+		return c, nil
+	}
 	for _, base := range bases {
 		bd, err := os.ReadFile(filepath.Join(dir, "base", base+".yaml"))
 		if err != nil {
@@ -208,7 +237,17 @@ func run(c corpusCase, dir string) (err error) {
 	// the domain suffix cluster.local (short hosts like "reviews" mean
 	// reviews.<namespace>.svc.cluster.local), namespace default when it has
 	// none, and one creation time.
-	configs, unknown, err := crd.ParseInputs(c.config)
+	// A Gateway API case: Istio's converter first, on the Kubernetes
+	// objects; its Istio configs and the mapping are the configs.
+	var converted []config.Config
+	input := c.config
+	if c.gwapi != nil {
+		if converted, err = convertGatewayAPI(f, c.gwapi); err != nil {
+			return err
+		}
+		input = strings.Join(c.gwapi.mapping, "---\n")
+	}
+	configs, unknown, err := crd.ParseInputs(input)
 	if err != nil {
 		return err
 	}
@@ -222,6 +261,11 @@ func run(c corpusCase, dir string) (err error) {
 			configs[i].Namespace = "default"
 		}
 		configs[i].CreationTimestamp = t0
+	}
+	for _, cv := range converted {
+		cv.CreationTimestamp = t0
+		cv.ResourceVersion = ""
+		configs = append(configs, cv)
 	}
 	opts := xdsfake.FakeOptions{Configs: configs}
 	if c.mesh != "" {
@@ -240,6 +284,16 @@ func run(c corpusCase, dir string) (err error) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(c.config), 0o644); err != nil {
 		return err
+	}
+	convFile := filepath.Join(dir, "converted.yaml")
+	if c.gwapi != nil {
+		y, err := configsYAML(converted)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(convFile, []byte("# What Istio's converter made of the case's Gateway API objects (for reading; not compared).\n"+y), 0o644); err != nil {
+			return err
+		}
 	}
 	meshFile := filepath.Join(dir, "mesh.yaml")
 	if c.mesh != "" {

@@ -464,6 +464,11 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 		}
 	}
 	a.RequestMirrorPolicies = sc.mirrors(t, vs, hr)
+	if vs.GatewaySemantics {
+		// Gateway API routes: a backend the proxy has no cluster for
+		// answers 500, as Istio's (and the Gateway API's) semantics say.
+		a.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
+	}
 	r.Action = &routev3.Route_Route{Route: a}
 	return r, nil
 }
