@@ -62,6 +62,12 @@ func (c *converter) readGateways() []*store.Object {
 			c.warn(o, "gatewayClassName", store.CodeGatewayAPINotApplied, fmt.Sprintf("class %s is not Istio's (controllerName %s): vmesh does not serve this Gateway", spec.GatewayClassName, ControllerName))
 			continue
 		}
+		if len(spec.Addresses) > 0 {
+			// Istio serves a Gateway with addresses on the pods of the
+			// service they name (a manual deployment); vmesh's routers
+			// serve it by their label, as Istio's own deployment's pods.
+			c.warn(o, "addresses", store.CodeGatewayAPINotApplied, fmt.Sprintf("addresses are not applied: the router VMs labelled %s: %s serve this Gateway, whatever its addresses name", GatewayNameLabel, o.Name))
+		}
 		gw := &gateway{obj: o}
 		for i, l := range spec.Listeners {
 			field := fmt.Sprintf("listeners[%d]", i)
