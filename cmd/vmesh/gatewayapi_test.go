@@ -47,7 +47,9 @@ spec:
 // TestGatewayAPIRouterProxyConfig: a Gateway API Gateway and an HTTPRoute
 // bound to it, read from a config folder by vmesh serve, configure the
 // router node labelled with the Gateway's name, as `vmesh proxy-config
-// routes` on that node shows: the route's host, path and backend.
+// routes` on that node shows: the route's host, path and backend. The
+// route's status (Accepted, ResolvedRefs) is in /debug/config, vmesh analyze
+// and vmesh status, and follows a change of the folder.
 func TestGatewayAPIRouterProxyConfig(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(gatewayAPIConfig), 0o644); err != nil {
@@ -104,13 +106,44 @@ func TestGatewayAPIRouterProxyConfig(t *testing.T) {
 	if !strings.Contains(out, "gateway.yaml:17: "+accepted) {
 		t.Errorf("vmesh analyze lacks the route's status %q:\n%s", accepted, out)
 	}
+	// vmesh status: a line per route and parentRef under the replica.
+	out, code = runVMesh(t, "status", "--server", server)
+	if code != 0 || !hasLine(out, "route ", "gateway.yaml:17: "+accepted) {
+		t.Errorf("vmesh status (exit %d) lacks the route's status %q:\n%s", code, accepted, out)
+	}
 	// A backend nothing defines: ResolvedRefs False, BackendNotFound.
 	broken := strings.Replace(gatewayAPIConfig, "backendRefs: [{name: web, port: 8080}]", "backendRefs: [{name: gone, port: 8080}]", 1)
 	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(broken), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const notFound = "ResolvedRefs=False (BackendNotFound: no ServiceEntry defines gone.shop.svc.cluster.local)"
 	out, _ = runVMesh(t, "analyze", dir)
-	if !strings.Contains(out, "ResolvedRefs=False (BackendNotFound: no ServiceEntry defines gone.shop.svc.cluster.local)") {
+	if !strings.Contains(out, notFound) {
 		t.Errorf("vmesh analyze lacks BackendNotFound:\n%s", out)
 	}
+	// The running control plane reloads the folder: vmesh status shows
+	// the new status.
+	xdstest.Eventually(t, "vmesh status showing BackendNotFound", func() bool {
+		out, _ = runVMesh(t, "status", "--server", server)
+		return hasLine(out, "route ", notFound)
+	})
+}
+
+// hasLine reports whether a line of out holds every one of parts, in order.
+func hasLine(out string, parts ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := line, true
+		for _, p := range parts {
+			i := strings.Index(rest, p)
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(p):]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/writers/credentials"
 	"github.com/vmesh/vmesh/writers/sharedstate"
@@ -175,6 +176,10 @@ type replicaStatus struct {
 	// Rollout is the staged rollout of git commits, when configured
 	// (git.rollout): a held commit is named here by SHA.
 	Rollout *xds.RolloutStatus `json:"rollout,omitempty" yaml:"rollout,omitempty"`
+	// RouteStatus is the status of the Gateway API routes the replica
+	// serves (Accepted and ResolvedRefs by parentRef, with their reasons),
+	// which an API server would hold (/debug/config's routeStatus).
+	RouteStatus []gatewayapi.RouteStatus `json:"routeStatus,omitempty" yaml:"routeStatus,omitempty"`
 }
 
 // connectedSource is one source with a server connection (an MCP
@@ -215,7 +220,10 @@ NACK with the proxy's error message. A replica that cannot be read does not
 stop the others' listing (they are read at once); status then exits 1.
 Replicas that share state (vmesh serve --state) show their replica ID, and
 the replicas the shared state knows that no --server names are listed too.
-Last, each proxy whose config names a file credential (credentialName) its
+Each Kubernetes Gateway API route (HTTPRoute, GRPCRoute) a replica serves
+has a line per parentRef with the status an API server would hold
+(Accepted, ResolvedRefs, each with its reason: NoMatchingParent,
+NotAllowedByListeners, BackendNotFound, RefNotPermitted, ...). Last, each proxy whose config names a file credential (credentialName) its
 agent's credentials directory does not hold, with the object and field
 naming it (VM1019): that listener chain or cluster fails closed.`,
 		Args: cobra.NoArgs,
@@ -292,6 +300,7 @@ func readReplica(srv string) (replicaStatus, []proxyStatus, *sharedstate.Status)
 		return rs, nil, nil
 	}
 	rs.Revision, rs.Commit, rs.Proxies = dc.Revision, dc.Commit, len(st)
+	rs.RouteStatus = dc.RouteStatus
 	// The first error shown is one about a source itself, when there is
 	// one (a git fetch failing or stalled, a registry unreachable: why
 	// nothing new applies), else the first of a file or commit.
@@ -388,6 +397,13 @@ func statusTable(tw *tabwriter.Writer, report statusReport) error {
 	for _, r := range report.Replicas {
 		if r.Rollout != nil {
 			fmt.Fprintf(tw, "%s\trollout %s: %s\t-\t-\t-\n", r.Replica, strings.ToUpper(r.Rollout.Phase), r.Rollout.Summary())
+		}
+	}
+	for _, r := range report.Replicas {
+		for _, rt := range r.RouteStatus {
+			for _, line := range strings.Split(rt.String(), "\n") {
+				fmt.Fprintf(tw, "%s\troute %s\t-\t-\t-\n", r.Replica, line)
+			}
 		}
 	}
 	for _, r := range report.Unlisted {

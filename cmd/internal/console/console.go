@@ -78,7 +78,10 @@ type Console struct {
 	mu      sync.Mutex
 	model   *model.Snapshot // built from modelOf
 	modelOf *store.Snapshot
-	history []Change // newest last, at most maxHistory
+	// routes are the Gateway API routes' status rows of routesOf.
+	routes   []RouteRow
+	routesOf *store.Snapshot
+	history  []Change // newest last, at most maxHistory
 }
 
 // Option tunes a Console.

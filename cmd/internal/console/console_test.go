@@ -15,6 +15,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/cmd/internal/console"
+	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/meshlabels"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
@@ -430,5 +431,65 @@ func TestProxiesShowMCPClient(t *testing.T) {
 	}
 	if strings.Contains(body, "config dump") {
 		t.Error("MCP client's page shows a config-dump error")
+	}
+}
+
+// TestOverviewShowsRouteStatus: the Gateway API routes' status, which an
+// API server would hold, is a table of the overview: one row per route and
+// parentRef, Accepted and ResolvedRefs with their reasons, a route whose
+// backend nothing defines marked bad.
+func TestOverviewShowsRouteStatus(t *testing.T) {
+	const doc = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.5}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop}
+spec:
+  parentRefs: [{name: edge}]
+  rules: [{backendRefs: [{name: web, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: broken, namespace: shop}
+spec:
+  parentRefs: [{name: edge}]
+  rules: [{backendRefs: [{name: gone, port: 8080}]}]
+`
+	objs, errs := filestore.Decode("routes.yaml", []byte(doc))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	st := store.NewStore()
+	if err := st.Replace(store.Source{Name: "files", Class: store.ClassConfig}, objs); err != nil {
+		t.Fatal(err)
+	}
+	_, body := getPage(t, newConsole(t, st).URL+"/ui/")
+	for _, want := range []string{
+		`<table id="routes">`,
+		`<tr class="ok"><td>HTTPRoute/shop/web</td><td><code class="loc">routes.yaml:17</code></td><td>Gateway/shop/edge</td><td>True (Accepted)</td><td>True (ResolvedRefs)</td></tr>`,
+		`<tr class="bad"><td>HTTPRoute/shop/broken</td><td><code class="loc">routes.yaml:24</code></td><td>Gateway/shop/edge</td><td>True (Accepted)</td><td>False (BackendNotFound: no ServiceEntry defines gone.shop.svc.cluster.local)</td></tr>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %s", want)
+		}
+	}
+	// Without routes there is no table.
+	_, body = getPage(t, newConsole(t, store.NewStore()).URL+"/ui/")
+	if strings.Contains(body, `id="routes"`) {
+		t.Error("overview shows a routes table without routes")
 	}
 }

@@ -3,7 +3,9 @@ package console
 import (
 	"slices"
 	"strconv"
+	"strings"
 
+	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/registries/adapter"
 	"github.com/vmesh/vmesh/store"
@@ -31,6 +33,55 @@ type Overview struct {
 	Proxies    ProxyCounts
 	// Rollout is the staged rollout of git commits, nil without one.
 	Rollout *xds.RolloutStatus
+	// Routes is the status of the Kubernetes Gateway API routes, one row
+	// per route and parentRef, as an API server would hold it.
+	Routes []RouteRow
+}
+
+// RouteRow is one Gateway API route's status for one of its parentRefs.
+type RouteRow struct {
+	Object, Parent string
+	File           string
+	Line           int
+	// Accepted and ResolvedRefs render the conditions: "True (Accepted)",
+	// "False (BackendNotFound: message)".
+	Accepted, ResolvedRefs string
+	// OK is set when both conditions are True.
+	OK bool
+}
+
+// Location is the route's file:line, or "".
+func (r RouteRow) Location() string {
+	if r.File == "" {
+		return ""
+	}
+	return r.File + ":" + strconv.Itoa(r.Line)
+}
+
+// routeRows flattens the routes' status into rows.
+func routeRows(status []gatewayapi.RouteStatus) []RouteRow {
+	var out []RouteRow
+	for _, rs := range status {
+		for _, p := range rs.Parents {
+			row := RouteRow{Object: rs.Object, Parent: p.ParentRef, File: rs.File, Line: rs.Line, OK: true}
+			for _, c := range p.Conditions {
+				s := c.Status + " (" + c.Reason
+				if c.Message != "" {
+					s += ": " + c.Message
+				}
+				s += ")"
+				switch c.Type {
+				case gatewayapi.ConditionAccepted:
+					row.Accepted = s
+				case gatewayapi.ConditionResolvedRefs:
+					row.ResolvedRefs = s
+				}
+				row.OK = row.OK && strings.EqualFold(c.Status, "True")
+			}
+			out = append(out, row)
+		}
+	}
+	return out
 }
 
 // SourceError is one config error with the source that reports it.
@@ -91,6 +142,7 @@ func (c *Console) overview() Overview {
 		}
 	}
 	o.Services, o.Endpoints, _ = ms.Objects()
+	o.Routes = c.routesFor(fs)
 	if c.src.Registries != nil {
 		o.Registries = slices.Clone(c.src.Registries())
 	}
@@ -122,6 +174,20 @@ func (c *Console) modelFor(fs *store.Snapshot) *model.Snapshot {
 		c.model, c.modelOf = model.Build(fs), fs
 	}
 	return c.model
+}
+
+// routesFor returns the Gateway API routes' status rows of fs (as
+// /debug/config's routeStatus), computed once per Store revision.
+func (c *Console) routesFor(fs *store.Snapshot) []RouteRow {
+	if len(fs.List(store.KindHTTPRoute))+len(fs.List(store.KindGRPCRoute)) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.routesOf == nil || c.routesOf.Revision != fs.Revision {
+		c.routes, c.routesOf = routeRows(gatewayapi.Convert(fs).Status), fs
+	}
+	return c.routes
 }
 
 // short cuts a commit SHA to 12 characters.
