@@ -297,10 +297,35 @@ spec: {address: 127.0.0.1, ports: {grpc: %d}, labels: {app: echo}}
 	if err != nil || !failing {
 		t.Errorf("the drawing's edge %s -> %s is not marked failing (%v)", from, to, err)
 	}
+	// The longest labels (a route's weight, rate and errors) stay between
+	// the boxes they join: none is drawn under a node.
+	overlaps, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](labelOverlaps))
+	if err != nil {
+		t.Fatalf("measuring the drawing: %v", err)
+	}
+	if len(overlaps) > 0 {
+		t.Errorf("edge labels drawn under nodes: %v", overlaps)
+	}
 	screenshot(t, ctx, shots, "graph-errors")
 	docsScreenshot(t, ctx, "graph-errors")
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }
+
+// labelOverlaps lists, as "label / node", each edge label of the drawing
+// whose rendered box overlaps a node's box.
+const labelOverlaps = `(() => {
+	const out = [];
+	const rects = [...document.querySelectorAll('#graph g.node')].map(n => [n.dataset.id, n.querySelector('rect').getBBox()]);
+	for (const t of document.querySelectorAll('#graph g.edge text')) {
+		const b = t.getBBox();
+		for (const [id, r] of rects) {
+			if (b.x < r.x + r.width && r.x < b.x + b.width && b.y < r.y + r.height && r.y < b.y + b.height) {
+				out.push(t.textContent + " / " + id);
+			}
+		}
+	}
+	return out;
+})()`
 
 // askedScript runs in the page before its own script: it records, each
 // time the page swaps in a fresh #data, when the browser asked for it

@@ -1,6 +1,9 @@
 package console
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // The drawing's geometry, in pixels.
 const (
@@ -10,7 +13,23 @@ const (
 	rowGap  = 30
 	margin  = 24
 	loopOut = 70
+	// labelCharW is a generous width of one character of an edge's label
+	// (11px sans-serif, #graph .edge text), labelPad the room kept on each
+	// side of it: columns move apart until the longest label fits between
+	// the boxes.
+	labelCharW = 7
+	labelPad   = 12
 )
+
+// columnGap is the room between two columns: colGap, or more when an edge
+// label written between them would reach under the boxes.
+func columnGap(edges []*GraphEdge) int {
+	gap := colGap
+	for _, e := range edges {
+		gap = max(gap, utf8.RuneCountInString(e.Label())*labelCharW+2*labelPad)
+	}
+	return gap
+}
 
 // layout places the nodes in columns by their depth along the edges
 // (callers left, route destinations right) and draws each edge as a
@@ -44,18 +63,19 @@ func layout(nodes []*GraphNode, edges []*GraphEdge) (width, height int) {
 		cols[n.rank] = append(cols[n.rank], n)
 		maxRank = max(maxRank, n.rank)
 	}
+	gap := columnGap(edges)
 	col := 0
 	for r := 0; r <= maxRank; r++ {
 		if len(cols[r]) == 0 {
 			continue
 		}
 		for i, n := range cols[r] {
-			n.X, n.Y, n.W, n.H = margin+col*(nodeW+colGap), margin+i*(nodeH+rowGap), nodeW, nodeH
+			n.X, n.Y, n.W, n.H = margin+col*(nodeW+gap), margin+i*(nodeH+rowGap), nodeW, nodeH
 			height = max(height, n.Y+nodeH+margin+loopOut)
 		}
 		col++
 	}
-	width = max(margin*2+col*(nodeW+colGap)-colGap, 2*margin)
+	width = max(margin*2+col*(nodeW+gap)-gap, 2*margin)
 	height = max(height, 2*margin)
 	for _, e := range edges {
 		from, to := byID[e.From], byID[e.To]
