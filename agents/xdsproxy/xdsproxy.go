@@ -389,7 +389,11 @@ func pipe[Req, Resp any](p *Proxy, protocol string, down interface {
 		for {
 			req, err := down.Recv()
 			if err != nil {
+				// Under u.mu: a health or credential report may be
+				// sending on up (grpc forbids CloseSend beside SendMsg).
+				u.mu.Lock()
 				up.CloseSend()
+				u.mu.Unlock()
 				if errors.Is(err, io.EOF) {
 					err = nil
 				}
