@@ -18,12 +18,15 @@ import (
 
 // cache is the router's KindCache. Every push generates a live group's
 // listeners and route configurations again; its clusters and endpoints it
-// takes from the group's previous generation, the same maps, when the
-// push's diff leaves what they are generated from alone (clustersKept)
-// and the group routes to the same hosts with the same AUTO_PASSTHROUGH
-// setting: a VirtualService change rebuilds (and re-sends) only the route
-// configuration it touches, as the sidecar's cluster memo spares its
-// scopes the clusters. It keeps nothing across groups.
+// brings forward from the group's previous generation host by host, the
+// same maps when nothing of them changed, when the push's diff leaves the
+// global inputs alone (clustersKept) and the group has the same
+// AUTO_PASSTHROUGH setting: a VirtualService change rebuilds (and
+// re-sends) only the route configuration it touches, as the sidecar's
+// cluster memo spares its scopes the clusters. That holds for a router
+// with an AUTO_PASSTHROUGH server too, whose SNI-DNAT clusters (one per
+// port and subset of every mesh-internal service it sees) are brought
+// forward by the same rule. It keeps nothing across groups.
 type cache struct{}
 
 // Build generates the group in full.
@@ -85,6 +88,9 @@ type part struct {
 	hosts []string
 	// autoPassthrough: the router has the SNI-DNAT clusters.
 	autoPassthrough bool
+	// dnat are the hosts of the SNI-DNAT clusters (dnatHosts), sorted;
+	// nil without autoPassthrough.
+	dnat []string
 }
 
 var _ gen.Part = (*part)(nil)
@@ -96,15 +102,18 @@ func (*part) Lookup(*gen.Generation, string, string) *gen.Resource { return nil 
 func (*part) TakeRefused() (int64, int) { return 0, 0 }
 
 // generate generates a router's group: LDS and RDS, and CDS and EDS
-// brought forward from prev when neither has an AUTO_PASSTHROUGH server
-// (whose SNI-DNAT clusters are every service's): the clusters of the
-// hosts the router still routes to and not in dirty are prev's resources,
-// those of the others generated (prev nil: all generated); checked for
-// references that do not resolve.
+// brought forward from prev when both have the same AUTO_PASSTHROUGH
+// setting: the clusters of the hosts the router still routes to (and the
+// SNI-DNAT clusters of the hosts it still sees) not in dirty are prev's
+// resources, those of the others generated (prev nil: all generated);
+// checked for references that do not resolve.
 func generate(s *model.Snapshot, w model.Workload, key string, prev *gen.Generation, dirty map[string]bool) (*gen.Generation, error) {
 	v := model.NewView(s, w)
 	hosts := destinationHosts(v)
 	p := &part{hosts: slices.Sorted(slices.Values(hosts)), autoPassthrough: autoPassthrough(v)}
+	if p.autoPassthrough {
+		p.dnat = dnatHosts(v)
+	}
 	var r sidecar.Resources
 	var err error
 	if r.Listeners, err = Listeners(v); err != nil {
@@ -114,7 +123,7 @@ func generate(s *model.Snapshot, w model.Workload, key string, prev *gen.Generat
 		return nil, fmt.Errorf("group %s: %w", key, err)
 	}
 	types := make(map[string]*gen.ResourceMap, gen.NumTypes)
-	if pp, ok := partOf(prev); ok && !pp.autoPassthrough && !p.autoPassthrough {
+	if pp, ok := partOf(prev); ok && pp.autoPassthrough == p.autoPassthrough {
 		types[resourcev3.ClusterType], types[resourcev3.EndpointType], err = updateClusters(v, prev, pp, p, dirty)
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", key, err)
@@ -207,21 +216,18 @@ func messages[M proto.Message](m *gen.ResourceMap) ([]M, error) {
 // of an outbound cluster ("outbound|port|subset|host") whose host the
 // router no longer routes to (pp.hosts, p.hosts) or that is dirty is
 // dropped, and the clusters of the hosts it routes to that are dirty or
-// new are generated; the others, and the fixed clusters (which read only
-// global inputs), are prev's. The maps are prev's own when nothing
-// changed.
+// new are generated; so for the SNI-DNAT clusters
+// ("outbound_.port_.subset_.host") of the hosts it sees (pp.dnat, p.dnat).
+// The others, and the fixed clusters (which read only global inputs), are
+// prev's. The maps are prev's own when nothing changed.
 func updateClusters(v *model.View, prev *gen.Generation, pp, p *part, dirty map[string]bool) (cds, eds *gen.ResourceMap, err error) {
-	routed := make(map[string]bool, len(p.hosts))
-	for _, h := range p.hosts {
-		routed[h] = true
-	}
-	var regen []string
-	for _, h := range p.hosts {
-		if dirty[h] || !slices.Contains(pp.hosts, h) {
-			regen = append(regen, h)
-		}
-	}
+	routed, dnat := setOf(p.hosts), setOf(p.dnat)
+	regen := changedHosts(p.hosts, setOf(pp.hosts), dirty)
+	regenDNAT := changedHosts(p.dnat, setOf(pp.dnat), dirty)
 	stale := func(name string) bool {
+		if h, ok := dnatHost(name); ok {
+			return !dnat[h] || dirty[h]
+		}
 		i := strings.LastIndexByte(name, '|')
 		if i < 0 {
 			return false
@@ -230,14 +236,19 @@ func updateClusters(v *model.View, prev *gen.Generation, pp, p *part, dirty map[
 		return !routed[h] || dirty[h]
 	}
 	refs := v.ClustersOf(v.ServicesOf(regen))
+	cs, es := sidecar.ClustersOf(v, refs), sidecar.EndpointsOf(v, refs)
+	if len(regenDNAT) > 0 {
+		dc, de := sidecar.SNIDNATClusters(v, v.ClustersOf(v.ServicesOf(regenDNAT)))
+		cs, es = append(cs, dc...), append(es, de...)
+	}
 	freshC := map[string]*gen.Resource{}
-	for _, c := range sidecar.ClustersOf(v, refs) {
+	for _, c := range cs {
 		if freshC[c.GetName()], err = gen.NewResource(c.GetName(), c); err != nil {
 			return nil, nil, err
 		}
 	}
 	freshE := map[string]*gen.Resource{}
-	for _, e := range sidecar.EndpointsOf(v, refs) {
+	for _, e := range es {
 		if freshE[e.GetClusterName()], err = gen.NewResource(e.GetClusterName(), e); err != nil {
 			return nil, nil, err
 		}
@@ -259,4 +270,53 @@ func updateClusters(v *model.View, prev *gen.Generation, pp, p *part, dirty map[
 		return gen.Apply(old, changed, fresh)
 	}
 	return apply(prev.Types[resourcev3.ClusterType], freshC), apply(prev.Types[resourcev3.EndpointType], freshE), nil
+}
+
+// changedHosts are the hosts of now that are dirty or not in before.
+func changedHosts(now []string, before, dirty map[string]bool) []string {
+	var out []string
+	for _, h := range now {
+		if dirty[h] || !before[h] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// setOf returns the set of hosts.
+func setOf(hosts []string) map[string]bool {
+	m := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		m[h] = true
+	}
+	return m
+}
+
+// dnatHosts are the hosts of a router's SNI-DNAT clusters: those of the
+// services it sees that are not mesh-external (sidecar.SNIDNATClusters),
+// sorted.
+func dnatHosts(v *model.View) []string {
+	var out []string
+	for _, svc := range v.Services() {
+		if !svc.MeshExternal {
+			out = append(out, svc.Hostname)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// dnatHost returns the host of an SNI-DNAT cluster's name
+// (sidecar.SNIDNATName); false for another name. Subset names hold no
+// "_." (they are DNS labels), so the host is what follows the third.
+func dnatHost(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "outbound_.")
+	if !ok {
+		return "", false
+	}
+	parts := strings.SplitN(rest, "_.", 3)
+	if len(parts) != 3 {
+		return "", false
+	}
+	return parts[2], true
 }

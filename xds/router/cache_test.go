@@ -1,6 +1,7 @@
 package router_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,6 +123,136 @@ spec:
 			}
 			if _, ok := g.Types[resourcev3.ClusterType].Get("outbound|80||extra.default.svc.cluster.local"); ok != (tc.name == "new destination") {
 				t.Errorf("extra's cluster present: %v", ok)
+			}
+		})
+	}
+}
+
+// TestPushKeepsClustersWithAutoPassthrough: a router with an
+// AUTO_PASSTHROUGH server (SNI-DNAT clusters of every mesh-internal
+// service it sees) keeps its clusters and endpoints across a push as the
+// others do: a VirtualService change keeps both maps; a change of a
+// service's endpoints re-makes that service's SNI-DNAT endpoints only; a
+// new service adds its SNI-DNAT cluster and keeps the others; a
+// DestinationRule re-makes the clusters of its host. Every push's result
+// equals the full generation.
+func TestPushKeepsClustersWithAutoPassthrough(t *testing.T) {
+	// httpbin (routed to) and extra are mesh-internal: they have SNI-DNAT
+	// clusters.
+	base := strings.Replace(ingressYAML, "hosts: [httpbin.default.svc.cluster.local]\n", "hosts: [httpbin.default.svc.cluster.local]\n  location: MESH_INTERNAL\n", 1) + `---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: cross-network, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 15443, name: tls, protocol: TLS}
+    hosts: ["*.local"]
+    tls: {mode: AUTO_PASSTHROUGH}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: extra, namespace: default}
+spec:
+  hosts: [extra.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.8, serviceAccount: extra}]
+`
+	routeChange := strings.Replace(base, "prefix: /delay}", "prefix: /delayed}", 1)
+	otherEndpoints := strings.Replace(base, "endpoints: [{address: 10.0.0.8, serviceAccount: extra}]", "endpoints: [{address: 10.0.0.18, serviceAccount: extra}]", 1)
+	newService := base + `---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: fresh, namespace: default}
+spec:
+  hosts: [fresh.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 9090, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.9, serviceAccount: fresh}]
+`
+	withDR := base + `---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: httpbin, namespace: default}
+spec:
+  host: httpbin.default.svc.cluster.local
+  trafficPolicy: {connectionPool: {tcp: {maxConnections: 7}}}
+`
+	const (
+		httpbin     = "outbound|8000||httpbin.default.svc.cluster.local"
+		httpbinDNAT = "outbound_.8000_._.httpbin.default.svc.cluster.local"
+		extraDNAT   = "outbound_.80_._.extra.default.svc.cluster.local"
+		freshDNAT   = "outbound_.9090_._.fresh.default.svc.cluster.local"
+	)
+	for _, tc := range []struct {
+		name, yaml       string
+		keptCDS, keptEDS bool
+		// remade are the clusters (CDS and, when EDS, EDS) generated
+		// again; every other one is the previous generation's.
+		remade []string
+	}{
+		{"route change", routeChange, true, true, nil},
+		{"endpoints of a service not routed to", otherEndpoints, true, false, []string{extraDNAT}},
+		{"new service", newService, false, false, []string{freshDNAT}},
+		{"destination rule", withDR, false, true, []string{httpbin, httpbinDNAT}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ingress()
+			s1, s2 := snapshot(t, base), snapshot(t, tc.yaml)
+			key := model.ViewKey(s1, w)
+			c := router.Kind{}.NewCache(gen.Env{})
+			old, err := c.Build(s1, w, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{httpbinDNAT, extraDNAT} {
+				if old.Get(resourcev3.ClusterType, name) == nil {
+					t.Fatalf("no SNI-DNAT cluster %s in the full generation", name)
+				}
+			}
+			md := model.Compare(s1, s2)
+			if md.Empty() {
+				t.Fatal("the snapshots do not differ")
+			}
+			g, _, err := c.Push(s2, md, []*gen.Generation{old})(old, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full, err := router.Kind{}.Generate(s2, w, model.ViewKey(s2, w))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameResources(t, g, full)
+			if kept := g.Types[resourcev3.ClusterType] == old.Types[resourcev3.ClusterType]; kept != tc.keptCDS {
+				t.Errorf("CDS map kept from the previous generation: %v, want %v", kept, tc.keptCDS)
+			}
+			if kept := g.Types[resourcev3.EndpointType] == old.Types[resourcev3.EndpointType]; kept != tc.keptEDS {
+				t.Errorf("EDS map kept from the previous generation: %v, want %v", kept, tc.keptEDS)
+			}
+			// Outside remade, every resource is the previous generation's
+			// (the same resource, not generated again); each of remade
+			// is new or generated again in CDS or EDS.
+			remade := map[string]bool{}
+			for _, typ := range []string{resourcev3.ClusterType, resourcev3.EndpointType} {
+				for name, r := range g.Types[typ].All() {
+					prev := old.Get(typ, name)
+					switch {
+					case slices.Contains(tc.remade, name):
+						if prev != r {
+							remade[name] = true
+						}
+					case prev != r:
+						t.Errorf("%s %s generated again, want the previous generation's", gen.ShortType(typ), name)
+					}
+				}
+			}
+			for _, name := range tc.remade {
+				if !remade[name] {
+					t.Errorf("%s not generated again", name)
+				}
 			}
 		})
 	}

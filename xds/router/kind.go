@@ -46,7 +46,8 @@ func (Kind) Generate(s *model.Snapshot, w model.Workload, key string) (*gen.Gene
 }
 
 // NewCache returns the router's part of a server cache: its groups are
-// generated again at every push, but for their clusters and endpoints,
-// kept from the previous generation when only routes can have changed
-// (cache.Push), and the server sends only what changed.
+// generated again at every push, but for their clusters and endpoints
+// (SNI-DNAT ones included), brought forward from the previous generation
+// host by host on a diff that leaves the global inputs alone (cache.Push),
+// and the server sends only what changed.
 func (Kind) NewCache(gen.Env) gen.KindCache { return cache{} }
