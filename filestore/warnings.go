@@ -91,6 +91,10 @@ func objectWarnings(o *store.Object) []Problem {
 		for i, sv := range spec.GetServers() {
 			if why := gatewayServerNotServed(sv); why != "" {
 				w.add(fmt.Sprintf("servers[%d].tls", i), store.CodeGatewayServerNotServed, "not served by vmesh's routers: %s; the router has no filter chain for this server (fails closed)", why)
+				continue
+			}
+			for _, u := range gatewayTLSNotApplied(sv) {
+				w.add(fmt.Sprintf("servers[%d].tls.%s", i, u.Field), store.CodeGatewayTLSFieldNotApplied, "%s", u.Why)
 			}
 		}
 	case *networking.VirtualService:
@@ -343,24 +347,45 @@ func supportedConditionKey(k string) bool {
 	return strings.HasPrefix(k, "request.headers[") && strings.HasSuffix(k, "]")
 }
 
-// gatewayServerNotServed says why xds/router makes no filter chain for a
-// Gateway server it otherwise serves; "" when it serves it.
-func gatewayServerNotServed(sv *networking.Server) string {
+// gatewayTLSNotApplied lists the TLS fields of a Gateway server xds/router
+// terminates TLS for that it leaves out, as Istio's gateways
+// (filecert.NotApplied).
+func gatewayTLSNotApplied(sv *networking.Server) []filecert.Unapplied {
+	if !terminatesTLS(sv) {
+		return nil
+	}
+	return filecert.NotApplied(sv.GetTls())
+}
+
+// terminatesTLS reports whether xds/router terminates TLS for a Gateway
+// server: HTTPS, or TLS in front of tcp routes (TLS, TCP, MONGO), in a
+// mode that is not passthrough.
+func terminatesTLS(sv *networking.Server) bool {
 	t := sv.GetTls()
 	if t == nil {
-		return ""
+		return false
 	}
-	proto := strings.ToUpper(sv.GetPort().GetProtocol())
 	switch t.GetMode() {
 	case networking.ServerTLSSettings_AUTO_PASSTHROUGH, networking.ServerTLSSettings_PASSTHROUGH:
-		return "" // AUTO_PASSTHROUGH: SNI-DNAT to the mesh's services, as Istio's
+		return false
 	}
-	switch proto {
+	switch strings.ToUpper(sv.GetPort().GetProtocol()) {
 	case "HTTP", "HTTP2", "GRPC", "GRPC-WEB":
-		return "" // plaintext; tls carries httpsRedirect only
+		return false
 	}
-	// HTTPS, or TLS terminated in front of tcp routes (TLS, TCP, MONGO):
-	// ISTIO_MUTUAL, credentialName and certificate files are served (the
-	// router's agent reads the files, in the directories it allows).
-	return filecert.ServerProblem(t)
+	return true
+}
+
+// gatewayServerNotServed says why xds/router makes no filter chain for a
+// Gateway server it otherwise serves; "" when it serves it. Passthrough
+// and plaintext servers are served (AUTO_PASSTHROUGH: SNI-DNAT to the
+// mesh's services, as Istio's; a plaintext server's tls carries
+// httpsRedirect only); of the terminating ones, ISTIO_MUTUAL, credentials
+// and certificate files (the router's agent reads the files, in the
+// directories it allows), but for filecert.ServerProblem.
+func gatewayServerNotServed(sv *networking.Server) string {
+	if !terminatesTLS(sv) {
+		return ""
+	}
+	return filecert.ServerProblem(sv.GetTls())
 }

@@ -104,7 +104,7 @@ spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
 `, want: nil},
-		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH, TLS before tcp routes and certificate files are served; a relative path and caCrl are not)", objects: 1, doc: `apiVersion: networking.istio.io/v1
+		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH, TLS before tcp routes, certificate files, caCrl and credentialNames are served; a relative path and caCertCredentialName beside a MUTUAL credential are not); TLS fields left out as Istio's gateways do", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
 spec:
@@ -128,7 +128,27 @@ spec:
   - port: {number: 9444, name: https-crl, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: MUTUAL, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem, caCertificates: /etc/certs/ca.pem, caCrl: /etc/certs/crl.pem}
-`, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}, {24, "servers[5].tls", store.CodeGatewayServerNotServed}}},
+  - port: {number: 9445, name: https-names, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: MUTUAL, credentialNames: [rsa, ecdsa], verifyCertificateSpki: [abc]}
+  - port: {number: 9446, name: https-ca-cred, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: MUTUAL, credentialName: ok, caCertCredentialName: roots}
+  - port: {number: 9447, name: https-pins, protocol: HTTPS}
+    hosts: ["*"]
+    tls:
+      mode: MUTUAL
+      serverCertificate: /etc/certs/cert.pem
+      privateKey: /etc/certs/key.pem
+      caCertificates: /etc/certs/ca.pem
+      verifyCertificateSpki: [abc]
+      verifyCertificateHash: [def]
+  - port: {number: 9448, name: https-names-crl, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: OPTIONAL_MUTUAL, credentialNames: [rsa], caCrl: /etc/certs/crl.pem}
+`, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}, {30, "servers[7].tls", store.CodeGatewayServerNotServed},
+			{38, "servers[8].tls.verifyCertificateSpki", store.CodeGatewayTLSFieldNotApplied}, {39, "servers[8].tls.verifyCertificateHash", store.CodeGatewayTLSFieldNotApplied},
+			{42, "servers[9].tls.caCrl", store.CodeGatewayTLSFieldNotApplied}}},
 		{name: "gateway-only VirtualService", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}

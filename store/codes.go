@@ -37,10 +37,11 @@ const (
 	CodeSidecarFieldNotApplied     = "VM1015"  // a Sidecar field vmesh's sidecars do not apply: ingress tls, a listener's bind or captureMode NONE
 	CodeTrafficPolicyNotApplied    = "VM1016"  // a DestinationRule traffic policy field no vmesh proxy applies: tunnel
 	CodeL4RouteNotApplied          = "VM1017"  // a VirtualService tcp route that would take a TLS or HTTPS port, which sidecars route by tls routes only
-	CodeGatewayServerNotServed     = "VM1018"  // a Gateway server vmesh's routers do not serve: credentialNames, caCrl, or certificate file paths that are not absolute and clean
+	CodeGatewayServerNotServed     = "VM1018"  // a Gateway server vmesh's routers do not serve: caCertCredentialName beside a credential, or certificate or CRL file paths that are not absolute and clean
 	CodeCredentialNotHeld          = "VM1019"  // a credentialName (or certificate files) a proxy's config asks for that its agent does not hold (not in its credentials directory; files it refused): that listener chain or cluster fails closed
 	CodeHTTPPortUnauthenticated    = "VM1020"  // vmesh serve's HTTP port listens beyond loopback with no token: /debug, /ui and /metrics are open to its network
 	CodeGatewayAPINotApplied       = "VM1021"  // a Gateway API route, parent, backend, filter or field vmesh does not apply (or that names nothing)
+	CodeGatewayTLSFieldNotApplied  = "VM1022"  // a Gateway server TLS field routers leave out as Istio's gateways do: certificate pins without credentials, caCrl beside credentialNames
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -80,6 +81,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeCredentialNotHeld, Name: "CredentialNotHeld"},
 	{Code: CodeHTTPPortUnauthenticated, Name: "HTTPPortUnauthenticated"},
 	{Code: CodeGatewayAPINotApplied, Name: "GatewayAPINotApplied"},
+	{Code: CodeGatewayTLSFieldNotApplied, Name: "GatewayTLSFieldNotApplied"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},

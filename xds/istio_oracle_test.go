@@ -491,7 +491,7 @@ func (c *oracleCompare) router(t *testing.T, snap *model.Snapshot, out *oracleOu
 	if err != nil {
 		t.Fatalf("%s: vmesh router: %v", c.name, err)
 	}
-	c.compareSet(t, "LDS", oracleRawAll(t, out.Listeners), oracleGenericAll(t, lds), "name", oracleNormSidecarListener)
+	c.compareSet(t, "LDS", oracleRawAll(t, out.Listeners), oracleGenericAll(t, lds), "name", oracleNormRouterListener)
 	c.compareSet(t, "RDS", oracleRawAll(t, out.Routes), oracleGenericAll(t, rds), "name", oracleNormSidecarRoute)
 	c.compareSet(t, "CDS", oracleRawAll(t, out.Clusters), oracleGenericAll(t, cds), "name", oracleNormCluster)
 	c.compareSet(t, "EDS", oracleRawAll(t, out.Endpoints), oracleGenericAll(t, eds), "clusterName", oracleNormEndpoints)
@@ -930,6 +930,22 @@ func oracleFilterName(n string) string {
 // clusters of its inline routes) and HTTP filter names, for a tcp_proxy its
 // cluster(s). Telemetry filters are left out.
 func oracleNormSidecarListener(side string, o oracleJsonObj) oracleJsonObj {
+	return oracleNormListener(o, false)
+}
+
+// oracleNormRouterListener is the coarse listener form with each TLS
+// chain's client checks (oracleClientChecks): a gateway server's
+// subjectAltNames, pins, CRL and insecureSkipVerify. (A sidecar's inbound
+// mTLS chains are compared without them: Istio's also match the client's
+// SAN against the trust domain's prefix, vmesh's check the mesh root
+// only.)
+func oracleNormRouterListener(side string, o oracleJsonObj) oracleJsonObj {
+	return oracleNormListener(o, true)
+}
+
+// oracleNormListener is the coarse listener form, with each TLS chain's
+// client checks when clientChecks.
+func oracleNormListener(o oracleJsonObj, clientChecks bool) oracleJsonObj {
 	out := oracleJsonObj{"name": o["name"]}
 	if sa := oracleObj(oracleObj(o["address"])["socketAddress"]); sa != nil {
 		out["address"] = fmt.Sprintf("%v:%v", sa["address"], sa["portValue"])
@@ -975,11 +991,11 @@ func oracleNormSidecarListener(side string, o oracleJsonObj) oracleJsonObj {
 			}
 		}
 		b, _ := json.Marshal(keyObj)
-		chains[string(b)] = oracleChainSummary(oracleObj(fc))
+		chains[string(b)] = oracleChainSummary(oracleObj(fc), clientChecks)
 	}
 	out["filterChains"] = chains
 	if d := oracleObj(o["defaultFilterChain"]); d != nil {
-		out["defaultFilterChain"] = oracleChainSummary(d)
+		out["defaultFilterChain"] = oracleChainSummary(d, clientChecks)
 	}
 	return out
 }
@@ -1005,7 +1021,51 @@ func oracleSortStrings(v any) any {
 	return v
 }
 
-func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
+// oracleClientChecks summarises a downstream validation context's static
+// checks: its subject alt names (Istio's deprecated
+// match_subject_alt_names matches each name as a SAN of any type, which is
+// vmesh's typed matchers of all four types: both "NAME"; a typed matcher
+// of fewer types "NAME (TYPES)"), certificate pins, CRL and trust chain
+// verification; nil when it has none.
+func oracleClientChecks(vc oracleJsonObj) oracleJsonObj {
+	out := oracleJsonObj{}
+	var sans []any
+	for _, m := range oracleList(vc["matchSubjectAltNames"]) {
+		sans = append(sans, oracleStr(oracleObj(m)["exact"]))
+	}
+	types := map[string][]string{}
+	var order []string
+	for _, m := range oracleList(vc["matchTypedSubjectAltNames"]) {
+		mo := oracleObj(m)
+		name := oracleStr(oracleObj(mo["matcher"])["exact"])
+		if types[name] == nil {
+			order = append(order, name)
+		}
+		types[name] = append(types[name], oracleStr(mo["sanType"]))
+	}
+	for _, name := range order {
+		ts := slices.Sorted(slices.Values(types[name]))
+		if slices.Equal(ts, []string{"DNS", "EMAIL", "IP_ADDRESS", "URI"}) {
+			sans = append(sans, name)
+		} else {
+			sans = append(sans, name+" ("+strings.Join(ts, ",")+")")
+		}
+	}
+	if sans != nil {
+		out["subjectAltNames"] = sans
+	}
+	for _, k := range []string{"verifyCertificateSpki", "verifyCertificateHash", "crl", "trustChainVerification"} {
+		if v, ok := vc[k]; ok {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func oracleChainSummary(fc oracleJsonObj, clientChecks bool) oracleJsonObj {
 	s := oracleJsonObj{}
 	if ts := oracleObj(fc["transportSocket"]); ts != nil {
 		tc := oracleObj(ts["typedConfig"])
@@ -1041,6 +1101,16 @@ func oracleChainSummary(fc oracleJsonObj) oracleJsonObj {
 		}
 		if files {
 			tls["staticValidationContext"] = ctc["validationContext"] != nil
+		}
+		// What the chain checks client certificates for besides their
+		// roots (subject alt names, pins, CRL, trust chain), whichever
+		// the kind of validation context.
+		vc := oracleObj(oracleObj(ctc["combinedValidationContext"])["defaultValidationContext"])
+		if vc == nil {
+			vc = oracleObj(ctc["validationContext"])
+		}
+		if v := oracleClientChecks(vc); v != nil && clientChecks {
+			tls["clientChecks"] = v
 		}
 		s["tls"] = tls
 	}

@@ -115,18 +115,20 @@ func Validates(t *networking.ServerTLSSettings) bool {
 
 // ServerProblem says why the TLS settings of a Gateway server that
 // terminates TLS (SIMPLE, MUTUAL, OPTIONAL_MUTUAL) are not served by
-// vmesh's routers, "" when they are (ISTIO_MUTUAL, credentialName, or
-// certificate files): credentialNames (several credentials); a CRL file
-// (caCrl: Envoy would read it itself, unchecked by the agent and never
-// reloaded); a certificate or key not set; a path PathProblem refuses.
+// vmesh's routers, "" when they are (ISTIO_MUTUAL, credentialName or
+// credentialNames, or certificate files): caCertCredentialName beside a
+// credential for MUTUAL or OPTIONAL_MUTUAL (roots from another
+// credential: Istio asks its agent for that credential's
+// name, which a vmesh agent serves as a certificate pair, not as roots;
+// checking clients against the first credential's roots instead could
+// let in clients the named roots would not); a certificate or key not
+// set; a certificate, key, roots or CRL path PathProblem refuses.
 func ServerProblem(t *networking.ServerTLSSettings) string {
 	switch {
-	case t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL || t.GetCredentialName() != "":
-		return ""
-	case len(t.GetCredentialNames()) > 0:
-		return "credentialNames (several credentials) is not served; name one credential with credentialName, or certificate files with serverCertificate and privateKey"
-	case t.GetCaCrl() != "":
-		return "caCrl (a CRL file) is not served"
+	case t.GetCaCertCredentialName() != "" && usesCredentials(t) && Validates(t):
+		return "caCertCredentialName (client roots from another credential) is not served; put the roots in the credential's ca.crt (served as <credentialName>-cacert)"
+	case t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL || usesCredentials(t):
+		return crlProblem(t)
 	}
 	certs, fields := Certs(t)
 	for i, c := range certs {
@@ -146,5 +148,88 @@ func ServerProblem(t *networking.ServerTLSSettings) string {
 			return "caCertificates " + why
 		}
 	}
+	return crlProblem(t)
+}
+
+// crlProblem says why a server's CRL file path is not served: Envoy reads
+// the file itself where it applies (ISTIO_MUTUAL, and MUTUAL and
+// OPTIONAL_MUTUAL with certificate files), so it must be absolute and
+// clean.
+func crlProblem(t *networking.ServerTLSSettings) string {
+	if t.GetCaCrl() == "" || !crlApplies(t) {
+		return ""
+	}
+	if why := PathProblem(t.GetCaCrl()); why != "" {
+		return "caCrl " + why
+	}
 	return ""
+}
+
+// crlApplies reports whether a server's caCrl is applied, as in Istio:
+// with ISTIO_MUTUAL, and with certificate files for MUTUAL and
+// OPTIONAL_MUTUAL; not with credentials (Istio's validation refuses caCrl
+// beside credentialName and its gateways ignore it beside
+// credentialNames) nor for SIMPLE (refused by validation).
+func crlApplies(t *networking.ServerTLSSettings) bool {
+	switch {
+	case t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL:
+		return true
+	case usesCredentials(t):
+		return false
+	}
+	return Validates(t)
+}
+
+// usesCredentials reports whether a server's certificates come from
+// credentialName or credentialNames.
+func usesCredentials(t *networking.ServerTLSSettings) bool {
+	return t.GetCredentialName() != "" || len(t.GetCredentialNames()) > 0
+}
+
+// Unapplied is a server TLS field vmesh's routers accept and do not apply,
+// as Istio's gateways do not (VM1022).
+type Unapplied struct {
+	// Field is the field's path relative to the server's tls.
+	Field string
+	// Why says what is not applied and what to do instead.
+	Why string
+}
+
+// NotApplied lists the fields of a terminating server's TLS settings that
+// vmesh's routers, as Istio's gateways (BuildListenerTLSContext), leave
+// out of the listener: the certificate pins (verifyCertificateSpki,
+// verifyCertificateHash) for ISTIO_MUTUAL, for certificate files and for
+// SIMPLE (Istio applies them only with credentials, and SIMPLE checks no
+// client certificate), caCrl beside credentialNames, and
+// caCertCredentialName where no credential's roots check clients.
+func NotApplied(t *networking.ServerTLSSettings) []Unapplied {
+	var out []Unapplied
+	if len(t.GetVerifyCertificateSpki())+len(t.GetVerifyCertificateHash()) > 0 {
+		why := ""
+		switch {
+		case t.GetMode() == networking.ServerTLSSettings_SIMPLE:
+			why = "mode SIMPLE checks no client certificate"
+		case t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL:
+			why = "mode ISTIO_MUTUAL checks clients against the mesh root only (as Istio's gateways)"
+		case !usesCredentials(t):
+			why = "a server with certificate files checks clients against caCertificates only (as Istio's gateways, which apply pins with credentialName only); use credentialName to pin client certificates"
+		}
+		if why != "" {
+			for _, f := range []struct {
+				name string
+				set  bool
+			}{{"verifyCertificateSpki", len(t.GetVerifyCertificateSpki()) > 0}, {"verifyCertificateHash", len(t.GetVerifyCertificateHash()) > 0}} {
+				if f.set {
+					out = append(out, Unapplied{Field: f.name, Why: f.name + " is not applied: " + why + "; any client certificate the roots verify is accepted"})
+				}
+			}
+		}
+	}
+	if t.GetCaCrl() != "" && len(t.GetCredentialNames()) > 0 {
+		out = append(out, Unapplied{Field: "caCrl", Why: "caCrl is not applied beside credentialNames (as Istio's gateways)"})
+	}
+	if t.GetCaCertCredentialName() != "" && !(usesCredentials(t) && Validates(t)) {
+		out = append(out, Unapplied{Field: "caCertCredentialName", Why: "caCertCredentialName is not applied (as Istio's gateways): only a server with credentialName or credentialNames in mode MUTUAL or OPTIONAL_MUTUAL checks clients against a credential's roots"})
+	}
+	return out
 }

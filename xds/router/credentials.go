@@ -12,12 +12,13 @@ import (
 
 // Credentials lists the file credentials a router's config asks for over
 // SDS: each server it terminates TLS for (HTTPS, or TLS in front of tcp
-// routes) with credentialName (SIMPLE:
-// "<credentialName>"; MUTUAL and OPTIONAL_MUTUAL: that and
-// "<credentialName>-cacert", as downstreamTLS) or with certificate files
-// (fileUses: "file-cert:<cert>~<key>", "file-root:<ca>", which its agent
-// serves when its directories allow them), then its clusters'
-// (sidecar.ClientCredentials: TLS origination by a DestinationRule).
+// routes) with credentialName or credentialNames (SIMPLE: each
+// "<credentialName>"; MUTUAL and OPTIONAL_MUTUAL: those and the first
+// one's "<credentialName>-cacert", as credentialTLS) or with certificate
+// files (fileUses: "file-cert:<cert>~<key>", "file-root:<ca>", which its
+// agent serves when its directories allow them), then its clusters'
+// (sidecar.ClientCredentials: TLS origination by a DestinationRule). A
+// server the router does not serve (VM1018) asks for none.
 func Credentials(v *model.View) []model.CredentialUse {
 	var out []model.CredentialUse
 	for _, gw := range v.Gateways() {
@@ -25,21 +26,25 @@ func Credentials(v *model.View) []model.CredentialUse {
 		for i, sv := range gw.Spec.GetServers() {
 			s := server{gw: gw, spec: sv}
 			t := sv.GetTls()
-			name := t.GetCredentialName()
-			if !(s.terminatesHTTPS() || s.terminatesTCP()) || t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
+			if !(s.terminatesHTTPS() || s.terminatesTCP()) || t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL || filecert.ServerProblem(t) != "" {
 				continue
 			}
-			if name == "" {
+			names, fields := t.GetCredentialNames(), []string{}
+			for j := range names {
+				fields = append(fields, fmt.Sprintf("servers[%d].tls.credentialNames[%d]", i, j))
+			}
+			if len(names) == 0 && t.GetCredentialName() != "" {
+				names, fields = []string{t.GetCredentialName()}, []string{fmt.Sprintf("servers[%d].tls.credentialName", i)}
+			}
+			if len(names) == 0 {
 				out = append(out, fileUses(gw, i, t)...)
 				continue
 			}
-			field := fmt.Sprintf("servers[%d].tls.credentialName", i)
-			switch t.GetMode() {
-			case networking.ServerTLSSettings_SIMPLE:
-				out = append(out, model.CredentialUse{Secret: name, Credential: name, Object: key, Field: field})
-			case networking.ServerTLSSettings_MUTUAL, networking.ServerTLSSettings_OPTIONAL_MUTUAL:
-				out = append(out, model.CredentialUse{Secret: name, Credential: name, Object: key, Field: field},
-					model.CredentialUse{Secret: name + model.CACertSuffix, Credential: name, Object: key, Field: field})
+			for j, name := range names {
+				out = append(out, model.CredentialUse{Secret: name, Credential: name, Object: key, Field: fields[j]})
+			}
+			if filecert.Validates(t) {
+				out = append(out, model.CredentialUse{Secret: names[0] + model.CACertSuffix, Credential: names[0], Object: key, Field: fields[0]})
 			}
 		}
 	}
@@ -47,12 +52,8 @@ func Credentials(v *model.View) []model.CredentialUse {
 }
 
 // fileUses lists the certificate files a terminating server without
-// credentialName asks its agent for, as downstreamTLS names them: none
-// when the server is not served (filecert.ServerProblem, VM1018).
+// credentials asks its agent for, as fileTLS names them.
 func fileUses(gw *model.Gateway, i int, t *networking.ServerTLSSettings) []model.CredentialUse {
-	if filecert.ServerProblem(t) != "" {
-		return nil
-	}
 	key := gw.ObjectKey()
 	var out []model.CredentialUse
 	certs, fields := filecert.Certs(t)

@@ -14,9 +14,11 @@ import (
 // fetch wait: a file the agent does not serve fails the chain's handshakes,
 // not the listener); for MUTUAL and OPTIONAL_MUTUAL the client's
 // certificate checked against "file-root:<caCertificates>", else the mesh
-// root (ROOTCA); no validation context for SIMPLE. The agent reads the
-// files on the VM (agents/sds) only in directories it allows.
-func fileTLS(c *tlsv3.CommonTlsContext, t *networking.ServerTLSSettings, cvc *tlsv3.CertificateValidationContext) {
+// root (ROOTCA), with the server's subjectAltNames, CRL file and
+// insecureSkipVerify (no certificate pins: Istio leaves them out here,
+// VM1022); no validation context for SIMPLE. The agent reads the files on
+// the VM (agents/sds) only in directories it allows.
+func fileTLS(c *tlsv3.CommonTlsContext, t *networking.ServerTLSSettings) {
 	certs, _ := filecert.Certs(t)
 	for _, fc := range certs {
 		c.TlsCertificateSdsSecretConfigs = append(c.TlsCertificateSdsSecretConfigs, sidecar.SDSSecret(filecert.CertName(fc.GetServerCertificate(), fc.GetPrivateKey()), false))
@@ -28,8 +30,5 @@ func fileTLS(c *tlsv3.CommonTlsContext, t *networking.ServerTLSSettings, cvc *tl
 	if t.GetCaCertificates() != "" {
 		ca = sidecar.SDSSecret(filecert.RootName(t.GetCaCertificates()), false)
 	}
-	c.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-		DefaultValidationContext:         cvc,
-		ValidationContextSdsSecretConfig: ca,
-	}}
+	c.ValidationContextType = combined(clientValidation(t, false, true), ca)
 }

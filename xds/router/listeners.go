@@ -300,20 +300,38 @@ func l4Match(port uint32, gateways []string, vsNamespace string, s server) bool 
 }
 
 // downstreamTLS is a terminating server's TLS context, as Istio's
-// BuildListenerTLSContext: ALPN h2 and http/1.1; the certificate of
-// credentialName over SDS ("kubernetes://<name>"), the router's mesh
-// certificate for ISTIO_MUTUAL, or certificate files on the router
-// (serverCertificate and privateKey, or each of tlsCertificates) over the
-// agent's SDS as "file-cert:<cert>~<key>", Istio's name, which the agent
-// serves from the VM's files when they are in a directory it allows
-// (agents/sds, files.go); the client's certificate required for MUTUAL and
-// ISTIO_MUTUAL, checked (when sent) for OPTIONAL_MUTUAL against the
-// credential's CA ("kubernetes://<name>-cacert"), the CA file
-// ("file-root:<caCertificates>") or the mesh root; the server's protocol
-// versions and cipher suites. What vmesh does not serve is an error, and
-// the listener has no chain for that server (VM1018): credentialNames, a
-// CRL file (caCrl), a certificate file path that is not absolute and clean
-// or holds '~' (filecert.ServerProblem).
+// BuildListenerTLSContext: ALPN h2 and http/1.1; the client's certificate
+// required for MUTUAL and ISTIO_MUTUAL, checked (when sent) for
+// OPTIONAL_MUTUAL; the server's protocol versions and cipher suites. The
+// certificates and the client validation come from one of three sources,
+// each as Istio's:
+//
+//   - ISTIO_MUTUAL: the router's mesh certificate ("default") and root
+//     ("ROOTCA"), with the server's subjectAltNames, caCrl and
+//     insecureSkipVerify (ApplyToCommonTLSContext);
+//   - credentialName or credentialNames: "kubernetes://<name>" per name
+//     (several: an RSA and an ECDSA certificate), for MUTUAL and
+//     OPTIONAL_MUTUAL the roots of the (first) credential,
+//     "kubernetes://<name>-cacert", with subjectAltNames,
+//     verifyCertificateSpki, verifyCertificateHash and insecureSkipVerify;
+//     for SIMPLE a static check of subjectAltNames only, when set
+//     (ApplyCredentialSDSToServerCommonTLSContext);
+//   - certificate files on the router (serverCertificate and privateKey,
+//     or each of tlsCertificates) over the agent's SDS as
+//     "file-cert:<cert>~<key>", for MUTUAL and OPTIONAL_MUTUAL the roots
+//     "file-root:<caCertificates>" (else the mesh root), with
+//     subjectAltNames, caCrl and insecureSkipVerify (fileTLS); the agent
+//     serves the files when they are in a directory it allows (agents/sds,
+//     files.go).
+//
+// What Istio leaves out, vmesh leaves out too, and warns (VM1022,
+// filecert.NotApplied): the certificate pins on the ISTIO_MUTUAL and file
+// branches and for SIMPLE, caCrl beside credentialNames,
+// caCertCredentialName where no credential's roots apply. What vmesh does
+// not serve is an error, and the listener has no chain for that server
+// (VM1018, filecert.ServerProblem): caCertCredentialName where it would
+// apply, a certificate or CRL file path that is not absolute and clean or
+// holds '~'.
 func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext, error) {
 	ctx := &tlsv3.DownstreamTlsContext{
 		CommonTlsContext:         &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2", "http/1.1"}},
@@ -323,39 +341,18 @@ func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext
 	if mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_ISTIO_MUTUAL {
 		ctx.RequireClientCertificate = wrapperspb.Bool(true)
 	}
-	validate := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL
-	cvc := &tlsv3.CertificateValidationContext{}
-	for _, san := range t.GetSubjectAltNames() {
-		cvc.MatchTypedSubjectAltNames = append(cvc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{
-			SanType: tlsv3.SubjectAltNameMatcher_URI, Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
-		})
+	if why := filecert.ServerProblem(t); why != "" {
+		return nil, fmt.Errorf("TLS mode %s: %s", mode, why)
 	}
-	cvc.VerifyCertificateSpki = t.GetVerifyCertificateSpki()
-	cvc.VerifyCertificateHash = t.GetVerifyCertificateHash()
 	c := ctx.CommonTlsContext
 	switch {
 	case mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
 		c.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sidecar.SDSSecret(workloadSecret, true)}
-		c.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-			DefaultValidationContext:         cvc,
-			ValidationContextSdsSecretConfig: sidecar.SDSSecret(rootSecret, true),
-		}}
-	case t.GetCredentialName() != "":
-		name := CredentialPrefix + t.GetCredentialName()
-		c.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sidecar.SDSSecret(name, false)}
-		if validate {
-			c.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         cvc,
-				ValidationContextSdsSecretConfig: sidecar.SDSSecret(name+CACertSuffix, false),
-			}}
-		} else if len(cvc.GetMatchTypedSubjectAltNames()) > 0 {
-			c.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: cvc}
-		}
+		c.ValidationContextType = combined(clientValidation(t, false, true), sidecar.SDSSecret(rootSecret, true))
+	case t.GetCredentialName() != "" || len(t.GetCredentialNames()) > 0:
+		credentialTLS(c, t)
 	default:
-		if why := filecert.ServerProblem(t); why != "" {
-			return nil, fmt.Errorf("TLS mode %s: %s", mode, why)
-		}
-		fileTLS(c, t, cvc)
+		fileTLS(c, t)
 	}
 	if mode == networking.ServerTLSSettings_SIMPLE || mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL {
 		if t.GetMinProtocolVersion() != networking.ServerTLSSettings_TLS_AUTO || t.GetMaxProtocolVersion() != networking.ServerTLSSettings_TLS_AUTO {
@@ -372,6 +369,85 @@ func downstreamTLS(t *networking.ServerTLSSettings) (*tlsv3.DownstreamTlsContext
 		}
 	}
 	return ctx, nil
+}
+
+// credentialTLS fills a terminating server's TLS context from its
+// credentialName or credentialNames, as Istio's
+// ApplyCredentialSDSToServerCommonTLSContext: one SDS secret
+// "kubernetes://<name>" per name, no initial fetch wait (a credential the
+// agent does not hold fails the chain's handshakes, VM1019); for MUTUAL
+// and OPTIONAL_MUTUAL the client's certificate checked against the first
+// credential's roots ("kubernetes://<name>-cacert": one CA for all, as in
+// Istio) with the server's subjectAltNames, certificate pins and
+// insecureSkipVerify; for SIMPLE a static validation context of the
+// subjectAltNames when there are some.
+func credentialTLS(c *tlsv3.CommonTlsContext, t *networking.ServerTLSSettings) {
+	names := t.GetCredentialNames()
+	if len(names) == 0 {
+		names = []string{t.GetCredentialName()}
+	}
+	for _, n := range names {
+		c.TlsCertificateSdsSecretConfigs = append(c.TlsCertificateSdsSecretConfigs, sidecar.SDSSecret(CredentialPrefix+n, false))
+	}
+	switch {
+	case filecert.Validates(t):
+		c.ValidationContextType = combined(clientValidation(t, true, false), sidecar.SDSSecret(CredentialPrefix+names[0]+CACertSuffix, false))
+	case len(t.GetSubjectAltNames()) > 0:
+		c.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			MatchTypedSubjectAltNames: sanMatchers(t.GetSubjectAltNames()),
+		}}
+	}
+}
+
+// combined is a validation context of roots from SDS, with the static
+// checks of cvc.
+func combined(cvc *tlsv3.CertificateValidationContext, roots *tlsv3.SdsSecretConfig) *tlsv3.CommonTlsContext_CombinedValidationContext {
+	return &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+		DefaultValidationContext:         cvc,
+		ValidationContextSdsSecretConfig: roots,
+	}}
+}
+
+// clientValidation is the static part of a server's check of client
+// certificates: its subjectAltNames; with pins its verifyCertificateSpki
+// and verifyCertificateHash (Istio applies them with credentials only);
+// with crl its CRL file (caCrl: Envoy reads it when it loads the
+// listener, as Istio's; credentials carry their own CRL); insecureSkipVerify
+// accepts a chain the roots do not verify (Envoy's ACCEPT_UNTRUSTED).
+func clientValidation(t *networking.ServerTLSSettings, pins, crl bool) *tlsv3.CertificateValidationContext {
+	cvc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sanMatchers(t.GetSubjectAltNames())}
+	if pins {
+		cvc.VerifyCertificateSpki = t.GetVerifyCertificateSpki()
+		cvc.VerifyCertificateHash = t.GetVerifyCertificateHash()
+	}
+	if crl && t.GetCaCrl() != "" {
+		cvc.Crl = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetCaCrl()}}
+	}
+	if t.GetInsecureSkipVerify().GetValue() {
+		cvc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
+	}
+	return cvc
+}
+
+// sanTypes are the SAN types a server's subjectAltNames match: all four,
+// as Envoy's match_subject_alt_names, which Istio sets, matches each name
+// against DNS, URI, email and IP SANs alike (client certificates outside
+// the mesh name themselves by any of them).
+var sanTypes = []tlsv3.SubjectAltNameMatcher_SanType{
+	tlsv3.SubjectAltNameMatcher_DNS, tlsv3.SubjectAltNameMatcher_URI, tlsv3.SubjectAltNameMatcher_EMAIL, tlsv3.SubjectAltNameMatcher_IP_ADDRESS,
+}
+
+// sanMatchers matches each of sans exactly, as a SAN of any type.
+func sanMatchers(sans []string) []*tlsv3.SubjectAltNameMatcher {
+	var out []*tlsv3.SubjectAltNameMatcher
+	for _, san := range sans {
+		for _, typ := range sanTypes {
+			out = append(out, &tlsv3.SubjectAltNameMatcher{
+				SanType: typ, Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
+			})
+		}
+	}
+	return out
 }
 
 func tlsVersion(v networking.ServerTLSSettings_TLSProtocol) tlsv3.TlsParameters_TlsProtocol {

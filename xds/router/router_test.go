@@ -309,8 +309,9 @@ func TestOtherRoutersAndNoGateway(t *testing.T) {
 }
 
 // TestUnservedServerFailsClosed: a server vmesh's routers do not serve
-// (VM1018: a relative certificate path, a CRL file) gets no filter chain;
-// the router's other servers are served.
+// (VM1018: a relative certificate path, caCertCredentialName beside a
+// MUTUAL credential) gets no filter chain and asks for no credential; the
+// router's other servers are served (a CRL file among them).
 func TestUnservedServerFailsClosed(t *testing.T) {
 	const yaml = `
 apiVersion: networking.istio.io/v1
@@ -328,17 +329,137 @@ spec:
   - port: {number: 443, name: cred, protocol: HTTPS}
     hosts: [cred.example.com]
     tls: {mode: SIMPLE, credentialName: cred}
+  - port: {number: 443, name: ca-cred, protocol: HTTPS}
+    hosts: [ca-cred.example.com]
+    tls: {mode: MUTUAL, credentialName: other, caCertCredentialName: roots}
 `
 	v := view(t, yaml, ingress())
 	lds, err := router.Listeners(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 || !slices.Equal(lds[0].GetFilterChains()[0].GetFilterChainMatch().GetServerNames(), []string{"cred.example.com"}) {
-		t.Errorf("listeners %v: want 0.0.0.0_443 with the credential's chain only", lds)
+	var sni []string
+	for _, l := range lds {
+		for _, fc := range l.GetFilterChains() {
+			sni = append(sni, fc.GetFilterChainMatch().GetServerNames()...)
+		}
 	}
-	if us := router.Credentials(v); len(us) != 1 || us[0].Secret != "cred" {
-		t.Errorf("credentials %v: want cred only (unserved servers ask for no files)", us)
+	if want := []string{"crl.example.com", "cred.example.com"}; !slices.Equal(sni, want) {
+		t.Errorf("chains for %v, want %v", sni, want)
+	}
+	var uses []string
+	for _, u := range router.Credentials(v) {
+		uses = append(uses, u.Secret)
+	}
+	if want := []string{"file-cert:/etc/certs/cert.pem~/etc/certs/key.pem", "file-root:/etc/certs/ca.pem", "cred"}; !slices.Equal(uses, want) {
+		t.Errorf("credentials %v, want %v (unserved servers ask for none)", uses, want)
+	}
+}
+
+// TestServerTLSAsIstio: each certificate source checks client
+// certificates as Istio's BuildListenerTLSContext does. credentialNames:
+// one "kubernetes://" secret per name, the first one's roots, the
+// subjectAltNames (as SANs of any type), the pins and insecureSkipVerify,
+// no CRL. Certificate files: subjectAltNames, the CRL file and
+// insecureSkipVerify, no pins. ISTIO_MUTUAL: subjectAltNames and the CRL,
+// no pins. SIMPLE with a credential: a static check of subjectAltNames
+// only.
+func TestServerTLSAsIstio(t *testing.T) {
+	const yaml = `
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: names, protocol: HTTPS}
+    hosts: [names.example.com]
+    tls: {mode: OPTIONAL_MUTUAL, credentialNames: [rsa, ecdsa], subjectAltNames: [client.example.com], verifyCertificateSpki: [c3BraQ==], verifyCertificateHash: [aa], insecureSkipVerify: true, caCrl: /etc/certs/ignored.crl}
+  - port: {number: 443, name: files, protocol: HTTPS}
+    hosts: [files.example.com]
+    tls: {mode: MUTUAL, serverCertificate: /etc/certs/cert.pem, privateKey: /etc/certs/key.pem, caCertificates: /etc/certs/ca.pem, caCrl: /etc/certs/crl.pem, subjectAltNames: [client.example.com], verifyCertificateSpki: [c3BraQ==], insecureSkipVerify: true}
+  - port: {number: 443, name: simple, protocol: HTTPS}
+    hosts: [simple.example.com]
+    tls: {mode: SIMPLE, credentialName: simple, subjectAltNames: [client.example.com], verifyCertificateHash: [aa]}
+  - port: {number: 8443, name: mesh, protocol: HTTPS}
+    hosts: [mesh.example.com]
+    tls: {mode: ISTIO_MUTUAL, caCrl: /etc/certs/mesh.crl, subjectAltNames: [spiffe://cluster.local/ns/default/sa/client], verifyCertificateSpki: [c3BraQ==]}
+`
+	v := view(t, yaml, ingress())
+	lds, err := router.Listeners(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		certs, roots, sans, spki, hash, crl string
+		untrusted, static, require          bool
+	}
+	chains := map[string]got{}
+	for _, l := range lds {
+		for _, fc := range l.GetFilterChains() {
+			ctx := &tlsv3.DownstreamTlsContext{}
+			if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c := ctx.GetCommonTlsContext()
+			var g got
+			for _, sc := range c.GetTlsCertificateSdsSecretConfigs() {
+				g.certs += sc.GetName() + " "
+			}
+			vc := c.GetValidationContext()
+			g.static = vc != nil
+			if cvc := c.GetCombinedValidationContext(); cvc != nil {
+				g.roots = cvc.GetValidationContextSdsSecretConfig().GetName()
+				vc = cvc.GetDefaultValidationContext()
+			}
+			types := map[string][]string{}
+			var names []string
+			for _, m := range vc.GetMatchTypedSubjectAltNames() {
+				n := m.GetMatcher().GetExact()
+				if types[n] == nil {
+					names = append(names, n)
+				}
+				types[n] = append(types[n], m.GetSanType().String())
+			}
+			for _, n := range names {
+				g.sans += n + "(" + strings.Join(types[n], ",") + ") "
+			}
+			g.spki, g.hash = strings.Join(vc.GetVerifyCertificateSpki(), ","), strings.Join(vc.GetVerifyCertificateHash(), ",")
+			g.crl = vc.GetCrl().GetFilename()
+			g.untrusted = vc.GetTrustChainVerification() == tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
+			g.require = ctx.GetRequireClientCertificate().GetValue()
+			chains[fc.GetFilterChainMatch().GetServerNames()[0]] = g
+		}
+	}
+	const anyType = "(DNS,URI,EMAIL,IP_ADDRESS) "
+	want := map[string]got{
+		"names.example.com": {certs: "kubernetes://rsa kubernetes://ecdsa ", roots: "kubernetes://rsa-cacert", sans: "client.example.com" + anyType,
+			spki: "c3BraQ==", hash: "aa", untrusted: true},
+		"files.example.com": {certs: "file-cert:/etc/certs/cert.pem~/etc/certs/key.pem ", roots: "file-root:/etc/certs/ca.pem", sans: "client.example.com" + anyType,
+			crl: "/etc/certs/crl.pem", untrusted: true, require: true},
+		"simple.example.com": {certs: "kubernetes://simple ", sans: "client.example.com" + anyType, static: true},
+		"mesh.example.com": {certs: "default ", roots: "ROOTCA", sans: "spiffe://cluster.local/ns/default/sa/client" + anyType, crl: "/etc/certs/mesh.crl",
+			require: true},
+	}
+	for k, w := range want {
+		if chains[k] != w {
+			t.Errorf("%s:\n%+v, want\n%+v", k, chains[k], w)
+		}
+	}
+	var uses []string
+	for _, u := range router.Credentials(v) {
+		uses = append(uses, u.Secret+" "+u.Field+" "+u.Credential)
+	}
+	wantUses := []string{
+		"rsa servers[0].tls.credentialNames[0] rsa",
+		"ecdsa servers[0].tls.credentialNames[1] ecdsa",
+		"rsa-cacert servers[0].tls.credentialNames[0] rsa",
+		"file-cert:/etc/certs/cert.pem~/etc/certs/key.pem servers[1].tls.serverCertificate ",
+		"file-root:/etc/certs/ca.pem servers[1].tls.caCertificates ",
+		"simple servers[2].tls.credentialName simple",
+	}
+	if !slices.Equal(uses, wantUses) {
+		t.Errorf("credentials\n%s\nwant\n%s", strings.Join(uses, "\n"), strings.Join(wantUses, "\n"))
 	}
 }
 
