@@ -220,6 +220,13 @@ func (s *Snapshot) Selects(ns string, labels map[string]string) bool {
 	return false
 }
 
+// SameSelectors reports whether s and o answer Selects alike: they share
+// the index of ServiceEntry selectors, as a rebuild of endpoints or of
+// routing keeps it.
+func (s *Snapshot) SameSelectors(o *Snapshot) bool {
+	return s != nil && o != nil && s.seIndex == o.seIndex
+}
+
 // onlyKinds reports whether every changed key is of one of the kinds.
 func onlyKinds(changed map[store.Key]struct{}, kinds ...store.Kind) bool {
 	for k := range changed {

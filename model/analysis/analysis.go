@@ -37,7 +37,27 @@ import (
 // registries, which may define more hosts), a host no object defines is an
 // info, not a warning.
 func Analyze(ms *model.Snapshot, complete bool) []store.ConfigError {
+	out, _ := analyze(ms, complete, nil)
+	return out
+}
+
+// selections remembers, for each WorkloadEntry object one analysis saw,
+// whether a ServiceEntry of its model selected it: the next analysis of a
+// model with the same selectors (model.Snapshot.SameSelectors) reuses the
+// answer for every entry object it still holds.
+type selections struct {
+	of       *model.Snapshot
+	selected map[*store.Object]bool
+}
+
+// analyze is Analyze taking the previous analysis' selections (nil: none)
+// and returning this one's.
+func analyze(ms *model.Snapshot, complete bool, prev *selections) ([]store.ConfigError, *selections) {
 	a := newAnalysis(ms, complete)
+	a.next = &selections{of: ms, selected: make(map[*store.Object]bool, len(a.objects.List(store.KindWorkloadEntry)))}
+	if prev != nil && prev.of.SameSelectors(ms) {
+		a.prev = prev.selected
+	}
 	for _, k := range []store.Kind{store.KindVirtualService, store.KindDestinationRule, store.KindWorkloadEntry, store.KindWorkloadGroup, store.KindGateway} {
 		for _, o := range a.objects.List(k) {
 			if o.Origin.File == "" {
@@ -67,7 +87,7 @@ func Analyze(ms *model.Snapshot, complete bool) []store.ConfigError {
 	slices.SortFunc(a.out, func(x, y store.ConfigError) int {
 		return cmp.Or(cmp.Compare(x.File, y.File), cmp.Compare(x.Line, y.Line), cmp.Compare(x.Field, y.Field), cmp.Compare(x.Code, y.Code), cmp.Compare(x.Object, y.Object))
 	})
-	return a.out
+	return a.out, a.next
 }
 
 // Objects analyses objects as the control plane would hold them, built
@@ -115,6 +135,10 @@ type analysis struct {
 	// routes' delegate: use.
 	delegates map[store.Key]*store.Object
 	out       []store.ConfigError
+	// prev is the previous analysis' selections when its model had the
+	// same selectors (else nil); next collects this one's.
+	prev map[*store.Object]bool
+	next *selections
 }
 
 func newAnalysis(ms *model.Snapshot, complete bool) *analysis {
@@ -370,17 +394,28 @@ func (a *analysis) destinationRule(o *store.Object, dr *networking.DestinationRu
 }
 
 func (a *analysis) workloadEntry(o *store.Object, we *networking.WorkloadEntry) {
-	// The spec's labels as they are when the object has none of its own
-	// (no copy for each of 100,000 entries); else both, the spec's winning.
-	labels := we.GetLabels()
-	if len(o.Labels) > 0 {
-		labels = maps.Clone(o.Labels)
-		maps.Copy(labels, we.GetLabels())
+	selected, known := a.prev[o]
+	if !known {
+		selected = a.ms.Selects(o.Namespace, entryLabels(o, we))
 	}
-	if !a.ms.Selects(o.Namespace, labels) {
+	a.next.selected[o] = selected
+	if !selected {
+		labels := entryLabels(o, we)
 		a.add(o, "", store.SeverityWarning, store.CodeWorkloadEntryUnselected,
 			"no ServiceEntry in namespace %s selects this WorkloadEntry's labels {%s}: it is no service's endpoint (add a ServiceEntry whose workloadSelector matches, or fix the labels)", o.Namespace, labelString(labels))
 	}
+}
+
+// entryLabels are a WorkloadEntry's labels: the spec's as they are when
+// the object has none of its own (no copy for each of 100,000 entries),
+// else both, the spec's winning.
+func entryLabels(o *store.Object, we *networking.WorkloadEntry) map[string]string {
+	if len(o.Labels) == 0 {
+		return we.GetLabels()
+	}
+	labels := maps.Clone(o.Labels)
+	maps.Copy(labels, we.GetLabels())
+	return labels
 }
 
 func (a *analysis) workloadGroup(o *store.Object, wg *networking.WorkloadGroup) {
@@ -518,6 +553,8 @@ type Cache struct {
 	of     *store.Snapshot
 	// served is servedGateways of the snapshot out was computed on.
 	served string
+	// selections are the WorkloadEntries' selections of out's analysis.
+	selections *selections
 }
 
 // NewCache returns a Cache that builds the model with mesh, as the control
@@ -532,7 +569,8 @@ func (c *Cache) Analysis(snap *store.Snapshot) []store.ConfigError {
 	if c.of != nil && c.of.ConfigRevision() == snap.ConfigRevision() && c.served == served {
 		return HoldBack(c.out, Broken(snap))
 	}
-	c.out, c.of, c.served = Analyze(c.model(snap), true), snap, served
+	c.out, c.selections = analyze(c.model(snap), true, c.selections)
+	c.of, c.served = snap, served
 	return HoldBack(c.out, Broken(snap))
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/vmesh/vmesh/model"
@@ -217,6 +218,17 @@ func TestAnalysisUsesTheFeedsModel(t *testing.T) {
 		Ports:            []*networking.ServicePort{{Name: "http", Number: 80, Protocol: "HTTP"}},
 		WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "web"}}}}
 	svc.Kind, svc.Namespace, svc.Name = store.KindServiceEntry, "ns", "web"
+	selecting := func(app string) *store.Object {
+		o := *svc
+		spec := proto.Clone(svc.Spec.(*networking.ServiceEntry)).(*networking.ServiceEntry)
+		spec.WorkloadSelector = &networking.WorkloadSelector{Labels: map[string]string{"app": app}}
+		o.Spec = spec
+		return &o
+	}
+	vs := &store.Object{APIVersion: "networking.istio.io/v1", Origin: store.Origin{File: "cfg/vs.yaml", Line: 1}, Spec: &networking.VirtualService{
+		Hosts: []string{"web.example"},
+		Http:  []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "web.example"}}}}}}}
+	vs.Kind, vs.Namespace, vs.Name = store.KindVirtualService, "ns", "web"
 	entry := func(addr, app string) *store.Object {
 		o := we("ns", "vm-1", addr, store.Origin{File: "cfg/vm.yaml", Line: 1})
 		o.Spec.(*networking.WorkloadEntry).Labels = map[string]string{"app": app}
@@ -232,6 +244,10 @@ func TestAnalysisUsesTheFeedsModel(t *testing.T) {
 		{"the entry leaves the selector (endpoints rebuilt)", []*store.Object{entry("10.0.0.2", "api")},
 			[]string{store.CodeWorkloadEntryUnselected + " WorkloadEntry/ns/vm-1"}},
 		{"the entry is selected again", []*store.Object{entry("10.0.0.3", "web")}, nil},
+		{"a VirtualService (routing rebuilt, the same selectors)", []*store.Object{vs}, nil},
+		{"the ServiceEntry now selects app=api: the entry, unchanged, is unselected", []*store.Object{selecting("api")},
+			[]string{store.CodeWorkloadEntryUnselected + " WorkloadEntry/ns/vm-1"}},
+		{"and app=web again", []*store.Object{selecting("web")}, nil},
 	}
 	codes := func(ws []store.ConfigError) []string {
 		var out []string
