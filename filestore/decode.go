@@ -19,6 +19,7 @@ import (
 	metav1alpha1 "istio.io/api/meta/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // kindInfo describes how to decode one kind.
@@ -53,6 +54,8 @@ func lookupKind(k store.Kind) (kindInfo, bool) {
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.AuthorizationPolicy{} }}, true
 	case store.KindRequestAuthentication:
 		return kindInfo{"security.istio.io", securityVersions, func() proto.Message { return &security.RequestAuthentication{} }}, true
+	case store.KindTelemetry:
+		return kindInfo{"telemetry.istio.io", []string{"v1", "v1alpha1"}, func() proto.Message { return &telemetry.Telemetry{} }}, true
 	}
 	return kindInfo{}, false
 }

@@ -29,10 +29,10 @@ spec:
     - destination: {host: greeter.demo.svc}
       weight: -3
 `),
-		"warned.yaml": []byte(`apiVersion: telemetry.istio.io/v1
-kind: Telemetry
+		"warned.yaml": []byte(`apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
 metadata: {name: t, namespace: demo}
-spec: {}
+spec: {url: oci://example.internal/f:1}
 `),
 		"mesh.yaml": []byte("trustDomain: example.org\n"),
 	}

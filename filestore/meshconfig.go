@@ -232,13 +232,14 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 			continue
 		}
 		if k.Value == "defaultProviders" && v.Kind == yaml.MappingNode {
-			// Applied: tracing (the first provider, as Istio).
+			// Applied: tracing (the first provider, as Istio) and
+			// accessLogging (each envoyFileAccessLog provider).
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				if sk := v.Content[j]; sk.Value == "tracing" {
 					out = append(out, tracingProviderWarnings(file, root, v.Content[j+1])...)
-				} else {
+				} else if sk.Value != "accessLogging" {
 					out = append(out, store.ConfigError{File: file, Line: sk.Line, Field: "defaultProviders." + sk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
-						Message: fmt.Sprintf("MeshConfig defaultProviders.%s is read but not applied by vmesh (applied: defaultProviders.tracing)", sk.Value)})
+						Message: fmt.Sprintf("MeshConfig defaultProviders.%s is read but not applied by vmesh (applied: defaultProviders.tracing, defaultProviders.accessLogging)", sk.Value)})
 				}
 			}
 			continue

@@ -11,6 +11,7 @@ import (
 	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Istio's validation warnings.
@@ -51,6 +52,25 @@ func schemaWarnings(w *warner, o *store.Object) {
 	case *networking.WorkloadEntry:
 		if spec.GetAddress() == "" {
 			w.add("address", store.CodeSchemaWarning, "address is not set (network %s): Istio reaches such an entry only through that network's gateway", quote(spec.GetNetwork()))
+		}
+	case *telemetry.Telemetry:
+		emptySelectorWarning(w, "selector", spec.GetSelector() != nil, len(spec.GetSelector().GetMatchLabels()))
+		// Istio's validateTelemetryTracing: it uses the first entry's
+		// first provider.
+		if len(spec.GetTracing()) > 1 {
+			w.add("tracing", store.CodeSchemaWarning, "multiple tracing is not currently supported")
+		}
+		for i, tr := range spec.GetTracing() {
+			if len(tr.GetProviders()) > 1 {
+				w.add(at("tracing", i)+".providers", store.CodeSchemaWarning, "multiple providers is not currently supported")
+			}
+		}
+		for i, m := range spec.GetMetrics() {
+			for j, o := range m.GetOverrides() {
+				if _, empty := o.GetTagOverrides()[""]; empty {
+					w.add(at(at("metrics", i)+".overrides", j)+".tagOverrides", store.CodeSchemaWarning, "tagOverrides.name may not be empty")
+				}
+			}
 		}
 	case *networking.Gateway:
 		gatewayWarnings(w, spec)

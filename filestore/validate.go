@@ -7,6 +7,7 @@ import (
 	"github.com/vmesh/vmesh/store"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Problem is one semantic validation failure inside an object's spec, or,
@@ -63,6 +64,8 @@ func Validate(o *store.Object) []Problem {
 		validateAuthorizationPolicy(v, spec)
 	case *security.RequestAuthentication:
 		validateRequestAuthentication(v, spec)
+	case *telemetry.Telemetry:
+		validateTelemetry(v, spec)
 	default:
 		v.add("", "unsupported spec type %T", o.Spec)
 	}

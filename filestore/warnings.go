@@ -11,6 +11,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // unimplementedKinds are the kinds of Istio's schema (the CRDs istio.io/api
@@ -23,9 +24,6 @@ var unimplementedKinds = map[string]map[string][]string{
 	"networking.istio.io": {
 		"EnvoyFilter": {"v1alpha3"},
 		"ProxyConfig": {"v1beta1"},
-	},
-	"telemetry.istio.io": {
-		"Telemetry": {"v1", "v1alpha1"},
 	},
 	"extensions.istio.io": {
 		"WasmPlugin":       {"v1alpha1"},
@@ -67,7 +65,7 @@ func lineKept(path string) bool {
 		leaf = leaf[:i]
 	}
 	switch leaf {
-	case "host", "hosts", "subset", "port", "gateways", "workloadSelector", "metadata", "template", "delegate", "tcp":
+	case "host", "hosts", "subset", "port", "gateways", "workloadSelector", "metadata", "template", "delegate", "tcp", "providers":
 		return true
 	}
 	return false
@@ -115,6 +113,8 @@ func objectWarnings(o *store.Object) []Problem {
 				w.add(fmt.Sprintf("endpoints[%d]", i), store.CodeEndpointWithoutAddress, "endpoint without an address (network %s): it is reached through its network's gateway, which vmesh does not have, so it is not used", quote(e.GetNetwork()))
 			}
 		}
+	case *telemetry.Telemetry:
+		telemetryWarnings(w, spec)
 	case *networking.WorkloadEntry:
 		if spec.GetAddress() == "" {
 			w.add("address", store.CodeEndpointWithoutAddress, "no address (network %s): the entry is reached through its network's gateway, which vmesh does not have, so it is no service's endpoint", quote(spec.GetNetwork()))

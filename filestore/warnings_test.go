@@ -37,15 +37,13 @@ func wheres(ws []store.ConfigError) []where {
 	return out
 }
 
-const telemetryYAML = `apiVersion: telemetry.istio.io/v1
-kind: Telemetry
+const wasmPluginYAML = `apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
 metadata:
   name: mesh-default
   namespace: istio-system
 spec:
-  accessLogging:
-  - providers:
-    - name: envoy
+  url: oci://example.internal/filters/auth:1.0
 `
 
 // Config vmesh accepts but does not (fully) enforce decodes, and is a
@@ -57,7 +55,30 @@ func TestDecodeWarnings(t *testing.T) {
 		objects int
 		want    []where
 	}{
-		{name: "Telemetry", doc: telemetryYAML, want: []where{{2, "kind", store.CodeKindNotImplemented}}},
+		{name: "WasmPlugin", doc: wasmPluginYAML, want: []where{{2, "kind", store.CodeKindNotImplemented}}},
+		{name: "Telemetry metrics and what proxyless gRPC ignores", objects: 1, doc: `apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: t, namespace: shop}
+spec:
+  selector:
+    matchLabels: {app: ledger}
+  tracing:
+  - randomSamplingPercentage: 10
+  accessLogging:
+  - providers: [{name: envoy}]
+  metrics:
+  - providers: [{name: prometheus}]
+    overrides:
+    - match: {metric: REQUEST_COUNT}
+      disabled: true
+    - tagOverrides:
+        request_protocol: {operation: REMOVE}
+`, want: []where{{12, "metrics[0].providers", store.CodeTelemetryFieldNotApplied},
+			{15, "metrics[0].overrides[0].disabled", store.CodeTelemetryFieldNotApplied},
+			{17, "metrics[0].overrides[1].tagOverrides.request_protocol", store.CodeTelemetryFieldNotApplied},
+			{8, "tracing[0]", store.CodeProxylessIgnores}, {10, "accessLogging[0]", store.CodeProxylessIgnores}, {12, "metrics[0]", store.CodeProxylessIgnores}}},
+		{name: "Telemetry targetRefs", objects: 1, doc: "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: t}\nspec:\n  targetRefs: [{kind: Service, group: \"\", name: ledger}]\n  tracing: [{randomSamplingPercentage: 10}]\n",
+			want: []where{{5, "targetRefs", store.CodeTelemetryFieldNotApplied}}}, // ignored whole: nothing more to say
 		{name: "RequestAuthentication is implemented", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  jwtRules: [{issuer: x}]\n"},
 		{name: "RequestAuthentication targetRefs", objects: 1, doc: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]\n  jwtRules: [{issuer: x}]\n",
 			want: []where{{5, "targetRefs", store.CodePolicyTargetRefs}}},
@@ -299,8 +320,8 @@ items:
     namespace: shop
   spec:
     address: 10.0.0.2
-- apiVersion: telemetry.istio.io/v1
-  kind: Telemetry
+- apiVersion: extensions.istio.io/v1alpha1
+  kind: WasmPlugin
   metadata: {name: t}
   spec: {}
 - apiVersion: networking.istio.io/v1
@@ -437,15 +458,15 @@ spec:
   template: {serviceAccount: ledger}
 `
 
-// A git commit with a Telemetry object (an Istio kind vmesh does not
+// A git commit with a WasmPlugin object (an Istio kind vmesh does not
 // implement) and a valid VirtualService is applied; the warning is in the
 // source's status, /debug/config and vmesh_config_warnings.
-func TestGitCommitWithTelemetryApplied(t *testing.T) {
+func TestGitCommitWithUnimplementedKindApplied(t *testing.T) {
 	ctx := context.Background()
 	repo := newGitRepo(t)
-	commit := repo.commit("telemetry", map[string]string{
-		"mesh/telemetry.yaml": telemetryYAML,
-		"mesh/mesh.yaml":      analysisYAML,
+	commit := repo.commit("wasm", map[string]string{
+		"mesh/wasm.yaml": wasmPluginYAML,
+		"mesh/mesh.yaml": analysisYAML,
 	})
 	src, cs := newGitSource(t, repo.dir, "main", "mesh")
 	if err := src.Sync(ctx); err != nil {
@@ -457,7 +478,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 	}
 	st := gitStatus(snap)
 	if len(st.Errors) != 0 || len(st.Warnings) != 1 || st.Warnings[0].Code != store.CodeKindNotImplemented ||
-		!strings.HasPrefix(st.Warnings[0].Error(), commit[:12]+":mesh/telemetry.yaml:2: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
+		!strings.HasPrefix(st.Warnings[0].Error(), commit[:12]+":mesh/wasm.yaml:2: WasmPlugin/istio-system/mesh-default: kind: warning VM1001: ") {
 		t.Fatalf("status errors %v, warnings %v", st.Errors, st.Warnings)
 	}
 
@@ -521,7 +542,7 @@ func TestGitCommitWithTelemetryApplied(t *testing.T) {
 // are gone, not at every change of the folder.
 func TestDirSourceLogsWarningsOnce(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "telemetry.yaml"), telemetryYAML)
+	writeFile(t, filepath.Join(dir, "wasm.yaml"), wasmPluginYAML)
 	writeFile(t, filepath.Join(dir, "a.yaml"), weYAML("a", "10.0.0.1"))
 	// An info (what proxyless gRPC ignores) is not logged.
 	writeFile(t, filepath.Join(dir, "dr.yaml"), "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: a}\nspec:\n  host: a.example.internal\n  trafficPolicy: {outlierDetection: {consecutive5xxErrors: 5}}\n")
@@ -534,7 +555,7 @@ func TestDirSourceLogsWarningsOnce(t *testing.T) {
 	if n := len(logs.Lines("config warnings")); n != 1 || strings.Contains(strings.Join(logs.Lines(""), "\n"), "dr.yaml") {
 		t.Errorf("warnings logged %d times, want once, and no info:\n%s", n, strings.Join(logs.Lines(""), "\n"))
 	}
-	must(t, os.Remove(filepath.Join(dir, "telemetry.yaml")))
+	must(t, os.Remove(filepath.Join(dir, "wasm.yaml")))
 	eventually(t, "the warning cleared", func(s *store.Snapshot) bool {
 		for _, st := range s.Sources {
 			for _, w := range st.Warnings {

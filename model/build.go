@@ -78,6 +78,9 @@ func BuildWith(fs *store.Snapshot, mesh Mesh) *Snapshot {
 	}
 	b.addWorkloadGroups(fs.List(store.KindWorkloadGroup))
 	b.addAuthn(fs)
+	for _, o := range fs.List(store.KindTelemetry) {
+		b.addTelemetry(o)
+	}
 	b.sortProblems()
 	return b.s
 }

@@ -17,7 +17,7 @@ import (
 type Diff struct {
 	// Global is set when an input that is not bound to hosts differs: the
 	// mesh settings, Sidecars, PeerAuthentications, AuthorizationPolicies,
-	// RequestAuthentications or fetched JWKS, or the set of label keys that
+	// RequestAuthentications, Telemetries or fetched JWKS, or the set of label keys that
 	// VirtualService sourceLabels name (group keys read it). (WorkloadGroups feed only the
 	// agents' WorkloadGroup resources: see SameWorkloadGroups.)
 	// Anything may then differ; the host sets are left empty.
@@ -83,6 +83,7 @@ func Compare(prev, next *Snapshot) *Diff {
 		!slices.EqualFunc(prev.PeerAuthentications, next.PeerAuthentications, samePeerAuthentication) ||
 		!slices.EqualFunc(prev.AuthorizationPolicies, next.AuthorizationPolicies, sameAuthorizationPolicy) ||
 		!sameAuthn(prev, next) ||
+		!slices.EqualFunc(prev.Telemetries, next.Telemetries, sameTelemetry) ||
 		!slices.Equal(prev.sourceLabelKeys, next.sourceLabelKeys) ||
 		prev.localityMatters != next.localityMatters || !slices.Equal(prev.failoverLabelKeys, next.failoverLabelKeys) {
 		d.Global = true
@@ -90,7 +91,7 @@ func Compare(prev, next *Snapshot) *Diff {
 		return d
 	}
 	d.compareGateways(prev, next)
-	defer d.tracingCollector(next.Mesh)
+	defer d.tracingCollector(next)
 	if next.delta != nil && next.delta.from == prev.id {
 		// Rebuilt from prev by replacing the services of these hosts; the
 		// rest, routing included, is prev's.
@@ -113,25 +114,37 @@ func Compare(prev, next *Snapshot) *Diff {
 	return d
 }
 
-// tracingCollector makes d Global when the service of the mesh's tracing
-// provider differs: every HTTP connection manager of Envoy proxies names
-// its cluster (or, without it, has no tracer), not only those of the
-// ports its host has.
-func (d *Diff) tracingCollector(m Mesh) {
-	p := m.ExtensionProvider(m.Tracing.DefaultProvider)
-	if p == nil || d.Global {
+// tracingCollector makes d Global when the service of a tracing provider
+// (the mesh's default or one a Telemetry names) differs: every HTTP
+// connection manager of Envoy proxies names its cluster (or, without it,
+// has no tracer), not only those of the ports its host has.
+func (d *Diff) tracingCollector(s *Snapshot) {
+	if d.Global {
 		return
 	}
-	service := p.GetZipkin().GetService()
-	if service == "" {
-		service = p.GetOpentelemetry().GetService()
+	names := []string{s.Mesh.Tracing.DefaultProvider}
+	for _, t := range s.Telemetries {
+		for _, tr := range t.Spec.GetTracing() {
+			names = append(names, providerNames(tr.GetProviders())...)
+		}
 	}
-	if _, h, ok := strings.Cut(service, "/"); ok {
-		service = h
-	}
-	if service != "" && d.Services[service] {
-		d.Global = true
-		d.endpointsOnly = false
+	for _, n := range names {
+		p := s.Mesh.TelemetryProvider(n)
+		if p == nil {
+			continue
+		}
+		service := p.GetZipkin().GetService()
+		if service == "" {
+			service = p.GetOpentelemetry().GetService()
+		}
+		if _, h, ok := strings.Cut(service, "/"); ok {
+			service = h
+		}
+		if service != "" && d.Services[service] {
+			d.Global = true
+			d.endpointsOnly = false
+			return
+		}
 	}
 }
 

@@ -38,7 +38,8 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 	m.H2Upgrade = mc.GetH2UpgradePolicy() == meshv1alpha1.MeshConfig_UPGRADE
 	m.TCPKeepalive = mc.GetTcpKeepalive()
 	m.InboundLocalhost = mc.GetInboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_InboundTrafficPolicy_LOCALHOST
-	m.AccessLog = AccessLog{File: mc.GetAccessLogFile(), JSON: mc.GetAccessLogEncoding() == meshv1alpha1.MeshConfig_JSON, Format: mc.GetAccessLogFormat()}
+	m.AccessLog = AccessLog{File: mc.GetAccessLogFile(), JSON: mc.GetAccessLogEncoding() == meshv1alpha1.MeshConfig_JSON, Format: mc.GetAccessLogFormat(),
+		DefaultProviders: strings.Join(mc.GetDefaultProviders().GetAccessLogging(), ",")}
 	m.Tracing = Tracing{Disabled: !mc.GetEnableTracing(), Proxy: mc.GetDefaultConfig().GetTracing()}
 	if ps := mc.GetDefaultProviders().GetTracing(); len(ps) > 0 {
 		m.Tracing.DefaultProvider = ps[0]

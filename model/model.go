@@ -67,6 +67,9 @@ type Snapshot struct {
 	WorkloadGroups []*WorkloadGroup
 	// RequestAuthentications are sorted by namespace and name.
 	RequestAuthentications []*RequestAuthentication
+	// Telemetries are sorted by namespace and name (those with targetRefs
+	// left out).
+	Telemetries []*Telemetry
 	// Mesh holds the root namespace and trust domain the snapshot was built
 	// with.
 	Mesh Mesh
@@ -87,6 +90,7 @@ type Snapshot struct {
 	// MeshConfig (Rebuild starts from it again).
 	baseMesh Mesh
 	raByNS   map[string][]*RequestAuthentication
+	tmByNS   map[string][]*Telemetry
 	// jwks holds the key sets fetched for jwksUris, by URI.
 	jwks map[string]JWKS
 

@@ -101,6 +101,10 @@ type AccessLog struct {
 	// Format is accessLogFormat: for TEXT Envoy's format string, for JSON
 	// a JSON object of field names to format strings; "" is Istio's.
 	Format string
+	// DefaultProviders is defaultProviders.accessLogging, comma-separated
+	// (a string keeps Mesh comparable): the extension providers workloads
+	// log to when no Telemetry says otherwise; they replace File.
+	DefaultProviders string
 }
 
 // ExportToDefaults are the exportTo lists of ServiceEntries,
@@ -401,7 +405,7 @@ func namespacesOf(root, ns string) []string {
 }
 
 // WorkloadPolicyKey names the workload-scoped policies (PeerAuthentications,
-// AuthorizationPolicies and RequestAuthentications with a selector) that select a workload in ns
+// AuthorizationPolicies, RequestAuthentications and Telemetries with a selector) that select a workload in ns
 // with labels: "" when none does. Workloads of one namespace with the same
 // key get the same server-side security config, so proxy grouping uses it
 // instead of the labels themselves.
@@ -423,6 +427,9 @@ func (s *Snapshot) WorkloadPolicyKey(ns string, labels map[string]string) string
 				keys = append(keys, "ra:"+ra.Key())
 			}
 		}
+	}
+	if tk := s.telemetryKey(ns, labels); tk != "" {
+		keys = append(keys, tk)
 	}
 	slices.Sort(keys)
 	return strings.Join(keys, ",")

@@ -163,7 +163,8 @@ func sidecarOf(s *Snapshot, w Workload) *Sidecar {
 // listeners, routes, clusters and endpoints read the namespace, the
 // Sidecar, the labels that VirtualService sourceLabels name (no other) and
 // the locality and the labels failoverPriority names (locality load
-// balancing, LocalityKey), never its IPs, workload name or
+// balancing, LocalityKey) and the Telemetries that select it (access logs
+// and tracing of every listener), never its IPs, workload name or
 // the policies that select it (those make its inbound side). Proxies with
 // one OutboundKey share that part. Only a kind that splits its config so
 // (xds/sidecar) asks for it.
@@ -191,6 +192,9 @@ func outboundKeyOf(s *Snapshot, w Workload, sidecar *Sidecar) string {
 		}
 	}
 	b.WriteString("|locality=" + localityKey(s, w))
+	if tk := s.telemetryKey(w.Namespace, w.Labels); tk != "" {
+		b.WriteString("|" + tk)
+	}
 	return b.String()
 }
 
@@ -393,6 +397,12 @@ func (v *View) Sidecar() *Sidecar { return v.sidecar }
 
 // Mesh is the mesh-wide settings.
 func (v *View) Mesh() Mesh { return v.snap.Mesh }
+
+// Telemetries returns the Telemetries that apply to the proxy's workload
+// (Snapshot.TelemetriesFor).
+func (v *View) Telemetries() []*Telemetry {
+	return v.snap.TelemetriesFor(v.whole.Namespace, v.whole.Labels)
+}
 
 // Services are the services the proxy's clients may call and its kind can
 // reach, sorted by host.

@@ -42,6 +42,7 @@ const (
 	CodeHTTPPortUnauthenticated    = "VM1020"  // vmesh serve's HTTP port listens beyond loopback with no token: /debug, /ui and /metrics are open to its network
 	CodeGatewayAPINotApplied       = "VM1021"  // a Gateway API route, parent, backend, filter or field vmesh does not apply (or that names nothing)
 	CodeGatewayTLSFieldNotApplied  = "VM1022"  // a Gateway server TLS field routers leave out as Istio's gateways do: certificate pins without credentials, caCrl beside credentialNames
+	CodeTelemetryFieldNotApplied   = "VM1023"  // a Telemetry field (or the provider it names) vmesh's proxies do not apply: metrics overrides, targetRefs, providers of other kinds
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name
 	CodeHostNotDefined             = "VM2002"  // a VirtualService or DestinationRule for a host no ServiceEntry defines
@@ -82,6 +83,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeHTTPPortUnauthenticated, Name: "HTTPPortUnauthenticated"},
 	{Code: CodeGatewayAPINotApplied, Name: "GatewayAPINotApplied"},
 	{Code: CodeGatewayTLSFieldNotApplied, Name: "GatewayTLSFieldNotApplied"},
+	{Code: CodeTelemetryFieldNotApplied, Name: "TelemetryFieldNotApplied"},
 	{Code: CodeProxylessIgnores, Name: "ProxylessGrpcIgnores", Info: true},
 	{Code: CodeShortHostMismatch, Name: "ShortHostQualifiesToNoService"},
 	{Code: CodeHostNotDefined, Name: "HostNotDefined"},

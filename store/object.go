@@ -32,6 +32,9 @@ const (
 	KindAuthorizationPolicy Kind = "AuthorizationPolicy"
 	// KindRequestAuthentication is Istio's JWT authentication policy.
 	KindRequestAuthentication Kind = "RequestAuthentication"
+	// KindTelemetry is Istio's Telemetry (telemetry.istio.io): access
+	// logs, tracing and metrics of the workloads it selects.
+	KindTelemetry Kind = "Telemetry"
 	// KindGatewayClass and the kinds after it are the Kubernetes Gateway
 	// API's (gateway.networking.k8s.io, package gatewayapi). Their specs
 	// are *structpb.Struct: the spec as JSON, validated against the
@@ -56,7 +59,7 @@ const (
 var Kinds = []Kind{
 	KindServiceEntry, KindWorkloadEntry, KindWorkloadGroup, KindVirtualService,
 	KindDestinationRule, KindSidecar, KindGateway, KindPeerAuthentication, KindAuthorizationPolicy,
-	KindRequestAuthentication, KindGatewayClass, KindKubernetesGateway, KindHTTPRoute, KindGRPCRoute,
+	KindRequestAuthentication, KindTelemetry, KindGatewayClass, KindKubernetesGateway, KindHTTPRoute, KindGRPCRoute,
 	KindTCPRoute, KindTLSRoute, KindReferenceGrant,
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/vmesh/vmesh/gatewayapi"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Analyze returns the warnings found across the config ms was built from,
@@ -80,6 +81,11 @@ func analyze(ms *model.Snapshot, complete bool, prev *selections) ([]store.Confi
 						gatewaySelector(spec), why)
 				}
 			}
+		}
+	}
+	for _, o := range a.objects.List(store.KindTelemetry) {
+		if spec, ok := o.Spec.(*telemetry.Telemetry); ok && o.Origin.File != "" {
+			a.telemetryProviders(o, spec)
 		}
 	}
 	a.conflictingVirtualServices()
@@ -149,6 +155,43 @@ func newAnalysis(ms *model.Snapshot, complete bool) *analysis {
 		}
 	}
 	return a
+}
+
+// telemetryProviders names the providers a Telemetry's access logging and
+// tracing entries name that vmesh's proxies do not use (VM1022): a name no
+// extension provider (nor Istio's built-in envoy) has, an access log
+// provider other than envoyFileAccessLog, a tracing provider other than
+// zipkin and opentelemetry. Metrics providers are warned about by
+// filestore with the rest of metrics.
+func (a *analysis) telemetryProviders(o *store.Object, t *telemetry.Telemetry) {
+	if t.GetTargetRef() != nil || len(t.GetTargetRefs()) > 0 {
+		return // ignored whole (filestore's VM1022)
+	}
+	m := a.ms.Mesh
+	for i, l := range t.GetAccessLogging() {
+		for j, p := range l.GetProviders() {
+			field := at(at("accessLogging", i)+".providers", j)
+			switch ep := m.TelemetryProvider(p.GetName()); {
+			case ep == nil:
+				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "no extensionProviders entry is named %q: nothing is logged to it (as Istio)", p.GetName())
+			case ep.GetEnvoyFileAccessLog() == nil:
+				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "provider %q is not applied: vmesh's Envoy proxies write access logs to envoyFileAccessLog providers only", p.GetName())
+			}
+		}
+	}
+	for i, tr := range t.GetTracing() {
+		if len(tr.GetProviders()) == 0 {
+			continue
+		}
+		p := tr.GetProviders()[0] // Istio uses the first (IST0133 for the rest)
+		field := at(at("tracing", i)+".providers", 0)
+		switch ep := m.TelemetryProvider(p.GetName()); {
+		case ep == nil:
+			a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "no extensionProviders entry is named %q: tracing is off where this entry applies (as Istio)", p.GetName())
+		case ep.GetZipkin() == nil && ep.GetOpentelemetry() == nil:
+			a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "provider %q is not applied: vmesh's Envoy proxies trace to zipkin and opentelemetry providers only; tracing is off where this entry applies", p.GetName())
+		}
+	}
 }
 
 func (a *analysis) add(o *store.Object, field string, sev store.Severity, code, format string, args ...any) {

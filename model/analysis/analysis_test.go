@@ -494,3 +494,32 @@ spec:
 		})
 	}
 }
+
+// vmesh analyze names the Telemetry providers vmesh's proxies do not use:
+// one no extension provider has, an access log provider of another kind
+// (the built-in prometheus), a tracing provider that is not zipkin or
+// opentelemetry; the built-in envoy provider is used.
+func TestAnalyzeTelemetryProviders(t *testing.T) {
+	objs, errs := filestore.Decode("telemetry.yaml", []byte(`apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: mesh-default, namespace: istio-system}
+spec:
+  accessLogging:
+  - providers:
+    - name: envoy
+    - name: prometheus
+    - name: nowhere
+  tracing:
+  - providers:
+    - name: stackdriver
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := analyze(t, objs, true)
+	want := []where{{8, "accessLogging[0].providers[1]", store.CodeTelemetryFieldNotApplied},
+		{9, "accessLogging[0].providers[2]", store.CodeTelemetryFieldNotApplied}, {12, "tracing[0].providers[0]", store.CodeTelemetryFieldNotApplied}}
+	if !slices.Equal(wheres(got), want) {
+		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
+	}
+}

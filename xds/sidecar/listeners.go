@@ -76,7 +76,7 @@ func (o *Outbound) Listeners(ports map[uint32]bool) ([]*listenerv3.Listener, err
 		return nil, fmt.Errorf("proxy %s: %w", o.v.Workload().ID, err)
 	}
 	out = append(out, outbound...)
-	if err := withAccessLog(out, o.v.Mesh().AccessLog); err != nil {
+	if err := withAccessLog(out, accessLogs(o.v, false)); err != nil {
 		return nil, fmt.Errorf("proxy %s: access log: %w", o.v.Workload().ID, err)
 	}
 	return out, nil
@@ -92,7 +92,7 @@ func InboundListeners(v *model.View) ([]*listenerv3.Listener, error) {
 		return nil, fmt.Errorf("proxy %s: %w", v.Workload().ID, err)
 	}
 	out := []*listenerv3.Listener{vi}
-	if err := withAccessLog(out, v.Mesh().AccessLog); err != nil {
+	if err := withAccessLog(out, accessLogs(v, true)); err != nil {
 		return nil, fmt.Errorf("proxy %s: access log: %w", v.Workload().ID, err)
 	}
 	return out, nil

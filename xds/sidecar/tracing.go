@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	telemetryv1alpha1 "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/vmesh/vmesh/model"
 )
@@ -29,26 +30,6 @@ const (
 // defaultTraceSampling is Istio's PILOT_TRACE_SAMPLING default: the
 // percentage of requests traced when nothing sets one.
 const defaultTraceSampling = 1.0
-
-// TracingSpec is what decides one side's (client or server) tracing, as
-// Istio's model.TracingSpec: the provider spans go to, the sampling and
-// custom tags a Telemetry sets (nil, empty: the mesh config's), whether
-// Istio's own tags are added, and whether span reporting is off.
-type TracingSpec struct {
-	Provider                 *meshv1alpha1.MeshConfig_ExtensionProvider
-	RandomSamplingPercentage *float64
-	CustomTags               []CustomTag
-	EnableIstioTags          bool
-	Disabled                 bool
-}
-
-// CustomTag is one tracing custom tag a Telemetry sets: exactly one of
-// Literal, Header, Env (each with its default value).
-type CustomTag struct {
-	Tag                            string
-	Literal, Header, Env, Fallback string
-	Kind                           string // "literal", "header" or "environment"
-}
 
 // Tracing is the tracing block of a router's HTTP connection managers
 // (Istio's client spec, with upstream spans), nil for none.
@@ -123,19 +104,24 @@ func hcmTracing(v *model.View, server bool) *hcmv3.HttpConnectionManager_Tracing
 	if t.MaxPathTagLength == nil && m.Tracing.Proxy.GetMaxPathTagLength() != 0 {
 		t.MaxPathTagLength = wrapperspb.UInt32(m.Tracing.Proxy.GetMaxPathTagLength())
 	}
+	t.NoContextPropagation = spec.DisableContextPropagation
 	return t
 }
 
-// tracingSpec is the spec of one side of the proxy: the one
-// defaultProviders.tracing gives both sides (Istio's Telemetries.Tracing
-// without Telemetry resources); nil without a default provider.
-func tracingSpec(v *model.View, server bool) *TracingSpec {
-	_ = server // the mesh config's spec is the same for both sides
-	m := v.Mesh()
-	if m.Tracing.DefaultProvider == "" {
+// tracingSpec is the spec of one side of the proxy, as Istio's
+// Telemetries.Tracing resolves it: the Telemetries that apply to the
+// workload (root namespace, namespace, selector) over the mesh's
+// defaultProviders.tracing; nil when neither sets any tracing (the mesh
+// config's own tracing applies).
+func tracingSpec(v *model.View, server bool) *model.TracingSpec {
+	cfg := model.TelemetryTracing(v.Mesh(), v.Telemetries())
+	if cfg == nil {
 		return nil
 	}
-	return &TracingSpec{Provider: m.ExtensionProvider(m.Tracing.DefaultProvider), EnableIstioTags: true}
+	if server && v.Workload().Kind != model.KindRouter {
+		return &cfg.Server
+	}
+	return &cfg.Client
 }
 
 // proxySampling is defaultConfig.tracing.sampling (above 100: 1), else
@@ -285,7 +271,7 @@ func httpHeaders(hs []*meshv1alpha1.MeshConfig_ExtensionProvider_HttpHeader) []*
 // revision and service, mesh, namespace and cluster, and the dry-run
 // policy tags) with the Telemetry's tags, or without them the mesh
 // config's defaultConfig.tracing.customTags, sorted by tag.
-func customTags(v *model.View, proxy *meshv1alpha1.Tracing, telemetry []CustomTag, istio bool) []*tracingv3.CustomTag {
+func customTags(v *model.View, proxy *meshv1alpha1.Tracing, telemetry map[string]*telemetryv1alpha1.Tracing_CustomTag, istio bool) []*tracingv3.CustomTag {
 	var tags []*tracingv3.CustomTag
 	if istio {
 		tags = append(serviceTags(v.Workload()), policyTags()...)
@@ -302,14 +288,16 @@ func customTags(v *model.View, proxy *meshv1alpha1.Tracing, telemetry []CustomTa
 			}
 		}
 	}
-	for _, c := range telemetry {
-		switch c.Kind {
-		case "literal":
-			tags = append(tags, literalTag(c.Tag, c.Literal))
-		case "header":
-			tags = append(tags, &tracingv3.CustomTag{Tag: c.Tag, Type: &tracingv3.CustomTag_RequestHeader{RequestHeader: &tracingv3.CustomTag_Header{Name: c.Header, DefaultValue: c.Fallback}}})
-		case "environment":
-			tags = append(tags, &tracingv3.CustomTag{Tag: c.Tag, Type: &tracingv3.CustomTag_Environment_{Environment: &tracingv3.CustomTag_Environment{Name: c.Env, DefaultValue: c.Fallback}}})
+	for name, ct := range telemetry {
+		switch c := ct.GetType().(type) {
+		case *telemetryv1alpha1.Tracing_CustomTag_Literal:
+			tags = append(tags, literalTag(name, c.Literal.GetValue()))
+		case *telemetryv1alpha1.Tracing_CustomTag_Header:
+			tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_RequestHeader{RequestHeader: &tracingv3.CustomTag_Header{Name: c.Header.GetName(), DefaultValue: c.Header.GetDefaultValue()}}})
+		case *telemetryv1alpha1.Tracing_CustomTag_Environment:
+			tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_Environment_{Environment: &tracingv3.CustomTag_Environment{Name: c.Environment.GetName(), DefaultValue: c.Environment.GetDefaultValue()}}})
+		case *telemetryv1alpha1.Tracing_CustomTag_Formatter:
+			tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_Value{Value: c.Formatter.GetValue()}})
 		}
 	}
 	sort.SliceStable(tags, func(i, j int) bool { return tags[i].Tag < tags[j].Tag })
