@@ -57,7 +57,7 @@ func TestStatusReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// And a warning: an Istio kind vmesh does not implement.
-	if err := os.WriteFile(filepath.Join(dir, "telemetry.yaml"), []byte("apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  accessLogging: [{providers: [{name: envoy}]}]\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "wasm.yaml"), []byte("apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: mesh-default, namespace: istio-system}\nspec:\n  url: oci://example.internal/filters/auth:1.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := servePlane(t, onboardingConfig, func(c *controlplane.Config) { c.ConfigDir = dir })
@@ -69,7 +69,7 @@ func TestStatusReplicas(t *testing.T) {
 	if len(report.Replicas) != 1 || report.Replicas[0].Errors != 1 || !strings.Contains(report.Replicas[0].FirstError, "bad.yaml:9") {
 		t.Errorf("replica errors: %+v", report.Replicas)
 	}
-	if r := report.Replicas[0]; r.Warnings != 1 || !strings.Contains(r.FirstWarning, "telemetry.yaml:2") || !strings.Contains(r.FirstWarning, "VM1001") {
+	if r := report.Replicas[0]; r.Warnings != 1 || !strings.Contains(r.FirstWarning, "wasm.yaml:2") || !strings.Contains(r.FirstWarning, "VM1001") {
 		t.Errorf("replica warnings: %+v", r)
 	}
 	if table, _ := runVMesh(t, "status", "--server", bad.HTTPAddr()); !strings.Contains(table, "WARNINGS") || !strings.Contains(table, "1, first: ") {

@@ -173,7 +173,7 @@ func TestValidateGitRef(t *testing.T) {
 func TestValidateWarningsAndStrict(t *testing.T) {
 	want := []string{
 		"testdata/warnings/mesh.yaml:40: VirtualService/shop/ratings: http[0].route[1].destination.subset: warning IST0101: Referenced host+subset in destinationrule not found: \"ratings.shop.internal+v2\": DestinationRule shop/ratings has no subset \"v2\", so its share of the route fails, as in Istio (add the subset, or fix the name)",
-		"testdata/warnings/telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: Telemetry is an Istio kind vmesh does not implement: the document is accepted and ignored",
+		"testdata/warnings/wasmplugin.yaml:3: WasmPlugin/istio-system/mesh-default: kind: warning VM1001: WasmPlugin is an Istio kind vmesh does not implement: the document is accepted and ignored",
 	}
 	out, code := runVMesh(t, "validate", "testdata/warnings")
 	if code != 0 || strings.TrimSpace(out) != strings.Join(want, "\n") {
@@ -195,10 +195,10 @@ func TestValidateWarningsAndStrict(t *testing.T) {
 	}
 }
 
-// A git commit with a Telemetry object and a valid VirtualService
-// validates (the warning shown, exit 0), and vmesh diff of the change
-// shows the warning it brings.
-func TestGitRefWithTelemetryValidatesAndDiffWarns(t *testing.T) {
+// A git commit with a WasmPlugin object (a kind vmesh does not implement)
+// and a valid VirtualService validates (the warning shown, exit 0), and
+// vmesh diff of the change shows the warning it brings.
+func TestGitRefWithUnimplementedKindValidatesAndDiffWarns(t *testing.T) {
 	repo := t.TempDir()
 	git := func(args ...string) string {
 		t.Helper()
@@ -230,14 +230,14 @@ func TestGitRefWithTelemetryValidatesAndDiffWarns(t *testing.T) {
 	}
 	copyFile("mesh.yaml")
 	before := git("rev-parse", "HEAD")
-	copyFile("telemetry.yaml")
+	copyFile("wasmplugin.yaml")
 	out, code := runVMesh(t, "validate", "--git-repo", repo, "--git-ref", "main", "mesh")
 	head := git("rev-parse", "HEAD")
-	if code != 0 || !strings.Contains(out, head[:12]+":mesh/telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") {
+	if code != 0 || !strings.Contains(out, head[:12]+":mesh/wasmplugin.yaml:3: WasmPlugin/istio-system/mesh-default: kind: warning VM1001: ") {
 		t.Errorf("validate --git-ref: exit %d\n%s", code, out)
 	}
 	out, code = runVMesh(t, "diff", "--git-repo", repo, "--git-path", "mesh", "--from", before, "--to", "main")
-	if code != 0 || !strings.Contains(out, "+ "+head[:12]+":mesh/telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ") ||
+	if code != 0 || !strings.Contains(out, "+ "+head[:12]+":mesh/wasmplugin.yaml:3: WasmPlugin/istio-system/mesh-default: kind: warning VM1001: ") ||
 		!strings.Contains(out, "\n  ") || !strings.Contains(out, "warning IST0101") {
 		t.Errorf("diff: exit %d\n%s", code, out)
 	}

@@ -210,10 +210,10 @@ spec: {address: 127.0.0.1, ports: {grpc: %d}, labels: {app: echo}}
 	}
 	screenshot(t, ctx, shots, "overview-error")
 
-	// A Telemetry object (an Istio kind vmesh does not implement) applies
+	// A WasmPlugin object (an Istio kind vmesh does not implement) applies
 	// and is a warning beside the errors, with its file:line and code.
-	writeFile(t, dir, "telemetry.yaml", "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: logs, namespace: default}\nspec: {}\n")
-	waitText(t, ctx, 2*time.Second, "#warnings", "telemetry.yaml:2", "Telemetry/default/logs", "VM1001", "does not implement")
+	writeFile(t, dir, "wasm.yaml", "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: logs, namespace: default}\nspec: {url: oci://example.internal/f:1}\n")
+	waitText(t, ctx, 2*time.Second, "#warnings", "wasm.yaml:2", "WasmPlugin/default/logs", "VM1001", "does not implement")
 	screenshot(t, ctx, shots, "overview-warning")
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }

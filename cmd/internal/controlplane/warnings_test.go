@@ -13,11 +13,11 @@ import (
 	"github.com/vmesh/vmesh/filestore"
 )
 
-// A repository with a Telemetry object (an Istio kind vmesh does not
+// A repository with a WasmPlugin object (an Istio kind vmesh does not
 // implement) and a valid VirtualService: the commit is applied, and its
 // warnings (the file's VM1001, the analysis' IST0101 for a missing subset)
 // are in /debug/config, vmesh_config_warnings and the console's overview.
-func TestServeGitCommitWithTelemetry(t *testing.T) {
+func TestServeGitCommitWithUnimplementedKind(t *testing.T) {
 	repo := t.TempDir()
 	git := func(args ...string) string {
 		t.Helper()
@@ -32,7 +32,7 @@ func TestServeGitCommitWithTelemetry(t *testing.T) {
 	git("init", "--quiet", "--initial-branch=main")
 	git("config", "user.email", "t@vmesh.io")
 	git("config", "user.name", "t")
-	for _, name := range []string{"telemetry.yaml", "mesh.yaml"} {
+	for _, name := range []string{"wasmplugin.yaml", "mesh.yaml"} {
 		data, err := os.ReadFile(filepath.Join("../../vmesh/testdata/warnings", name))
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +42,7 @@ func TestServeGitCommitWithTelemetry(t *testing.T) {
 		}
 	}
 	git("add", "-A")
-	git("commit", "--quiet", "-m", "telemetry")
+	git("commit", "--quiet", "-m", "wasm")
 	commit := git("rev-parse", "HEAD")
 
 	cfg := controlplane.DefaultConfig()
@@ -67,7 +67,7 @@ func TestServeGitCommitWithTelemetry(t *testing.T) {
 		got = append(got, w.Error())
 	}
 	for _, prefix := range []string{
-		commit[:12] + ":telemetry.yaml:3: Telemetry/istio-system/mesh-default: kind: warning VM1001: ",
+		commit[:12] + ":wasmplugin.yaml:3: WasmPlugin/istio-system/mesh-default: kind: warning VM1001: ",
 		commit[:12] + ":mesh.yaml:40: VirtualService/shop/ratings: http[0].route[1].destination.subset: warning IST0101: ",
 	} {
 		if !slices.ContainsFunc(got, func(w string) bool { return strings.HasPrefix(w, prefix) }) {
@@ -90,7 +90,7 @@ func TestServeGitCommitWithTelemetry(t *testing.T) {
 	}
 
 	_, page := get(t, "http://"+cp.HTTPAddr()+"/ui/")
-	for _, text := range []string{`id="warnings"`, commit[:12] + ":telemetry.yaml:3", "VM1001", "IST0101", "http[0].route[1].destination.subset"} {
+	for _, text := range []string{`id="warnings"`, commit[:12] + ":wasmplugin.yaml:3", "VM1001", "IST0101", "http[0].route[1].destination.subset"} {
 		if !strings.Contains(page, text) {
 			t.Errorf("the console's overview lacks %q", text)
 		}
