@@ -233,11 +233,14 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 		}
 		if k.Value == "defaultProviders" && v.Kind == yaml.MappingNode {
 			// Applied: tracing (the first provider, as Istio) and
-			// accessLogging (each envoyFileAccessLog provider).
+			// accessLogging (each envoyFileAccessLog and envoyOtelAls
+			// provider).
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				if sk := v.Content[j]; sk.Value == "tracing" {
 					out = append(out, tracingProviderWarnings(file, root, v.Content[j+1])...)
-				} else if sk.Value != "accessLogging" {
+				} else if sk.Value == "accessLogging" {
+					out = append(out, accessLogProviderWarnings(file, root, v.Content[j+1])...)
+				} else {
 					out = append(out, store.ConfigError{File: file, Line: sk.Line, Field: "defaultProviders." + sk.Value, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
 						Message: fmt.Sprintf("MeshConfig defaultProviders.%s is read but not applied by vmesh (applied: defaultProviders.tracing, defaultProviders.accessLogging)", sk.Value)})
 				}
@@ -249,6 +252,10 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 				Message: "MeshConfig accessLogFormat is not a JSON object of field names to format strings, which accessLogEncoding JSON needs: Envoy sidecars log in Istio's default JSON format instead, as Istio's do"})
 			continue
 		}
+		if k.Value == "extensionProviders" {
+			out = append(out, tracerFieldWarnings(file, root)...)
+			continue
+		}
 		if meshConfigApplied[k.Value] {
 			continue
 		}
@@ -258,11 +265,38 @@ func MeshConfigWarnings(file string, data []byte) []store.ConfigError {
 	return out
 }
 
+// providerNode returns the extensionProviders entry of root named name,
+// nil for none.
+func providerNode(root *yaml.Node, name string) *yaml.Node {
+	var provider *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "extensionProviders" || root.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, p := range root.Content[i+1].Content {
+			if mapValue(p, "name") != nil && mapValue(p, "name").Value == name {
+				provider = p
+			}
+		}
+	}
+	return provider
+}
+
+// providerKind is the kind of an extensionProviders entry (its key other
+// than name: zipkin, envoyFileAccessLog, ...), and that key's node.
+func providerKind(p *yaml.Node) (*yaml.Node, *yaml.Node) {
+	for j := 0; j+1 < len(p.Content); j += 2 {
+		if p.Content[j].Value != "name" {
+			return p.Content[j], p.Content[j+1]
+		}
+	}
+	return nil, nil
+}
+
 // tracingProviderWarnings checks defaultProviders.tracing (the sequence
 // node list) against the extensionProviders of root: vmesh, as Istio, uses
 // the first provider only; it must name a zipkin or opentelemetry provider
-// the file defines, else Envoy proxies trace without one; and the fields
-// of that provider vmesh does not send are named.
+// the file defines, else Envoy proxies trace without one.
 func tracingProviderWarnings(file string, root, list *yaml.Node) []store.ConfigError {
 	if list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
 		return nil
@@ -275,52 +309,105 @@ func tracingProviderWarnings(file string, root, list *yaml.Node) []store.ConfigE
 		out = append(out, warn(n.Line, fmt.Sprintf("defaultProviders.tracing[%d]", i+1), "only the first tracing provider is used (as Istio): %q is not applied", n.Value))
 	}
 	first := list.Content[0]
-	var provider *yaml.Node
+	provider := providerNode(root, first.Value)
+	if provider == nil {
+		return append(out, warn(first.Line, "defaultProviders.tracing[0]", "no extensionProviders entry is named %q: Envoy proxies trace without a provider (spans go nowhere)", first.Value))
+	}
+	if k, _ := providerKind(provider); k != nil && k.Value != "zipkin" && k.Value != "opentelemetry" {
+		out = append(out, warn(k.Line, "extensionProviders["+first.Value+"]."+k.Value, "defaultProviders.tracing names a %s provider: vmesh traces to zipkin and opentelemetry providers only, Envoy proxies trace without one", k.Value))
+	}
+	return out
+}
+
+// accessLogProviderWarnings checks defaultProviders.accessLogging (the
+// sequence node list) against the extensionProviders of root: each entry
+// must name an envoyFileAccessLog or envoyOtelAls provider the file
+// defines (or Istio's built-in envoy), else nothing is logged to it.
+func accessLogProviderWarnings(file string, root, list *yaml.Node) []store.ConfigError {
+	if list.Kind != yaml.SequenceNode {
+		return nil
+	}
+	var out []store.ConfigError
+	for i, n := range list.Content {
+		field := fmt.Sprintf("defaultProviders.accessLogging[%d]", i)
+		provider := providerNode(root, n.Value)
+		if provider == nil {
+			if !strings.EqualFold(n.Value, "envoy") {
+				out = append(out, store.ConfigError{File: file, Line: n.Line, Field: field, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
+					Message: fmt.Sprintf("no extensionProviders entry is named %q: nothing is logged to it (as Istio)", n.Value)})
+			}
+			continue
+		}
+		if k, _ := providerKind(provider); k != nil && k.Value != "envoyFileAccessLog" && k.Value != "envoyOtelAls" {
+			out = append(out, store.ConfigError{File: file, Line: n.Line, Field: field, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied,
+				Message: fmt.Sprintf("provider %q (%s) is not applied: vmesh's Envoy proxies write access logs to envoyFileAccessLog and envoyOtelAls providers only", n.Value, k.Value)})
+		}
+	}
+	return out
+}
+
+// tracerFieldWarnings names the fields of the zipkin and opentelemetry
+// extension providers of root that vmesh's tracers do not send (a
+// Telemetry or defaultProviders.tracing may name any of them), and the
+// headers whose value comes from the control plane's environment.
+func tracerFieldWarnings(file string, root *yaml.Node) []store.ConfigError {
+	warn := func(line int, field, format string, args ...any) store.ConfigError {
+		return store.ConfigError{File: file, Line: line, Field: field, Severity: store.SeverityWarning, Code: store.CodeMeshConfigNotApplied, Message: fmt.Sprintf(format, args...)}
+	}
+	var out []store.ConfigError
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value != "extensionProviders" || root.Content[i+1].Kind != yaml.SequenceNode {
 			continue
 		}
-		for _, p := range root.Content[i+1].Content {
-			if mapValue(p, "name") != nil && mapValue(p, "name").Value == first.Value {
-				provider = p
+		for _, provider := range root.Content[i+1].Content {
+			name := ""
+			if n := mapValue(provider, "name"); n != nil {
+				name = n.Value
 			}
-		}
-	}
-	if provider == nil {
-		return append(out, warn(first.Line, "defaultProviders.tracing[0]", "no extensionProviders entry is named %q: Envoy proxies trace without a provider (spans go nowhere)", first.Value))
-	}
-	for j := 0; j+1 < len(provider.Content); j += 2 {
-		k, v := provider.Content[j], provider.Content[j+1]
-		if k.Value == "zipkin" || k.Value == "opentelemetry" {
-			out = append(out, envHeaderWarnings(file, "extensionProviders["+first.Value+"]."+k.Value, v)...)
-		}
-		switch k.Value {
-		case "name":
-		case "zipkin":
-			for f := 0; f+1 < len(v.Content); f += 2 {
-				if fk := v.Content[f]; !zipkinApplied[fk.Value] {
-					out = append(out, warn(fk.Line, "extensionProviders["+first.Value+"].zipkin."+fk.Value, "zipkin %s is not applied by vmesh", fk.Value))
-				}
+			k, v := providerKind(provider)
+			if k == nil || (k.Value != "zipkin" && k.Value != "opentelemetry") || v.Kind != yaml.MappingNode {
+				continue
 			}
-		case "opentelemetry":
+			out = append(out, envHeaderWarnings(file, "extensionProviders["+name+"]."+k.Value, v)...)
 			for f := 0; f+1 < len(v.Content); f += 2 {
 				fk, fv := v.Content[f], v.Content[f+1]
+				key := lowerCamel(fk.Value)
 				switch {
-				case fk.Value == "resourceDetectors":
+				case k.Value == "zipkin" && !zipkinApplied[key]:
+					out = append(out, warn(fk.Line, "extensionProviders["+name+"].zipkin."+fk.Value, "zipkin %s is not applied by vmesh", fk.Value))
+				case k.Value == "zipkin":
+				case key == "resourceDetectors":
 					for r := 0; r+1 < len(fv.Content); r += 2 {
 						if rk := fv.Content[r]; rk.Value != "environment" {
-							out = append(out, warn(rk.Line, "extensionProviders["+first.Value+"].opentelemetry.resourceDetectors."+rk.Value, "OpenTelemetry resource detector %s is not applied by vmesh (applied: environment)", rk.Value))
+							out = append(out, warn(rk.Line, "extensionProviders["+name+"].opentelemetry."+fk.Value+"."+rk.Value, "OpenTelemetry resource detector %s is not applied by vmesh (applied: environment)", rk.Value))
 						}
 					}
-				case !otelApplied[fk.Value]:
-					out = append(out, warn(fk.Line, "extensionProviders["+first.Value+"].opentelemetry."+fk.Value, "opentelemetry %s is not applied by vmesh", fk.Value))
+				case !otelApplied[key]:
+					out = append(out, warn(fk.Line, "extensionProviders["+name+"].opentelemetry."+fk.Value, "opentelemetry %s is not applied by vmesh", fk.Value))
 				}
 			}
-		default:
-			out = append(out, warn(k.Line, "extensionProviders["+first.Value+"]."+k.Value, "defaultProviders.tracing names a %s provider: vmesh traces to zipkin and opentelemetry providers only, Envoy proxies trace without one", k.Value))
 		}
 	}
 	return out
+}
+
+// lowerCamel is a proto field's JSON name from its name (resource_detectors:
+// resourceDetectors): the YAML of a mesh config may use either.
+func lowerCamel(s string) string {
+	var b strings.Builder
+	up := false
+	for _, r := range s {
+		switch {
+		case r == '_':
+			up = true
+		case up:
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // envHeaderWarnings names the headers (and gRPC initial metadata) under n

@@ -50,11 +50,6 @@ func telemetryWarnings(w *warner, t *telemetry.Telemetry) {
 		}
 	}
 	for i, tr := range t.GetTracing() {
-		if u := tr.GetUseRequestIdForTraceSampling(); u != nil && !u.GetValue() {
-			w.add(at("tracing", i)+".useRequestIdForTraceSampling", store.CodeTelemetryFieldNotApplied, "useRequestIdForTraceSampling false is not applied: vmesh's Envoy proxies let the request id decide sampling, as Istio's default")
-		}
-	}
-	for i, tr := range t.GetTracing() {
 		var set []string
 		for _, f := range []struct {
 			name string

@@ -114,18 +114,25 @@ func Compare(prev, next *Snapshot) *Diff {
 	return d
 }
 
-// tracingCollector makes d Global when the service of a tracing provider
-// (the mesh's default or one a Telemetry names) differs: every HTTP
-// connection manager of Envoy proxies names its cluster (or, without it,
-// has no tracer), not only those of the ports its host has.
+// tracingCollector makes d Global when the service of a tracing or
+// OpenTelemetry access log provider (the mesh's default or one a Telemetry
+// names) differs: every HTTP connection manager of Envoy proxies names its
+// cluster (or, without it, has no tracer or log), and routers have its
+// cluster, not only the proxies of the ports its host has.
 func (d *Diff) tracingCollector(s *Snapshot) {
 	if d.Global {
 		return
 	}
 	names := []string{s.Mesh.Tracing.DefaultProvider}
+	if s.Mesh.AccessLog.DefaultProviders != "" {
+		names = append(names, strings.Split(s.Mesh.AccessLog.DefaultProviders, ",")...)
+	}
 	for _, t := range s.Telemetries {
 		for _, tr := range t.Spec.GetTracing() {
 			names = append(names, providerNames(tr.GetProviders())...)
+		}
+		for _, l := range t.Spec.GetAccessLogging() {
+			names = append(names, providerNames(l.GetProviders())...)
 		}
 	}
 	for _, n := range names {
@@ -136,6 +143,9 @@ func (d *Diff) tracingCollector(s *Snapshot) {
 		service := p.GetZipkin().GetService()
 		if service == "" {
 			service = p.GetOpentelemetry().GetService()
+		}
+		if service == "" {
+			service = p.GetEnvoyOtelAls().GetService()
 		}
 		if _, h, ok := strings.Cut(service, "/"); ok {
 			service = h

@@ -160,8 +160,8 @@ func newAnalysis(ms *model.Snapshot, complete bool) *analysis {
 // telemetryProviders names the providers a Telemetry's access logging and
 // tracing entries name that vmesh's proxies do not use (VM1022): a name no
 // extension provider (nor Istio's built-in envoy) has, an access log
-// provider other than envoyFileAccessLog, a tracing provider other than
-// zipkin and opentelemetry. Metrics providers are warned about by
+// provider other than envoyFileAccessLog and envoyOtelAls, a tracing
+// provider other than zipkin and opentelemetry. Metrics providers are warned about by
 // filestore with the rest of metrics.
 func (a *analysis) telemetryProviders(o *store.Object, t *telemetry.Telemetry) {
 	if t.GetTargetRef() != nil || len(t.GetTargetRefs()) > 0 {
@@ -174,8 +174,8 @@ func (a *analysis) telemetryProviders(o *store.Object, t *telemetry.Telemetry) {
 			switch ep := m.TelemetryProvider(p.GetName()); {
 			case ep == nil:
 				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "no extensionProviders entry is named %q: nothing is logged to it (as Istio)", p.GetName())
-			case ep.GetEnvoyFileAccessLog() == nil:
-				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "provider %q is not applied: vmesh's Envoy proxies write access logs to envoyFileAccessLog providers only", p.GetName())
+			case ep.GetEnvoyFileAccessLog() == nil && ep.GetEnvoyOtelAls() == nil:
+				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "provider %q is not applied: vmesh's Envoy proxies write access logs to envoyFileAccessLog and envoyOtelAls providers only", p.GetName())
 			}
 		}
 	}

@@ -91,8 +91,10 @@ func destinationHosts(v *model.View) []string {
 			}
 		}
 	}
-	if h := sidecar.TracingCollector(v); h != "" && !slices.Contains(out, h) {
-		out = append(out, h)
+	for _, h := range append([]string{sidecar.TracingCollector(v)}, sidecar.AccessLogCollectors(v)...) {
+		if h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
 	}
 	return out
 }

@@ -36,7 +36,8 @@ const (
 // Listeners returns one listener per Gateway port, "0.0.0.0_<port>"
 // ("<bind>_<port>" for a server with bind), ascending: a filter chain per
 // server (a plaintext HTTP port has one for all of its servers), matched
-// by SNI for TLS.
+// by SNI for TLS. Their HTTP connection managers and tcp_proxies log as
+// Istio's gateways do (sidecar.RouterAccessLogs).
 func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
 	svs := servers(v)
 	type key struct {
@@ -73,6 +74,9 @@ func Listeners(v *model.View) ([]*listenerv3.Listener, error) {
 		if len(l.GetFilterChains()) > 0 {
 			out = append(out, l)
 		}
+	}
+	if err := sidecar.RouterAccessLogs(v, out); err != nil {
+		return nil, fmt.Errorf("proxy %s: access log: %w", v.Workload().ID, err)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -9,9 +10,12 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
+	grpcalv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	otelalv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	reqwithoutqueryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/formatter/req_without_query/v3"
+	otlpcommonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -95,7 +99,9 @@ func fileLog(m model.AccessLog) *accesslogv3.AccessLog {
 // Telemetry and no defaultProviders.accessLogging, the mesh config's
 // accessLogFile; else one log per provider the Telemetries (or the
 // defaults) leave enabled, with the entry's CEL filter. Providers of other
-// kinds than envoyFileAccessLog are left out (the analysis warns, VM1022).
+// kinds than envoyFileAccessLog and envoyOtelAls are left out (the
+// analysis warns, VM1022), and so is an envoyOtelAls provider whose
+// service the proxy has no cluster for (as Istio).
 func accessLogs(v *model.View, server bool) []*accesslogv3.AccessLog {
 	m := v.Mesh()
 	cfgs := model.TelemetryAccessLogs(m, v.Telemetries(), server)
@@ -110,17 +116,19 @@ func accessLogs(v *model.View, server bool) []*accesslogv3.AccessLog {
 		if c.Disabled {
 			continue
 		}
-		f := c.Provider.GetEnvoyFileAccessLog()
-		if f == nil {
-			continue
-		}
 		var al *accesslogv3.AccessLog
-		if c.Provider.GetName() == "envoy" && f.GetLogFormat() == nil && !f.GetOmitEmptyValues() {
+		f := c.Provider.GetEnvoyFileAccessLog()
+		switch {
+		case c.Provider.GetEnvoyOtelAls() != nil:
+			al = otelLog(v, c.Provider.GetEnvoyOtelAls())
+		case f == nil:
+			continue
+		case c.Provider.GetName() == "envoy" && f.GetLogFormat() == nil && !f.GetOmitEmptyValues():
 			// Istio's built-in provider takes the mesh config's format.
 			ml := m.AccessLog
 			ml.File = f.GetPath()
 			al = fileLog(ml)
-		} else {
+		default:
 			al = providerFileLog(f)
 		}
 		if al == nil {
@@ -175,9 +183,94 @@ func providerFileLog(f *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyFileAcces
 		Path: path, AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: sf}})}}
 }
 
+// AccessLogCollectors are the hosts of the services a router's access
+// logs go to (its envoyOtelAls providers): a router, which has the
+// clusters of the services its routes name only, adds theirs.
+func AccessLogCollectors(v *model.View) []string {
+	var out []string
+	for _, c := range model.TelemetryAccessLogs(v.Mesh(), v.Telemetries(), false) {
+		p := c.Provider.GetEnvoyOtelAls()
+		if p == nil || c.Disabled {
+			continue
+		}
+		if h, _, err := ProviderCluster(v, p.GetService(), p.GetPort()); err == nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// otelLogName is the log name of an envoyOtelAls provider that names
+// none, and otelLogger Envoy's OpenTelemetry access logger.
+const (
+	otelLogName = "otel_envoy_accesslog"
+	otelLogger  = "envoy.access_loggers.open_telemetry"
+)
+
+// otelLog is an envoyOtelAls provider's access log, as Istio's
+// openTelemetryLog builds it: OTLP over gRPC to the outbound cluster of
+// the provider's service, the provider's log name, its text format (Istio's
+// when none) as each record's body and its labels as attributes, the peer
+// metadata filter state Istio logs, no built-in labels. nil when no
+// service of the proxy's is the provider's (Istio leaves it out too).
+func otelLog(v *model.View, p *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyOpenTelemetryLogProvider) *accesslogv3.AccessLog {
+	host, cluster, err := ProviderCluster(v, p.GetService(), p.GetPort())
+	if err != nil {
+		return nil
+	}
+	name := p.GetLogName()
+	if name == "" {
+		name = otelLogName
+	}
+	text := istioTextLogFormat
+	if t := p.GetLogFormat().GetText(); t != "" {
+		text = t
+	}
+	cfg := &otelalv3.OpenTelemetryAccessLogConfig{
+		//lint:ignore SA1019 deprecated for grpc_service and log_name, still read by Envoy; what Istio sends (the oracle compares it)
+		CommonConfig: &grpcalv3.CommonGrpcAccessLogConfig{
+			LogName: name,
+			GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{
+				ClusterName: cluster, Authority: host}}},
+			TransportApiVersion: corev3.ApiVersion_V3,
+			// The peers' metadata Istio's metadata exchange leaves in the
+			// filter state (vmesh's proxies have none: empty).
+			FilterStateObjectsToLog: []string{"upstream_peer", "downstream_peer", "wasm.upstream_peer", "wasm.upstream_peer_id", "wasm.downstream_peer", "wasm.downstream_peer_id"},
+		},
+		DisableBuiltinLabels: true,
+		Body:                 &otlpcommonv1.AnyValue{Value: &otlpcommonv1.AnyValue_StringValue{StringValue: text}},
+	}
+	uses := strings.Contains(text, reqWithoutQueryWord)
+	if labels := p.GetLogFormat().GetLabels().GetFields(); len(labels) > 0 {
+		keys := make([]string, 0, len(labels))
+		for k := range labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		cfg.Attributes = &otlpcommonv1.KeyValueList{}
+		for _, k := range keys {
+			val := labels[k].GetStringValue()
+			uses = uses || strings.Contains(val, reqWithoutQueryWord)
+			cfg.Attributes.Values = append(cfg.Attributes.Values, &otlpcommonv1.KeyValue{Key: k, Value: &otlpcommonv1.AnyValue{Value: &otlpcommonv1.AnyValue_StringValue{StringValue: val}}})
+		}
+	}
+	if uses {
+		cfg.Formatters = []*corev3.TypedExtensionConfig{{Name: reqWithoutQuery, TypedConfig: mustAny(&reqwithoutqueryv3.ReqWithoutQuery{})}}
+	}
+	return &accesslogv3.AccessLog{Name: otelLogger, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(cfg)}}
+}
+
 func isLabels(f *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyFileAccessLogProvider) bool {
 	_, ok := f.GetLogFormat().GetLogFormat().(*meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyFileAccessLogProvider_LogFormat_Labels)
 	return ok
+}
+
+// RouterAccessLogs gives a router's listeners the access logs of Istio's
+// gateways: those of the Telemetries that apply to its workload, in CLIENT
+// mode (Istio's workloadMode of a gateway), else the mesh config's
+// accessLogFile, on every HTTP connection manager and tcp_proxy.
+func RouterAccessLogs(v *model.View, ls []*listenerv3.Listener) error {
+	return withAccessLog(ls, accessLogs(v, false))
 }
 
 // celLogFilter is Envoy's CEL access log filter, which a Telemetry's

@@ -56,21 +56,20 @@ func GatewayTCPProxy(v *model.View, vs *model.VirtualService, host string, port 
 // workload's authentication and authorization filters
 // (security.Envoy.HTTPFilters), first, as Istio's gateways order them;
 // tracing is the router's (Tracing).
-func GatewayHCM(statPrefix, routeName string, security []*hcmv3.HttpFilter, tracing *hcmv3.HttpConnectionManager_Tracing) *hcmv3.HttpConnectionManager {
+func GatewayHCM(statPrefix, routeName string, security []*hcmv3.HttpFilter, tracing Trace) *hcmv3.HttpConnectionManager {
 	filters := append(slices.Clone(security),
 		httpFilter(faultFilter, &faultv3.HTTPFault{}),
 		httpFilter(corsFilter, &corsv3.Cors{}),
 		httpFilter(routerFilter, &routerv3.Router{}),
 	)
-	h := istioHCM(&hcmv3.HttpConnectionManager{
+	h := tracing.apply(istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    waitingADS(),
 			RouteConfigName: routeName,
 		}},
 		HttpFilters: filters,
-		Tracing:     tracing,
-	}, false)
+	}, false))
 	h.UseRemoteAddress = wrapperspb.Bool(true)
 	h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}
 	h.ServerName = "istio-envoy"

@@ -284,8 +284,7 @@ func finishL4(l *listenerv3.Listener, fallback string) {
 
 // outboundHCM is the HttpConnectionManager of an outbound HTTP port.
 func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
-	return istioHCM(&hcmv3.HttpConnectionManager{
-		Tracing:    hcmTracing(sc.v, false),
+	return hcmTracing(sc.v, false).apply(istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: "outbound_0.0.0.0_" + itoa(port),
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    waitingADS(),
@@ -296,7 +295,7 @@ func (sc *scope) outboundHCM(port uint32) *hcmv3.HttpConnectionManager {
 			httpFilter(corsFilter, &corsv3.Cors{}),
 			httpFilter(routerFilter, &routerv3.Router{}),
 		},
-	}, false)
+	}, false))
 }
 
 func httpFilter(name string, m proto.Message) *hcmv3.HttpFilter {
@@ -366,7 +365,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 			// parsed as HTTP.
 			tlsFilters := cloneFilters(filters)
 			if http {
-				if tlsFilters, err = inboundFilters(ip, false, policies, nil); err != nil {
+				if tlsFilters, err = inboundFilters(ip, false, policies, Trace{}); err != nil {
 					return nil, fmt.Errorf("inbound port %d: %w", ip.port, err)
 				}
 			}
@@ -497,7 +496,7 @@ func cloneFilters(fs []*listenerv3.Filter) []*listenerv3.Filter {
 // HttpConnectionManager with the workload's authentication and
 // authorization filters (security.Envoy.HTTPFilters) and a route to the
 // inbound cluster, or the network RBAC filters and a tcp_proxy.
-func inboundFilters(ip inboundPort, http bool, policies security.Envoy, tracing *hcmv3.HttpConnectionManager_Tracing) ([]*listenerv3.Filter, error) {
+func inboundFilters(ip inboundPort, http bool, policies security.Envoy, tracing Trace) ([]*listenerv3.Filter, error) {
 	cluster := InboundClusterName(ip.port)
 	if !http {
 		fs, err := policies.NetworkFilters()
@@ -523,7 +522,7 @@ func inboundFilters(ip inboundPort, http bool, policies security.Envoy, tracing 
 // Istio's: no timeout but the client's grpc-timeout, and two retries of a
 // request whose connection to the workload reset before it was sent (a
 // workload restarting).
-func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy, tracing *hcmv3.HttpConnectionManager_Tracing) (*listenerv3.Filter, error) {
+func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy, tracing Trace) (*listenerv3.Filter, error) {
 	hf, err := policies.HTTPFilters()
 	if err != nil {
 		return nil, err
@@ -531,8 +530,7 @@ func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy, trac
 	// Istio's inbound chains carry the fault and CORS filters too (no-ops
 	// without route configuration for them), after the security filters.
 	hf = append(hf, httpFilter(faultFilter, &faultv3.HTTPFault{}), httpFilter(corsFilter, &corsv3.Cors{}), httpFilter(routerFilter, &routerv3.Router{}))
-	hcm := istioHCM(&hcmv3.HttpConnectionManager{
-		Tracing:    tracing,
+	hcm := tracing.apply(istioHCM(&hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
 			Name:             cluster,
@@ -553,7 +551,7 @@ func inboundHCM(statPrefix, cluster, vhost string, policies security.Envoy, trac
 			}},
 		}},
 		HttpFilters: hf,
-	}, true)
+	}, true))
 	return networkFilter(hcmFilter, hcm), nil
 }
 

@@ -8,6 +8,7 @@ import (
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
 
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/xds/sidecar"
@@ -130,5 +131,72 @@ spec:
 	}
 	if hcm, _ := logsOf(t, meshView(t, "", cfg, quiet), "0.0.0.0_9080"); len(hcm) == 0 {
 		t.Error("client side of the quiet workload logs nothing")
+	}
+}
+
+// hcmsOf returns the HTTP connection managers of a listener.
+func hcmsOf(t *testing.T, v *model.View, listener string) []*hcmv3.HttpConnectionManager {
+	t.Helper()
+	ls, err := sidecar.OutboundListeners(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sidecar.InboundListeners(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*hcmv3.HttpConnectionManager
+	for _, l := range append(ls, in...) {
+		if l.GetName() != listener {
+			continue
+		}
+		for _, fc := range append([]*listenerv3.FilterChain{l.GetDefaultFilterChain()}, l.GetFilterChains()...) {
+			for _, f := range fc.GetFilters() {
+				h := &hcmv3.HttpConnectionManager{}
+				if f.GetName() == sidecar.HCMFilterName && f.GetTypedConfig().UnmarshalTo(h) == nil {
+					out = append(out, h)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no HTTP connection manager on listener %s", listener)
+	}
+	return out
+}
+
+// useRequestIdForTraceSampling false, where a Telemetry's tracing applies
+// (here the client side), makes request ids not decide sampling (the UUID
+// request id extension says so, as Istio's); the server side, whose span
+// reporting is off, keeps Istio's default (they do).
+func TestTelemetryRequestIDSampling(t *testing.T) {
+	cfg := tracingYAML + `---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: mesh-default, namespace: istio-system}
+spec:
+  tracing:
+  - providers: [{name: zipkin}]
+    useRequestIdForTraceSampling: false
+  - match: {mode: SERVER}
+    disableSpanReporting: true
+`
+	v := meshView(t, telemetryProviders, cfg, productpage())
+	sampling := func(h *hcmv3.HttpConnectionManager) bool {
+		u := &uuidv3.UuidRequestIdConfig{}
+		if err := h.GetRequestIdExtension().GetTypedConfig().UnmarshalTo(u); err != nil {
+			t.Fatal(err)
+		}
+		return u.GetUseRequestIdForTraceSampling().GetValue()
+	}
+	for _, h := range hcmsOf(t, v, "0.0.0.0_9080") {
+		if h.GetTracing() == nil || sampling(h) {
+			t.Errorf("client side: tracing %v, request ids decide sampling %v; want tracing, false", h.GetTracing(), sampling(h))
+		}
+	}
+	for _, h := range hcmsOf(t, v, sidecar.VirtualInboundListener) {
+		if h.GetTracing() != nil || !sampling(h) {
+			t.Errorf("server side: tracing %v, request ids decide sampling %v; want none, true", h.GetTracing(), sampling(h))
+		}
 	}
 }

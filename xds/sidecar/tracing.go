@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
 	envdetectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/tracers/opentelemetry/resource_detectors/v3"
 	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
@@ -31,9 +32,28 @@ const (
 // percentage of requests traced when nothing sets one.
 const defaultTraceSampling = 1.0
 
-// Tracing is the tracing block of a router's HTTP connection managers
-// (Istio's client spec, with upstream spans), nil for none.
-func Tracing(v *model.View) *hcmv3.HttpConnectionManager_Tracing { return hcmTracing(v, false) }
+// Trace is what tracing sets on one HTTP connection manager: its tracing
+// block (nil for none) and, when a Telemetry's useRequestIdForTraceSampling
+// is false where tracing applies, that request ids do not decide sampling
+// (Istio's UUIDRequestIDExtensionContext).
+type Trace struct {
+	Tracing             *hcmv3.HttpConnectionManager_Tracing
+	NoRequestIDSampling bool
+}
+
+// apply sets the trace on h, whose istioHCM request id extension lets
+// request ids decide sampling.
+func (t Trace) apply(h *hcmv3.HttpConnectionManager) *hcmv3.HttpConnectionManager {
+	h.Tracing = t.Tracing
+	if t.NoRequestIDSampling {
+		h.RequestIdExtension = &hcmv3.RequestIDExtension{TypedConfig: mustAny(&uuidv3.UuidRequestIdConfig{UseRequestIdForTraceSampling: wrapperspb.Bool(false)})}
+	}
+	return h
+}
+
+// Tracing is the trace of a router's HTTP connection managers (Istio's
+// client spec, with upstream spans).
+func Tracing(v *model.View) Trace { return hcmTracing(v, false) }
 
 // TracingCollector is the host of the service a router's tracer sends
 // spans to ("" for none): a router, which has the clusters of the services
@@ -60,13 +80,21 @@ func TracingCollector(v *model.View) string {
 	return host
 }
 
-// hcmTracing returns the tracing block of one of the proxy's HTTP
-// connection managers, as Istio's configureTracing sets it; server is the
-// inbound side (Istio's server spec), else outbound or gateway (client
-// spec). nil: no tracing.
-func hcmTracing(v *model.View, server bool) *hcmv3.HttpConnectionManager_Tracing {
-	m := v.Mesh()
+// hcmTracing returns the trace of one of the proxy's HTTP connection
+// managers, as Istio's configureTracing sets it; server is the inbound side
+// (Istio's server spec), else outbound or gateway (client spec).
+func hcmTracing(v *model.View, server bool) Trace {
 	spec := tracingSpec(v, server)
+	t := tracingBlock(v, spec)
+	// Istio's request id extension follows the spec only where a
+	// Telemetry's tracing applies (a provider, span reporting on).
+	return Trace{Tracing: t, NoRequestIDSampling: t != nil && spec != nil && !spec.UseRequestIDForTraceSampling}
+}
+
+// tracingBlock is the tracing block of the side spec is of (nil: the mesh
+// config's own tracing), nil for none.
+func tracingBlock(v *model.View, spec *model.TracingSpec) *hcmv3.HttpConnectionManager_Tracing {
+	m := v.Mesh()
 	if spec == nil {
 		// No provider anywhere: Istio's "legacy" mesh config tracing, which
 		// samples and tags but sends spans to the tracer of the
