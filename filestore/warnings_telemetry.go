@@ -12,7 +12,7 @@ import (
 const statsFilterMissing = "Istio's metrics (istio_requests_total, ...) come from its stats filter (istio.stats), which upstream Envoy does not have: vmesh's Envoy proxies export Envoy's own statistics, which this does not change"
 
 // telemetryWarnings names what of a Telemetry vmesh does not apply, read
-// alone (VM1022): targetRefs (the Telemetry is ignored) and every metrics
+// alone (VM1023): targetRefs (the Telemetry is ignored) and every metrics
 // field. The providers its entries name are checked against the mesh
 // config by the analysis (model/analysis). What proxyless gRPC ignores is
 // an info (VM1101): grpc-go takes no access log, tracing or metrics

@@ -36,7 +36,7 @@ func (b *builder) addTelemetry(o *store.Object) {
 	}
 	if len(spec.GetTargetRefs()) > 0 || spec.GetTargetRef() != nil {
 		// A Kubernetes Gateway or Service reference: vmesh has neither
-		// (filestore warns, VM1022).
+		// (filestore warns, VM1023).
 		return
 	}
 	t := &Telemetry{Namespace: o.Namespace, Name: o.Name, Selector: spec.GetSelector().GetMatchLabels(), Spec: spec}

@@ -80,7 +80,7 @@ spec:
 `
 
 // vmesh analyze names every Telemetry field vmesh does not apply, each at
-// its file:line and field with VM1022, and nothing else as VM1022: the
+// its file:line and field with VM1023, and nothing else as VM1023: the
 // providers of kinds its proxies do not write to or trace with (and one no
 // extension provider defines), every metrics field (providers,
 // reportingInterval, a disabled metric, each tag override) and targetRefs
@@ -95,15 +95,15 @@ func TestAnalyzeNamesEveryTelemetryFieldNotApplied(t *testing.T) {
 	}
 	file := filepath.Join(dir, "telemetry.yaml")
 	want := []string{
-		fmt.Sprintf("%s:10: Telemetry/istio-system/mesh-default: accessLogging[0].providers[1]: warning VM1022: ", file),
-		fmt.Sprintf("%s:11: Telemetry/istio-system/mesh-default: accessLogging[0].providers[2]: warning VM1022: ", file),
-		fmt.Sprintf("%s:16: Telemetry/istio-system/mesh-default: tracing[0].providers[0]: warning VM1022: ", file),
-		fmt.Sprintf("%s:20: Telemetry/istio-system/mesh-default: metrics[0].providers: warning VM1022: ", file),
-		fmt.Sprintf("%s:22: Telemetry/istio-system/mesh-default: metrics[0].reportingInterval: warning VM1022: ", file),
-		fmt.Sprintf("%s:27: Telemetry/istio-system/mesh-default: metrics[0].overrides[0].disabled: warning VM1022: ", file),
-		fmt.Sprintf("%s:29: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.request_host: warning VM1022: ", file),
-		fmt.Sprintf("%s:31: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.response_code: warning VM1022: ", file),
-		fmt.Sprintf("%s:40: Telemetry/istio-system/edge: targetRefs: warning VM1022: ", file),
+		fmt.Sprintf("%s:10: Telemetry/istio-system/mesh-default: accessLogging[0].providers[1]: warning VM1023: ", file),
+		fmt.Sprintf("%s:11: Telemetry/istio-system/mesh-default: accessLogging[0].providers[2]: warning VM1023: ", file),
+		fmt.Sprintf("%s:16: Telemetry/istio-system/mesh-default: tracing[0].providers[0]: warning VM1023: ", file),
+		fmt.Sprintf("%s:20: Telemetry/istio-system/mesh-default: metrics[0].providers: warning VM1023: ", file),
+		fmt.Sprintf("%s:22: Telemetry/istio-system/mesh-default: metrics[0].reportingInterval: warning VM1023: ", file),
+		fmt.Sprintf("%s:27: Telemetry/istio-system/mesh-default: metrics[0].overrides[0].disabled: warning VM1023: ", file),
+		fmt.Sprintf("%s:29: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.request_host: warning VM1023: ", file),
+		fmt.Sprintf("%s:31: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.response_code: warning VM1023: ", file),
+		fmt.Sprintf("%s:40: Telemetry/istio-system/edge: targetRefs: warning VM1023: ", file),
 	}
 	out, code := runVMesh(t, "analyze", dir)
 	if code != 1 {
@@ -111,17 +111,17 @@ func TestAnalyzeNamesEveryTelemetryFieldNotApplied(t *testing.T) {
 	}
 	var got []string
 	for _, line := range strings.Split(out, "\n") {
-		if !strings.Contains(line, " VM1022: ") {
+		if !strings.Contains(line, " VM1023: ") {
 			continue
 		}
-		i := strings.Index(line, " VM1022: ")
-		got = append(got, line[:i+len(" VM1022: ")])
-		if len(line) == i+len(" VM1022: ") {
+		i := strings.Index(line, " VM1023: ")
+		got = append(got, line[:i+len(" VM1023: ")])
+		if len(line) == i+len(" VM1023: ") {
 			t.Errorf("a warning without a message: %s", line)
 		}
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		t.Errorf("vmesh analyze's VM1022 warnings:\n%s\nwant:\n%s\nwhole output:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), out)
+		t.Errorf("vmesh analyze's VM1023 warnings:\n%s\nwant:\n%s\nwhole output:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), out)
 	}
 }

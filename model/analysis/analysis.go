@@ -158,14 +158,14 @@ func newAnalysis(ms *model.Snapshot, complete bool) *analysis {
 }
 
 // telemetryProviders names the providers a Telemetry's access logging and
-// tracing entries name that vmesh's proxies do not use (VM1022): a name no
+// tracing entries name that vmesh's proxies do not use (VM1023): a name no
 // extension provider (nor Istio's built-in envoy) has, an access log
 // provider other than envoyFileAccessLog and envoyOtelAls, a tracing
 // provider other than zipkin and opentelemetry. Metrics providers are warned about by
 // filestore with the rest of metrics.
 func (a *analysis) telemetryProviders(o *store.Object, t *telemetry.Telemetry) {
 	if t.GetTargetRef() != nil || len(t.GetTargetRefs()) > 0 {
-		return // ignored whole (filestore's VM1022)
+		return // ignored whole (filestore's VM1023)
 	}
 	m := a.ms.Mesh
 	for i, l := range t.GetAccessLogging() {

@@ -100,7 +100,7 @@ func fileLog(m model.AccessLog) *accesslogv3.AccessLog {
 // accessLogFile; else one log per provider the Telemetries (or the
 // defaults) leave enabled, with the entry's CEL filter. Providers of other
 // kinds than envoyFileAccessLog and envoyOtelAls are left out (the
-// analysis warns, VM1022), and so is an envoyOtelAls provider whose
+// analysis warns, VM1023), and so is an envoyOtelAls provider whose
 // service the proxy has no cluster for (as Istio).
 func accessLogs(v *model.View, server bool) []*accesslogv3.AccessLog {
 	m := v.Mesh()
