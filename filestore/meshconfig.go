@@ -378,8 +378,8 @@ func tracerFieldWarnings(file string, root *yaml.Node) []store.ConfigError {
 				case k.Value == "zipkin":
 				case key == "resourceDetectors":
 					for r := 0; r+1 < len(fv.Content); r += 2 {
-						if rk := fv.Content[r]; rk.Value != "environment" {
-							out = append(out, warn(rk.Line, "extensionProviders["+name+"].opentelemetry."+fk.Value+"."+rk.Value, "OpenTelemetry resource detector %s is not applied by vmesh (applied: environment)", rk.Value))
+						if rk := fv.Content[r]; rk.Value != "environment" && rk.Value != "dynatrace" {
+							out = append(out, warn(rk.Line, "extensionProviders["+name+"].opentelemetry."+fk.Value+"."+rk.Value, "OpenTelemetry resource detector %s is not applied by vmesh (applied: environment, dynatrace)", rk.Value))
 						}
 					}
 				case !otelApplied[key]:

@@ -162,7 +162,13 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		{"extensionProviders:\n- name: z\n  zipkin: {service: z.ns.svc.cluster.local, port: 9411, path: /x}\ndefaultProviders:\n  tracing: [z, o]\n", []int{5}},
 		{"extensionProviders:\n- name: z\n  zipkin:\n    service: z.ns.svc.cluster.local\n    port: 9411\n    headers:\n    - {name: x-token, envName: TOKEN}\ndefaultProviders:\n  tracing: [z]\n", []int{7}},
 		{"extensionProviders:\n- name: d\n  datadog: {service: d.ns.svc.cluster.local, port: 8126}\ndefaultProviders:\n  tracing: [d]\n", []int{3}},
-		{"extensionProviders:\n- name: o\n  opentelemetry:\n    service: o.ns.svc.cluster.local\n    port: 4317\n    resourceDetectors:\n      environment: {}\n      dynatrace: {}\n    dynatraceSampler: {tenant: t}\ndefaultProviders:\n  tracing: [o]\n", []int{8, 9}},
+		{"extensionProviders:\n- name: o\n  opentelemetry:\n    service: o.ns.svc.cluster.local\n    port: 4317\n    resourceDetectors:\n      environment: {}\n      dynatrace: {}\n    dynatraceSampler: {tenant: t}\ndefaultProviders:\n  tracing: [o]\n", []int{9}},
+		// A provider's unsent fields are warned whoever names it (a
+		// Telemetry may); field names in either proto form.
+		{"extensionProviders:\n- name: o\n  opentelemetry:\n    service: o.ns.svc.cluster.local\n    port: 4317\n    resource_detectors: {environment: {}}\n    dynatraceSampler: {tenant: t}\n", []int{7}},
+		// defaultProviders.accessLogging: envoy (built in) and envoyOtelAls
+		// apply; another kind (line 7) and a name nothing defines do not.
+		{"extensionProviders:\n- name: als\n  envoyHttpAls: {service: a.ns.svc.cluster.local, port: 9000}\n- name: otel\n  envoyOtelAls: {service: o.ns.svc.cluster.local, port: 4317}\ndefaultProviders:\n  accessLogging: [envoy, otel, als, nowhere]\n", []int{7, 7}},
 	} {
 		var got []int
 		for _, w := range filestore.MeshConfigWarnings("mesh.yaml", []byte(tc.doc)) {

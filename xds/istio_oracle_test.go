@@ -1131,6 +1131,12 @@ func oracleChainSummary(fc oracleJsonObj, clientChecks bool) oracleJsonObj {
 				}
 			}
 			h := oracleJsonObj{"httpFilters": hf}
+			// Telemetry metrics: Istio's stats filter (istio.stats, in
+			// Istio's Envoy build only) with the metrics and their
+			// overrides; Istio adds it only for a metrics provider.
+			if c := oracleTypedConfigs(oracleList(tc["httpFilters"]), "istio.stats"); c != nil {
+				h["istioStats"] = c
+			}
 			if rb := oracleRbacConfigs(oracleList(tc["httpFilters"])); rb != nil {
 				h["rbac"] = rb
 			}
@@ -1183,6 +1189,9 @@ func oracleChainSummary(fc oracleJsonObj, clientChecks bool) oracleJsonObj {
 		}
 	}
 	s["filters"] = filters
+	if c := oracleTypedConfigs(oracleList(fc["filters"]), "istio.stats"); c != nil {
+		s["istioStats"] = c
+	}
 	if rb := oracleRbacConfigs(oracleList(fc["filters"])); rb != nil {
 		s["rbac"] = rb
 	}
@@ -1313,8 +1322,8 @@ var istioOracleKnown = []oracleKnown{
 	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/weighted\.static(\.svc)?(:\d+)?`, Case: `testdata-static-weighted-se`,
 		Reason: "host weighted.static.svc.cluster.local declared in namespace default: Istio takes short names from the host's own form (namespace static), vmesh from the declaring namespace"},
 	// ---- proxyless gRPC ----
-	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/(zipkin\.istio-system|opentelemetry-collector\.observability)(\.svc)?(:\d+)?`, Case: `telemetry-(zipkin|otel)-meshconfig`,
-		Reason: "service of another namespace (the tracing collectors): Istio also lists name.ns and name.ns.svc (with and without port) as proxyless domains, vmesh lists the FQDN (grpc-go matches the name it dialled)"},
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/(zipkin\.istio-system|opentelemetry-collector\.(observability|otel-collector|istio-system))(\.svc)?(:\d+)?`, Case: `telemetry-(zipkin|otel)-meshconfig|docs-telemetry-.*|docs-access-log-otel-meshconfig|testdata-telemetry-.*`,
+		Reason: "a service of another namespace (the collectors the telemetry cases send spans and logs to): Istio also lists name.ns and name.ns.svc (with and without port) as proxyless domains, vmesh lists the FQDN (grpc-go matches the name it dialled)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts`, Resource: `(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com):443|tcp-echo\.default\.svc\.cluster\.local:900[01]|my-mongo\.tcp\.svc:27017|mymongodb\.somedomain:27018|mongodb\.default\.svc\.cluster\.local:27017`,
 		Reason: "non-HTTP port (HTTPS, TCP, MONGO): Istio's route builder makes no virtual host for it (the proxyless route configuration is empty), vmesh routes it as for HTTP"},
 	{Proxy: "grpc", Type: "CDS", Resource: `outbound\|\d+\|\|(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com)`, Path: `/(type|edsClusterConfig|loadAssignment)`,
@@ -1364,6 +1373,9 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "hosts: Istio matches :authority exactly (ignoring case), vmesh also accepts host:port (prefix host:)"},
 	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/(rbac|httpFilters\[[01]\])`, Case: `authz-custom-.*`,
 		Reason: "CUSTOM on a proxyless server: Istio's grpcgen ignores the policy (what it matches is allowed); vmesh denies what it matches (grpc-go has no ext_authz: fail closed, VM1005)"},
+	// ---- Envoy sidecar: Telemetry metrics ----
+	{Proxy: "sidecar", Type: "LDS", Path: `/(filterChains/\{[^}]*\}|defaultFilterChain)/(hcm/)?istioStats`, Case: `docs-telemetry-metrics|testdata-telemetry-valid-full`,
+		Reason: "Telemetry metrics (a prometheus provider, tag overrides, disabled metrics, reportingInterval): Istio's stats filter istio.stats carries Istio's metrics and their overrides; it is in Istio's Envoy build only, upstream Envoy has none, so vmesh's proxies export Envoy's own statistics unchanged and vmesh warns each metrics field (VM1023)"},
 	// ---- Envoy sidecar: routes ----
 	{Proxy: "router", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/redirect/pathRedirect`, Case: `gwapi-.*`, Istio: `""`,
 		Reason: "Gateway API redirect without a path: Istio sets path_redirect to \"\" (Envoy keeps the request's path for an empty one), vmesh leaves it unset (keeps the path)"},

@@ -268,9 +268,37 @@ func isLabels(f *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyFileAccessLogPro
 // RouterAccessLogs gives a router's listeners the access logs of Istio's
 // gateways: those of the Telemetries that apply to its workload, in CLIENT
 // mode (Istio's workloadMode of a gateway), else the mesh config's
-// accessLogFile, on every HTTP connection manager and tcp_proxy.
+// accessLogFile, on every HTTP connection manager and tcp_proxy, and on
+// each listener for the connections no chain takes (response flag NR).
 func RouterAccessLogs(v *model.View, ls []*listenerv3.Listener) error {
-	return withAccessLog(ls, accessLogs(v, false))
+	als := accessLogs(v, false)
+	if err := withAccessLog(ls, als); err != nil {
+		return err
+	}
+	for _, l := range ls {
+		l.AccessLog = noRouteLogs(als)
+	}
+	return nil
+}
+
+// noRouteLogs are the listener-level copies of als, which log the
+// connections no filter chain takes: response flag NR, and each log's own
+// filter (Istio's listener access logs); nil for none.
+func noRouteLogs(als []*accesslogv3.AccessLog) []*accesslogv3.AccessLog {
+	var out []*accesslogv3.AccessLog
+	for _, al := range als {
+		nr := proto.Clone(al).(*accesslogv3.AccessLog)
+		flag := &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{
+			ResponseFlagFilter: &accesslogv3.ResponseFlagFilter{Flags: []string{"NR"}}}}
+		if nr.Filter == nil {
+			nr.Filter = flag
+		} else {
+			nr.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_AndFilter{AndFilter: &accesslogv3.AndFilter{
+				Filters: []*accesslogv3.AccessLogFilter{flag, nr.Filter}}}}
+		}
+		out = append(out, nr)
+	}
+	return out
 }
 
 // celLogFilter is Envoy's CEL access log filter, which a Telemetry's
@@ -288,19 +316,7 @@ func withAccessLog(ls []*listenerv3.Listener, als []*accesslogv3.AccessLog) erro
 	}
 	for _, l := range ls {
 		if l.Name == VirtualOutboundListener || l.Name == VirtualInboundListener {
-			l.AccessLog = nil
-			for _, al := range als {
-				nr := proto.Clone(al).(*accesslogv3.AccessLog)
-				flag := &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{
-					ResponseFlagFilter: &accesslogv3.ResponseFlagFilter{Flags: []string{"NR"}}}}
-				if nr.Filter == nil {
-					nr.Filter = flag
-				} else {
-					nr.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_AndFilter{AndFilter: &accesslogv3.AndFilter{
-						Filters: []*accesslogv3.AccessLogFilter{flag, nr.Filter}}}}
-				}
-				l.AccessLog = append(l.AccessLog, nr)
-			}
+			l.AccessLog = noRouteLogs(als)
 		}
 		chains := l.FilterChains
 		if l.DefaultFilterChain != nil {

@@ -241,9 +241,14 @@ func providerTracing(v *model.View, p *meshv1alpha1.MeshConfig_ExtensionProvider
 				Timeout:         o.GetGrpc().GetTimeout(), InitialMetadata: md,
 			}
 		}
+		// Resource detectors, in Istio's order.
 		if o.GetResourceDetectors().GetEnvironment() != nil {
-			oc.ResourceDetectors = []*corev3.TypedExtensionConfig{{Name: "envoy.tracers.opentelemetry.resource_detectors.environment",
-				TypedConfig: mustAny(&envdetectorv3.EnvironmentResourceDetectorConfig{})}}
+			oc.ResourceDetectors = append(oc.ResourceDetectors, &corev3.TypedExtensionConfig{Name: "envoy.tracers.opentelemetry.resource_detectors.environment",
+				TypedConfig: mustAny(&envdetectorv3.EnvironmentResourceDetectorConfig{})})
+		}
+		if o.GetResourceDetectors().GetDynatrace() != nil {
+			oc.ResourceDetectors = append(oc.ResourceDetectors, &corev3.TypedExtensionConfig{Name: "envoy.tracers.opentelemetry.resource_detectors.dynatrace",
+				TypedConfig: mustAny(&envdetectorv3.DynatraceResourceDetectorConfig{})})
 		}
 		// A provider sampler (Dynatrace) is not sent (filestore warns):
 		// the sampling is the mesh's or the Telemetry's, not Istio's 100%
