@@ -379,6 +379,8 @@ type meshParent struct {
 	// gateway is the VirtualService's gateway: "mesh", or the
 	// namespace/name of the Istio Gateway made of a listener.
 	gateway string
+	// namespace is a mesh parent's (the service's) namespace.
+	namespace string
 }
 
 // parents resolves a route's parentRefs: services (GAMMA) and the
@@ -405,7 +407,7 @@ func (c *converter) parents(r *route) []meshParent {
 				c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: no ServiceEntry %s/%s (NoMatchingParent): the route applies to no service", ns, name))
 				break
 			}
-			out = append(out, meshParent{hosts: se.GetHosts(), port: port, gateway: "mesh"})
+			out = append(out, meshParent{hosts: se.GetHosts(), port: port, gateway: "mesh", namespace: ns})
 		case group == "" && kind == "Service":
 			host := name + "." + ns + "." + domainSuffix
 			if !c.hosts[host] {
@@ -413,7 +415,7 @@ func (c *converter) parents(r *route) []meshParent {
 				c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("parentRef: Service %s/%s: no ServiceEntry defines %s (NoMatchingParent), so the route applies to no service", ns, name, host))
 				break
 			}
-			out = append(out, meshParent{hosts: []string{host}, port: port, gateway: "mesh"})
+			out = append(out, meshParent{hosts: []string{host}, port: port, gateway: "mesh", namespace: ns})
 		case group == Group && kind == "Gateway":
 			var ps []meshParent
 			ps, reason, msg = c.gatewayParents(r, field, p, ns, name)
@@ -464,6 +466,12 @@ func (c *converter) virtualServices(routes []*route) []*store.Object {
 					name := fmt.Sprintf("%s-%d-%s", r.obj.Name, count, generatedSuffix)
 					count++
 					e = &entry{obj: generated(r.obj, name), vs: &networking.VirtualService{Hosts: []string{h}, Gateways: []string{p.gateway}}}
+					if p.gateway == "mesh" && p.namespace != r.obj.Namespace {
+						// A consumer route (GAMMA: its namespace is not
+						// the service's) applies to the clients of its
+						// own namespace only, as Istio exports it.
+						e.vs.ExportTo = []string{r.obj.Namespace}
+					}
 					byKey[k] = e
 					order = append(order, k)
 				}
@@ -558,7 +566,7 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 			}
 		}
 		var backendPaths []string
-		zero := true
+		zero, resolved := true, 0
 		for j, b := range ru.backends {
 			bpath := fmt.Sprintf("%s.backendRefs[%d]", ru.path, j)
 			w := deref(b.Weight, 1)
@@ -568,7 +576,12 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 			zero = false
 			dest := c.destination(o, bpath, b.BackendObjectReference)
 			if dest == nil {
-				continue
+				// A backend that cannot be used keeps its share of the
+				// requests, which fail (500), as the Gateway API says
+				// and Istio's converter does (host UnknownService).
+				dest = &networking.Destination{Host: unknownService}
+			} else {
+				resolved++
 			}
 			rd := &networking.HTTPRouteDestination{Destination: dest, Weight: w}
 			c.applyFilters(o, bpath+".filters", b.Filters, nil, rd)
@@ -578,7 +591,7 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 		if len(base.Route) == 1 {
 			base.Route[0].Weight = 0 // one destination takes everything
 		}
-		if base.Redirect == nil && (zero || len(base.Route) == 0) {
+		if base.Redirect == nil && (zero || resolved == 0) {
 			// No backend of weight > 0: the spec wants a 500, which
 			// Istio's converter answers directly (directResponse 500).
 			base.Route = nil
@@ -596,6 +609,11 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 	}
 	return out
 }
+
+// unknownService is the destination host of a backendRef that cannot be
+// used (Istio's converter's name): no proxy has a cluster for it, so the
+// requests of its weight fail with 500 (cluster_not_found_response_code).
+const unknownService = "UnknownService"
 
 // destination resolves a backendRef to an Istio destination.
 func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObjectReference) *networking.Destination {
@@ -621,7 +639,7 @@ func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObj
 		se := c.seByName[ns+"/"+name]
 		if se == nil || len(se.GetHosts()) == 0 {
 			c.refFailed(o, ReasonBackendNotFound, fmt.Sprintf("no ServiceEntry %s/%s", ns, name))
-			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef: no ServiceEntry %s/%s (BackendNotFound): the backend is dropped", ns, name))
+			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef: no ServiceEntry %s/%s (BackendNotFound): its share of the requests answers 500", ns, name))
 			return nil
 		}
 		host = se.GetHosts()[0]
@@ -630,7 +648,7 @@ func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObj
 		}
 	default:
 		c.refFailed(o, ReasonInvalidKind, fmt.Sprintf("backendRef kind %s/%s is not supported", group, kind))
-		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef kind %s/%s is not supported (InvalidKind): the backend is dropped", group, kind))
+		c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef kind %s/%s is not supported (InvalidKind): its share of the requests answers 500", group, kind))
 		return nil
 	}
 	if ns != o.Namespace {
@@ -640,7 +658,7 @@ func (c *converter) destination(o *store.Object, field string, b gwv1.BackendObj
 		}
 		if !c.granted(docKind(o.Kind), o.Namespace, toKind, ns, name) {
 			c.refFailed(o, ReasonRefNotPermitted, fmt.Sprintf("backendRef %s/%s: no ReferenceGrant in %s allows it", ns, name, ns))
-			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef %s/%s in another namespace without a ReferenceGrant there (RefNotPermitted): the backend is dropped", ns, name))
+			c.warn(o, field, store.CodeGatewayAPINotApplied, fmt.Sprintf("backendRef %s/%s in another namespace without a ReferenceGrant there (RefNotPermitted): its share of the requests answers 500", ns, name))
 			return nil
 		}
 	}

@@ -62,15 +62,16 @@ type gwapiInput struct {
 
 // loadGatewayAPI reads the manifests a case names ("# gateway-api:
 // conformance:PATH ..." from the conformance module's embedded manifests,
-// or "istio:PATH" from the istio.io/istio module) and maps them.
-func loadGatewayAPI(refs []string, client bool) (*gwapiInput, string, error) {
+// "istio:PATH" from the istio.io/istio module, "corpus:PATH" from the
+// corpus folder dir) and maps them.
+func loadGatewayAPI(dir string, refs []string, client bool) (*gwapiInput, string, error) {
 	in := &gwapiInput{}
 	var origin []string
 	var docs []string
 	for _, ref := range refs {
 		src, path, ok := strings.Cut(ref, ":")
 		if !ok {
-			return nil, "", fmt.Errorf("gateway-api %q: want conformance:PATH or istio:PATH", ref)
+			return nil, "", fmt.Errorf("gateway-api %q: want conformance:PATH, istio:PATH or corpus:PATH", ref)
 		}
 		var data []byte
 		var err error
@@ -79,11 +80,14 @@ func loadGatewayAPI(refs []string, client bool) (*gwapiInput, string, error) {
 			data, err = conformance.Manifests.ReadFile(path)
 			origin = append(origin, conformanceVersion+" "+path)
 		case "istio":
-			var dir string
-			if dir, err = moduleDir("istio.io/istio"); err == nil {
-				data, err = os.ReadFile(filepath.Join(dir, path))
+			var mod string
+			if mod, err = moduleDir("istio.io/istio"); err == nil {
+				data, err = os.ReadFile(filepath.Join(mod, path))
 			}
 			origin = append(origin, istioVersion+" "+path)
+		case "corpus":
+			data, err = os.ReadFile(filepath.Join(dir, path))
+			origin = append(origin, "tools/istio-xds-oracle/corpus/"+path)
 		default:
 			err = fmt.Errorf("unknown source %q", src)
 		}
@@ -116,6 +120,12 @@ func loadGatewayAPI(refs []string, client bool) (*gwapiInput, string, error) {
 			dd, err := defaults.apply(d)
 			if err != nil {
 				return nil, "", err
+			}
+			if meta.Kind == "ReferenceGrant" && meta.APIVersion == "gateway.networking.k8s.io/v1" {
+				// Istio's controller watches ReferenceGrant v1beta1 (the
+				// same schema); its fake client serves an object only at
+				// the version it was created with.
+				dd = strings.Replace(dd, "apiVersion: gateway.networking.k8s.io/v1\n", "apiVersion: gateway.networking.k8s.io/v1beta1\n", 1)
 			}
 			in.kube = append(in.kube, dd)
 			in.vmesh = append(in.vmesh, d)
@@ -410,8 +420,8 @@ func convertGatewayAPI(f *failer, in *gwapiInput) ([]config.Config, error) {
 		})
 		return out
 	}
-	prev := ""
-	for range 100 {
+	prev, same := "", 0
+	for range 200 {
 		time.Sleep(50 * time.Millisecond)
 		if !gwc.HasSynced() {
 			continue
@@ -421,10 +431,13 @@ func convertGatewayAPI(f *failer, in *gwapiInput) ([]config.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if y == prev && y != "" {
+		if y != prev || y == "" {
+			prev, same = y, 0
+			continue
+		}
+		if same++; same == 20 { // a second without a change
 			return cur, nil
 		}
-		prev = y
 	}
 	return list(), nil
 }

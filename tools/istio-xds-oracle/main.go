@@ -197,7 +197,7 @@ func readCase(dir, path string) (corpusCase, error) {
 			// in namespace default (mapped as a Deployment would be).
 			c.sidecar = gwapiClient
 		}
-		in, origin, err := loadGatewayAPI(refs, c.router == "")
+		in, origin, err := loadGatewayAPI(dir, refs, c.router == "")
 		if err != nil {
 			return c, err
 		}
@@ -460,6 +460,12 @@ func proxylessServer(s *xdsfake.FakeDiscoveryServer, we string, o *Output) error
 	}
 	node.Requested = names
 	o.Server = &node
+	if len(names) == 0 {
+		// A server no service selects (the Gateway API mesh cases'
+		// client) has no inbound listener to ask for: Istio's generator
+		// would take no names as a wildcard and answer its outbound ones.
+		return nil
+	}
 	gen := &grpcgen.GrpcConfigGenerator{}
 	for _, r := range gen.BuildListeners(p, s.PushContext(), names) {
 		l := &listener.Listener{}

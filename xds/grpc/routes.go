@@ -80,7 +80,8 @@ func defaultRoute(v *model.View, svc *model.Service, port model.Port) *routev3.R
 // end at the first that selects every request (a route without matches,
 // or a match translate.CatchAll calls so), as Istio's do. Destinations the proxy has no cluster
 // for are kept (routeAction). Redirects and direct responses have no gRPC equivalent and
-// are skipped; delegating routes arrive merged (model/delegate.go).
+// are skipped, and so are matches on query parameters (grpc-go ignores such a
+// route); delegating routes arrive merged (model/delegate.go).
 func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.VirtualService) ([]*routev3.Route, error) {
 	var out []*routev3.Route
 	w := v.Workload()
@@ -88,6 +89,12 @@ func httpRoutes(v *model.View, svc *model.Service, port model.Port, vs *model.Vi
 		last := len(hr.GetMatch()) == 0 // a route without matches takes every request
 		var matches []*networking.HTTPMatchRequest
 		for _, m := range hr.GetMatch() {
+			// A match on query parameters is left out: grpc-go ignores a
+			// route with query parameter matchers (gRPC has no query), so
+			// dropping only the matcher would widen the route.
+			if len(m.GetQueryParams()) > 0 {
+				continue
+			}
 			if (m.GetPort() == 0 || m.GetPort() == port.Number) && translate.SourceMatches(m, w.Labels, w.Namespace) {
 				matches = append(matches, m)
 			}
