@@ -2,6 +2,7 @@ package gatewayapi_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,6 +222,79 @@ spec:
 	}
 	if r := out.Objects[0].Spec.(*networking.VirtualService).Http[0]; len(r.Route) != 1 || r.Route[0].Destination.Host != "api.backend.svc.cluster.local" {
 		t.Errorf("route with a grant = %v", r)
+	}
+}
+
+// TestConvertRefusedBackendKeepsItsWeight: a backendRef that cannot be used
+// beside one that can keeps its weight, to Istio's UnknownService, so its
+// share of the requests fails (500) as the Gateway API says; the rest goes
+// to the usable backend.
+func TestConvertRefusedBackendKeepsItsWeight(t *testing.T) {
+	const doc = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: shop}
+spec:
+  hosts: [echo.shop.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: backend}
+spec:
+  hosts: [api.backend.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: echo, namespace: shop}
+spec:
+  parentRefs: [{kind: Service, group: "", name: echo}]
+  rules: [{backendRefs: [{name: echo, port: 80, weight: 3}, {name: api, namespace: backend, port: 80, weight: 1}]}]
+`
+	out := gatewayapi.Convert(snapshotOf(t, "a.yaml", doc))
+	r := out.Objects[0].Spec.(*networking.VirtualService).Http[0]
+	if len(r.Route) != 2 || r.Route[0].Destination.Host != "echo.shop.svc.cluster.local" || r.Route[0].Weight != 3 ||
+		r.Route[1].Destination.Host != "UnknownService" || r.Route[1].Weight != 1 || r.DirectResponse != nil {
+		t.Errorf("route = %v, want echo weight 3 and UnknownService weight 1", r)
+	}
+}
+
+// TestConvertConsumerRoute: a GAMMA route in another namespace than its
+// parent service (a consumer route) applies to its own namespace's clients
+// only (exportTo), as Istio exports it; a producer route (the service's
+// namespace) to every client.
+func TestConvertConsumerRoute(t *testing.T) {
+	const doc = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: shop}
+spec:
+  hosts: [echo.shop.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: consumer, namespace: web}
+spec:
+  parentRefs: [{kind: Service, group: "", name: echo, namespace: shop}]
+  rules: [{filters: [{type: ResponseHeaderModifier, responseHeaderModifier: {set: [{name: x-from, value: web}]}}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: producer, namespace: shop}
+spec:
+  parentRefs: [{kind: Service, group: "", name: echo}]
+  rules: [{backendRefs: [{name: echo, port: 80}]}]
+`
+	out := gatewayapi.Convert(snapshotOf(t, "a.yaml", doc))
+	exports := map[string][]string{}
+	for _, o := range out.Objects {
+		exports[o.Namespace] = o.Spec.(*networking.VirtualService).GetExportTo()
+	}
+	if len(exports) != 2 || !slices.Equal(exports["web"], []string{"web"}) || len(exports["shop"]) != 0 {
+		t.Errorf("exportTo by namespace = %v, want web: [web], shop: none (every namespace)", exports)
 	}
 }
 
