@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"cmp"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -53,14 +54,30 @@ func sdsSecret(name string, wait bool) *tlsv3.SdsSecretConfig {
 	}
 }
 
-// sanMatchers matches URI SANs exactly (SPIFFE IDs).
+// anySANType are the SAN types Envoy matches a name of the deprecated
+// match_subject_alt_names against, which Istio sets for a
+// DestinationRule's subjectAltNames: DNS, URI, email and IP address.
+var anySANType = []tlsv3.SubjectAltNameMatcher_SanType{
+	tlsv3.SubjectAltNameMatcher_DNS, tlsv3.SubjectAltNameMatcher_URI, tlsv3.SubjectAltNameMatcher_EMAIL, tlsv3.SubjectAltNameMatcher_IP_ADDRESS,
+}
+
+// sanMatchers matches each of sans exactly: a SPIFFE ID (spiffe://...) as
+// a URI SAN, the only SAN type it can be; any other name, such as the DNS
+// name of an external server a DestinationRule's SIMPLE or MUTUAL TLS
+// names, as a SAN of any type, as Istio's match_subject_alt_names does.
 func sanMatchers(sans []string) []*tlsv3.SubjectAltNameMatcher {
 	var out []*tlsv3.SubjectAltNameMatcher
 	for _, s := range sans {
-		out = append(out, &tlsv3.SubjectAltNameMatcher{
-			SanType: tlsv3.SubjectAltNameMatcher_URI,
-			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}},
-		})
+		types := anySANType
+		if strings.HasPrefix(s, "spiffe://") {
+			types = []tlsv3.SubjectAltNameMatcher_SanType{tlsv3.SubjectAltNameMatcher_URI}
+		}
+		for _, typ := range types {
+			out = append(out, &tlsv3.SubjectAltNameMatcher{
+				SanType: typ,
+				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}},
+			})
+		}
 	}
 	return out
 }
