@@ -867,7 +867,57 @@ func oracleNormCluster(side string, o oracleJsonObj) oracleJsonObj {
 			o["filters"] = kept
 		}
 	}
+	oracleNormSANs(o)
 	return oracleNormCommon(o).(oracleJsonObj)
+}
+
+// oracleNormSANs moves the SAN check of every TLS context under v out of
+// its validation context, to the context's own "subjectAltNames": {name:
+// SAN types}, so that it is compared whatever else of the validation
+// context differs (the roots: Istio's SDS file-root:… in a combined
+// context, vmesh's file). Istio's deprecated match_subject_alt_names
+// matches each name as a SAN of any type (Envoy expands it to DNS, URI,
+// email and IP address), as vmesh's typed matchers of all four types do:
+// both "any"; a typed matcher of fewer types lists them ("URI"). The names
+// are a set (a SAN matching any of them passes).
+func oracleNormSANs(v any) {
+	switch x := v.(type) {
+	case oracleJsonObj:
+		vc := oracleObj(x["validationContext"])
+		if vc == nil {
+			vc = oracleObj(oracleObj(x["combinedValidationContext"])["defaultValidationContext"])
+		}
+		if vc != nil && (vc["matchSubjectAltNames"] != nil || vc["matchTypedSubjectAltNames"] != nil) {
+			sans := oracleJsonObj{}
+			for _, m := range oracleList(vc["matchSubjectAltNames"]) {
+				sans[oracleStr(oracleObj(m)["exact"])] = "any"
+			}
+			types := map[string][]string{}
+			for _, m := range oracleList(vc["matchTypedSubjectAltNames"]) {
+				mo := oracleObj(m)
+				name := oracleStr(oracleObj(mo["matcher"])["exact"])
+				types[name] = append(types[name], oracleStr(mo["sanType"]))
+			}
+			for name, ts := range types {
+				slices.Sort(ts)
+				if slices.Equal(ts, []string{"DNS", "EMAIL", "IP_ADDRESS", "URI"}) {
+					sans[name] = "any"
+				} else {
+					sans[name] = strings.Join(ts, ",")
+				}
+			}
+			delete(vc, "matchSubjectAltNames")
+			delete(vc, "matchTypedSubjectAltNames")
+			x["subjectAltNames"] = sans
+		}
+		for _, e := range x {
+			oracleNormSANs(e)
+		}
+	case []any:
+		for _, e := range x {
+			oracleNormSANs(e)
+		}
+	}
 }
 
 // oracleNormEndpoints sorts each locality's endpoints by address and localities by
@@ -1398,8 +1448,8 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: clusters ----
 	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|9082\|\|`, Path: `/upstreamBindConfig`, Case: `docs-sidecar-ingress-endpoints`,
 		Reason: "Sidecar ingress defaultEndpoint unix://: Istio binds the inbound cluster to 127.0.0.6 as for an IP endpoint, vmesh binds nothing (no capture sees a unix socket, and an IP source address cannot be bound to one)"},
-	{Proxy: "sidecar|router", Type: "CDS", Path: `.*/commonTlsContext/combinedValidationContext/defaultValidationContext/match(Typed)?SubjectAltNames`,
-		Reason: "SAN check: Istio uses the deprecated match_subject_alt_names (any SAN type), vmesh match_typed_subject_alt_names with san_type URI (same SPIFFE IDs)"},
+	{Proxy: "sidecar|router", Type: "CDS", Path: `.*/commonTlsContext/subjectAltNames/spiffe://.*`, Istio: `"any"`,
+		Reason: "SAN check of a SPIFFE ID: Istio matches it as a SAN of any type (deprecated match_subject_alt_names), vmesh as a URI SAN (a spiffe:// name is no valid DNS name, email address or IP address; other names match any type on both)"},
 	{Proxy: "sidecar|router", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com|outbound\|443\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},
 }

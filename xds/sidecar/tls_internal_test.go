@@ -42,9 +42,6 @@ func TestClientTLSSubjectAltNameTypes(t *testing.T) {
 		if c := ctx.GetCommonTlsContext().GetCombinedValidationContext(); c != nil {
 			vc = c.GetDefaultValidationContext()
 		}
-		if len(vc.GetMatchSubjectAltNames()) > 0 {
-			t.Errorf("%s: untyped (deprecated) matchers %v", tc.name, vc.GetMatchSubjectAltNames())
-		}
 		got := map[string][]string{}
 		for _, m := range vc.GetMatchTypedSubjectAltNames() {
 			n := m.GetMatcher().GetExact()
