@@ -171,15 +171,11 @@ func proxylessVirtualService(w *warner, vs *networking.VirtualService) {
 		}
 		for j, m := range r.GetMatch() {
 			mpath := fmt.Sprintf("%smatch[%d].", path, j)
-			for _, f := range []struct {
-				name string
-				set  bool
-			}{
-				{"queryParams", len(m.GetQueryParams()) > 0}, {"scheme", m.GetScheme() != nil},
-			} {
-				if f.set {
-					w.info(mpath+f.name, store.CodeProxylessIgnores, "proxyless gRPC clients ignore %s, so the match applies to every one of them; Envoy sidecars apply it", f.name)
-				}
+			if len(m.GetQueryParams()) > 0 {
+				w.info(mpath+"queryParams", store.CodeProxylessIgnores, "proxyless gRPC clients leave this match out (grpc-go ignores a route that matches query parameters: gRPC has no query); Envoy sidecars apply it")
+			}
+			if m.GetScheme() != nil {
+				w.info(mpath+"scheme", store.CodeProxylessIgnores, "proxyless gRPC clients ignore scheme, so the match applies to every one of them; Envoy sidecars apply it")
 			}
 		}
 	}
