@@ -125,7 +125,7 @@ spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
 `, want: nil},
-		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH, TLS before tcp routes, certificate files, caCrl and credentialNames are served; a relative path and caCertCredentialName beside a MUTUAL credential are not); TLS fields left out as Istio's gateways do", objects: 1, doc: `apiVersion: networking.istio.io/v1
+		{name: "Gateway servers routers do not serve (AUTO_PASSTHROUGH, TLS before tcp routes, certificate files, caCrl and credentialNames are served; a relative path and caCertCredentialName beside a MUTUAL credential are not); TLS fields left out as Istio's gateways do, ecdhCurves and alpnProtocols (unknown to Istio 1.31) where TLS is terminated", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: shop}
 spec:
@@ -167,9 +167,20 @@ spec:
   - port: {number: 9448, name: https-names-crl, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: OPTIONAL_MUTUAL, credentialNames: [rsa], caCrl: /etc/certs/crl.pem}
+  - port: {number: 9449, name: https-curves, protocol: HTTPS}
+    hosts: ["*"]
+    tls:
+      mode: SIMPLE
+      credentialName: ok
+      ecdhCurves: [P-256]
+      alpnProtocols: [h2]
+  - port: {number: 9450, name: tls-passthrough, protocol: TLS}
+    hosts: ["*"]
+    tls: {mode: PASSTHROUGH, ecdhCurves: [P-256], alpnProtocols: [h2]}
 `, want: []where{{12, "servers[1].tls", store.CodeGatewayServerNotServed}, {30, "servers[7].tls", store.CodeGatewayServerNotServed},
 			{38, "servers[8].tls.verifyCertificateSpki", store.CodeGatewayTLSFieldNotApplied}, {39, "servers[8].tls.verifyCertificateHash", store.CodeGatewayTLSFieldNotApplied},
-			{42, "servers[9].tls.caCrl", store.CodeGatewayTLSFieldNotApplied}}},
+			{42, "servers[9].tls.caCrl", store.CodeGatewayTLSFieldNotApplied},
+			{48, "servers[10].tls.ecdhCurves", store.CodeGatewayTLSFieldNotApplied}, {49, "servers[10].tls.alpnProtocols", store.CodeGatewayTLSFieldNotApplied}}},
 		{name: "gateway-only VirtualService", objects: 1, doc: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: edge, namespace: shop}

@@ -41,7 +41,7 @@ const (
 	CodeCredentialNotHeld          = "VM1019"  // a credentialName (or certificate files) a proxy's config asks for that its agent does not hold (not in its credentials directory; files it refused): that listener chain or cluster fails closed
 	CodeHTTPPortUnauthenticated    = "VM1020"  // vmesh serve's HTTP port listens beyond loopback with no token: /debug, /ui and /metrics are open to its network
 	CodeGatewayAPINotApplied       = "VM1021"  // a Gateway API route, parent, backend, filter or field vmesh does not apply (or that names nothing)
-	CodeGatewayTLSFieldNotApplied  = "VM1022"  // a Gateway server TLS field routers leave out as Istio's gateways do: certificate pins without credentials, caCrl beside credentialNames
+	CodeGatewayTLSFieldNotApplied  = "VM1022"  // a Gateway server TLS field routers leave out as Istio's gateways do: certificate pins without credentials, caCrl beside credentialNames; ecdhCurves and alpnProtocols (not known to Istio 1.31)
 	CodeTelemetryFieldNotApplied   = "VM1023"  // a Telemetry field (or the provider it names) vmesh's proxies do not apply: metrics overrides, targetRefs, providers of other kinds
 	CodeProxylessIgnores           = "VM1101"  // an info: proxyless gRPC clients ignore the field (Envoy sidecars apply it)
 	CodeShortHostMismatch          = "VM2001"  // a short host qualifies to an FQDN no ServiceEntry defines, while one defines the short name

@@ -201,7 +201,9 @@ type Unapplied struct {
 // verifyCertificateHash) for ISTIO_MUTUAL, for certificate files and for
 // SIMPLE (Istio applies them only with credentials, and SIMPLE checks no
 // client certificate), caCrl beside credentialNames, and
-// caCertCredentialName where no credential's roots check clients.
+// caCertCredentialName where no credential's roots check clients; and
+// ecdhCurves and alpnProtocols (istio.io/api 1.32), which Istio 1.31's
+// gateways, whose listeners vmesh's routers follow, do not know.
 func NotApplied(t *networking.ServerTLSSettings) []Unapplied {
 	var out []Unapplied
 	if len(t.GetVerifyCertificateSpki())+len(t.GetVerifyCertificateHash()) > 0 {
@@ -227,6 +229,12 @@ func NotApplied(t *networking.ServerTLSSettings) []Unapplied {
 	}
 	if t.GetCaCrl() != "" && len(t.GetCredentialNames()) > 0 {
 		out = append(out, Unapplied{Field: "caCrl", Why: "caCrl is not applied beside credentialNames (as Istio's gateways)"})
+	}
+	if len(t.GetEcdhCurves()) > 0 {
+		out = append(out, Unapplied{Field: "ecdhCurves", Why: "ecdhCurves is not applied (Istio 1.31's gateways, which vmesh's routers follow, do not know the field): the listener offers Envoy's default curves"})
+	}
+	if len(t.GetAlpnProtocols()) > 0 {
+		out = append(out, Unapplied{Field: "alpnProtocols", Why: "alpnProtocols is not applied (Istio 1.31's gateways, which vmesh's routers follow, do not know the field): the listener advertises the ALPN it always does (h2 and http/1.1 where it terminates HTTPS)"})
 	}
 	if t.GetCaCertCredentialName() != "" && !(usesCredentials(t) && Validates(t)) {
 		out = append(out, Unapplied{Field: "caCertCredentialName", Why: "caCertCredentialName is not applied (as Istio's gateways): only a server with credentialName or credentialNames in mode MUTUAL or OPTIONAL_MUTUAL checks clients against a credential's roots"})
