@@ -20,6 +20,7 @@ const (
 	CodeUnreachableRule            = "IST0130" // a VirtualService rule (or match) no request reaches: an earlier rule takes them all
 	CodeIneffectiveMatch           = "IST0131" // an info: a VirtualService match that repeats, or falls within, an earlier one
 	CodeSchemaWarning              = "IST0133" // config Istio's own validation accepts with a warning (schema_warnings.go)
+	CodeTelemetriesWithoutSelector = "IST0160" // two Telemetries without a selector in one namespace
 	CodeKindNotImplemented         = "VM1001"  // an Istio kind vmesh does not implement: ignored
 	CodePolicyTargetRefs           = "VM1002"  // AuthorizationPolicy or RequestAuthentication targetRef(s): the policy is ignored
 	CodeRuleNotEnforced            = "VM1003"  // requestPrincipals, request.auth.* and other conditions vmesh cannot enforce
@@ -61,6 +62,7 @@ var WarningCodes = []WarningCode{
 	{Code: CodeUnreachableRule, Name: "VirtualServiceUnreachableRule"},
 	{Code: CodeIneffectiveMatch, Name: "VirtualServiceIneffectiveMatch", Info: true},
 	{Code: CodeSchemaWarning, Name: "SchemaWarning"},
+	{Code: CodeTelemetriesWithoutSelector, Name: "MultipleTelemetriesWithoutWorkloadSelectors"},
 	{Code: CodeKindNotImplemented, Name: "KindNotImplemented"},
 	{Code: CodePolicyTargetRefs, Name: "PolicyTargetRefsIgnored"},
 	{Code: CodeRuleNotEnforced, Name: "RuleNotEnforced"},

@@ -26,6 +26,10 @@ const telemetryMesh = `extensionProviders:
   zipkin:
     service: zipkin.istio-system.svc.cluster.local
     port: 9411
+- name: otel
+  envoyOtelAls:
+    service: observability/opentelemetry-collector.observability.svc.cluster.local
+    port: 4317
 `
 
 // telemetryEveryField is one Telemetry with every field vmesh does not
@@ -42,26 +46,27 @@ spec:
     - name: envoy
     - name: als-http # 10: an envoyHttpAls provider
     - name: nowhere # 11: no extensionProviders entry
+    - name: otel # 12: its service is no ServiceEntry's
     filter:
       expression: response.code >= 400
   tracing:
   - providers:
-    - name: datadog # 16: a datadog provider
+    - name: datadog # 17: a datadog provider
     randomSamplingPercentage: 10
     useRequestIdForTraceSampling: false
   metrics:
-  - providers: # 20
+  - providers: # 21
     - name: prometheus
-    reportingInterval: 10s # 22
+    reportingInterval: 10s # 23
     overrides:
     - match:
         metric: REQUEST_COUNT
         mode: CLIENT
-      disabled: true # 27
+      disabled: true # 28
     - tagOverrides:
-        request_host: # 29
+        request_host: # 30
           value: request.host
-        response_code: # 31
+        response_code: # 32
           operation: REMOVE
 ---
 apiVersion: telemetry.istio.io/v1
@@ -70,7 +75,7 @@ metadata:
   name: edge
   namespace: istio-system
 spec:
-  targetRefs: # 40
+  targetRefs: # 41
   - kind: Gateway
     group: gateway.networking.k8s.io
     name: edge
@@ -81,8 +86,9 @@ spec:
 
 // vmesh analyze names every Telemetry field vmesh does not apply, each at
 // its file:line and field with VM1023, and nothing else as VM1023: the
-// providers of kinds its proxies do not write to or trace with (and one no
-// extension provider defines), every metrics field (providers,
+// providers of kinds its proxies do not write to or trace with, one no
+// extension provider defines, one whose service no ServiceEntry defines
+// (an info without --server: a registry may define it), every metrics field (providers,
 // reportingInterval, a disabled metric, each tag override) and targetRefs
 // (the Telemetry ignored whole). The applied fields (the envoy provider,
 // the filter, sampling, useRequestIdForTraceSampling) are not named.
@@ -97,13 +103,14 @@ func TestAnalyzeNamesEveryTelemetryFieldNotApplied(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("%s:10: Telemetry/istio-system/mesh-default: accessLogging[0].providers[1]: warning VM1023: ", file),
 		fmt.Sprintf("%s:11: Telemetry/istio-system/mesh-default: accessLogging[0].providers[2]: warning VM1023: ", file),
-		fmt.Sprintf("%s:16: Telemetry/istio-system/mesh-default: tracing[0].providers[0]: warning VM1023: ", file),
-		fmt.Sprintf("%s:20: Telemetry/istio-system/mesh-default: metrics[0].providers: warning VM1023: ", file),
-		fmt.Sprintf("%s:22: Telemetry/istio-system/mesh-default: metrics[0].reportingInterval: warning VM1023: ", file),
-		fmt.Sprintf("%s:27: Telemetry/istio-system/mesh-default: metrics[0].overrides[0].disabled: warning VM1023: ", file),
-		fmt.Sprintf("%s:29: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.request_host: warning VM1023: ", file),
-		fmt.Sprintf("%s:31: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.response_code: warning VM1023: ", file),
-		fmt.Sprintf("%s:40: Telemetry/istio-system/edge: targetRefs: warning VM1023: ", file),
+		fmt.Sprintf("%s:12: Telemetry/istio-system/mesh-default: accessLogging[0].providers[3]: info VM1023: ", file),
+		fmt.Sprintf("%s:17: Telemetry/istio-system/mesh-default: tracing[0].providers[0]: warning VM1023: ", file),
+		fmt.Sprintf("%s:21: Telemetry/istio-system/mesh-default: metrics[0].providers: warning VM1023: ", file),
+		fmt.Sprintf("%s:23: Telemetry/istio-system/mesh-default: metrics[0].reportingInterval: warning VM1023: ", file),
+		fmt.Sprintf("%s:28: Telemetry/istio-system/mesh-default: metrics[0].overrides[0].disabled: warning VM1023: ", file),
+		fmt.Sprintf("%s:30: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.request_host: warning VM1023: ", file),
+		fmt.Sprintf("%s:32: Telemetry/istio-system/mesh-default: metrics[0].overrides[1].tagOverrides.response_code: warning VM1023: ", file),
+		fmt.Sprintf("%s:41: Telemetry/istio-system/edge: targetRefs: warning VM1023: ", file),
 	}
 	out, code := runVMesh(t, "analyze", dir)
 	if code != 1 {

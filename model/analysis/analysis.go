@@ -90,6 +90,7 @@ func analyze(ms *model.Snapshot, complete bool, prev *selections) ([]store.Confi
 	}
 	a.conflictingVirtualServices()
 	a.sidecarsWithoutSelector()
+	a.telemetriesWithoutSelector()
 	slices.SortFunc(a.out, func(x, y store.ConfigError) int {
 		return cmp.Or(cmp.Compare(x.File, y.File), cmp.Compare(x.Line, y.Line), cmp.Compare(x.Field, y.Field), cmp.Compare(x.Code, y.Code), cmp.Compare(x.Object, y.Object))
 	})
@@ -176,6 +177,8 @@ func (a *analysis) telemetryProviders(o *store.Object, t *telemetry.Telemetry) {
 				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "no extensionProviders entry is named %q: nothing is logged to it (as Istio)", p.GetName())
 			case ep.GetEnvoyFileAccessLog() == nil && ep.GetEnvoyOtelAls() == nil:
 				a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "provider %q is not applied: vmesh's Envoy proxies write access logs to envoyFileAccessLog and envoyOtelAls providers only", p.GetName())
+			case ep.GetEnvoyOtelAls() != nil:
+				a.providerService(o, field, p.GetName(), ep.GetEnvoyOtelAls().GetService(), "nothing is logged to it")
 			}
 		}
 	}
@@ -190,8 +193,28 @@ func (a *analysis) telemetryProviders(o *store.Object, t *telemetry.Telemetry) {
 			a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "no extensionProviders entry is named %q: tracing is off where this entry applies (as Istio)", p.GetName())
 		case ep.GetZipkin() == nil && ep.GetOpentelemetry() == nil:
 			a.add(o, field, store.SeverityWarning, store.CodeTelemetryFieldNotApplied, "provider %q is not applied: vmesh's Envoy proxies trace to zipkin and opentelemetry providers only; tracing is off where this entry applies", p.GetName())
+		case ep.GetZipkin() != nil:
+			a.providerService(o, field, p.GetName(), ep.GetZipkin().GetService(), "tracing is off where this entry applies")
+		default:
+			a.providerService(o, field, p.GetName(), ep.GetOpentelemetry().GetService(), "tracing is off where this entry applies")
 		}
 	}
+}
+
+// providerService names (VM1023) a provider a Telemetry names whose
+// service ("host" or "namespace/host") no ServiceEntry defines: proxies
+// have no cluster for it, so, as Istio's, they leave the log or tracer
+// out (effect says what that means).
+func (a *analysis) providerService(o *store.Object, field, name, service, effect string) {
+	host := service
+	if _, h, ok := strings.Cut(service, "/"); ok {
+		host = h
+	}
+	if host == "" || len(a.ms.ServicesForHost(host)) > 0 {
+		return
+	}
+	sev, note := a.missingSeverity()
+	a.add(o, field, sev, store.CodeTelemetryFieldNotApplied, "provider %q sends to %s, which no ServiceEntry defines: %s (as Istio)%s", name, store.Quote(service), effect, note)
 }
 
 func (a *analysis) add(o *store.Object, field string, sev store.Severity, code, format string, args ...any) {
@@ -541,6 +564,35 @@ func (a *analysis) sidecarsWithoutSelector() {
 			if o := a.objects.Get(store.Key{Kind: store.KindSidecar, Namespace: sc.Namespace, Name: sc.Name}); o != nil && o.Origin.File != "" {
 				a.add(o, "", store.SeverityWarning, store.CodeSidecarsWithoutSelector,
 					"The Sidecars %s in namespace %s have no workload selector: vmesh uses %s for the namespace's workloads and ignores the others (keep one, or give the others a workloadSelector)",
+					strings.Join(names, ","), store.Quote(ns), store.Quote(list[0].Name))
+			}
+		}
+	}
+}
+
+// telemetriesWithoutSelector reports the namespaces with several
+// Telemetries without a selector (Istio's IST0160): vmesh applies the first
+// by name to the namespace (or, in the root namespace, the mesh), Istio the
+// oldest; the others apply to nothing.
+func (a *analysis) telemetriesWithoutSelector() {
+	whole := map[string][]*model.Telemetry{} // model.Snapshot.Telemetries are sorted by namespace and name
+	for _, t := range a.ms.Telemetries {
+		if len(t.Selector) == 0 {
+			whole[t.Namespace] = append(whole[t.Namespace], t)
+		}
+	}
+	for ns, list := range whole {
+		if len(list) < 2 {
+			continue
+		}
+		names := make([]string, len(list))
+		for i, t := range list {
+			names[i] = t.Name
+		}
+		for _, t := range list {
+			if o := a.objects.Get(store.Key{Kind: store.KindTelemetry, Namespace: t.Namespace, Name: t.Name}); o != nil && o.Origin.File != "" {
+				a.add(o, "", store.SeverityWarning, store.CodeTelemetriesWithoutSelector,
+					"The Telemetries %s in namespace %s have no workload selector: vmesh applies %s and ignores the others (Istio the oldest; keep one, or give the others a selector)",
 					strings.Join(names, ","), store.Quote(ns), store.Quote(list[0].Name))
 			}
 		}

@@ -523,3 +523,47 @@ spec:
 		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
 	}
 }
+
+// Two Telemetries without a selector in one namespace: each is named
+// (Istio's IST0160), the first by name being the one vmesh applies; a
+// selector Telemetry and another namespace's are not.
+func TestAnalyzeTelemetriesWithoutSelector(t *testing.T) {
+	objs, errs := filestore.Decode("telemetry.yaml", []byte(`apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: mesh-default, namespace: istio-system}
+spec:
+  accessLogging: [{providers: [{name: envoy}]}]
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: logs, namespace: istio-system}
+spec:
+  accessLogging: [{disabled: true}]
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: one, namespace: istio-system}
+spec:
+  selector: {matchLabels: {app: a}}
+  accessLogging: [{disabled: true}]
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: shop, namespace: shop}
+spec:
+  accessLogging: [{disabled: true}]
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := analyze(t, objs, true)
+	want := []where{{1, "", store.CodeTelemetriesWithoutSelector}, {7, "", store.CodeTelemetriesWithoutSelector}}
+	if !slices.Equal(wheres(got), want) {
+		t.Errorf("analysis:\n%v\nwant\n%v", wheres(got), want)
+	}
+	for _, w := range got {
+		if !strings.Contains(w.Message, `vmesh applies "logs"`) {
+			t.Errorf("message %q does not name the Telemetry vmesh applies", w.Message)
+		}
+	}
+}
