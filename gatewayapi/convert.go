@@ -750,8 +750,12 @@ func (c *converter) redirect(o *store.Object, field string, f *gwv1.HTTPRequestR
 		switch {
 		case p.Type == gwv1.FullPathHTTPPathModifier && p.ReplaceFullPath != nil:
 			r.Uri = *p.ReplaceFullPath
-		case p.Type == gwv1.PrefixMatchHTTPPathModifier:
-			c.warn(o, field+".requestRedirect.path", store.CodeGatewayAPINotApplied, "a redirect's ReplacePrefixMatch is not applied: the path is kept")
+		case p.Type == gwv1.PrefixMatchHTTPPathModifier && p.ReplacePrefixMatch != nil:
+			// Istio's converter: the matched prefix is replaced
+			// (Envoy's redirect prefix_rewrite).
+			r.PrefixRewrite = *p.ReplacePrefixMatch
+		default:
+			c.warn(o, field+".requestRedirect.path", store.CodeGatewayAPINotApplied, "this redirect's path modifier is not applied: the path is kept")
 		}
 	}
 	return r
@@ -767,7 +771,13 @@ func (c *converter) rewrite(o *store.Object, field string, f *gwv1.HTTPURLRewrit
 		case p.Type == gwv1.FullPathHTTPPathModifier && p.ReplaceFullPath != nil:
 			r.UriRegexRewrite = &networking.RegexRewrite{Match: "/.*", Rewrite: *p.ReplaceFullPath}
 		case p.Type == gwv1.PrefixMatchHTTPPathModifier && p.ReplacePrefixMatch != nil:
-			r.Uri = *p.ReplacePrefixMatch
+			// As Istio's converter: without the trailing slash, and "/"
+			// (removing the prefix) stays "/", which the route generator
+			// turns into a regex rewrite for Gateway API routes.
+			r.Uri = strings.TrimSuffix(*p.ReplacePrefixMatch, "/")
+			if r.Uri == "" {
+				r.Uri = "/"
+			}
 		default:
 			c.warn(o, field+".urlRewrite.path", store.CodeGatewayAPINotApplied, "this path rewrite is not applied")
 		}

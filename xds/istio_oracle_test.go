@@ -1429,8 +1429,10 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: routes ----
 	{Proxy: "router|sidecar", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/redirect/pathRedirect`, Case: `gwapi-.*`, Istio: `""`,
 		Reason: "Gateway API redirect without a path: Istio sets path_redirect to \"\" (Envoy keeps the request's path for an empty one), vmesh leaves it unset (keeps the path)"},
-	{Proxy: "router|sidecar|grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/match/(pathSeparatedPrefix|safeRegex)`, Case: `gwapi-.*`,
-		Reason: "Gateway API PathPrefix /p: Istio path_separated_prefix /p, vmesh safe_regex /p(/.*)? on the path (the same paths: /p and /p/...; vmesh's form also serves grpc-go, which has no path_separated_prefix)"},
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/match/(pathSeparatedPrefix|safeRegex)`, Case: `gwapi-.*`,
+		Reason: "Gateway API PathPrefix /p for a proxyless client: Istio path_separated_prefix /p, vmesh safe_regex /p(/.*)? on the path (the same paths: /p and /p/...; grpc-go has no path_separated_prefix; vmesh's Envoy routes use path_separated_prefix as Istio's)"},
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/route/(prefixRewrite|regexRewrite)`, Case: `gwapi-mesh-.*`,
+		Reason: "URLRewrite path for a proxyless client: grpc-go has no path rewrite (xds/README), so vmesh's grpc-go routes leave it out; Istio sends Envoy's prefix_rewrite / regex_rewrite"},
 	{Proxy: "router", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/route/weightedClusters/clusters\[(UnknownService|outbound\|\d+\|\|UnknownService\.[^]]*)\]`, Case: `gwapi-.*`,
 		Reason: "a backendRef that cannot be used (no ReferenceGrant) keeps its weight: Istio's cluster is named UnknownService, vmesh's outbound|PORT||UnknownService.NS.svc.cluster.local (the host qualified as any); neither proxy has it, so its share of the requests answers 500 in both (cluster_not_found_response_code)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/match/prefix`, Case: `gwapi-mesh-.*`, Istio: `absent`,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -352,6 +353,10 @@ func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Rout
 				r.Name += "." + m.GetName()
 			}
 			r.Match = translate.RouteMatch(m, translate.Envoy)
+			if vs.GatewaySemantics {
+				segmentPrefix(r.Match)
+				stripPrefixRewrite(r)
+			}
 			out = append(out, r)
 			if translate.CatchAll(r.Match) {
 				return out, nil // nothing after it is reached (Istio leaves the rest out)
@@ -362,6 +367,49 @@ func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Rout
 		}
 	}
 	return out, nil
+}
+
+// segmentPrefix turns the regular expression gatewayapi writes for a
+// Gateway API PathPrefix ("/p(/.*)?", whole path segments; grpc-go has no
+// segment prefix) back into Envoy's path_separated_prefix "/p", as Istio
+// generates it: the same paths, and Envoy's prefix_rewrite (URLRewrite and
+// RequestRedirect ReplacePrefixMatch) then replaces the prefix, where on a
+// regex match it would replace the whole path.
+func segmentPrefix(m *routev3.RouteMatch) {
+	re := m.GetSafeRegex().GetRegex()
+	body, ok := strings.CutSuffix(re, "(/.*)?")
+	if !ok || body == "" {
+		return
+	}
+	var b strings.Builder
+	for i := 0; i < len(body); i++ {
+		if body[i] == '\\' && i+1 < len(body) {
+			i++
+		}
+		b.WriteByte(body[i])
+	}
+	p := b.String()
+	if regexp.QuoteMeta(p) != body || !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.ContainsAny(p, "?#") {
+		return
+	}
+	m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: p}
+}
+
+// stripPrefixRewrite turns a Gateway API route's prefix rewrite "/" (its
+// ReplacePrefixMatch "/", which removes the matched prefix) into the regex
+// rewrite Istio generates for it: the route's path-separated prefix and an
+// optional "/" are removed, keeping a "/" when the whole path goes (a
+// prefix_rewrite "/" would turn /prefix/x into //x).
+func stripPrefixRewrite(r *routev3.Route) {
+	a := r.GetRoute()
+	if a == nil || a.GetPrefixRewrite() != "/" {
+		return
+	}
+	a.PrefixRewrite = ""
+	a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{
+		Pattern:      &matcherv3.RegexMatcher{Regex: fmt.Sprintf(`^%s(/?)(.*)`, regexp.QuoteMeta(r.GetMatch().GetPathSeparatedPrefix()))},
+		Substitution: `/\2`,
+	}
 }
 
 func cmpOr(a, b string) string {
@@ -453,11 +501,10 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 	a.MaxGrpcTimeout = grpcTimeout(a.Timeout)
 	a.RetryPolicy = translate.RetryPolicy(cmp.Or(hr.GetRetries(), sc.v.Mesh().DefaultHTTPRetry), a.HashPolicy != nil)
 	if rw := hr.GetRewrite(); rw != nil {
-		if rw.GetUri() != "" {
-			a.PrefixRewrite = rw.GetUri()
-		}
 		if rr := rw.GetUriRegexRewrite(); rr != nil {
 			a.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: rr.GetMatch()}, Substitution: rr.GetRewrite()}
+		} else if uri := rw.GetUri(); uri != "" {
+			a.PrefixRewrite = uri // per match for Gateway API's "/": stripPrefixRewrite
 		}
 		if rw.GetAuthority() != "" {
 			a.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.GetAuthority()}
