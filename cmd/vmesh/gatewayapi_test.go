@@ -79,7 +79,7 @@ func TestGatewayAPIRouterProxyConfig(t *testing.T) {
 		out, _ = runVMesh(t, "proxy-config", "routes", id, "--server", server, "-o", "yaml")
 		return strings.Contains(out, "www.example.com")
 	})
-	for _, want := range []string{"name: http.80", "- www.example.com", "regex: /api(/.*)?", "cluster: outbound|8080||web.shop.svc.cluster.local"} {
+	for _, want := range []string{"name: http.80", "- www.example.com", "pathSeparatedPrefix: /api", "cluster: outbound|8080||web.shop.svc.cluster.local"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("proxy-config routes -o yaml lacks %q:\n%s", want, out)
 		}
