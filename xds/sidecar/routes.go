@@ -19,6 +19,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/vmesh/vmesh/model"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -555,30 +556,56 @@ func (sc *scope) routeCluster(t target, vs *model.VirtualService, d *networking.
 func (sc *scope) mirrors(t target, vs *model.VirtualService, hr *networking.HTTPRoute) []*routev3.RouteAction_RequestMirrorPolicy {
 	type mirror struct {
 		dest *networking.Destination
-		pct  *networking.Percent
+		pct  *typev3.FractionalPercent // nil: an explicit 0, no mirror
+	}
+	// Istio's MirrorPercent / MirrorPercentByPolicy: a percentage as a
+	// millionth, the legacy integer as a hundredth, none is 100/HUNDRED.
+	hundred := func(v uint32) *typev3.FractionalPercent {
+		return &typev3.FractionalPercent{Numerator: v, Denominator: typev3.FractionalPercent_HUNDRED}
 	}
 	var ms []mirror
 	if hr.GetMirror() != nil {
-		pct := hr.GetMirrorPercentage()
-		if pct == nil && hr.GetMirrorPercent() != nil {
-			pct = &networking.Percent{Value: float64(hr.GetMirrorPercent().GetValue())}
+		pct := hundred(100)
+		switch {
+		case hr.GetMirrorPercentage() != nil:
+			pct = nil
+			if hr.GetMirrorPercentage().GetValue() > 0 {
+				pct = translate.Percent(hr.GetMirrorPercentage(), 0)
+			}
+		case hr.GetMirrorPercent() != nil:
+			pct = nil
+			if v := hr.GetMirrorPercent().GetValue(); v > 0 {
+				pct = hundred(v)
+			}
 		}
 		ms = append(ms, mirror{hr.GetMirror(), pct})
 	}
 	for _, m := range hr.GetMirrors() {
-		ms = append(ms, mirror{m.GetDestination(), m.GetPercentage()})
+		pct := hundred(100)
+		if m.GetPercentage() != nil {
+			pct = nil
+			if m.GetPercentage().GetValue() > 0 {
+				pct = translate.Percent(m.GetPercentage(), 0)
+			}
+		}
+		ms = append(ms, mirror{m.GetDestination(), pct})
 	}
 	var out []*routev3.RouteAction_RequestMirrorPolicy
 	for _, m := range ms {
-		if m.dest == nil {
+		if m.dest == nil || m.pct == nil {
 			continue
 		}
 		// A mirror the proxy has no cluster for is kept, as Istio keeps it:
 		// Envoy mirrors nothing to a cluster it does not have.
 		name, _, _ := sc.routeCluster(t, vs, m.dest)
+		// As Istio's (TranslateRequestMirrorPolicy, DISABLE_SHADOW_HOST_SUFFIX
+		// on by default): the mirrored request keeps its host (no "-shadow")
+		// and is not trace-sampled.
 		out = append(out, &routev3.RouteAction_RequestMirrorPolicy{
-			Cluster:         name,
-			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: translate.Percent(m.pct, 0)},
+			Cluster:                       name,
+			RuntimeFraction:               &corev3.RuntimeFractionalPercent{DefaultValue: m.pct},
+			TraceSampled:                  wrapperspb.Bool(false),
+			DisableShadowHostSuffixAppend: true,
 		})
 	}
 	return out
