@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // istiodInitialRequests are the type URLs istiod's configSources client
@@ -267,6 +268,13 @@ func TestMCPServesTheStore(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs := loadStore(t, "../examples/quickstart/config")
+	// A Telemetry beside the quickstart: vmesh reads the kind, so it serves it.
+	tel := &store.Object{APIVersion: "telemetry.istio.io/v1", Origin: store.Origin{File: "telemetry.yaml", Line: 1},
+		Spec: &telemetry.Telemetry{AccessLogging: []*telemetry.AccessLogging{{Providers: []*telemetry.ProviderRef{{Name: "envoy"}}}}}}
+	tel.Kind, tel.Namespace, tel.Name = store.KindTelemetry, "istio-system", "mesh-default"
+	if err := cs.Update(testSource, []*store.Object{tel}, nil); err != nil {
+		t.Fatal(err)
+	}
 	m := startMCPMesh(t, ctx, cs, func(context.Context) (string, error) { return "test", nil })
 	<-m.srv.Ready()
 	c := openMCP(t, ctx, m.addr, istiodInitialRequests)

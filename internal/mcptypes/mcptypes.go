@@ -29,6 +29,7 @@ import (
 	mcp "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // ResourceTypeURL is the Any type of every resource a config type's
@@ -79,6 +80,7 @@ func (t Type) SpecTypeURL() string {
 var (
 	networkingAliases = []string{"v1beta1", "v1alpha3"}
 	securityAliases   = []string{"v1beta1"}
+	telemetryAliases  = []string{"v1alpha1"}
 )
 
 // types lists the kinds vmesh reads and serves over MCP, in store.Kinds'
@@ -96,6 +98,7 @@ func types() []Type {
 		{Kind: "PeerAuthentication", Group: "security.istio.io", Version: "v1", Aliases: securityAliases, newSpec: func() proto.Message { return &security.PeerAuthentication{} }},
 		{Kind: "AuthorizationPolicy", Group: "security.istio.io", Version: "v1", Aliases: securityAliases, newSpec: func() proto.Message { return &security.AuthorizationPolicy{} }},
 		{Kind: "RequestAuthentication", Group: "security.istio.io", Version: "v1", Aliases: securityAliases, newSpec: func() proto.Message { return &security.RequestAuthentication{} }},
+		{Kind: "Telemetry", Group: "telemetry.istio.io", Version: "v1", Aliases: telemetryAliases, newSpec: func() proto.Message { return &telemetry.Telemetry{} }},
 	}
 }
 

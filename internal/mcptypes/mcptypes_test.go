@@ -30,6 +30,7 @@ func TestTypeURLs(t *testing.T) {
 		"PeerAuthentication":    "security.istio.io/v1/PeerAuthentication",
 		"AuthorizationPolicy":   "security.istio.io/v1/AuthorizationPolicy",
 		"RequestAuthentication": "security.istio.io/v1/RequestAuthentication",
+		"Telemetry":             "telemetry.istio.io/v1/Telemetry",
 	}
 	got := map[string]string{}
 	for _, ty := range mcptypes.Types() {
