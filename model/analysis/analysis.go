@@ -546,28 +546,14 @@ func (a *analysis) conflictingVirtualServices() {
 // without a workloadSelector in one namespace: the first by name applies to
 // the namespace's other workloads, the rest to none.
 func (a *analysis) sidecarsWithoutSelector() {
-	whole := map[string][]*model.Sidecar{} // model.Snapshot.Sidecars are sorted by namespace and name
+	var whole []store.Key // model.Snapshot.Sidecars are sorted by namespace and name
 	for _, sc := range a.ms.Sidecars {
 		if len(sc.Selector) == 0 {
-			whole[sc.Namespace] = append(whole[sc.Namespace], sc)
+			whole = append(whole, store.Key{Kind: store.KindSidecar, Namespace: sc.Namespace, Name: sc.Name})
 		}
 	}
-	for ns, list := range whole {
-		if len(list) < 2 {
-			continue
-		}
-		names := make([]string, len(list))
-		for i, sc := range list {
-			names[i] = sc.Name
-		}
-		for _, sc := range list {
-			if o := a.objects.Get(store.Key{Kind: store.KindSidecar, Namespace: sc.Namespace, Name: sc.Name}); o != nil && o.Origin.File != "" {
-				a.add(o, "", store.SeverityWarning, store.CodeSidecarsWithoutSelector,
-					"The Sidecars %s in namespace %s have no workload selector: vmesh uses %s for the namespace's workloads and ignores the others (keep one, or give the others a workloadSelector)",
-					strings.Join(names, ","), store.Quote(ns), store.Quote(list[0].Name))
-			}
-		}
-	}
+	a.severalWithoutSelector(whole, store.CodeSidecarsWithoutSelector,
+		"The Sidecars %s in namespace %s have no workload selector: vmesh uses %s for the namespace's workloads and ignores the others (keep one, or give the others a workloadSelector)")
 }
 
 // telemetriesWithoutSelector reports the namespaces with several
@@ -575,25 +561,36 @@ func (a *analysis) sidecarsWithoutSelector() {
 // by name to the namespace (or, in the root namespace, the mesh), Istio the
 // oldest; the others apply to nothing.
 func (a *analysis) telemetriesWithoutSelector() {
-	whole := map[string][]*model.Telemetry{} // model.Snapshot.Telemetries are sorted by namespace and name
+	var whole []store.Key // model.Snapshot.Telemetries are sorted by namespace and name
 	for _, t := range a.ms.Telemetries {
 		if len(t.Selector) == 0 {
-			whole[t.Namespace] = append(whole[t.Namespace], t)
+			whole = append(whole, store.Key{Kind: store.KindTelemetry, Namespace: t.Namespace, Name: t.Name})
 		}
 	}
-	for ns, list := range whole {
+	a.severalWithoutSelector(whole, store.CodeTelemetriesWithoutSelector,
+		"The Telemetries %s in namespace %s have no workload selector: vmesh applies %s and ignores the others (Istio the oldest; keep one, or give the others a selector)")
+}
+
+// severalWithoutSelector warns code on each object of keys (objects without
+// a selector, sorted by namespace and name) that shares its namespace with
+// another: format gets the names, the namespace and the one that applies
+// (the first by name).
+func (a *analysis) severalWithoutSelector(keys []store.Key, code, format string) {
+	byNS := map[string][]store.Key{}
+	for _, k := range keys {
+		byNS[k.Namespace] = append(byNS[k.Namespace], k)
+	}
+	for ns, list := range byNS {
 		if len(list) < 2 {
 			continue
 		}
 		names := make([]string, len(list))
-		for i, t := range list {
-			names[i] = t.Name
+		for i, k := range list {
+			names[i] = k.Name
 		}
-		for _, t := range list {
-			if o := a.objects.Get(store.Key{Kind: store.KindTelemetry, Namespace: t.Namespace, Name: t.Name}); o != nil && o.Origin.File != "" {
-				a.add(o, "", store.SeverityWarning, store.CodeTelemetriesWithoutSelector,
-					"The Telemetries %s in namespace %s have no workload selector: vmesh applies %s and ignores the others (Istio the oldest; keep one, or give the others a selector)",
-					strings.Join(names, ","), store.Quote(ns), store.Quote(list[0].Name))
+		for _, k := range list {
+			if o := a.objects.Get(k); o != nil && o.Origin.File != "" {
+				a.add(o, "", store.SeverityWarning, code, format, strings.Join(names, ","), store.Quote(ns), store.Quote(list[0].Name))
 			}
 		}
 	}
