@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/google/cel-go/cel"
@@ -26,7 +27,7 @@ func validateTelemetry(v *validator, t *telemetry.Telemetry) {
 				v.add(opath, "tagOverrides may not be null")
 				continue
 			}
-			for _, name := range sortedKeys(o.TagOverrides) {
+			for _, name := range slices.Sorted(maps.Keys(o.TagOverrides)) {
 				to := o.TagOverrides[name]
 				tpath := opath + ".tagOverrides." + name
 				if to == nil {
@@ -58,7 +59,7 @@ func validateTelemetry(v *validator, t *telemetry.Telemetry) {
 		if p := tr.RandomSamplingPercentage.GetValue(); p < 0 || p > 100 {
 			v.add(path+".randomSamplingPercentage", "randomSamplingPercentage must be in range [0.0, 100.0]")
 		}
-		for _, name := range sortedKeys(tr.CustomTags) {
+		for _, name := range slices.Sorted(maps.Keys(tr.CustomTags)) {
 			tag := tr.CustomTags[name]
 			tpath := path + ".customTags." + name
 			if name == "" {
@@ -120,13 +121,4 @@ func checkCEL(expr string) error {
 		return iss.Err()
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

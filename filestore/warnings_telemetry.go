@@ -2,6 +2,8 @@ package filestore
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/vmesh/vmesh/store"
@@ -40,7 +42,7 @@ func telemetryWarnings(w *warner, t *telemetry.Telemetry) {
 			if o.GetDisabled() != nil {
 				w.add(opath+".disabled", store.CodeTelemetryFieldNotApplied, "disabling %s is not applied: %s", metricName(o.GetMatch()), statsFilterMissing)
 			}
-			for _, name := range sortedKeys(o.GetTagOverrides()) {
+			for _, name := range slices.Sorted(maps.Keys(o.GetTagOverrides())) {
 				op := "upserting"
 				if o.GetTagOverrides()[name].GetOperation() == telemetry.MetricsOverrides_TagOverride_REMOVE {
 					op = "removing"
