@@ -350,10 +350,13 @@ func (f *Fetcher) publish() {
 			})
 		}
 	}
+	// The warnings first: a reader that sees a key set's new value (or its
+	// error) also sees the warnings about it (two Store steps; the other
+	// order let a snapshot hold a refused key set without its VM1012).
+	f.store.SetStatus(Source(), "", warnings)
 	if err := f.store.Replace(Source(), objects); err != nil {
 		f.settings.Logger.Error("JWKS objects not stored", "error", err)
 	}
-	f.store.SetStatus(Source(), "", warnings)
 }
 
 // broadAllowed returns the allowed ranges wider than one address.
