@@ -20,11 +20,16 @@ import (
 	"istio.io/istio/pilot/pkg/config/kube/crd"
 	"istio.io/istio/pkg/config"
 	"istio.io/istio/pkg/config/schema/gvk"
+	"istio.io/istio/pkg/config/schema/gvr"
+	kubelib "istio.io/istio/pkg/kube"
+	"istio.io/istio/pkg/kube/kclient/clienttest"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/gateway-api/conformance"
+	"sigs.k8s.io/gateway-api/pkg/consts"
 	"sigs.k8s.io/yaml"
 
 	xdsfake "istio.io/istio/pilot/test/xds"
@@ -407,6 +412,9 @@ func convertGatewayAPI(f *failer, in *gwapiInput) ([]config.Config, error) {
 	if gwc == nil {
 		return nil, fmt.Errorf("no Gateway API controller in the fake discovery server")
 	}
+	if err := annotateGatewayCRDs(f, s.KubeClient()); err != nil {
+		return nil, err
+	}
 	// The controller's collections settle asynchronously after the first
 	// push: wait until two reads a while apart agree.
 	list := func() []config.Config {
@@ -440,6 +448,55 @@ func convertGatewayAPI(f *failer, in *gwapiInput) ([]config.Config, error) {
 		}
 	}
 	return list(), nil
+}
+
+// gatewayCRDs are the Gateway API CRDs the fake discovery server creates
+// (pilot/test/xds/fake.go, FakeOptions' CRDs of the Kubernetes registry).
+var gatewayCRDs = []schema.GroupVersionResource{
+	gvr.GatewayClass, gvr.KubernetesGateway, gvr.HTTPRoute, gvr.GRPCRoute,
+	gvr.TCPRoute, gvr.TLSRoute, gvr.ReferenceGrant,
+}
+
+// annotateGatewayCRDs gives the fake Kubernetes client's Gateway API CRDs
+// the bundle-version annotation an installed CRD carries
+// (gateway.networking.k8s.io/bundle-version: this module's Gateway API
+// version), as Istio's converter test does (conversion_test.go,
+// setupClientCRDs). The fake server creates its CRDs without annotations,
+// and Istio's CRD watcher ignores a CRD named in
+// gatewayapi.MinimumCRDVersions (GRPCRoute, TCPRoute, TLSRoute,
+// BackendTLSPolicy) that has none: the converter's delayed informers of
+// those kinds never start, and its GRPCRoute, TCPRoute and TLSRoute
+// collections stay empty although the client holds the objects. Once a CRD
+// is known the watcher runs, in order, the callbacks waiting for it: the
+// converter's (which start its informers) and then this function's, so on
+// return every Gateway API informer is running (convertGatewayAPI then waits
+// for the converter's output to settle).
+func annotateGatewayCRDs(f *failer, kc kubelib.Client) error {
+	type wait struct {
+		crd  schema.GroupVersionResource
+		done chan struct{}
+	}
+	var waits []wait
+	for _, r := range gatewayCRDs {
+		w := wait{crd: r, done: make(chan struct{})}
+		if !kc.CrdWatcher().KnownOrCallback(r, func(<-chan struct{}) { close(w.done) }) {
+			waits = append(waits, w)
+		}
+	}
+	for _, r := range gatewayCRDs {
+		clienttest.MakeCRDWithAnnotations(f, kc, r, map[string]string{
+			consts.BundleVersionAnnotation: consts.BundleVersion,
+		})
+	}
+	timeout := time.After(30 * time.Second)
+	for _, w := range waits {
+		select {
+		case <-w.done:
+		case <-timeout:
+			return fmt.Errorf("the CRD watcher does not know %s 30 s after its CRD was annotated", w.crd)
+		}
+	}
+	return nil
 }
 
 // configsYAML writes configs as Kubernetes YAML (the converted.yaml of a
