@@ -64,6 +64,11 @@ istio-verdicts:
 istio-xds:
 	cd tools/istio-xds-oracle && $(GO) run . -out $(CURDIR)/xds/testdata/istio-oracle
 
+## gatewayapi-verdicts: the Kubernetes API server's own validation (k8s.io/apiextensions-apiserver: the Gateway API CRDs' schema and CEL rules) of gatewayapi/testdata/conformance and gatewayapi/testdata/invalid, into gatewayapi/testdata/upstream (tools/gatewayapi-oracle)
+.PHONY: gatewayapi-verdicts
+gatewayapi-verdicts:
+	cd tools/gatewayapi-oracle && $(GO) run . -root $(CURDIR)
+
 ## istio-mcp: record Istio's own MCP server's responses to a VirtualService created, changed, deleted into filestore/mcpsource/testdata (tools/istio-mcp-server; downloads istio.io/istio)
 istio-mcp:
 	cd tools/istio-mcp-server && $(GO) run . record -out $(CURDIR)/filestore/mcpsource/testdata
