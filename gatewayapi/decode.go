@@ -9,8 +9,14 @@
 // sigs.k8s.io/gateway-api module's standard-channel CRDs by go generate),
 // defaults filled in as the API server fills them, and every CEL rule
 // (x-kubernetes-validations) evaluated, but the transition rules, which
-// compare with an object already stored. Problems name the field path
-// inside spec; the file decoder (filestore) adds the file and line.
+// compare with an object already stored. As on an API server with strict
+// field validation (kubectl's default), unknown fields refuse a document
+// alone, and no CEL rule is evaluated after a blocking problem (a missing
+// required field, an enum value, a length or count above its maximum, a
+// wrong type). Problems name the field path inside spec; the file decoder
+// (filestore) adds the file and line. The API server's own verdicts on the
+// conformance manifests and the invalid variants of testdata are compared
+// by TestUpstreamValidation (tools/gatewayapi-oracle; README.md).
 package gatewayapi
 
 import (
@@ -116,6 +122,19 @@ func decodeSpecRules(kind, version string, n *yaml.Node, failed map[string]bool)
 	applyDefaults(s, val)
 	v := &validator{failed: failed}
 	v.check(s, val, "")
+	if len(v.unknown) > 0 {
+		// strict field validation: a document with unknown fields is
+		// refused for them alone.
+		return Decoded{Lines: y.lines, Problems: v.unknown}
+	}
+	if !v.blocking {
+		v.celRules(s, val, "")
+	}
+	for i, p := range v.problems {
+		if word, ok := y.yaml11[p.Field]; ok {
+			v.problems[i].Message += fmt.Sprintf(" (kubectl reads YAML 1.1, where an unquoted %s is a boolean: quote it)", word)
+		}
+	}
 	if len(v.problems) > 0 {
 		return Decoded{Lines: y.lines, Problems: v.problems}
 	}
@@ -129,6 +148,18 @@ type yamlReader struct {
 	lines    map[string]int
 	problems []Problem
 	nodes    int
+	// yaml11 are the paths of plain scalars read as YAML 1.1 booleans.
+	yaml11 map[string]string
+}
+
+// yaml11Bools are the plain scalars YAML 1.1 reads as booleans and YAML
+// 1.2 (yaml.v3) as strings, but true and false. kubectl converts YAML to
+// JSON with sigs.k8s.io/yaml, a YAML 1.1 reader: for it, and so for the
+// API server, "value: yes" is a boolean, and a string field refuses it.
+// vmesh reads them as kubectl does.
+var yaml11Bools = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": false, "N": false, "no": false, "No": false, "NO": false, "off": false, "Off": false, "OFF": false,
 }
 
 func (y *yamlReader) value(n *yaml.Node, path string) any {
@@ -175,6 +206,13 @@ func (y *yamlReader) value(n *yaml.Node, path string) any {
 			out[i] = y.value(e, epath)
 		}
 		return out
+	}
+	if b, ok := yaml11Bools[n.Value]; ok && n.Tag == "!!str" && n.Style == 0 {
+		if y.yaml11 == nil {
+			y.yaml11 = map[string]string{}
+		}
+		y.yaml11[path] = n.Value
+		return b
 	}
 	switch n.Tag {
 	case "!!null":

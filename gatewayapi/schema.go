@@ -204,9 +204,19 @@ type Problem struct {
 	Message string
 }
 
-// validator walks one value against its schema.
+// validator walks one value against its schema, as the API server's
+// schema validation does, then (when nothing blocks them) the CEL rules.
 type validator struct {
 	problems []Problem
+	// unknown are the fields the schema does not know: the API server's
+	// strict field validation refuses a document with them before it
+	// validates anything else.
+	unknown []Problem
+	// blocking: a problem the API server counts as blocking (a missing
+	// required field, an enum value, a length or count above the maximum,
+	// a wrong type) was found; it evaluates no CEL rule then
+	// (registry/customresource/strategy.go, hasBlockingErr).
+	blocking bool
 	// failed records the CEL rules that failed, when set (the tests'
 	// coverage of the CRDs' rules).
 	failed map[string]bool
@@ -214,6 +224,12 @@ type validator struct {
 
 func (v *validator) addf(path, format string, args ...any) {
 	v.problems = append(v.problems, Problem{Field: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// blockf adds a blocking problem.
+func (v *validator) blockf(path, format string, args ...any) {
+	v.blocking = true
+	v.addf(path, format, args...)
 }
 
 func join(path, field string) string {
@@ -270,26 +286,26 @@ func deepCopy(v any) any {
 }
 
 // check validates v against s: types, unknown fields, required fields,
-// enums, patterns, lengths, bounds, formats and list uniqueness.
+// enums, patterns, lengths, bounds, formats and list uniqueness (not the
+// CEL rules: celRules).
 func (v *validator) check(s *schema, val any, path string) {
 	if s == nil {
 		return
 	}
-	before := len(v.problems)
 	switch s.Type {
 	case "object":
 		m, ok := val.(map[string]any)
 		if !ok {
-			v.addf(path, "must be an object, not %s", describe(val))
+			v.blockf(path, "must be an object, not %s", describe(val))
 			return
 		}
 		for _, r := range s.Required {
 			if _, ok := m[r]; !ok {
-				v.addf(join(path, r), "%s is required", r)
+				v.blockf(join(path, r), "%s is required", r)
 			}
 		}
 		if s.MaxProperties != nil && int64(len(m)) > *s.MaxProperties {
-			v.addf(path, "must have at most %d entries, not %d", *s.MaxProperties, len(m))
+			v.blockf(path, "must have at most %d entries, not %d", *s.MaxProperties, len(m))
 		}
 		for _, k := range sortedKeys(m) {
 			fpath := join(path, k)
@@ -299,20 +315,20 @@ func (v *validator) check(s *schema, val any, path string) {
 			case s.additional != nil:
 				v.check(s.additional, m[k], fpath)
 			case s.Properties != nil:
-				v.addf(fpath, "unknown field %q%s", k, didYouMean(k, sortedKeys(s.Properties)))
+				v.unknown = append(v.unknown, Problem{Field: fpath, Message: fmt.Sprintf("unknown field %q%s", k, didYouMean(k, sortedKeys(s.Properties)))})
 			}
 		}
 	case "array":
 		l, ok := val.([]any)
 		if !ok {
-			v.addf(path, "must be a list, not %s", describe(val))
+			v.blockf(path, "must be a list, not %s", describe(val))
 			return
 		}
 		if s.MinItems != nil && int64(len(l)) < *s.MinItems {
 			v.addf(path, "must have at least %d items, not %d", *s.MinItems, len(l))
 		}
 		if s.MaxItems != nil && int64(len(l)) > *s.MaxItems {
-			v.addf(path, "must have at most %d items, not %d", *s.MaxItems, len(l))
+			v.blockf(path, "must have at most %d items, not %d", *s.MaxItems, len(l))
 		}
 		for i, e := range l {
 			v.check(s.Items, e, fmt.Sprintf("%s[%d]", path, i))
@@ -321,7 +337,7 @@ func (v *validator) check(s *schema, val any, path string) {
 	case "string":
 		str, ok := val.(string)
 		if !ok {
-			v.addf(path, "must be a string, not %s", describe(val))
+			v.blockf(path, "must be a string, not %s", describe(val))
 			return
 		}
 		n := int64(len([]rune(str)))
@@ -329,7 +345,7 @@ func (v *validator) check(s *schema, val any, path string) {
 			v.addf(path, "must be at least %d characters long", *s.MinLength)
 		}
 		if s.MaxLength != nil && n > *s.MaxLength {
-			v.addf(path, "must be at most %d characters long, not %d", *s.MaxLength, n)
+			v.blockf(path, "must be at most %d characters long, not %d", *s.MaxLength, n)
 		}
 		if s.re != nil && !s.re.MatchString(str) {
 			v.addf(path, "%q does not match %s", clip(str), s.Pattern)
@@ -344,12 +360,12 @@ func (v *validator) check(s *schema, val any, path string) {
 			f = float64(t)
 		case float64:
 			if s.Type == "integer" {
-				v.addf(path, "must be an integer, not %v", t)
+				v.blockf(path, "must be an integer, not %v", t)
 				return
 			}
 			f = t
 		default:
-			v.addf(path, "must be a number, not %s", describe(val))
+			v.blockf(path, "must be a number, not %s", describe(val))
 			return
 		}
 		if s.Minimum != nil && f < *s.Minimum {
@@ -363,7 +379,7 @@ func (v *validator) check(s *schema, val any, path string) {
 		}
 	case "boolean":
 		if _, ok := val.(bool); !ok {
-			v.addf(path, "must be true or false, not %s", describe(val))
+			v.blockf(path, "must be true or false, not %s", describe(val))
 			return
 		}
 	}
@@ -372,17 +388,28 @@ func (v *validator) check(s *schema, val any, path string) {
 		for i, e := range s.Enum {
 			want[i] = fmt.Sprint(e)
 		}
-		v.addf(path, "unknown value %s (want one of %s)", quoteValue(val), strings.Join(want, ", "))
+		v.blockf(path, "unknown value %s (want one of %s)", quoteValue(val), strings.Join(want, ", "))
 	}
 	if len(s.OneOf) > 0 {
 		n := 0
+		var closest []Problem
 		for _, alt := range s.OneOf {
-			if matches(alt, val) {
+			ps := altProblems(alt, val)
+			if len(ps) == 0 {
 				n++
+			} else if closest == nil || len(ps) < len(closest) {
+				closest = ps
 			}
 		}
 		if n != 1 {
 			v.addf(path, "%s", oneOfMessage(val))
+		}
+		if n == 0 {
+			// as the API server, the problems of the closest form too
+			// (the first of those with the fewest)
+			for _, p := range closest {
+				v.addf(joinPath(path, p.Field), "%s", p.Message)
+			}
 		}
 	}
 	if s.Not != nil && matches(s.Not, val) {
@@ -391,17 +418,57 @@ func (v *validator) check(s *schema, val any, path string) {
 	if len(s.AnyOf) > 0 && !slices.ContainsFunc(s.AnyOf, func(alt *schema) bool { return matches(alt, val) }) {
 		v.addf(path, "%s matches none of the allowed forms", quoteValue(val))
 	}
-	if len(v.problems) > before || len(s.Validations) == 0 {
+}
+
+// celRules evaluates the CEL rules of s and of its properties and items
+// over val, everywhere: the API server evaluates every rule once nothing
+// blocks them (a pattern or a bound that fails does not), so a rule fails
+// next to the problems of the fields under it.
+func (v *validator) celRules(s *schema, val any, path string) {
+	if s == nil {
 		return
 	}
-	v.rules(s, val, path)
+	switch t := val.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			switch {
+			case s.Properties[k] != nil:
+				v.celRules(s.Properties[k], t[k], join(path, k))
+			case s.additional != nil:
+				v.celRules(s.additional, t[k], join(path, k))
+			}
+		}
+	case []any:
+		for i, e := range t {
+			v.celRules(s.Items, e, fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
+	if len(s.Validations) > 0 {
+		v.rules(s, val, path)
+	}
 }
 
 // matches reports whether val satisfies alt, a oneOf or anyOf variant
 // (whose missing type is val's own).
 func matches(alt *schema, val any) bool {
+	return len(altProblems(alt, val)) == 0
+}
+
+// joinPath appends a path relative to a value (a field, an index or
+// nothing) to the value's path.
+func joinPath(path, rel string) string {
+	if rel == "" || strings.HasPrefix(rel, "[") {
+		return path + rel
+	}
+	return join(path, rel)
+}
+
+// altProblems returns the problems of val against alt, a oneOf or anyOf
+// variant (whose missing type is val's own), at paths relative to val;
+// none when val matches it.
+func altProblems(alt *schema, val any) []Problem {
 	if alt.Not != nil && matches(alt.Not, val) {
-		return false
+		return []Problem{{Message: fmt.Sprintf("%s is not allowed here", quoteValue(val))}}
 	}
 	probe := &validator{}
 	c := *alt
@@ -416,11 +483,11 @@ func matches(alt *schema, val any) bool {
 					probe.check(withType(ps, e), e, k)
 				}
 			}
-			return len(probe.problems) == 0
+			return append(probe.problems, probe.unknown...)
 		}
 	}
 	probe.check(withType(&c, val), val, "")
-	return len(probe.problems) == 0
+	return append(probe.problems, probe.unknown...)
 }
 
 // withType gives a variant without a type the type of val.
