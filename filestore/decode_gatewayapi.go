@@ -31,6 +31,7 @@ func (d *docDecoder) decodeGatewayAPI(root *yaml.Node, fields map[string]*yaml.N
 	for i := d.first; i < len(d.p.list); i++ {
 		d.p.list[i].Object = d.object
 	}
+	d.checkAnnotationKeys(fields["metadata"])
 	specNode := fields["spec"]
 	if specNode == nil {
 		d.errorf(root, "spec", "missing spec")
@@ -55,4 +56,27 @@ func (d *docDecoder) decodeGatewayAPI(root *yaml.Node, fields map[string]*yaml.N
 	obj.Spec = spec
 	obj.SetFieldLines(dec.Lines)
 	return obj
+}
+
+// checkAnnotationKeys refuses the annotation keys that are not qualified
+// names (an optional DNS subdomain prefix and a name, as label keys), as
+// the API server's ObjectMeta validation does for these kinds
+// (tools/gatewayapi-oracle; for Istio's kinds vmesh keeps Istio's
+// validation, which does not look at them).
+func (d *docDecoder) checkAnnotationKeys(md *yaml.Node) {
+	if md == nil || md.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(md.Content); i += 2 {
+		a := md.Content[i+1]
+		if md.Content[i].Value != "annotations" || a.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(a.Content); j += 2 {
+			key := a.Content[j]
+			if msg := checkLabel(key.Value, ""); msg != "" {
+				d.errorf(key, "metadata.annotations."+key.Value, "%s", strings.Replace(msg, "label key", "annotation key", 1))
+			}
+		}
+	}
 }

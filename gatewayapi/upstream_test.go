@@ -112,14 +112,30 @@ func documentAt(data string, line int) string {
 	return strings.Repeat("\n", from) + strings.Join(lines[from:to], "\n") + "\n"
 }
 
-// upstreamField is an upstream error's path inside spec, as vmesh names
-// fields ("" for spec itself); ok is false for a path outside spec.
+// upstreamField is an upstream error's path as vmesh names fields: inside
+// spec without "spec." ("" for spec itself), metadata's as they are; ok is
+// false for any other path.
 func upstreamField(f string) (string, bool) {
 	if f == "spec" {
 		return "", true
 	}
+	if strings.HasPrefix(f, "metadata.") {
+		return f, true
+	}
 	rest, ok := strings.CutPrefix(f, "spec.")
 	return rest, ok
+}
+
+// vmeshField is the field of a vmesh error as the API server names it:
+// a label's or annotation's problem is the map's (the key is in the
+// message), vmesh's names the key.
+func vmeshField(f string) string {
+	for _, m := range []string{"metadata.labels.", "metadata.annotations."} {
+		if strings.HasPrefix(f, m) {
+			return strings.TrimSuffix(m, ".")
+		}
+	}
+	return f
 }
 
 // TestUpstreamValidation: vmesh's verdict on every document of
@@ -278,7 +294,7 @@ func compareVerdict(v upstreamVerdict, objs []*store.Object, errs []store.Config
 		if e.File != v.File || e.Line < v.Line {
 			diffs = append(diffs, fmt.Sprintf("vmesh error not at the document's file:line: %s", e.Error()))
 		}
-		mine[e.Field] = append(mine[e.Field], e.Message)
+		mine[vmeshField(e.Field)] = append(mine[vmeshField(e.Field)], e.Message)
 	}
 	theirs := map[string]bool{}
 	for _, e := range v.Errors {
