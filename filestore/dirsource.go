@@ -316,12 +316,13 @@ func (d *DirSource) publish() error {
 		return nil
 	}
 	set, remove := d.files.changes()
-	if err := d.store.Update(d.src, set, remove); err != nil {
+	errs := append(d.files.errors(), d.files.warnings()...)
+	// The objects and the files' problems in one snapshot: a reader never
+	// sees an edited file's objects with the warnings of its previous content.
+	if err := d.store.UpdateWithStatus(d.src, set, remove, store.StatusChange{Problems: errs, Held: d.files.held()}); err != nil {
 		return err // cannot happen: each key is resolved once
 	}
 	d.published = len(d.files.defs)
-	errs := append(d.files.errors(), d.files.warnings()...)
-	d.store.SetStatusHeld(d.src, "", errs, d.files.held())
 	d.logProblems(errs)
 	d.once.Do(func() { close(d.ready) })
 	return nil

@@ -400,14 +400,17 @@ func (g *GitSource) applyCommit(ctx context.Context, commit string) error {
 		g.log.Warn("commit rejected; the last good commit keeps serving", "commit", commit, "serving", g.GoodCommit(), "errors", errorStrings(errs))
 		return nil
 	}
-	if err := g.store.UpdateAt(g.src, set, remove, commit); err != nil {
+	// The commit's objects, its SHA and its files' warnings in one
+	// snapshot: no reader sees one commit's objects with another's SHA or
+	// warnings.
+	status := store.StatusChange{Revision: commit, Problems: slices.Clip(g.files.warnings())}
+	if err := g.store.UpdateWithStatus(g.src, set, remove, status); err != nil {
 		return err
 	}
 	g.tree = tree
 	g.mu.Lock()
-	g.goodCommit, g.lastCommit, g.commitErrs = commit, commit, nil
+	g.goodCommit, g.lastCommit, g.commitErrs, g.lastErrs = commit, commit, nil, nil
 	g.mu.Unlock()
-	g.setStatus(commit, nil)
 	g.logWarnings()
 	if _, err := g.git(ctx, nil, "update-ref", g.goodRef, commit); err != nil {
 		g.log.Warn("cannot remember the applied commit in the clone; a restart waits for the remote", "error", err)

@@ -182,6 +182,27 @@ func (s *Store) Snapshot() *Snapshot {
 // each key, and notifies subscribers of the keys whose winner changed. It
 // rejects a set that names one key twice, changing nothing.
 func (s *Store) Replace(src Source, objects []*Object) error {
+	return s.replace(src, objects, nil)
+}
+
+// StatusChange is a source's revision and current problems (errors and
+// warnings, kept apart by Severity) with the line saying what it keeps
+// serving while it has errors: what SetStatusHeld records.
+type StatusChange struct {
+	Revision string
+	Problems []ConfigError
+	Held     string
+}
+
+// ReplaceWithStatus is Replace and SetStatusHeld in one snapshot: no
+// reader sees the source's new objects with its old problems or the
+// other way round (a fetcher whose warnings describe the objects it
+// stores needs both at once).
+func (s *Store) ReplaceWithStatus(src Source, objects []*Object, status StatusChange) error {
+	return s.replace(src, objects, &status)
+}
+
+func (s *Store) replace(src Source, objects []*Object, status *StatusChange) error {
 	next := make(map[Key]*Object, len(objects))
 	for _, o := range objects {
 		n := len(next)
@@ -209,6 +230,9 @@ func (s *Store) Replace(src Source, objects []*Object) error {
 	st.objects = next
 	st.status.Objects = len(next)
 	st.status.LastUpdate = time.Now()
+	if status != nil {
+		st.setStatus(*status)
+	}
 	s.publish(touched)
 	return nil
 }
@@ -232,7 +256,13 @@ func duplicateError(src Source, objects []*Object, dup *Object) error {
 // (a file source uses it for one edited file). It rejects a key named
 // twice, changing nothing.
 func (s *Store) Update(src Source, set []*Object, remove []Key) error {
-	return s.update(src, set, remove, nil)
+	return s.update(src, set, remove, nil, nil)
+}
+
+// UpdateWithStatus is Update and SetStatusHeld in one snapshot: a file
+// source's edited objects and the problems of its files change together.
+func (s *Store) UpdateWithStatus(src Source, set []*Object, remove []Key, status StatusChange) error {
+	return s.update(src, set, remove, nil, &status)
 }
 
 // UpdateAt is Update that also sets the source's revision
@@ -240,10 +270,10 @@ func (s *Store) Update(src Source, set []*Object, remove []Key) error {
 // the commit they are at change together, so no snapshot labels one
 // commit's objects with another's SHA.
 func (s *Store) UpdateAt(src Source, set []*Object, remove []Key, revision string) error {
-	return s.update(src, set, remove, &revision)
+	return s.update(src, set, remove, &revision, nil)
 }
 
-func (s *Store) update(src Source, set []*Object, remove []Key, revision *string) error {
+func (s *Store) update(src Source, set []*Object, remove []Key, revision *string, status *StatusChange) error {
 	seen := make(map[Key]*Object, len(set)+len(remove))
 	for _, o := range set {
 		n := len(seen)
@@ -283,6 +313,9 @@ func (s *Store) update(src Source, set []*Object, remove []Key, revision *string
 	if revision != nil {
 		st.status.Revision = *revision
 	}
+	if status != nil {
+		st.setStatus(*status)
+	}
 	s.publish(touched)
 	return nil
 }
@@ -307,21 +340,26 @@ func (s *Store) SetStatus(src Source, revision string, errs []ConfigError) {
 // SetStatusHeld is SetStatus with the line saying what the source keeps
 // serving while it has errors (SourceStatus.Held).
 func (s *Store) SetStatusHeld(src Source, revision string, errs []ConfigError, held string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sourceLocked(src).setStatus(StatusChange{Revision: revision, Problems: errs, Held: held})
+	s.publish(nil)
+}
+
+// setStatus records c on the source's status, its problems split into
+// errors and warnings. Callers hold the Store's lock.
+func (st *sourceState) setStatus(c StatusChange) {
 	var bad, warn []ConfigError
-	for _, e := range errs {
+	for _, e := range c.Problems {
 		if e.Severity == SeverityError {
 			bad = append(bad, e)
 		} else {
 			warn = append(warn, e)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.sourceLocked(src)
-	st.status.Revision = revision
-	st.status.Errors, st.status.Warnings, st.status.Held = bad, warn, held
+	st.status.Revision = c.Revision
+	st.status.Errors, st.status.Warnings, st.status.Held = bad, warn, c.Held
 	st.status.LastUpdate = time.Now()
-	s.publish(nil)
 }
 
 // SetConnection records the state of a source's connection to its

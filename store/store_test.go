@@ -175,3 +175,53 @@ func TestStoreUpdateAtAndSnapshotWith(t *testing.T) {
 	default:
 	}
 }
+
+// ReplaceWithStatus and UpdateWithStatus change a source's objects and its
+// problems in one snapshot: the next snapshot holds both, and no snapshot
+// in between holds one without the other.
+func TestStoreObjectsAndStatusInOneSnapshot(t *testing.T) {
+	s := store.NewStore()
+	src := store.Source{Name: "jwks", Class: store.ClassConfig}
+	a := we("default", "a", "10.0.0.1", store.Origin{Source: src.Name})
+	warn := store.ConfigError{File: "a.yaml", Line: 2, Field: "spec", Severity: store.SeverityWarning, Code: "VM1012", Message: "about a"}
+	bad := store.ConfigError{File: "b.yaml", Line: 3, Message: "bad b"}
+
+	before := s.Snapshot().Revision
+	if err := s.ReplaceWithStatus(src, []*store.Object{a}, store.StatusChange{Problems: []store.ConfigError{warn, bad}, Held: "b.yaml's last good objects"}); err != nil {
+		t.Fatal(err)
+	}
+	snap := s.Snapshot()
+	if snap.Revision != before+1 {
+		t.Fatalf("ReplaceWithStatus published %d snapshots, want 1", snap.Revision-before)
+	}
+	if snap.Get(a.Key) == nil || len(snap.Sources) != 1 {
+		t.Fatalf("after ReplaceWithStatus: a %v, sources %+v", snap.Get(a.Key), snap.Sources)
+	}
+	st := snap.Sources[0]
+	if len(st.Warnings) != 1 || st.Warnings[0].Code != "VM1012" || len(st.Errors) != 1 || st.Errors[0].Message != "bad b" || st.Held == "" || st.Objects != 1 {
+		t.Fatalf("status after ReplaceWithStatus: %+v", st)
+	}
+
+	b := we("default", "b", "10.0.0.2", store.Origin{Source: src.Name})
+	before = snap.Revision
+	if err := s.UpdateWithStatus(src, []*store.Object{b}, []store.Key{a.Key}, store.StatusChange{Revision: "r2"}); err != nil {
+		t.Fatal(err)
+	}
+	snap = s.Snapshot()
+	if snap.Revision != before+1 {
+		t.Fatalf("UpdateWithStatus published %d snapshots, want 1", snap.Revision-before)
+	}
+	st = snap.Sources[0]
+	if snap.Get(b.Key) == nil || snap.Get(a.Key) != nil || len(st.Warnings)+len(st.Errors) != 0 || st.Held != "" || st.Revision != "r2" || st.Objects != 1 {
+		t.Fatalf("after UpdateWithStatus: b %v, a %v, status %+v", snap.Get(b.Key), snap.Get(a.Key), st)
+	}
+
+	// A refused set changes neither the objects nor the status.
+	before = snap.Revision
+	if err := s.ReplaceWithStatus(src, []*store.Object{a, a}, store.StatusChange{Problems: []store.ConfigError{bad}}); err == nil {
+		t.Fatal("a key named twice was accepted")
+	}
+	if after := s.Snapshot(); after.Revision != before || len(after.Sources[0].Errors) != 0 {
+		t.Fatalf("a refused set published: revision %d → %d, status %+v", before, after.Revision, after.Sources[0])
+	}
+}

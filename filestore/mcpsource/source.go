@@ -544,11 +544,12 @@ func (s *Source) apply(t mcptypes.Type, version string, all []decoded, removed [
 		s.stats.NACKs++
 	}
 	s.version = version
-	if err := s.store.UpdateAt(s.src, set, remove, version); err != nil {
+	// The objects, the version and the resources' problems in one snapshot.
+	if err := s.store.UpdateWithStatus(s.src, set, remove, s.statusLocked()); err != nil {
 		// Distinct names and keys are checked above; this names a bug.
 		nacks = append(nacks, err.Error())
+		s.publishStatusLocked()
 	}
-	s.publishStatusLocked()
 	if !s.synced[t.URL()] {
 		s.synced[t.URL()] = true
 		if len(s.synced) == len(s.types) {
@@ -565,6 +566,13 @@ func (s *Source) apply(t mcptypes.Type, version string, all []decoded, removed [
 // errors, the accepted ones' warnings, the connection's error, and what
 // is held. Callers hold s.mu.
 func (s *Source) publishStatusLocked() {
+	c := s.statusLocked()
+	s.store.SetStatusHeld(s.src, c.Revision, c.Problems, c.Held)
+}
+
+// statusLocked records the connection's state on the Store and returns the
+// source's status: what publishStatusLocked writes. Callers hold s.mu.
+func (s *Source) statusLocked() store.StatusChange {
 	var errs []store.ConfigError
 	heldBad, objects := 0, 0
 	for _, u := range s.typeURLs() {
@@ -596,5 +604,5 @@ func (s *Source) publishStatusLocked() {
 	if heldBad > 0 {
 		held = append(held, fmt.Sprintf("%d rejected resources of %s keep their last good version", heldBad, s.cfg.Address))
 	}
-	s.store.SetStatusHeld(s.src, s.version, errs, strings.Join(held, "; "))
+	return store.StatusChange{Revision: s.version, Problems: errs, Held: strings.Join(held, "; ")}
 }

@@ -350,11 +350,10 @@ func (f *Fetcher) publish() {
 			})
 		}
 	}
-	// The warnings first: a reader that sees a key set's new value (or its
-	// error) also sees the warnings about it (two Store steps; the other
-	// order let a snapshot hold a refused key set without its VM1012).
-	f.store.SetStatus(Source(), "", warnings)
-	if err := f.store.Replace(Source(), objects); err != nil {
+	// One Store step: a reader that sees a key set's new value (or its
+	// error) also sees the warnings about it, and no snapshot holds a
+	// warning about a key set it does not hold yet.
+	if err := f.store.ReplaceWithStatus(Source(), objects, store.StatusChange{Problems: warnings}); err != nil {
 		f.settings.Logger.Error("JWKS objects not stored", "error", err)
 	}
 }
