@@ -70,6 +70,12 @@ const MaxInboundListeners = 4096
 
 // generate builds all resource types for a proxyless gRPC group.
 func generate(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
+	return generateShared(s, w, key, nil)
+}
+
+// generateShared is generate taking the assignments other groups made at
+// s from share (nil: none shared).
+func generateShared(s *model.Snapshot, w model.Workload, key string, share *edsShare) (*gen.Generation, error) {
 	g, gp := newGeneration(s, w, key, make(map[string]*gen.ResourceMap, 4))
 	gp.inbound = map[string]*gen.Resource{}
 	v := model.NewView(s, w)
@@ -88,7 +94,7 @@ func generate(s *model.Snapshot, w model.Workload, key string) (*gen.Generation,
 	if err := add(g, lds, rds, cds); err != nil {
 		return nil, err
 	}
-	if err := generateEDSFrom(g, v, nil); err != nil {
+	if err := generateEDSFrom(g, v, nil, share); err != nil {
 		return nil, err
 	}
 	if err := addNameTable(g, v); err != nil {
@@ -120,6 +126,12 @@ func consistent(g *gen.Generation, lds []*listenerv3.Listener, rds []*routev3.Ro
 // endpoint in CDS; endpoints decide automatic mTLS and the SANs a cluster
 // verifies), it generates everything again and reports full.
 func withEndpoints(g *gen.Generation, s *model.Snapshot) (n *gen.Generation, full bool, err error) {
+	return withEndpointsShared(g, s, nil)
+}
+
+// withEndpointsShared is withEndpoints taking the assignments other groups
+// made at s from share.
+func withEndpointsShared(g *gen.Generation, s *model.Snapshot, share *edsShare) (n *gen.Generation, full bool, err error) {
 	v := model.NewView(s, g.Workload)
 	svcs := v.Services()
 	for _, svc := range svcs {
@@ -127,20 +139,20 @@ func withEndpoints(g *gen.Generation, s *model.Snapshot) (n *gen.Generation, ful
 			continue
 		}
 		if !model.SameEndpoints(prevEndpoints(g.Snap, svc), svc.Endpoints) {
-			n, err := generate(s, g.Workload, g.Key)
+			n, err := generateShared(s, g.Workload, g.Key, share)
 			return n, true, err
 		}
 	}
 	if TLSChanged(g.Snap, model.NewView(g.Snap, g.Workload), v, svcs) {
 		// Endpoints decide automatic mTLS and the SANs a cluster verifies.
-		n, err := generate(s, g.Workload, g.Key)
+		n, err := generateShared(s, g.Workload, g.Key, share)
 		return n, true, err
 	}
-	n, err = endpointsOnly(g, s, v)
+	n, err = endpointsOnly(g, s, v, share)
 	return n, false, err
 }
 
-func endpointsOnly(g *gen.Generation, s *model.Snapshot, v *model.View) (*gen.Generation, error) {
+func endpointsOnly(g *gen.Generation, s *model.Snapshot, v *model.View, share *edsShare) (*gen.Generation, error) {
 	n, np := newGeneration(s, g.Workload, g.Key, maps.Clone(g.Types))
 	gp := partOf(g)
 	gp.mu.Lock()
@@ -149,7 +161,7 @@ func endpointsOnly(g *gen.Generation, s *model.Snapshot, v *model.View) (*gen.Ge
 		np.inbound[k] = v
 	}
 	gp.mu.Unlock()
-	if err := generateEDSFrom(n, v, g); err != nil {
+	if err := generateEDSFrom(n, v, g, share); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -158,35 +170,22 @@ func endpointsOnly(g *gen.Generation, s *model.Snapshot, v *model.View) (*gen.Ge
 // generateEDSFrom builds a proxyless group's EDS resources into g. With
 // prev (an EDS-only change), assignments of services whose endpoints did
 // not change are reused, so only the changed ones are built and
-// serialised again.
-func generateEDSFrom(g *gen.Generation, v *model.View, prev *gen.Generation) error {
-	if prev == nil {
-		eds, err := Endpoints(v)
-		if err != nil {
-			return err
-		}
-		m := cowmap.New[string, *gen.Resource]().Edit()
-		for _, cla := range eds {
-			r, err := gen.NewResource(cla.GetClusterName(), cla)
-			if err != nil {
-				return err
-			}
-			m.Set(r.Name, r)
-		}
-		g.Types[resourcev3.EndpointType] = m.Map()
-		return nil
-	}
+// serialised again; the others come from share when another group made
+// the same assignment at the same snapshot.
+func generateEDSFrom(g *gen.Generation, v *model.View, prev *gen.Generation, share *edsShare) error {
 	m := cowmap.New[string, *gen.Resource]().Edit()
 	for _, ref := range v.Clusters() {
 		if !UsesEDS(ref.Service) {
 			continue
 		}
 		name := ref.Name()
-		if r := prev.Get(resourcev3.EndpointType, name); r != nil && model.SameEndpoints(prevEndpoints(prev.Snap, ref.Service), ref.Service.Endpoints) {
-			m.Set(name, r)
-			continue
+		if prev != nil {
+			if r := prev.Get(resourcev3.EndpointType, name); r != nil && model.SameEndpoints(prevEndpoints(prev.Snap, ref.Service), ref.Service.Endpoints) {
+				m.Set(name, r)
+				continue
+			}
 		}
-		r, err := gen.NewResource(name, LoadAssignment(ref))
+		r, err := share.assignment(ref)
 		if err != nil {
 			return err
 		}
@@ -194,6 +193,75 @@ func generateEDSFrom(g *gen.Generation, v *model.View, prev *gen.Generation) err
 	}
 	g.Types[resourcev3.EndpointType] = m.Map()
 	return nil
+}
+
+// edsShare holds the EDS resources proxyless groups made at one model
+// snapshot, so that groups seeing a cluster alike (the same service, port
+// and subset endpoints, no locality load balancing of their own) share its
+// assignment instead of each building and serialising it: with one group
+// per namespace or per server workload, a connect storm or an endpoint
+// change built every assignment once per group. Safe for concurrent use;
+// a nil share shares nothing.
+type edsShare struct {
+	snap *model.Snapshot
+	mu   sync.Mutex
+	made map[edsKey]sharedAssignment
+}
+
+// edsKey names an assignment in an edsShare: the snapshot's service and
+// the cluster's name (port and subset).
+type edsKey struct {
+	svc  *model.Service
+	name string
+}
+
+// sharedAssignment is an assignment an edsShare holds and the subset
+// labels it was built for (a subset's labels come from the
+// DestinationRule the group sees, which may differ between namespaces).
+type sharedAssignment struct {
+	subset map[string]string
+	r      *gen.Resource
+}
+
+func newEDSShare(s *model.Snapshot) *edsShare {
+	return &edsShare{snap: s, made: map[edsKey]sharedAssignment{}}
+}
+
+// assignment returns the EDS resource of ref: the one another group made
+// alike, or a new one (kept for the next group).
+func (e *edsShare) assignment(ref model.Cluster) (*gen.Resource, error) {
+	if e == nil || ref.LocalityLB != nil {
+		return edsResource(ref)
+	}
+	k := edsKey{svc: ref.Service, name: ref.Name()}
+	e.mu.Lock()
+	a, ok := e.made[k]
+	e.mu.Unlock()
+	if ok && maps.Equal(a.subset, ref.SubsetLabels) {
+		return a.r, nil
+	}
+	r, err := edsResource(ref)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		e.mu.Lock()
+		e.made[k] = sharedAssignment{subset: ref.SubsetLabels, r: r}
+		e.mu.Unlock()
+	}
+	return r, nil
+}
+
+// edsResource builds and serialises ref's assignment, keeping only its
+// serialised form: nothing reads a proxyless assignment's message again
+// (Resource.Message decodes it for the debug views).
+func edsResource(ref model.Cluster) (*gen.Resource, error) {
+	r, err := gen.NewResource(ref.Name(), LoadAssignment(ref))
+	if err != nil {
+		return nil, err
+	}
+	r.Msg = nil
+	return r, nil
 }
 
 // prevEndpoints returns the endpoints svc had in an earlier snapshot; nil

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -263,22 +264,37 @@ func rebase(g *gen.Generation, s *model.Snapshot) (*gen.Generation, *gen.Diff) {
 	return n, gd
 }
 
-// cache is proxyless gRPC's part of a server cache: it keeps nothing
-// across groups.
-type cache struct{}
+// cache is proxyless gRPC's part of a server cache: across groups it
+// keeps only the EDS assignments made at the latest snapshot (edsShare).
+type cache struct {
+	mu    sync.Mutex
+	share *edsShare
+}
 
-var _ gen.KindCache = cache{}
+var _ gen.KindCache = (*cache)(nil)
+
+// shareAt returns the assignments shared at s, starting anew when s is
+// not the snapshot of the ones kept.
+func (c *cache) shareAt(s *model.Snapshot) *edsShare {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.share == nil || c.share.snap != s {
+		c.share = newEDSShare(s)
+	}
+	return c.share
+}
 
 // Build generates a proxyless group in full.
-func (cache) Build(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
-	return generate(s, w, key)
+func (c *cache) Build(s *model.Snapshot, w model.Workload, key string) (*gen.Generation, error) {
+	return generateShared(s, w, key, c.shareAt(s))
 }
 
 // Push brings a proxyless group forward: by update when only host-bound
 // inputs differ (incremental), as it was when nothing the generators read
 // differs (rebase), EDS only when only endpoints differ (withEndpoints),
-// else generated again.
-func (cache) Push(s *model.Snapshot, md *model.Diff, _ []*gen.Generation) gen.PushStep {
+// else generated again. The groups it generates share their assignments.
+func (c *cache) Push(s *model.Snapshot, md *model.Diff, _ []*gen.Generation) gen.PushStep {
+	share := c.shareAt(s)
 	return func(old *gen.Generation, key string) (*gen.Generation, *gen.Diff, error) {
 		switch {
 		case key == old.Key && incremental(md):
@@ -287,20 +303,20 @@ func (cache) Push(s *model.Snapshot, md *model.Diff, _ []*gen.Generation) gen.Pu
 			g, d := rebase(old, s)
 			return g, d, nil
 		case key == old.Key && md != nil && md.EndpointsOnly():
-			g, _, err := withEndpoints(old, s)
+			g, _, err := withEndpointsShared(old, s, share)
 			return g, nil, err
 		default:
-			g, err := generate(s, old.Workload, key)
+			g, err := generateShared(s, old.Workload, key, share)
 			return g, nil, err
 		}
 	}
 }
 
 // Adopt keeps nothing.
-func (cache) Adopt(*gen.Generation) {}
+func (*cache) Adopt(*gen.Generation) {}
 
 // Installed keeps nothing.
-func (cache) Installed(*model.Snapshot, map[string]*gen.Generation) {}
+func (*cache) Installed(*model.Snapshot, map[string]*gen.Generation) {}
 
 // Dropped keeps nothing.
-func (cache) Dropped(*gen.Generation, map[string]*gen.Generation) {}
+func (*cache) Dropped(*gen.Generation, map[string]*gen.Generation) {}

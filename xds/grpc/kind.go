@@ -40,6 +40,7 @@ func (Kind) Generate(s *model.Snapshot, w model.Workload, key string) (*gen.Gene
 	return generate(s, w, key)
 }
 
-// NewCache returns proxyless gRPC's part of a server cache, which keeps
-// nothing across groups and brings a group forward by what differs.
-func (Kind) NewCache(gen.Env) gen.KindCache { return cache{} }
+// NewCache returns proxyless gRPC's part of a server cache, which shares
+// EDS assignments across groups at a snapshot and brings a group forward
+// by what differs.
+func (Kind) NewCache(gen.Env) gen.KindCache { return &cache{} }
