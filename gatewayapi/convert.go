@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/internal/segmentprefix"
 	"github.com/vmesh/vmesh/store"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -327,7 +328,7 @@ func prefixMatch(v string) *networking.StringMatch {
 	if v == "" {
 		return &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/"}}
 	}
-	return &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: regexp.QuoteMeta(v) + "(/.*)?"}}
+	return &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: segmentprefix.Regex(v)}}
 }
 
 func stringMatch(typ, v string) *networking.StringMatch {
@@ -435,8 +436,8 @@ func (c *converter) parents(r *route) []meshParent {
 // virtualServices builds the VirtualServices of the routes: for the mesh
 // one per namespace and host, for a Gateway listener one per listener and
 // host (in the route's namespace, as Istio's), the routes of each in the
-// order of the routes (namespace/name), then by the Gateway API's match
-// precedence.
+// order of the routes (namespace, then name, HTTPRoutes and GRPCRoutes
+// together), then by the Gateway API's match precedence.
 func (c *converter) virtualServices(routes []*route) []*store.Object {
 	type vsKey struct{ ns, gateway, host string }
 	type entry struct {
@@ -447,6 +448,15 @@ func (c *converter) virtualServices(routes []*route) []*store.Object {
 	}
 	byKey := map[vsKey]*entry{}
 	var order []vsKey
+	// The routes of a VirtualService keep this order where precedence
+	// ties: Istio's converter merges the HTTPRoutes and GRPCRoutes of one
+	// host by namespace, then by name (its per-route VirtualService names,
+	// NAME~N~..., hence the "~"; creation time first, which vmesh does
+	// not have).
+	routes = slices.Clone(routes)
+	slices.SortStableFunc(routes, func(a, b *route) int {
+		return cmp.Or(cmp.Compare(a.obj.Namespace, b.obj.Namespace), cmp.Compare(a.obj.Name+"~", b.obj.Name+"~"))
+	})
 	for _, r := range routes {
 		parents := c.parents(r)
 		if len(parents) == 0 {
@@ -791,44 +801,47 @@ func parseGatewayDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// comparePrecedence orders generated HTTP routes by the Gateway API's
-// precedence: an exact path before a prefix, a longer path first, then
-// a method match, more header matches, more query matches; the sort is
-// stable, so ties keep the routes' and rules' order.
+// comparePrecedence orders generated HTTP routes as Istio's converter
+// does (sortHTTPRoutes), by the Gateway API's precedence: routes without a
+// match last; then by the first match's path: exact before prefix before
+// regular expression before none, a longer path first; then a method
+// match, more header matches, more query matches. The sort is stable, so
+// ties keep the routes' and rules' order.
 func comparePrecedence(a, b *networking.HTTPRoute) int {
-	ma, mb := firstMatch(a), firstMatch(b)
+	if len(a.GetMatch()) == 0 || len(b.GetMatch()) == 0 {
+		return cmp.Compare(boolInt(len(a.GetMatch()) == 0), boolInt(len(b.GetMatch()) == 0))
+	}
+	ma, mb := a.GetMatch()[0], b.GetMatch()[0]
+	ra, la := uriRank(ma)
+	rb, lb := uriRank(mb)
 	return cmp.Or(
-		-cmp.Compare(exactPath(ma), exactPath(mb)),
-		-cmp.Compare(pathLength(ma), pathLength(mb)),
+		-cmp.Compare(ra, rb),
+		-cmp.Compare(la, lb),
 		-cmp.Compare(boolInt(ma.GetMethod() != nil), boolInt(mb.GetMethod() != nil)),
 		-cmp.Compare(len(ma.GetHeaders()), len(mb.GetHeaders())),
 		-cmp.Compare(len(ma.GetQueryParams()), len(mb.GetQueryParams())),
 	)
 }
 
-func firstMatch(h *networking.HTTPRoute) *networking.HTTPMatchRequest {
-	if len(h.GetMatch()) == 0 {
-		return &networking.HTTPMatchRequest{}
-	}
-	return h.GetMatch()[0]
-}
-
-func exactPath(m *networking.HTTPMatchRequest) int {
-	return boolInt(m.GetUri().GetExact() != "")
-}
-
-func pathLength(m *networking.HTTPMatchRequest) int {
+// uriRank is the rank and length Istio's converter sorts a match's path
+// by (getURIRank, getURILength): exact 3, prefix 2, regular expression 1,
+// none -1. A Gateway API PathPrefix, which vmesh writes as the regular
+// expression "/p(/.*)?" (prefixMatch) where Istio writes the prefix "/p",
+// ranks as that prefix, with its length.
+func uriRank(m *networking.HTTPMatchRequest) (rank, length int) {
 	u := m.GetUri()
-	switch {
-	case u.GetExact() != "":
-		return len(u.GetExact())
-	case u.GetPrefix() != "":
-		return len(u.GetPrefix())
-	case u.GetRegex() != "":
-		// a segment prefix "/api(/.*)?" counts as its prefix
-		return len(strings.TrimSuffix(u.GetRegex(), "(/.*)?"))
+	switch u.GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		return 3, len(u.GetExact())
+	case *networking.StringMatch_Prefix:
+		return 2, len(u.GetPrefix())
+	case *networking.StringMatch_Regex:
+		if p, ok := segmentprefix.Parse(u.GetRegex()); ok {
+			return 2, len(p)
+		}
+		return 1, len(u.GetRegex())
 	}
-	return 0
+	return -1, 0
 }
 
 func boolInt(b bool) int {

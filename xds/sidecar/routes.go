@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmesh/vmesh/internal/segmentprefix"
 	"github.com/vmesh/vmesh/xds/translate"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -372,28 +373,15 @@ func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Rout
 
 // segmentPrefix turns the regular expression gatewayapi writes for a
 // Gateway API PathPrefix ("/p(/.*)?", whole path segments; grpc-go has no
-// segment prefix) back into Envoy's path_separated_prefix "/p", as Istio
-// generates it: the same paths, and Envoy's prefix_rewrite (URLRewrite and
-// RequestRedirect ReplacePrefixMatch) then replaces the prefix, where on a
-// regex match it would replace the whole path.
+// segment prefix; package segmentprefix) back into Envoy's
+// path_separated_prefix "/p", as Istio generates it: the same paths, and
+// Envoy's prefix_rewrite (URLRewrite and RequestRedirect
+// ReplacePrefixMatch) then replaces the prefix, where on a regex match it
+// would replace the whole path.
 func segmentPrefix(m *routev3.RouteMatch) {
-	re := m.GetSafeRegex().GetRegex()
-	body, ok := strings.CutSuffix(re, "(/.*)?")
-	if !ok || body == "" {
-		return
+	if p, ok := segmentprefix.Parse(m.GetSafeRegex().GetRegex()); ok {
+		m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: p}
 	}
-	var b strings.Builder
-	for i := 0; i < len(body); i++ {
-		if body[i] == '\\' && i+1 < len(body) {
-			i++
-		}
-		b.WriteByte(body[i])
-	}
-	p := b.String()
-	if regexp.QuoteMeta(p) != body || !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.ContainsAny(p, "?#") {
-		return
-	}
-	m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: p}
 }
 
 // stripPrefixRewrite turns a Gateway API route's prefix rewrite "/" (its
