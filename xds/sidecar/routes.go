@@ -371,16 +371,21 @@ func (sc *scope) httpRoutes(t target, vs *model.VirtualService) ([]*routev3.Rout
 	return out, nil
 }
 
-// segmentPrefix turns the regular expression gatewayapi writes for a
-// Gateway API PathPrefix ("/p(/.*)?", whole path segments; grpc-go has no
-// segment prefix; package segmentprefix) back into Envoy's
-// path_separated_prefix "/p", as Istio generates it: the same paths, and
-// Envoy's prefix_rewrite (URLRewrite and RequestRedirect
+// segmentPrefix gives a Gateway API route's path prefix Envoy's
+// path_separated_prefix, as Istio's route generator does for routes of
+// gateway semantics: the regular expression gatewayapi writes for a
+// PathPrefix ("/p(/.*)?", whole path segments; grpc-go has no segment
+// prefix) becomes "/p", the same paths; a plain prefix but "/" (a
+// GRPCRoute's service match, "/pkg.Service/") loses its trailing "/" and
+// becomes "/pkg.Service" (which also takes the path "/pkg.Service", as
+// Istio's). Envoy's prefix_rewrite (URLRewrite and RequestRedirect
 // ReplacePrefixMatch) then replaces the prefix, where on a regex match it
 // would replace the whole path.
 func segmentPrefix(m *routev3.RouteMatch) {
 	if p, ok := segmentprefix.Parse(m.GetSafeRegex().GetRegex()); ok {
 		m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: p}
+	} else if p := m.GetPrefix(); p != "" && p != "/" {
+		m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: strings.TrimSuffix(p, "/")}
 	}
 }
 
