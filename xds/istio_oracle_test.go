@@ -1429,6 +1429,8 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: routes ----
 	{Proxy: "router|sidecar", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/redirect/pathRedirect`, Case: `gwapi-.*`, Istio: `""`,
 		Reason: "Gateway API redirect without a path: Istio sets path_redirect to \"\" (Envoy keeps the request's path for an empty one), vmesh leaves it unset (keeps the path)"},
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/match/(pathSeparatedPrefix|prefix)`, Case: `gwapi-mesh-grpcroute-matching`,
+		Reason: "a GRPCRoute's service match (service without method) for a proxyless client: Istio path_separated_prefix /svc, vmesh prefix /svc/; grpc-go (1.85, unmarshal_rds.go) refuses a route configuration with a path specifier it does not know, so Istio's would be NACKed, and on a gRPC path (always /service/method) the prefix selects the same calls"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/match/(pathSeparatedPrefix|safeRegex)`, Case: `gwapi-.*`,
 		Reason: "Gateway API PathPrefix /p for a proxyless client: Istio path_separated_prefix /p, vmesh safe_regex /p(/.*)? on the path (the same paths: /p and /p/...; grpc-go has no path_separated_prefix; vmesh's Envoy routes use path_separated_prefix as Istio's)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/route/(prefixRewrite|regexRewrite)`, Case: `gwapi-mesh-.*`,
