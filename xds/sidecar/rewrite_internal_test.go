@@ -7,8 +7,8 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 )
 
-// Gateway API routes: gatewayapi's segment-prefix regex becomes Envoy's
-// path_separated_prefix (as Istio's), other regexes stay, and a prefix
+// Gateway API routes: gatewayapi's segment-prefix regex and a plain prefix
+// become Envoy's path_separated_prefix (as Istio's), other regexes stay, and a prefix
 // rewrite "/" becomes Istio's regex rewrite of that prefix (the oracle's
 // gwapi-*-rewrite-path cases compare whole routes).
 func TestGatewayPrefixRewrite(t *testing.T) {
@@ -31,6 +31,20 @@ func TestGatewayPrefixRewrite(t *testing.T) {
 		}
 		if c.want == "" && m.GetSafeRegex().GetRegex() != c.re {
 			t.Errorf("segmentPrefix(%q) changed the regex: %v", c.re, m)
+		}
+	}
+
+	// A plain prefix (a GRPCRoute's service match) loses its trailing "/",
+	// as Istio writes every Gateway API prefix but "/".
+	for _, c := range []struct{ prefix, want string }{
+		{"/pkg.Svc/", "/pkg.Svc"},
+		{"/api", "/api"},
+		{"/", ""}, // every path: stays a prefix
+	} {
+		m := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: c.prefix}}
+		segmentPrefix(m)
+		if got := m.GetPathSeparatedPrefix(); got != c.want || (c.want == "" && m.GetPrefix() != c.prefix) {
+			t.Errorf("segmentPrefix(prefix %q) = %v, want path_separated_prefix %q", c.prefix, m, c.want)
 		}
 	}
 
