@@ -188,7 +188,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
-	"trustDomain": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
+	"trustDomain": true, "trustDomainAliases": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true, "h2UpgradePolicy": true, "tcpKeepalive": true,
 	"inboundTrafficPolicy": true, "enableTracing": true, "defaultProviders": true,
@@ -564,6 +564,25 @@ func mergeMeshConfig(defaults, user *meshv1alpha1.MeshConfig) *meshv1alpha1.Mesh
 	return out
 }
 
+// trustDomainProblem says why td is no trust domain as Istio's
+// ValidateTrustDomain checks one (DNS-1123 labels separated by dots, the
+// last one may be empty: "example.org."), "" when it is one.
+func trustDomainProblem(td string) string {
+	if td == "" {
+		return "empty"
+	}
+	labels := strings.Split(td, ".")
+	for i, l := range labels {
+		if i == len(labels)-1 && l == "" {
+			return ""
+		}
+		if why := checkDNS1123Label(l); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
 // validateMeshConfig checks what vmesh reads of a mesh config, as Istio's
 // agent.ValidateMeshConfig does for those fields.
 func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
@@ -576,6 +595,11 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
 	}
 	if td := mc.GetTrustDomain(); td == "" || strings.ContainsAny(td, "/:@ ") {
 		v.add("trustDomain", "%q is not a trust domain", td)
+	}
+	for i, td := range mc.GetTrustDomainAliases() {
+		if why := trustDomainProblem(td); why != "" {
+			v.add(fmt.Sprintf("trustDomainAliases[%d]", i), "%q is not a trust domain: %s", td, why)
+		}
 	}
 	if r := mc.GetDefaultHttpRetryPolicy(); r != nil && r.GetAttempts() < 0 {
 		v.add("defaultHttpRetryPolicy.attempts", "must not be negative")

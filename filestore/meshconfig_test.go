@@ -60,6 +60,11 @@ func TestMeshConfigErrorsNameLineAndField(t *testing.T) {
 		{"rootNamespace: Istio_System\n", `mesh.yaml:1: rootNamespace: "Istio_System" is not a namespace name`},
 		{"extensionProviders:\n- name: a\n  envoyExtAuthzGrpc: {service: x, port: 1}\n- name: a\n  envoyExtAuthzHttp: {service: y, port: 2}\n", `extensionProviders[1].name: "a" is defined twice`},
 		{"trustDomain: [a\n", "mesh.yaml:1:"},
+		// trustDomainAliases: each a trust domain as Istio's
+		// ValidateTrustDomain checks one.
+		{"trustDomainAliases: [old.example, a/b]\n", `mesh.yaml:1: trustDomainAliases[1]: "a/b" is not a trust domain`},
+		{"trustDomainAliases: [\"\"]\n", `trustDomainAliases[0]: "" is not a trust domain: empty`},
+		{"trustDomainAliases: [Old.Example]\n", `trustDomainAliases[0]: "Old.Example" is not a trust domain`},
 	} {
 		mc, errs := filestore.DecodeMeshConfig("mesh.yaml", []byte(tc.yaml))
 		if mc != nil || len(errs) == 0 || !strings.Contains(errs[0].Error(), tc.want) {

@@ -150,6 +150,9 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		{"accessLogFile: /dev/stdout\naccessLogFormat: '[%START_TIME%] %RESPONSE_CODE%'\n", nil},
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '[%START_TIME%] %RESPONSE_CODE%'\n", []int{3}},
 		{"accessLogFile: /dev/stdout\nenablePrometheusMerge: true\n", []int{2}},
+		// trustDomainAliases: applied (inbound mTLS, servers' SANs,
+		// AuthorizationPolicy principals).
+		{"trustDomain: example.org\ntrustDomainAliases: [old.example]\n", nil},
 		// Tracing (issue 48): enableTracing, defaultProviders.tracing and
 		// defaultConfig.tracing's sampling and tags are applied; the other
 		// default providers and the bootstrap tracer addresses are not.

@@ -20,6 +20,7 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 	if mc.GetTrustDomain() != "" {
 		m.TrustDomain = mc.GetTrustDomain()
 	}
+	m.TrustDomainAliases = strings.Join(mc.GetTrustDomainAliases(), ",")
 	m.DefaultHTTPRetry = mc.GetDefaultHttpRetryPolicy()
 	if d := mc.GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
 		m.ConnectTimeout = d.AsDuration()

@@ -25,6 +25,13 @@ type Mesh struct {
 	RootNamespace string
 	// TrustDomain of workload SPIFFE IDs; default cluster.local.
 	TrustDomain string
+	// TrustDomainAliases is MeshConfig's trustDomainAliases,
+	// comma-separated (a string keeps Mesh comparable): the other trust
+	// domains of the mesh's workloads, as Istio's: an Envoy sidecar's
+	// inbound mesh mTLS accepts their clients (ValidationTrustDomains), and
+	// a client accepts a server's SPIFFE ID in any of them
+	// (ServiceIdentities).
+	TrustDomainAliases string
 	// DefaultHTTPRetry is MeshConfig's defaultHttpRetryPolicy: the retries
 	// of every HTTP and gRPC route whose VirtualService sets none. nil is
 	// Istio's built-in default (translate.RetryPolicy); zero attempts turn
@@ -153,6 +160,20 @@ func (m Mesh) withDefaults() Mesh {
 // domain.
 func (m Mesh) SPIFFEID(namespace, serviceAccount string) string {
 	return spiffe.Identity{TrustDomain: m.TrustDomain, Namespace: namespace, ServiceAccount: serviceAccount}.String()
+}
+
+// ValidationTrustDomains are the trust domains whose SPIFFE IDs an Envoy
+// sidecar's inbound mesh mTLS accepts from a client, as Istio's
+// TrustDomainsForValidation: the mesh's trust domain, then its aliases,
+// each once, empty ones left out.
+func (m Mesh) ValidationTrustDomains() []string {
+	var out []string
+	for _, td := range append([]string{m.TrustDomain}, strings.Split(m.TrustDomainAliases, ",")...) {
+		if td != "" && !slices.Contains(out, td) {
+			out = append(out, td)
+		}
+	}
+	return out
 }
 
 // MTLSMode is the effective PeerAuthentication mode of a workload port.
@@ -287,7 +308,7 @@ func (b *builder) addAuthorizationPolicy(o *store.Object) {
 			b.problem(o, "rules[%d]: %s not supported: %s", i, strings.Join(u, ", "), effect)
 		}
 	}
-	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: ap.GetRules(), DryRun: dryRun, Provider: ap.GetProvider().GetName()}
+	m := &AuthorizationPolicy{Namespace: o.Namespace, Name: o.Name, Selector: ap.GetSelector().GetMatchLabels(), Action: ap.GetAction(), Rules: b.s.Mesh.migrateTrustDomain(ap.GetRules()), DryRun: dryRun, Provider: ap.GetProvider().GetName()}
 	b.s.AuthorizationPolicies = append(b.s.AuthorizationPolicies, m)
 	b.s.apByNS[o.Namespace] = append(b.s.apByNS[o.Namespace], m)
 }
@@ -559,6 +580,31 @@ func (s *Snapshot) ServiceIdentities(svc *Service) []string {
 			out = append(out, s.Mesh.SPIFFEID(svc.Namespace, e.ServiceAccount))
 		}
 	}
+	out = s.Mesh.withAliases(out)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// withAliases adds to ids, for each SPIFFE ID of the form
+// spiffe://TD/ns/NS/sa/SA, the same in each of the mesh's
+// trustDomainAliases, as Istio's ExpandWithTrustDomains: a server of an
+// alias trust domain is the same workload. Other names are kept as they
+// are.
+func (m Mesh) withAliases(ids []string) []string {
+	if m.TrustDomainAliases == "" {
+		return ids
+	}
+	aliases := strings.Split(m.TrustDomainAliases, ",")
+	out := ids
+	for _, id := range ids {
+		parsed, err := spiffe.Parse(id)
+		if err != nil {
+			continue
+		}
+		for _, td := range aliases {
+			parsed.TrustDomain = td
+			out = append(out, parsed.String())
+		}
+	}
+	return out
 }

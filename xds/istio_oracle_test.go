@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,9 +77,10 @@ func (d oracleDiff) String() string {
 // with the one-line reason. A difference matching no entry fails the test.
 type oracleKnown struct {
 	Proxy, Type, Resource, Path, Case string
-	// Istio, when set, must match Istio's side of the difference too.
-	Istio  string
-	Reason string
+	// Istio and Vmesh, when set, must match that side of the difference
+	// too.
+	Istio, Vmesh string
+	Reason       string
 }
 
 // oracleRegexps caches the compiled expressions of istioOracleKnown.
@@ -96,7 +98,7 @@ func (k oracleKnown) matches(d oracleDiff) bool {
 		}
 		return r.MatchString(s)
 	}
-	return m(k.Proxy, d.Proxy) && m(k.Type, d.Type) && m(k.Resource, d.Resource) && m(k.Path, d.Path) && m(k.Case, d.Case) && m(k.Istio, d.Istio)
+	return m(k.Proxy, d.Proxy) && m(k.Type, d.Type) && m(k.Resource, d.Resource) && m(k.Path, d.Path) && m(k.Case, d.Case) && m(k.Istio, d.Istio) && m(k.Vmesh, d.Vmesh)
 }
 
 func TestIstioOracle(t *testing.T) {
@@ -979,16 +981,17 @@ func oracleFilterName(n string) string {
 // and for an HTTP connection manager its route configuration (or the
 // clusters of its inline routes) and HTTP filter names, for a tcp_proxy its
 // cluster(s). Telemetry filters are left out.
+// Each TLS chain's client checks (oracleClientChecks) are compared too: the
+// trust domains an inbound mesh mTLS chain accepts a client's SPIFFE ID
+// from (Istio's prefixes spiffe://TD/ for the mesh's trust domain and its
+// aliases).
 func oracleNormSidecarListener(side string, o oracleJsonObj) oracleJsonObj {
-	return oracleNormListener(o, false)
+	return oracleNormListener(o, true)
 }
 
 // oracleNormRouterListener is the coarse listener form with each TLS
 // chain's client checks (oracleClientChecks): a gateway server's
-// subjectAltNames, pins, CRL and insecureSkipVerify. (A sidecar's inbound
-// mTLS chains are compared without them: Istio's also match the client's
-// SAN against the trust domain's prefix, vmesh's check the mesh root
-// only.)
+// subjectAltNames, pins, CRL and insecureSkipVerify.
 func oracleNormRouterListener(side string, o oracleJsonObj) oracleJsonObj {
 	return oracleNormListener(o, true)
 }
@@ -1072,36 +1075,47 @@ func oracleSortStrings(v any) any {
 }
 
 // oracleClientChecks summarises a downstream validation context's static
-// checks: its subject alt names (Istio's deprecated
-// match_subject_alt_names matches each name as a SAN of any type, which is
-// vmesh's typed matchers of all four types: both "NAME"; a typed matcher
-// of fewer types "NAME (TYPES)"), certificate pins, CRL and trust chain
+// checks: its subject alt names as {pattern: SAN types} (an exact name as
+// itself, another matcher as "KIND:VALUE", prefix:spiffe://cluster.local/;
+// Istio's deprecated match_subject_alt_names matches each as a SAN of any
+// type, which is vmesh's typed matchers of all four types: both "any"; a
+// typed matcher of fewer types lists them, "URI"; the patterns are a set,
+// a SAN matching any passes), certificate pins, CRL and trust chain
 // verification; nil when it has none.
 func oracleClientChecks(vc oracleJsonObj) oracleJsonObj {
 	out := oracleJsonObj{}
-	var sans []any
+	pattern := func(m oracleJsonObj) string {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k == "ignoreCase" {
+				continue
+			}
+			if k == "exact" {
+				return oracleStr(m[k])
+			}
+			b, _ := json.Marshal(m[k])
+			return k + ":" + strings.Trim(string(b), `"`)
+		}
+		return ""
+	}
+	sans := oracleJsonObj{}
 	for _, m := range oracleList(vc["matchSubjectAltNames"]) {
-		sans = append(sans, oracleStr(oracleObj(m)["exact"]))
+		sans[pattern(oracleObj(m))] = "any"
 	}
 	types := map[string][]string{}
-	var order []string
 	for _, m := range oracleList(vc["matchTypedSubjectAltNames"]) {
 		mo := oracleObj(m)
-		name := oracleStr(oracleObj(mo["matcher"])["exact"])
-		if types[name] == nil {
-			order = append(order, name)
-		}
+		name := pattern(oracleObj(mo["matcher"]))
 		types[name] = append(types[name], oracleStr(mo["sanType"]))
 	}
-	for _, name := range order {
-		ts := slices.Sorted(slices.Values(types[name]))
+	for name, ts := range types {
+		slices.Sort(ts)
 		if slices.Equal(ts, []string{"DNS", "EMAIL", "IP_ADDRESS", "URI"}) {
-			sans = append(sans, name)
+			sans[name] = "any"
 		} else {
-			sans = append(sans, name+" ("+strings.Join(ts, ",")+")")
+			sans[name] = strings.Join(ts, ",")
 		}
 	}
-	if sans != nil {
+	if len(sans) > 0 {
 		out["subjectAltNames"] = sans
 	}
 	for _, k := range []string{"verifyCertificateSpki", "verifyCertificateHash", "crl", "trustChainVerification"} {
@@ -1388,6 +1402,8 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "vmesh's proxyless automatic mTLS to STRICT endpoints with service accounts (xds/README); Istio's grpcgen sets TLS only from an ISTIO_MUTUAL DestinationRule"},
 	{Proxy: "grpc", Type: "CDS", Path: `/transportSocket`, Resource: `outbound\|(80|443)\|\|(www\.googleapis\.com|edition\.cnn\.com)`,
 		Reason: "DestinationRule tls SIMPLE: Istio's grpcgen ignores it (plaintext), vmesh sends TLS through certificate-provider instance default"},
+	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies/[^/]*/principals\[\d+\]/(authenticated|orIds)`, Case: `docs-authz-td-migration`,
+		Reason: "a principal of an old trust domain kept as trustDomainAliases: Istio's grpcgen builds proxyless RBAC without its trust domain migration (its Envoy generator has it), so the server allows old-td/... only; vmesh migrates for both proxy kinds, as Istio's Envoy sidecars (new-td/... and old-td/...)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[0\]/route/hashPolicy`, Case: `docs-destinationrule-reference`,
 		Reason: "consistentHash httpCookie: Istio sends a cookie hash policy (grpc-go ignores it), vmesh omits it"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[0\]/route/hashPolicy\[0\]/(connectionProperties|filterState)`, Case: `docs-consistent-hash-header`,
@@ -1399,6 +1415,8 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "tls match without destinationSubnets after one with them: Istio's chain for it keeps the earlier match's subnets (its loop overwrites the service's CIDRs with a match's and never restores them), vmesh's matches its own (none)"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
 		Reason: "PERMISSIVE: vmesh has a chain for non-mesh TLS on the service port (tcp_proxy to the inbound cluster under the network RBAC); Istio sends non-mesh TLS to its catch-all TLS chain (tcp_proxy to InboundPassthroughCluster)"},
+	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/(filterChains/\{.*\}|defaultFilterChain)/tls/clientChecks/subjectAltNames/prefix:spiffe://[^/]+/`, Istio: `"any"`, Vmesh: `"URI"`,
+		Reason: "inbound mesh mTLS accepts a client's SPIFFE ID from the mesh's trust domain and its aliases (prefix spiffe://TD/): Istio matches the prefix against SANs of any type (deprecated match_subject_alt_names), vmesh against URI SANs (a SPIFFE ID is a URI SAN; as for exact SPIFFE IDs in clusters)"},
 	// ---- Envoy sidecar: AuthorizationPolicy (RBAC filters of the inbound chains) ----
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{("alpn":"istio",)?"transportProtocol":"(tls|raw_buffer)"\}/(filters\[[01]\]|rbac)`, Case: `authz-custom-ext-authz`,
 		Reason: "CUSTOM with an HTTP ext_authz provider, mesh mTLS to a port that is no service port: Istio's passthrough chain applies nothing, vmesh denies what the policy's rules match (it cannot ask an HTTP provider about a TCP connection: fail closed, as on its TCP ports)"},
@@ -1452,7 +1470,7 @@ var istioOracleKnown = []oracleKnown{
 	// ---- Envoy sidecar: clusters ----
 	{Proxy: "sidecar", Type: "CDS", Resource: `inbound\|9082\|\|`, Path: `/upstreamBindConfig`, Case: `docs-sidecar-ingress-endpoints`,
 		Reason: "Sidecar ingress defaultEndpoint unix://: Istio binds the inbound cluster to 127.0.0.6 as for an IP endpoint, vmesh binds nothing (no capture sees a unix socket, and an IP source address cannot be bound to one)"},
-	{Proxy: "sidecar|router", Type: "CDS", Path: `.*/commonTlsContext/subjectAltNames/spiffe://.*`, Istio: `"any"`,
+	{Proxy: "sidecar|router", Type: "CDS", Path: `.*/commonTlsContext/subjectAltNames/spiffe://.*`, Istio: `"any"`, Vmesh: `"URI"`,
 		Reason: "SAN check of a SPIFFE ID: Istio matches it as a SAN of any type (deprecated match_subject_alt_names), vmesh as a URI SAN (a spiffe:// name is no valid DNS name, email address or IP address; other names match any type on both)"},
 	{Proxy: "sidecar|router", Type: "CDS", Resource: `outbound\|443\|\|www\.googleapis\.com|outbound\|80\|\|edition\.cnn\.com|outbound\|443\|\|edition\.cnn\.com`, Path: `/transportSocket/typedConfig/commonTlsContext/(combinedValidationContext|validationContext)`,
 		Reason: "DestinationRule tls SIMPLE without caCertificates: both verify the server against the system roots; Istio names them through its agent's SDS (file-root:system), vmesh points Envoy at the file (/etc/ssl/certs/ca-certificates.crt)"},

@@ -113,16 +113,38 @@ func clientTLSVersions() *tlsv3.TlsParameters {
 }
 
 // inboundMTLS is the server side of mesh mTLS: a client certificate from
-// the mesh root is required.
-func inboundMTLS(http bool) *corev3.TransportSocket {
+// the mesh root is required, and its SPIFFE ID must be in one of
+// trustDomains (trustDomainMatchers), as Istio's inbound listeners check
+// it: a workload of another mesh whose CA chains to the same root is no
+// peer.
+func inboundMTLS(http bool, trustDomains []string) *corev3.TransportSocket {
 	var alpn []string
 	if http {
 		alpn = []string{"h2", "http/1.1"}
 	}
+	common := meshCommonTLS(alpn, nil)
+	common.GetCombinedValidationContext().DefaultValidationContext.MatchTypedSubjectAltNames = trustDomainMatchers(trustDomains)
 	return tlsSocket(&tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
-		CommonTlsContext:         meshCommonTLS(alpn, nil),
+		CommonTlsContext:         common,
 	})
+}
+
+// trustDomainMatchers match a SPIFFE ID in any of trustDomains: a URI SAN
+// starting "spiffe://<trust domain>/", one matcher per trust domain (a
+// certificate passes when any matches). Istio sets the same prefixes in
+// the deprecated match_subject_alt_names, which Envoy matches against SANs
+// of every type; a SPIFFE ID can only be a URI SAN, so vmesh matches URI
+// SANs only, as it does for exact SPIFFE IDs (sanMatchers).
+func trustDomainMatchers(trustDomains []string) []*tlsv3.SubjectAltNameMatcher {
+	out := make([]*tlsv3.SubjectAltNameMatcher, 0, len(trustDomains))
+	for _, td := range trustDomains {
+		out = append(out, &tlsv3.SubjectAltNameMatcher{
+			SanType: tlsv3.SubjectAltNameMatcher_URI,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "spiffe://" + td + "/"}},
+		})
+	}
+	return out
 }
 
 // clientTLS translates a DestinationRule's TLS settings for a cluster; nil
