@@ -1,9 +1,11 @@
 package sds
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,10 +31,15 @@ import (
 //	<dir>/<name>/tls.crt   certificate chain, leaf first (or "cert")
 //	<dir>/<name>/tls.key   its private key (or "key")
 //	<dir>/<name>/ca.crt    roots to verify the peer with (or "cacert")
+//	<dir>/<name>/ca.crl    revoked peer certificates (or "crl"), PEM CRLs
+//	                       each signed by a certificate of ca.crt
 //
 // The agent serves them to its Envoy over SDS under Istio's secret names:
 // the pair as "<name>" and "kubernetes://<name>", the roots as
-// "<name>-cacert" and "kubernetes://<name>-cacert". The private key stays on
+// "<name>-cacert" and "kubernetes://<name>-cacert", with the CRL as that
+// validation context's crl, as Istio's credentialName secrets carry
+// ca.crl (Envoy then refuses a peer certificate the CRL lists, and, as
+// for any CRL, a chain whose issuers have no CRL). The private key stays on
 // the VM: it never travels over xDS. Files are re-read when they change (a
 // Kubernetes-style "..data" symlink swap included); a credential that
 // becomes invalid keeps its last good version, one that is removed is
@@ -52,7 +59,7 @@ var credentialName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 // credential is one folder's parsed contents.
 type credential struct {
-	chain, key, roots []byte
+	chain, key, roots, crl []byte
 }
 
 // readCredential reads and checks the folder dir/name.
@@ -87,11 +94,17 @@ func readCredential(dir, name string) (credential, error) {
 	if err != nil {
 		return c, err
 	}
+	crl, crlPath, err := read("ca.crl", "crl")
+	if err != nil {
+		return c, err
+	}
 	switch {
 	case chain == nil && key == nil && roots == nil:
 		return c, errors.New("holds none of tls.crt, tls.key, ca.crt")
 	case (chain == nil) != (key == nil):
 		return c, fmt.Errorf("has %s without its pair (tls.crt and tls.key go together)", cmpOr(chainPath, keyPath))
+	case crl != nil && roots == nil:
+		return c, fmt.Errorf("has %s without ca.crt (a CRL revokes certificates of those roots)", crlPath)
 	}
 	if chain != nil {
 		if _, err := tls.X509KeyPair(chain, key); err != nil {
@@ -101,7 +114,49 @@ func readCredential(dir, name string) (credential, error) {
 	if roots != nil && !x509.NewCertPool().AppendCertsFromPEM(roots) {
 		return c, fmt.Errorf("%s: no PEM certificate", rootsPath)
 	}
-	return credential{chain: chain, key: key, roots: roots}, nil
+	if crl != nil {
+		if err := checkCRL(crl, roots); err != nil {
+			return c, fmt.Errorf("%s: %w", crlPath, err)
+		}
+	}
+	return credential{chain: chain, key: key, roots: roots, crl: crl}, nil
+}
+
+// checkCRL checks that crlPEM holds PEM CRLs only (what Envoy reads), at
+// least one, each signed by a certificate of rootsPEM: a CRL of another
+// issuer would make Envoy refuse every peer of those roots.
+func checkCRL(crlPEM, rootsPEM []byte) error {
+	var issuers []*x509.Certificate
+	for rest := rootsPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			issuers = append(issuers, c)
+		}
+	}
+	n := 0
+	for rest := crlPEM; len(bytes.TrimSpace(rest)) > 0; n++ {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return errors.New("not PEM (Envoy reads a CRL in PEM)")
+		}
+		if b.Type != "X509 CRL" {
+			return fmt.Errorf("PEM block %q, want X509 CRL", b.Type)
+		}
+		l, err := x509.ParseRevocationList(b.Bytes)
+		if err != nil {
+			return fmt.Errorf("CRL %d: %w", n, err)
+		}
+		if !slices.ContainsFunc(issuers, func(c *x509.Certificate) bool { return l.CheckSignatureFrom(c) == nil }) {
+			return fmt.Errorf("CRL %d of %s is signed by no certificate of ca.crt", n, l.Issuer)
+		}
+	}
+	if n == 0 {
+		return errors.New("holds no CRL")
+	}
+	return nil
 }
 
 func cmpOr(a, b string) string {
@@ -127,9 +182,20 @@ func ownedSafely(path string) error {
 	return nil
 }
 
+// CredentialSecrets reads the credential folder dir/name (see File
+// credentials) and returns the SDS secrets the agent serves it under, by
+// name; an error says why the folder is refused.
+func CredentialSecrets(dir, name string) (map[string]*tlsv3.Secret, error) {
+	c, err := readCredential(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return secretsOf(name, c), nil
+}
+
 // secretsOf are the SDS resources of credential name.
-func secretsOf(name string, c credential) map[string]types.Resource {
-	out := map[string]types.Resource{}
+func secretsOf(name string, c credential) map[string]*tlsv3.Secret {
+	out := map[string]*tlsv3.Secret{}
 	if c.chain != nil {
 		for _, n := range []string{name, KubernetesPrefix + name} {
 			out[n] = &tlsv3.Secret{Name: n, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
@@ -140,9 +206,11 @@ func secretsOf(name string, c credential) map[string]types.Resource {
 	}
 	if c.roots != nil {
 		for _, n := range []string{name + CACertSuffix, KubernetesPrefix + name + CACertSuffix} {
-			out[n] = &tlsv3.Secret{Name: n, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: inlineBytes(c.roots),
-			}}}
+			vc := &tlsv3.CertificateValidationContext{TrustedCa: inlineBytes(c.roots)}
+			if c.crl != nil {
+				vc.Crl = inlineBytes(c.crl)
+			}
+			out[n] = &tlsv3.Secret{Name: n, Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}
 		}
 	}
 	return out
@@ -186,13 +254,13 @@ func (s *Server) loadCredentials(dir string) ([]CredentialState, error) {
 		case !credentialName.MatchString(name) || name == DefaultSecret || name == RootSecret:
 			st.Error = fmt.Sprintf("%q is not a credential name (lower-case letters, digits, '-' and '.'; not %q or %q)", name, DefaultSecret, RootSecret)
 		default:
-			c, err := readCredential(dir, name)
+			secrets, err := CredentialSecrets(dir, name)
 			if err != nil {
 				st.Error = err.Error()
 				break
 			}
-			for n, r := range secretsOf(name, c) {
-				if err := r.(*tlsv3.Secret).ValidateAll(); err != nil {
+			for n, r := range secrets {
+				if err := r.ValidateAll(); err != nil {
 					return nil, fmt.Errorf("sds: secret %s: %w", n, err)
 				}
 				upsert[n] = r

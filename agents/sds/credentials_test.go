@@ -2,6 +2,7 @@ package sds_test
 
 import (
 	"context"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/vmesh/vmesh/agents/internal/agenttest"
 	"github.com/vmesh/vmesh/agents/sds"
+	"github.com/vmesh/vmesh/internal/testenv"
 )
 
 // writeCredential writes a credential folder the way an operator does:
@@ -249,4 +251,66 @@ func gauge(t *testing.T, reg *prometheus.Registry, state string) float64 {
 	}
 	t.Fatalf("no vmesh_sds_credentials{state=%q}", state)
 	return 0
+}
+
+// TestFileCredentialCRL: a credential folder's ca.crl (Istio's secret key)
+// is served as the crl of its roots' validation context, beside ca.crt,
+// and re-sent when the file changes. A CRL signed by no certificate of
+// ca.crt, one that is not PEM, and a ca.crl without ca.crt are refused (a
+// refused replacement keeps the last good version serving).
+func TestFileCredentialCRL(t *testing.T) {
+	r := newCredRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clientCA := testenv.NewTestCA(t, "partner clients")
+	server := testenv.NewTestCA(t, "server ca")
+	crt, key, _ := server.Issue(t, &x509.Certificate{DNSNames: []string{"web.example.com"}})
+	_, _, revoked := clientCA.Issue(t, &x509.Certificate{DNSNames: []string{"old.partner.example"}})
+	firstCRL := clientCA.CRL(t, revoked)
+	writeCredential(t, r.dir, "web", map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": clientCA.CertPEM, "ca.crl": firstCRL})
+
+	roots := r.watch(t, ctx, "kubernetes://web-cacert")
+	vc := secretOf(t, roots()).GetValidationContext()
+	if string(vc.GetTrustedCa().GetInlineBytes()) != string(clientCA.CertPEM) || string(vc.GetCrl().GetInlineBytes()) != string(firstCRL) {
+		t.Fatalf("kubernetes://web-cacert = %v, want ca.crt and ca.crl", vc)
+	}
+	secrets, err := sds.CredentialSecrets(r.dir, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(secrets["web-cacert"].GetValidationContext().GetCrl().GetInlineBytes()) != string(firstCRL) || secrets["web"].GetTlsCertificate() == nil {
+		t.Errorf("CredentialSecrets: %v", secrets)
+	}
+
+	// A new CRL: re-sent.
+	secondCRL := clientCA.CRL(t)
+	writeCredential(t, r.dir, "web", map[string][]byte{"ca.crl": secondCRL})
+	if vc := secretOf(t, roots()).GetValidationContext(); string(vc.GetCrl().GetInlineBytes()) != string(secondCRL) {
+		t.Fatalf("after the CRL changed: %v", vc)
+	}
+
+	// Refused: a CRL of another issuer (the last good one keeps serving),
+	// one that is not PEM, a CRL without roots.
+	writeCredential(t, r.dir, "web", map[string][]byte{"ca.crl": server.CRL(t)})
+	writeCredential(t, r.dir, "garbled", map[string][]byte{"ca.crt": clientCA.CertPEM, "ca.crl": []byte("not a CRL\n")})
+	writeCredential(t, r.dir, "bare", map[string][]byte{"tls.crt": crt, "tls.key": key, "crl": secondCRL})
+	waitState(t, r.srv, "three refusals", func(st []sds.CredentialState, _ []string) bool {
+		n := 0
+		for _, s := range st {
+			if s.Error != "" {
+				n++
+			}
+		}
+		return n == 3
+	})
+	states, _ := r.srv.Credentials()
+	for _, s := range states {
+		want := map[string]string{"web": "signed by no certificate of ca.crt", "garbled": "not PEM", "bare": "without ca.crt"}[s.Name]
+		if !strings.Contains(s.Error, want) {
+			t.Errorf("%s: error %q, want it to say %q", s.Name, s.Error, want)
+		}
+		if s.Name == "web" && !slices.Contains(s.Secrets, "kubernetes://web-cacert") {
+			t.Errorf("web: the last good version no longer serves: %v", s.Secrets)
+		}
+	}
 }

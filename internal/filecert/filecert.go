@@ -228,7 +228,7 @@ func NotApplied(t *networking.ServerTLSSettings) []Unapplied {
 		}
 	}
 	if t.GetCaCrl() != "" && len(t.GetCredentialNames()) > 0 {
-		out = append(out, Unapplied{Field: "caCrl", Why: "caCrl is not applied beside credentialNames (as Istio's gateways)"})
+		out = append(out, Unapplied{Field: "caCrl", Why: "caCrl is not applied beside credentialNames (as Istio's gateways): put the CRL in the first credential's folder as ca.crl"})
 	}
 	if len(t.GetEcdhCurves()) > 0 {
 		out = append(out, Unapplied{Field: "ecdhCurves", Why: "ecdhCurves is not applied (Istio 1.31's gateways, which vmesh's routers follow, do not know the field): the listener offers Envoy's default curves"})

@@ -316,7 +316,8 @@ func l4Match(port uint32, gateways []string, vsNamespace string, s server) bool 
 //   - credentialName or credentialNames: "kubernetes://<name>" per name
 //     (several: an RSA and an ECDSA certificate), for MUTUAL and
 //     OPTIONAL_MUTUAL the roots of the (first) credential,
-//     "kubernetes://<name>-cacert", with subjectAltNames,
+//     "kubernetes://<name>-cacert" (with its folder's CRL, ca.crl, when it
+//     has one: agents/sds), with subjectAltNames,
 //     verifyCertificateSpki, verifyCertificateHash and insecureSkipVerify;
 //     for SIMPLE a static check of subjectAltNames only, when set
 //     (ApplyCredentialSDSToServerCommonTLSContext);

@@ -1,10 +1,11 @@
 package controlplane_test
 
 import (
-	"context"
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -16,16 +17,15 @@ import (
 	"testing"
 	"time"
 
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/vmesh/vmesh/agents/agent"
-	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
+	"github.com/vmesh/vmesh/internal/testenv"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/writers/credentials"
 )
@@ -62,35 +62,11 @@ spec:
 // serves the secret and clears the warning; removing it brings it back.
 func TestMissingCredentialWarned(t *testing.T) {
 	cp, _, _ := ledgerPlane(t, gatewayCredentialConfig)
-	bundleDir := filepath.Join(t.TempDir(), "bundle")
-	if _, err := cp.CA().WriteVMBundle(bundleDir, ca.VMBundleRequest{Namespace: "edge", ServiceAccount: "ingress",
-		Labels: map[string]string{"istio": "ingressgateway"}, DiscoveryAddress: cp.SecureAddr(), Gateway: true}); err != nil {
-		t.Fatal(err)
-	}
-	// Envoy's stand-in: the test plays Envoy's xDS and SDS streams itself.
-	fakeEnvoy := filepath.Join(t.TempDir(), "envoy")
-	if err := os.WriteFile(fakeEnvoy, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	credDir := filepath.Join(t.TempDir(), "credentials")
 	if err := os.Mkdir(credDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{BundleDir: bundleDir, OutDir: t.TempDir(), SocketDir: shortTempDir(t), IPs: []string{"127.0.0.1"},
-		WorkloadName: "gw-1", EnvoyBinary: fakeEnvoy, StatusAddr: "127.0.0.1:0", CredentialsDir: credDir,
-		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	envoyNode, err := a.Node().Envoy("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, envoyNode, ctx := gatewayAgent(t, cp, credDir, nil)
 	router := envoyNode.GetId()
 	if !strings.HasPrefix(router, "router~") {
 		t.Fatalf("gateway Envoy id %q", router)
@@ -237,5 +213,97 @@ func writeCredential(t *testing.T, dir string) {
 	// One rename: the agent never reads half a credential.
 	if err := os.Rename(tmp, dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCredentialCRLThroughAgent: a CRL in a gateway's credential folder
+// (ca.crl, as in Istio's credentialName secrets), end to end through the
+// control plane and a real agent. The router's MUTUAL server, fetched
+// through the agent's xDS socket as Envoy does, checks clients against
+// kubernetes://gw-mtls-cacert; the agent's SDS serves it with the folder's
+// ca.crt and ca.crl. With that listener and those secrets, real
+// handshakes as Envoy's validator makes them (testenv.EnvoyServerTLS):
+// a client the CRL does not list passes, the revoked one is refused; a
+// new ca.crl that revokes the other one too is re-sent, and then that
+// client is refused as well.
+func TestCredentialCRLThroughAgent(t *testing.T) {
+	cp, _, _ := ledgerPlane(t, `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: edge}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: [ledger.example.com]
+    tls: {mode: MUTUAL, credentialName: gw-mtls}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ledger-in, namespace: edge}
+spec:
+  hosts: [ledger.example.com]
+  gateways: [ingress]
+  http:
+  - route: [{destination: {host: ledger.fin.internal, port: {number: 7070}}}]
+`)
+	serverCA, clientCA := testenv.NewTestCA(t, "server ca"), testenv.NewTestCA(t, "partner clients")
+	crt, key, _ := serverCA.Issue(t, &x509.Certificate{DNSNames: []string{"ledger.example.com"}})
+	client := func(name string) (tls.Certificate, *x509.Certificate) {
+		c, k, leaf := clientCA.Issue(t, &x509.Certificate{DNSNames: []string{name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		pair, err := tls.X509KeyPair(c, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pair, leaf
+	}
+	good, goodLeaf := client("good.partner.example")
+	revoked, revokedLeaf := client("old.partner.example")
+	firstCRL := clientCA.CRL(t, revokedLeaf)
+	credDir := filepath.Join(t.TempDir(), "credentials")
+	if err := os.MkdirAll(filepath.Join(credDir, "gw-mtls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": clientCA.CertPEM, "ca.crl": firstCRL} {
+		writeFile(t, filepath.Join(credDir, "gw-mtls", name), b)
+	}
+	a, envoyNode, ctx := gatewayAgent(t, cp, credDir, nil)
+
+	dtc := chainTLS(t, routerListeners(t, ctx, a, envoyNode))["ledger.example.com"]
+	if dtc == nil {
+		t.Fatal("the router has no TLS chain for ledger.example.com")
+	}
+	const pair, roots = "kubernetes://gw-mtls", "kubernetes://gw-mtls-cacert"
+	if got := dtc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig().GetName(); got != roots {
+		t.Fatalf("clients are checked against %q, want %s", got, roots)
+	}
+	await := watchSecrets(t, ctx, a, envoyNode, []string{pair, roots})
+	serverRoots := x509.NewCertPool()
+	serverRoots.AddCert(serverCA.Cert)
+	accepted := func(secrets map[string]*tlsv3.Secret, c tls.Certificate) bool {
+		t.Helper()
+		cfg, err := testenv.EnvoyServerTLS(dtc, secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return testenv.Handshake(t, cfg, &tls.Config{Certificates: []tls.Certificate{c}, InsecureSkipVerify: true, VerifyConnection: testenv.VerifyServerAgainst(serverRoots)}) == nil
+	}
+
+	m := await("the credential's secrets with its CRL", func(m map[string]*tlsv3.Secret) bool {
+		return m[pair] != nil && bytes.Equal(m[roots].GetValidationContext().GetCrl().GetInlineBytes(), firstCRL)
+	})
+	if !accepted(m, good) {
+		t.Error("a client the CRL does not list was refused")
+	}
+	if accepted(m, revoked) {
+		t.Error("the revoked client was accepted")
+	}
+
+	secondCRL := clientCA.CRL(t, revokedLeaf, goodLeaf)
+	writeFile(t, filepath.Join(credDir, "gw-mtls", "ca.crl"), secondCRL)
+	m = await("the new CRL", func(m map[string]*tlsv3.Secret) bool {
+		return bytes.Equal(m[roots].GetValidationContext().GetCrl().GetInlineBytes(), secondCRL)
+	})
+	if accepted(m, good) {
+		t.Error("a client the new CRL revokes was accepted")
 	}
 }

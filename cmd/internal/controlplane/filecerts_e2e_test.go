@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,17 +18,8 @@ import (
 	"testing"
 	"time"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/vmesh/vmesh/agents/agent"
-	"github.com/vmesh/vmesh/ca"
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/internal/filecert"
 	"github.com/vmesh/vmesh/store"
@@ -86,77 +76,21 @@ spec:
 	outsideName := filecert.CertName(outside+"/tls.crt", outside+"/tls.key")
 
 	cp, _, _ := ledgerPlane(t, cfg)
-	bundleDir := filepath.Join(t.TempDir(), "bundle")
-	if _, err := cp.CA().WriteVMBundle(bundleDir, ca.VMBundleRequest{Namespace: "edge", ServiceAccount: "ingress",
-		Labels: map[string]string{"istio": "ingressgateway"}, DiscoveryAddress: cp.SecureAddr(), Gateway: true}); err != nil {
-		t.Fatal(err)
-	}
-	// Envoy's stand-in: the test plays Envoy's xDS and SDS streams itself.
-	fakeEnvoy := filepath.Join(t.TempDir(), "envoy")
-	if err := os.WriteFile(fakeEnvoy, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(agent.Config{BundleDir: bundleDir, OutDir: t.TempDir(), SocketDir: shortTempDir(t), IPs: []string{"127.0.0.1"},
-		WorkloadName: "gw-1", EnvoyBinary: fakeEnvoy, StatusAddr: "127.0.0.1:0", CredentialsDir: t.TempDir(), CertFileDirs: []string{allowed},
-		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	envoyNode, err := a.Node().Envoy("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, envoyNode, ctx := gatewayAgent(t, cp, t.TempDir(), []string{allowed})
 	router := envoyNode.GetId()
 
 	// Envoy's ADS stream through the agent's xDS socket: the router's
 	// listener names the files' SDS secrets.
-	var lds *discoveryv3.DiscoveryResponse
-	waitFor(t, "the router's listeners through the agent's xDS socket", func() bool {
-		conn, err := grpc.NewClient("unix://"+a.XDSSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return false
-		}
-		ads, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-		if err == nil {
-			err = ads.Send(&discoveryv3.DiscoveryRequest{Node: envoyNode, TypeUrl: resourcev3.ListenerType})
-		}
-		if err == nil {
-			lds, err = ads.Recv()
-		}
-		if err != nil || len(lds.GetResources()) == 0 {
-			conn.Close()
-			return false
-		}
-		t.Cleanup(func() { conn.Close() })
-		return true
-	})
 	chains := map[string][]string{} // SNI -> SDS secret names
-	for _, r := range lds.GetResources() {
-		l := &listenerv3.Listener{}
-		if err := r.UnmarshalTo(l); err != nil {
-			t.Fatal(err)
+	for sni, dtc := range chainTLS(t, routerListeners(t, ctx, a, envoyNode)) {
+		var names []string
+		for _, sc := range dtc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
+			names = append(names, sc.GetName())
 		}
-		for _, fc := range l.GetFilterChains() {
-			dtc := &tlsv3.DownstreamTlsContext{}
-			if fc.GetTransportSocket() == nil {
-				continue
-			}
-			if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(dtc); err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, sc := range dtc.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
-				names = append(names, sc.GetName())
-			}
-			if ca := dtc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); ca != nil {
-				names = append(names, ca.GetName())
-			}
-			chains[strings.Join(fc.GetFilterChainMatch().GetServerNames(), ",")] = names
+		if ca := dtc.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); ca != nil {
+			names = append(names, ca.GetName())
 		}
+		chains[sni] = names
 	}
 	if got := chains["ledger.example.com"]; !slices.Equal(got, []string{certName, rootName}) {
 		t.Fatalf("ledger.example.com's chain asks for %v, want %v (chains %v)", got, []string{certName, rootName}, chains)
@@ -165,73 +99,11 @@ spec:
 		t.Fatalf("outside.example.com's chain asks for %v, want [%s]", got, outsideName)
 	}
 
-	// Envoy's SDS stream to the agent asks for what the listener names.
-	sdsConn, err := grpc.NewClient("unix://"+a.SDSSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdsConn.Close()
-	asked := []string{certName, rootName, outsideName}
-	var sds secretv3.SecretDiscoveryService_StreamSecretsClient
-	waitFor(t, "the agent's SDS socket", func() bool {
-		s, err := secretv3.NewSecretDiscoveryServiceClient(sdsConn).StreamSecrets(ctx)
-		if err == nil {
-			err = s.Send(&discoveryv3.DiscoveryRequest{Node: envoyNode, TypeUrl: resourcev3.SecretType, ResourceNames: asked})
-		}
-		sds = s
-		return err == nil
-	})
-	// Every secret served, as last sent; each response ACKed as Envoy
-	// does.
-	served := make(chan map[string]*tlsv3.Secret, 16)
-	go func() {
-		latest := map[string]*tlsv3.Secret{}
-		for {
-			r, err := sds.Recv()
-			if err != nil {
-				close(served)
-				return
-			}
-			for _, res := range r.GetResources() {
-				s := &tlsv3.Secret{}
-				if res.UnmarshalTo(s) == nil {
-					latest[s.GetName()] = s
-				}
-			}
-			snap := map[string]*tlsv3.Secret{}
-			for k, v := range latest {
-				snap[k] = v
-			}
-			select {
-			case served <- snap:
-			case <-ctx.Done():
-				return
-			}
-			if sds.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.SecretType, ResourceNames: asked,
-				VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()}) != nil {
-				return
-			}
-		}
-	}()
+	// Envoy's SDS stream to the agent asks for what the listener names;
+	// every secret served, as last sent.
+	await := watchSecrets(t, ctx, a, envoyNode, []string{certName, rootName, outsideName})
 	chainOf := func(s *tlsv3.Secret) []byte {
 		return s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()
-	}
-	await := func(what string, ok func(map[string]*tlsv3.Secret) bool) map[string]*tlsv3.Secret {
-		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case m, open := <-served:
-				if !open {
-					t.Fatalf("the agent's SDS stream ended before %s", what)
-				}
-				if ok(m) {
-					return m
-				}
-			case <-timeout:
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
 	}
 	m := await("the allowed files' secrets", func(m map[string]*tlsv3.Secret) bool { return m[certName] != nil && m[rootName] != nil })
 	if !bytes.Equal(chainOf(m[certName]), cert1) || !bytes.Equal(m[certName].GetTlsCertificate().GetPrivateKey().GetInlineBytes(), key1) {
