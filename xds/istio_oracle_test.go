@@ -24,6 +24,7 @@ import (
 
 	"github.com/vmesh/vmesh/filestore"
 	"github.com/vmesh/vmesh/gatewayapi"
+	"github.com/vmesh/vmesh/internal/filecert"
 	"github.com/vmesh/vmesh/model"
 	"github.com/vmesh/vmesh/store"
 	"github.com/vmesh/vmesh/xds"
@@ -869,8 +870,61 @@ func oracleNormCluster(side string, o oracleJsonObj) oracleJsonObj {
 			o["filters"] = kept
 		}
 	}
+	oracleNormFileCerts(o)
 	oracleNormSANs(o)
 	return oracleNormCommon(o).(oracleJsonObj)
+}
+
+// oracleNormFileCerts rewrites, in every TLS context under v, the
+// certificate files and roots that Istio names for its agent's SDS
+// (file-cert:CERT~KEY, file-root:CA with an absolute path: a
+// DestinationRule's clientCertificate, privateKey and caCertificates)
+// into the form vmesh sends: Envoy reads the same files itself
+// (tls_certificates with the chain and key file names; a static
+// validation context with the roots file as trusted_ca, holding the
+// default context's checks). The paths are compared, not who reads the
+// files (Istio's agent, which re-reads them when they change; vmesh's
+// Envoy, as the proxy's user, when it loads the cluster).
+func oracleNormFileCerts(v any) {
+	switch x := v.(type) {
+	case oracleJsonObj:
+		if ctc := oracleObj(x["commonTlsContext"]); ctc != nil {
+			var kept, certs []any
+			for _, sc := range oracleList(ctc["tlsCertificateSdsSecretConfigs"]) {
+				cert, key, _, ok := filecert.Parse(oracleStr(oracleObj(sc)["name"]))
+				if !ok || cert == "" || !strings.HasPrefix(cert, "/") || !strings.HasPrefix(key, "/") {
+					kept = append(kept, sc)
+					continue
+				}
+				certs = append(certs, oracleJsonObj{"certificateChain": oracleJsonObj{"filename": cert}, "privateKey": oracleJsonObj{"filename": key}})
+			}
+			if certs != nil {
+				ctc["tlsCertificates"] = append(oracleList(ctc["tlsCertificates"]), certs...)
+				if kept == nil {
+					delete(ctc, "tlsCertificateSdsSecretConfigs")
+				} else {
+					ctc["tlsCertificateSdsSecretConfigs"] = kept
+				}
+			}
+			cvc := oracleObj(ctc["combinedValidationContext"])
+			if _, _, ca, ok := filecert.Parse(oracleStr(oracleObj(cvc["validationContextSdsSecretConfig"])["name"])); ok && strings.HasPrefix(ca, "/") {
+				vc := oracleObj(cvc["defaultValidationContext"])
+				if vc == nil {
+					vc = oracleJsonObj{}
+				}
+				vc["trustedCa"] = oracleJsonObj{"filename": ca}
+				ctc["validationContext"] = vc
+				delete(ctc, "combinedValidationContext")
+			}
+		}
+		for _, e := range x {
+			oracleNormFileCerts(e)
+		}
+	case []any:
+		for _, e := range x {
+			oracleNormFileCerts(e)
+		}
+	}
 }
 
 // oracleNormSANs moves the SAN check of every TLS context under v out of
@@ -1381,18 +1435,18 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio lists the service's VIP (and VIP:port) as proxyless domains; vmesh does not (grpc-go matches the dialled name)"},
 	{Proxy: "sidecar", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/240\.240\.[0-9.]+(:\d+)?`,
 		Reason: "vmesh auto-allocates a 240.240/16 VIP for a ServiceEntry without addresses and lists it; Istio (no DNS auto-allocation here) has none"},
-	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/(www|edition|regex|c-weighted|fault|weighted)(:\d+)?`,
+	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/(www|edition|regex|c-weighted|fault|weighted|api)(:\d+)?`,
 		Reason: "vmesh adds the first label of a non-Kubernetes host (www for www.googleapis.com) as a short domain; Istio adds short names only for <name>.<ns>.svc.<domain> hosts"},
 	{Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/weighted\.static(\.svc)?(:\d+)?`, Case: `testdata-static-weighted-se`,
 		Reason: "host weighted.static.svc.cluster.local declared in namespace default: Istio takes short names from the host's own form (namespace static), vmesh from the declaring namespace"},
 	// ---- proxyless gRPC ----
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/domains/(zipkin\.istio-system|opentelemetry-collector\.(observability|otel-collector|istio-system))(\.svc)?(:\d+)?`, Case: `telemetry-(zipkin|otel)-meshconfig|docs-telemetry-.*|docs-access-log-otel-meshconfig|testdata-telemetry-.*`,
 		Reason: "a service of another namespace (the collectors the telemetry cases send spans and logs to): Istio also lists name.ns and name.ns.svc (with and without port) as proxyless domains, vmesh lists the FQDN (grpc-go matches the name it dialled)"},
-	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts`, Resource: `(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com):443|tcp-echo\.default\.svc\.cluster\.local:900[01]|my-mongo\.tcp\.svc:27017|mymongodb\.somedomain:27018|mongodb\.default\.svc\.cluster\.local:27017`,
+	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts`, Resource: `(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com|api\.partner\.example):443|mydbserver\.prod\.svc\.cluster\.local:5443|tcp-echo\.default\.svc\.cluster\.local:900[01]|my-mongo\.tcp\.svc:27017|mymongodb\.somedomain:27018|mongodb\.default\.svc\.cluster\.local:27017`,
 		Reason: "non-HTTP port (HTTPS, TCP, MONGO): Istio's route builder makes no virtual host for it (the proxyless route configuration is empty), vmesh routes it as for HTTP"},
-	{Proxy: "grpc", Type: "CDS", Resource: `outbound\|\d+\|\|(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com)`, Path: `/(type|edsClusterConfig|loadAssignment)`,
+	{Proxy: "grpc", Type: "CDS", Resource: `outbound\|\d+\|\|(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com|api\.partner\.example|mydbserver\.prod\.svc\.cluster\.local)`, Path: `/(type|edsClusterConfig|loadAssignment)`,
 		Reason: "DNS ServiceEntry: Istio's grpcgen serves an EDS cluster (endpoint = the host name), vmesh a LOGICAL_DNS cluster (grpc-go resolves it; EDS addresses must be IPs)"},
-	{Proxy: "grpc", Type: "EDS", Resource: `outbound\|\d+\|\|(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com)`, Path: ``,
+	{Proxy: "grpc", Type: "EDS", Resource: `outbound\|\d+\|\|(www\.googleapis\.com|edition\.cnn\.com|api\.dropboxapi\.com|api\.facebook\.com|api\.partner\.example|mydbserver\.prod\.svc\.cluster\.local)`, Path: ``,
 		Reason: "DNS ServiceEntry: Istio serves EDS with the host name as address; vmesh's LOGICAL_DNS cluster has no EDS"},
 	{Proxy: "grpc", Type: "CDS", Path: `/outlierDetection`,
 		Reason: "Istio's grpcgen ignores DestinationRule outlierDetection; vmesh maps it (grpc-go implements outlier detection)"},
@@ -1402,6 +1456,8 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "vmesh's proxyless automatic mTLS to STRICT endpoints with service accounts (xds/README); Istio's grpcgen sets TLS only from an ISTIO_MUTUAL DestinationRule"},
 	{Proxy: "grpc", Type: "CDS", Path: `/transportSocket`, Resource: `outbound\|(80|443)\|\|(www\.googleapis\.com|edition\.cnn\.com)`,
 		Reason: "DestinationRule tls SIMPLE: Istio's grpcgen ignores it (plaintext), vmesh sends TLS through certificate-provider instance default"},
+	{Proxy: "grpc", Type: "CDS", Path: `/transportSocket`, Resource: `outbound\|80\|\|api\.partner\.example|outbound\|5443\|\|mydbserver\.prod\.svc\.cluster\.local`, Case: `docs-destinationrule-tls-files`, Istio: `absent`,
+		Reason: "DestinationRule tls SIMPLE / MUTUAL with certificate files: Istio's grpcgen ignores it (plaintext), vmesh sends TLS through certificate-provider instance default (grpc-go reads certificates from its bootstrap's provider instances, not from file paths in xDS; xds/README)"},
 	{Proxy: "grpc", Type: "LDS-inbound", Path: `/filterChains/\{\}/hcm/rbac/ALLOW/rules/policies/[^/]*/principals\[\d+\]/(authenticated|orIds)`, Case: `docs-authz-td-migration`,
 		Reason: "a principal of an old trust domain kept as trustDomainAliases: Istio's grpcgen builds proxyless RBAC without its trust domain migration (its Envoy generator has it), so the server allows old-td/... only; vmesh migrates for both proxy kinds, as Istio's Envoy sidecars (new-td/... and old-td/...)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[0\]/route/hashPolicy`, Case: `docs-destinationrule-reference`,
@@ -1409,8 +1465,8 @@ var istioOracleKnown = []oracleKnown{
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^\]]*\]/routes\[0\]/route/hashPolicy\[0\]/(connectionProperties|filterState)`, Case: `docs-consistent-hash-header`,
 		Reason: "useSourceIp: Istio sends connection_properties.source_ip (grpc-go does not support it), vmesh filter_state io.grpc.channel_id (per-channel affinity)"},
 	// ---- Envoy sidecar: listeners ----
-	{Proxy: "sidecar", Type: "LDS", Resource: `0\.0\.0\.0_443|240\.240\.[0-9.]+_443`, Path: ``,
-		Reason: "HTTPS port of a DNS ServiceEntry: Istio listens on 0.0.0.0_443, vmesh on the ServiceEntry's auto-allocated VIP"},
+	{Proxy: "sidecar", Type: "LDS", Resource: `0\.0\.0\.0_(443|5443)|240\.240\.[0-9.]+_(443|5443)`, Path: ``,
+		Reason: "HTTPS or TCP port of a DNS ServiceEntry: Istio listens on 0.0.0.0_PORT, vmesh on the ServiceEntry's auto-allocated VIP"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `192\.0\.2\.2[01]_443`, Path: `/filterChains/\{("prefixRanges":\[\{"addressPrefix":"192\.0\.2\.0","prefixLen":24\}\],)?"serverNames":\["api\.facebook\.com"\]\}`, Case: `testdata-se-example-sni-vip`,
 		Reason: "tls match without destinationSubnets after one with them: Istio's chain for it keeps the earlier match's subnets (its loop overwrites the service's CIDRs with a match's and never restores them), vmesh's matches its own (none)"},
 	{Proxy: "sidecar", Type: "LDS", Resource: `virtualInbound`, Path: `/filterChains/\{"destinationPort":\d+,"transportProtocol":"tls"\}`,
