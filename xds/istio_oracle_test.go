@@ -1230,6 +1230,10 @@ func oracleChainSummary(fc oracleJsonObj, clientChecks bool) oracleJsonObj {
 		if v := oracleClientChecks(vc); v != nil && clientChecks {
 			tls["clientChecks"] = v
 		}
+		// The TLS versions and cipher suites the chain accepts.
+		if p := ctc["tlsParams"]; p != nil && clientChecks {
+			tls["tlsParams"] = p
+		}
 		s["tls"] = tls
 	}
 	var filters []any

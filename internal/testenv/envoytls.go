@@ -45,7 +45,7 @@ import (
 //     match_subject_alt_names, every SAN type): a SAN of the matcher's
 //     type must match one of them (exact, prefix, suffix, contains, safe
 //     regex, ignore_case);
-//   - the TLS version bounds and the ALPN list.
+//   - the TLS version bounds, the TLS 1.2 cipher suites and the ALPN list.
 //
 // A field it does not model (pins, ACCEPT_UNTRUSTED, a custom validator,
 // …) is an error, so a test never passes on a check it skipped.
@@ -57,6 +57,13 @@ func EnvoyServerTLS(ctx *tlsv3.DownstreamTlsContext, secrets map[string]*tlsv3.S
 	}
 	if v, ok := tlsVersions[common.GetTlsParams().GetTlsMaximumProtocolVersion()]; ok {
 		cfg.MaxVersion = v
+	}
+	for _, name := range common.GetTlsParams().GetCipherSuites() {
+		id, ok := cipherSuites[name]
+		if !ok {
+			return nil, fmt.Errorf("envoy tls: cipher suite %q is not modelled", name)
+		}
+		cfg.CipherSuites = append(cfg.CipherSuites, id)
 	}
 	certs := common.GetTlsCertificates()
 	for _, sc := range common.GetTlsCertificateSdsSecretConfigs() {
@@ -124,6 +131,22 @@ func EnvoyServerTLS(ctx *tlsv3.DownstreamTlsContext, secrets map[string]*tlsv3.S
 		return v.verify(raw, time.Now())
 	}
 	return cfg, nil
+}
+
+// cipherSuites maps the OpenSSL names Envoy's cipher_suites take to Go's
+// TLS 1.2 suites (Envoy applies the list to TLS 1.2 and below; TLS 1.3's
+// suites are fixed in both).
+var cipherSuites = map[string]uint16{
+	"ECDHE-ECDSA-AES256-GCM-SHA384": tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	"ECDHE-RSA-AES256-GCM-SHA384":   tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	"ECDHE-ECDSA-AES128-GCM-SHA256": tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	"ECDHE-RSA-AES128-GCM-SHA256":   tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	"AES256-GCM-SHA384":             tls.TLS_RSA_WITH_AES_256_GCM_SHA384,
+	"AES128-GCM-SHA256":             tls.TLS_RSA_WITH_AES_128_GCM_SHA256,
+	"ECDHE-ECDSA-AES128-SHA":        tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,
+	"ECDHE-RSA-AES128-SHA":          tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+	"ECDHE-ECDSA-CHACHA20-POLY1305": tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	"ECDHE-RSA-CHACHA20-POLY1305":   tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 var tlsVersions = map[tlsv3.TlsParameters_TlsProtocol]uint16{

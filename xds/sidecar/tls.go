@@ -116,7 +116,7 @@ func clientTLSVersions() *tlsv3.TlsParameters {
 // the mesh root is required, and its SPIFFE ID must be in one of
 // trustDomains (trustDomainMatchers), as Istio's inbound listeners check
 // it: a workload of another mesh whose CA chains to the same root is no
-// peer.
+// peer. TLS 1.2 to 1.3 with Istio's cipher suites (inboundCiphers).
 func inboundMTLS(http bool, trustDomains []string) *corev3.TransportSocket {
 	var alpn []string
 	if http {
@@ -124,10 +124,21 @@ func inboundMTLS(http bool, trustDomains []string) *corev3.TransportSocket {
 	}
 	common := meshCommonTLS(alpn, nil)
 	common.GetCombinedValidationContext().DefaultValidationContext.MatchTypedSubjectAltNames = trustDomainMatchers(trustDomains)
+	common.TlsParams = &tlsv3.TlsParameters{CipherSuites: inboundCiphers, TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}
 	return tlsSocket(&tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
 		CommonTlsContext:         common,
 	})
+}
+
+// inboundCiphers are the TLS 1.2 cipher suites inbound mesh mTLS accepts,
+// Istio's (authn utils SupportedCiphers, when MeshConfig meshMTLS sets
+// none): ECDHE or RSA key exchange with AES-GCM only, none of the CBC and
+// SHA-1 suites Envoy's default list still has. TLS 1.3's suites are all
+// AEAD and not configurable.
+var inboundCiphers = []string{
+	"ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+	"AES256-GCM-SHA384", "AES128-GCM-SHA256",
 }
 
 // trustDomainMatchers match a SPIFFE ID in any of trustDomains: a URI SAN

@@ -74,6 +74,13 @@ func TestInboundMTLSChecksTrustDomains(t *testing.T) {
 				if !ctx.GetRequireClientCertificate().GetValue() {
 					t.Errorf("%s: client certificate not required", name)
 				}
+				// Istio's TLS parameters: 1.2 to 1.3, AES-GCM suites only.
+				p := ctx.GetCommonTlsContext().GetTlsParams()
+				if p.GetTlsMinimumProtocolVersion() != tlsv3.TlsParameters_TLSv1_2 || p.GetTlsMaximumProtocolVersion() != tlsv3.TlsParameters_TLSv1_3 ||
+					!slices.Equal(p.GetCipherSuites(), []string{"ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256",
+						"ECDHE-RSA-AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-GCM-SHA256"}) {
+					t.Errorf("%s: TLS parameters %v, want Istio's", name, p)
+				}
 				cvc := ctx.GetCommonTlsContext().GetCombinedValidationContext()
 				if cvc.GetValidationContextSdsSecretConfig().GetName() != sidecar.SecretRootCA {
 					t.Errorf("%s: roots %q, want %s", name, cvc.GetValidationContextSdsSecretConfig().GetName(), sidecar.SecretRootCA)
@@ -150,7 +157,8 @@ func workloadCert(t *testing.T, cacerts, trustDomain, ns, sa string) tls.Certifi
 // handshakes as Envoy's validator does (testenv.EnvoyServerTLS). A client
 // of cluster.local passes; one of other.example is refused; one of
 // old.example passes only while old.example is a trustDomainAliases entry.
-// A client of another root is refused either way.
+// A client of another root is refused either way, and so is a TLS 1.2
+// client offering only a CBC cipher suite (Istio's AES-GCM list).
 func TestInboundMTLSRefusesAnotherTrustDomain(t *testing.T) {
 	root := testenv.NewTestCA(t, "shared root")
 	cacerts := pluginCA(t, root)
@@ -190,6 +198,14 @@ func TestInboundMTLSRefusesAnotherTrustDomain(t *testing.T) {
 		// Without a certificate: refused.
 		if err := testenv.Handshake(t, cfg, &tls.Config{InsecureSkipVerify: true, VerifyConnection: testenv.VerifyServerAgainst(roots)}); err == nil {
 			t.Errorf("mesh config %q: a client without a certificate was accepted", tc.mesh)
+		}
+		// TLS 1.2: an AES-GCM suite passes, a CBC one is refused.
+		for suite, want := range map[uint16]bool{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256: true, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA: false} {
+			err := testenv.Handshake(t, cfg, &tls.Config{Certificates: []tls.Certificate{clients["cluster.local"]}, InsecureSkipVerify: true,
+				VerifyConnection: testenv.VerifyServerAgainst(roots), MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}})
+			if (err == nil) != want {
+				t.Errorf("mesh config %q: TLS 1.2 with %s: server handshake error %v, want accepted %v", tc.mesh, tls.CipherSuiteName(suite), err, want)
+			}
 		}
 	}
 }
