@@ -460,7 +460,8 @@ func (b *builder) addVirtualService(o *store.Object, ds delegates) {
 		vs = b.merge(o, vs, ds)
 	}
 	m := &VirtualService{Namespace: o.Namespace, Name: o.Name, ExportTo: normaliseExportTo(exportTo(vs.GetExportTo(), b.s.Mesh.ExportTo.VirtualServices), o.Namespace), Gateways: gateways, Spec: vs,
-		GatewaySemantics: o.Annotations[gatewayapi.RouteSemanticsAnnotation] == "gateway"}
+		GatewaySemantics: o.Annotations[gatewayapi.RouteSemanticsAnnotation] == "gateway",
+		FromTLSRoute:     strings.HasPrefix(o.Annotations[gatewayapi.ParentAnnotation], "TLSRoute/")}
 	for _, h := range vs.GetHosts() {
 		m.Hosts = append(m.Hosts, QualifyHost(h, o.Namespace))
 	}

@@ -203,7 +203,8 @@ func sameServiceBesidesEndpoints(a, b *Service) bool {
 
 func sameVirtualService(a, b *VirtualService) bool {
 	return a == b || (a.Namespace == b.Namespace && a.Name == b.Name && slices.Equal(a.Hosts, b.Hosts) &&
-		slices.Equal(a.ExportTo, b.ExportTo) && (a.Spec == b.Spec || proto.Equal(a.Spec, b.Spec)))
+		slices.Equal(a.ExportTo, b.ExportTo) && a.GatewaySemantics == b.GatewaySemantics && a.FromTLSRoute == b.FromTLSRoute &&
+		(a.Spec == b.Spec || proto.Equal(a.Spec, b.Spec)))
 }
 
 func sameDestinationRule(a, b *DestinationRule) bool {

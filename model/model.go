@@ -225,6 +225,11 @@ type VirtualService struct {
 	// Istio's converter marks them): a destination whose cluster the proxy
 	// lacks answers 500, as the Gateway API requires and Istio does.
 	GatewaySemantics bool
+	// FromTLSRoute is set for a VirtualService made from a Gateway API
+	// TLSRoute (annotation internal.istio.io/parents: TLSRoute/...): on a
+	// gateway server that terminates TLS (or is plain TCP) its tls routes
+	// apply when it has no tcp route, as Istio's gateways take them.
+	FromTLSRoute bool
 }
 
 // DestinationRule is a DestinationRule bound to a fully qualified host.

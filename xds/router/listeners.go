@@ -134,7 +134,9 @@ func listener(v *model.View, bind string, port uint32, svs []server) (*listenerv
 			l.FilterChains = append(l.FilterChains, fc)
 		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_AUTO_PASSTHROUGH && !s.isHTTP():
 			l.FilterChains = append(l.FilterChains, autoPassthroughChains(v, s)...)
-		case s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
+		case s.spec.GetTls() != nil && s.spec.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH:
+			// (PASSTHROUGH is the mode's zero value: a server without
+			// tls is not one.)
 			l.FilterChains = append(l.FilterChains, passthroughChains(v, s, sniSeen, netSec)...)
 		case s.terminatesTCP():
 			// TLS terminated in front of tcp routes, as Istio's
@@ -280,6 +282,19 @@ func tcpChain(v *model.View, s server, sec []*listenerv3.Filter) *listenerv3.Fil
 			}
 			host := vs.Hosts[0]
 			return &listenerv3.FilterChain{Filters: append(slices.Clone(sec), sidecar.GatewayTCPProxy(v, vs, host, s.port(), tr.GetRoute()))}
+		}
+		// A TLSRoute's VirtualService on a server that does not pass TLS
+		// through (it terminates, or is plain TCP): its tls routes, the
+		// first whose match applies, as Istio's fallback to TLS blocks.
+		if !vs.FromTLSRoute || s.passthrough() {
+			continue
+		}
+		for _, tr := range vs.Spec.GetTls() {
+			for _, m := range tr.GetMatch() {
+				if l4Match(m.GetPort(), m.GetGateways(), vs.Namespace, s) {
+					return &listenerv3.FilterChain{Filters: append(slices.Clone(sec), sidecar.GatewayTCPProxy(v, vs, vs.Hosts[0], s.port(), tr.GetRoute()))}
+				}
+			}
 		}
 	}
 	return nil
