@@ -1203,14 +1203,14 @@ func oracleChainSummary(fc oracleJsonObj, clientChecks bool) oracleJsonObj {
 				sds = append(sds, sc)
 				continue
 			}
-			sds = append(sds, oracleObj(sc)["name"])
+			sds = append(sds, oracleSecretName(oracleStr(oracleObj(sc)["name"])))
 		}
 		if ca := oracleObj(oracleObj(ctc["combinedValidationContext"])["validationContextSdsSecretConfig"]); ca != nil {
 			if strings.HasPrefix(oracleStr(ca["name"]), "file-") {
 				files = true
 				sds = append(sds, oracleJsonObj{"ca": ca})
 			} else {
-				sds = append(sds, "ca:"+oracleStr(ca["name"]))
+				sds = append(sds, "ca:"+oracleSecretName(oracleStr(ca["name"])))
 			}
 		}
 		if files || slices.ContainsFunc(sds, func(n any) bool { return strings.Contains(oracleStr(n), "kubernetes://") }) {
@@ -1318,6 +1318,19 @@ func oracleChainSummary(fc oracleJsonObj, clientChecks bool) oracleJsonObj {
 		s["rbac"] = rb
 	}
 	return s
+}
+
+// oracleSecretName renames the SDS secret of a Gateway API certificateRef,
+// Istio's kubernetes-gateway://NAMESPACE/NAME (a Kubernetes Secret), to
+// vmesh's kubernetes://NAME: the router VM's file credential of the
+// Secret's name (tools/istio-xds-oracle README, the Gateway API corpus's
+// mapping; normalisation rule 1). Other names are kept.
+func oracleSecretName(n string) string {
+	if rest, ok := strings.CutPrefix(n, "kubernetes-gateway://"); ok {
+		_, name, _ := strings.Cut(rest, "/")
+		return "kubernetes://" + name
+	}
+	return n
 }
 
 // oracleTypedConfigs returns the typed configs (without @type) of the
@@ -1515,6 +1528,10 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "URLRewrite path for a proxyless client: grpc-go has no path rewrite (xds/README), so vmesh's grpc-go routes leave it out; Istio sends Envoy's prefix_rewrite / regex_rewrite"},
 	{Proxy: "router", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/route/weightedClusters/clusters\[(UnknownService|outbound\|\d+\|\|UnknownService\.[^]]*)\]`, Case: `gwapi-.*`,
 		Reason: "a backendRef that cannot be used (no ReferenceGrant) keeps its weight: Istio's cluster is named UnknownService, vmesh's outbound|PORT||UnknownService.NS.svc.cluster.local (the host qualified as any); neither proxy has it, so its share of the requests answers 500 in both (cluster_not_found_response_code)"},
+	{Proxy: "router", Type: "LDS", Resource: `0\.0\.0\.0_9443`, Path: ``, Case: `gwapi-istio-tls-terminate`, Istio: `absent`,
+		Reason: "a listener port the Gateway's Service does not expose: Istio's testdata Gateway names its Service by addresses (a manual deployment, istio-ingressgateway with ports 80, 443, 34000, 34001), and Istio's gateway listens only on the ports of its Service; a VM has no Service in front, vmesh's router listens on every listener's port (and warns that addresses are not applied, VM1021)"},
+	{Proxy: "router", Type: "LDS", Path: `/filterChains/\{[^}]*\}/tcpProxy`, Case: `gwapi-.*`, Istio: `"UnknownService"`,
+		Reason: "a TCPRoute's or TLSRoute's backendRef that cannot be used (no ReferenceGrant) keeps its place: Istio's tcp_proxy cluster is named UnknownService (its converter leaves the destination empty), vmesh's outbound|PORT||UnknownService.NS.svc.cluster.local (the host qualified as any); neither proxy has it, so the connections fail in both"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\]/match/prefix`, Case: `gwapi-mesh-.*`, Istio: `absent`,
 		Reason: "a rule vmesh's proxyless routes skip (a redirect: grpc-go has none) shifts the routes after it by one, so vmesh's catch-all prefix / sits where Istio's path_separated_prefix route was (the other fields of that route are listed as the redirect's)"},
 	{Proxy: "grpc", Type: "RDS", Path: `/virtualHosts\[[^]]*\]/routes\[\d+\](/match/(headers|queryParameters|pathSeparatedPrefix|safeRegex))?`, Case: `gwapi-mesh-httproute-query-param-matching`,

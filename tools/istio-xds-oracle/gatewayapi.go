@@ -8,8 +8,16 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +81,7 @@ func loadGatewayAPI(dir string, refs []string, client bool) (*gwapiInput, string
 	in := &gwapiInput{}
 	var origin []string
 	var docs []string
+	secrets := map[string][]string{} // by source: the Secrets its test creates in code
 	for _, ref := range refs {
 		src, path, ok := strings.Cut(ref, ":")
 		if !ok {
@@ -84,7 +93,9 @@ func loadGatewayAPI(dir string, refs []string, client bool) (*gwapiInput, string
 		case "conformance":
 			data, err = conformance.Manifests.ReadFile(path)
 			origin = append(origin, conformanceVersion+" "+path)
+			secrets[src] = suiteSecrets
 		case "istio":
+			secrets[src] = istioTestSecrets
 			var mod string
 			if mod, err = moduleDir("istio.io/istio"); err == nil {
 				data, err = os.ReadFile(filepath.Join(mod, path))
@@ -107,6 +118,7 @@ func loadGatewayAPI(dir string, refs []string, client bool) (*gwapiInput, string
 	}
 	m := mapper{}
 	hasClass := false
+	manifestSecrets := map[string]bool{}
 	for _, d := range docs {
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
@@ -155,7 +167,34 @@ func loadGatewayAPI(dir string, refs []string, client bool) (*gwapiInput, string
 			}
 		case meta.Kind == "Namespace" || meta.Kind == "Secret" || meta.Kind == "ConfigMap":
 			in.kube = append(in.kube, d)
+			if meta.Kind == "Secret" {
+				ns := meta.Metadata.Namespace
+				if ns == "" {
+					ns = "default"
+				}
+				manifestSecrets[ns+"/"+meta.Metadata.Name] = true
+			}
 		}
+	}
+	// The certificate Secrets the suite's or Istio's test creates in code,
+	// but those the manifests define (Kubernetes objects only: vmesh's
+	// routers read the file credential of each Secret's name on the VM,
+	// README "The Gateway API corpus").
+	for _, src := range []string{"conformance", "istio"} {
+		var names []string
+		for _, nn := range secrets[src] {
+			if !manifestSecrets[nn] {
+				names = append(names, nn)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		ss, err := certSecrets(names)
+		if err != nil {
+			return nil, "", err
+		}
+		in.kube = append(in.kube, ss...)
 	}
 	if !hasClass {
 		in.kube = append(in.kube, gatewayClass)
@@ -608,4 +647,71 @@ func (d crdDefaulter) apply(doc string) (string, error) {
 	defaulting.Default(obj, s)
 	out, err := yaml.Marshal(obj)
 	return string(out), err
+}
+
+// suiteSecrets are the certificate Secrets the conformance suite creates
+// at run time besides its manifests (utils/suite/suite.go, "programmatic
+// resources"), namespace/name.
+var suiteSecrets = []string{
+	"gateway-conformance-web-backend/certificate",
+	"gateway-conformance-infra/tls-validity-checks-certificate",
+	"gateway-conformance-infra/tls-validity-checks-client-certificate",
+	"gateway-conformance-infra/tls-validity-checks-per-port-client-certificate",
+	"gateway-conformance-infra/tls-checks-certificate",
+	"gateway-conformance-infra/tls-checks-client-certificate",
+	"gateway-conformance-infra/tls-passthrough-checks-certificate",
+	"gateway-conformance-app-backend/tls-passthrough-checks-certificate",
+	"gateway-conformance-infra/tls-terminate-checks-certificate",
+}
+
+// istioTestSecrets are the valid certificate Secrets Istio's converter test
+// defines in Go (conversion_test.go, objects), namespace/name.
+var istioTestSecrets = []string{
+	"istio-system/my-cert-http",
+	"ns2/ns2-cert",
+	"ns3/ns3-cert",
+	"ns4/ns4-cert",
+	"istio-system/my-cert",
+	"istio-system/my-cert-http2",
+	"cert/cert",
+	"bookinfo/bookinfo-secret",
+	"bookinfo/another-secret",
+}
+
+// certSecrets writes the Secrets names (namespace/name) as Kubernetes
+// Secrets of type kubernetes.io/tls holding one self-signed certificate and
+// its key, made now: Istio's converter refuses a certificateRef whose
+// Secret is absent or holds no valid pair. The certificate never reaches
+// the saved answers (they name Secrets only; vmesh's routers name the file
+// credential of the Secret's name), so a new one each run changes nothing.
+func certSecrets(names []string) ([]string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "istio-xds-oracle"},
+		DNSNames:     []string{"*"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	crt := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	k := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+	var out []string
+	for _, nn := range names {
+		ns, name, _ := strings.Cut(nn, "/")
+		out = append(out, fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s\n  namespace: %s\ntype: kubernetes.io/tls\ndata:\n  tls.crt: %s\n  tls.key: %s\n  ca.crt: %s\n", name, ns, crt, k, crt))
+	}
+	return out, nil
 }
