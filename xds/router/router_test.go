@@ -803,3 +803,50 @@ spec:
 		t.Errorf("credentials %+v", us)
 	}
 }
+
+// TestPlainTCPServer: a TCP server without tls routes every connection by
+// the first tcp route bound to it, as Istio's gateways do (the server was
+// taken for a PASSTHROUGH one, the TLS mode's zero value, and had no
+// chain).
+func TestPlainTCPServer(t *testing.T) {
+	const yaml = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: default}
+spec:
+  hosts: [echo.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 9000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.5}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: echo, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 31400, name: tcp, protocol: TCP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [echo]
+  tcp: [{route: [{destination: {host: echo, port: {number: 9000}}}]}]
+`
+	lds, err := router.Listeners(view(t, yaml, ingress()))
+	if err != nil || len(lds) != 1 || len(lds[0].GetFilterChains()) != 1 {
+		t.Fatalf("listeners %v (%v)", lds, err)
+	}
+	fc := lds[0].GetFilterChains()[0]
+	if fc.GetTransportSocket() != nil || fc.GetFilterChainMatch() != nil {
+		t.Errorf("chain %v: want plain TCP for every connection", fc)
+	}
+	tp := &tcpproxyv3.TcpProxy{}
+	if err := fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig().UnmarshalTo(tp); err != nil || tp.GetCluster() != "outbound|9000||echo.default.svc.cluster.local" {
+		t.Errorf("tcp_proxy to %q (%v)", tp.GetCluster(), err)
+	}
+}
