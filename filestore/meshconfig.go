@@ -188,7 +188,7 @@ func checkMeshFields(file string, n *yaml.Node, md protoreflect.MessageDescripto
 // read (and validated where vmesh checks them) but change nothing yet.
 var meshConfigApplied = map[string]bool{
 	"defaultHttpRetryPolicy": true, "outboundTrafficPolicy": true, "connectTimeout": true, "dnsRefreshRate": true,
-	"trustDomain": true, "trustDomainAliases": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
+	"trustDomain": true, "trustDomainAliases": true, "meshMTLS": true, "rootNamespace": true, "enableAutoMtls": true, "localityLbSetting": true, "extensionProviders": true,
 	"defaultServiceExportTo": true, "defaultVirtualServiceExportTo": true, "defaultDestinationRuleExportTo": true,
 	"accessLogFile": true, "accessLogEncoding": true, "accessLogFormat": true, "h2UpgradePolicy": true, "tcpKeepalive": true,
 	"inboundTrafficPolicy": true, "enableTracing": true, "defaultProviders": true,
@@ -595,6 +595,9 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig) []meshProblem {
 	}
 	if td := mc.GetTrustDomain(); td == "" || strings.ContainsAny(td, "/:@ ") {
 		v.add("trustDomain", "%q is not a trust domain", td)
+	}
+	if len(mc.GetMeshMTLS().GetEcdhCurves()) > 0 {
+		v.add("meshMTLS.ecdhCurves", "mesh TLS does not support ECDH curves configuration")
 	}
 	for i, td := range mc.GetTrustDomainAliases() {
 		if why := trustDomainProblem(td); why != "" {

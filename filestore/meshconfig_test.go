@@ -65,6 +65,8 @@ func TestMeshConfigErrorsNameLineAndField(t *testing.T) {
 		{"trustDomainAliases: [old.example, a/b]\n", `mesh.yaml:1: trustDomainAliases[1]: "a/b" is not a trust domain`},
 		{"trustDomainAliases: [\"\"]\n", `trustDomainAliases[0]: "" is not a trust domain: empty`},
 		{"trustDomainAliases: [Old.Example]\n", `trustDomainAliases[0]: "Old.Example" is not a trust domain`},
+		// meshMTLS: no ECDH curves, as Istio's ValidateMeshTLSConfig.
+		{"meshMTLS:\n  ecdhCurves: [P-256]\n", `mesh.yaml:1: meshMTLS.ecdhCurves: mesh TLS does not support ECDH curves configuration`},
 	} {
 		mc, errs := filestore.DecodeMeshConfig("mesh.yaml", []byte(tc.yaml))
 		if mc != nil || len(errs) == 0 || !strings.Contains(errs[0].Error(), tc.want) {

@@ -153,6 +153,7 @@ func TestMeshConfigAccessLogWarnings(t *testing.T) {
 		// trustDomainAliases: applied (inbound mTLS, servers' SANs,
 		// AuthorizationPolicy principals).
 		{"trustDomain: example.org\ntrustDomainAliases: [old.example]\n", nil},
+		{"meshMTLS: {minProtocolVersion: TLSV1_3, cipherSuites: [ECDHE-ECDSA-AES256-GCM-SHA384]}\n", nil},
 		// Tracing (issue 48): enableTracing, defaultProviders.tracing and
 		// defaultConfig.tracing's sampling and tags are applied; the other
 		// default providers and the bootstrap tracer addresses are not.

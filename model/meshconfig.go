@@ -21,6 +21,8 @@ func MeshFromConfig(mc *meshv1alpha1.MeshConfig) Mesh {
 		m.TrustDomain = mc.GetTrustDomain()
 	}
 	m.TrustDomainAliases = strings.Join(mc.GetTrustDomainAliases(), ",")
+	m.MTLSCipherSuites = strings.Join(mc.GetMeshMTLS().GetCipherSuites(), ",")
+	m.MTLSMinTLS13 = mc.GetMeshMTLS().GetMinProtocolVersion() == meshv1alpha1.MeshConfig_TLSConfig_TLSV1_3
 	m.DefaultHTTPRetry = mc.GetDefaultHttpRetryPolicy()
 	if d := mc.GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
 		m.ConnectTimeout = d.AsDuration()

@@ -32,6 +32,13 @@ type Mesh struct {
 	// a client accepts a server's SPIFFE ID in any of them
 	// (ServiceIdentities).
 	TrustDomainAliases string
+	// MTLSCipherSuites is MeshConfig meshMTLS.cipherSuites, comma-separated:
+	// the TLS 1.2 cipher suites inbound mesh mTLS accepts; "" is Istio's
+	// (ECDHE/RSA with AES-GCM).
+	MTLSCipherSuites string
+	// MTLSMinTLS13 is MeshConfig meshMTLS.minProtocolVersion TLSV1_3:
+	// inbound mesh mTLS accepts TLS 1.3 only (else 1.2 to 1.3).
+	MTLSMinTLS13 bool
 	// DefaultHTTPRetry is MeshConfig's defaultHttpRetryPolicy: the retries
 	// of every HTTP and gRPC route whose VirtualService sets none. nil is
 	// Istio's built-in default (translate.RetryPolicy); zero attempts turn

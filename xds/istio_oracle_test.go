@@ -1469,7 +1469,7 @@ var istioOracleKnown = []oracleKnown{
 		Reason: "Istio's grpcgen ignores DestinationRule outlierDetection; vmesh maps it (grpc-go implements outlier detection)"},
 	{Proxy: "grpc", Type: "CDS", Path: `/loadBalancingPolicy`,
 		Reason: "LEAST_REQUEST: both send lb_policy LEAST_REQUEST; vmesh also lists load_balancing_policy [least_request, round_robin] (gRFC A52, first supported wins) so grpc-node, which has no least request and rejects the lb_policy, balances round robin instead of dropping the cluster"},
-	{Proxy: "grpc", Type: "CDS", Path: `/transportSocket`, Case: `docs-peerauthn-modes|testdata-peer-authn-strict`,
+	{Proxy: "grpc", Type: "CDS", Path: `/transportSocket`, Case: `docs-peerauthn-modes|testdata-peer-authn-strict|docs-meshconfig-mesh-mtls`,
 		Reason: "vmesh's proxyless automatic mTLS to STRICT endpoints with service accounts (xds/README); Istio's grpcgen sets TLS only from an ISTIO_MUTUAL DestinationRule"},
 	{Proxy: "grpc", Type: "CDS", Path: `/transportSocket`, Resource: `outbound\|(80|443)\|\|(www\.googleapis\.com|edition\.cnn\.com)`,
 		Reason: "DestinationRule tls SIMPLE: Istio's grpcgen ignores it (plaintext), vmesh sends TLS through certificate-provider instance default"},

@@ -343,7 +343,7 @@ func (sc *scope) virtualInbound() (*listenerv3.Listener, error) {
 			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 				Name:             name + "|mtls",
 				FilterChainMatch: match,
-				TransportSocket:  inboundMTLS(http, sc.v.Mesh().ValidationTrustDomains()),
+				TransportSocket:  inboundMTLS(http, sc.v.Mesh()),
 				Filters:          filters,
 			})
 		}
@@ -414,7 +414,7 @@ func (sc *scope) passthroughChains(l *listenerv3.Listener, policies security.Env
 	chain := func(name, transport string, alpn []string, mtls bool, fs []*listenerv3.Filter) *listenerv3.FilterChain {
 		fc := &listenerv3.FilterChain{Name: name, FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: transport, ApplicationProtocols: alpn}, Filters: fs}
 		if mtls {
-			fc.TransportSocket = inboundMTLS(false, sc.v.Mesh().ValidationTrustDomains())
+			fc.TransportSocket = inboundMTLS(false, sc.v.Mesh())
 		}
 		return fc
 	}

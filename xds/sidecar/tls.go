@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/vmesh/vmesh/model"
 )
 
 // Istio's ALPN values: the client offers them on mesh mTLS, the inbound
@@ -116,15 +118,23 @@ func clientTLSVersions() *tlsv3.TlsParameters {
 // the mesh root is required, and its SPIFFE ID must be in one of
 // trustDomains (trustDomainMatchers), as Istio's inbound listeners check
 // it: a workload of another mesh whose CA chains to the same root is no
-// peer. TLS 1.2 to 1.3 with Istio's cipher suites (inboundCiphers).
-func inboundMTLS(http bool, trustDomains []string) *corev3.TransportSocket {
+// peer. TLS 1.2 to 1.3 with Istio's cipher suites (inboundCiphers), or
+// what MeshConfig meshMTLS says (cipherSuites, minProtocolVersion), as
+// Istio's BuildInboundTLS.
+func inboundMTLS(http bool, mesh model.Mesh) *corev3.TransportSocket {
 	var alpn []string
 	if http {
 		alpn = []string{"h2", "http/1.1"}
 	}
 	common := meshCommonTLS(alpn, nil)
-	common.GetCombinedValidationContext().DefaultValidationContext.MatchTypedSubjectAltNames = trustDomainMatchers(trustDomains)
+	common.GetCombinedValidationContext().DefaultValidationContext.MatchTypedSubjectAltNames = trustDomainMatchers(mesh.ValidationTrustDomains())
 	common.TlsParams = &tlsv3.TlsParameters{CipherSuites: inboundCiphers, TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}
+	if mesh.MTLSCipherSuites != "" {
+		common.TlsParams.CipherSuites = strings.Split(mesh.MTLSCipherSuites, ",")
+	}
+	if mesh.MTLSMinTLS13 {
+		common.TlsParams.TlsMinimumProtocolVersion = tlsv3.TlsParameters_TLSv1_3
+	}
 	return tlsSocket(&tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
 		CommonTlsContext:         common,

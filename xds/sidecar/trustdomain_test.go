@@ -226,3 +226,20 @@ func pkcs8(t *testing.T, c tls.Certificate) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
+
+// MeshConfig meshMTLS sets inbound mesh mTLS's TLS parameters as in
+// Istio's BuildInboundTLS: cipherSuites replaces Istio's list,
+// minProtocolVersion TLSV1_3 makes it TLS 1.3 only.
+func TestInboundMTLSMeshMTLS(t *testing.T) {
+	ctxs := inboundTLS(t, meshFieldsViewOf(t, "meshMTLS:\n  minProtocolVersion: TLSV1_3\n  cipherSuites: [ECDHE-ECDSA-AES256-GCM-SHA384]\n", productpage()))
+	if len(ctxs) == 0 {
+		t.Fatal("no mTLS chain")
+	}
+	for name, ctx := range ctxs {
+		p := ctx.GetCommonTlsContext().GetTlsParams()
+		if p.GetTlsMinimumProtocolVersion() != tlsv3.TlsParameters_TLSv1_3 || p.GetTlsMaximumProtocolVersion() != tlsv3.TlsParameters_TLSv1_3 ||
+			!slices.Equal(p.GetCipherSuites(), []string{"ECDHE-ECDSA-AES256-GCM-SHA384"}) {
+			t.Errorf("%s: TLS parameters %v, want TLS 1.3 and the mesh's suite", name, p)
+		}
+	}
+}
