@@ -756,10 +756,16 @@ func (c *converter) redirect(o *store.Object, field string, f *gwv1.HTTPRequestR
 	if f.Hostname != nil {
 		r.Authority = string(*f.Hostname)
 	}
-	if f.Port != nil {
+	// As Istio's converter: without a port, a scheme's default port, else
+	// the request's ("When empty, port (if specified) of the request is
+	// used"), which the route generator writes as the listener's port.
+	switch {
+	case f.Port != nil:
 		r.RedirectPort = &networking.HTTPRedirect_Port{Port: uint32(*f.Port)}
-	} else if f.Scheme != nil {
+	case f.Scheme != nil:
 		r.RedirectPort = &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_PROTOCOL_DEFAULT}
+	default:
+		r.RedirectPort = &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_REQUEST_PORT}
 	}
 	if f.StatusCode != nil {
 		r.RedirectCode = uint32(*f.StatusCode)

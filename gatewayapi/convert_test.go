@@ -148,7 +148,8 @@ func TestConvertMeshRoutes(t *testing.T) {
 			{Match: []*networking.HTTPMatchRequest{{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: "/api(/.*)?"}}, Headers: map[string]*networking.StringMatch{"x-version": exact("2")}}},
 				Headers: headers, Route: split, Timeout: durationpb.New(5e9)},
 			{Match: []*networking.HTTPMatchRequest{{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/"}}}},
-				Redirect: &networking.HTTPRedirect{RedirectCode: 302, PrefixRewrite: "/x"}}, // the CRD's default statusCode; ReplacePrefixMatch as Istio's
+				Redirect: &networking.HTTPRedirect{RedirectCode: 302, PrefixRewrite: "/x", // the CRD's default statusCode; ReplacePrefixMatch as Istio's
+					RedirectPort: &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_REQUEST_PORT}}}, // no port nor scheme: the request's, as Istio's
 		},
 	}
 	if diff := cmp.Diff(want, vs.Spec, protocmp.Transform()); diff != "" {

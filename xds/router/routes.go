@@ -66,7 +66,7 @@ func RouteConfig(v *model.View, name string, svs []server) (*routev3.RouteConfig
 				continue
 			}
 			for _, h := range hosts {
-				routes, err := sidecar.GatewayRoutes(v, vs, h, port, s.gw.Key())
+				routes, err := sidecar.GatewayRoutes(v, vs, h, port, s.gw.Key(), s.spec.GetTls() != nil)
 				if err != nil {
 					return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
 				}

@@ -27,11 +27,12 @@ import (
 // gateway) serving host on port for gateway ("namespace/name"), by the
 // sidecar's translation: the matches that apply to that gateway (their
 // gateways, else their sourceLabels and sourceNamespace), destinations
-// resolved in v as a sidecar's are. It returns no routes when none
-// applies.
-func GatewayRoutes(v *model.View, vs *model.VirtualService, host string, port uint32, gateway string) ([]*routev3.Route, error) {
+// resolved in v as a sidecar's are; tls says the server has TLS settings
+// (a redirect's default scheme is then https). It returns no routes when
+// none applies.
+func GatewayRoutes(v *model.View, vs *model.VirtualService, host string, port uint32, gateway string, tls bool) ([]*routev3.Route, error) {
 	sc := baseScope(v)
-	sc.gateway, sc.gatewayVSNamespace = gateway, vs.Namespace
+	sc.gateway, sc.gatewayVSNamespace, sc.gatewayTLS = gateway, vs.Namespace, tls
 	t := target{svc: &model.Service{Hostname: host, Namespace: vs.Namespace}, port: model.Port{Number: port, Protocol: "HTTP"}}
 	return sc.httpRoutes(t, vs)
 }

@@ -49,6 +49,9 @@ type scope struct {
 	// translated for (GatewayRoutes): a match applies by its gateways,
 	// resolved in gatewayVSNamespace, the VirtualService's namespace.
 	gateway, gatewayVSNamespace string
+	// gatewayTLS is whether the gateway's server has TLS settings (its
+	// redirects' default scheme is https).
+	gatewayTLS bool
 }
 
 // baseScope is the proxy's scope without its outbound targets: what the

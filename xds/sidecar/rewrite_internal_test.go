@@ -5,6 +5,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // Gateway API routes: gatewayapi's segment-prefix regex and a plain prefix
@@ -60,5 +61,37 @@ func TestGatewayPrefixRewrite(t *testing.T) {
 	stripPrefixRewrite(r)
 	if a := r.GetRoute(); a.GetPrefixRewrite() != "/one" || a.GetRegexRewrite() != nil {
 		t.Errorf("rewrite /one: %v", a)
+	}
+}
+
+// TestRedirectPort: a redirect's port as Istio's ApplyRedirect writes it:
+// derivePort FROM_REQUEST_PORT is the route's port, FROM_PROTOCOL_DEFAULT
+// none, and a scheme's default port (80 http, 443 https; the scheme the
+// redirect's, else the server's) is left out.
+func TestRedirectPort(t *testing.T) {
+	fromRequest := &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_REQUEST_PORT}
+	fromProtocol := &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_PROTOCOL_DEFAULT}
+	port := func(p uint32) *networking.HTTPRedirect_Port { return &networking.HTTPRedirect_Port{Port: p} }
+	for _, c := range []struct {
+		name   string
+		r      *networking.HTTPRedirect
+		listen uint32
+		tls    bool
+		want   uint32
+	}{
+		{"no port", &networking.HTTPRedirect{Authority: "a"}, 8080, false, 0},
+		{"explicit", &networking.HTTPRedirect{RedirectPort: port(8080)}, 80, false, 8080},
+		{"explicit 80 http", &networking.HTTPRedirect{RedirectPort: port(80)}, 8080, false, 0},
+		{"explicit 80 https", &networking.HTTPRedirect{RedirectPort: port(80), Scheme: "https"}, 8080, false, 80},
+		{"explicit 443 https", &networking.HTTPRedirect{RedirectPort: port(443), Scheme: "https"}, 80, false, 0},
+		{"explicit 443 on a TLS server", &networking.HTTPRedirect{RedirectPort: port(443)}, 443, true, 0},
+		{"request port", &networking.HTTPRedirect{RedirectPort: fromRequest}, 8080, false, 8080},
+		{"request port 80", &networking.HTTPRedirect{RedirectPort: fromRequest}, 80, false, 0},
+		{"request port 443 TLS", &networking.HTTPRedirect{RedirectPort: fromRequest}, 443, true, 0},
+		{"protocol default", &networking.HTTPRedirect{RedirectPort: fromProtocol, Scheme: "https"}, 8080, false, 0},
+	} {
+		if got := redirect(c.r, c.listen, c.tls).GetPortRedirect(); got != c.want {
+			t.Errorf("%s: port_redirect %d, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -447,7 +447,7 @@ func (sc *scope) routeBody(t target, vs *model.VirtualService, hr *networking.HT
 	}
 	switch {
 	case hr.GetRedirect() != nil:
-		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}
+		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect(), t.port.Number, sc.gatewayTLS)}
 		return r, nil
 	case hr.GetDirectResponse() != nil:
 		r.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}
@@ -661,15 +661,37 @@ func corsPolicy(c *networking.CorsPolicy) *corsv3.CorsPolicy {
 	return out
 }
 
-func redirect(r *networking.HTTPRedirect) *routev3.RedirectAction {
+// redirect is a VirtualService redirect for a route served on port (of a
+// TLS server when tls), as Istio's ApplyRedirect: derivePort
+// FROM_REQUEST_PORT is that port (Envoy cannot derive it; the routes are
+// per port), FROM_PROTOCOL_DEFAULT no port (Envoy's default), and a port
+// that is its scheme's default (80 for http, 443 for https; the scheme
+// the redirect's, else the server's) is left out, so the Location carries
+// none.
+func redirect(r *networking.HTTPRedirect, port uint32, tls bool) *routev3.RedirectAction {
 	out := &routev3.RedirectAction{HostRedirect: r.GetAuthority()}
 	if r.GetUri() != "" {
 		out.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: r.GetUri()}
 	} else if r.GetPrefixRewrite() != "" {
 		out.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: r.GetPrefixRewrite()}
 	}
-	if p := r.GetPort(); p != 0 {
-		out.PortRedirect = p
+	switch {
+	case r.GetPort() != 0:
+		out.PortRedirect = r.GetPort()
+	case r.GetDerivePort() == networking.HTTPRedirect_FROM_REQUEST_PORT && r.GetRedirectPort() != nil:
+		out.PortRedirect = port
+	}
+	if r.GetRedirectPort() != nil {
+		scheme := r.GetScheme()
+		if scheme == "" {
+			scheme = "http"
+			if tls {
+				scheme = "https"
+			}
+		}
+		if out.PortRedirect == 80 && scheme == "http" || out.PortRedirect == 443 && scheme == "https" {
+			out.PortRedirect = 0
+		}
 	}
 	if r.GetScheme() != "" {
 		out.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: r.GetScheme()}
