@@ -584,7 +584,7 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 			}
 		}
 		var backendPaths []string
-		zero, resolved := true, 0
+		zero := true
 		for j, b := range ru.backends {
 			bpath := fmt.Sprintf("%s.backendRefs[%d]", ru.path, j)
 			w := deref(b.Weight, 1)
@@ -598,8 +598,6 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 				// requests, which fail (500), as the Gateway API says
 				// and Istio's converter does (host UnknownService).
 				dest = &networking.Destination{Host: unknownService}
-			} else {
-				resolved++
 			}
 			rd := &networking.HTTPRouteDestination{Destination: dest, Weight: w}
 			c.applyFilters(o, bpath+".filters", b.Filters, nil, rd)
@@ -609,9 +607,11 @@ func (c *converter) httpRoutes(r *route) []sourcedRoute {
 		if len(base.Route) == 1 {
 			base.Route[0].Weight = 0 // one destination takes everything
 		}
-		if base.Redirect == nil && (zero || resolved == 0) {
+		if base.Redirect == nil && zero {
 			// No backend of weight > 0: the spec wants a 500, which
 			// Istio's converter answers directly (directResponse 500).
+			// Backends that cannot be used route to UnknownService
+			// above, as Istio's (500 through cluster_not_found_response_code).
 			base.Route = nil
 			base.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
 		}

@@ -261,8 +261,10 @@ spec:
 	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0].Message, "RefNotPermitted") {
 		t.Fatalf("warnings = %v, want one RefNotPermitted", out.Warnings)
 	}
-	if r := out.Objects[0].Spec.(*networking.VirtualService).Http[0]; len(r.Route) != 0 || r.GetDirectResponse().GetStatus() != 500 {
-		t.Errorf("route without a permitted backend = %v, want a direct 500", r)
+	// As Istio's converter: the route goes to UnknownService, a cluster
+	// no proxy has (500, cluster_not_found_response_code).
+	if r := out.Objects[0].Spec.(*networking.VirtualService).Http[0]; len(r.Route) != 1 || r.Route[0].GetDestination().GetHost() != "UnknownService" || r.GetDirectResponse() != nil {
+		t.Errorf("route without a permitted backend = %v, want one destination UnknownService", r)
 	}
 	grant := doc + `---
 apiVersion: gateway.networking.k8s.io/v1beta1
