@@ -256,24 +256,18 @@ func duplicateError(src Source, objects []*Object, dup *Object) error {
 // (a file source uses it for one edited file). It rejects a key named
 // twice, changing nothing.
 func (s *Store) Update(src Source, set []*Object, remove []Key) error {
-	return s.update(src, set, remove, nil, nil)
+	return s.update(src, set, remove, nil)
 }
 
 // UpdateWithStatus is Update and SetStatusHeld in one snapshot: a file
-// source's edited objects and the problems of its files change together.
+// source's edited objects and the problems of its files change together,
+// and a git source's objects and the commit they are at (the status's
+// Revision), so no snapshot labels one commit's objects with another's SHA.
 func (s *Store) UpdateWithStatus(src Source, set []*Object, remove []Key, status StatusChange) error {
-	return s.update(src, set, remove, nil, &status)
+	return s.update(src, set, remove, &status)
 }
 
-// UpdateAt is Update that also sets the source's revision
-// (SourceStatus.Revision) in the same snapshot: a git source's objects and
-// the commit they are at change together, so no snapshot labels one
-// commit's objects with another's SHA.
-func (s *Store) UpdateAt(src Source, set []*Object, remove []Key, revision string) error {
-	return s.update(src, set, remove, &revision, nil)
-}
-
-func (s *Store) update(src Source, set []*Object, remove []Key, revision *string, status *StatusChange) error {
+func (s *Store) update(src Source, set []*Object, remove []Key, status *StatusChange) error {
 	seen := make(map[Key]*Object, len(set)+len(remove))
 	for _, o := range set {
 		n := len(seen)
@@ -310,9 +304,6 @@ func (s *Store) update(src Source, set []*Object, remove []Key, revision *string
 	}
 	st.status.Objects = len(st.objects)
 	st.status.LastUpdate = time.Now()
-	if revision != nil {
-		st.status.Revision = *revision
-	}
 	if status != nil {
 		st.setStatus(*status)
 	}

@@ -129,15 +129,15 @@ func TestStoreStatus(t *testing.T) {
 	}
 }
 
-// A git source's objects and commit change in one snapshot (UpdateAt);
+// A git source's objects and commit change in one snapshot (UpdateWithStatus);
 // SnapshotWith shows the Store with the source at another commit while the
 // Store itself and its subscribers are untouched.
-func TestStoreUpdateAtAndSnapshotWith(t *testing.T) {
+func TestStoreUpdateWithCommitAndSnapshotWith(t *testing.T) {
 	s := store.NewStore()
 	git := store.Source{Name: "git:repo", Class: store.ClassConfig}
 	reg := store.Source{Name: "registry:consul", Class: store.ClassRegistry}
 	a := we("default", "a", "10.0.0.1", store.Origin{Source: git.Name, Commit: "aaaa"})
-	if err := s.UpdateAt(git, []*store.Object{a}, nil, "aaaa"); err != nil {
+	if err := s.UpdateWithStatus(git, []*store.Object{a}, nil, store.StatusChange{Revision: "aaaa"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Replace(reg, []*store.Object{we("default", "r", "10.0.0.9", store.Origin{Source: reg.Name})}); err != nil {
@@ -150,12 +150,12 @@ func TestStoreUpdateAtAndSnapshotWith(t *testing.T) {
 	sub := s.Subscribe()
 	defer sub.Close()
 	b := we("default", "b", "10.0.0.2", store.Origin{Source: git.Name, Commit: "bbbb"})
-	if err := s.UpdateAt(git, []*store.Object{b}, []store.Key{a.Key}, "bbbb"); err != nil {
+	if err := s.UpdateWithStatus(git, []*store.Object{b}, []store.Key{a.Key}, store.StatusChange{Revision: "bbbb"}); err != nil {
 		t.Fatal(err)
 	}
 	cur := s.Snapshot()
 	if cur.Commit() != "bbbb" || cur.Get(b.Key) == nil || cur.Get(a.Key) != nil {
-		t.Fatalf("after UpdateAt: commit %q, b %v, a %v", cur.Commit(), cur.Get(b.Key), cur.Get(a.Key))
+		t.Fatalf("after UpdateWithStatus: commit %q, b %v, a %v", cur.Commit(), cur.Get(b.Key), cur.Get(a.Key))
 	}
 	<-sub.C()
 	sub.Take()
